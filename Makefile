@@ -1,0 +1,29 @@
+# The two set-up commands of the README. Both create the virtual environment when it is missing.
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: up test check bench clean
+
+$(BIN)/gateway: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(BIN)/gateway
+
+up: $(BIN)/gateway
+	$(BIN)/gateway up
+
+test: $(BIN)/gateway
+	$(BIN)/python -m pytest
+
+check: $(BIN)/gateway
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+bench: $(BIN)/gateway
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Ray actors: one module per owner of state."""

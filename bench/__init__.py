@@ -1,0 +1,1 @@
+"""Benchmarks: they print figures and ratios; nothing here asserts a time."""

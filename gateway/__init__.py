@@ -1,0 +1,1 @@
+"""Credit-metered Solana JSON-RPC gateway."""

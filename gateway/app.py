@@ -1,0 +1,50 @@
+"""One replica's gateway, built from settings: the pipelines and the state they share. No Ray here.
+
+The Serve deployment (``serve_app.py``) and the tests both build a :class:`GatewayApp` and wrap it
+in the HTTP transport, so everything below the transport is tested without Ray.
+"""
+
+from __future__ import annotations
+
+import time
+
+from gateway.config import Settings
+from gateway.errors import service_unavailable
+from gateway.forward import Forwarder, ParseStage
+from gateway.methods import PriceTable
+from gateway.pipeline import Call, Handler, Reply, compose, error_boundary
+from gateway.public import ServiceProfile
+from gateway.upstream import HealthMonitor, HttpUpstream
+
+DEFAULT_UPSTREAM = "http://127.0.0.1:8899"
+
+
+class GatewayApp:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.started_at = time.time()
+        self.prices = PriceTable.default().with_overrides(settings.pricing)
+        self.profile = ServiceProfile()
+        self.upstream = HttpUpstream(settings.upstream_rpc_url or DEFAULT_UPSTREAM, settings.fallback_rpc_url)
+        self.monitor = HealthMonitor(self.upstream, settings.health_poll_s)
+        self.rpc: Handler = compose(
+            [error_boundary, self._readiness_gate, ParseStage(self.prices)],
+            Forwarder(self.upstream),
+        )
+
+    async def startup(self) -> None:
+        self.monitor.start()
+
+    async def shutdown(self) -> None:
+        await self.monitor.stop()
+        await self.upstream.close()
+
+    @property
+    def ready(self) -> bool:
+        return self.upstream.primary.healthy or self.upstream.use_fallback or self.upstream.primary.ever_healthy
+
+    async def _readiness_gate(self, call: Call, next_handler: Handler) -> Reply:
+        """Until a node has answered once, paid traffic gets 503 -32003 rather than a failed forward."""
+        if not self.ready:
+            raise service_unavailable("gateway is starting: the upstream node has not answered yet", 5)
+        return await next_handler(call)

@@ -1,0 +1,160 @@
+"""Settings: environment variables (``GATEWAY_*``) and an optional TOML file, validated at start.
+
+Precedence, highest first: explicit arguments, environment, the TOML file named by ``GATEWAY_CONFIG``
+(or ``--config``), defaults. ``RAY_ADDRESS`` is read as is, as Ray users expect. A setting left empty
+means "use the embedded part": embedded PostgreSQL, embedded Redis, the local devnode, a local Ray.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlparse
+
+from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+USDC_MAINNET_MINT = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+def _url_with_scheme(value: str | None, schemes: tuple[str, ...], name: str) -> str | None:
+    if value is None or value == "":
+        return None
+    parsed = urlparse(value)
+    if parsed.scheme not in schemes or not (parsed.netloc or parsed.path):
+        raise ValueError(f"{name} must be a URL starting with {' or '.join(s + '://' for s in schemes)}")
+    return value
+
+
+class Settings(BaseSettings):
+    """Everything an operator can set. Field descriptions are the reference documentation."""
+
+    model_config = SettingsConfigDict(env_prefix="GATEWAY_", extra="forbid", validate_default=True)
+
+    home: Path = Field(Path(".gateway"), description="Data dir: embedded databases, keys, devnode state.")
+    host: str = Field("127.0.0.1", description="HTTP listen address of the Serve app.")
+    port: Port = Field(8000, description="HTTP port (JSON-RPC, /ws, /mcp, REST).")
+    grpc_port: Port = Field(10000, description="gRPC stream port.")
+
+    database_url: str | None = Field(None, description="PostgreSQL DSN; empty starts embedded PostgreSQL.")
+    redis_url: str | None = Field(None, description="Redis URL (redis://, rediss://, unix://); empty: embedded.")
+    upstream_rpc_url: str | None = Field(None, description="Solana node JSON-RPC URL; empty starts the devnode.")
+    upstream_ws_url: str | None = Field(None, description="Solana node PubSub URL; derived from the RPC URL if empty.")
+    fallback_rpc_url: str | None = Field(None, description="Second node used while the first is unhealthy.")
+    ray_address: str | None = Field(
+        None,
+        validation_alias=AliasChoices("RAY_ADDRESS", "GATEWAY_RAY_ADDRESS", "ray_address"),
+        description="Ray cluster to join; empty starts a local Ray.",
+    )
+
+    ingress_mode: Literal["proxy", "direct", "haproxy"] = Field(
+        "haproxy",
+        description="How HTTP reaches replicas: Serve's proxy, one replica on the port itself, or Ray's HAProxy.",
+    )
+    ingress_replicas: int = Field(1, ge=1, le=64, description="HTTP ingress replicas.")
+    max_ongoing_requests: int = Field(256, ge=8, le=100_000, description="Per-replica concurrency cap of Serve.")
+    health_poll_s: float = Field(2.0, gt=0, le=60, description="How often each replica probes the upstream.")
+
+    devnode_rpc_port: Port = Field(8899, description="Devnode JSON-RPC port.")
+    devnode_ws_port: Port = Field(8900, description="Devnode PubSub port.")
+    devnode_slot_ms: int = Field(400, ge=10, le=10_000, description="Devnode slot time.")
+    devnode_retention_slots: int = Field(54_000, ge=10, description="Devnode block retention (~6 h at 400 ms).")
+    devnode_feed: bool = Field(True, description="Generate launch-platform (pump.fun-shaped) traffic on the devnode.")
+
+    network: str = Field("solana-mainnet", description="Network name shown to depositors.")
+    usdc_mint: str = Field(USDC_MAINNET_MINT, description="The only mint whose deposits are credited.")
+    credits_per_usdc: int = Field(100_000, ge=1, description="Credits granted per 1 USDC (10^6 base units).")
+    credit_expiry_seconds: int = Field(90 * 86_400, ge=60, description="Lifetime of a credit batch.")
+    pricing: dict[str, int] = Field(default_factory=dict, description="Credits per method class, overriding the spec.")
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: str | None) -> str | None:
+        return _url_with_scheme(value, ("postgresql", "postgres"), "database_url")
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, value: str | None) -> str | None:
+        return _url_with_scheme(value, ("redis", "rediss", "unix"), "redis_url")
+
+    @field_validator("upstream_rpc_url", "fallback_rpc_url")
+    @classmethod
+    def _check_http_url(cls, value: str | None) -> str | None:
+        return _url_with_scheme(value, ("http", "https"), "upstream URL")
+
+    @field_validator("upstream_ws_url")
+    @classmethod
+    def _check_ws_url(cls, value: str | None) -> str | None:
+        return _url_with_scheme(value, ("ws", "wss"), "upstream_ws_url")
+
+    @field_validator("pricing")
+    @classmethod
+    def _check_pricing(cls, value: dict[str, int]) -> dict[str, int]:
+        from gateway.methods import DEFAULT_CLASS_CREDITS
+
+        known = {c.value for c in DEFAULT_CLASS_CREDITS}
+        for name, credits in value.items():
+            if name not in known:
+                raise ValueError(f"pricing: unknown method class {name!r}; known: {', '.join(sorted(known))}")
+            if credits < 0:
+                raise ValueError(f"pricing: {name} must be a non-negative integer")
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if settings_cls.model_config.get("toml_file"):
+            sources.append(TomlConfigSettingsSource(settings_cls))
+        return tuple(sources)
+
+    @property
+    def resolved_home(self) -> Path:
+        return self.home.expanduser().resolve()
+
+    def derived_ws_url(self) -> str | None:
+        """The PubSub URL: configured, or the RPC URL with ws(s) scheme and port + 1 (Solana's convention)."""
+        if self.upstream_ws_url or not self.upstream_rpc_url:
+            return self.upstream_ws_url
+        parsed = urlparse(self.upstream_rpc_url)
+        scheme = "wss" if parsed.scheme == "https" else "ws"
+        if parsed.port is None:
+            return f"{scheme}://{parsed.netloc}{parsed.path}"
+        return f"{scheme}://{parsed.hostname}:{parsed.port + 1}{parsed.path}"
+
+
+class ConfigError(Exception):
+    """Configuration that cannot be used; the message is meant for the operator."""
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Load and validate settings, turning pydantic's errors into one readable :class:`ConfigError`."""
+    if config_file is None and os.environ.get("GATEWAY_CONFIG"):
+        config_file = Path(os.environ["GATEWAY_CONFIG"])
+    settings_cls: type[Settings] = Settings
+    if config_file is not None:
+        if not config_file.is_file():
+            raise ConfigError(f"config file not found: {config_file}")
+        config = SettingsConfigDict(**{**Settings.model_config, "toml_file": config_file})
+        settings_cls = type("FileSettings", (Settings,), {"model_config": config})
+    try:
+        return settings_cls(**overrides)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            name = ".".join(str(p) for p in err["loc"]) or "settings"
+            lines.append(f"  GATEWAY_{name.upper()} ({name}): {err['msg']}")
+        raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from exc

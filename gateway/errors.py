@@ -1,0 +1,143 @@
+"""Error vocabulary of the gateway.
+
+Two families, matching the spec's two error shapes::
+
+    RpcError            a JSON-RPC error object, answered inside HTTP 200 (per item in a batch)
+    ProxyError          stops a request before the node; has an HTTP status and renders either
+                        as a JSON-RPC body (when it has a JSON-RPC code, e.g. -32010 at 402) or as
+                        the HTTP body {error: {code, message, requestId}} (AUTH_FAILED, NONCE_REUSED...)
+
+Constructors below name each documented error once, so codes, statuses and messages live here only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+
+class RpcCode(IntEnum):
+    """JSON-RPC codes the gateway itself answers with (the node may answer with the same numbers)."""
+
+    PARSE_ERROR = -32700
+    INVALID_REQUEST = -32600
+    METHOD_NOT_FOUND = -32601
+    INVALID_PARAMS = -32602
+    INTERNAL_ERROR = -32603
+    METHOD_NOT_ALLOWED = -32001
+    PAYMENT_REQUIRED = -32002
+    BACKEND_UNAVAILABLE = -32003
+    SERVICE_PROFILE_DISABLED = -32004
+    RATE_LIMITED = -32005
+    TIMED_OUT = -32007
+    INSUFFICIENT_CREDITS = -32010
+
+
+@dataclass(frozen=True)
+class RpcError:
+    """A JSON-RPC error object (answered with HTTP 200)."""
+
+    code: int
+    message: str
+    data: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            out["data"] = self.data
+        return out
+
+
+def method_not_found(method: str) -> RpcError:
+    return RpcError(RpcCode.METHOD_NOT_FOUND, f"Method not found: {method}")
+
+
+def method_denied(method: str) -> RpcError:
+    return RpcError(RpcCode.METHOD_NOT_FOUND, f"Method not found: {method} is not available on this gateway")
+
+
+def profile_disabled(method: str, profile: str) -> RpcError:
+    return RpcError(
+        RpcCode.SERVICE_PROFILE_DISABLED,
+        f"{method} is disabled by the service profile: {profile} is not enabled",
+    )
+
+
+def invalid_params(message: str) -> RpcError:
+    return RpcError(RpcCode.INVALID_PARAMS, f"Invalid params: {message}")
+
+
+def invalid_request_item(message: str) -> RpcError:
+    return RpcError(RpcCode.INVALID_REQUEST, f"Invalid Request: {message}")
+
+
+@dataclass
+class ProxyError(Exception):
+    """A request stopped by the gateway before (or instead of) the node."""
+
+    status: int
+    constant: str
+    message: str
+    rpc_code: int | None = None
+    data: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.status} {self.constant}: {self.message}"
+
+    def http_body(self, request_id: str | None) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.constant, "message": self.message}
+        if request_id is not None:
+            error["requestId"] = request_id
+        if self.data is not None:
+            error["data"] = self.data
+        return {"error": error}
+
+    def rpc_error(self) -> RpcError:
+        assert self.rpc_code is not None
+        return RpcError(self.rpc_code, self.message, self.data)
+
+
+def invalid_request(message: str) -> ProxyError:
+    return ProxyError(400, "INVALID_REQUEST", message)
+
+
+def auth_failed(message: str) -> ProxyError:
+    return ProxyError(401, "AUTH_FAILED", message)
+
+
+def nonce_reused() -> ProxyError:
+    return ProxyError(403, "NONCE_REUSED", "nonce already used for this public key; sign again with a new nonce")
+
+
+def account_not_found() -> ProxyError:
+    return ProxyError(404, "ACCOUNT_NOT_FOUND", "no account for this public key; deposit USDC or create an API key")
+
+
+def not_found(message: str) -> ProxyError:
+    return ProxyError(404, "NOT_FOUND", message)
+
+
+def internal_error() -> ProxyError:
+    return ProxyError(500, "INTERNAL_ERROR", "internal error")
+
+
+def backend_unavailable(message: str = "upstream node unreachable") -> ProxyError:
+    return ProxyError(502, "UPSTREAM_ERROR", message, rpc_code=RpcCode.BACKEND_UNAVAILABLE)
+
+
+def service_unavailable(message: str, retry_after_secs: int) -> ProxyError:
+    return ProxyError(
+        503,
+        "SERVICE_TEMPORARILY_UNAVAILABLE",
+        message,
+        rpc_code=RpcCode.BACKEND_UNAVAILABLE,
+        data={"retry_after_secs": retry_after_secs},
+        headers={"Retry-After": str(retry_after_secs)},
+    )
+
+
+def timed_out(method: str, seconds: float) -> ProxyError:
+    return ProxyError(504, "TIMEOUT", f"{method} timed out after {seconds:g} s", rpc_code=RpcCode.TIMED_OUT)

@@ -1,0 +1,108 @@
+"""JSON-RPC 2.0 envelope parsing: raw bytes in, a list of items out. Pure, no I/O.
+
+Whole-request faults (not JSON, not an object or array, empty or over-long batch, an invalid single
+request) stop the request with HTTP 400 ``INVALID_REQUEST``; the message names the JSON-RPC code
+(-32700 or -32600) so JSON-RPC-minded clients can still tell them apart. Inside a batch an invalid
+item does not sink its neighbours: it gets its own -32600 error object, as JSON-RPC 2.0 prescribes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gateway.errors import RpcError, invalid_request, invalid_request_item
+from gateway.methods import MethodClass
+
+MAX_BATCH = 100
+
+
+@dataclass(slots=True)
+class RpcItem:
+    """One call of a request, from parsing to its answer."""
+
+    index: int
+    id: Any
+    method: str
+    params: Any = None
+    error: RpcError | None = None  # set when the item is answered without the node
+    method_class: MethodClass | None = None
+    price: int = 0
+    response: dict[str, Any] | None = None  # the node's answer, id already restored
+
+    @property
+    def pending(self) -> bool:
+        return self.error is None and self.response is None
+
+    def answer(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"jsonrpc": "2.0", "id": self.id, "error": self.error.to_json()}
+        assert self.response is not None
+        return self.response
+
+
+@dataclass(slots=True)
+class RpcPayload:
+    items: list[RpcItem]
+    is_batch: bool
+
+    def answer_bytes(self) -> bytes:
+        if self.is_batch:
+            return orjson.dumps([item.answer() for item in self.items])
+        return orjson.dumps(self.items[0].answer())
+
+
+def _envelope_fault(obj: Any) -> str | None:
+    if not isinstance(obj, dict):
+        return "request must be a JSON object"
+    if obj.get("jsonrpc") != "2.0":
+        return 'jsonrpc must be "2.0"'
+    if not isinstance(obj.get("method"), str) or not obj["method"]:
+        return "method must be a non-empty string"
+    if "id" not in obj:
+        return "id is required"
+    if not _valid_id(obj["id"]):
+        return "id must be a string, an integer or null"
+    return None
+
+
+def _valid_id(value: Any) -> bool:
+    return value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _item(index: int, obj: dict[str, Any]) -> RpcItem:
+    return RpcItem(index=index, id=obj["id"], method=obj["method"], params=obj.get("params"))
+
+
+def parse_payload(raw: bytes) -> RpcPayload:
+    """Parse a request body; raise :class:`ProxyError` (400) for whole-request faults."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise invalid_request(f"Parse error (-32700): body is not valid JSON: {exc}") from exc
+    if isinstance(body, list):
+        return _parse_batch(body)
+    fault = _envelope_fault(body)
+    if fault is not None:
+        raise invalid_request(f"Invalid Request (-32600): {fault}")
+    return RpcPayload([_item(0, body)], is_batch=False)
+
+
+def _parse_batch(body: list[Any]) -> RpcPayload:
+    if not body:
+        raise invalid_request("Invalid Request (-32600): empty batch")
+    if len(body) > MAX_BATCH:
+        raise invalid_request(f"Invalid Request (-32600): batch of {len(body)} exceeds the maximum of {MAX_BATCH}")
+    items: list[RpcItem] = []
+    for index, obj in enumerate(body):
+        fault = _envelope_fault(obj)
+        if fault is None:
+            items.append(_item(index, obj))
+            continue
+        item_id = obj.get("id") if isinstance(obj, dict) and _valid_id(obj.get("id")) else None
+        raw_method = obj.get("method") if isinstance(obj, dict) else None
+        method = raw_method if isinstance(raw_method, str) else ""
+        items.append(RpcItem(index=index, id=item_id, method=method, error=invalid_request_item(fault)))
+    return RpcPayload(items, is_batch=True)

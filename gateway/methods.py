@@ -1,0 +1,128 @@
+"""Method classes and what each costs: the one pricing table of the gateway.
+
+Pure data and lookups, no I/O. Prices are integer credits; a class whose price is
+``None`` is never forwarded (denied, disabled or outcome-priced elsewhere).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class MethodClass(StrEnum):
+    READ_CHEAP = "READ_CHEAP"
+    READ_MEDIUM = "READ_MEDIUM"
+    READ_HEAVY = "READ_HEAVY"
+    SEND = "SEND"
+    SEND_AND_CONFIRM = "SEND_AND_CONFIRM"
+    SEND_BUNDLE = "SEND_BUNDLE"
+    ARCHIVE_HISTORY = "ARCHIVE_HISTORY"
+    DENIED = "DENIED"
+
+
+READ_CHEAP_METHODS = frozenset(
+    """getAccountInfo getBalance getBlockCommitment getBlockHeight getBlockProduction getBlockTime getEpochInfo
+    getEpochSchedule getFeeForMessage getFirstAvailableBlock getGenesisHash getHealth getHighestSnapshotSlot
+    getIdentity getInflationGovernor getInflationRate getLatestBlockhash getLeaderSchedule getMaxRetransmitSlot
+    getMaxShredInsertSlot getMinimumBalanceForRentExemption getMultipleAccounts getRecentPerformanceSamples
+    getRecentPrioritizationFees getSignatureStatuses getSlot getSlotLeader getSlotLeaders getStakeMinimumDelegation
+    getTokenAccountBalance getTokenSupply getTransactionCount getVersion getVoteAccounts isBlockhashValid
+    minimumLedgerSlot getPriorityFeeEstimate""".split()
+)
+READ_MEDIUM_METHODS = frozenset(
+    "simulateTransaction getTransaction getSignaturesForAddress suggestPriorityFee getClusterNodes".split()
+)
+READ_HEAVY_METHODS = frozenset(
+    """simulateBundle getBlock getBlocks getBlocksWithLimit getTokenAccountsByOwner getAssetsByOwner
+    getTransactionHistory""".split()
+)
+SEND_METHODS = frozenset({"sendTransaction", "sendSmartTransaction"})
+ARCHIVE_METHODS = frozenset(
+    {"getEnrichedTransaction", "explainTransaction", "getConfirmedTransaction", "getConfirmedSignaturesForAddress2"}
+)
+# getTokenAccountsByDelegate and getInflationReward are refused like the denied class (spec rule 2).
+DENIED_METHODS = frozenset(
+    {
+        "requestAirdrop",
+        "getProgramAccounts",
+        "getSupply",
+        "getStakeActivation",
+        "getTokenLargestAccounts",
+        "getTokenAccountsByDelegate",
+        "getInflationReward",
+    }
+)
+
+DEFAULT_CLASS_CREDITS: Mapping[MethodClass, int] = {
+    MethodClass.READ_CHEAP: 1,
+    MethodClass.READ_MEDIUM: 5,
+    MethodClass.READ_HEAVY: 25,
+    MethodClass.SEND: 2,
+    MethodClass.SEND_BUNDLE: 10,
+}
+
+#: Per-class upstream timeouts in seconds (spec, Limits).
+CLASS_TIMEOUT_S: Mapping[MethodClass, float] = {
+    MethodClass.READ_CHEAP: 5.0,
+    MethodClass.READ_MEDIUM: 15.0,
+    MethodClass.READ_HEAVY: 30.0,
+    MethodClass.ARCHIVE_HISTORY: 30.0,
+    MethodClass.SEND: 10.0,
+    MethodClass.SEND_AND_CONFIRM: 15.0,
+    MethodClass.SEND_BUNDLE: 10.0,
+}
+
+
+def _build_index() -> dict[str, MethodClass]:
+    index: dict[str, MethodClass] = {}
+    for methods, cls in (
+        (READ_CHEAP_METHODS, MethodClass.READ_CHEAP),
+        (READ_MEDIUM_METHODS, MethodClass.READ_MEDIUM),
+        (READ_HEAVY_METHODS, MethodClass.READ_HEAVY),
+        (SEND_METHODS, MethodClass.SEND),
+        (frozenset({"sendAndConfirm"}), MethodClass.SEND_AND_CONFIRM),
+        (frozenset({"sendBundle"}), MethodClass.SEND_BUNDLE),
+        (ARCHIVE_METHODS, MethodClass.ARCHIVE_HISTORY),
+        (DENIED_METHODS, MethodClass.DENIED),
+    ):
+        for name in methods:
+            index[name] = cls
+    return index
+
+
+_CLASS_OF: Mapping[str, MethodClass] = _build_index()
+
+
+def method_class(method: str) -> MethodClass | None:
+    """The class of a JSON-RPC method, or ``None`` for a method the gateway does not know."""
+    return _CLASS_OF.get(method)
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """Credits per method class; configurable, integer only."""
+
+    class_credits: Mapping[MethodClass, int]
+
+    @classmethod
+    def default(cls) -> PriceTable:
+        return cls(dict(DEFAULT_CLASS_CREDITS))
+
+    def with_overrides(self, overrides: Mapping[str, int]) -> PriceTable:
+        merged = dict(self.class_credits)
+        for name, credits in overrides.items():
+            merged[MethodClass(name)] = credits
+        return PriceTable(merged)
+
+    def price(self, cls: MethodClass) -> int | None:
+        return self.class_credits.get(cls)
+
+    def document(self) -> dict[str, object]:
+        """The class part of the ``GET /pricing`` document."""
+        classes: dict[str, object] = {}
+        for cls in MethodClass:
+            members = sorted(name for name, c in _CLASS_OF.items() if c is cls)
+            classes[cls.value] = {"credits": self.class_credits.get(cls), "methods": members}
+        return classes

@@ -1,0 +1,77 @@
+"""The public documents: ``/health``, ``/pricing``, ``/capabilities``. Pure functions of state."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.methods import PriceTable
+from gateway.upstream import HttpUpstream
+
+
+@dataclass
+class ServiceProfile:
+    """What this deployment offers. Flags turn on as the parts behind them are built and configured."""
+
+    auth: dict[str, bool] = field(
+        default_factory=lambda: {"wallet_signature": False, "api_key": False, "session_token": False}
+    )
+    services: dict[str, bool] = field(
+        default_factory=lambda: {
+            "hot_rpc": True,
+            "send": True,
+            "websocket": False,
+            "yellowstone_grpc": False,
+            "heavy_indexed_rpc": True,
+        }
+    )
+    archive_history: bool = False
+
+    def health_view(self) -> dict[str, Any]:
+        return {"auth": dict(self.auth), "services": dict(self.services)}
+
+    def capabilities_view(self) -> dict[str, Any]:
+        return {"auth": dict(self.auth), "services": {**self.services, "archive_history": self.archive_history}}
+
+
+def health_document(upstream: HttpUpstream, profile: ServiceProfile, started_at: float) -> tuple[int, dict[str, Any]]:
+    """The Health document and its HTTP status: 503 ``starting`` until a node has answered."""
+    primary, fallback = upstream.primary, upstream.fallback
+    now = time.time()
+    doc: dict[str, Any] = {"agave_healthy": primary.healthy, "service_profile": profile.health_view()}
+    if primary.healthy:
+        status, node = "ok", primary
+    elif upstream.use_fallback:
+        status, node = "degraded", fallback
+    elif primary.ever_healthy:
+        status, node = "degraded", None
+    else:
+        status, node = "starting", None
+    doc["status"] = status
+    doc["paid_traffic_ready"] = node is not None
+    if status == "degraded":
+        doc["fallback_active"] = upstream.use_fallback
+    if node is not None:
+        doc.update(
+            solanaSlot=node.slot,
+            solanaBlockHeight=node.block_height,
+            uptime=int(now - started_at),
+            nodeVersion=node.version,
+        )
+    doc["timestamp"] = int(now)
+    return (503 if status == "starting" else 200), doc
+
+
+def pricing_document(prices: PriceTable, credits_per_usdc: int, credit_expiry_seconds: int) -> dict[str, Any]:
+    return {
+        "ok": True,
+        "credits_per_usdc": credits_per_usdc,
+        "credit_expiry_seconds": credit_expiry_seconds,
+        "minimum_deposit_usdc": "0.01",
+        "classes": prices.document(),
+    }
+
+
+def capabilities_document(profile: ServiceProfile) -> dict[str, Any]:
+    return {"ok": True, "service_profile": profile.capabilities_view()}

@@ -1,0 +1,87 @@
+"""The devnode as a child process of ``gateway up`` (it stands for a separate node, so it runs apart)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import orjson
+
+
+def rpc_ready(url: str, timeout_s: float = 1.0) -> bool:
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "getHealth"})
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
+            return bool(orjson.loads(resp.read()).get("result") == "ok")
+    except (OSError, urllib.error.URLError, ValueError):
+        return False
+
+
+class DevnodeProcess:
+    def __init__(
+        self,
+        data_dir: Path,
+        rpc_port: int,
+        ws_port: int,
+        slot_ms: int,
+        retention_slots: int,
+        feed: bool,
+    ) -> None:
+        self.data_dir = data_dir
+        self.rpc_port = rpc_port
+        self.ws_port = ws_port
+        self.args = [
+            sys.executable,
+            "-m",
+            "devnode",
+            "--data-dir",
+            str(data_dir),
+            "--rpc-port",
+            str(rpc_port),
+            "--ws-port",
+            str(ws_port),
+            "--slot-ms",
+            str(slot_ms),
+            "--retention-slots",
+            str(retention_slots),
+            "--feed" if feed else "--no-feed",
+        ]
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def rpc_url(self) -> str:
+        return f"http://127.0.0.1:{self.rpc_port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.ws_port}"
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = (self.data_dir / "devnode.log").open("ab")
+        self._proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout_s
+        while not rpc_ready(self.rpc_url):
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"devnode exited with {self._proc.returncode}; see {self.data_dir / 'devnode.log'}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"devnode did not answer within {timeout_s:g} s")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """SIGTERM lets the devnode persist its accounts before it exits."""
+        if self._proc is None:
+            return
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._proc = None

@@ -1,0 +1,82 @@
+"""Ray and the Serve app: which Serve settings are used, and why (figures in the README, bench/).
+
+Serve's default path (HTTP → proxy actor → replica) forwards ~430 req/s here; direct ingress (the
+replica serves HTTP itself) ~10× that. So the ingress replicas serve HTTP directly, and with
+``ingress_mode = "haproxy"`` Ray's bundled HAProxy gives them one stable port. These settings are
+read by Ray's processes at start, so they go into the environment before ``ray.init``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from gateway.config import Settings
+
+SERVE_APP_NAME = "gateway"
+
+
+def ingress_env(settings: Settings) -> dict[str, str]:
+    env = {
+        "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
+        "RAY_SERVE_REQUEST_PATH_LOG_BUFFER_SIZE": "1",
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+    if settings.ingress_mode in ("direct", "haproxy"):
+        env["RAY_SERVE_ENABLE_DIRECT_INGRESS"] = "1"
+    if settings.ingress_mode == "direct":
+        # The single replica listens on the service port itself.
+        env["RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT"] = str(settings.port)
+        env["RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT"] = str(settings.port)
+    if settings.ingress_mode == "haproxy":
+        env["RAY_SERVE_ENABLE_HA_PROXY"] = "1"
+        env["RAY_SERVE_HAPROXY_NBTHREAD"] = "1"
+        env["RAY_SERVE_HAPROXY_METRICS_ENABLED"] = "0"
+    return env
+
+
+class ServeRuntime:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.ray_description = ""
+        self._started_ray = False
+
+    def start_ray(self) -> None:
+        import ray
+
+        # Ray's processes inherit the driver's environment; these must be in place before they start.
+        os.environ.update(ingress_env(self.settings))
+        if self.settings.ray_address:
+            ray.init(address=self.settings.ray_address, namespace="gateway", logging_level=logging.WARNING)
+            self.ray_description = f"joined cluster {self.settings.ray_address}"
+        else:
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+            ray.init(
+                namespace="gateway",
+                include_dashboard=False,
+                logging_level=logging.WARNING,
+                _node_ip_address="127.0.0.1",
+            )
+            self.ray_description = "local Ray instance"
+        self._started_ray = True
+
+    def deploy(self) -> None:
+        from ray import serve
+
+        from serve_app import build_app
+
+        s = self.settings
+        serve.start(http_options={"host": s.host, "port": s.port}, detached=False)
+        serve.run(build_app(s), name=SERVE_APP_NAME, route_prefix="/", blocking=False)
+
+    def stop(self) -> None:
+        if not self._started_ray:
+            return
+        import ray
+        from ray import serve
+
+        try:
+            serve.shutdown()  # type: ignore[no-untyped-call]
+        finally:
+            ray.shutdown()
+            self._started_ray = False

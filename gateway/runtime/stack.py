@@ -1,0 +1,137 @@
+"""``gateway up`` as code: start each part in order, stop them in reverse, whatever failed.
+
+Order: PostgreSQL (and migrations) → Redis → local chain → Ray → Serve. A configured URL replaces the
+embedded part. Tests start the same :class:`Stack`, so they run what operators run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+from gateway.config import Settings
+from gateway.keys import ensure_service_keys
+from gateway.runtime.devnode_proc import DevnodeProcess
+from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
+from gateway.runtime.serve_runtime import ServeRuntime
+from gateway.storage.migrate import migrate_url
+
+log = logging.getLogger(__name__)
+
+Report = Callable[[str, str], None]
+
+
+def _quiet(part: str, detail: str) -> None:
+    log.info("%s: %s", part, detail)
+
+
+class Stack:
+    def __init__(self, settings: Settings, report: Report = _quiet) -> None:
+        self.settings = settings
+        self.report = report
+        self.home = settings.resolved_home
+        self._stops: list[tuple[str, Callable[[], None]]] = []
+        self.resolved: Settings | None = None
+
+    def start(self) -> Settings:
+        """Start everything; on any failure stop what was started, then re-raise."""
+        try:
+            self.resolved = self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self.resolved
+
+    def _start(self) -> Settings:
+        s = self.settings
+        self.home.mkdir(parents=True, exist_ok=True)
+        keys = ensure_service_keys(self.home)
+        self.report("keys", f"deposit wallet {keys['keys/deposit-wallet.json']} (in {self.home / 'keys'})")
+        updates: dict[str, Any] = {"home": self.home}
+
+        database_url = s.database_url
+        if database_url is None:
+            pg = EmbeddedPostgres(self.home)
+            database_url = pg.start()
+            self._stops.append(("PostgreSQL", pg.stop))
+        applied = asyncio.run(migrate_url(database_url))
+        self.report("PostgreSQL", f"{_redact(database_url)} (migrations applied now: {applied or 'none'})")
+        updates["database_url"] = database_url
+
+        redis_url = s.redis_url
+        if redis_url is None:
+            redis = EmbeddedRedis(self.home)
+            redis_url = redis.start()
+            self._stops.append(("Redis", redis.stop))
+        self.report("Redis", _redact(redis_url))
+        updates["redis_url"] = redis_url
+
+        if s.upstream_rpc_url is None:
+            node = DevnodeProcess(
+                self.home / "devnode",
+                s.devnode_rpc_port,
+                s.devnode_ws_port,
+                s.devnode_slot_ms,
+                s.devnode_retention_slots,
+                s.devnode_feed,
+            )
+            node.start()
+            self._stops.append(("devnode", node.stop))
+            updates["upstream_rpc_url"], updates["upstream_ws_url"] = node.rpc_url, node.ws_url
+            feed = "with generated launch traffic" if s.devnode_feed else "no feed"
+            self.report("chain", f"devnode RPC {node.rpc_url}, PubSub {node.ws_url} ({feed})")
+        else:
+            updates["upstream_ws_url"] = s.derived_ws_url()
+            self.report("chain", f"upstream {s.upstream_rpc_url}")
+
+        resolved = s.model_copy(update=updates)
+        serve_rt = ServeRuntime(resolved)
+        self._stops.append(("Ray", serve_rt.stop))
+        serve_rt.start_ray()
+        self.report("Ray", serve_rt.ray_description)
+        serve_rt.deploy()
+        _wait_healthy(f"http://{resolved.host}:{resolved.port}/health")
+        self.report("Serve", f"http://{resolved.host}:{resolved.port} ({resolved.ingress_replicas} ingress replica(s))")
+        return resolved
+
+    def stop(self) -> None:
+        while self._stops:
+            name, stop = self._stops.pop()
+            try:
+                stop()
+                self.report(name, "stopped")
+            except Exception:
+                log.exception("stopping %s failed", name)
+
+
+def _wait_healthy(url: str, timeout_s: float = 120.0) -> None:
+    """Wait until the Serve app answers /health (any status: 503 'starting' means it is up)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except urllib.error.HTTPError as exc:
+            with contextlib.suppress(Exception):
+                exc.close()
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the gateway did not become healthy at {url} within {timeout_s:g} s")
+        time.sleep(0.25)
+
+
+def _redact(url: str) -> str:
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url)
+    if parsed.password:
+        return url.replace(f":{parsed.password}@", ":***@")
+    return url

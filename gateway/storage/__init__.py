@@ -1,0 +1,1 @@
+"""Durable state in PostgreSQL: connection, versioned migrations, and the stores built on them."""

@@ -1,0 +1,1 @@
+"""Transports: HTTP (JSON-RPC and REST), and later WebSocket, MCP and gRPC. They only translate."""

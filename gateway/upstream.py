@@ -1,0 +1,152 @@
+"""The one seam to the Solana node: ``Upstream.post(body, timeout)`` and a health monitor.
+
+aiohttp with one shared session per replica: httpx cost 10× in throughput here (perf-baselines.md).
+Transport failures are mapped at this boundary to :class:`UpstreamUnavailable` / :class:`UpstreamTimeout`,
+so no aiohttp exception travels further in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import aiohttp
+import orjson
+
+log = logging.getLogger(__name__)
+
+
+class UpstreamUnavailable(Exception):
+    """The node could not be reached or answered with a non-JSON-RPC status."""
+
+
+class UpstreamTimeout(Exception):
+    """The node did not answer within the method's timeout."""
+
+
+class Upstream(Protocol):
+    async def post(self, body: bytes, timeout_s: float) -> bytes: ...
+
+
+@dataclass
+class NodeStatus:
+    """What the last health probe of one node found."""
+
+    healthy: bool = False
+    ever_healthy: bool = False
+    slot: int | None = None
+    block_height: int | None = None
+    version: str | None = None
+    checked_at: float = 0.0
+
+
+class HttpUpstream:
+    """A node reached over HTTP, with an optional fallback used while the primary is unhealthy."""
+
+    def __init__(self, url: str, fallback_url: str | None = None, connections: int = 512) -> None:
+        self.url = url
+        self.fallback_url = fallback_url
+        self._connections = connections
+        self._session: aiohttp.ClientSession | None = None
+        self.primary = NodeStatus()
+        self.fallback = NodeStatus()
+        self.use_fallback = False
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self._connections, ttl_dns_cache=300)
+            self._session = aiohttp.ClientSession(
+                connector=connector, headers={"Content-Type": "application/json"}, skip_auto_headers=("User-Agent",)
+            )
+        return self._session
+
+    @property
+    def active_url(self) -> str:
+        if self.use_fallback and self.fallback_url:
+            return self.fallback_url
+        return self.url
+
+    async def post(self, body: bytes, timeout_s: float) -> bytes:
+        return await self._post_to(self.active_url, body, timeout_s)
+
+    async def _post_to(self, url: str, body: bytes, timeout_s: float) -> bytes:
+        try:
+            async with self._client().post(url, data=body, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+                payload = await resp.read()
+                if resp.status != 200 and not payload.startswith((b"{", b"[")):
+                    raise UpstreamUnavailable(f"node answered HTTP {resp.status}")
+                return payload
+        except TimeoutError as exc:
+            raise UpstreamTimeout(f"no answer within {timeout_s:g} s") from exc
+        except aiohttp.ClientError as exc:
+            raise UpstreamUnavailable(str(exc) or type(exc).__name__) from exc
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def probe(self, timeout_s: float = 2.0) -> None:
+        """Refresh both nodes' status and choose which one serves traffic."""
+        await self._probe_one(self.url, self.primary, timeout_s)
+        if self.fallback_url:
+            await self._probe_one(self.fallback_url, self.fallback, timeout_s)
+        self.use_fallback = bool(self.fallback_url) and not self.primary.healthy and self.fallback.healthy
+
+    async def _probe_one(self, url: str, status: NodeStatus, timeout_s: float) -> None:
+        batch = [
+            {"jsonrpc": "2.0", "id": 0, "method": "getHealth"},
+            {"jsonrpc": "2.0", "id": 1, "method": "getSlot"},
+            {"jsonrpc": "2.0", "id": 2, "method": "getBlockHeight"},
+            {"jsonrpc": "2.0", "id": 3, "method": "getVersion"},
+        ]
+        status.checked_at = time.time()
+        try:
+            raw = await self._post_to(url, orjson.dumps(batch), timeout_s)
+            answers = {a.get("id"): a for a in orjson.loads(raw) if isinstance(a, dict)}
+        except (UpstreamUnavailable, UpstreamTimeout, orjson.JSONDecodeError, TypeError) as exc:
+            log.debug("health probe of %s failed: %s", url, exc)
+            status.healthy = False
+            return
+        status.healthy = answers.get(0, {}).get("result") == "ok"
+        status.slot = _result_int(answers.get(1))
+        status.block_height = _result_int(answers.get(2))
+        version = answers.get(3, {}).get("result")
+        status.version = version.get("solana-core") if isinstance(version, dict) else None
+        status.ever_healthy = status.ever_healthy or status.healthy
+
+
+def _result_int(answer: dict[str, Any] | None) -> int | None:
+    value = answer.get("result") if answer else None
+    return value if isinstance(value, int) else None
+
+
+@dataclass
+class HealthMonitor:
+    """Probes the upstream every ``interval_s`` in the background of one replica."""
+
+    upstream: HttpUpstream
+    interval_s: float = 2.0
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.upstream.probe()
+            except Exception:  # the loop must survive anything a probe does
+                log.exception("health probe crashed")
+            await asyncio.sleep(self.interval_s if self.upstream.primary.ever_healthy else 0.25)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None

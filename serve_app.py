@@ -1,0 +1,42 @@
+"""The Ray Serve application: ``serve run serve_app:app`` works, and ``gateway up`` calls :func:`build_app`.
+
+The ingress deployment is a thin shell: each replica builds a :class:`gateway.app.GatewayApp` from the
+settings it is given and serves it through the plain-Starlette HTTP transport.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray import serve
+from ray.serve import Application
+from ray.serve.schema import LoggingConfig
+from starlette.applications import Starlette
+
+from gateway.app import GatewayApp
+from gateway.config import Settings, load_settings
+from gateway.transports.http import build_http_app
+
+
+@serve.deployment(name="Ingress", logging_config=LoggingConfig(enable_access_log=False))
+@serve.ingress()
+class Ingress:
+    """One HTTP ingress replica."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.gateway = GatewayApp(Settings.model_validate(settings))
+
+    def __serve_build_asgi_app__(self) -> Starlette:
+        return build_http_app(self.gateway)
+
+
+def build_app(settings: Settings) -> Application:
+    deployment = Ingress.options(  # type: ignore[attr-defined]
+        num_replicas=settings.ingress_replicas,
+        max_ongoing_requests=settings.max_ongoing_requests,
+    )
+    application: Application = deployment.bind(settings.model_dump(mode="json"))
+    return application
+
+
+app = build_app(load_settings())

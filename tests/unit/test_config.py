@@ -1,0 +1,56 @@
+"""Settings: environment, TOML file, and clear messages for bad values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway.config import ConfigError, load_settings
+
+
+def test_defaults_are_the_embedded_service(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("GATEWAY_CONFIG", "RAY_ADDRESS", "GATEWAY_PORT", "GATEWAY_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    s = load_settings()
+    assert (s.host, s.port, s.grpc_port) == ("127.0.0.1", 8000, 10000)
+    assert s.database_url is None and s.redis_url is None and s.upstream_rpc_url is None
+    assert s.home == Path(".gateway")
+
+
+def test_environment_and_toml(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    toml = tmp_path / "gw.toml"
+    toml.write_text('port = 8100\nupstream_rpc_url = "http://127.0.0.1:9999"\n[pricing]\nREAD_CHEAP = 2\n')
+    monkeypatch.setenv("GATEWAY_PORT", "8200")  # environment beats the file
+    monkeypatch.setenv("RAY_ADDRESS", "ray://10.0.0.1:10001")
+    s = load_settings(toml)
+    assert s.port == 8200 and s.pricing == {"READ_CHEAP": 2}
+    assert s.ray_address == "ray://10.0.0.1:10001"
+    assert s.derived_ws_url() == "ws://127.0.0.1:10000"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "needle"),
+    [
+        ("GATEWAY_PORT", "99999", "GATEWAY_PORT"),
+        ("GATEWAY_DATABASE_URL", "mysql://x", "postgresql://"),
+        ("GATEWAY_UPSTREAM_RPC_URL", "ftp://node", "http://"),
+        ("GATEWAY_PRICING", '{"READ_CHEEP": 1}', "unknown method class"),
+        ("GATEWAY_NO_SUCH_SETTING", "1", None),
+    ],
+)
+def test_bad_values_give_a_readable_error(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, needle: str | None
+) -> None:
+    monkeypatch.setenv(name, value)
+    if needle is None:  # unknown environment variables are simply not settings
+        load_settings()
+        return
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert needle in str(info.value)
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_settings(tmp_path / "absent.toml")

@@ -1,0 +1,72 @@
+"""JSON-RPC envelope parsing: whole-request faults are 400, batch items fail alone."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.errors import ProxyError
+from gateway.jsonrpc import MAX_BATCH, parse_payload
+
+
+def call(method: str = "getSlot", id_: object = 1, **extra: object) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": id_, "method": method, **extra}
+
+
+def test_single_request() -> None:
+    payload = parse_payload(orjson.dumps(call(params=[1])))
+    assert not payload.is_batch
+    assert [(i.id, i.method, i.params) for i in payload.items] == [(1, "getSlot", [1])]
+
+
+@pytest.mark.parametrize(
+    ("raw", "needle"),
+    [
+        (b"{not json", "-32700"),
+        (b"", "-32700"),
+        (b"[]", "empty batch"),
+        (b"42", "-32600"),
+        (orjson.dumps({"id": 1, "method": "getSlot"}), "jsonrpc"),
+        (orjson.dumps({"jsonrpc": "2.0", "id": 1}), "method"),
+        (orjson.dumps({"jsonrpc": "2.0", "method": "getSlot"}), "id is required"),
+        (orjson.dumps(call(id_=1.5)), "id must be"),
+        (orjson.dumps(call(id_=True)), "id must be"),
+    ],
+)
+def test_whole_request_faults_are_400_invalid_request(raw: bytes, needle: str) -> None:
+    with pytest.raises(ProxyError) as info:
+        parse_payload(raw)
+    assert info.value.status == 400
+    assert info.value.constant == "INVALID_REQUEST"
+    assert needle in info.value.message
+
+
+def test_batch_limit_is_100() -> None:
+    assert len(parse_payload(orjson.dumps([call(id_=i) for i in range(MAX_BATCH)])).items) == MAX_BATCH
+    with pytest.raises(ProxyError, match="exceeds the maximum of 100"):
+        parse_payload(orjson.dumps([call(id_=i) for i in range(MAX_BATCH + 1)]))
+
+
+def test_invalid_batch_item_gets_its_own_error() -> None:
+    payload = parse_payload(orjson.dumps([call(id_="a"), {"id": 7, "method": "getSlot"}, 5]))
+    good, bad, worse = payload.items
+    assert good.pending and good.method == "getSlot"
+    assert bad.error is not None and bad.error.code == -32600 and bad.id == 7
+    assert worse.error is not None and worse.id is None
+    assert [item.answer()["id"] for item in (bad, worse)] == [7, None]
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(), lambda c: st.lists(c, max_size=4)
+    )
+)
+def test_arbitrary_json_never_escapes_as_another_error(value: object) -> None:
+    try:
+        payload = parse_payload(orjson.dumps(value))
+    except ProxyError as exc:
+        assert exc.status == 400
+    else:
+        assert payload.items

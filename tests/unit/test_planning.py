@@ -1,0 +1,115 @@
+"""Per-method rules before admission: classes, prices, denials and parameter normalisation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gateway.jsonrpc import RpcItem
+from gateway.methods import MethodClass, PriceTable, method_class
+from gateway.planning import plan_item
+
+OWNER = "11111111111111111111111111111111"
+PRICES = PriceTable.default()
+
+
+def plan(method: str, params: Any = None) -> RpcItem:
+    item = RpcItem(index=0, id=1, method=method, params=params)
+    plan_item(item, PRICES)
+    return item
+
+
+@pytest.mark.parametrize(
+    ("method", "cls", "price"),
+    [
+        ("getSlot", MethodClass.READ_CHEAP, 1),
+        ("getPriorityFeeEstimate", MethodClass.READ_CHEAP, 1),
+        ("getTransaction", MethodClass.READ_MEDIUM, 5),
+        ("getBlock", MethodClass.READ_HEAVY, 25),
+        ("sendTransaction", MethodClass.SEND, 2),
+    ],
+)
+def test_classes_and_prices(method: str, cls: MethodClass, price: int) -> None:
+    item = plan(method, [])
+    assert (item.error, item.method_class, item.price) == (None, cls, price)
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "requestAirdrop",
+        "getProgramAccounts",
+        "getSupply",
+        "getStakeActivation",
+        "getTokenLargestAccounts",
+        "getTokenAccountsByDelegate",
+        "getInflationReward",
+        "noSuchMethod",
+    ],
+)
+def test_denied_and_unknown_methods_are_32601(method: str) -> None:
+    item = plan(method)
+    assert item.error is not None and item.error.code == -32601
+    assert item.price == 0
+
+
+def test_archive_methods_are_disabled_by_profile() -> None:
+    item = plan("getEnrichedTransaction")
+    assert item.error is not None and item.error.code == -32004
+    assert "service profile" in item.error.message
+
+
+def test_gateway_methods_not_built_yet_are_refused_free() -> None:
+    item = plan("sendAndConfirm", ["tx"])
+    assert item.error is not None and item.error.code == -32601 and "not available" in item.error.message
+
+
+def test_token_accounts_by_owner_gets_base64_injected() -> None:
+    assert plan("getTokenAccountsByOwner", [OWNER, {"mint": OWNER}]).params[2] == {"encoding": "base64"}
+    parsed = plan("getTokenAccountsByOwner", [OWNER, {"mint": OWNER}, {"encoding": "jsonParsed"}])
+    assert parsed.params[2] == {"encoding": "jsonParsed"}
+    bad = plan("getTokenAccountsByOwner", ["nope", {"mint": OWNER}])
+    assert bad.error is not None and bad.error.code == -32602
+
+
+@pytest.mark.parametrize(
+    "first",
+    [OWNER, {"ownerAddress": OWNER}, {"owner_address": OWNER}, {"owner": OWNER}],
+)
+def test_assets_by_owner_accepts_every_owner_form(first: Any) -> None:
+    assert plan("getAssetsByOwner", [first]).params == [{"ownerAddress": OWNER}]
+
+
+def test_assets_by_owner_keeps_paging_and_rejects_garbage() -> None:
+    assert plan("getAssetsByOwner", [{"owner": OWNER, "page": 2}]).params == [{"ownerAddress": OWNER, "page": 2}]
+    for bad in ([], [{"wallet": OWNER}], ["not-a-key"]):
+        item = plan("getAssetsByOwner", bad)
+        assert item.error is not None and item.error.code == -32602
+
+
+def test_simulate_bundle_needs_the_object_form() -> None:
+    assert plan("simulateBundle", [{"transactions": ["AQID"]}]).error is None
+    for bad in ([["AQID"]], [], [{"transactions": []}], [{"transactions": [1]}]):
+        item = plan("simulateBundle", bad)
+        assert item.error is not None and item.error.code == -32602
+
+
+def test_max_supported_transaction_version() -> None:
+    assert plan("getTransaction", ["sig"]).params == ["sig", {"maxSupportedTransactionVersion": 0}]
+    assert plan("getBlock", [5, {"maxSupportedTransactionVersion": 1}]).params[1]["maxSupportedTransactionVersion"] == 1
+    assert plan("simulateTransaction", ["tx", {"maxSupportedTransactionVersion": 1}]).params == ["tx", {}]
+    for bad in (2, -1, "0", True):
+        item = plan("getBlock", [5, {"maxSupportedTransactionVersion": bad}])
+        assert item.error is not None and item.error.code == -32602
+
+
+def test_params_must_be_an_array() -> None:
+    item = plan("getSlot", {"commitment": "finalized"})
+    assert item.error is not None and item.error.code == -32602
+
+
+def test_price_overrides() -> None:
+    prices = PriceTable.default().with_overrides({"READ_CHEAP": 3})
+    assert prices.price(MethodClass.READ_CHEAP) == 3
+    assert method_class("getBalance") is MethodClass.READ_CHEAP
