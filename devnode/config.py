@@ -1,0 +1,21 @@
+"""Configuration of the local chain; the lead's CLI builds one of these and hands it to `Devnode`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class DevnodeConfig:
+    """Where the devnode keeps its files, where it listens and how fast its slot clock runs."""
+
+    data_dir: Path  # <gateway data dir>/devnode ; created if missing
+    host: str = "127.0.0.1"
+    rpc_port: int = 8899  # 0 picks a free port
+    ws_port: int = 8900  # 0 picks a free port
+    slot_ms: int = 400  # slot clock
+    retention_slots: int = 54_000  # ~6 h at 400 ms; blocks/tx older than this are purged
+    feed: bool = False  # launch-platform feed on/off (devnode/feed.py)
+    feed_seed: int = 7
+    feed_interval_ms: int = 1_000

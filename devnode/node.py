@@ -1,0 +1,139 @@
+"""The devnode: a local Solana JSON-RPC + PubSub node backed by LiteSVM.
+
+Real: transaction execution (System, SPL Token, Token-2022, Associated Token Account and the other
+programs LiteSVM loads), Ed25519 signature checks, fees, rent, the Clock sysvar following the slot
+clock, blockhashes that expire after 150 blocks, failed transactions landing with their fee.
+
+Simplified: one validator and no votes, every slot produces a block; commitment is reached by age
+(processed in the landing slot, confirmed one slot later, finalized two slots later) and commitment
+parameters are otherwise ignored; account / program / logs notifications are sent on landing.
+Blocks and transaction history are kept in memory for `retention_slots` and lost on restart; the
+accounts touched by transactions are persisted to <data_dir>/accounts.json on stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import time
+from typing import Any
+
+from devnode.chain import Chain
+from devnode.config import DevnodeConfig
+from devnode.persist import USDC_AUTHORITY_FILE, load_or_create_keypair, load_state, save_state
+from devnode.pubsub import PubSub
+from devnode.rpc import NodeInfo, RpcDispatcher
+from devnode.server import HttpServer
+
+log = logging.getLogger(__name__)
+
+
+class Devnode:
+    """Owns the chain, the slot clock, the two servers and (optionally) the launch feed."""
+
+    def __init__(self, config: DevnodeConfig) -> None:
+        self.config = config
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.usdc_mint_authority = load_or_create_keypair(config.data_dir / USDC_AUTHORITY_FILE)
+        state, accounts = load_state(config.data_dir)
+        self.chain = Chain(
+            retention_slots=config.retention_slots,
+            usdc_mint_authority=self.usdc_mint_authority.pubkey(),
+            saved_state=state,
+            saved_accounts=accounts,
+        )
+        self._pubsub = PubSub(self.chain)
+        self._http: HttpServer | None = None
+        self._clock: asyncio.Task[None] | None = None
+        self._feed: Any = None
+        self._rpc_port = 0
+        self._ws_port = 0
+
+    @property
+    def rpc_url(self) -> str:
+        return f"http://{self._url_host}:{self._rpc_port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://{self._url_host}:{self._ws_port}"
+
+    @property
+    def _url_host(self) -> str:
+        host = self.config.host
+        return f"[{host}]" if ":" in host else host
+
+    async def start(self) -> None:
+        """Bind RPC and PubSub, start the slot clock (and the feed); returns once listening."""
+        try:
+            self._ws_port = await self._pubsub.start(self.config.host, self.config.ws_port)
+            dispatcher = RpcDispatcher(self.chain, NodeInfo(self.config.host, 0, self._ws_port, self.config.slot_ms))
+            self._http = HttpServer(dispatcher)
+            self._rpc_port = await self._http.start(self.config.host, self.config.rpc_port)
+        except BaseException:
+            await self._pubsub.stop()
+            if self._http is not None:
+                await self._http.stop()
+                self._http = None
+            raise
+        dispatcher.info = NodeInfo(self.config.host, self._rpc_port, self._ws_port, self.config.slot_ms)
+        self._clock = asyncio.create_task(self._run_clock(), name="devnode-slot-clock")
+        if self.config.feed:
+            await self._start_feed()
+        log.info("devnode listening: RPC %s, PubSub %s", self.rpc_url, self.ws_url)
+
+    async def _start_feed(self) -> None:
+        try:
+            module = importlib.import_module("devnode.feed")
+            self._feed = module.LaunchFeed(
+                chain=self.chain, seed=self.config.feed_seed, interval_ms=self.config.feed_interval_ms
+            )
+            await self._feed.start()
+        except Exception:
+            log.warning("devnode: launch feed unavailable, continuing without it", exc_info=True)
+            self._feed = None
+
+    async def _run_clock(self) -> None:
+        loop = asyncio.get_running_loop()
+        period = self.config.slot_ms / 1000
+        deadline = loop.time() + period
+        while True:
+            await asyncio.sleep(max(0.0, deadline - loop.time()))
+            try:
+                self.chain.tick(time.time())
+            except Exception:
+                log.exception("devnode: slot tick failed")
+            deadline += period
+            if loop.time() - deadline > 10 * period:  # after a stall, do not burst through missed slots
+                deadline = loop.time() + period
+
+    async def stop(self) -> None:
+        """Stop the feed, the clock and the servers, then persist account state."""
+        if self._feed is not None:
+            try:
+                await self._feed.stop()
+            except Exception:
+                log.warning("devnode: launch feed failed to stop cleanly", exc_info=True)
+            self._feed = None
+        if self._clock is not None:
+            self._clock.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._clock
+            self._clock = None
+        if self._http is not None:
+            await self._http.stop()
+            self._http = None
+        await self._pubsub.stop()
+        state, accounts = self.chain.export_state()
+        save_state(self.config.data_dir, state, accounts)
+
+
+async def serve(config: DevnodeConfig) -> None:
+    """Start a devnode, run until cancelled, stop it."""
+    node = Devnode(config)
+    await node.start()
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await asyncio.shield(node.stop())

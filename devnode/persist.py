@@ -1,0 +1,69 @@
+"""Account state across restarts: <data_dir>/accounts.json holds the slot position and every
+account a transaction, airdrop or injection has touched (plus the genesis mints). Transaction
+history and blocks are not persisted."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from solders.account import Account
+from solders.keypair import Keypair
+from solders.pubkey import Pubkey
+
+STATE_FILE = "accounts.json"
+USDC_AUTHORITY_FILE = "usdc-mint-authority.json"
+
+
+def account_to_json(account: Account) -> dict[str, Any]:
+    return {
+        "lamports": account.lamports,
+        "data": base64.b64encode(bytes(account.data)).decode(),
+        "owner": str(account.owner),
+        "executable": account.executable,
+        "rentEpoch": account.rent_epoch,
+    }
+
+
+def account_from_json(obj: dict[str, Any]) -> Account:
+    return Account(
+        int(obj["lamports"]),
+        base64.b64decode(obj["data"]),
+        Pubkey.from_string(obj["owner"]),
+        bool(obj.get("executable", False)),
+        int(obj.get("rentEpoch", 0)),
+    )
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def load_state(data_dir: Path) -> tuple[dict[str, Any] | None, list[tuple[Pubkey, Account]]]:
+    """The saved chain position and accounts, or (None, []) on first start."""
+    path = data_dir / STATE_FILE
+    if not path.exists():
+        return None, []
+    raw = json.loads(path.read_text())
+    accounts = [(Pubkey.from_string(k), account_from_json(v)) for k, v in raw.get("accounts", {}).items()]
+    return raw.get("state"), accounts
+
+
+def save_state(data_dir: Path, state: dict[str, Any], accounts: list[tuple[Pubkey, Account]]) -> None:
+    doc = {"version": 1, "state": state, "accounts": {str(k): account_to_json(a) for k, a in accounts}}
+    _atomic_write(data_dir / STATE_FILE, json.dumps(doc, indent=0))
+
+
+def load_or_create_keypair(path: Path) -> Keypair:
+    """A Solana CLI keypair file (JSON array of 64 bytes); created once, reused afterwards."""
+    if path.exists():
+        return Keypair.from_bytes(bytes(json.loads(path.read_text())))
+    keypair = Keypair()
+    _atomic_write(path, json.dumps(list(bytes(keypair))))
+    os.chmod(path, 0o600)
+    return keypair
