@@ -8,36 +8,51 @@ from __future__ import annotations
 
 import time
 
+from gateway.auth.services import AuthServices
+from gateway.auth.stage import AuthStage
 from gateway.config import Settings
 from gateway.errors import service_unavailable
 from gateway.forward import Forwarder, ParseStage
 from gateway.methods import PriceTable
 from gateway.pipeline import Call, Handler, Reply, compose, error_boundary
 from gateway.public import ServiceProfile
+from gateway.storage.connections import Connections
 from gateway.upstream import HealthMonitor, HttpUpstream
 
 DEFAULT_UPSTREAM = "http://127.0.0.1:8899"
 
 
 class GatewayApp:
-    def __init__(self, settings: Settings) -> None:
+    """Args:
+    settings: validated settings (with the embedded parts' URLs filled in by the stack).
+    auth: pre-built auth services (tests pass short lifetimes); default: built from ``settings``.
+    """
+
+    def __init__(self, settings: Settings, *, auth: AuthServices | None = None) -> None:
         self.settings = settings
         self.started_at = time.time()
         self.prices = PriceTable.default().with_overrides(settings.pricing)
         self.profile = ServiceProfile()
         self.upstream = HttpUpstream(settings.upstream_rpc_url or DEFAULT_UPSTREAM, settings.fallback_rpc_url)
         self.monitor = HealthMonitor(self.upstream, settings.health_poll_s)
+        self.conn = Connections()
+        self.auth = auth or AuthServices(settings, api_key_secret=settings.api_key_secret_bytes)
+        self.profile.auth = {"wallet_signature": True, "api_key": True, "session_token": True}
         self.rpc: Handler = compose(
-            [error_boundary, self._readiness_gate, ParseStage(self.prices)],
+            [error_boundary, AuthStage(self.auth), self._readiness_gate, ParseStage(self.prices)],
             Forwarder(self.upstream),
         )
 
     async def startup(self) -> None:
+        self.conn = await Connections.open(self.settings.database_url, self.settings.redis_url)
+        await self.auth.start(self.conn)
         self.monitor.start()
 
     async def shutdown(self) -> None:
         await self.monitor.stop()
         await self.upstream.close()
+        await self.auth.stop()
+        await self.conn.close()
 
     @property
     def ready(self) -> bool:

@@ -79,9 +79,8 @@ def devnode(
     feed: Annotated[bool | None, typer.Option("--feed/--no-feed", help="Generated launch traffic.")] = None,
 ) -> None:
     """Run only the local chain (JSON-RPC on 8899, PubSub on 8900 by default)."""
-    from devnode.node import serve
-
     from devnode.config import DevnodeConfig
+    from devnode.node import serve
 
     s = _settings(config)
     node_config = DevnodeConfig(

@@ -72,6 +72,12 @@ class Settings(BaseSettings):
     usdc_mint: str = Field(USDC_MAINNET_MINT, description="The only mint whose deposits are credited.")
     credits_per_usdc: int = Field(100_000, ge=1, description="Credits granted per 1 USDC (10^6 base units).")
     credit_expiry_seconds: int = Field(90 * 86_400, ge=60, description="Lifetime of a credit batch.")
+    api_key_secret: str | None = Field(
+        None,
+        repr=False,
+        description="64 hex chars: HMAC key of stored API-key hashes; shared by all machines of a cluster. "
+        "Empty: generated once in <home>/keys/api-key-secret (enough for one machine).",
+    )
     pricing: dict[str, int] = Field(default_factory=dict, description="Credits per method class, overriding the spec.")
 
     @field_validator("database_url")
@@ -93,6 +99,18 @@ class Settings(BaseSettings):
     @classmethod
     def _check_ws_url(cls, value: str | None) -> str | None:
         return _url_with_scheme(value, ("ws", "wss"), "upstream_ws_url")
+
+    @field_validator("api_key_secret")
+    @classmethod
+    def _check_secret(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        try:
+            if len(bytes.fromhex(value)) == 32:
+                return value
+        except ValueError:
+            pass
+        raise ValueError("api_key_secret must be 64 hex characters (32 bytes)")
 
     @field_validator("pricing")
     @classmethod
@@ -120,6 +138,10 @@ class Settings(BaseSettings):
         if settings_cls.model_config.get("toml_file"):
             sources.append(TomlConfigSettingsSource(settings_cls))
         return tuple(sources)
+
+    @property
+    def api_key_secret_bytes(self) -> bytes | None:
+        return bytes.fromhex(self.api_key_secret) if self.api_key_secret else None
 
     @property
     def resolved_home(self) -> Path:

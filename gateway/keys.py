@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 from solders.keypair import Keypair
@@ -20,14 +21,25 @@ def load_keypair(path: Path) -> Keypair:
 
 
 def load_or_create_keypair(path: Path) -> Keypair:
-    """Read the keypair at ``path``, creating it (mode 0600) on first use."""
+    """Read the keypair at ``path``, creating it (mode 0600) on first use.
+
+    Written to a temporary file and linked into place, so replicas starting together never read a
+    half-written file: the first link wins and the others read the winner's key.
+    """
     if path.exists():
         return load_keypair(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     keypair = Keypair()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(list(bytes(keypair)), f)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".key-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(list(bytes(keypair)), f)
+        os.chmod(tmp, 0o600)
+        os.link(tmp, path)
+    except FileExistsError:
+        return load_keypair(path)
+    finally:
+        os.unlink(tmp)
     return keypair
 
 

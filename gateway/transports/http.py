@@ -12,12 +12,13 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from gateway.app import GatewayApp
 from gateway.errors import ProxyError
 from gateway.pipeline import Call, Reply, json_reply
 from gateway.public import capabilities_document, health_document, pricing_document
+from gateway.transports.account_routes import auth_routes
 
 MAX_BODY_BYTES = 5 * 1024 * 1024
 JSON = "application/json"
@@ -87,11 +88,12 @@ def build_http_app(gw: GatewayApp) -> Starlette:
         finally:
             await gw.shutdown()
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/", rpc, methods=["POST"]),
         Route("/rpc", rpc, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
         Route("/pricing", pricing, methods=["GET"]),
         Route("/capabilities", capabilities, methods=["GET"]),
+        *auth_routes(gw.auth),
     ]
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})

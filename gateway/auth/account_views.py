@@ -1,0 +1,144 @@
+"""The account resources as JSON, and the paging parameters of the listings. Pure.
+
+Choices where the spec says 'not shown' (documented here, tested in tests/auth):
+
+* paging: ``offset`` default 0, ``limit`` default 50, at most 1000; anything else is 400
+  INVALID_REQUEST rather than silently clamped, so a client never mistakes a short page for the end;
+* ``last_deposit``: ``{signature, amount_usdc (decimal string), credits, timestamp (ISO 8601 UTC)}``
+  of the newest credited deposit, or null;
+* ``credit_batches`` elements: ``{id, source, granted, remaining, expires_at (ISO 8601 UTC)}``, for
+  unexpired batches with credits left, soonest expiry first;
+* timestamps: ISO 8601 in UTC with millisecond precision and a ``Z`` suffix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from gateway.auth.accounts import AccountRecord, BatchRecord, DepositRecord, LedgerRecord, UsageRecord
+from gateway.errors import invalid_request
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 1000
+MAX_OFFSET = 2**31 - 1
+USDC_DECIMALS = 6
+ATTRIBUTION = "USDC must be sent from the same wallet public key that activates the account"
+_UINT = re.compile(r"[0-9]{1,10}")
+
+
+def iso8601(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def usdc_amount(base_units: int) -> str:
+    """Base units as a plain decimal string: 10000 -> "0.01", 1500000 -> "1.5"."""
+    value = (Decimal(base_units) / (10**USDC_DECIMALS)).normalize()
+    return format(value, "f")
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    offset: int
+    limit: int
+
+
+def _uint(query: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = query.get(name)
+    if raw is None:
+        return default
+    if not _UINT.fullmatch(raw) or not low <= int(raw) <= high:
+        raise invalid_request(f"{name} must be an integer from {low} to {high}")
+    return int(raw)
+
+
+def parse_page(query: Mapping[str, str]) -> Page:
+    """``offset`` (default 0) and ``limit`` (default 50, max 1000); bad values are 400 INVALID_REQUEST."""
+    return Page(
+        offset=_uint(query, "offset", 0, 0, MAX_OFFSET),
+        limit=_uint(query, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Funding:
+    """The account-independent part of ``funding``, from configuration and the deposit wallet."""
+
+    network: str
+    deposit_address: str
+    credits_per_usdc: int
+    credit_expiry_seconds: int
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "asset": "USDC",
+            "network": self.network,
+            "deposit_address": self.deposit_address,
+            "credits_per_usdc": self.credits_per_usdc,
+            "credit_expiry_seconds": self.credit_expiry_seconds,
+            "credit_expiry_days": self.credit_expiry_seconds // 86_400,
+            "attribution": ATTRIBUTION,
+        }
+
+
+def deposit_document(deposit: DepositRecord | None) -> dict[str, Any] | None:
+    if deposit is None:
+        return None
+    return {
+        "signature": deposit.signature,
+        "amount_usdc": usdc_amount(deposit.amount_base_units),
+        "credits": deposit.credits,
+        "timestamp": iso8601(deposit.created_at),
+    }
+
+
+def batch_document(batch: BatchRecord) -> dict[str, Any]:
+    return {
+        "id": batch.id,
+        "source": batch.source,
+        "granted": batch.granted,
+        "remaining": batch.remaining,
+        "expires_at": iso8601(batch.expires_at),
+    }
+
+
+def account_document(
+    account: AccountRecord,
+    *,
+    balance: int,
+    total_consumed: int,
+    funding: Funding,
+    last_deposit: DepositRecord | None,
+    batches: Sequence[BatchRecord],
+) -> dict[str, Any]:
+    """The Account resource of ``GET /account/info``."""
+    return {
+        "ok": True,
+        "pubkey": account.pubkey,
+        "balance": balance,
+        "deposit_address": funding.deposit_address,
+        "funding": funding.document(),
+        "status": account.status,
+        "total_consumed_credits": total_consumed,
+        "created_at": int(account.created_at.timestamp()),
+        "last_deposit": deposit_document(last_deposit),
+        "credit_batches": [batch_document(b) for b in batches],
+    }
+
+
+def ledger_entry(entry: LedgerRecord) -> dict[str, Any]:
+    return {
+        "type": entry.type,
+        "amount": entry.amount,
+        "balance": entry.balance_after,
+        "description": entry.description,
+        "timestamp": iso8601(entry.created_at),
+    }
+
+
+def history_entry(entry: UsageRecord) -> dict[str, Any]:
+    return {"method": entry.method, "credits": entry.credits, "timestamp": iso8601(entry.created_at)}

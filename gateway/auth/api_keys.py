@@ -1,0 +1,241 @@
+"""API keys: generation, keyed hashing, lookup with a replica-local cache, and rotation.
+
+Only ``HMAC-SHA256(secret, key)`` is stored (``api_keys.key_hash``); the key is shown once.
+
+Looking a key up in PostgreSQL on every request would put a database round trip on the hot path, so
+each replica caches ``key_hash -> pubkey`` (bounded, 60 s). A rotation must nevertheless refuse the
+old key on every replica at once, which a TTL alone cannot give. So:
+
+* rotation publishes each revoked hash on the Redis channel :data:`REVOKED_CHANNEL` right after its
+  transaction commits; every replica subscribes at start-up and drops the hash from its cache;
+* a replica serves from its cache only while that subscription is live. When it drops, the cache is
+  cleared and lookups go to PostgreSQL until it is back (and cleared again on resubscription, since
+  messages published meanwhile were missed);
+* a lookup that raced with an invalidation does not store its (possibly stale) answer: every
+  invalidation bumps a generation counter that the lookup compares before caching;
+* "no such key" is cached for one second only, so a fresh key is never refused for long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import hmac
+import logging
+import re
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from gateway.auth.cache import TtlCache
+from gateway.auth.db import db_errors
+from gateway.auth.errors import store_unavailable
+
+log = logging.getLogger(__name__)
+
+KEY_PREFIX = "srpc_live_"
+REVOKED_CHANNEL = "gateway:api-keys:revoked"
+POSITIVE_TTL_S = 60.0
+NEGATIVE_TTL_S = 1.0
+_NEW_FORMAT = re.compile(r"srpc_live_[A-Za-z0-9_-]{43}")  # base64url of 32 bytes, no padding
+_LEGACY_FORMAT = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def generate_api_key() -> str:
+    """``srpc_live_`` + base64url (no padding) of 32 random bytes."""
+    return KEY_PREFIX + base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode("ascii")
+
+
+def is_api_key_format(key: str) -> bool:
+    """Whether ``key`` could be a key at all (new or legacy hex): anything else is refused without a lookup."""
+    return bool(_NEW_FORMAT.fullmatch(key) or _LEGACY_FORMAT.fullmatch(key))
+
+
+def hash_api_key(secret: bytes, key: str) -> bytes:
+    return hmac.new(secret, key.encode("ascii"), hashlib.sha256).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyRotated:
+    """The ``api_key.rotated`` lifecycle event: a new key is active for ``pubkey``."""
+
+    pubkey: str
+    at: float  # Unix seconds
+    replaced_previous: bool  # False for an account's first key
+
+    event: str = "api_key.rotated"
+
+
+RotationHook = Callable[[ApiKeyRotated], Awaitable[None]]
+
+
+async def _no_hook(event: ApiKeyRotated) -> None:
+    return None
+
+
+class ApiKeyStore:
+    def __init__(
+        self,
+        db: asyncpg.Pool,
+        redis: aioredis.Redis,
+        secret: bytes,
+        *,
+        on_rotated: RotationHook | None = None,
+        cache_size: int = 10_000,
+        positive_ttl_s: float = POSITIVE_TTL_S,
+        negative_ttl_s: float = NEGATIVE_TTL_S,
+    ) -> None:
+        self._db = db
+        self._redis = redis
+        self._secret = secret
+        self.on_rotated: RotationHook = on_rotated or _no_hook
+        self._cache: TtlCache[bytes, str | None] = TtlCache(cache_size)
+        self._positive_ttl_s = positive_ttl_s
+        self._negative_ttl_s = negative_ttl_s
+        self._generation = 0
+        self._live = False
+        self._subscribed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def cache_live(self) -> bool:
+        """Whether the invalidation subscription is up (and so the cache may be used)."""
+        return self._live
+
+    async def start(self, subscribe_timeout_s: float = 5.0) -> None:
+        """Subscribe to invalidations; wait for the subscription so no rotation is missed after start."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._listen())
+        try:
+            await asyncio.wait_for(self._subscribed.wait(), subscribe_timeout_s)
+        except TimeoutError:
+            log.warning("API-key invalidation channel not subscribed yet; lookups bypass the cache until it is")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self._go_dark()
+
+    async def lookup(self, key: str) -> str | None:
+        """The public key owning the active key ``key``, or None (unknown, revoked, or not a key)."""
+        if not is_api_key_format(key):
+            return None
+        digest = hash_api_key(self._secret, key)
+        if self._live:
+            hit, pubkey = self._cache.get(digest)
+            if hit:
+                return pubkey
+        generation = self._generation
+        async with db_errors():
+            found: Any = await self._db.fetchval(
+                "SELECT pubkey FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL", digest
+            )
+        pubkey = str(found) if found is not None else None
+        if self._live and generation == self._generation:
+            self._cache.put(digest, pubkey, self._positive_ttl_s if pubkey else self._negative_ttl_s)
+        return pubkey
+
+    async def rotate(self, pubkey: str, ref_code: str | None) -> str:
+        """Issue a new key for ``pubkey``, creating its account if missing; revoke the previous key.
+
+        The account row is locked first, so concurrent rotations of one account queue up instead of
+        colliding on the one-active-key index. The revocation is published after the commit (publishing
+        before would let another replica re-cache the old key from a not-yet-committed database). If the
+        publish fails the request fails with 503: the caller retries, and never holds a key whose
+        predecessor might still be honoured from some replica's cache.
+        """
+        key = generate_api_key()
+        async with db_errors(), self._db.acquire() as conn, conn.transaction():
+            await conn.execute(
+                """INSERT INTO accounts (pubkey, ref_code)
+                   VALUES ($1, (SELECT code FROM referral_codes
+                                WHERE code = $2 AND (expires_at IS NULL OR expires_at > now())))
+                   ON CONFLICT (pubkey) DO NOTHING""",
+                pubkey,
+                ref_code,
+            )
+            await conn.execute("SELECT 1 FROM accounts WHERE pubkey = $1 FOR UPDATE", pubkey)
+            revoked = await conn.fetch(
+                "UPDATE api_keys SET revoked_at = now() WHERE pubkey = $1 AND revoked_at IS NULL RETURNING key_hash",
+                pubkey,
+            )
+            await conn.execute(
+                "INSERT INTO api_keys (pubkey, key_hash) VALUES ($1, $2)", pubkey, hash_api_key(self._secret, key)
+            )
+        hashes = [bytes(row["key_hash"]) for row in revoked]
+        for digest in hashes:
+            self._invalidate(digest)
+        try:
+            for digest in hashes:
+                await self._redis.publish(REVOKED_CHANNEL, digest.hex())
+        except (RedisError, OSError) as exc:
+            log.error("could not publish API-key revocation for %s: %s", pubkey, exc)
+            raise store_unavailable("the key revocation channel") from exc
+        try:
+            await self.on_rotated(ApiKeyRotated(pubkey, time.time(), bool(hashes)))
+        except Exception:  # the key exists now: a hook failure must not hide it from its owner
+            log.exception("api_key.rotated hook failed for %s", pubkey)
+        return key
+
+    def _invalidate(self, digest: bytes) -> None:
+        self._generation += 1
+        self._cache.pop(digest)
+
+    def _invalidate_all(self) -> None:
+        self._generation += 1
+        self._cache.clear()
+
+    def _go_dark(self) -> None:
+        self._live = False
+        self._invalidate_all()
+
+    async def _listen(self) -> None:
+        """Follow :data:`REVOKED_CHANNEL` for the replica's lifetime, resubscribing after failures."""
+        backoff = 0.1
+        while True:
+            pubsub = self._redis.pubsub()
+            try:
+                await pubsub.subscribe(REVOKED_CHANNEL)
+                while True:
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message is None:
+                        continue
+                    kind = message.get("type")
+                    if kind == "subscribe":  # also seen when redis-py reconnects and resubscribes by itself
+                        self._invalidate_all()
+                        self._live = True
+                        self._subscribed.set()
+                        backoff = 0.1
+                    elif kind == "message":
+                        self._on_message(message.get("data"))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # any failure: stop trusting the cache, then resubscribe
+                log.warning("API-key invalidation channel lost (%s); retrying in %.1f s", exc, backoff)
+            finally:
+                self._go_dark()
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
+
+    def _on_message(self, data: object) -> None:
+        text = data.decode("ascii", "replace") if isinstance(data, bytes) else str(data)
+        try:
+            digest = bytes.fromhex(text)
+        except ValueError:
+            log.warning("malformed API-key revocation message %r; clearing the cache", text[:80])
+            self._invalidate_all()
+            return
+        self._invalidate(digest)

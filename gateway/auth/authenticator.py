@@ -1,0 +1,70 @@
+"""The strategies composed in the spec's priority order, plus the 402 rules. Transport-neutral.
+
+    credentials of the call (by transport) -> the first strategy that supports them decides:
+        API key  >  wallet signature (any X-Pubkey/X-Signature/X-Timestamp/X-Nonce header)  >  bearer
+    none at all                      -> 402 -32002 with the payment terms
+    invalid                          -> 401 AUTH_FAILED (403 NONCE_REUSED for a replayed nonce)
+    proven, but no account record    -> 402 -32002 (when the route needs an account)
+
+The first supporting strategy decides alone: a bad API key is not rescued by a good bearer token,
+which would make the priority order meaningless. WebSocket and gRPC transports call
+:meth:`Authenticator.authenticate` with a :class:`Call` whose ``transport`` is ``"ws"`` or ``"grpc"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from gateway.auth.accounts import AccountStore
+from gateway.auth.credentials import Credentials, grpc_credentials, http_credentials, websocket_credentials
+from gateway.auth.errors import bearer_token_required, wallet_signature_required
+from gateway.auth.identity import Identity
+from gateway.auth.payment_terms import PaymentTerms, resource_url
+from gateway.auth.strategies import Strategy
+from gateway.errors import ProxyError
+from gateway.pipeline import Call
+
+Only = Literal["wallet", "session"]
+
+
+def credentials_of(call: Call) -> Credentials:
+    if call.transport == "ws":
+        return websocket_credentials(call.headers, call.query).credentials
+    if call.transport == "grpc":
+        return grpc_credentials(call.headers)
+    return http_credentials(call.headers, call.query)
+
+
+class Authenticator:
+    def __init__(self, strategies: Sequence[Strategy], accounts: AccountStore, terms: PaymentTerms) -> None:
+        self.strategies = tuple(strategies)
+        self.accounts = accounts
+        self.terms = terms
+
+    def select(self, credentials: Credentials) -> Strategy | None:
+        return next((s for s in self.strategies if s.supports(credentials)), None)
+
+    async def authenticate(self, call: Call, *, require_account: bool = True, only: Only | None = None) -> Identity:
+        """Prove who is calling or raise; ``only`` restricts the route to one kind of credential."""
+        credentials = credentials_of(call)
+        strategy = self.select(credentials)
+        if strategy is None:
+            if only == "session":
+                raise bearer_token_required()
+            raise self.terms.error("Payment required: no credentials presented", resource_url(call))
+        if only is not None and strategy.kind != only:
+            raise _only_error(only)
+        identity = await strategy.authenticate(credentials, call)
+        if require_account and identity.mode != "api_key" and not await self.accounts.exists(identity.pubkey):
+            # An API key implies an account (the key row references it); the others need a look.
+            raise self.terms.error(
+                "Payment required: no account for this public key yet; deposit USDC to activate it",
+                resource_url(call),
+                identity.pubkey,
+            )
+        return identity
+
+
+def _only_error(only: Only) -> ProxyError:
+    return wallet_signature_required() if only == "wallet" else bearer_token_required()

@@ -1,0 +1,162 @@
+"""Handlers of the session and account endpoints, as pipeline endpoints (``Call -> Reply``).
+
+Transport-neutral: :mod:`gateway.transports.account_routes` mounts them on HTTP behind
+``error_boundary`` (and ``AuthStage`` where the spec asks for credentials). Request bodies are small
+JSON objects; anything else is 400 INVALID_REQUEST, a failed proof is 401 AUTH_FAILED.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, TypeVar
+
+import base58
+import orjson
+
+from gateway.auth.account_views import account_document, history_entry, ledger_entry, parse_page
+from gateway.auth.credentials import bearer_token, http_credentials
+from gateway.auth.errors import bearer_token_required, store_unavailable
+from gateway.auth.headers import HeaderFailure, decode_base58, verify_signature
+from gateway.auth.identity import Identity
+from gateway.auth.services import AuthServices
+from gateway.errors import account_not_found, auth_failed, invalid_request
+from gateway.pipeline import Call, Reply, json_reply
+
+T = TypeVar("T")
+_CHALLENGE = re.compile(r"[0-9a-f]{64}")
+MAX_REF_CODE_LEN = 128
+API_KEY_MESSAGE = "Store this API key now: it is shown only once. Any previous key of this account is revoked."
+
+
+def _ready(value: T | None) -> T:
+    if value is None:
+        raise store_unavailable("authentication (the gateway is starting)")
+    return value
+
+
+def _json_object(body: bytes, *, empty_ok: bool = False) -> dict[str, Any]:
+    if not body.strip() and empty_ok:
+        return {}
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise invalid_request("body must be a JSON object (valid UTF-8 JSON)") from exc
+    if not isinstance(parsed, dict):
+        raise invalid_request("body must be a JSON object")
+    return parsed
+
+
+def _string_field(document: dict[str, Any], name: str) -> str:
+    value = document.get(name)
+    if not isinstance(value, str):
+        raise invalid_request(f"{name} is required and must be a string")
+    return value
+
+
+def _pubkey_field(document: dict[str, Any]) -> tuple[str, bytes]:
+    decoded = decode_base58(_string_field(document, "pubkey"), 32, "pubkey")
+    if isinstance(decoded, HeaderFailure):
+        raise invalid_request(decoded.reason)
+    return base58.b58encode(decoded).decode("ascii"), decoded
+
+
+def _identity(call: Call) -> Identity:
+    identity = call.identity
+    assert isinstance(identity, Identity), "the route must run behind AuthStage"
+    return identity
+
+
+class AccountEndpoints:
+    def __init__(self, services: AuthServices) -> None:
+        self.services = services
+
+    async def challenge(self, call: Call) -> Reply:
+        """``POST /auth/challenge {pubkey}`` -> ``{challenge, expires_in}``; no auth."""
+        pubkey, _ = _pubkey_field(_json_object(call.body))
+        sessions = _ready(self.services.sessions)
+        challenge = await sessions.issue_challenge(pubkey)
+        return json_reply(200, {"challenge": challenge, "expires_in": sessions.challenge_expires_in})
+
+    async def verify(self, call: Call) -> Reply:
+        """``POST /auth/verify {pubkey, challenge, signature}`` -> ``{token, expires_in}``; no auth.
+
+        The signature is checked before the challenge is consumed, so only the key's owner can use
+        (and so burn) a challenge issued to that key.
+        """
+        document = _json_object(call.body)
+        pubkey, pubkey_bytes = _pubkey_field(document)
+        challenge = _string_field(document, "challenge")
+        if not _CHALLENGE.fullmatch(challenge):
+            raise invalid_request("challenge must be the 64-character hex string from POST /auth/challenge")
+        signature = decode_base58(_string_field(document, "signature"), 64, "signature")
+        if isinstance(signature, HeaderFailure):
+            raise auth_failed(signature.reason)
+        if not verify_signature(pubkey_bytes, challenge.encode("utf-8"), signature):
+            raise auth_failed(
+                "signature does not verify: sign the challenge's UTF-8 text with the key's Ed25519 secret"
+            )
+        sessions = _ready(self.services.sessions)
+        if not await sessions.consume_challenge(pubkey, challenge):
+            raise auth_failed("challenge expired, already used, or not issued to this public key")
+        token = await sessions.issue_token(pubkey)
+        return json_reply(200, {"token": token, "expires_in": sessions.token_expires_in})
+
+    async def logout(self, call: Call) -> Reply:
+        """``POST /auth/logout {}`` with the bearer token (checked by AuthStage) -> ``{status: "ok"}``."""
+        _json_object(call.body, empty_ok=True)
+        authorization = http_credentials(call.headers, call.query).authorization
+        token = bearer_token(authorization) if authorization else None
+        if token is None:
+            raise bearer_token_required()
+        await _ready(self.services.sessions).revoke(token)
+        return json_reply(200, {"status": "ok"})
+
+    async def create_api_key(self, call: Call) -> Reply:
+        """``POST /account/api-key {}`` or ``{ref_code}`` under wallet signature -> the key, shown once."""
+        identity = _identity(call)
+        document = _json_object(call.body, empty_ok=True)
+        ref_code = document.get("ref_code")
+        if ref_code is not None and not isinstance(ref_code, str):
+            raise invalid_request("ref_code must be a string")
+        if ref_code is not None and len(ref_code) > MAX_REF_CODE_LEN:
+            ref_code = None  # cannot be a known code; unknown codes are ignored silently
+        key = await _ready(self.services.api_keys).rotate(identity.pubkey, ref_code)
+        return json_reply(200, {"ok": True, "api_key": key, "message": API_KEY_MESSAGE})
+
+    async def info(self, call: Call) -> Reply:
+        """``GET /account/info`` -> the Account resource; 404 ACCOUNT_NOT_FOUND without a record."""
+        pubkey = _identity(call).pubkey
+        accounts = _ready(self.services.accounts)
+        balances = _ready(self.services.balances)
+        record = await accounts.get(pubkey)
+        if record is None:
+            raise account_not_found()
+        document = account_document(
+            record,
+            balance=await balances.balance(pubkey),
+            total_consumed=await balances.total_consumed(pubkey),
+            funding=_ready(self.services.funding),
+            last_deposit=await accounts.last_deposit(pubkey),
+            batches=await accounts.live_batches(pubkey),
+        )
+        return json_reply(200, document)
+
+    async def ledger(self, call: Call) -> Reply:
+        """``GET /account/ledger?offset&limit`` -> ``{entries}``, newest first."""
+        page = parse_page(call.query)
+        pubkey = _identity(call).pubkey
+        accounts = _ready(self.services.accounts)
+        if not await accounts.exists(pubkey):
+            raise account_not_found()
+        entries = await accounts.ledger(pubkey, page.offset, page.limit)
+        return json_reply(200, {"entries": [ledger_entry(e) for e in entries]})
+
+    async def history(self, call: Call) -> Reply:
+        """``GET /account/history?offset&limit`` -> ``{entries}``, newest first."""
+        page = parse_page(call.query)
+        pubkey = _identity(call).pubkey
+        accounts = _ready(self.services.accounts)
+        if not await accounts.exists(pubkey):
+            raise account_not_found()
+        entries = await accounts.history(pubkey, page.offset, page.limit)
+        return json_reply(200, {"entries": [history_entry(e) for e in entries]})

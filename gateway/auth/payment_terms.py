@@ -1,0 +1,147 @@
+"""The 402 payment terms: the spec's -32002 ``data`` and the x402 v2 ``PaymentRequired`` document.
+
+A 402 answers a caller who brought no credentials, or proved a key that has no account yet, and
+tells both kinds of client how to pay:
+
+* JSON-RPC clients read ``error`` (code -32002) and its ``data``: ``deposit_address``, ``usdc_mint``,
+  ``minimum_deposit_usdc`` ("0.01"), ``network``, ``instructions`` (plus ``payTo`` and
+  ``extra.feePayer``, the two x402 items the spec names);
+* x402 v2 clients read the base64 ``PAYMENT-REQUIRED`` header, whose JSON is the full
+  ``PaymentRequired`` (``x402Version``, ``error``, ``resource``, ``accepts``).
+
+The body carries the x402 fields too (``x402Version``, ``accepts``, ``resource``) beside the JSON-RPC
+envelope. Their one clash is ``error``: in the body it is the JSON-RPC error object (JSON-RPC
+clients need it there), so x402's ``error`` string travels in the header's document and as the
+JSON-RPC error's ``message``. x402 v2 clients read the header, so nothing is lost to them.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gateway.auth.errors import PaymentRequiredError, payment_required
+from gateway.pipeline import Call, Reply, json_reply
+
+X402_VERSION = 2
+MINIMUM_DEPOSIT_BASE_UNITS = 10_000  # 0.01 USDC (6 decimals)
+MINIMUM_DEPOSIT_USDC = "0.01"
+MAX_TIMEOUT_SECONDS = 60
+PAYMENT_REQUIRED_HEADER = "PAYMENT-REQUIRED"
+
+SOLANA_MAINNET = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"
+SOLANA_DEVNET = "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1"
+SOLANA_TESTNET = "solana:4uhcVJyU9pJkvQyS88uRDiswHXSCkY3z"
+_CAIP2 = {
+    "solana": SOLANA_MAINNET,
+    "mainnet": SOLANA_MAINNET,
+    "solana-mainnet": SOLANA_MAINNET,
+    "mainnet-beta": SOLANA_MAINNET,
+    "devnet": SOLANA_DEVNET,
+    "solana-devnet": SOLANA_DEVNET,
+    "testnet": SOLANA_TESTNET,
+    "solana-testnet": SOLANA_TESTNET,
+}
+
+
+def caip2_network(name: str) -> str:
+    """The CAIP-2 id of a network name; mainnet unless the name says devnet or testnet (or is CAIP-2)."""
+    if name.startswith("solana:"):
+        return name
+    return _CAIP2.get(name.lower(), SOLANA_MAINNET)
+
+
+@dataclass(frozen=True, slots=True)
+class PaymentTerms:
+    """What a depositor needs; the two public keys come from the service's keypair files at start."""
+
+    deposit_address: str
+    fee_payer: str
+    usdc_mint: str
+    network: str  # the name shown to depositors, e.g. "solana-mainnet"
+
+    def requirements(self) -> dict[str, Any]:
+        """One x402 v2 ``PaymentRequirements`` for the SVM ``exact`` scheme."""
+        return {
+            "scheme": "exact",
+            "network": caip2_network(self.network),
+            "amount": str(MINIMUM_DEPOSIT_BASE_UNITS),
+            "asset": self.usdc_mint,
+            "payTo": self.deposit_address,
+            "maxTimeoutSeconds": MAX_TIMEOUT_SECONDS,
+            "extra": {"feePayer": self.fee_payer},
+        }
+
+    def instructions(self, pubkey: str | None) -> str:
+        sender = f"the wallet {pubkey}" if pubkey else "the wallet whose public key you will sign with"
+        return (
+            f"Send at least {MINIMUM_DEPOSIT_USDC} USDC (mint {self.usdc_mint}) on {self.network} to "
+            f"{self.deposit_address} from {sender}; credits are granted to the sending wallet about 30 seconds "
+            "after finalization. x402 clients may instead pay with the PAYMENT-REQUIRED terms via POST /x402/settle."
+        )
+
+    def document(self, error: str, resource_url: str) -> dict[str, Any]:
+        """The x402 v2 ``PaymentRequired``."""
+        return {
+            "x402Version": X402_VERSION,
+            "error": error,
+            "resource": {
+                "url": resource_url,
+                "description": "Prepaid credits for the Solana JSON-RPC gateway",
+                "mimeType": "application/json",
+            },
+            "accepts": [self.requirements()],
+        }
+
+    def rpc_data(self, pubkey: str | None) -> dict[str, Any]:
+        """The -32002 ``data`` object of the spec, plus ``payTo`` and ``extra.feePayer``."""
+        return {
+            "deposit_address": self.deposit_address,
+            "usdc_mint": self.usdc_mint,
+            "minimum_deposit_usdc": MINIMUM_DEPOSIT_USDC,
+            "network": self.network,
+            "instructions": self.instructions(pubkey),
+            "payTo": self.deposit_address,
+            "extra": {"feePayer": self.fee_payer},
+        }
+
+    def error(self, message: str, resource_url: str, pubkey: str | None = None) -> PaymentRequiredError:
+        document = self.document(message, resource_url)
+        header = base64.b64encode(orjson.dumps(document)).decode("ascii")
+        headers = {
+            PAYMENT_REQUIRED_HEADER: header,
+            "Access-Control-Expose-Headers": PAYMENT_REQUIRED_HEADER,
+            "Cache-Control": "no-store",
+        }
+        return payment_required(message, self.rpc_data(pubkey), headers, document)
+
+
+def resource_url(call: Call) -> str:
+    """The URL the caller asked for, as well as the request shows it (behind a proxy: forwarded headers)."""
+    host = call.headers.get("x-forwarded-host") or call.headers.get("host") or "localhost"
+    scheme = call.headers.get("x-forwarded-proto", "http").split(",")[0].strip() or "http"
+    return f"{scheme}://{host}{call.path}"
+
+
+def _request_id_of(body: bytes) -> Any:
+    """The JSON-RPC id of a single request, if the body is one; the 402 is then a proper answer to it."""
+    try:
+        parsed = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        return None
+    item_id = parsed.get("id") if isinstance(parsed, dict) else None
+    return item_id if item_id is None or isinstance(item_id, str | int) else None
+
+
+def payment_required_reply(call: Call, exc: PaymentRequiredError) -> Reply:
+    """JSON-RPC error -32002 with ``data``, the x402 fields beside it, and the base64 header."""
+    body: dict[str, Any] = {
+        "jsonrpc": "2.0",
+        "id": _request_id_of(call.body),
+        "error": exc.rpc_error().to_json(),
+    }
+    body.update({k: v for k, v in exc.document.items() if k != "error"})
+    return json_reply(exc.status, body, {**call.response_headers, **exc.headers})

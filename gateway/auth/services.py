@@ -1,0 +1,111 @@
+"""``AuthServices``: every store and setting the auth stage and the account routes use, started together.
+
+Built in ``GatewayApp.__init__`` (so stages can hold it before the connections exist) and started in
+``GatewayApp.startup`` once PostgreSQL and Redis are open::
+
+    self.auth = AuthServices(settings)                 # __init__
+    await self.auth.start(self.conn)                   # startup, after Connections.open
+    await self.auth.stop()                             # shutdown, before conn.close()
+
+Until started (or when PostgreSQL or Redis is missing), authenticated requests get 503: the gateway
+never serves a paid call it cannot attribute.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from gateway.auth.account_views import Funding
+from gateway.auth.accounts import AccountStore, BalanceSource, LedgerBalanceSource
+from gateway.auth.api_keys import ApiKeyStore, RotationHook
+from gateway.auth.authenticator import Authenticator
+from gateway.auth.errors import store_unavailable
+from gateway.auth.key_secret import SECRET_FILE, load_or_create_secret
+from gateway.auth.nonces import NonceStore
+from gateway.auth.payment_terms import PaymentTerms
+from gateway.auth.sessions import CHALLENGE_TTL_MS, TOKEN_TTL_MS, SessionStore
+from gateway.auth.strategies import ApiKeyStrategy, SessionStrategy, Strategy, TokenStrategy, WalletStrategy
+from gateway.config import Settings
+from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, load_or_create_keypair
+from gateway.storage.connections import Connections
+
+log = logging.getLogger(__name__)
+
+
+class AuthServices:
+    """One replica's auth state. Options exist for tests (tiny TTLs) and for the issues that follow.
+
+    Args:
+        settings: the gateway's settings (data dir, network, USDC mint, credit terms).
+        api_key_secret: the 32-byte HMAC secret for API-key hashes; default: ``<home>/keys/api-key-secret``.
+        balance_source: where balances come from; default: sums of ``ledger_entries``.
+        on_api_key_rotated: awaited after each key rotation (the webhooks issue connects it).
+        challenge_ttl_ms, token_ttl_ms: lifetimes of challenges and (sliding) session tokens.
+        clock: wall clock for the signature timestamp window.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        api_key_secret: bytes | None = None,
+        balance_source: BalanceSource | None = None,
+        on_api_key_rotated: RotationHook | None = None,
+        challenge_ttl_ms: int = CHALLENGE_TTL_MS,
+        token_ttl_ms: int = TOKEN_TTL_MS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self._secret = api_key_secret
+        self._balance_source = balance_source
+        self._on_rotated = on_api_key_rotated
+        self._challenge_ttl_ms = challenge_ttl_ms
+        self._token_ttl_ms = token_ttl_ms
+        self._clock = clock
+        self._authenticator: Authenticator | None = None
+        self.terms: PaymentTerms | None = None
+        self.funding: Funding | None = None
+        self.nonces: NonceStore | None = None
+        self.sessions: SessionStore | None = None
+        self.api_keys: ApiKeyStore | None = None
+        self.accounts: AccountStore | None = None
+        self.balances: BalanceSource | None = None
+
+    async def start(self, conn: Connections) -> None:
+        home = self.settings.resolved_home
+        deposit = str(load_or_create_keypair(home / DEPOSIT_WALLET).pubkey())
+        fee_payer = str(load_or_create_keypair(home / FEE_PAYER).pubkey())
+        self.terms = PaymentTerms(deposit, fee_payer, self.settings.usdc_mint, self.settings.network)
+        self.funding = Funding(
+            self.settings.network, deposit, self.settings.credits_per_usdc, self.settings.credit_expiry_seconds
+        )
+        if conn.db is None or conn.redis is None:
+            log.error("authentication needs PostgreSQL and Redis; authenticated requests will get 503")
+            return
+        secret = self._secret if self._secret is not None else load_or_create_secret(home / SECRET_FILE)
+        self.nonces = NonceStore(conn.redis)
+        self.sessions = SessionStore(conn.redis, self._challenge_ttl_ms, self._token_ttl_ms)
+        self.api_keys = ApiKeyStore(conn.db, conn.redis, secret, on_rotated=self._on_rotated)
+        await self.api_keys.start()
+        self.accounts = AccountStore(conn.db)
+        self.balances = self._balance_source or LedgerBalanceSource(conn.db)
+        strategies: list[Strategy] = [
+            ApiKeyStrategy(self.api_keys),
+            WalletStrategy(self.nonces, self._clock),
+            SessionStrategy(self.sessions),
+            TokenStrategy(self.api_keys, self.sessions),
+        ]
+        self._authenticator = Authenticator(strategies, self.accounts, self.terms)
+
+    async def stop(self) -> None:
+        self._authenticator = None
+        if self.api_keys is not None:
+            await self.api_keys.stop()
+
+    @property
+    def authenticator(self) -> Authenticator:
+        if self._authenticator is None:
+            raise store_unavailable("authentication (the gateway is starting)")
+        return self._authenticator

@@ -1,0 +1,35 @@
+"""``AuthStage``: the pipeline stage that sets ``call.identity`` (or answers 401/402/403/503).
+
+It sits right after ``error_boundary``, so its ProxyErrors render like every other error. The one
+answer it renders itself is the 402 with payment terms, whose body carries the x402 fields beside
+the JSON-RPC error (see :mod:`gateway.auth.payment_terms`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gateway.auth.authenticator import Only
+from gateway.auth.errors import PaymentRequiredError
+from gateway.auth.payment_terms import payment_required_reply
+from gateway.pipeline import Call, Handler, Reply
+
+if TYPE_CHECKING:
+    from gateway.auth.services import AuthServices
+
+
+class AuthStage:
+    """``async (call, next) -> Reply``; built before start-up, it reads the services' stores per call."""
+
+    def __init__(self, services: AuthServices, *, require_account: bool = True, only: Only | None = None) -> None:
+        self.services = services
+        self.require_account = require_account
+        self.only = only
+
+    async def __call__(self, call: Call, next_handler: Handler) -> Reply:
+        authenticator = self.services.authenticator
+        try:
+            call.identity = await authenticator.authenticate(call, require_account=self.require_account, only=self.only)
+        except PaymentRequiredError as exc:
+            return payment_required_reply(call, exc)
+        return await next_handler(call)

@@ -1,0 +1,131 @@
+"""One strategy per credential type: ``supports`` looks (no I/O), ``authenticate`` proves or raises.
+
+Each raises :class:`ProxyError` on failure: 401 AUTH_FAILED for bad credentials, 403 NONCE_REUSED for
+a replay, 503 when the store that would prove them is down (fail closed). Cheap checks come first,
+so malformed input never reaches Redis or PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from gateway.auth.api_keys import ApiKeyStore, is_api_key_format
+from gateway.auth.credentials import Credentials, bearer_token
+from gateway.auth.headers import TIMESTAMP, HeaderFailure, parse_wallet_headers, verify_signature
+from gateway.auth.identity import Identity
+from gateway.auth.nonces import NonceStore
+from gateway.auth.sessions import SessionStore
+from gateway.auth.signing import signing_message
+from gateway.errors import auth_failed, nonce_reused
+from gateway.pipeline import Call
+
+_SESSION_TOKEN = re.compile(r"[0-9a-f]{64}")
+
+
+class Strategy(Protocol):
+    kind: str  # "api_key", "wallet", "session" or "token"
+
+    def supports(self, credentials: Credentials) -> bool: ...
+
+    async def authenticate(self, credentials: Credentials, call: Call) -> Identity: ...
+
+
+class ApiKeyStrategy:
+    kind = "api_key"
+
+    def __init__(self, keys: ApiKeyStore) -> None:
+        self._keys = keys
+
+    def supports(self, credentials: Credentials) -> bool:
+        return credentials.api_key is not None
+
+    async def authenticate(self, credentials: Credentials, call: Call) -> Identity:
+        assert credentials.api_key is not None
+        pubkey = await self._keys.lookup(credentials.api_key)
+        if pubkey is None:
+            raise auth_failed("invalid or revoked API key")
+        return Identity(pubkey, "api_key")
+
+
+class WalletStrategy:
+    """Per-request signature. Order: headers, timestamp window, signature, and only then the nonce.
+
+    The nonce is recorded last so that a forged or stale request cannot burn its owner's nonce, and
+    nothing at all is recorded for a request that fails.
+    """
+
+    kind = "wallet"
+
+    def __init__(self, nonces: NonceStore, clock: Callable[[], float] = time.time) -> None:
+        self._nonces = nonces
+        self._clock = clock
+
+    def supports(self, credentials: Credentials) -> bool:
+        return credentials.wallet is not None
+
+    async def authenticate(self, credentials: Credentials, call: Call) -> Identity:
+        assert credentials.wallet is not None
+        parsed = parse_wallet_headers(credentials.wallet, self._clock())
+        if isinstance(parsed, HeaderFailure):
+            raise auth_failed(parsed.reason)
+        message = signing_message(call.method, call.path, credentials.wallet[TIMESTAMP], parsed.nonce, call.body)
+        if not verify_signature(parsed.pubkey_bytes, message.encode("utf-8", "replace"), parsed.signature):
+            raise auth_failed(
+                "X-Signature does not verify: sign ledger-svc:v2:{METHOD}:{PATH}:{TIMESTAMP}:{NONCE}:{BODY_HASH}"
+            )
+        if not await self._nonces.claim(parsed.pubkey, parsed.nonce):
+            raise nonce_reused()
+        return Identity(parsed.pubkey, "wallet")
+
+
+class SessionStrategy:
+    kind = "session"
+
+    def __init__(self, sessions: SessionStore) -> None:
+        self._sessions = sessions
+
+    def supports(self, credentials: Credentials) -> bool:
+        return credentials.authorization is not None
+
+    async def authenticate(self, credentials: Credentials, call: Call) -> Identity:
+        assert credentials.authorization is not None
+        token = bearer_token(credentials.authorization)
+        if token is None:
+            raise auth_failed("Authorization must be 'Bearer <session token>'")
+        return await resolve_session(self._sessions, token)
+
+
+async def resolve_session(sessions: SessionStore, token: str) -> Identity:
+    if not _SESSION_TOKEN.fullmatch(token):
+        raise auth_failed("session token is invalid, expired or logged out")
+    pubkey = await sessions.resolve(token)
+    if pubkey is None:
+        raise auth_failed("session token is invalid, expired or logged out")
+    return Identity(pubkey, "session")
+
+
+class TokenStrategy:
+    """gRPC ``x-token``: an API key, or else a session token (a legacy 64-hex key is tried as a key first)."""
+
+    kind = "token"
+
+    def __init__(self, keys: ApiKeyStore, sessions: SessionStore) -> None:
+        self._keys = keys
+        self._sessions = sessions
+
+    def supports(self, credentials: Credentials) -> bool:
+        return credentials.token is not None
+
+    async def authenticate(self, credentials: Credentials, call: Call) -> Identity:
+        token = credentials.token
+        assert token is not None
+        if is_api_key_format(token):
+            pubkey = await self._keys.lookup(token)
+            if pubkey is not None:
+                return Identity(pubkey, "api_key")
+        if _SESSION_TOKEN.fullmatch(token):
+            return await resolve_session(self._sessions, token)
+        raise auth_failed("x-token is not a valid API key or session token")

@@ -1,0 +1,54 @@
+"""Fixtures of the auth tests: one shared gateway in front of the devnode, fresh wallet keys."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from gateway.auth.api_keys import ApiKeyRotated
+from gateway.client import WalletSigner
+from gateway.config import Settings
+from tests.support import RunningGateway, serve_gateway
+
+
+@pytest.fixture(scope="session")
+def auth_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("auth-home")
+
+
+@pytest.fixture(scope="session")
+def settings(auth_home: Path, database_url: str, redis_url: str, devnode_url: str) -> Settings:
+    return Settings(
+        home=auth_home, database_url=database_url, redis_url=redis_url, upstream_rpc_url=devnode_url, health_poll_s=5.0
+    )
+
+
+@pytest.fixture(scope="session")
+def rotations() -> list[ApiKeyRotated]:
+    """Every ``api_key.rotated`` event the shared gateway emitted."""
+    return []
+
+
+@pytest.fixture(scope="session")
+async def gateway(settings: Settings, rotations: list[ApiKeyRotated]) -> AsyncIterator[RunningGateway]:
+    async def hook(event: ApiKeyRotated) -> None:
+        rotations.append(event)
+
+    async with serve_gateway(settings, on_api_key_rotated=hook) as running:
+        yield running
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+@pytest.fixture
+def signer() -> WalletSigner:
+    """A fresh wallet per test, so tests never share accounts, nonces or keys."""
+    return WalletSigner(os.urandom(32))

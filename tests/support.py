@@ -1,0 +1,52 @@
+"""Helpers shared by the test suites: free ports, and a GatewayApp served by uvicorn in this process."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+
+from gateway.app import GatewayApp
+from gateway.auth.services import AuthServices
+from gateway.config import Settings
+from gateway.transports.http import build_http_app
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RunningGateway:
+    app: GatewayApp
+    url: str
+
+
+@asynccontextmanager
+async def serve_gateway(settings: Settings, **auth_options: Any) -> AsyncIterator[RunningGateway]:
+    """Serve one GatewayApp on a free loopback port (no Ray): the same app a Serve replica runs.
+
+    ``auth_options`` go to :class:`AuthServices` (short lifetimes, hooks). Returns once the node has answered.
+    """
+    port = free_port()
+    auth = AuthServices(settings, **auth_options) if auth_options else None
+    gw = GatewayApp(settings, auth=auth)
+    config = uvicorn.Config(build_http_app(gw), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not (server.started and gw.ready):
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.02)
+    try:
+        yield RunningGateway(gw, f"http://127.0.0.1:{port}")
+    finally:
+        server.should_exit = True
+        await task
