@@ -60,6 +60,12 @@ class Settings(BaseSettings):
     )
     ingress_replicas: int = Field(1, ge=1, le=64, description="HTTP ingress replicas.")
     max_ongoing_requests: int = Field(256, ge=8, le=100_000, description="Per-replica concurrency cap of Serve.")
+    drain_s: float = Field(
+        2.0,
+        ge=0,
+        le=300,
+        description="How long a stopping ingress replica keeps serving requests already routed to it.",
+    )
     health_poll_s: float = Field(2.0, gt=0, le=60, description="How often each replica probes the upstream.")
 
     devnode_rpc_port: Port = Field(8899, description="Devnode JSON-RPC port.")
@@ -78,6 +84,27 @@ class Settings(BaseSettings):
         description="64 hex chars: HMAC key of stored API-key hashes; shared by all machines of a cluster. "
         "Empty: generated once in <home>/keys/api-key-secret (enough for one machine).",
     )
+    rate_limit_rps: int = Field(
+        50,
+        ge=1,
+        le=1_000_000,
+        description="Per-account requests/s (one per batch item); per-account override.",
+    )
+    concurrency_limit: int = Field(
+        32, ge=1, le=100_000, description="Per-account calls in flight; per-account override."
+    )
+    lease_ttl_s: float = Field(
+        30.0,
+        ge=2,
+        le=600,
+        description="Credit lease lifetime; a crashed replica's lease holds credits this long.",
+    )
+    credit_flush_interval_s: float = Field(1.0, gt=0, le=60, description="Seconds between usage flushes.")
+    credit_expiry_check_s: float = Field(
+        60.0, ge=0, description="How often each replica sweeps expired credit batches; 0 turns the sweep off here."
+    )
+    referral_bonus_percent: int = Field(10, ge=0, le=100, description="Default referral bonus on deposits.")
+    deposit_poll_s: float = Field(2.0, gt=0, le=60, description="How often the deposit watcher polls the node.")
     pricing: dict[str, int] = Field(default_factory=dict, description="Credits per method class, overriding the spec.")
 
     @field_validator("database_url")

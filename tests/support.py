@@ -12,7 +12,6 @@ from typing import Any
 import uvicorn
 
 from gateway.app import GatewayApp
-from gateway.auth.services import AuthServices
 from gateway.config import Settings
 from gateway.transports.http import build_http_app
 
@@ -33,11 +32,11 @@ class RunningGateway:
 async def serve_gateway(settings: Settings, **auth_options: Any) -> AsyncIterator[RunningGateway]:
     """Serve one GatewayApp on a free loopback port (no Ray): the same app a Serve replica runs.
 
-    ``auth_options`` go to :class:`AuthServices` (short lifetimes, hooks). Returns once the node has answered.
+    ``auth_options`` go to :class:`gateway.auth.services.AuthServices` (short lifetimes, hooks).
+    Returns once the node has answered.
     """
     port = free_port()
-    auth = AuthServices(settings, **auth_options) if auth_options else None
-    gw = GatewayApp(settings, auth=auth)
+    gw = GatewayApp(settings, **auth_options)
     config = uvicorn.Config(build_http_app(gw), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())

@@ -10,13 +10,25 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import tempfile
 
 from gateway.config import Settings
 
 SERVE_APP_NAME = "gateway"
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def ingress_env(settings: Settings) -> dict[str, str]:
+    """Ray Serve's settings for this stack. Ray's own helper ports (fallback proxy, HAProxy stats and
+    metrics, HAProxy's files) default to fixed values shared by every Ray on the machine, so each stack
+    takes free ones: a developer's ``make up`` and ``make test`` can then run side by side.
+    """
     env = {
         "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
         "RAY_SERVE_REQUEST_PATH_LOG_BUFFER_SIZE": "1",
@@ -24,6 +36,8 @@ def ingress_env(settings: Settings) -> dict[str, str]:
     }
     if settings.ingress_mode in ("direct", "haproxy"):
         env["RAY_SERVE_ENABLE_DIRECT_INGRESS"] = "1"
+        # Ray keeps a stopping replica draining for 30 s by default; set the drain from our settings.
+        env["RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"] = str(settings.drain_s)
     if settings.ingress_mode == "direct":
         # The single replica listens on the service port itself.
         env["RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT"] = str(settings.port)
@@ -32,6 +46,15 @@ def ingress_env(settings: Settings) -> dict[str, str]:
         env["RAY_SERVE_ENABLE_HA_PROXY"] = "1"
         env["RAY_SERVE_HAPROXY_NBTHREAD"] = "1"
         env["RAY_SERVE_HAPROXY_METRICS_ENABLED"] = "0"
+        files = tempfile.mkdtemp(prefix="gw-haproxy-")  # short: HAProxy's admin socket path has a length limit
+        env["RAY_SERVE_HAPROXY_CONFIG_FILE_LOC"] = f"{files}/haproxy.cfg"
+        env["RAY_SERVE_HAPROXY_SOCKET_PATH"] = f"{files}/admin.sock"
+        env["RAY_SERVE_HAPROXY_SERVER_STATE_BASE"] = files
+        env["RAY_SERVE_HAPROXY_SERVER_STATE_FILE"] = f"{files}/server-state"
+        env["RAY_SERVE_HAPROXY_STATS_PORT"] = str(_free_port())
+        env["RAY_SERVE_HAPROXY_METRICS_PORT"] = str(_free_port())
+    env["RAY_SERVE_FALLBACK_PROXY_HTTP_PORT"] = str(_free_port())
+    env["RAY_SERVE_FALLBACK_PROXY_GRPC_PORT"] = str(_free_port())
     return env
 
 

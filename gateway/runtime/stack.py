@@ -97,6 +97,11 @@ class Stack:
         self.report("Ray", serve_rt.ray_description)
         serve_rt.deploy()
         _wait_healthy(f"http://{resolved.host}:{resolved.port}/health")
+        from actors.deposit_watcher import start_deposit_watcher, stop_deposit_watcher
+
+        start_deposit_watcher(resolved.model_dump(mode="json"), interval_s=resolved.deposit_poll_s)
+        self._stops.append(("deposit watcher", stop_deposit_watcher))
+        self.report("deposits", "watcher actor following the deposit wallet's USDC account")
         self.report("Serve", f"http://{resolved.host}:{resolved.port} ({resolved.ingress_replicas} ingress replica(s))")
         return resolved
 

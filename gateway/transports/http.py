@@ -15,54 +15,16 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.app import GatewayApp
+from gateway.auth.stage import AuthStage
+from gateway.credits.watcher import DepositServices, deposit_routes
 from gateway.errors import ProxyError
-from gateway.pipeline import Call, Reply, json_reply
+from gateway.pipeline import json_reply
 from gateway.public import capabilities_document, health_document, pricing_document
 from gateway.transports.account_routes import auth_routes
-
-MAX_BODY_BYTES = 5 * 1024 * 1024
-JSON = "application/json"
-
-
-class BodyTooLarge(Exception):
-    pass
-
-
-async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def to_response(reply: Reply) -> Response:
-    return Response(reply.body, status_code=reply.status, headers=reply.headers, media_type=JSON)
-
-
-async def to_call(request: Request) -> Call:
-    body = await read_body(request)
-    return Call(
-        method=request.method,
-        path=request.url.path,
-        headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.scope["headers"]},
-        query=dict(request.query_params),
-        body=body,
-    )
+from gateway.transports.routing import RPC_MAX_BODY_BYTES, mount, to_response
 
 
 def build_http_app(gw: GatewayApp) -> Starlette:
-    async def rpc(request: Request) -> Response:
-        try:
-            call = await to_call(request)
-        except BodyTooLarge:
-            err = ProxyError(413, "PAYLOAD_TOO_LARGE", f"request body exceeds {MAX_BODY_BYTES} bytes")
-            return to_response(json_reply(413, err.http_body(None)))
-        return to_response(await gw.rpc(call))
-
     async def health(request: Request) -> Response:
         status, doc = health_document(gw.upstream, gw.profile, gw.started_at)
         return to_response(json_reply(status, doc))
@@ -89,11 +51,17 @@ def build_http_app(gw: GatewayApp) -> Starlette:
             await gw.shutdown()
 
     routes: list[BaseRoute] = [
-        Route("/", rpc, methods=["POST"]),
-        Route("/rpc", rpc, methods=["POST"]),
+        mount("/", "POST", [], gw.rpc, RPC_MAX_BODY_BYTES),
+        mount("/rpc", "POST", [], gw.rpc, RPC_MAX_BODY_BYTES),
         Route("/health", health, methods=["GET"]),
         Route("/pricing", pricing, methods=["GET"]),
         Route("/capabilities", capabilities, methods=["GET"]),
         *auth_routes(gw.auth),
+        *deposit_routes(
+            DepositServices.from_settings(
+                gw.settings, gw.upstream, lambda: gw.conn.db, after_credit=gw.meter.invalidate
+            ),
+            [AuthStage(gw.auth, require_account=False)],
+        ),
     ]
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})

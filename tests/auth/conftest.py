@@ -7,11 +7,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
+import asyncpg
 import pytest
 
 from gateway.auth.api_keys import ApiKeyRotated
 from gateway.client import WalletSigner
 from gateway.config import Settings
+from tests.auth.helpers import create_account
 from tests.support import RunningGateway, serve_gateway
 
 
@@ -52,3 +54,10 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 def signer() -> WalletSigner:
     """A fresh wallet per test, so tests never share accounts, nonces or keys."""
     return WalletSigner(os.urandom(32))
+
+
+@pytest.fixture
+async def funded(signer: WalletSigner, db: asyncpg.Connection) -> WalletSigner:
+    """The test's wallet, with an account that holds credits (granted through the ledger's deposit path)."""
+    await create_account(db, signer.pubkey)
+    return signer

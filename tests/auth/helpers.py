@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 import aiohttp
@@ -9,6 +10,8 @@ import asyncpg
 import orjson
 
 from gateway.client import WalletSigner
+from gateway.credits.model import CreditPolicy, DepositCredit
+from gateway.credits.store import credit_deposit_on
 
 RPC_BODY = b'{"jsonrpc":"2.0","id":7,"method":"getSlot"}'
 
@@ -79,5 +82,17 @@ async def open_session(http: aiohttp.ClientSession, signer: WalletSigner, base: 
     return token
 
 
-async def create_account(db: asyncpg.Connection, pubkey: str) -> None:
-    await db.execute("INSERT INTO accounts (pubkey) VALUES ($1) ON CONFLICT DO NOTHING", pubkey)
+async def create_account(db: asyncpg.Connection, pubkey: str, usdc_base_units: int = 100_000) -> None:
+    """An account holding credits, granted through the ledger's own deposit path.
+
+    The deposit is not an on-chain transfer (tests/credits covers those); auth tests need only an
+    account that can pay for its calls. ``usdc_base_units=0`` makes a bare account with no credits.
+    """
+    if usdc_base_units == 0:
+        await db.execute("INSERT INTO accounts (pubkey) VALUES ($1) ON CONFLICT DO NOTHING", pubkey)
+        return
+    deposit = DepositCredit(
+        signature=f"test-deposit-{secrets.token_hex(16)}", pubkey=pubkey, amount_base_units=usdc_base_units
+    )
+    outcome = await credit_deposit_on(db, deposit, CreditPolicy(credits_per_usdc=100_000, credit_expiry_seconds=86_400))
+    assert outcome.credited, outcome

@@ -19,7 +19,15 @@ ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 
 async def _ledger(db: asyncpg.Connection, pubkey: str, rows: list[tuple[str, int, str]]) -> None:
+    """Hand-written ledger rows, with the account's cached balance and consumption kept in step."""
     balance = 0
+    consumed = -sum(amount for kind, amount, _ in rows if kind in ("debit", "refund"))
+    await db.execute(
+        "UPDATE accounts SET balance = $2, total_consumed = $3 WHERE pubkey = $1",
+        pubkey,
+        sum(amount for _, amount, _ in rows),
+        consumed,
+    )
     for kind, amount, description in rows:
         balance += amount
         await db.execute(
@@ -63,7 +71,7 @@ async def test_info_with_deposits_batches_and_spending(
     gateway: RunningGateway, http: aiohttp.ClientSession, signer: WalletSigner, db: asyncpg.Connection
 ) -> None:
     pubkey = signer.pubkey
-    await create_account(db, pubkey)
+    await create_account(db, pubkey, usdc_base_units=0)
     await _ledger(
         db, pubkey, [("deposit", 150_000, "1.5 USDC"), ("debit", -30, "getSlot x30"), ("refund", 5, "refund")]
     )
@@ -116,7 +124,7 @@ async def test_ledger_and_history_pages_newest_first(
     gateway: RunningGateway, http: aiohttp.ClientSession, signer: WalletSigner, db: asyncpg.Connection
 ) -> None:
     pubkey = signer.pubkey
-    await create_account(db, pubkey)
+    await create_account(db, pubkey, usdc_base_units=0)
     await _ledger(db, pubkey, [("deposit", 100, "d1")] + [("debit", -1, f"call {i}") for i in range(4)])
     for i in range(5):
         await db.execute("INSERT INTO usage_history (pubkey, method, credits) VALUES ($1, $2, $3)", pubkey, f"m{i}", i)

@@ -11,6 +11,7 @@ from pathlib import Path
 import aiohttp
 import asyncpg
 import orjson
+import pytest
 
 from gateway.auth.api_keys import ApiKeyRotated
 from gateway.auth.key_secret import SECRET_FILE
@@ -31,13 +32,19 @@ async def test_create_and_use_a_key(
     key = answer.json["api_key"]
     assert KEY_FORMAT.fullmatch(key)
     assert await db.fetchval("SELECT count(*) FROM accounts WHERE pubkey = $1", signer.pubkey) == 1
+    info = await request(http, "GET", gateway.url + "/account/info", headers={"X-Api-Key": key})
+    assert (info.status, info.json["pubkey"], info.json["balance"]) == (200, signer.pubkey, 0)
+    unpaid = await request(http, "POST", gateway.url + "/", body=RPC_BODY, headers={"X-Api-Key": key})
+    assert (unpaid.status, unpaid.json["error"]["code"]) == (402, -32010), unpaid
 
+    await create_account(db, signer.pubkey)  # a deposit of 0.1 USDC: 10,000 credits
+    gateway.app.meter.invalidate(signer.pubkey)  # as confirm-deposit does; else the 1 s "short" cache decides
     by_header = await request(http, "POST", gateway.url + "/", body=RPC_BODY, headers={"X-Api-Key": key})
     assert by_header.status == 200, by_header
     by_query = await request(http, "POST", gateway.url + "/", body=RPC_BODY, params={"api-key": key})
     assert by_query.status == 200, by_query
     info = await request(http, "GET", gateway.url + "/account/info", headers={"X-Api-Key": key})
-    assert (info.status, info.json["pubkey"], info.json["balance"]) == (200, signer.pubkey, 0)
+    assert (info.status, info.json["balance"]) == (200, 10_000 - 2), info
 
 
 async def test_empty_body_is_accepted_as_empty_object(
@@ -57,6 +64,7 @@ async def test_only_the_hmac_is_stored(
     assert bytes(stored) == hmac.new(secret, key.encode(), hashlib.sha256).digest()
 
 
+@pytest.mark.usefixtures("funded")
 async def test_header_is_checked_before_query(
     gateway: RunningGateway, http: aiohttp.ClientSession, signer: WalletSigner
 ) -> None:
@@ -71,6 +79,7 @@ async def test_header_is_checked_before_query(
     assert (bad_header.status, bad_header.code) == (401, "AUTH_FAILED")
 
 
+@pytest.mark.usefixtures("funded")
 async def test_api_key_outranks_bad_wallet_headers(
     gateway: RunningGateway, http: aiohttp.ClientSession, signer: WalletSigner
 ) -> None:
@@ -111,6 +120,7 @@ async def test_bad_key_request_bodies_are_400(
         assert (answer.status, answer.code) == (400, "INVALID_REQUEST"), (body, answer)
 
 
+@pytest.mark.usefixtures("funded")
 async def test_rotation_revokes_the_previous_key(
     gateway: RunningGateway,
     http: aiohttp.ClientSession,

@@ -39,6 +39,7 @@ async def test_replay_on_another_replica_is_refused(
     assert (replay.status, replay.code) == (403, "NONCE_REUSED"), replay
 
 
+@pytest.mark.usefixtures("funded")
 async def test_rotation_on_one_replica_is_refused_by_the_other_at_once(
     gateway: RunningGateway, replica_b: RunningGateway, http: aiohttp.ClientSession, signer: WalletSigner
 ) -> None:

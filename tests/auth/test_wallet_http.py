@@ -20,13 +20,6 @@ from tests.auth.helpers import RPC_BODY, create_account, request, signed
 from tests.support import RunningGateway
 
 
-@pytest.fixture
-async def funded(signer: WalletSigner, db: asyncpg.Connection) -> WalletSigner:
-    """A wallet with an account record (balance does not matter before the credits issue)."""
-    await create_account(db, signer.pubkey)
-    return signer
-
-
 async def test_signed_call_reaches_the_node(
     gateway: RunningGateway, http: aiohttp.ClientSession, funded: WalletSigner
 ) -> None:

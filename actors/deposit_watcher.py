@@ -1,0 +1,123 @@
+"""The deposit watcher as one named, detached Ray actor: a thin shell around :class:`DepositWatcher`.
+
+One instance per cluster (name ``deposit-watcher`` in namespace ``gateway``, ``get_if_exists``), so
+replicas never poll the node in parallel; two of them would still be safe (crediting is idempotent per
+signature), just wasteful. ``max_restarts=-1``: Ray restarts it after a crash, and since a restart only
+re-runs ``__init__``, the poll loop is started from ``__init__`` on a thread of its own with its own
+event loop, instead of waiting for a method call that would never come after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from typing import Any
+
+import asyncpg
+
+from gateway.config import Settings
+from gateway.credits.watcher import DepositWatcher, credit_policy, deposit_ata_for
+from gateway.upstream import HttpUpstream
+
+log = logging.getLogger(__name__)
+
+ACTOR_NAME = "deposit-watcher"
+NAMESPACE = "gateway"
+DEFAULT_INTERVAL_S = 2.0
+
+
+class DepositWatcherActor:
+    """Builds the pool and upstream from settings and runs ``DepositWatcher.run`` until stopped."""
+
+    def __init__(self, settings: dict[str, Any], interval_s: float = DEFAULT_INTERVAL_S) -> None:
+        self.settings = Settings.model_validate(settings)
+        if not self.settings.database_url or not self.settings.upstream_rpc_url:
+            raise ValueError("the deposit watcher needs resolved database_url and upstream_rpc_url settings")
+        self.interval_s = interval_s
+        self.deposit_ata = str(deposit_ata_for(self.settings))
+        self.watcher: DepositWatcher | None = None
+        self._loop = asyncio.new_event_loop()
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="deposit-watcher", daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._serve())
+        finally:
+            self._loop.close()
+
+    async def _serve(self) -> None:
+        self._stop = asyncio.Event()
+        upstream = HttpUpstream(str(self.settings.upstream_rpc_url), self.settings.fallback_rpc_url, connections=4)
+        pool: asyncpg.Pool | None = None
+        try:
+            while pool is None and not self._stop.is_set():
+                try:
+                    pool = await asyncpg.create_pool(self.settings.database_url, min_size=1, max_size=2)
+                except (OSError, asyncpg.PostgresError) as exc:  # database not up yet: keep trying
+                    log.warning("deposit watcher: database not reachable: %s", exc)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stop.wait(), 2.0)
+            if pool is None:
+                return
+            self.watcher = DepositWatcher(
+                pool, upstream, credit_policy(self.settings), self.deposit_ata, self.settings.usdc_mint
+            )
+            self._ready.set()
+            log.info("deposit watcher following %s every %g s", self.deposit_ata, self.interval_s)
+            await self.watcher.run(self.interval_s, self._stop)
+        finally:
+            self._ready.set()
+            await upstream.close()
+            if pool is not None:
+                await pool.close()
+
+    def status(self) -> dict[str, Any]:
+        """Where the watcher is and what it has done (for health views and tests)."""
+        stats = self.watcher.stats.as_dict() if self.watcher else {}
+        return {"deposit_ata": self.deposit_ata, "running": self._thread.is_alive(), **stats}
+
+    def poll_now(self, timeout_s: float = 60.0) -> int:
+        """Run one poll at once (besides the loop's own); the number of signatures processed."""
+        if not self._ready.wait(timeout_s) or self.watcher is None:
+            raise RuntimeError("the deposit watcher is not running")
+        future = asyncio.run_coroutine_threadsafe(self.watcher.run_once(), self._loop)
+        return future.result(timeout_s)
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Stop the loop and close the pool; the actor itself is ended by ``ray.kill``."""
+        if self._stop is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout_s)
+
+
+def start_deposit_watcher(settings_dict: dict[str, Any], interval_s: float = DEFAULT_INTERVAL_S) -> Any:
+    """Start (or find) the cluster's one deposit watcher; needs ``ray.init`` done. Returns its ActorHandle."""
+    import ray
+
+    remote_cls = ray.remote(num_cpus=0, max_restarts=-1)(DepositWatcherActor)
+    return remote_cls.options(
+        name=ACTOR_NAME,
+        namespace=NAMESPACE,
+        get_if_exists=True,
+        lifetime="detached",
+        enable_task_events=False,
+    ).remote(settings_dict, interval_s)
+
+
+def stop_deposit_watcher() -> None:
+    """End the detached actor (it outlives the driver otherwise, e.g. on a shared cluster)."""
+    import ray
+
+    try:
+        handle = ray.get_actor(ACTOR_NAME, namespace=NAMESPACE)
+    except ValueError:
+        return
+    with contextlib.suppress(Exception):
+        ray.get(handle.shutdown.remote(), timeout=15)
+    ray.kill(handle, no_restart=True)

@@ -1,0 +1,77 @@
+"""Credit expiry: batches past their expiry leave through ``expiry`` ledger entries.
+
+A batch never expires below what live leases hold: a replica may be spending those credits right
+now, and its calls were admitted against them. What a hold keeps from expiring now is consumed
+first by the lease's usage (earliest expiry first) or expires on a later pass once the hold ends.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import asyncpg
+
+from gateway.credits.model import EXPIRING_WINDOW_S, EventHook, fire, no_events
+from gateway.credits.sql import Entry, add_entries, held, lock_account
+
+
+async def expire_due(pool: asyncpg.Pool, now: datetime | None = None, events: EventHook = no_events) -> int:
+    """One expiry pass; returns the credits expired. Safe to run on every replica at once.
+
+    ``now`` (default: the database clock) must not run ahead of the database clock in production:
+    leases it calls expired are released, and their replica may still be spending them.
+    """
+    async with pool.acquire() as conn:
+        at: datetime = now if now is not None else await conn.fetchval("SELECT now()")
+        await conn.execute("UPDATE credit_leases SET released = true WHERE NOT released AND expires_at <= $1", at)
+        due = await conn.fetch(
+            "SELECT DISTINCT pubkey FROM credit_batches WHERE remaining > 0 AND expires_at <= $1", at
+        )
+        total = 0
+        for row in due:
+            total += await _expire_account(conn, row["pubkey"], at)
+        notices = await conn.fetch(
+            """UPDATE credit_batches SET expiring_notified = true
+               WHERE remaining > 0 AND NOT expiring_notified AND expires_at > $1 AND expires_at <= $2
+               RETURNING id, pubkey, remaining, expires_at""",
+            at,
+            at + timedelta(seconds=EXPIRING_WINDOW_S),
+        )
+    # At most once: a crash right here loses the notice, never credits.
+    for n in notices:
+        await fire(
+            events,
+            "credits.expiring",
+            n["pubkey"],
+            {"batch_id": n["id"], "remaining": int(n["remaining"]), "expires_at": n["expires_at"].isoformat()},
+        )
+    return total
+
+
+async def _expire_account(conn: asyncpg.Connection, pubkey: str, at: datetime) -> int:
+    async with conn.transaction():
+        account = await lock_account(conn, pubkey)
+        if account is None:
+            return 0
+        balance = int(account["balance"])
+        room = balance - await held(conn, pubkey, at)
+        batches = await conn.fetch(
+            """SELECT id, remaining, source FROM credit_batches
+               WHERE pubkey = $1 AND remaining > 0 AND expires_at <= $2 ORDER BY expires_at, id""",
+            pubkey,
+            at,
+        )
+        entries: list[Entry] = []
+        for batch in batches:
+            take = min(int(batch["remaining"]), room)
+            if take <= 0:
+                break
+            room -= take
+            balance -= take
+            await conn.execute("UPDATE credit_batches SET remaining = remaining - $2 WHERE id = $1", batch["id"], take)
+            entries.append(("expiry", -take, balance, f"expired {batch['source']} credits", f"batch:{batch['id']}"))
+        if not entries:
+            return 0
+        await add_entries(conn, pubkey, entries)
+        await conn.execute("UPDATE accounts SET balance = $2 WHERE pubkey = $1", pubkey, balance)
+        return int(account["balance"]) - balance

@@ -1,0 +1,196 @@
+"""Credit leases in PostgreSQL: holds a replica spends locally, and their settlement.
+
+A lease holds part of an account's balance for one replica; the holds of live leases never exceed
+the balance, so every call a replica admits from its lease is covered. Settlement charges usage in
+one transaction under the account lock (see :mod:`gateway.credits.store`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import asyncpg
+
+from gateway.credits.model import (
+    LOW_BALANCE_CREDITS,
+    EventHook,
+    LeaseGrant,
+    SettleResult,
+    UsageRecord,
+    fire,
+    no_events,
+)
+from gateway.credits.sql import add_entries, consume_batches, held, lock_account
+
+log = logging.getLogger(__name__)
+
+
+class OverspendError(Exception):
+    """A replica tried to settle more than its lease granted: a bug, never silently accepted."""
+
+
+def grant_size(available: int, want: int, at_least: int = 0, replicas: int = 1) -> int:
+    """How much of ``available`` one replica may hold: ``want``, capped by a fair share of R replicas.
+
+    Never less than ``at_least`` (the price at hand) unless that is not available, in which case
+    nothing: holding credits that cannot pay for the call would only starve the other replicas.
+    """
+    if available <= 0 or available < at_least:
+        return 0
+    share = -(-available // max(1, replicas))
+    return min(available, max(at_least, min(want, share)))
+
+
+async def lease(
+    pool: asyncpg.Pool,
+    pubkey: str,
+    replica_id: str,
+    want: int,
+    ttl_s: float,
+    *,
+    at_least: int = 0,
+    replicas: int = 1,
+) -> LeaseGrant | None:
+    """Reserve up to ``want`` credits for ``replica_id``; None when the account does not exist."""
+    async with pool.acquire() as conn, conn.transaction():
+        account = await lock_account(conn, pubkey)
+        if account is None:
+            return None
+        available = int(account["balance"]) - await held(conn, pubkey)
+        granted = grant_size(available, want, at_least, replicas)
+        lease_id: int | None = None
+        if granted > 0:
+            lease_id = await conn.fetchval(
+                """INSERT INTO credit_leases (pubkey, replica_id, granted, expires_at)
+                   VALUES ($1, $2, $3, now() + $4::float8 * interval '1 second') RETURNING id""",
+                pubkey,
+                replica_id,
+                granted,
+                float(ttl_s),
+            )
+    return LeaseGrant(
+        lease_id,
+        granted,
+        int(account["balance"]),
+        available - granted,
+        account["rate_limit_rps"],
+        account["concurrency_limit"],
+    )
+
+
+async def settle(
+    pool: asyncpg.Pool,
+    lease_id: int,
+    records: Sequence[UsageRecord],
+    release: bool,
+    *,
+    seq: int | None = None,
+    renew_ttl_s: float | None = None,
+    shrink_to: int | None = None,
+    events: EventHook = no_events,
+) -> SettleResult:
+    """Charge ``records`` against the lease and the balance in one transaction.
+
+    The debit entries (one per method) cover every admitted call; one ``refund`` entry gives back the
+    refunded ones, so refunds stay visible in the ledger. ``seq`` makes a retried flush harmless;
+    ``renew_ttl_s`` extends a busy lease; ``shrink_to`` returns the unspent part of a lease that
+    still has calls in flight; ``release`` ends the hold. Usage of an expired or released lease is
+    dropped (logged): that only ever favours the customer, and is what a replica crash costs.
+    """
+    gross = sum(r.credits for r in records)
+    refunded = sum(r.credits for r in records if r.refunded)
+    async with pool.acquire() as conn, conn.transaction():
+        pubkey = await conn.fetchval("SELECT pubkey FROM credit_leases WHERE id = $1", lease_id)
+        if pubkey is None:
+            raise LookupError(f"no credit lease {lease_id}")
+        account = await lock_account(conn, pubkey)
+        assert account is not None
+        row = await conn.fetchrow(
+            """SELECT granted, used, flush_seq, released, expires_at > now() AS live
+               FROM credit_leases WHERE id = $1 FOR UPDATE""",
+            lease_id,
+        )
+        balance_before = int(account["balance"])
+        duplicate = seq is not None and seq <= row["flush_seq"]
+        if duplicate:  # the first attempt committed; its answer was lost: apply the lease changes only
+            records, gross, refunded = [], 0, 0
+        if row["released"] or not row["live"]:
+            if records:
+                log.warning("lease %s of %s ended before settle: %d credits of usage dropped", lease_id, pubkey, gross)
+            await conn.execute("UPDATE credit_leases SET released = true WHERE id = $1", lease_id)
+            available = balance_before - await held(conn, pubkey)
+            return SettleResult(False, balance_before, available, 0, 0, duplicate)
+        used = int(row["used"]) + gross
+        if used > row["granted"]:
+            raise OverspendError(f"lease {lease_id}: {used} used of {row['granted']} granted")
+        balance_after = await _charge(conn, pubkey, lease_id, records, balance_before) if records else balance_before
+        net = balance_before - balance_after
+        granted = row["granted"] if shrink_to is None else max(used, min(int(row["granted"]), shrink_to))
+        await conn.execute(
+            """UPDATE credit_leases SET used = $2, granted = $3, released = $4,
+                      flush_seq = GREATEST(flush_seq, COALESCE($5, flush_seq)),
+                      expires_at = CASE WHEN $6::float8 IS NULL THEN expires_at
+                                        ELSE now() + $6::float8 * interval '1 second' END
+               WHERE id = $1""",
+            lease_id,
+            used,
+            granted,
+            release,
+            seq,
+            renew_ttl_s,
+        )
+        crossed = net > 0 and balance_after < LOW_BALANCE_CREDITS and not account["low_balance_notified"]
+        await conn.execute(
+            """UPDATE accounts SET balance = $2, total_consumed = total_consumed + $3,
+                      low_balance_notified = low_balance_notified OR $4
+               WHERE pubkey = $1""",
+            pubkey,
+            balance_after,
+            net,
+            crossed,
+        )
+        available = balance_after - await held(conn, pubkey)
+    if crossed:
+        await fire(events, "low_balance", pubkey, {"balance": balance_after, "threshold": LOW_BALANCE_CREDITS})
+    return SettleResult(True, balance_after, available, net, refunded, duplicate)
+
+
+async def _charge(
+    conn: asyncpg.Connection, pubkey: str, lease_id: int, records: Sequence[UsageRecord], balance: int
+) -> int:
+    """Usage rows, per-method debit entries, one refund entry, batch consumption; returns the new balance."""
+    await conn.execute(
+        """INSERT INTO usage_history (pubkey, method, credits, request_id, refunded, created_at)
+           SELECT $1, m, c, r, f, t
+           FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bool[], $6::timestamptz[]) AS u(m, c, r, f, t)""",
+        pubkey,
+        [r.method for r in records],
+        [0 if r.refunded else r.credits for r in records],
+        [r.request_id for r in records],
+        [r.refunded for r in records],
+        [r.at for r in records],
+    )
+    per_method: dict[str, list[int]] = {}
+    refunds: dict[str, int] = {}
+    for r in records:
+        calls = per_method.setdefault(r.method, [0, 0])
+        calls[0] += 1
+        calls[1] += r.credits
+        if r.refunded:
+            refunds[r.method] = refunds.get(r.method, 0) + r.credits
+    ref = f"lease:{lease_id}"
+    entries: list[tuple[str, int, int, str, str | None]] = []
+    start = balance
+    for method, (count, credits) in per_method.items():
+        if credits > 0:
+            balance -= credits
+            entries.append(("debit", -credits, balance, f"{count} × {method}", ref))
+    refunded = sum(refunds.values())
+    if refunded > 0:
+        balance += refunded
+        detail = ", ".join(f"{m} {c}" for m, c in refunds.items())
+        entries.append(("refund", refunded, balance, f"refunded calls: {detail}", ref))
+    await add_entries(conn, pubkey, entries)
+    await consume_batches(conn, pubkey, start - balance)
+    return balance

@@ -1,0 +1,80 @@
+"""What a replica holds locally for each account: its leases, reservations and cached store facts.
+
+Plain mutable state, owned by one :class:`gateway.credits.meter.Meter` and touched only from its
+event loop (no locking needed on the fast path: nothing here awaits).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from gateway.credits.model import UsageRecord
+
+
+class Outcome(StrEnum):
+    ADMITTED = "admitted"
+    INSUFFICIENT = "insufficient"  # the account exists; its credits do not cover the price
+    NO_ACCOUNT = "no_account"
+
+
+@dataclass(slots=True)
+class Lease:
+    id: int
+    granted: int
+    deadline: float  # monotonic; nothing is spent from this lease after it
+    started: float = 0.0  # monotonic, when granted
+    spent: int = 0  # reserved here: calls in flight plus calls completed
+    settled: int = 0  # of which the store has charged (gross, refunds included)
+    inflight: int = 0
+    records: list[UsageRecord] = field(default_factory=list)
+    seq: int = 0
+    sent: list[UsageRecord] | None = None  # a flush not yet confirmed; retried with the same seq
+    closing: bool = False  # takes no new calls; released once nothing is in flight
+    dead: bool = False
+
+    @property
+    def remaining(self) -> int:
+        return self.granted - self.spent
+
+    def covers(self, price: int, now: float) -> bool:
+        return not self.closing and now < self.deadline and self.granted - self.spent >= price
+
+
+@dataclass(slots=True)
+class AccountState:
+    """What this replica knows of one account. Read-only outside the meter."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    leases: list[Lease] = field(default_factory=list)
+    exists: bool = True
+    checked_at: float = -math.inf  # when the store was last asked
+    store_available: int = 0  # balance minus all holds, as of the last store answer
+    rate_limit_rps: int | None = None
+    concurrency_limit: int | None = None
+    refunds_pending: int = 0
+    last_used: float = 0.0
+    window: int = 0  # credits spent since the last rate sample
+    sampled_at: float = 0.0
+    rate: float = 0.0  # credits per second, smoothed
+
+    @property
+    def active(self) -> Lease | None:
+        lease = self.leases[-1] if self.leases else None
+        return lease if lease is not None and not lease.closing else None
+
+
+@dataclass(slots=True)
+class Admission:
+    outcome: Outcome
+    price: int
+    account: AccountState | None = None
+    lease: Lease | None = None
+    at: datetime | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is Outcome.ADMITTED

@@ -1,0 +1,277 @@
+"""The replica-local meter: admit paid calls from credit leases, without a database trip per request.
+
+One :class:`Meter` per replica. Per account it holds a lease (a block of credits the store set
+aside for this replica) and spends from it in memory; it talks to PostgreSQL only to take a new
+lease when one runs short, and to flush usage (every ``flush_interval_s`` and when a lease is
+replaced). Why this is safe: a lease is a hold the store never lets exceed the balance, a replica
+spends only before its lease's local deadline (earlier than the database's expiry), and usage
+settled after expiry is dropped. A crashed replica therefore loses only its unflushed usage (in
+the customer's favour), never a deposit or a balance.
+
+A call is reserved at :meth:`Meter.admit` and recorded at :meth:`Meter.complete` (charged or
+refunded), so every call gives exactly one usage record with its final outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import asyncpg
+
+from gateway.credits import store
+from gateway.credits.local import AccountState, Admission, Lease, Outcome
+from gateway.credits.model import EventHook, UsageRecord, no_events
+
+log = logging.getLogger(__name__)
+
+__all__ = ["AccountState", "Admission", "Lease", "Meter", "Outcome"]
+
+
+class Meter:
+    """Replica-local credit leases for every account this replica serves."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool | None = None,
+        *,
+        replicas: int = 1,
+        lease_ttl_s: float = 30.0,
+        flush_interval_s: float = 1.0,
+        idle_release_s: float = 5.0,
+        negative_ttl_s: float = 1.0,
+        expiry_interval_s: float = 60.0,
+        events: EventHook = no_events,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._pool = pool
+        self.replica_id = uuid.uuid4().hex
+        self.replicas = replicas
+        self.lease_ttl_s = lease_ttl_s
+        self.margin_s = min(2.0, lease_ttl_s / 4)  # stop spending this long before the store's expiry
+        self.flush_interval_s = flush_interval_s
+        self.idle_release_s = idle_release_s
+        self.negative_ttl_s = negative_ttl_s
+        self.expiry_interval_s = expiry_interval_s
+        self.events = events
+        self.clock = clock
+        self.accounts: dict[str, AccountState] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._flush_gate = asyncio.Semaphore(4)
+
+    # -- the hot path -------------------------------------------------------------------------
+
+    async def prepare(self, pubkey: str, price_hint: int = 1) -> AccountState:
+        """The account's state, asking the store (one lease) only when it is unknown or stale."""
+        acct = self.accounts.get(pubkey)
+        now = self.clock()
+        if acct is not None and ((acct.exists and acct.leases) or now - acct.checked_at < self.negative_ttl_s):
+            return acct
+        acct = self.accounts.setdefault(pubkey, AccountState())
+        async with acct.lock:
+            if self.clock() - acct.checked_at >= self.negative_ttl_s and acct.active is None:
+                await self._refill(acct, pubkey, max(1, price_hint))
+        return acct
+
+    async def admit(self, pubkey: str, price: int) -> Admission:
+        """Reserve ``price`` credits; no await unless the local lease is short."""
+        acct = self.accounts.get(pubkey) or self.accounts.setdefault(pubkey, AccountState())
+        lease = acct.active
+        if lease is not None and lease.covers(price, self.clock()):
+            return self._spend(acct, lease, price)
+        async with acct.lock:
+            lease = acct.active
+            now = self.clock()
+            if lease is not None and lease.covers(price, now):
+                return self._spend(acct, lease, price)
+            known_short = not acct.exists or self._potential(acct) < price
+            if not (known_short and now - acct.checked_at < self.negative_ttl_s):
+                await self._refill(acct, pubkey, price)
+                lease = acct.active
+                if lease is not None and lease.covers(price, self.clock()):
+                    return self._spend(acct, lease, price)
+        return Admission(Outcome.INSUFFICIENT if acct.exists else Outcome.NO_ACCOUNT, price, acct)
+
+    def _spend(self, acct: AccountState, lease: Lease, price: int) -> Admission:
+        lease.spent += price
+        lease.inflight += 1
+        acct.window += price
+        acct.last_used = self.clock()
+        return Admission(Outcome.ADMITTED, price, acct, lease, datetime.now(UTC))
+
+    def complete(self, admission: Admission, method: str, request_id: str, refunded: bool = False) -> None:
+        """Record an admitted call's outcome; a refunded call gives its credits back at the next flush."""
+        lease, acct = admission.lease, admission.account
+        if lease is None or acct is None or admission.at is None:
+            return
+        lease.inflight -= 1
+        if lease.dead:
+            log.info("lease %s already ended: usage of %s (%d credits) dropped", lease.id, method, admission.price)
+            return
+        lease.records.append(UsageRecord(method, admission.price, refunded, request_id, admission.at))
+        if refunded:
+            acct.refunds_pending += admission.price
+
+    def remaining(self, pubkey: str) -> int | None:
+        """X-Credits-Remaining: the store's last known available plus what this replica's leases hold.
+
+        It can lag other replicas' spending by one flush, and it leaves out what other replicas hold.
+        """
+        acct = self.accounts.get(pubkey)
+        return None if acct is None or not acct.exists else max(0, self._potential(acct))
+
+    def unsettled(self, pubkey: str) -> int:
+        """Credits this replica has taken but not yet charged at the store (in flight included)."""
+        acct = self.accounts.get(pubkey)
+        if acct is None:
+            return 0
+        return sum(lease.spent - lease.settled for lease in acct.leases if not lease.dead) - acct.refunds_pending
+
+    @staticmethod
+    def _potential(acct: AccountState) -> int:
+        local = sum(lease.remaining for lease in acct.leases if not lease.dead)
+        return acct.store_available + local + acct.refunds_pending
+
+    def invalidate(self, pubkey: str) -> None:
+        """Forget cached shortness (e.g. right after a deposit was confirmed on this replica)."""
+        acct = self.accounts.get(pubkey)
+        if acct is not None:
+            acct.checked_at = -math.inf
+
+    # -- talking to the store -----------------------------------------------------------------
+
+    async def _refill(self, acct: AccountState, pubkey: str, price: int) -> None:
+        """Replace the active lease (holding the account lock): flush, then lease anew."""
+        active = acct.active
+        if active is not None:
+            active.closing = True
+            used_for = self.clock() - active.started
+            if used_for > 0:  # a lease used up quickly says more about the rate than the last flush did
+                acct.rate = max(acct.rate, active.spent / used_for)
+        await self._flush_account(acct, pubkey)
+        want = max(price, 20 * price, math.ceil(2 * acct.rate))  # about 2 s of this account's spending
+        started = self.clock()
+        grant = await store.lease(
+            self.pool, pubkey, self.replica_id, want, self.lease_ttl_s, at_least=price, replicas=self.replicas
+        )
+        acct.checked_at = started
+        if grant is None:
+            acct.exists = False
+            return
+        acct.exists = True
+        acct.store_available = grant.available_after
+        acct.rate_limit_rps, acct.concurrency_limit = grant.rate_limit_rps, grant.concurrency_limit
+        if grant.lease_id is not None:
+            deadline = started + self.lease_ttl_s - self.margin_s
+            acct.leases.append(Lease(grant.lease_id, grant.granted, deadline, started))
+
+    async def _flush_account(self, acct: AccountState, pubkey: str, final: bool = False) -> None:
+        for lease in list(acct.leases):
+            await self._flush_lease(acct, pubkey, lease, final)
+        acct.leases = [lease for lease in acct.leases if not lease.dead]
+
+    async def _flush_lease(self, acct: AccountState, pubkey: str, lease: Lease, final: bool) -> None:
+        now = self.clock()
+        if lease.dead:
+            return
+        if final or (now - acct.last_used > self.idle_release_s and lease.inflight == 0):
+            lease.closing = True
+        if lease.sent is None and lease.records:
+            lease.seq += 1
+            lease.sent, lease.records = lease.records, []
+        records = lease.sent or []
+        release = lease.closing and (lease.inflight == 0 or final)
+        shrink = lease.spent if lease.closing and not release and lease.granted > lease.spent else None
+        renew = not release and lease.deadline - now < self.lease_ttl_s / 2
+        if not (records or release or shrink is not None or renew):
+            return
+        result = await store.settle(
+            self.pool,
+            lease.id,
+            records,
+            release,
+            seq=lease.seq if records else None,
+            renew_ttl_s=None if release else self.lease_ttl_s,
+            shrink_to=shrink,
+            events=self.events,
+        )
+        lease.sent = None
+        lease.settled += sum(r.credits for r in records) if result.applied else 0
+        acct.refunds_pending -= sum(r.credits for r in records if r.refunded)
+        acct.store_available, acct.checked_at = result.available, now
+        if release or not result.applied:
+            lease.dead = True
+            return
+        if shrink is not None:
+            lease.granted = shrink
+        lease.deadline = now + self.lease_ttl_s - self.margin_s
+
+    # -- background work ----------------------------------------------------------------------
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise RuntimeError("the meter has no database pool yet: call start(pool) at start-up")
+        return self._pool
+
+    def start(self, pool: asyncpg.Pool | None = None) -> None:
+        """Start the flush (and expiry) loop; ``pool`` when the meter was built before the database."""
+        if pool is not None:
+            self._pool = pool
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"meter-{self.replica_id}")
+
+    async def _run(self) -> None:
+        last_expiry = self.clock()
+        while True:  # each step guarded on its own: the loop outlives any single failure
+            await asyncio.sleep(self.flush_interval_s)
+            try:
+                await self.flush()
+            except Exception:
+                log.exception("credit flush pass failed")
+            if self.expiry_interval_s > 0 and self.clock() - last_expiry >= self.expiry_interval_s:
+                last_expiry = self.clock()
+                try:
+                    await store.expire_due(self.pool, events=self.events)
+                except Exception:
+                    log.exception("credit expiry pass failed")
+
+    async def flush(self, final: bool = False) -> None:
+        """Flush every account; one account's failure never stops the others (or the loop)."""
+        await asyncio.gather(*(self._flush_one(pubkey, acct, final) for pubkey, acct in list(self.accounts.items())))
+
+    async def _flush_one(self, pubkey: str, acct: AccountState, final: bool) -> None:
+        now = self.clock()
+        elapsed = now - acct.sampled_at if acct.sampled_at else self.flush_interval_s
+        acct.rate = 0.5 * acct.rate + 0.5 * acct.window / max(elapsed, 0.001)
+        acct.window, acct.sampled_at = 0, now
+        if not acct.leases:
+            if now - acct.last_used > 60.0 and now - acct.checked_at > 60.0 and not acct.lock.locked():
+                self.accounts.pop(pubkey, None)  # bound memory to the accounts in use
+            return
+        try:
+            async with self._flush_gate, acct.lock:
+                await self._flush_account(acct, pubkey, final)
+        except Exception:
+            log.exception("flushing credit usage of %s failed; retried next time", pubkey)
+
+    async def stop(self) -> None:
+        """Stop the loop, then flush everything and release every lease."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.flush(final=True)
+
+    def kill(self) -> None:
+        """Stop the background loop without flushing, as a crash would (for tests)."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None

@@ -1,0 +1,125 @@
+"""Plain values exchanged with the credit store: what goes in, what comes out. No I/O.
+
+Credits are integers everywhere; USDC amounts are integer base units (10^6 per USDC).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: Below this balance ``X-Credits-Low: true`` is set and ``low_balance`` fires (spec, Limits).
+LOW_BALANCE_CREDITS = 1_000
+#: ``credits.expiring`` fires for a batch this close to its expiry (spec, Events).
+EXPIRING_WINDOW_S = 24 * 3600
+USDC_BASE_UNITS = 10**6
+
+#: Lifecycle event hook: ``await events(name, pubkey, data)``. The webhooks issue plugs its dispatcher in.
+EventHook = Callable[[str, str, dict[str, Any]], Awaitable[None]]
+
+
+async def no_events(name: str, pubkey: str, data: dict[str, Any]) -> None:
+    """Default hook: lifecycle events go nowhere until webhooks are wired."""
+
+
+async def fire(events: EventHook, name: str, pubkey: str, data: dict[str, Any]) -> None:
+    """Call a hook after commit; its failure must never undo or fail the credit operation."""
+    try:
+        await events(name, pubkey, data)
+    except Exception:
+        log.exception("event hook %s for %s failed", name, pubkey)
+
+
+@dataclass(frozen=True)
+class DepositCredit:
+    """A finalized USDC transfer into the deposit address, as the watcher or confirm-deposit saw it."""
+
+    signature: str
+    pubkey: str  # the transfer's authority wallet
+    amount_base_units: int
+    slot: int | None = None
+
+
+@dataclass(frozen=True)
+class CreditPolicy:
+    credits_per_usdc: int
+    credit_expiry_seconds: int
+    minimum_base_units: int = 10_000
+    referral_bonus_percent: int = 10  # used when a referral code carries no percentage of its own
+
+    def credits_for(self, amount_base_units: int) -> int:
+        return amount_base_units * self.credits_per_usdc // USDC_BASE_UNITS
+
+
+@dataclass(frozen=True)
+class DepositOutcome:
+    """``credits_added`` includes the referral bonus, of which ``bonus_credits`` is the part."""
+
+    credited: bool
+    already_processed: bool
+    credits_added: int
+    new_balance: int
+    ignored_reason: str | None
+    bonus_credits: int = 0
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    """One admitted call. ``credits`` is its price; a refunded call is recorded with ``refunded=True``."""
+
+    method: str
+    credits: int
+    refunded: bool
+    request_id: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class LeaseGrant:
+    """A hold of ``granted`` credits for one replica (``lease_id`` is None when nothing was granted)."""
+
+    lease_id: int | None
+    granted: int
+    balance: int
+    available_after: int  # balance minus every live hold, this one included
+    rate_limit_rps: int | None
+    concurrency_limit: int | None
+
+
+@dataclass(frozen=True)
+class SettleResult:
+    """``applied`` is False when the lease had expired or was released: the records were dropped."""
+
+    applied: bool
+    balance: int
+    available: int  # balance minus every live hold after this settle
+    charged: int  # net credits taken from the balance (debits minus refunds)
+    refunded: int
+    duplicate: bool = False  # this flush sequence number was already applied
+
+
+@dataclass(frozen=True)
+class Conservation:
+    """Per-account audit: granted == consumed + expired + balance == ledger sum == batch remainders."""
+
+    granted: int
+    consumed: int
+    expired: int
+    balance: int
+    ledger_sum: int
+    batch_remaining: int
+    total_consumed: int
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.balance >= 0
+            and self.granted == self.consumed + self.expired + self.balance
+            and self.balance == self.ledger_sum == self.batch_remaining
+            and self.consumed == self.total_consumed
+        )

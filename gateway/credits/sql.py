@@ -1,0 +1,71 @@
+"""SQL building blocks shared by the credit store's transactions. Call them inside a transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import asyncpg
+
+#: (type, amount, balance_after, description, ref)
+Entry = tuple[str, int, int, str, str | None]
+
+
+async def lock_account(conn: asyncpg.Connection, pubkey: str) -> asyncpg.Record | None:
+    """Lock the account row: every credit writer takes this lock first, so they serialise per account."""
+    row: asyncpg.Record | None = await conn.fetchrow(
+        """SELECT pubkey, balance, ref_code, rate_limit_rps, concurrency_limit, low_balance_notified
+           FROM accounts WHERE pubkey = $1 FOR UPDATE""",
+        pubkey,
+    )
+    return row
+
+
+async def held(conn: asyncpg.Connection, pubkey: str, at: datetime | None = None) -> int:
+    """Credits held by live leases (granted, not yet used) at ``at`` (default: the database's now)."""
+    value = await conn.fetchval(
+        """SELECT COALESCE(sum(granted - used), 0)::bigint FROM credit_leases
+           WHERE pubkey = $1 AND NOT released AND expires_at > COALESCE($2::timestamptz, now())""",
+        pubkey,
+        at,
+    )
+    return int(value)
+
+
+async def add_entries(conn: asyncpg.Connection, pubkey: str, entries: Sequence[Entry]) -> None:
+    """Append ledger entries in order (ids grow with the order given)."""
+    if not entries:
+        return
+    await conn.execute(
+        """INSERT INTO ledger_entries (pubkey, type, amount, balance_after, description, ref)
+           SELECT $1, t, a, b, d, r
+           FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[])
+                WITH ORDINALITY AS u(t, a, b, d, r, n)
+           ORDER BY n""",
+        pubkey,
+        [e[0] for e in entries],
+        [e[1] for e in entries],
+        [e[2] for e in entries],
+        [e[3] for e in entries],
+        [e[4] for e in entries],
+    )
+
+
+async def consume_batches(conn: asyncpg.Connection, pubkey: str, amount: int) -> None:
+    """Take ``amount`` from the account's batches, earliest-expiring first.
+
+    No row locks on batches: every writer of an account's batches holds its account row lock.
+    """
+    if amount <= 0:
+        return
+    status = await conn.execute(
+        """UPDATE credit_batches c
+           SET remaining = c.remaining - LEAST(c.remaining, $2 - (b.cum - c.remaining))
+           FROM (SELECT id, sum(remaining) OVER (ORDER BY expires_at, id) AS cum
+                 FROM credit_batches WHERE pubkey = $1 AND remaining > 0) b
+           WHERE c.id = b.id AND b.cum - c.remaining < $2""",
+        pubkey,
+        amount,
+    )
+    if status == "UPDATE 0":
+        raise AssertionError(f"no credit batches to consume {amount} credits of {pubkey}")

@@ -1,0 +1,156 @@
+"""The credit ledger in PostgreSQL: deposits, leases, settlement. asyncpg pool in, plain dataclasses out.
+
+Every operation is one transaction that first locks the account row (``SELECT ... FOR UPDATE``), so
+replicas, deposit crediting and expiry serialise per account and no actor state can be lost. The
+balance column moves only together with a ledger entry, and batches move with it, so at commit:
+
+    balance == sum(ledger amounts) == sum(batch remainders) >= sum(live lease holds)
+
+Hooks fire after commit and never fail the operation (:func:`gateway.credits.model.fire`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+from gateway.credits.audit import check_conservation
+from gateway.credits.expiry import expire_due
+from gateway.credits.leases import OverspendError, grant_size, lease, settle
+from gateway.credits.model import (
+    LOW_BALANCE_CREDITS,
+    CreditPolicy,
+    DepositCredit,
+    DepositOutcome,
+    EventHook,
+    LeaseGrant,
+    SettleResult,
+    UsageRecord,
+    fire,
+    no_events,
+)
+from gateway.credits.sql import add_entries, lock_account
+
+__all__ = [
+    "CreditPolicy",
+    "DepositCredit",
+    "DepositOutcome",
+    "LeaseGrant",
+    "OverspendError",
+    "SettleResult",
+    "UsageRecord",
+    "balance",
+    "check_conservation",
+    "credit_deposit",
+    "expire_due",
+    "grant_size",
+    "lease",
+    "settle",
+]
+
+
+REASON_BELOW_MINIMUM = "below the minimum deposit of {minimum} base units"
+REASON_NO_CREDITS = "amount too small to earn a whole credit"
+
+
+async def credit_deposit(
+    pool: asyncpg.Pool, deposit: DepositCredit, policy: CreditPolicy, events: EventHook = no_events
+) -> DepositOutcome:
+    """Credit a USDC deposit at most once per signature (the deposits primary key decides)."""
+    async with pool.acquire() as conn:
+        outcome = await credit_deposit_on(conn, deposit, policy)
+    if outcome.credited:
+        await fire(
+            events,
+            "deposit.credited",
+            deposit.pubkey,
+            {
+                "signature": deposit.signature,
+                "amount_base_units": deposit.amount_base_units,
+                "credits_added": outcome.credits_added,
+                "bonus_credits": outcome.bonus_credits,
+                "new_balance": outcome.new_balance,
+            },
+        )
+    return outcome
+
+
+async def credit_deposit_on(conn: asyncpg.Connection, deposit: DepositCredit, policy: CreditPolicy) -> DepositOutcome:
+    """:func:`credit_deposit` on one connection, in its own transaction; fires no events."""
+    credits = policy.credits_for(deposit.amount_base_units)
+    reason: str | None = None
+    if deposit.amount_base_units < policy.minimum_base_units:
+        reason = REASON_BELOW_MINIMUM.format(minimum=policy.minimum_base_units)
+    elif credits <= 0:
+        reason = REASON_NO_CREDITS
+    async with conn.transaction():
+        inserted = await conn.fetchval(
+            """INSERT INTO deposits (signature, pubkey, amount_base_units, credits, status, reason, slot)
+               VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (signature) DO NOTHING RETURNING true""",
+            deposit.signature,
+            deposit.pubkey,
+            deposit.amount_base_units,
+            0 if reason else credits,
+            "ignored" if reason else "credited",
+            reason,
+            deposit.slot,
+        )
+        if not inserted or reason is not None:
+            current = int(await conn.fetchval("SELECT balance FROM accounts WHERE pubkey = $1", deposit.pubkey) or 0)
+            if not inserted:
+                return DepositOutcome(False, True, 0, current, None)
+            return DepositOutcome(False, False, 0, current, reason)
+        return await _grant_deposit(conn, deposit, policy, credits)
+
+
+async def _grant_deposit(
+    conn: asyncpg.Connection, deposit: DepositCredit, policy: CreditPolicy, credits: int
+) -> DepositOutcome:
+    await conn.execute("INSERT INTO accounts (pubkey) VALUES ($1) ON CONFLICT DO NOTHING", deposit.pubkey)
+    account = await lock_account(conn, deposit.pubkey)
+    assert account is not None
+    grants: list[tuple[str, int, str]] = [
+        ("deposit", credits, f"USDC deposit of {deposit.amount_base_units} base units")
+    ]
+    if account["ref_code"] is not None:
+        percent = await conn.fetchval(
+            """SELECT COALESCE(bonus_percent, $2) FROM referral_codes
+               WHERE code = $1 AND (expires_at IS NULL OR expires_at > now())""",
+            account["ref_code"],
+            policy.referral_bonus_percent,
+        )
+        bonus = credits * int(percent) // 100 if percent is not None else 0
+        if bonus > 0:
+            grants.append(("bonus", bonus, f"referral bonus {percent}% ({account['ref_code']})"))
+    new_balance = int(account["balance"])
+    entries: list[tuple[str, int, int, str, str | None]] = []
+    for kind, amount, description in grants:
+        await conn.execute(
+            """INSERT INTO credit_batches (pubkey, source, granted, remaining, expires_at, deposit_signature)
+               VALUES ($1, $2, $3, $3, now() + $4::bigint * interval '1 second', $5)""",
+            deposit.pubkey,
+            kind,
+            amount,
+            policy.credit_expiry_seconds,
+            deposit.signature,
+        )
+        new_balance += amount
+        entries.append((kind, amount, new_balance, description, deposit.signature))
+    await add_entries(conn, deposit.pubkey, entries)
+    await conn.execute(
+        """UPDATE accounts SET balance = $2,
+                  low_balance_notified = low_balance_notified AND $2::bigint < $3::bigint
+           WHERE pubkey = $1""",
+        deposit.pubkey,
+        new_balance,
+        LOW_BALANCE_CREDITS,
+    )
+    added = sum(amount for _, amount, _ in grants)
+    return DepositOutcome(True, False, added, new_balance, None, bonus_credits=added - credits)
+
+
+async def balance(pool: asyncpg.Pool, pubkey: str) -> int | None:
+    """The account's balance (leased credits included), or None when there is no account."""
+    value: Any = await pool.fetchval("SELECT balance FROM accounts WHERE pubkey = $1", pubkey)
+    return None if value is None else int(value)

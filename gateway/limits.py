@@ -1,0 +1,155 @@
+"""Per-account rate and concurrency limits as replica-local soft state. Pure: no I/O, clocks passed in.
+
+Each account has a token bucket (rate r/s, burst r: one unit per JSON-RPC item) and a concurrency
+counter (one slot per call). With R ingress replicas each replica enforces its share,
+``ceil(limit / R)``, so checking a limit never leaves the process (design.md allows replica-local
+shares). The trade-off: with an uneven load balancer an account can be limited below its full limit
+(all traffic on one replica gets only that replica's share), and with R > 1 the rounding up can let
+it exceed the limit by at most R - 1 per second. Buckets are soft state: a restart refills them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Allowed:
+    limit: int  # the account's requests-per-second limit (all replicas)
+    remaining: int  # units left in this replica's bucket
+    reset_at: int  # unix seconds at which this replica's bucket is full again
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimited:
+    limit: int
+    retry_after_s: int  # at least 1
+    reset_at: int
+    remaining: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConcurrencyLimited:
+    limit: int
+
+
+LimitDecision = Allowed | RateLimited | ConcurrencyLimited
+
+#: Idle accounts are forgotten once this many are tracked (memory stays bounded by active accounts).
+PRUNE_AT = 10_000
+
+
+def share(limit: int, replicas: int) -> int:
+    """This replica's part of an account-wide limit."""
+    return max(1, math.ceil(limit / max(1, replicas)))
+
+
+@dataclass(slots=True)
+class TokenBucket:
+    """``rate`` units per second, holding at most ``burst``; starts full."""
+
+    rate: float
+    burst: int
+    tokens: float
+    updated: float  # monotonic seconds
+
+    @classmethod
+    def full(cls, rate: float, burst: int, now: float) -> TokenBucket:
+        return cls(rate, burst, float(burst), now)
+
+    def refill(self, now: float) -> None:
+        if now > self.updated:
+            self.tokens = min(float(self.burst), self.tokens + (now - self.updated) * self.rate)
+            self.updated = now
+
+    def take(self, now: float, units: int = 1) -> float:
+        """Take ``units`` and return 0.0, or take nothing and return the seconds until they are there."""
+        self.refill(now)
+        if self.tokens >= units:
+            self.tokens -= units
+            return 0.0
+        return (units - self.tokens) / self.rate
+
+    def seconds_to_full(self) -> float:
+        return (self.burst - self.tokens) / self.rate
+
+
+@dataclass(slots=True)
+class _Account:
+    bucket: TokenBucket
+    limit: int
+    active: int = 0  # calls in flight
+
+
+@dataclass
+class Limiter:
+    """The limits of every account seen by this replica. ``now`` is monotonic, ``wall`` is unix time."""
+
+    default_rps: int
+    default_concurrency: int
+    replicas: int = 1
+    _accounts: dict[str, _Account] = field(default_factory=dict)
+    _prune_at: int = PRUNE_AT
+
+    def _account(self, pubkey: str, rps: int | None, now: float) -> _Account:
+        limit = rps or self.default_rps
+        acct = self._accounts.get(pubkey)
+        if acct is None:
+            if len(self._accounts) >= self._prune_at:
+                self.prune(now)
+                self._prune_at = max(PRUNE_AT, 2 * len(self._accounts))
+            rate = share(limit, self.replicas)
+            acct = self._accounts[pubkey] = _Account(TokenBucket.full(rate, rate, now), limit)
+        elif acct.limit != limit:  # the per-account override changed
+            rate = share(limit, self.replicas)
+            acct.bucket.refill(now)
+            acct.bucket = TokenBucket(rate, rate, min(acct.bucket.tokens, float(rate)), now)
+            acct.limit = limit
+        return acct
+
+    def take(self, pubkey: str, now: float, wall: float, rps: int | None = None) -> Allowed | RateLimited:
+        """One rate unit for one item."""
+        acct = self._account(pubkey, rps, now)
+        wait = acct.bucket.take(now)
+        if wait > 0:
+            return RateLimited(acct.limit, max(1, math.ceil(wait)), math.ceil(wall + wait))
+        return self._allowed(acct, wall)
+
+    def peek(self, pubkey: str, now: float, wall: float, rps: int | None = None) -> Allowed:
+        """The header values without taking a unit."""
+        acct = self._account(pubkey, rps, now)
+        acct.bucket.refill(now)
+        return self._allowed(acct, wall)
+
+    @staticmethod
+    def _allowed(acct: _Account, wall: float) -> Allowed:
+        bucket = acct.bucket
+        return Allowed(acct.limit, int(bucket.tokens), math.ceil(wall + bucket.seconds_to_full()))
+
+    def acquire(
+        self, pubkey: str, now: float, *, rps: int | None = None, concurrency: int | None = None
+    ) -> ConcurrencyLimited | None:
+        """Take a concurrency slot for one call (None: taken); :meth:`release` it whatever happens."""
+        acct = self._account(pubkey, rps, now)
+        limit = concurrency or self.default_concurrency
+        if acct.active >= share(limit, self.replicas):
+            return ConcurrencyLimited(limit)
+        acct.active += 1
+        return None
+
+    def release(self, pubkey: str) -> None:
+        acct = self._accounts.get(pubkey)
+        if acct is not None and acct.active > 0:
+            acct.active -= 1
+
+    def prune(self, now: float) -> int:
+        """Forget idle accounts (full bucket, nothing in flight); their state equals a fresh one."""
+        idle = []
+        for pubkey, acct in self._accounts.items():
+            acct.bucket.refill(now)
+            if acct.active == 0 and acct.bucket.tokens >= acct.bucket.burst:
+                idle.append(pubkey)
+        for pubkey in idle:
+            del self._accounts[pubkey]
+        return len(idle)

@@ -1,0 +1,97 @@
+"""Rate and concurrency limits: the pure token bucket and counter (no clock, no I/O)."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.limits import Allowed, ConcurrencyLimited, Limiter, RateLimited, TokenBucket, share
+
+WALL = 1_700_000_000.0
+
+
+def test_bucket_starts_full_and_refills_at_rate() -> None:
+    bucket = TokenBucket.full(rate=10, burst=10, now=0.0)
+    assert all(bucket.take(0.0) == 0.0 for _ in range(10))
+    assert bucket.take(0.0) == 0.1  # one unit comes back in 1/10 s
+    assert bucket.take(0.05) > 0
+    assert bucket.take(0.1) == 0.0
+    bucket.refill(100.0)
+    assert bucket.tokens == 10  # never beyond the burst
+
+
+def test_limiter_rate_limits_with_retry_after_at_least_one_second() -> None:
+    limiter = Limiter(default_rps=5, default_concurrency=2)
+    decisions = [limiter.take("a", 0.0, WALL) for _ in range(6)]
+    assert all(isinstance(d, Allowed) for d in decisions[:5])
+    assert [d.remaining for d in decisions[:5] if isinstance(d, Allowed)] == [4, 3, 2, 1, 0]
+    limited = decisions[5]
+    assert isinstance(limited, RateLimited)
+    assert limited.retry_after_s == 1 and limited.limit == 5 and limited.reset_at >= WALL + 1
+    assert isinstance(limiter.take("b", 0.0, WALL), Allowed)  # accounts are independent
+    assert isinstance(limiter.take("a", 0.2, WALL + 0.2), Allowed)  # 0.2 s at 5/s is one unit
+    peek = limiter.peek("a", 0.2, WALL + 0.2)
+    assert peek.remaining == 0 and peek.reset_at == math.ceil(WALL + 1.2)
+
+
+def test_per_account_override_applies() -> None:
+    limiter = Limiter(default_rps=50, default_concurrency=2)
+    assert limiter.peek("a", 0.0, WALL).limit == 50
+    assert limiter.peek("a", 0.0, WALL, rps=2).limit == 2
+    assert [isinstance(limiter.take("a", 0.0, WALL, rps=2), Allowed) for _ in range(3)] == [True, True, False]
+
+
+def test_concurrency_slots() -> None:
+    limiter = Limiter(default_rps=50, default_concurrency=2)
+    assert limiter.acquire("a", 0.0) is None
+    assert limiter.acquire("a", 0.0) is None
+    blocked = limiter.acquire("a", 0.0)
+    assert isinstance(blocked, ConcurrencyLimited) and blocked.limit == 2
+    assert limiter.acquire("a", 0.0, concurrency=3) is None  # an override raises the cap
+    limiter.release("a")
+    limiter.release("a")
+    limiter.release("a")
+    limiter.release("a")  # extra releases never go below zero
+    assert limiter.acquire("a", 0.0) is None
+
+
+def test_replica_shares() -> None:
+    assert share(50, 1) == 50
+    assert share(50, 3) == 17
+    assert share(1, 4) == 1
+    limiter = Limiter(default_rps=10, default_concurrency=4, replicas=2)
+    allowed = sum(isinstance(limiter.take("a", 0.0, WALL), Allowed) for _ in range(20))
+    assert allowed == 5
+    assert limiter.acquire("a", 0.0) is None and limiter.acquire("a", 0.0) is None
+    assert isinstance(limiter.acquire("a", 0.0), ConcurrencyLimited)
+
+
+def test_prune_forgets_only_idle_accounts() -> None:
+    limiter = Limiter(default_rps=10, default_concurrency=4)
+    limiter.take("busy", 0.0, WALL)
+    limiter.acquire("inflight", 0.0)
+    limiter.peek("idle", 0.0, WALL)
+    assert limiter.prune(0.0) == 1  # only idle: busy's bucket is not full, inflight holds a slot
+    assert limiter.prune(1.0) == 1  # busy has refilled
+    limiter.release("inflight")
+    assert limiter.prune(1.0) == 1
+
+
+@given(
+    rate=st.integers(min_value=1, max_value=100),
+    steps=st.lists(st.floats(min_value=0.0, max_value=2.0, allow_nan=False), min_size=1, max_size=200),
+)
+def test_bucket_never_admits_more_than_rate_allows(rate: int, steps: list[float]) -> None:
+    limiter = Limiter(default_rps=rate, default_concurrency=1)
+    now = 0.0
+    allowed = 0
+    for step in steps:
+        now += step
+        decision = limiter.take("a", now, WALL + now)
+        if isinstance(decision, Allowed):
+            allowed += 1
+        else:
+            assert decision.retry_after_s >= 1
+    assert allowed <= rate + rate * now + 1e-9

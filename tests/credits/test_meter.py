@@ -1,0 +1,233 @@
+"""The replica-local meter on real PostgreSQL: two replicas, crashes, refunds, the local fast path."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import asyncpg
+import pytest
+
+from gateway.credits import store
+from gateway.credits.meter import Meter, Outcome
+from gateway.credits.model import SettleResult
+from gateway.credits.store import balance, check_conservation
+from tests.credits.conftest import fund, new_pubkey
+
+MeterFactory = Callable[..., Meter]
+
+
+@pytest.fixture
+async def make_meter(pool: asyncpg.Pool) -> AsyncIterator[MeterFactory]:
+    """Meters stopped (flushed, leases released) at the end of the test unless the test killed them."""
+    made: list[Meter] = []
+
+    def make(**options: object) -> Meter:
+        meter = Meter(pool, **options)  # type: ignore[arg-type]
+        made.append(meter)
+        return meter
+
+    yield make
+    for meter in made:
+        await meter.stop()
+
+
+async def count_ledger(db: asyncpg.Connection, pubkey: str, kind: str) -> int:
+    return int(await db.fetchval("SELECT count(*) FROM ledger_entries WHERE pubkey = $1 AND type = $2", pubkey, kind))
+
+
+async def test_unknown_account_and_short_balance(make_meter: MeterFactory, pool: asyncpg.Pool) -> None:
+    meter = make_meter(clock=lambda: 100.0)  # time stands still: the negative cache never lapses by itself
+    pubkey = new_pubkey()
+    assert (await meter.admit(pubkey, 1)).outcome is Outcome.NO_ACCOUNT
+    assert meter.remaining(pubkey) is None
+    await fund(pool, pubkey, 3)
+    assert (await meter.admit(pubkey, 1)).outcome is Outcome.NO_ACCOUNT  # cached for negative_ttl_s
+    meter.invalidate(pubkey)
+    assert (await meter.admit(pubkey, 25)).outcome is Outcome.INSUFFICIENT
+    admitted = await meter.admit(pubkey, 1)
+    assert admitted.ok and meter.remaining(pubkey) == 2
+
+
+async def test_fast_path_spends_locally(
+    make_meter: MeterFactory, pool: asyncpg.Pool, db: asyncpg.Connection, pubkey: str
+) -> None:
+    await fund(pool, pubkey, 1_000)
+    meter = make_meter()
+    first = await meter.admit(pubkey, 1)
+    leases = int(await db.fetchval("SELECT count(*) FROM credit_leases WHERE pubkey = $1", pubkey))
+    for n in range(19):  # the first lease is 20 × the price: no database trip for these
+        admission = await meter.admit(pubkey, 1)
+        assert admission.ok
+        meter.complete(admission, "getSlot", f"r{n}")
+    meter.complete(first, "getSlot", "r")
+    assert int(await db.fetchval("SELECT count(*) FROM credit_leases WHERE pubkey = $1", pubkey)) == leases == 1
+    assert await balance(pool, pubkey) == 1_000  # nothing flushed yet
+    assert meter.remaining(pubkey) == 980
+    await meter.flush()
+    assert await balance(pool, pubkey) == 980
+    assert await count_ledger(db, pubkey, "debit") == 1  # aggregated per method
+    assert int(await db.fetchval("SELECT count(*) FROM usage_history WHERE pubkey = $1", pubkey)) == 20
+    assert (await check_conservation(db, pubkey)).ok
+
+
+async def test_refund_is_spendable_again(
+    make_meter: MeterFactory, pool: asyncpg.Pool, db: asyncpg.Connection, pubkey: str
+) -> None:
+    await fund(pool, pubkey, 25)
+    meter = make_meter()
+    admission = await meter.admit(pubkey, 25)
+    assert admission.ok and meter.remaining(pubkey) == 0
+    meter.complete(admission, "getBlock", "r1", refunded=True)
+    assert meter.remaining(pubkey) == 25
+    again = await meter.admit(pubkey, 25)  # the refill flushes the refund first
+    assert again.ok
+    meter.complete(again, "getBlock", "r2")
+    await meter.stop()
+    assert await balance(pool, pubkey) == 0
+    rows = await db.fetch("SELECT type, amount FROM ledger_entries WHERE pubkey = $1 ORDER BY id", pubkey)
+    assert [tuple(r) for r in rows] == [("deposit", 25), ("debit", -25), ("refund", 25), ("debit", -25)]
+    assert (await check_conservation(db, pubkey)).ok
+
+
+@pytest.mark.parametrize("refund_rate", [0.0, 0.2])
+async def test_two_replicas_never_admit_more_than_the_balance(
+    make_meter: MeterFactory, pool: asyncpg.Pool, db: asyncpg.Connection, pubkey: str, refund_rate: float
+) -> None:
+    """200 concurrent calls of price 1 on two replicas against exactly 57 credits.
+
+    Without refunds at most 57 are admitted; refunded credits may be spent again, so with refunds
+    at most 57 are charged."""
+    n = 57
+    await fund(pool, pubkey, n)
+    replicas = [make_meter(replicas=2, flush_interval_s=0.02), make_meter(replicas=2, flush_interval_s=0.02)]
+    for meter in replicas:
+        meter.start()
+    rng = random.Random(4)
+    refunded = 0
+
+    async def call(i: int) -> bool:
+        nonlocal refunded
+        meter = replicas[i % 2]
+        admission = await meter.admit(pubkey, 1)
+        if not admission.ok:
+            assert admission.outcome is Outcome.INSUFFICIENT
+            return False
+        await asyncio.sleep(rng.random() / 100)
+        refund = rng.random() < refund_rate
+        refunded += refund
+        meter.complete(admission, "getSlot", f"r{i}", refunded=refund)
+        return True
+
+    results = await asyncio.gather(*(call(i) for i in range(200)))
+    admitted = sum(results)
+    assert 0 < admitted - refunded <= n
+    if refund_rate == 0:
+        assert admitted <= n
+    for meter in replicas:
+        await meter.stop()
+    final = await balance(pool, pubkey)
+    assert final == n - (admitted - refunded) and final >= 0
+    report = await check_conservation(db, pubkey)
+    assert report.ok, report
+    history = await db.fetchval("SELECT count(*) FROM usage_history WHERE pubkey = $1", pubkey)
+    assert history == admitted
+    live = await db.fetchval("SELECT count(*) FROM credit_leases WHERE pubkey = $1 AND NOT released", pubkey)
+    assert live == 0
+
+
+async def test_crashed_replica_loses_only_unflushed_usage(
+    make_meter: MeterFactory, pool: asyncpg.Pool, db: asyncpg.Connection, pubkey: str
+) -> None:
+    await fund(pool, pubkey, 50)
+    doomed = make_meter(lease_ttl_s=3.0, flush_interval_s=60.0)
+    doomed.start()
+    for i in range(10):
+        admission = await doomed.admit(pubkey, 1)
+        assert admission.ok
+        doomed.complete(admission, "getSlot", f"lost{i}")
+    in_flight = await doomed.admit(pubkey, 1)
+    assert in_flight.ok
+    doomed.kill()  # the replica dies: its loop is gone, nothing is flushed, its lease is never released
+    doomed.accounts.clear()
+
+    survivor = make_meter(lease_ttl_s=3.0, flush_interval_s=0.05)
+    survivor.start()
+    await fund(pool, pubkey, 7)  # a deposit while the dead replica's lease is still held
+    spent = await spend(survivor, pubkey, 80)
+    dead_hold = "SELECT count(*) FROM credit_leases WHERE pubkey = $1 AND replica_id = $2 AND expires_at > now()"
+    assert await db.fetchval(dead_hold, pubkey, doomed.replica_id) == 1
+    assert spent == 57 - 20  # the dead replica's lease (20) is still held ...
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + 15
+    while spent < 57 and loop.time() < give_up:  # ... until it expires
+        spent += await spend(survivor, pubkey, 5)
+        await asyncio.sleep(0.05)
+    assert spent == 57  # all of it, the dead replica's unflushed usage included, is spendable again
+    assert await spend(survivor, pubkey, 5) == 0
+    await survivor.stop()
+    assert await balance(pool, pubkey) == 0
+    report = await check_conservation(db, pubkey)
+    assert report.ok and report.granted == 57 and report.consumed == 57, report
+    assert await count_ledger(db, pubkey, "deposit") == 2
+    lost = "SELECT count(*) FROM usage_history WHERE pubkey = $1 AND request_id LIKE 'lost%'"
+    assert not await db.fetchval(lost, pubkey)
+
+
+async def spend(meter: Meter, pubkey: str, calls: int) -> int:
+    """Admit and complete up to ``calls`` calls of price 1; return how many were admitted."""
+    admitted = 0
+    for _ in range(calls):
+        admission = await meter.admit(pubkey, 1)
+        if admission.ok:
+            admitted += 1
+            meter.complete(admission, "getSlot", "kept")
+    return admitted
+
+
+async def test_lost_flush_answer_is_not_charged_twice(
+    make_meter: MeterFactory, pool: asyncpg.Pool, db: asyncpg.Connection, pubkey: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await fund(pool, pubkey, 100)
+    meter = make_meter()
+    for i in range(3):
+        admission = await meter.admit(pubkey, 5)
+        meter.complete(admission, "getTransaction", f"r{i}")
+    real_settle = store.settle
+    attempts = 0
+
+    async def answer_lost_once(*args: Any, **kwargs: Any) -> SettleResult:
+        nonlocal attempts
+        attempts += 1
+        result = await real_settle(*args, **kwargs)
+        if attempts == 1:
+            raise ConnectionResetError("the commit happened; its answer did not arrive")
+        return result
+
+    monkeypatch.setattr(store, "settle", answer_lost_once)
+    await meter.flush()  # logged, kept for a retry
+    await meter.flush()  # the same flush again, with the same sequence number
+    assert attempts == 2
+    assert await balance(pool, pubkey) == 85
+    assert await db.fetchval("SELECT count(*) FROM usage_history WHERE pubkey = $1", pubkey) == 3
+    assert (await check_conservation(db, pubkey)).ok
+
+
+async def test_short_configured_expiry_runs_in_the_meter_loop(
+    make_meter: MeterFactory, pool: asyncpg.Pool, db: asyncpg.Connection, pubkey: str
+) -> None:
+    await fund(pool, pubkey, 30, expiry_s=1)
+    meter = make_meter(flush_interval_s=0.05, expiry_interval_s=0.1, idle_release_s=0.2)
+    meter.start()
+    admission = await meter.admit(pubkey, 5)
+    meter.complete(admission, "getTransaction", "r")
+    for _ in range(100):  # the idle lease is released after idle_release_s, then the rest expires
+        if await balance(pool, pubkey) == 0:
+            break
+        await asyncio.sleep(0.1)
+    rows = await db.fetch("SELECT type, amount FROM ledger_entries WHERE pubkey = $1 ORDER BY id", pubkey)
+    assert [tuple(r) for r in rows][:2] == [("deposit", 30), ("debit", -5)]
+    assert sum(r["amount"] for r in rows if r["type"] == "expiry") == -25
+    assert (await check_conservation(db, pubkey)).ok

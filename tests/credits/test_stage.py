@@ -1,0 +1,316 @@
+"""The metering stage in the real pipeline (parse → metering → forwarder) against a scripted node."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+import orjson
+import pytest
+
+from gateway.auth.identity import Identity
+from gateway.credits.balances import StoreBalanceSource
+from gateway.credits.meter import Meter
+from gateway.credits.stage import CreditHeaders, MeteringStage
+from gateway.credits.store import balance, check_conservation
+from gateway.forward import Forwarder, ParseStage
+from gateway.limits import Limiter
+from gateway.methods import PriceTable
+from gateway.pipeline import Call, Handler, Reply, Stage, compose, error_boundary
+from gateway.upstream import UpstreamTimeout, UpstreamUnavailable
+from tests.credits.conftest import fund
+
+PAYMENT = {"deposit_address": "Dep1", "usdc_mint": "Mint1", "minimum_deposit_usdc": "0.01"}
+
+
+@dataclass
+class ScriptedNode:
+    """Answers each call with ``result: 1`` unless ``errors`` names the method; can fail whole requests."""
+
+    errors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fail: Exception | None = None
+    gate: asyncio.Event | None = None
+    arrived: asyncio.Event | None = None
+    seen: list[str] = field(default_factory=list)
+
+    async def post(self, body: bytes, timeout_s: float) -> bytes:
+        request = orjson.loads(body)
+        calls = request if isinstance(request, list) else [request]
+        self.seen.extend(c["method"] for c in calls)
+        if self.arrived is not None:
+            self.arrived.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.fail is not None:
+            raise self.fail
+        answers = [self._answer(c) for c in calls]
+        return orjson.dumps(answers if isinstance(request, list) else answers[0])
+
+    def _answer(self, call: dict[str, Any]) -> dict[str, Any]:
+        error = self.errors.get(call["method"])
+        if error is not None:
+            return {"jsonrpc": "2.0", "id": call["id"], "error": error}
+        return {"jsonrpc": "2.0", "id": call["id"], "result": 1}
+
+
+@dataclass
+class Gateway:
+    meter: Meter
+    node: ScriptedNode
+    handler: Handler
+    pubkey: str
+
+    async def rpc(self, *calls: tuple[str, list[Any]], batch: bool = False) -> tuple[Reply, Any]:
+        items = [{"jsonrpc": "2.0", "id": n, "method": m, "params": p} for n, (m, p) in enumerate(calls)]
+        body = orjson.dumps(items if batch else items[0])
+        reply = await self.handler(Call("POST", "/", {}, {}, body))
+        return reply, orjson.loads(reply.body)
+
+
+@pytest.fixture
+async def gateway(pool: asyncpg.Pool, pubkey: str) -> AsyncIterator[Callable[..., Gateway]]:
+    meters: list[Meter] = []
+
+    def build(rps: int = 50, concurrency: int = 4, events: Any = None) -> Gateway:
+        meter = Meter(pool, **({"events": events} if events else {}))
+        meters.append(meter)
+        node = ScriptedNode()
+
+        async def authenticate(call: Call, next_handler: Handler) -> Reply:
+            call.identity = Identity(pubkey, "api_key")
+            return await next_handler(call)
+
+        stage = MeteringStage(meter, Limiter(rps, concurrency), PAYMENT)
+        stages: list[Stage] = [
+            error_boundary,
+            authenticate,
+            CreditHeaders(stage),
+            ParseStage(PriceTable.default()),
+            stage,
+        ]
+        return Gateway(meter, node, compose(stages, Forwarder(node)), pubkey)
+
+    yield build
+    for meter in meters:
+        await meter.stop()
+
+
+def assert_metered_headers(reply: Reply) -> None:
+    for name in ("X-Credits-Remaining", "X-Request-Id", "X-Ratelimit-Limit", "X-Ratelimit-Remaining"):
+        assert name in reply.headers, name
+    assert int(reply.headers["X-Ratelimit-Reset"]) > 1_600_000_000
+
+
+async def test_each_class_is_billed(
+    gateway: Callable[..., Gateway], pool: asyncpg.Pool, db: asyncpg.Connection
+) -> None:
+    gw = gateway()
+    await fund(pool, gw.pubkey, 2_000)
+    calls: list[tuple[str, list[Any]]] = [
+        ("getSlot", []),
+        ("getTransaction", ["sig"]),
+        ("getBlock", [1]),
+        ("sendTransaction", ["tx"]),
+    ]
+    for method, params in calls:
+        reply, body = await gw.rpc((method, params))
+        assert reply.status == 200 and body["result"] == 1
+        assert_metered_headers(reply)
+    assert reply.headers["X-Credits-Remaining"] == str(2_000 - 1 - 5 - 25 - 2)
+    assert "X-Credits-Low" not in reply.headers
+    await gw.meter.flush()
+    assert await balance(pool, gw.pubkey) == 2_000 - 33
+    rows = await db.fetch("SELECT method, credits FROM usage_history WHERE pubkey = $1 ORDER BY id", gw.pubkey)
+    assert [tuple(r) for r in rows] == [("getSlot", 1), ("getTransaction", 5), ("getBlock", 25), ("sendTransaction", 2)]
+
+
+async def test_batch_items_are_billed_individually(gateway: Callable[..., Gateway], pool: asyncpg.Pool) -> None:
+    gw = gateway()
+    await fund(pool, gw.pubkey, 1_000)
+    reply, body = await gw.rpc(("getSlot", []), ("requestAirdrop", []), ("getBlock", [1]), ("nope", []), batch=True)
+    assert reply.status == 200
+    assert [("result" in a, a.get("error", {}).get("code")) for a in body] == [
+        (True, None),
+        (False, -32601),
+        (True, None),
+        (False, -32601),
+    ]
+    assert gw.node.seen == ["getSlot", "getBlock"]
+    await gw.meter.flush()
+    assert await balance(pool, gw.pubkey) == 1_000 - 26
+    assert reply.headers["X-Credits-Low"] == "true"
+
+
+async def test_short_balance_in_a_batch_rejects_only_what_it_cannot_pay(
+    gateway: Callable[..., Gateway], pool: asyncpg.Pool
+) -> None:
+    gw = gateway()
+    await fund(pool, gw.pubkey, 3)
+    reply, body = await gw.rpc(*[("getSlot", [])] * 5, batch=True)
+    codes = [a.get("error", {}).get("code") for a in body]
+    assert codes == [None, None, None, -32010, -32010]
+    assert body[3]["error"]["message"] == "insufficient credits"
+    assert len(gw.node.seen) == 3
+    assert reply.headers["X-Credits-Remaining"] == "0"
+
+
+async def test_single_call_without_credits_is_402(gateway: Callable[..., Gateway], pool: asyncpg.Pool) -> None:
+    gw = gateway()
+    reply, body = await gw.rpc(("getSlot", []))
+    assert reply.status == 402 and body["error"]["code"] == -32002
+    assert body["error"]["data"]["deposit_address"] == "Dep1"
+    assert_metered_headers(reply)
+    await fund(pool, gw.pubkey, 10)
+    gw.meter.invalidate(gw.pubkey)
+    reply, body = await gw.rpc(("getBlock", [1]))
+    assert reply.status == 402 and body["error"] == {
+        "code": -32010,
+        "message": "insufficient credits",
+        "data": {"required": 25, "available": 10},
+    }
+    assert reply.headers["X-Credits-Remaining"] == "10" and reply.headers["X-Credits-Low"] == "true"
+    assert gw.node.seen == []
+
+
+@pytest.mark.parametrize(
+    ("method", "error", "refunded"),
+    [
+        ("getBlock", {"code": -32004, "message": "Block 5 cleaned up, does not exist on node"}, True),
+        ("getBlock", {"code": -32009, "message": "Slot 5 was skipped"}, False),
+        ("sendTransaction", {"code": -32002, "message": "Transaction simulation failed"}, True),
+        ("getSlot", {"code": -32005, "message": "Node is unhealthy"}, True),
+        ("getAccountInfo", {"code": -32602, "message": "Invalid param"}, False),
+    ],
+)
+async def test_refunds_by_answer(
+    gateway: Callable[..., Gateway],
+    pool: asyncpg.Pool,
+    db: asyncpg.Connection,
+    method: str,
+    error: dict[str, Any],
+    refunded: bool,
+) -> None:
+    gw = gateway()
+    await fund(pool, gw.pubkey, 100)
+    gw.node.errors[method] = error
+    reply, body = await gw.rpc((method, ["x"]))
+    assert reply.status == 200 and body["error"]["code"] == error["code"]
+    await gw.meter.flush()
+    price = {"getBlock": 25, "sendTransaction": 2, "getSlot": 1, "getAccountInfo": 1}[method]
+    assert await balance(pool, gw.pubkey) == (100 if refunded else 100 - price)
+    kinds = await db.fetch("SELECT type FROM ledger_entries WHERE pubkey = $1 ORDER BY id", gw.pubkey)
+    assert [k["type"] for k in kinds] == ["deposit", "debit", *(["refund"] if refunded else [])]
+    assert (await check_conservation(db, gw.pubkey)).ok
+
+
+@pytest.mark.parametrize(("failure", "status"), [(UpstreamTimeout(), 504), (UpstreamUnavailable("down"), 502)])
+async def test_whole_call_failures_are_refunded(
+    gateway: Callable[..., Gateway], pool: asyncpg.Pool, failure: Exception, status: int
+) -> None:
+    gw = gateway()
+    await fund(pool, gw.pubkey, 100)
+    gw.node.fail = failure
+    reply, _ = await gw.rpc(("getBlock", [1]), ("getSlot", []), batch=True)
+    assert reply.status == status
+    assert_metered_headers(reply)
+    await gw.meter.flush()
+    assert await balance(pool, gw.pubkey) == 100
+
+
+async def test_rate_limit_per_item_with_headers(
+    gateway: Callable[..., Gateway], pool: asyncpg.Pool, db: asyncpg.Connection
+) -> None:
+    gw = gateway()
+    await fund(pool, gw.pubkey, 100)
+    await db.execute("UPDATE accounts SET rate_limit_rps = 3 WHERE pubkey = $1", gw.pubkey)
+    reply, body = await gw.rpc(*[("getSlot", [])] * 4, batch=True)
+    assert [a.get("error", {}).get("code") for a in body] == [None, None, None, -32005]
+    assert body[3]["error"]["message"] == "rate limit exceeded"
+    assert reply.headers["X-Ratelimit-Limit"] == "3" and reply.headers["X-Ratelimit-Remaining"] == "0"
+    reply, body = await gw.rpc(("getSlot", []))
+    assert reply.status == 429 and body["error"]["code"] == -32005
+    assert int(reply.headers["Retry-After"]) >= 1
+    assert reply.headers["X-Ratelimit-Remaining"] == "0" and "X-Credits-Remaining" in reply.headers
+    await gw.meter.flush()
+    assert await balance(pool, gw.pubkey) == 97  # rejected items cost nothing
+
+
+async def test_concurrency_limit(gateway: Callable[..., Gateway], pool: asyncpg.Pool) -> None:
+    gw = gateway(concurrency=1)
+    await fund(pool, gw.pubkey, 100)
+    gw.node.gate = asyncio.Event()
+    gw.node.arrived = asyncio.Event()
+    first = asyncio.create_task(gw.rpc(("getSlot", [])))
+    await gw.node.arrived.wait()
+    reply, body = await gw.rpc(("getSlot", []))
+    assert reply.status == 429 and body["error"]["message"] == "concurrency limit exceeded"
+    assert reply.headers["Retry-After"] == "1"
+    gw.node.gate.set()
+    reply, _ = await first
+    assert reply.status == 200
+    reply, _ = await gw.rpc(("getSlot", []))  # the slot was given back
+    assert reply.status == 200
+
+
+async def test_low_balance_event_fires_once(gateway: Callable[..., Gateway], pool: asyncpg.Pool) -> None:
+    fired: list[tuple[str, str]] = []
+
+    async def events(name: str, pubkey: str, data: dict[str, Any]) -> None:
+        fired.append((name, pubkey))
+
+    gw = gateway(events=events)
+    await fund(pool, gw.pubkey, 1_030)
+    for _ in range(3):
+        await gw.rpc(("getBlock", [1]))
+        await gw.meter.flush()
+    assert fired == [("low_balance", gw.pubkey)]
+
+
+async def test_errors_before_metering_carry_the_headers(gateway: Callable[..., Gateway], pool: asyncpg.Pool) -> None:
+    gw = gateway()
+    await fund(pool, gw.pubkey, 40)
+    reply = await gw.handler(Call("POST", "/", {}, {}, b"{not json"))
+    assert reply.status == 400
+    assert_metered_headers(reply)
+    assert reply.headers["X-Credits-Remaining"] == "40"
+
+
+async def test_unauthenticated_calls_are_never_forwarded(pool: asyncpg.Pool) -> None:
+    node = ScriptedNode()
+    stage = MeteringStage(Meter(pool), Limiter(50, 4), PAYMENT)
+    handler = compose([error_boundary, ParseStage(PriceTable.default()), stage], Forwarder(node))
+    reply = await handler(Call("POST", "/", {}, {}, b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'))
+    assert reply.status == 402 and orjson.loads(reply.body)["error"]["code"] == -32002
+    assert node.seen == []
+
+
+async def test_ledger_outage_is_503_and_free(database_url: str, pubkey: str) -> None:
+    broken = await asyncpg.create_pool(database_url, min_size=1, max_size=1)
+    await broken.close()
+    stage = MeteringStage(Meter(broken), Limiter(50, 4), PAYMENT)
+
+    async def authenticate(call: Call, next_handler: Handler) -> Reply:
+        call.identity = Identity(pubkey, "api_key")
+        return await next_handler(call)
+
+    node = ScriptedNode()
+    handler = compose([error_boundary, authenticate, ParseStage(PriceTable.default()), stage], Forwarder(node))
+    reply = await handler(Call("POST", "/", {}, {}, b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'))
+    body = orjson.loads(reply.body)
+    assert reply.status == 503 and body["error"]["code"] == -32003 and body["error"]["data"]["retry_after_secs"] == 5
+    assert node.seen == []
+
+
+async def test_balance_source_includes_unflushed_usage(gateway: Callable[..., Gateway], pool: asyncpg.Pool) -> None:
+    gw = gateway()
+    await fund(pool, gw.pubkey, 100)
+    source = StoreBalanceSource(gw.meter)
+    await gw.rpc(("getBlock", [1]))
+    assert await balance(pool, gw.pubkey) == 100  # not flushed yet
+    assert (await source.balance(gw.pubkey), await source.total_consumed(gw.pubkey)) == (75, 25)
+    await gw.meter.flush()
+    assert (await source.balance(gw.pubkey), await source.total_consumed(gw.pubkey)) == (75, 25)
+    assert (await StoreBalanceSource(Meter(pool)).balance(gw.pubkey)) == 75

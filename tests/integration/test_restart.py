@@ -1,0 +1,88 @@
+"""Two ingress replicas behind HAProxy, a clean SIGTERM, and a second start on the same data dir.
+
+Round-robin balancing sends consecutive connections to alternating replicas, so repeating a request
+four times reaches both replicas.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import orjson
+import pytest
+from solders.keypair import Keypair
+
+from gateway.client import WalletSigner
+from tests.integration.conftest import (
+    confirm_deposit,
+    create_api_key,
+    deposit_usdc,
+    service_env,
+    start_service,
+    stop_service,
+)
+
+pytestmark = pytest.mark.integration
+
+BODY = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
+
+
+def call(url: str, path: str, headers: dict[str, str], body: bytes | None = BODY) -> tuple[int, dict[str, object]]:
+    request = urllib.request.Request(f"{url}{path}", data=body, headers={**headers, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return resp.status, orjson.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, orjson.loads(exc.read())
+
+
+def error_code(doc: dict[str, object]) -> object:
+    error = doc.get("error")
+    return error.get("code") if isinstance(error, dict) else None
+
+
+def test_two_replicas_and_a_restart_keep_every_promise(tmp_path_factory: pytest.TempPathFactory) -> None:
+    home: Path = tmp_path_factory.mktemp("restart")
+    home.chmod(0o755)
+    env = service_env(home, GATEWAY_INGRESS_REPLICAS="2")
+    wallet = Keypair()
+    signer = WalletSigner(bytes(wallet))
+
+    service = start_service(home, env)
+    try:
+        old_key = create_api_key(service.url, wallet)
+        confirm_deposit(service, deposit_usdc(service, wallet, 100_000), {"X-Api-Key": old_key})
+        for _ in range(4):  # both replicas now know (and cache) the key
+            assert call(service.url, "/", {"X-Api-Key": old_key})[0] == 200
+
+        signed = signer.headers("POST", "/", BODY)
+        first = call(service.url, "/", signed)
+        assert first[0] == 200, first
+        for _ in range(3):  # the replays reach the other replica too
+            status, doc = call(service.url, "/", signed)
+            assert (status, error_code(doc)) == (403, "NONCE_REUSED"), doc
+
+        new_key = create_api_key(service.url, wallet)  # rotation, served by one of the two replicas
+        for _ in range(4):
+            status, doc = call(service.url, "/", {"X-Api-Key": old_key})
+            assert (status, error_code(doc)) == (401, "AUTH_FAILED"), doc
+        assert call(service.url, "/", {"X-Api-Key": new_key})[0] == 200
+    finally:
+        code, survivors = stop_service(service)
+    assert code == 0, service.log.read_text()[-3000:]
+    assert survivors == [], survivors
+
+    again = start_service(home, env)
+    try:
+        status, info = call(again.url, "/account/info", {"X-Api-Key": new_key}, body=None)
+        assert status == 200 and info["pubkey"] == str(wallet.pubkey()), info
+        assert 0 < info["balance"] < 10_000, info  # the deposit survived; the calls were billed
+        status, doc = call(again.url, "/", signed)
+        assert (status, error_code(doc)) == (403, "NONCE_REUSED"), doc
+        status, doc = call(again.url, "/", {"X-Api-Key": old_key})
+        assert (status, error_code(doc)) == (401, "AUTH_FAILED"), doc
+    finally:
+        code, survivors = stop_service(again)
+    assert code == 0 and survivors == []
