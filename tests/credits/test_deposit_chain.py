@@ -10,16 +10,13 @@ import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import asyncpg
 import orjson
 import pytest
-import uvicorn
 from solana.rpc.async_api import AsyncClient
 from solana.rpc.models import TxOpts
 from solders.instruction import Instruction
@@ -39,7 +36,6 @@ from spl.token.instructions import (
     transfer_checked,
 )
 from spl.token.models import InitializeMint2Params, MintToCheckedParams, TransferCheckedParams, TransferParams
-from starlette.applications import Starlette
 
 from devnode.config import DevnodeConfig
 from devnode.node import Devnode
@@ -48,15 +44,11 @@ from gateway.credits.deposits import REASON_FAILED, REASON_NO_TRANSFER, deposit_
 from gateway.credits.model import CreditPolicy
 from gateway.credits.watcher import (
     NOT_FINALIZED,
-    DepositServices,
     DepositWatcher,
     confirm_deposit,
-    deposit_routes,
 )
 from gateway.errors import ProxyError
-from gateway.pipeline import Call, Handler, Reply
 from gateway.upstream import HttpUpstream
-from tests.support import free_port
 
 USDC = Pubkey.from_string("EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v")
 CREDITS_PER_USDC = 100_000
@@ -492,77 +484,6 @@ async def test_run_loop_survives_node_outage(chain: Chain, pool: asyncpg.Pool) -
 
 async def _true(value: bool) -> bool:
     return value
-
-
-# ------------------------------------------------------------------------------------- HTTP route
-
-
-def fake_auth(pubkey: str | None) -> Callable[[Call, Handler], Awaitable[Reply]]:
-    async def stage(call: Call, next_handler: Handler) -> Reply:
-        call.identity = pubkey
-        call.response_headers["X-Credits-Remaining"] = "0"
-        return await next_handler(call)
-
-    return stage
-
-
-@dataclass
-class Answer:
-    status: int
-    doc: Any
-    headers: dict[str, str]
-
-
-Post = Callable[[Any], Awaitable[Answer]]
-
-
-@asynccontextmanager
-async def served(app: Starlette) -> AsyncIterator[Post]:
-    """Serve ``app`` with uvicorn on a free port; yield a function that POSTs to confirm-deposit."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.02)
-    try:
-        async with aiohttp.ClientSession() as http:
-
-            async def post(body: Any) -> Answer:
-                raw = body if isinstance(body, bytes) else orjson.dumps(body)
-                async with http.post(f"http://127.0.0.1:{port}/account/confirm-deposit", data=raw) as resp:
-                    headers = {k.lower(): v for k, v in resp.headers.items()}
-                    return Answer(resp.status, orjson.loads(await resp.read()), headers)
-
-            yield post
-    finally:
-        server.should_exit = True
-        await task
-
-
-async def test_confirm_deposit_route(chain: Chain, pool: asyncpg.Pool) -> None:
-    henry = await wallet_with_usdc(chain, 1_000_000)
-    sig = await send(chain.client, henry, [usdc_transfer(chain, henry, 300_000)])
-    services = DepositServices(lambda: pool, chain.upstream, POLICY, str(chain.deposit_ata), str(USDC))
-
-    async with served(Starlette(routes=deposit_routes(services, [fake_auth(str(henry.pubkey()))]))) as post:
-        first = await post({"signature": str(sig)})
-        assert first.status == 200, first.doc
-        assert first.doc["ok"] is True and first.doc["credits_added"] == 30_000 and first.doc["new_balance"] == 30_000
-        assert first.doc["already_processed"] is False and first.doc["credited_pubkey"] == str(henry.pubkey())
-        assert first.headers["x-credits-remaining"] == "0" and "x-request-id" in first.headers
-
-        again = await post({"signature": str(sig)})
-        assert again.doc["already_processed"] is True and again.doc["credits_added"] == 0
-
-        bad = await post({"signature": "nope"})
-        assert bad.status == 400 and bad.doc["error"]["code"] == "INVALID_REQUEST" and bad.doc["error"]["requestId"]
-        assert (await post(b"{not json")).status == 400
-        assert (await post({"sig": str(sig)})).status == 400
-
-    async with served(Starlette(routes=deposit_routes(services, [fake_auth(None)]))) as post:
-        assert (await post({"signature": str(sig)})).status == 401
 
 
 # --------------------------------------------------------------------------------- the Ray actor

@@ -116,6 +116,13 @@ def test_rate_limit_counts_batch_items(service: RunningService, customer: Custom
 
 
 def test_confirm_deposit_rejects_garbage(service: RunningService, customer: Customer) -> None:
+    url = f"{service.url}/account/confirm-deposit"
+    for body in ({"sig": "x"}, [], "text"):
+        status, doc = post_json(url, body, customer.headers)
+        assert (status, doc["error"]["code"]) == (400, "INVALID_REQUEST"), doc
+        assert doc["error"]["requestId"]
+    status, doc = post_json(url, {"signature": "5" * 88}, {})
+    assert (status, doc["error"]["code"]) == (402, -32002), doc
     status, doc = post_json(
         f"{service.url}/account/confirm-deposit", {"signature": "not-a-signature"}, customer.headers
     )
