@@ -12,11 +12,12 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from gateway.config import ConfigError, Settings, load_settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Credit-metered Solana RPC gateway.")
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="TOML settings file (also: GATEWAY_CONFIG).")]
 
@@ -25,12 +26,12 @@ def _settings(config: Path | None) -> Settings:
     try:
         return load_settings(config)
     except ConfigError as exc:
-        console.print(f"[red]{exc}[/red]")
+        console.print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(2) from exc
 
 
 def _report(part: str, detail: str) -> None:
-    console.print(f"[green]✓[/green] [bold]{part:<11}[/bold] {detail}")
+    console.print(f"[green]✓[/green] [bold]{part:<11}[/bold] {escape(detail)}")
 
 
 @app.command()
@@ -59,7 +60,7 @@ def up(config: ConfigOption = None) -> None:
         console.print("interrupted during start-up; stopped")
         raise typer.Exit(130) from None
     except Exception as exc:
-        console.print(f"[red]start-up failed:[/red] {exc}")
+        console.print(f"[red]start-up failed:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from exc
     started = True
     console.print(f"[bold]Ready.[/bold] JSON-RPC at http://{resolved.host}:{resolved.port}/  (Ctrl-C to stop)")

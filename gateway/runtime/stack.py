@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -50,6 +51,9 @@ class Stack:
 
     def _start(self) -> Settings:
         s = self.settings
+        busy = [f"{host}:{port}" for host, port in self._ports() if not _port_free(host, port)]
+        if busy:
+            raise RuntimeError(f"already in use: {', '.join(busy)} (another gateway or devnode running?)")
         self.home.mkdir(parents=True, exist_ok=True)
         keys = ensure_service_keys(self.home)
         self.report("keys", f"deposit wallet {keys['keys/deposit-wallet.json']} (in {self.home / 'keys'})")
@@ -105,6 +109,13 @@ class Stack:
         self.report("Serve", f"http://{resolved.host}:{resolved.port} ({resolved.ingress_replicas} ingress replica(s))")
         return resolved
 
+    def _ports(self) -> list[tuple[str, int]]:
+        s = self.settings
+        ports = [(s.host, s.port)]
+        if s.upstream_rpc_url is None:
+            ports += [("127.0.0.1", s.devnode_rpc_port), ("127.0.0.1", s.devnode_ws_port)]
+        return ports
+
     def stop(self) -> None:
         while self._stops:
             name, stop = self._stops.pop()
@@ -131,6 +142,15 @@ def _wait_healthy(url: str, timeout_s: float = 120.0) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the gateway did not become healthy at {url} within {timeout_s:g} s")
         time.sleep(0.25)
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def _redact(url: str) -> str:
