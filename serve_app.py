@@ -18,7 +18,12 @@ from gateway.config import Settings, load_settings
 from gateway.transports.http import build_http_app
 
 
-@serve.deployment(name="Ingress", logging_config=LoggingConfig(enable_access_log=False))
+# num_cpus=0: ingress replicas wait on I/O; reserving a core each would cap replicas at the core count.
+@serve.deployment(
+    name="Ingress",
+    logging_config=LoggingConfig(enable_access_log=False),
+    ray_actor_options={"num_cpus": 0},
+)
 @serve.ingress()
 class Ingress:
     """One HTTP ingress replica."""

@@ -1,0 +1,147 @@
+"""Helpers shared by the benchmark servers and the harness: loopback ports, child processes, CPU time."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+LOOPBACK = "127.0.0.1"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for `localhost`, 127.0.0.0/8 and ::1 (the only addresses a benchmark may target)."""
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def require_loopback_url(url: str) -> None:
+    """Raise ValueError unless `url` is an http(s) URL on a loopback address."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"not an http(s) URL: {url!r}")
+    host = parts.hostname or ""
+    if not is_loopback_host(host):
+        raise ValueError(f"refusing a non-loopback load target: {url!r} (host {host!r})")
+
+
+def require_loopback_host(host: str) -> None:
+    if not is_loopback_host(host):
+        raise ValueError(f"refusing to bind a non-loopback address: {host!r}")
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port that was free on `host` a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def wait_for_port(host: str, port: int, timeout_s: float) -> None:
+    """Wait until something accepts TCP connections on host:port."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            _reader, writer = await asyncio.open_connection(host, port)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nothing listens on {host}:{port} after {timeout_s:.0f} s") from None
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        return
+
+
+def process_cpu_s(pids: Iterable[int]) -> float:
+    """User + system CPU seconds used so far by the given live processes (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / _CLK_TCK
+
+
+@dataclass(frozen=True)
+class ServerProcess:
+    """A benchmark server running as a child process."""
+
+    name: str
+    pid: int
+    url: str
+
+
+@contextlib.asynccontextmanager
+async def spawn_server(
+    name: str,
+    module: str,
+    args: Sequence[str],
+    port: int,
+    *,
+    host: str = LOOPBACK,
+    ready_timeout_s: float = 20.0,
+    path: str = "/",
+) -> AsyncIterator[ServerProcess]:
+    """Run `python -m module *args` and yield once it listens on host:port; stop it on exit."""
+    require_loopback_host(host)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        module,
+        *args,
+        cwd=str(REPO_ROOT),
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=None,
+    )
+    try:
+        waiter = asyncio.ensure_future(wait_for_port(host, port, ready_timeout_s))
+        exited = asyncio.ensure_future(proc.wait())
+        done, _ = await asyncio.wait({waiter, exited}, return_when=asyncio.FIRST_COMPLETED)
+        if exited in done:
+            waiter.cancel()
+            raise RuntimeError(f"{name} ({module}) exited with {proc.returncode} before listening on {port}")
+        exited.cancel()
+        waiter.result()
+        yield ServerProcess(name=name, pid=proc.pid, url=f"http://{host}:{port}{path}")
+    finally:
+        await stop_process(proc)
+
+
+async def stop_process(proc: asyncio.subprocess.Process, grace_s: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL after `grace_s`; always reaps the child."""
+    if proc.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), grace_s)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()

@@ -1,0 +1,181 @@
+"""What metering costs: getSlot through the full metered path against the same Serve deployment with
+no auth and no metering (a), and against plain uvicorn forwarding with no Ray at all (b).
+
+    python -m bench.metered [--duration 8] [--connections 64,1]
+
+One run, one constant-answer upstream, one ingress replica; targets are interleaved over ``--rounds``
+rounds and each keeps its best round, so a noisy minute on a small machine hurts every target alike.
+Rows: the upstream alone, the plain forwarder (b), Serve unmetered (a), Serve metered with an API key,
+with signed headers (Ed25519 verify and a Redis nonce per request), and a 100-item batch with an API
+key (100 rate units and credits per request). The stack is started here the way ``gateway up`` starts
+it (embedded PostgreSQL and Redis, local Ray, Serve behind HAProxy), pointed at the constant upstream
+instead of a devnode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import asyncpg
+import orjson
+
+from bench._proc import free_port
+from bench.gateway_overhead import measure
+from bench.loadgen import DEFAULT_BODY, DEFAULT_HEADERS, Headers
+from bench.report import Row, format_ratios, format_table
+
+BATCH_BODY = orjson.dumps([{"jsonrpc": "2.0", "id": i, "method": "getSlot"} for i in range(100)])
+
+
+def start_reference(module: str, *args: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", module, "--port", str(port), *args], stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(urllib.request.Request(url, data=DEFAULT_BODY), timeout=1).read()
+            return proc, url
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def fund_account(database_url: str, pubkey: str, usdc_base_units: int) -> None:
+    """Credits through the ledger's deposit path (a benchmark has no chain to deposit on)."""
+    from gateway.config import Settings
+    from gateway.credits.model import DepositCredit
+    from gateway.credits.store import credit_deposit_on
+    from gateway.credits.watcher import credit_policy
+
+    async def run() -> None:
+        conn = await asyncpg.connect(database_url)
+        try:
+            deposit = DepositCredit(f"bench-{secrets.token_hex(16)}", pubkey, usdc_base_units)
+            outcome = await credit_deposit_on(conn, deposit, credit_policy(Settings()))
+            assert outcome.credited, outcome
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+
+
+def create_api_key(url: str, secret: bytes) -> str:
+    from gateway.client import WalletSigner
+
+    body = b"{}"
+    headers = {**WalletSigner(secret).headers("POST", "/account/api-key", body), "Content-Type": "application/json"}
+    request = urllib.request.Request(f"{url}/account/api-key", data=body, headers=headers)
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        return str(orjson.loads(resp.read())["api_key"])
+
+
+def run(duration_s: float, connections: list[int], rounds: int) -> list[Row]:
+    from ray import serve
+
+    from bench.unmetered import UnmeteredIngress
+    from gateway.client import WalletSigner
+    from gateway.config import Settings
+    from gateway.runtime.stack import Stack
+
+    upstream_proc, upstream_url = start_reference("bench.const_upstream")
+    forwarder_proc, forwarder_url = start_reference("bench.forwarder", "--upstream", upstream_url)
+    home = Path(tempfile.mkdtemp(prefix="gw-bench-"))
+    home.chmod(0o755)  # embedded PostgreSQL runs as its own user when we are root
+    settings = Settings(
+        home=home,
+        port=free_port(),
+        upstream_rpc_url=upstream_url,
+        rate_limit_rps=1_000_000,  # measure metering, not the limiter refusing calls
+        concurrency_limit=100_000,
+    )
+    stack = Stack(settings, report=lambda part, detail: print(f"  {part:<11} {detail}", flush=True))
+    try:
+        resolved = stack.start()
+        base = f"http://{resolved.host}:{resolved.port}"
+        serve.run(
+            UnmeteredIngress.bind(resolved.model_dump(mode="json")),  # type: ignore[attr-defined]
+            name="unmetered",
+            route_prefix="/unmetered",
+        )
+        secret = os.urandom(32)
+        signer = WalletSigner(secret)
+        key = create_api_key(base, secret)
+        assert resolved.database_url is not None
+        fund_account(resolved.database_url, signer.pubkey, 100_000_000)  # 100 USDC = 10M credits
+
+        def signed() -> dict[str, str]:
+            return {**DEFAULT_HEADERS, **signer.headers("POST", "/", DEFAULT_BODY)}
+
+        keyed = {**DEFAULT_HEADERS, "X-Api-Key": key}
+
+        def one(targets: dict[str, str], headers: Headers = DEFAULT_HEADERS, body: bytes = DEFAULT_BODY) -> list[Row]:
+            return asyncio.run(
+                measure(
+                    targets,
+                    connections=connections,
+                    duration_s=duration_s,
+                    headers=headers,
+                    body=body,
+                    backend="python",
+                )
+            )
+
+        return [
+            *one({"upstream": upstream_url, "forwarder": forwarder_url}),
+            *one({"serve-unmetered": f"{base}/unmetered/"}),
+            *one({"metered-apikey": f"{base}/"}, keyed),
+            *one({"metered-signed": f"{base}/"}, signed),
+            *one({"metered-batch100": f"{base}/"}, keyed, BATCH_BODY),
+        ]
+    finally:
+        stack.stop()
+        for proc in (forwarder_proc, upstream_proc):
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.metered", description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=8.0, help="measured seconds per run (default 8)")
+    parser.add_argument("--connections", default="64,1", help="comma-separated (default 64,1)")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds; each target's best is kept")
+    args = parser.parse_args(argv)
+    connections = [int(c) for c in args.connections.split(",")]
+    rows = run(args.duration, connections, args.rounds)
+    rows.sort(key=lambda r: -r.result.connections)
+    print()
+    print(format_table(rows, baseline="forwarder"))
+    print()
+    print(
+        format_ratios(
+            rows,
+            [
+                ("metered-apikey", "serve-unmetered"),
+                ("metered-apikey", "forwarder"),
+                ("metered-signed", "serve-unmetered"),
+                ("serve-unmetered", "forwarder"),
+            ],
+        )
+    )
+    for conns in connections:
+        by = {r.name: r.result for r in rows if r.result.connections == conns}
+        added = by["metered-apikey"].p50_ms - by["serve-unmetered"].p50_ms
+        print(f"p50 added by metering at {conns} connection(s): {added:+.3f} ms")
+    batch = [r.result for r in rows if r.name == "metered-batch100"]
+    for result in batch:
+        print(f"batch of 100 at {result.connections} conn: {result.rps * 100:,.0f} metered calls/s")
+
+
+if __name__ == "__main__":
+    main()
