@@ -29,7 +29,6 @@ class ParseStage:
         self.implemented = implemented
 
     async def __call__(self, call: Call, next_handler: Handler) -> Reply:
-        call.transport = "jsonrpc"
         payload = parse_payload(call.body)
         call.payload = payload
         for item in payload.items:

@@ -29,18 +29,20 @@ class RunningGateway:
 
 
 @asynccontextmanager
-async def serve_gateway(settings: Settings, **auth_options: Any) -> AsyncIterator[RunningGateway]:
+async def serve_gateway(
+    settings: Settings, *, wait_ready: bool = True, **auth_options: Any
+) -> AsyncIterator[RunningGateway]:
     """Serve one GatewayApp on a free loopback port (no Ray): the same app a Serve replica runs.
 
     ``auth_options`` go to :class:`gateway.auth.services.AuthServices` (short lifetimes, hooks).
-    Returns once the node has answered.
+    Returns once the node has answered (with ``wait_ready``) or once the server listens.
     """
     port = free_port()
     gw = GatewayApp(settings, **auth_options)
     config = uvicorn.Config(build_http_app(gw), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
-    while not (server.started and gw.ready):
+    while not (server.started and (gw.ready or not wait_ready)):
         if task.done():
             task.result()
         await asyncio.sleep(0.02)

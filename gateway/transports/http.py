@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.app import GatewayApp
 from gateway.auth.stage import AuthStage
-from gateway.credits.watcher import DepositServices, deposit_routes
+from gateway.credits.confirm import DepositServices, deposit_routes
 from gateway.errors import ProxyError
 from gateway.pipeline import json_reply
 from gateway.public import capabilities_document, health_document, pricing_document
@@ -51,8 +51,8 @@ def build_http_app(gw: GatewayApp) -> Starlette:
             await gw.shutdown()
 
     routes: list[BaseRoute] = [
-        mount("/", "POST", [], gw.rpc, RPC_MAX_BODY_BYTES),
-        mount("/rpc", "POST", [], gw.rpc, RPC_MAX_BODY_BYTES),
+        mount("/", "POST", [], gw.rpc, RPC_MAX_BODY_BYTES, transport="jsonrpc"),
+        mount("/rpc", "POST", [], gw.rpc, RPC_MAX_BODY_BYTES, transport="jsonrpc"),
         Route("/health", health, methods=["GET"]),
         Route("/pricing", pricing, methods=["GET"]),
         Route("/capabilities", capabilities, methods=["GET"]),

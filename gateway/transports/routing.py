@@ -40,8 +40,9 @@ def to_response(reply: Reply) -> Response:
     return Response(reply.body, status_code=reply.status, headers=reply.headers, media_type="application/json")
 
 
-def to_call(request: Request, body: bytes) -> Call:
+def to_call(request: Request, body: bytes, transport: str = "http") -> Call:
     return Call(
+        transport=transport,
         method=request.method,
         path=request.url.path,
         headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.scope["headers"]},
@@ -56,8 +57,12 @@ def mount(
     stages: Sequence[Stage],
     endpoint: Handler,
     max_body: int = REST_MAX_BODY_BYTES,
+    transport: str = "http",
 ) -> Route:
-    """A route running ``error_boundary``, then ``stages``, then ``endpoint``."""
+    """A route running ``error_boundary``, then ``stages``, then ``endpoint``.
+
+    ``transport="jsonrpc"`` makes errors that carry a JSON-RPC code render as JSON-RPC bodies.
+    """
     handler = compose([error_boundary, *stages], endpoint)
 
     async def route(request: Request) -> Response:
@@ -66,6 +71,6 @@ def mount(
         except BodyTooLarge:
             err = ProxyError(413, "PAYLOAD_TOO_LARGE", f"request body exceeds {max_body} bytes")
             return to_response(json_reply(413, err.http_body(None)))
-        return to_response(await handler(to_call(request, body)))
+        return to_response(await handler(to_call(request, body, transport)))
 
     return Route(path, route, methods=[methods] if isinstance(methods, str) else list(methods))

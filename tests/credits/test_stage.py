@@ -66,7 +66,7 @@ class Gateway:
     async def rpc(self, *calls: tuple[str, list[Any]], batch: bool = False) -> tuple[Reply, Any]:
         items = [{"jsonrpc": "2.0", "id": n, "method": m, "params": p} for n, (m, p) in enumerate(calls)]
         body = orjson.dumps(items if batch else items[0])
-        reply = await self.handler(Call("POST", "/", {}, {}, body))
+        reply = await self.handler(Call("POST", "/", {}, {}, transport="jsonrpc", body=body))
         return reply, orjson.loads(reply.body)
 
 
@@ -272,7 +272,7 @@ async def test_low_balance_event_fires_once(gateway: Callable[..., Gateway], poo
 async def test_errors_before_metering_carry_the_headers(gateway: Callable[..., Gateway], pool: asyncpg.Pool) -> None:
     gw = gateway()
     await fund(pool, gw.pubkey, 40)
-    reply = await gw.handler(Call("POST", "/", {}, {}, b"{not json"))
+    reply = await gw.handler(Call("POST", "/", {}, {}, transport="jsonrpc", body=b"{not json"))
     assert reply.status == 400
     assert_metered_headers(reply)
     assert reply.headers["X-Credits-Remaining"] == "40"
@@ -282,7 +282,9 @@ async def test_unauthenticated_calls_are_never_forwarded(pool: asyncpg.Pool) -> 
     node = ScriptedNode()
     stage = MeteringStage(Meter(pool), Limiter(50, 4), PAYMENT)
     handler = compose([error_boundary, ParseStage(PriceTable.default()), stage], Forwarder(node))
-    reply = await handler(Call("POST", "/", {}, {}, b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'))
+    reply = await handler(
+        Call("POST", "/", {}, {}, transport="jsonrpc", body=b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}')
+    )
     assert reply.status == 402 and orjson.loads(reply.body)["error"]["code"] == -32002
     assert node.seen == []
 
@@ -298,7 +300,9 @@ async def test_ledger_outage_is_503_and_free(database_url: str, pubkey: str) -> 
 
     node = ScriptedNode()
     handler = compose([error_boundary, authenticate, ParseStage(PriceTable.default()), stage], Forwarder(node))
-    reply = await handler(Call("POST", "/", {}, {}, b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'))
+    reply = await handler(
+        Call("POST", "/", {}, {}, transport="jsonrpc", body=b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}')
+    )
     body = orjson.loads(reply.body)
     assert reply.status == 503 and body["error"]["code"] == -32003 and body["error"]["data"]["retry_after_secs"] == 5
     assert node.seen == []

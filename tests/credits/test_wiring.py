@@ -45,19 +45,21 @@ async def test_api_key_call_is_metered_end_to_end(
         pubkey = new_pubkey()
         assert auth.api_keys is not None
         key = await auth.api_keys.rotate(pubkey, None)
-        reply = await rpc(Call("POST", "/", {"x-api-key": key}, {}, GET_SLOT))
+        reply = await rpc(Call("POST", "/", {"x-api-key": key}, {}, GET_SLOT, transport="jsonrpc"))
         assert reply.status == 402 and orjson.loads(reply.body)["error"]["code"] == -32010  # an account, no credits
         assert reply.headers["X-Credits-Remaining"] == "0" and reply.headers["X-Credits-Low"] == "true"
 
         await fund(pool, pubkey, 10)
         meter.invalidate(pubkey)  # what confirm-deposit does on the replica that credited
-        reply = await rpc(Call("POST", "/", {"x-api-key": key}, {}, GET_SLOT))
+        reply = await rpc(Call("POST", "/", {"x-api-key": key}, {}, GET_SLOT, transport="jsonrpc"))
         assert reply.status == 200 and orjson.loads(reply.body) == {"jsonrpc": "2.0", "id": 7, "result": 1}
         assert reply.headers["X-Credits-Remaining"] == "9"
         assert {"X-Request-Id", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"} <= set(reply.headers)
         assert await StoreBalanceSource(meter).balance(pubkey) == 9
 
-        reply = await rpc(Call("POST", "/", {}, {}, GET_SLOT))  # no credentials: auth's 402, no metering
+        reply = await rpc(
+            Call("POST", "/", {}, {}, transport="jsonrpc", body=GET_SLOT)
+        )  # no credentials: auth's 402, no metering
         assert reply.status == 402 and "X-Credits-Remaining" not in reply.headers
     finally:
         await meter.stop()
