@@ -18,7 +18,8 @@ from typing import Any
 import asyncpg
 
 from gateway.config import Settings
-from gateway.credits.watcher import DepositWatcher, credit_policy, deposit_ata_for
+from gateway.credits.chain_reads import credit_policy, deposit_ata_for
+from gateway.credits.watcher import DepositWatcher
 from gateway.upstream import HttpUpstream
 
 log = logging.getLogger(__name__)

@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -54,9 +55,9 @@ def start_reference(module: str, *args: str) -> tuple[subprocess.Popen[bytes], s
 def fund_account(database_url: str, pubkey: str, usdc_base_units: int) -> None:
     """Credits through the ledger's deposit path (a benchmark has no chain to deposit on)."""
     from gateway.config import Settings
+    from gateway.credits.chain_reads import credit_policy
     from gateway.credits.model import DepositCredit
     from gateway.credits.store import credit_deposit_on
-    from gateway.credits.watcher import credit_policy
 
     async def run() -> None:
         conn = await asyncpg.connect(database_url)
@@ -119,25 +120,33 @@ def run(duration_s: float, connections: list[int], rounds: int) -> list[Row]:
 
         keyed = {**DEFAULT_HEADERS, "X-Api-Key": key}
 
-        def one(targets: dict[str, str], headers: Headers = DEFAULT_HEADERS, body: bytes = DEFAULT_BODY) -> list[Row]:
-            return asyncio.run(
-                measure(
-                    targets,
-                    connections=connections,
-                    duration_s=duration_s,
-                    headers=headers,
-                    body=body,
-                    backend="python",
-                )
-            )
-
-        return [
-            *one({"upstream": upstream_url, "forwarder": forwarder_url}),
-            *one({"serve-unmetered": f"{base}/unmetered/"}),
-            *one({"metered-apikey": f"{base}/"}, keyed),
-            *one({"metered-signed": f"{base}/"}, signed),
-            *one({"metered-batch100": f"{base}/"}, keyed, BATCH_BODY),
+        targets: list[tuple[str, str, Headers, bytes]] = [
+            ("upstream", upstream_url, DEFAULT_HEADERS, DEFAULT_BODY),
+            ("forwarder", forwarder_url, DEFAULT_HEADERS, DEFAULT_BODY),
+            ("serve-unmetered", f"{base}/unmetered/", DEFAULT_HEADERS, DEFAULT_BODY),
+            ("metered-apikey", f"{base}/", keyed, DEFAULT_BODY),
+            ("metered-signed", f"{base}/", signed, DEFAULT_BODY),
+            ("metered-batch100", f"{base}/", keyed, BATCH_BODY),
         ]
+        best: dict[tuple[str, int], Row] = {}
+        for round_no in range(rounds):  # interleaved, so a noisy minute hurts every target alike
+            print(f"round {round_no + 1} of {rounds}", flush=True)
+            for conns in connections:
+                for name, url, headers, body in targets:
+                    (row,) = asyncio.run(
+                        measure(
+                            {name: url},
+                            connections=[conns],
+                            duration_s=duration_s,
+                            headers=headers,
+                            body=body,
+                            backend="python",
+                        )
+                    )
+                    kept = best.get((name, conns))
+                    if kept is None or row.result.rps > kept.result.rps:
+                        best[(name, conns)] = row
+        return list(best.values())
     finally:
         stack.stop()
         for proc in (forwarder_proc, upstream_proc):
@@ -151,6 +160,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--connections", default="64,1", help="comma-separated (default 64,1)")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds; each target's best is kept")
     args = parser.parse_args(argv)
+    # SIGTERM must unwind through run()'s finally, which stops the stack and the reference servers.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     connections = [int(c) for c in args.connections.split(",")]
     rows = run(args.duration, connections, args.rounds)
     rows.sort(key=lambda r: -r.result.connections)

@@ -40,13 +40,11 @@ from spl.token.models import InitializeMint2Params, MintToCheckedParams, Transfe
 from devnode.config import DevnodeConfig
 from devnode.node import Devnode
 from gateway.config import Settings
+from gateway.credits.chain_reads import NOT_FINALIZED
+from gateway.credits.confirm import confirm_deposit
 from gateway.credits.deposits import REASON_FAILED, REASON_NO_TRANSFER, deposit_token_account
 from gateway.credits.model import CreditPolicy
-from gateway.credits.watcher import (
-    NOT_FINALIZED,
-    DepositWatcher,
-    confirm_deposit,
-)
+from gateway.credits.watcher import DepositWatcher
 from gateway.errors import ProxyError
 from gateway.upstream import HttpUpstream
 

@@ -1,0 +1,106 @@
+"""What the deposit paths read from the node and the settings: finalized transactions, the deposit
+account, the credit policy. Shared by the watcher and by confirm-deposit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from solders.pubkey import Pubkey
+
+from gateway.config import Settings
+from gateway.credits.deposits import DepositTransfer, deposit_token_account
+from gateway.credits.model import CreditPolicy, DepositCredit
+from gateway.keys import DEPOSIT_WALLET, load_keypair, load_or_create_keypair
+from gateway.upstream import Upstream, UpstreamUnavailable
+
+RPC_TIMEOUT_S = 15.0
+UNSUPPORTED_TX_VERSION = -32015
+NOT_FINALIZED = "transaction not found or not finalized yet; retry in ~30 s"
+
+
+class ChainError(Exception):
+    """The node answered a JSON-RPC error (it was reachable; the request itself failed)."""
+
+    def __init__(self, code: int | None, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+async def rpc_call(upstream: Upstream, method: str, params: list[Any], timeout_s: float = RPC_TIMEOUT_S) -> Any:
+    """One JSON-RPC call to the node; its ``result``, or :class:`ChainError` for an error answer."""
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+    raw = await upstream.post(body, timeout_s)
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise UpstreamUnavailable(f"{method}: node answered something that is not JSON") from exc
+    if not isinstance(doc, dict):
+        raise UpstreamUnavailable(f"{method}: node answered something that is not a JSON-RPC response")
+    error = doc.get("error")
+    if error is not None:
+        code = error.get("code") if isinstance(error, dict) else None
+        message = error.get("message") if isinstance(error, dict) else None
+        raise ChainError(code if isinstance(code, int) else None, f"{method}: {message or error}")
+    return doc.get("result")
+
+
+async def get_finalized_transaction(
+    upstream: Upstream, signature: str, timeout_s: float = RPC_TIMEOUT_S
+) -> dict[str, Any] | None:
+    """``getTransaction`` (jsonParsed, finalized); a v1 transaction is fetched again with version 1 allowed."""
+    cfg: dict[str, Any] = {"encoding": "jsonParsed", "commitment": "finalized", "maxSupportedTransactionVersion": 0}
+    try:
+        result = await rpc_call(upstream, "getTransaction", [signature, cfg], timeout_s)
+    except ChainError as exc:
+        if exc.code != UNSUPPORTED_TX_VERSION:
+            raise
+        result = await rpc_call(
+            upstream, "getTransaction", [signature, {**cfg, "maxSupportedTransactionVersion": 1}], timeout_s
+        )
+    return result if isinstance(result, dict) else None
+
+
+def deposit_credits(signature: str, slot: int | None, transfers: Sequence[DepositTransfer]) -> list[DepositCredit]:
+    """One credit per authority wallet in the transaction, its transfers summed, keyed for exactly-once.
+
+    The usual transaction has one transfer and gets the bare signature as its key. A transaction moving
+    USDC in for several authorities gives the second and later ones ``<signature>:<n>`` (order of first
+    appearance, the same on both paths), so each is still credited at most once.
+    """
+    totals: dict[str, int] = {}
+    for transfer in transfers:
+        totals[transfer.authority] = totals.get(transfer.authority, 0) + transfer.amount_base_units
+    return [
+        DepositCredit(
+            signature=signature if n == 0 else f"{signature}:{n}",
+            pubkey=pubkey,
+            amount_base_units=amount,
+            slot=slot,
+        )
+        for n, (pubkey, amount) in enumerate(totals.items())
+    ]
+
+
+def credit_policy(settings: Settings) -> CreditPolicy:
+    return CreditPolicy(
+        credits_per_usdc=settings.credits_per_usdc,
+        credit_expiry_seconds=settings.credit_expiry_seconds,
+        referral_bonus_percent=settings.referral_bonus_percent,
+    )
+
+
+def deposit_ata_for(settings: Settings) -> Pubkey:
+    """The deposit wallet's USDC token account: the wallet is the public key of ``<home>/keys/deposit-wallet.json``.
+
+    The stack creates the key before anything starts; a replica started some other way (tests,
+    ``serve run``) creates it on first use, and if another process wins that race, reads theirs.
+    """
+    path = settings.resolved_home / DEPOSIT_WALLET
+    try:
+        wallet = load_or_create_keypair(path).pubkey()
+    except FileExistsError:
+        wallet = load_keypair(path).pubkey()
+    return deposit_token_account(wallet, Pubkey.from_string(settings.usdc_mint))

@@ -1,0 +1,224 @@
+"""``POST /account/confirm-deposit``: credit one deposit at once instead of waiting for the watcher."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import orjson
+from solders.signature import Signature
+from starlette.routing import Route
+
+from gateway.config import Settings
+from gateway.credits.chain_reads import (
+    NOT_FINALIZED,
+    RPC_TIMEOUT_S,
+    ChainError,
+    credit_policy,
+    deposit_ata_for,
+    deposit_credits,
+    get_finalized_transaction,
+    rpc_call,
+)
+from gateway.credits.deposits import scan_deposits
+from gateway.credits.model import CreditPolicy, DepositCredit, DepositOutcome, EventHook, no_events
+from gateway.credits.store import credit_deposit
+from gateway.errors import auth_failed, backend_unavailable, invalid_request, service_unavailable
+from gateway.pipeline import Call, Handler, Reply, Stage, json_reply
+from gateway.transports.routing import mount
+from gateway.upstream import Upstream, UpstreamTimeout, UpstreamUnavailable
+
+# ------------------------------------------------------------------------------------ confirm-deposit
+
+
+@dataclass(frozen=True)
+class ConfirmedDeposit:
+    """What confirm-deposit did: the summed outcome plus whom it credited (the transfer's authority)."""
+
+    signature: str
+    outcome: DepositOutcome
+    credited_pubkey: str
+    amount_base_units: int
+    parts: tuple[tuple[DepositCredit, DepositOutcome], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": True,
+            "credits_added": self.outcome.credits_added,
+            "new_balance": self.outcome.new_balance,
+            "already_processed": self.outcome.already_processed,
+            "signature": self.signature,
+            "credited_pubkey": self.credited_pubkey,
+            "amount_base_units": self.amount_base_units,
+            "bonus_credits": self.outcome.bonus_credits,
+        }
+
+
+def parse_signature(signature: Any) -> str:
+    """The signature in canonical base58, or 400 INVALID_REQUEST."""
+    if not isinstance(signature, str) or not signature:
+        raise invalid_request("signature is required: a base58 transaction signature (64 bytes)")
+    try:
+        return str(Signature.from_string(signature.strip()))
+    except ValueError as exc:
+        raise invalid_request("signature is not a base58 transaction signature (64 bytes)") from exc
+
+
+async def confirm_deposit(
+    pool: asyncpg.Pool,
+    upstream: Upstream,
+    signature: str,
+    policy: CreditPolicy,
+    deposit_ata: str,
+    usdc_mint: str,
+    *,
+    caller: str | None = None,
+    timeout_s: float = RPC_TIMEOUT_S,
+    events: EventHook = no_events,
+) -> ConfirmedDeposit:
+    """Credit the deposit in ``signature`` now instead of waiting for the watcher; 400 for anything else.
+
+    ``caller`` (the authenticated wallet) only chooses whose balance is reported when one transaction
+    pays in for several wallets; credit always goes to each transfer's authority (funding attribution).
+    """
+    sig = parse_signature(signature)
+    try:
+        statuses = await rpc_call(
+            upstream, "getSignatureStatuses", [[sig], {"searchTransactionHistory": True}], timeout_s
+        )
+        status = _first_status(statuses)
+        # The status check keeps a node that ignores `commitment` (the devnode does) from handing out
+        # a transaction that is not final yet.
+        finalized = status is not None and status.get("confirmationStatus") == "finalized"
+        tx = await get_finalized_transaction(upstream, sig, timeout_s) if finalized else None
+    except (UpstreamUnavailable, UpstreamTimeout, ChainError) as exc:
+        raise backend_unavailable(f"could not read the transaction from the node: {exc}") from exc
+    if tx is None:
+        raise invalid_request(NOT_FINALIZED)
+
+    scan = scan_deposits(tx, deposit_ata, usdc_mint)
+    if not scan.transfers:
+        raise invalid_request(scan.reason or "no USDC transfer to the deposit address in this transaction")
+    slot = tx.get("slot")
+    credits = deposit_credits(sig, slot if isinstance(slot, int) else None, scan.transfers)
+    parts = tuple([(credit, await credit_deposit(pool, credit, policy, events)) for credit in credits])
+
+    shown = next((p for p in parts if p[0].pubkey == caller), parts[0])
+    if not any(o.credited for _, o in parts):
+        ignored = [await _ignored_reason(pool, credit, outcome) for credit, outcome in parts]
+        if all(ignored):
+            raise invalid_request(f"deposit not credited: {ignored[0]}")
+    outcome = DepositOutcome(
+        credited=any(o.credited for _, o in parts),
+        already_processed=all(o.already_processed for _, o in parts),
+        credits_added=sum(o.credits_added for _, o in parts),
+        new_balance=shown[1].new_balance,
+        ignored_reason=None,
+        bonus_credits=sum(o.bonus_credits for _, o in parts),
+    )
+    return ConfirmedDeposit(
+        signature=sig,
+        outcome=outcome,
+        credited_pubkey=shown[0].pubkey,
+        amount_base_units=sum(c.amount_base_units for c in credits),
+        parts=parts,
+    )
+
+
+async def _ignored_reason(pool: asyncpg.Pool, credit: DepositCredit, outcome: DepositOutcome) -> str | None:
+    """Why this deposit earns nothing, now or when it was first recorded (then the outcome says only "seen")."""
+    if outcome.ignored_reason or not outcome.already_processed:
+        return outcome.ignored_reason
+    row = await pool.fetchrow("SELECT status, reason FROM deposits WHERE signature = $1", credit.signature)
+    if row is not None and row["status"] == "ignored":
+        return str(row["reason"] or "ignored")
+    return None
+
+
+def _first_status(statuses: Any) -> Mapping[str, Any] | None:
+    value = statuses.get("value") if isinstance(statuses, dict) else None
+    first = value[0] if isinstance(value, list) and value else None
+    return first if isinstance(first, dict) else None
+
+
+# ----------------------------------------------------------------------------------------- endpoint
+
+
+@dataclass
+class DepositServices:
+    """What the deposit paths need from a replica. The pool is looked up per call: it opens at start-up."""
+
+    get_pool: Callable[[], asyncpg.Pool | None]
+    upstream: Upstream
+    policy: CreditPolicy
+    deposit_ata: str
+    usdc_mint: str
+    events: EventHook = no_events
+    #: Told which wallet was credited, so a replica's cached "not enough credits" answer ends at once.
+    after_credit: Callable[[str], None] = lambda pubkey: None
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        upstream: Upstream,
+        get_pool: Callable[[], asyncpg.Pool | None],
+        events: EventHook = no_events,
+        after_credit: Callable[[str], None] = lambda pubkey: None,
+    ) -> DepositServices:
+        return cls(
+            after_credit=after_credit,
+            get_pool=get_pool,
+            upstream=upstream,
+            policy=credit_policy(settings),
+            deposit_ata=str(deposit_ata_for(settings)),
+            usdc_mint=settings.usdc_mint,
+            events=events,
+        )
+
+
+def caller_pubkey(identity: Any) -> str | None:
+    """The authenticated wallet, whatever shape the auth stage gives identities (str or ``.pubkey``)."""
+    if isinstance(identity, str):
+        return identity
+    pubkey = getattr(identity, "pubkey", None)
+    return str(pubkey) if pubkey is not None else None
+
+
+def confirm_deposit_handler(services: DepositServices) -> Handler:
+    """The endpoint behind the auth stage: ``{signature}`` in, ``{ok, credits_added, new_balance, ...}`` out."""
+
+    async def handle_confirm(call: Call) -> Reply:
+        caller = caller_pubkey(call.identity)
+        if caller is None:
+            raise auth_failed("confirm-deposit needs an authenticated wallet")
+        try:
+            body = orjson.loads(call.body) if call.body else None
+        except orjson.JSONDecodeError as exc:
+            raise invalid_request('body must be JSON: {"signature": "<base58 signature>"}') from exc
+        if not isinstance(body, dict) or "signature" not in body:
+            raise invalid_request('body must be {"signature": "<base58 signature>"}')
+        pool = services.get_pool()
+        if pool is None:
+            raise service_unavailable("the account database is not available yet", 5)
+        confirmed = await confirm_deposit(
+            pool,
+            services.upstream,
+            body["signature"],
+            services.policy,
+            services.deposit_ata,
+            services.usdc_mint,
+            caller=caller,
+            events=services.events,
+        )
+        services.after_credit(confirmed.credited_pubkey)
+        return json_reply(200, confirmed.to_json(), dict(call.response_headers))
+
+    return handle_confirm
+
+
+def deposit_routes(services: DepositServices, stages: Sequence[Stage] = ()) -> list[Route]:
+    """``POST /account/confirm-deposit`` with ``stages`` (the auth stage) in front of the handler."""
+    return [mount("/account/confirm-deposit", "POST", stages, confirm_deposit_handler(services))]
