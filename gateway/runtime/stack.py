@@ -145,7 +145,10 @@ def _wait_healthy(url: str, timeout_s: float = 120.0) -> None:
 
 
 def _port_free(host: str, port: int) -> bool:
+    """Whether a server could listen there: SO_REUSEADDR, as servers set it, so a port left in
+    TIME_WAIT by the previous run counts as free and only a live listener counts as busy."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
