@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import hashlib
 import hmac
 import logging
 import re
@@ -60,7 +59,7 @@ def is_api_key_format(key: str) -> bool:
 
 
 def hash_api_key(secret: bytes, key: str) -> bytes:
-    return hmac.new(secret, key.encode("ascii"), hashlib.sha256).digest()
+    return hmac.digest(secret, key.encode("ascii"), "sha256")  # one-shot: no HMAC object per request
 
 
 @dataclass(frozen=True, slots=True)
