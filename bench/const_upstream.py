@@ -89,6 +89,19 @@ def answer(body: bytes) -> bytes:
 # ----------------------------------------------------------------------------------------- raw ASGI
 
 
+async def read_body(receive: Receive) -> bytes:
+    """The whole request body of an ASGI HTTP request (shared with :mod:`bench.forwarder`)."""
+    message = await receive()
+    body: bytes = message.get("body", b"")
+    if message.get("more_body", False):
+        chunks = [body]
+        while message.get("more_body", False):
+            message = await receive()
+            chunks.append(message.get("body", b""))
+        body = b"".join(chunks)
+    return body
+
+
 async def asgi_app(scope: Scope, receive: Receive, send: Send) -> None:
     """The raw ASGI implementation."""
     if scope["type"] == "lifespan":
@@ -101,14 +114,7 @@ async def asgi_app(scope: Scope, receive: Receive, send: Send) -> None:
                 return
     if scope["type"] != "http":
         return
-    message = await receive()
-    body: bytes = message.get("body", b"")
-    if message.get("more_body", False):
-        chunks = [body]
-        while message.get("more_body", False):
-            message = await receive()
-            chunks.append(message.get("body", b""))
-        body = b"".join(chunks)
+    body = await read_body(receive)
     if scope["method"] != "POST":
         await send(
             {"type": "http.response.start", "status": 405, "headers": [(b"allow", b"POST"), (b"content-length", b"0")]}

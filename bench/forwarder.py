@@ -20,7 +20,7 @@ from typing import Any, Final
 import aiohttp
 
 from bench._proc import LOOPBACK, require_loopback_host, require_loopback_url
-from bench.const_upstream import Message, Receive, Scope, Send
+from bench.const_upstream import Message, Receive, Scope, Send, read_body
 
 DEFAULT_CONNECTOR_LIMIT: Final = 256
 _BAD_GATEWAY: Final = b'{"jsonrpc":"2.0","error":{"code":-32603,"message":"upstream unavailable"},"id":null}'
@@ -61,14 +61,7 @@ class Forwarder:
             return
         if scope["type"] != "http":
             return
-        message = await receive()
-        body: bytes = message.get("body", b"")
-        if message.get("more_body", False):
-            chunks = [body]
-            while message.get("more_body", False):
-                message = await receive()
-                chunks.append(message.get("body", b""))
-            body = b"".join(chunks)
+        body = await read_body(receive)
         if scope["method"] != "POST":
             await _respond(send, 405, b"", b"text/plain")
             return
