@@ -55,7 +55,6 @@ class GatewayApp:
             balance_source=StoreBalanceSource(self.meter),
             **auth_options,
         )
-        self.profile.auth = {"wallet_signature": True, "api_key": True, "session_token": True}
         self.rpc: Handler = compose(
             [
                 error_boundary,
@@ -84,7 +83,7 @@ class GatewayApp:
 
     @property
     def ready(self) -> bool:
-        return self.upstream.primary.healthy or self.upstream.use_fallback or self.upstream.primary.ever_healthy
+        return self.upstream.primary.ever_healthy or self.upstream.use_fallback
 
     async def _readiness_gate(self, call: Call, next_handler: Handler) -> Reply:
         """Until a node has answered once, paid traffic gets 503 -32003 rather than a failed forward."""

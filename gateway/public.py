@@ -15,7 +15,7 @@ class ServiceProfile:
     """What this deployment offers. Flags turn on as the parts behind them are built and configured."""
 
     auth: dict[str, bool] = field(
-        default_factory=lambda: {"wallet_signature": False, "api_key": False, "session_token": False}
+        default_factory=lambda: {"wallet_signature": True, "api_key": True, "session_token": True}
     )
     services: dict[str, bool] = field(
         default_factory=lambda: {
