@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from actors.deposit_watcher import start_deposit_watcher, stop_deposit_watcher
 from gateway.config import Settings
 from gateway.keys import ensure_service_keys
 from gateway.runtime.devnode_proc import DevnodeProcess
@@ -101,8 +102,6 @@ class Stack:
         self.report("Ray", serve_rt.ray_description)
         serve_rt.deploy()
         _wait_healthy(f"http://{resolved.host}:{resolved.port}/health")
-        from actors.deposit_watcher import start_deposit_watcher, stop_deposit_watcher
-
         start_deposit_watcher(resolved.model_dump(mode="json"), interval_s=resolved.deposit_poll_s)
         self._stops.append(("deposit watcher", stop_deposit_watcher))
         self.report("deposits", "watcher actor following the deposit wallet's USDC account")
@@ -127,7 +126,7 @@ class Stack:
 
 
 def _wait_healthy(url: str, timeout_s: float = 120.0) -> None:
-    """Wait until the Serve app answers /health (any status: 503 'starting' means it is up)."""
+    """Wait until the Serve app answers /health with 200: it is up and a node has answered it."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
