@@ -13,6 +13,10 @@ from gateway.errors import ProxyError, RpcCode
 from gateway.limits import ConcurrencyLimited, RateLimited
 
 
+def account_suspended() -> ProxyError:
+    return ProxyError(403, "ACCOUNT_SUSPENDED", "this account is suspended; contact the operator")
+
+
 def insufficient_credits(price: int, available: int | None) -> ProxyError:
     data: dict[str, Any] = {"required": price}
     if available is not None:

@@ -58,7 +58,8 @@ async def lease(
         if account is None:
             return None
         available = int(account["balance"]) - await held(conn, pubkey)
-        granted = grant_size(available, want, at_least, replicas)
+        suspended = account["status"] == "suspended"
+        granted = 0 if suspended else grant_size(available, want, at_least, replicas)
         lease_id: int | None = None
         if granted > 0:
             lease_id = await conn.fetchval(
@@ -76,6 +77,7 @@ async def lease(
         available - granted,
         account["rate_limit_rps"],
         account["concurrency_limit"],
+        suspended,
     )
 
 

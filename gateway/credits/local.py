@@ -55,6 +55,7 @@ class AccountState:
     store_available: int = 0  # balance minus all holds, as of the last store answer
     rate_limit_rps: int | None = None
     concurrency_limit: int | None = None
+    suspended: bool = False
     refunds_pending: int = 0
     last_used: float = 0.0
     window: int = 0  # credits spent since the last rate sample

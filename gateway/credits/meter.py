@@ -167,6 +167,7 @@ class Meter:
         acct.exists = True
         acct.store_available = grant.available_after
         acct.rate_limit_rps, acct.concurrency_limit = grant.rate_limit_rps, grant.concurrency_limit
+        acct.suspended = grant.suspended
         if grant.lease_id is not None:
             deadline = started + self.lease_ttl_s - self.margin_s
             acct.leases.append(Lease(grant.lease_id, grant.granted, deadline, started))

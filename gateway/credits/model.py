@@ -89,6 +89,7 @@ class LeaseGrant:
     available_after: int  # balance minus every live hold, this one included
     rate_limit_rps: int | None
     concurrency_limit: int | None
+    suspended: bool = False  # a suspended account is granted nothing
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ Entry = tuple[str, int, int, str, str | None]
 async def lock_account(conn: asyncpg.Connection, pubkey: str) -> asyncpg.Record | None:
     """Lock the account row: every credit writer takes this lock first, so they serialise per account."""
     row: asyncpg.Record | None = await conn.fetchrow(
-        """SELECT pubkey, balance, ref_code, rate_limit_rps, concurrency_limit, low_balance_notified
+        """SELECT pubkey, balance, ref_code, rate_limit_rps, concurrency_limit, low_balance_notified, status
            FROM accounts WHERE pubkey = $1 FOR UPDATE""",
         pubkey,
     )

@@ -19,7 +19,13 @@ from typing import Any
 
 import asyncpg
 
-from gateway.credits.errors import concurrency_limited, insufficient_credits, payment_required, rate_limited
+from gateway.credits.errors import (
+    account_suspended,
+    concurrency_limited,
+    insufficient_credits,
+    payment_required,
+    rate_limited,
+)
 from gateway.credits.meter import Admission, Meter, Outcome
 from gateway.credits.model import LOW_BALANCE_CREDITS
 from gateway.credits.refunds import refund_reason
@@ -66,6 +72,9 @@ class MeteringStage:
         if not acct.exists:
             self._headers(call, pubkey, None)
             raise payment_required(self.payment_data)
+        if acct.suspended:  # seen at the replica's next lease: within seconds
+            self._headers(call, pubkey, acct.rate_limit_rps)
+            raise account_suspended()
         blocked = self.limiter.acquire(
             pubkey, self.clock(), rps=acct.rate_limit_rps, concurrency=acct.concurrency_limit
         )
