@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 LOOPBACK = "127.0.0.1"
@@ -145,3 +146,23 @@ async def stop_process(proc: asyncio.subprocess.Process, grace_s: float = 5.0) -
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         await proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def serving(config: Any, name: str) -> AsyncIterator[str]:
+    """Run a ``uvicorn.Config`` in this event loop; yield its base URL once it listens."""
+    import uvicorn
+
+    server = uvicorn.Server(config)
+    task = asyncio.ensure_future(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+            raise RuntimeError(f"{name} stopped before it started")
+        await asyncio.sleep(0.01)
+    bound_port: int = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://{config.host}:{bound_port}/"
+    finally:
+        server.should_exit = True
+        await task

@@ -21,14 +21,13 @@ so raw ASGI is the default (`DEFAULT_IMPL`).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any, Final
 
 import orjson
 
-from bench._proc import LOOPBACK, require_loopback_host
+from bench._proc import LOOPBACK, require_loopback_host, serving
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -173,22 +172,8 @@ async def serve_const_upstream(host: str = LOOPBACK, port: int = 0, impl: str = 
     """
     require_loopback_host(host)
     if impl == "asgi":
-        import uvicorn
-
-        config = _uvicorn_config(host, port)
-        server = uvicorn.Server(config)
-        task = asyncio.ensure_future(server.serve())
-        while not server.started:
-            if task.done():
-                task.result()
-                raise RuntimeError("const upstream stopped before it started")
-            await asyncio.sleep(0.01)
-        bound_port: int = server.servers[0].sockets[0].getsockname()[1]
-        try:
-            yield f"http://{host}:{bound_port}/"
-        finally:
-            server.should_exit = True
-            await task
+        async with serving(_uvicorn_config(host, port), "const upstream") as url:
+            yield url
     elif impl == "aiohttp":
         from aiohttp import web
 

@@ -12,14 +12,13 @@ Whatever the request path, the body goes to the upstream URL given.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
 import aiohttp
 
-from bench._proc import LOOPBACK, require_loopback_host, require_loopback_url
+from bench._proc import LOOPBACK, require_loopback_host, require_loopback_url, serving
 from bench.const_upstream import Message, Receive, Scope, Send, read_body
 
 DEFAULT_CONNECTOR_LIMIT: Final = 256
@@ -124,22 +123,9 @@ async def serve_forwarder(
     connector_limit: int = DEFAULT_CONNECTOR_LIMIT,
 ) -> AsyncIterator[str]:
     """Serve in the current event loop; yields the forwarder's base URL (use a subprocess to measure)."""
-    import uvicorn
-
     require_loopback_host(host)
-    server = uvicorn.Server(_uvicorn_config(Forwarder(upstream_url, connector_limit), host, port))
-    task = asyncio.ensure_future(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-            raise RuntimeError("forwarder stopped before it started")
-        await asyncio.sleep(0.01)
-    bound_port: int = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://{host}:{bound_port}/"
-    finally:
-        server.should_exit = True
-        await task
+    async with serving(_uvicorn_config(Forwarder(upstream_url, connector_limit), host, port), "forwarder") as url:
+        yield url
 
 
 def run(

@@ -92,7 +92,6 @@ def run(duration_s: float, connections: list[int], rounds: int) -> list[Row]:
     upstream_proc, upstream_url = start_reference("bench.const_upstream")
     forwarder_proc, forwarder_url = start_reference("bench.forwarder", "--upstream", upstream_url)
     home = Path(tempfile.mkdtemp(prefix="gw-bench-"))
-    home.chmod(0o755)  # embedded PostgreSQL runs as its own user when we are root
     settings = Settings(
         home=home,
         port=free_port(),

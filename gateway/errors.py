@@ -116,10 +116,6 @@ def account_not_found() -> ProxyError:
     return ProxyError(404, "ACCOUNT_NOT_FOUND", "no account for this public key; deposit USDC or create an API key")
 
 
-def not_found(message: str) -> ProxyError:
-    return ProxyError(404, "NOT_FOUND", message)
-
-
 def internal_error() -> ProxyError:
     return ProxyError(500, "INTERNAL_ERROR", "internal error")
 

@@ -6,7 +6,6 @@ Nothing here is mocked. Each fixture starts the real server under a temporary da
 from __future__ import annotations
 
 import asyncio
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -22,14 +21,7 @@ from gateway.storage.migrate import migrate_url
 
 @pytest.fixture(scope="session")
 def data_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("gateway-home")
-    # Embedded PostgreSQL runs as its own system user when we are root: it must be able to reach the dir
-    # (pytest makes /tmp/pytest-of-<user> mode 0700).
-    for parent in [home, *home.parents]:
-        if parent == Path(tempfile.gettempdir()):
-            break
-        parent.chmod(parent.stat().st_mode | 0o055)
-    return home
+    return tmp_path_factory.mktemp("gateway-home")
 
 
 @pytest.fixture(scope="session")

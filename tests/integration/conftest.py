@@ -99,12 +99,7 @@ def health(url: str) -> int:
 
 @pytest.fixture(scope="session")
 def service_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("service")
-    for parent in [home, *home.parents]:  # embedded PostgreSQL's system user must reach the data dir
-        if str(parent) in ("/", "/tmp"):
-            break
-        parent.chmod(parent.stat().st_mode | 0o055)
-    return home
+    return tmp_path_factory.mktemp("service")
 
 
 @pytest.fixture(scope="session")
@@ -141,15 +136,21 @@ def create_api_key(url: str, wallet: Keypair) -> str:
         return str(orjson.loads(resp.read())["api_key"])
 
 
-def post_json(url: str, body: object, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
-    request = urllib.request.Request(
-        url, data=orjson.dumps(body), headers={**headers, "Content-Type": "application/json"}
-    )
+Answer = tuple[int, Any, dict[str, str]]
+
+
+def fetch(url: str, body: bytes | None, headers: dict[str, str]) -> Answer:
+    """GET (``body`` None) or POST, JSON answer; header names lower-cased (they are case-insensitive)."""
+    request = urllib.request.Request(url, data=body, headers={**headers, "Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=30) as resp:
-            return resp.status, orjson.loads(resp.read())
+            return resp.status, orjson.loads(resp.read()), {k.lower(): v for k, v in resp.headers.items()}
     except urllib.error.HTTPError as exc:
-        return exc.code, orjson.loads(exc.read())
+        return exc.code, orjson.loads(exc.read()), {k.lower(): v for k, v in exc.headers.items()}
+
+
+def post_json(url: str, body: object, headers: dict[str, str]) -> Answer:
+    return fetch(url, orjson.dumps(body), headers)
 
 
 def deposit_usdc(service: RunningService, wallet: Keypair, base_units: int) -> str:
@@ -171,7 +172,7 @@ def confirm_deposit(service: RunningService, signature: str, headers: dict[str, 
     """``POST /account/confirm-deposit``, retried while the transfer is not finalized yet."""
     deadline = time.monotonic() + 30
     while True:
-        status, doc = post_json(f"{service.url}/account/confirm-deposit", {"signature": signature}, headers)
+        status, doc, _ = post_json(f"{service.url}/account/confirm-deposit", {"signature": signature}, headers)
         if status == 200 or time.monotonic() > deadline:
             assert status == 200, doc
             return doc

@@ -6,11 +6,8 @@ four times reaches both replicas.
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-import orjson
 import pytest
 from solders.keypair import Keypair
 
@@ -19,6 +16,7 @@ from tests.integration.conftest import (
     confirm_deposit,
     create_api_key,
     deposit_usdc,
+    fetch,
     service_env,
     start_service,
     stop_service,
@@ -30,12 +28,8 @@ BODY = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
 
 
 def call(url: str, path: str, headers: dict[str, str], body: bytes | None = BODY) -> tuple[int, dict[str, object]]:
-    request = urllib.request.Request(f"{url}{path}", data=body, headers={**headers, "Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as resp:
-            return resp.status, orjson.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, orjson.loads(exc.read())
+    status, doc, _ = fetch(f"{url}{path}", body, headers)
+    return status, doc
 
 
 def error_code(doc: dict[str, object]) -> object:
@@ -45,7 +39,6 @@ def error_code(doc: dict[str, object]) -> object:
 
 def test_two_replicas_and_a_restart_keep_every_promise(tmp_path_factory: pytest.TempPathFactory) -> None:
     home: Path = tmp_path_factory.mktemp("restart")
-    home.chmod(0o755)
     env = service_env(home, GATEWAY_INGRESS_REPLICAS="2")
     wallet = Keypair()
     signer = WalletSigner(bytes(wallet))
