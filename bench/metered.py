@@ -103,11 +103,10 @@ def run(duration_s: float, connections: list[int], rounds: int) -> list[Row]:
     try:
         resolved = stack.start()
         base = f"http://{resolved.host}:{resolved.port}"
-        serve.run(
-            UnmeteredIngress.bind(resolved.model_dump(mode="json")),  # type: ignore[attr-defined]
-            name="unmetered",
-            route_prefix="/unmetered",
+        unmetered = UnmeteredIngress.options(  # type: ignore[attr-defined]
+            max_ongoing_requests=resolved.max_ongoing_requests  # as the metered Ingress: same concurrency
         )
+        serve.run(unmetered.bind(resolved.model_dump(mode="json")), name="unmetered", route_prefix="/unmetered")
         secret = os.urandom(32)
         signer = WalletSigner(secret)
         key = create_api_key(base, secret)

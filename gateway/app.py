@@ -19,7 +19,7 @@ from gateway.errors import service_unavailable
 from gateway.forward import Forwarder, ParseStage
 from gateway.limits import Limiter
 from gateway.methods import PriceTable
-from gateway.pipeline import Call, Handler, Reply, compose, error_boundary
+from gateway.pipeline import Call, Handler, Reply, Stage, compose, error_boundary
 from gateway.public import ServiceProfile
 from gateway.storage.connections import Connections
 from gateway.upstream import HealthMonitor, HttpUpstream
@@ -55,17 +55,17 @@ class GatewayApp:
             balance_source=StoreBalanceSource(self.meter),
             **auth_options,
         )
-        self.rpc: Handler = compose(
-            [
-                error_boundary,
-                AuthStage(self.auth),
-                CreditHeaders(self.metering),
-                self._readiness_gate,
-                ParseStage(self.prices),
-                self.metering,
-            ],
-            Forwarder(self.upstream),
-        )
+        self.rpc: Handler = compose([error_boundary, *self.rpc_stages()], Forwarder(self.upstream))
+
+    def rpc_stages(self) -> list[Stage]:
+        """The JSON-RPC stages between the error boundary and the forwarder, in order."""
+        return [
+            AuthStage(self.auth),
+            CreditHeaders(self.metering),
+            self._readiness_gate,
+            ParseStage(self.prices),
+            self.metering,
+        ]
 
     async def startup(self) -> None:
         self.conn = await Connections.open(self.settings.database_url, self.settings.redis_url)

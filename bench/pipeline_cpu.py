@@ -1,0 +1,186 @@
+"""CPU per call of the gateway's pipelines in one process: what auth and metering add, without HTTP or Ray.
+
+    python -m bench.pipeline_cpu [--calls 20000] [--rounds 5] [--profile asgi-metered-apikey [--sort cumulative]]
+
+At 64 connections a replica is CPU-bound, so its throughput is set by CPU per call; this measures that
+part of it alone. Each pipeline ends in the real forwarder, whose node answers at once without a
+network, and uses the gateway's own stores (leases, API-key cache, nonces) on a real embedded
+PostgreSQL and Redis. The ``asgi-`` rows add the HTTP transport (Starlette route, request → Call →
+response) without a socket. Rounds alternate the pipelines and each keeps its best round;
+``--profile NAME`` prints a cProfile of one instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import os
+import pstats
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.types import Message
+
+from bench.metered import fund_account
+from gateway.app import GatewayApp
+from gateway.client import WalletSigner
+from gateway.config import Settings
+from gateway.forward import Forwarder, ParseStage
+from gateway.pipeline import Call, Handler, Reply, compose, error_boundary
+from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
+from gateway.storage.migrate import migrate_url
+from gateway.transports.routing import RPC_MAX_BODY_BYTES, mount
+
+BODY = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
+ANSWER = b'{"jsonrpc":"2.0","id":0,"result":123456789}'  # the forwarder sends item positions as ids
+BASE_HEADERS = {"content-type": "application/json", "host": "127.0.0.1:8000", "user-agent": "bench"}
+
+
+class ConstantNode:
+    """The upstream without the network: the real forwarder, a node that answers at once."""
+
+    async def post(self, body: bytes, timeout_s: float) -> bytes:
+        return ANSWER
+
+
+def over_asgi(handler: Handler) -> Handler:
+    """The same handler behind the gateway's Starlette route (request → Call, Reply → response), called
+    as an ASGI app without a socket: adds what the HTTP transport costs per call."""
+    app = Starlette(routes=[mount("/", "POST", [], handler, RPC_MAX_BODY_BYTES, transport="jsonrpc")])
+
+    async def handle(call: Call) -> Reply:
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": call.method,
+            "scheme": "http",
+            "path": call.path,
+            "raw_path": call.path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in call.headers.items()],
+            "client": ("127.0.0.1", 40000),
+            "server": ("127.0.0.1", 8000),
+        }
+        sent: list[Message] = []
+
+        async def receive() -> Message:
+            return {"type": "http.request", "body": call.body, "more_body": False}
+
+        async def send(message: Message) -> None:
+            sent.append(message)
+
+        await app(scope, receive, send)
+        return Reply(sent[0]["status"], sent[1]["body"])
+
+    return handle
+
+
+async def per_call_us(handler: Handler, make_call: Callable[[], Call], calls: int) -> float:
+    """CPU µs per call; the calls are built before the clock starts (signing is the client's cost)."""
+    for _ in range(200):  # warm: leases taken, caches filled
+        await handler(make_call())
+    prepared = [make_call() for _ in range(calls)]
+    start = time.process_time()
+    for call in prepared:
+        reply = await handler(call)
+    elapsed = time.process_time() - start
+    assert reply.status == 200, reply.body
+    return elapsed / calls * 1e6
+
+
+async def build(home: Path, database_url: str, redis_url: str) -> tuple[GatewayApp, str, WalletSigner]:
+    await migrate_url(database_url)
+    settings = Settings(
+        home=home,
+        database_url=database_url,
+        redis_url=redis_url,
+        rate_limit_rps=1_000_000,  # measure metering, not the limiter refusing calls
+        concurrency_limit=100_000,
+    )
+    gw = GatewayApp(settings)
+    await gw.startup()
+    gw.upstream.primary.ever_healthy = True  # the constant endpoint stands in for a node that has answered
+    signer = WalletSigner(os.urandom(32))
+    assert gw.auth.api_keys is not None
+    key = await gw.auth.api_keys.rotate(signer.pubkey, None)
+    await asyncio.to_thread(fund_account, database_url, signer.pubkey, 1_000_000_000)
+    return gw, key, signer
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.pipeline_cpu", description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--profile", default=None, help="print a cProfile of this pipeline instead")
+    parser.add_argument("--sort", default="tottime", help="cProfile order for --profile (default tottime)")
+    args = parser.parse_args(argv)
+
+    home = Path(tempfile.mkdtemp(prefix="gw-cpu-"))
+    pg, redis = EmbeddedPostgres(home), EmbeddedRedis(home)
+    try:
+        database_url, redis_url = pg.start(), redis.start()
+        asyncio.run(measure(home, database_url, redis_url, args.calls, args.rounds, args.profile, args.sort))
+    finally:
+        redis.stop()
+        pg.stop()
+
+
+async def measure(
+    home: Path, database_url: str, redis_url: str, calls: int, rounds: int, profile: str | None, sort: str
+) -> None:
+    gw, key, signer = await build(home, database_url, redis_url)
+    try:
+        await compare(gw, key, signer, calls, rounds, profile, sort)
+    finally:
+        await gw.shutdown()
+
+
+async def compare(
+    gw: GatewayApp, key: str, signer: WalletSigner, calls: int, rounds: int, profile: str | None, sort: str
+) -> None:
+    unmetered = compose([error_boundary, ParseStage(gw.prices)], Forwarder(ConstantNode()))
+    metered = compose([error_boundary, *gw.rpc_stages()], Forwarder(ConstantNode()))
+
+    def plain() -> Call:
+        return Call("POST", "/", BASE_HEADERS, {}, BODY, transport="jsonrpc")
+
+    def keyed() -> Call:
+        return Call("POST", "/", {**BASE_HEADERS, "x-api-key": key}, {}, BODY, transport="jsonrpc")
+
+    def signed() -> Call:
+        wallet = {name.lower(): value for name, value in signer.headers("POST", "/", BODY).items()}
+        return Call("POST", "/", {**BASE_HEADERS, **wallet}, {}, BODY, transport="jsonrpc")
+
+    targets: dict[str, tuple[Handler, Callable[[], Call]]] = {
+        "unmetered": (unmetered, plain),
+        "metered-apikey": (metered, keyed),
+        "metered-signed": (metered, signed),
+        "asgi-unmetered": (over_asgi(unmetered), plain),
+        "asgi-metered-apikey": (over_asgi(metered), keyed),
+    }
+    if profile:
+        handler, make_call = targets[profile]
+        profiler = cProfile.Profile()
+        profiler.enable()
+        await per_call_us(handler, make_call, calls)
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats(sort).print_stats(40)
+        return
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for name, (handler, make_call) in targets.items():
+            us = await per_call_us(handler, make_call, calls)
+            best[name] = min(best.get(name, us), us)
+    for name, us in best.items():
+        base = best["asgi-unmetered" if name.startswith("asgi-") else "unmetered"]
+        print(f"{name:<20} {us:8.1f} µs/call   added {us - base:+7.1f} µs")
+
+
+if __name__ == "__main__":
+    main()
