@@ -67,11 +67,17 @@ class Meter:
 
     # -- the hot path -------------------------------------------------------------------------
 
+    def known(self, pubkey: str) -> AccountState | None:
+        """The account's state when this replica's view is fresh enough to use without the store."""
+        acct = self.accounts.get(pubkey)
+        if acct is not None and ((acct.exists and acct.leases) or self.clock() - acct.checked_at < self.negative_ttl_s):
+            return acct
+        return None
+
     async def prepare(self, pubkey: str, price_hint: int = 1) -> AccountState:
         """The account's state, asking the store (one lease) only when it is unknown or stale."""
-        acct = self.accounts.get(pubkey)
-        now = self.clock()
-        if acct is not None and ((acct.exists and acct.leases) or now - acct.checked_at < self.negative_ttl_s):
+        acct = self.known(pubkey)
+        if acct is not None:
             return acct
         acct = self.accounts.setdefault(pubkey, AccountState())
         async with acct.lock:
@@ -79,12 +85,22 @@ class Meter:
                 await self._refill(acct, pubkey, max(1, price_hint))
         return acct
 
-    async def admit(self, pubkey: str, price: int) -> Admission:
-        """Reserve ``price`` credits; no await unless the local lease is short."""
-        acct = self.accounts.get(pubkey) or self.accounts.setdefault(pubkey, AccountState())
+    def spend_local(self, pubkey: str, price: int) -> Admission | None:
+        """Reserve ``price`` from the active lease if it covers it (the common case: no await at all)."""
+        acct = self.accounts.get(pubkey)
+        if acct is None:
+            return None
         lease = acct.active
         if lease is not None and lease.covers(price, self.clock()):
             return self._spend(acct, lease, price)
+        return None
+
+    async def admit(self, pubkey: str, price: int) -> Admission:
+        """Reserve ``price`` credits: from the local lease, else from a new one taken from the store."""
+        admission = self.spend_local(pubkey, price)
+        if admission is not None:
+            return admission
+        acct = self.accounts.setdefault(pubkey, AccountState())
         async with acct.lock:
             lease = acct.active
             now = self.clock()

@@ -65,64 +65,71 @@ class MeteringStage:
         pubkey: str = call.identity.pubkey
         call.response_headers["X-Request-Id"] = call.request_id
         pending = [item for item in payload.items if item.pending]
-        try:
-            acct = await self.meter.prepare(pubkey, max((i.price for i in pending), default=1))
-        except LEDGER_ERRORS as exc:
-            raise _ledger_unavailable() from exc
+        acct = self.meter.known(pubkey)  # the common case: no await
+        if acct is None:
+            try:
+                acct = await self.meter.prepare(pubkey, max((i.price for i in pending), default=1))
+            except LEDGER_ERRORS as exc:
+                raise _ledger_unavailable() from exc
+        rps = acct.rate_limit_rps
         if not acct.exists:
             self._headers(call, pubkey, None)
             raise payment_required(self.payment_data)
         if acct.suspended:  # seen at the replica's next lease: within seconds
-            self._headers(call, pubkey, acct.rate_limit_rps)
+            self._headers(call, pubkey, rps)
             raise account_suspended()
-        blocked = self.limiter.acquire(
-            pubkey, self.clock(), rps=acct.rate_limit_rps, concurrency=acct.concurrency_limit
-        )
+        blocked = self.limiter.acquire(pubkey, self.clock(), rps=rps, concurrency=acct.concurrency_limit)
         if blocked is not None:
-            self._headers(call, pubkey, acct.rate_limit_rps)
+            self._headers(call, pubkey, rps)
             raise concurrency_limited(blocked)
+        admitted: list[tuple[RpcItem, Admission]] = []
         try:
-            return await self._metered(call, next_handler, pubkey, acct.rate_limit_rps, pending)
+            try:
+                for item in pending:
+                    error = self._take(pubkey, rps, item, admitted)
+                    if isinstance(error, _NeedsStore):
+                        error = await self._admit_from_store(pubkey, item, admitted)
+                    if error is None:
+                        continue
+                    if not payload.is_batch:
+                        self._headers(call, pubkey, rps)
+                        raise error
+                    item.error = error.rpc_error()
+            except LEDGER_ERRORS as exc:
+                self._complete(call, admitted, refund_all=True)
+                self._headers(call, pubkey, rps)
+                raise _ledger_unavailable() from exc
+            try:  # headers are set once the answer is known (on both paths), after refunds
+                reply = await next_handler(call)
+            except BaseException:
+                self._complete(call, admitted, refund_all=True)
+                self._headers(call, pubkey, rps)
+                raise
+            self._complete(call, admitted, refund_all=False)
+            reply.headers.update(self._headers(call, pubkey, rps))
+            return reply
         finally:
             self.limiter.release(pubkey)
 
-    async def _metered(
-        self, call: Call, next_handler: Handler, pubkey: str, rps: int | None, pending: list[RpcItem]
-    ) -> Reply:
-        assert call.payload is not None
-        is_batch = call.payload.is_batch
-        admitted: list[tuple[RpcItem, Admission]] = []
-        try:
-            for item in pending:
-                error = await self._admit(pubkey, rps, item, admitted)
-                if error is None:
-                    continue
-                if not is_batch:
-                    self._headers(call, pubkey, rps)
-                    raise error
-                item.error = error.rpc_error()
-        except LEDGER_ERRORS as exc:
-            self._complete(call, admitted, refund_all=True)
-            self._headers(call, pubkey, rps)
-            raise _ledger_unavailable() from exc
-        try:  # headers are set once the answer is known (on both paths), after refunds
-            reply = await next_handler(call)
-        except BaseException:
-            self._complete(call, admitted, refund_all=True)
-            self._headers(call, pubkey, rps)
-            raise
-        self._complete(call, admitted, refund_all=False)
-        reply.headers.update(self._headers(call, pubkey, rps))
-        return reply
-
-    async def _admit(
+    def _take(
         self, pubkey: str, rps: int | None, item: RpcItem, admitted: list[tuple[RpcItem, Admission]]
-    ) -> ProxyError | None:
+    ) -> ProxyError | _NeedsStore | None:
+        """One rate unit, then the price from the local lease; ``_NEEDS_STORE`` when the lease is short."""
         decision = self.limiter.take(pubkey, self.clock(), self.wall(), rps)
         if isinstance(decision, RateLimited):
             return rate_limited(decision)
         if item.price <= 0:
             return None
+        admission = self.meter.spend_local(pubkey, item.price)
+        if admission is None:
+            return _NEEDS_STORE
+        admitted.append((item, admission))
+        return None
+
+    async def _admit_from_store(
+        self, pubkey: str, item: RpcItem, admitted: list[tuple[RpcItem, Admission]]
+    ) -> ProxyError | None:
+        """The price of an item whose rate unit is taken, when the local lease could not cover it."""
         admission = await self.meter.admit(pubkey, item.price)
         if admission.ok:
             admitted.append((item, admission))
@@ -178,6 +185,13 @@ class CreditHeaders:
             if call.identity is not None and "X-Credits-Remaining" not in call.response_headers:
                 await self.metering.annotate(call)
             raise
+
+
+class _NeedsStore:
+    """The local lease cannot cover an item: admit it through the store (an await)."""
+
+
+_NEEDS_STORE = _NeedsStore()
 
 
 def _ledger_unavailable() -> ProxyError:

@@ -41,12 +41,14 @@ def to_response(reply: Reply) -> Response:
 
 
 def to_call(request: Request, body: bytes, transport: str = "http") -> Call:
+    # Read from the ASGI scope: ``request.url`` would build and parse a whole URL on every call.
+    scope = request.scope
     return Call(
         transport=transport,
-        method=request.method,
-        path=request.url.path,
-        headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.scope["headers"]},
-        query=dict(request.query_params),
+        method=scope["method"],
+        path=scope["path"],
+        headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]},
+        query=dict(request.query_params) if scope.get("query_string") else {},
         body=body,
     )
 
