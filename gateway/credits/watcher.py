@@ -196,14 +196,20 @@ class DepositWatcher:
     async def run(self, interval_s: float, stop: asyncio.Event | None = None) -> None:
         """Poll every ``interval_s`` until ``stop`` is set (or the task is cancelled), surviving any error."""
         stop = stop or asyncio.Event()
+        failing: str | None = None  # the node failure last logged: a streak of the same one is logged once
         while not stop.is_set():
             try:
                 await self.run_once()
+                if failing is not None:
+                    log.info("deposit watcher: node usable again")
+                    failing = None
             except asyncio.CancelledError:
                 raise
             except (UpstreamUnavailable, UpstreamTimeout, ChainError) as exc:
                 self.stats.last_error = f"{type(exc).__name__}: {exc}"
-                log.warning("deposit watcher: node not usable: %s", exc)
+                if self.stats.last_error != failing:
+                    log.warning("deposit watcher: node not usable (repeats not logged): %s", exc)
+                    failing = self.stats.last_error
             except Exception as exc:
                 self.stats.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("deposit watcher poll failed")

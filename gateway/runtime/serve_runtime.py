@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
 import tempfile
 
@@ -24,10 +25,11 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def ingress_env(settings: Settings) -> dict[str, str]:
+def ingress_env(settings: Settings, haproxy_files: str) -> dict[str, str]:
     """Ray Serve's settings for this stack. Ray's own helper ports (fallback proxy, HAProxy stats and
-    metrics, HAProxy's files) default to fixed values shared by every Ray on the machine, so each stack
-    takes free ones: a developer's ``make up`` and ``make test`` can then run side by side.
+    metrics) and HAProxy's files default to fixed values shared by every Ray on the machine, so each
+    stack takes free ports and its own ``haproxy_files`` directory: a developer's ``make up`` and
+    ``make test`` can then run side by side.
     """
     env = {
         "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
@@ -46,11 +48,10 @@ def ingress_env(settings: Settings) -> dict[str, str]:
         env["RAY_SERVE_ENABLE_HA_PROXY"] = "1"
         env["RAY_SERVE_HAPROXY_NBTHREAD"] = "1"
         env["RAY_SERVE_HAPROXY_METRICS_ENABLED"] = "0"
-        files = tempfile.mkdtemp(prefix="gw-haproxy-")  # short: HAProxy's admin socket path has a length limit
-        env["RAY_SERVE_HAPROXY_CONFIG_FILE_LOC"] = f"{files}/haproxy.cfg"
-        env["RAY_SERVE_HAPROXY_SOCKET_PATH"] = f"{files}/admin.sock"
-        env["RAY_SERVE_HAPROXY_SERVER_STATE_BASE"] = files
-        env["RAY_SERVE_HAPROXY_SERVER_STATE_FILE"] = f"{files}/server-state"
+        env["RAY_SERVE_HAPROXY_CONFIG_FILE_LOC"] = f"{haproxy_files}/haproxy.cfg"
+        env["RAY_SERVE_HAPROXY_SOCKET_PATH"] = f"{haproxy_files}/admin.sock"
+        env["RAY_SERVE_HAPROXY_SERVER_STATE_BASE"] = haproxy_files
+        env["RAY_SERVE_HAPROXY_SERVER_STATE_FILE"] = f"{haproxy_files}/server-state"
         env["RAY_SERVE_HAPROXY_STATS_PORT"] = str(_free_port())
         env["RAY_SERVE_HAPROXY_METRICS_PORT"] = str(_free_port())
     env["RAY_SERVE_FALLBACK_PROXY_HTTP_PORT"] = str(_free_port())
@@ -63,12 +64,15 @@ class ServeRuntime:
         self.settings = settings
         self.ray_description = ""
         self._started_ray = False
+        self._haproxy_files: str | None = None
 
     def start_ray(self) -> None:
         import ray
 
         # Ray's processes inherit the driver's environment; these must be in place before they start.
-        os.environ.update(ingress_env(self.settings))
+        # Short, under /tmp: HAProxy's admin socket path has a length limit. Removed again by stop().
+        self._haproxy_files = tempfile.mkdtemp(prefix="gw-haproxy-")
+        os.environ.update(ingress_env(self.settings, self._haproxy_files))
         if self.settings.ray_address:
             ray.init(address=self.settings.ray_address, namespace="gateway", logging_level=logging.WARNING)
             self.ray_description = f"joined cluster {self.settings.ray_address}"
@@ -93,8 +97,15 @@ class ServeRuntime:
         serve.run(build_app(s), name=SERVE_APP_NAME, route_prefix="/", blocking=False)
 
     def stop(self) -> None:
-        if not self._started_ray:
-            return
+        try:
+            if self._started_ray:
+                self._stop_ray()
+        finally:
+            if self._haproxy_files is not None:
+                shutil.rmtree(self._haproxy_files, ignore_errors=True)
+                self._haproxy_files = None
+
+    def _stop_ray(self) -> None:
         import ray
         from ray import serve
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -468,13 +469,18 @@ async def test_unreadable_signature_is_skipped_after_retries(chain: Chain, pool:
     assert confirmed.outcome.credits_added == 2_000 and await balance(pool, leo) == 5_000
 
 
-async def test_run_loop_survives_node_outage(chain: Chain, pool: asyncpg.Pool) -> None:
+async def test_run_loop_survives_node_outage(
+    chain: Chain, pool: asyncpg.Pool, caplog: pytest.LogCaptureFixture
+) -> None:
     dead = HttpUpstream("http://127.0.0.1:9")  # nothing listens there
     broken = DepositWatcher(pool, dead, POLICY, str(chain.deposit_ata), str(USDC), timeout_s=1.0)
     stop = asyncio.Event()
+    caplog.set_level(logging.WARNING, logger="gateway.credits.watcher")
     task = asyncio.create_task(broken.run(0.05, stop))
     await wait_for(lambda: _true(broken.stats.polls >= 3))
     assert broken.stats.last_error is not None and not task.done()
+    outage_logs = [r for r in caplog.records if "node not usable" in r.getMessage()]
+    assert len(outage_logs) == 1, "the same failure on every poll is logged once, not per poll"
     stop.set()
     await asyncio.wait_for(task, 5)
     await dead.close()
