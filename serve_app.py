@@ -15,6 +15,7 @@ from starlette.applications import Starlette
 
 from gateway.app import GatewayApp
 from gateway.config import Settings, load_settings
+from gateway.runtime.replica_process import tune_gc
 from gateway.transports.http import build_http_app
 
 
@@ -29,7 +30,9 @@ class Ingress:
     """One HTTP ingress replica."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
-        self.gateway = GatewayApp(Settings.model_validate(settings))
+        validated = Settings.model_validate(settings)
+        tune_gc(validated.gc_young_threshold)
+        self.gateway = GatewayApp(validated)
 
     def __serve_build_asgi_app__(self) -> Starlette:
         return build_http_app(self.gateway)

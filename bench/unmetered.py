@@ -14,6 +14,7 @@ from gateway.app import GatewayApp
 from gateway.config import Settings
 from gateway.forward import Forwarder, ParseStage
 from gateway.pipeline import compose, error_boundary
+from gateway.runtime.replica_process import tune_gc
 from gateway.transports.http import build_http_app
 
 
@@ -27,7 +28,9 @@ class UnmeteredIngress:
     """Same app, same transport, same forwarding; the pipeline is only boundary → parse → forward."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
-        self.gateway = GatewayApp(Settings.model_validate(settings))
+        validated = Settings.model_validate(settings)
+        tune_gc(validated.gc_young_threshold)
+        self.gateway = GatewayApp(validated)
         self.gateway.rpc = compose([error_boundary, ParseStage(self.gateway.prices)], Forwarder(self.gateway.upstream))
 
     def __serve_build_asgi_app__(self) -> Starlette:

@@ -67,6 +67,12 @@ class Settings(BaseSettings):
         description="How long a stopping ingress replica keeps serving requests already routed to it.",
     )
     health_poll_s: float = Field(2.0, gt=0, le=60, description="How often each replica probes the upstream.")
+    gc_young_threshold: int = Field(
+        50_000,
+        ge=0,
+        le=10_000_000,
+        description="Allocations between young-generation GC passes in an ingress replica (0: Python's 700).",
+    )
 
     devnode_rpc_port: Port = Field(8899, description="Devnode JSON-RPC port.")
     devnode_ws_port: Port = Field(8900, description="Devnode PubSub port.")
