@@ -3,8 +3,10 @@
 Only ``HMAC-SHA256(secret, key)`` is stored (``api_keys.key_hash``); the key is shown once.
 
 Looking a key up in PostgreSQL on every request would put a database round trip on the hot path, so
-each replica caches ``key_hash -> pubkey`` (bounded, 60 s). A rotation must nevertheless refuse the
-old key on every replica at once, which a TTL alone cannot give. So:
+each replica caches ``key_hash -> pubkey`` (bounded, 60 s), and memoises ``key -> key_hash`` so a
+repeat call does not recompute the HMAC (the replica sees each key in every request anyway). A
+rotation must nevertheless refuse the old key on every replica at once, which a TTL alone cannot
+give. So:
 
 * rotation publishes each revoked hash on the Redis channel :data:`REVOKED_CHANNEL` right after its
   transaction commits; every replica subscribes at start-up and drops the hash from its cache;
@@ -97,6 +99,8 @@ class ApiKeyStore:
         self._secret = secret
         self.on_rotated: RotationHook = on_rotated or _no_hook
         self._cache: TtlCache[bytes, str | None] = TtlCache(cache_size)
+        self._cache_size = cache_size
+        self._digests: dict[str, bytes] = {}  # key -> HMAC; only well-formed keys
         self._positive_ttl_s = positive_ttl_s
         self._negative_ttl_s = negative_ttl_s
         self._generation = 0
@@ -128,9 +132,11 @@ class ApiKeyStore:
 
     async def lookup(self, key: str) -> str | None:
         """The public key owning the active key ``key``, or None (unknown, revoked, or not a key)."""
-        if not is_api_key_format(key):
-            return None
-        digest = hash_api_key(self._secret, key)
+        digest = self._digests.get(key)
+        if digest is None:
+            if not is_api_key_format(key):
+                return None
+            digest = self._remember_digest(key)
         if self._live:
             hit, pubkey = self._cache.get(digest)
             if hit:
@@ -186,6 +192,15 @@ class ApiKeyStore:
         except Exception:  # the key exists now: a hook failure must not hide it from its owner
             log.exception("api_key.rotated hook failed for %s", pubkey)
         return key
+
+    def _remember_digest(self, key: str) -> bytes:
+        """HMAC of ``key``, memoised: the hash is a pure function of the key, so the memo is never stale
+        and needs no invalidation; it saves the HMAC (and the format check) on every repeat call."""
+        digest = hash_api_key(self._secret, key)
+        if len(self._digests) >= self._cache_size:
+            self._digests.clear()  # bounded; dropping the memo only costs recomputation
+        self._digests[key] = digest
+        return digest
 
     def _invalidate(self, digest: bytes) -> None:
         self._generation += 1
