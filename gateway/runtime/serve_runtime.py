@@ -15,6 +15,7 @@ import socket
 import tempfile
 
 from gateway.config import Settings
+from gateway.transports.ray_request_id import CALLBACK_IMPORT_PATH
 
 SERVE_APP_NAME = "gateway"
 
@@ -35,6 +36,8 @@ def ingress_env(settings: Settings, haproxy_files: str) -> dict[str, str]:
         "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
         "RAY_SERVE_REQUEST_PATH_LOG_BUFFER_SIZE": "1",
         "RAY_USAGE_STATS_ENABLED": "0",
+        # Ray adds an X-Request-ID of its own to every response; this removes it (the module says why).
+        "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH": CALLBACK_IMPORT_PATH,
     }
     if settings.ingress_mode in ("direct", "haproxy"):
         env["RAY_SERVE_ENABLE_DIRECT_INGRESS"] = "1"

@@ -32,13 +32,27 @@ async def test_public_documents(gateway_url: str) -> None:
             health = await resp.json()
             assert resp.status == 200 and health["status"] == "ok", health
             assert health["agave_healthy"] is True and isinstance(health["solanaSlot"], int)
-            assert "X-Credits-Remaining" not in resp.headers
+            assert "X-Credits-Remaining" not in resp.headers and "X-Request-Id" not in resp.headers
         async with s.get(f"{gateway_url}/pricing") as resp:
             pricing = await resp.json()
             assert pricing["ok"] is True and pricing["classes"]["READ_HEAVY"]["credits"] == 25
+            assert "X-Request-Id" not in resp.headers
         async with s.get(f"{gateway_url}/capabilities") as resp:
             caps = await resp.json()
             assert caps["service_profile"]["services"]["archive_history"] is False
+            assert "X-Request-Id" not in resp.headers
+
+
+async def test_one_request_id_per_response(gateway_url: str, rpc_headers: dict[str, str]) -> None:
+    """Ray Serve adds an X-Request-ID of its own; the gateway's must be the only one (and the body's)."""
+    async with aiohttp.ClientSession() as s:
+        async with s.post(f"{gateway_url}/rpc", data=b"{oops", headers=rpc_headers) as resp:
+            body = await resp.json()
+            assert resp.status == 400
+            assert resp.headers.getall("X-Request-Id") == [body["error"]["requestId"]]
+        ok = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
+        async with s.post(f"{gateway_url}/rpc", data=ok, headers=rpc_headers) as resp:
+            assert resp.status == 200 and len(resp.headers.getall("X-Request-Id")) == 1
 
 
 async def test_sol_transfer_lands_through_the_gateway(service: RunningService, client: AsyncClient) -> None:
