@@ -16,6 +16,6 @@ class DevnodeConfig:
     ws_port: int = 8900  # 0 picks a free port
     slot_ms: int = 400  # slot clock
     retention_slots: int = 54_000  # ~6 h at 400 ms; blocks/tx older than this are purged
-    feed: bool = False  # launch-platform feed on/off (devnode/feed.py)
+    feed: bool = False  # launch-platform feed on/off (devnode/feed/)
     feed_seed: int = 7
     feed_interval_ms: int = 1_000

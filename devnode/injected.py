@@ -1,4 +1,4 @@
-"""The contract between the chain and the launch-platform feed (devnode/feed.py).
+"""The contract between the chain and the launch-platform feed (devnode/feed/).
 
 LiteSVM cannot run programs we do not have the bytecode of (pump.fun and friends), so the feed
 computes their effects itself and hands the chain an `InjectedTransaction`; `Chain.inject` records

@@ -21,11 +21,12 @@ from solders.signature import Signature
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from devnode.chain import COMMITMENT_NAMES, FINALIZED, Chain
+from devnode.chain import Chain
+from devnode.chain.constants import COMMITMENT_NAMES, FINALIZED
 from devnode.encoding import check_account_encoding, encode_account
 from devnode.errors import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RpcError, invalid_params
 from devnode.records import TxRecord
-from devnode.rpc import account_matches
+from devnode.rpc.accounts import account_matches
 
 log = logging.getLogger(__name__)
 SYSTEM_PROGRAM = Pubkey.default()

@@ -33,7 +33,7 @@ from solders.system_program import TransferParams, transfer
 from solders.token.associated import get_associated_token_address
 from solders.transaction import VersionedTransaction
 
-from devnode.chain import USDC_MINT
+from devnode.chain.constants import USDC_MINT
 from devnode.injected import InjectedTransaction
 from devnode.node import Devnode
 from devnode.tokens import ATA_PROGRAM_ID, TOKEN_PROGRAM_ID

@@ -1,4 +1,4 @@
-"""The launch feed (devnode/feed.py) on its own.
+"""The launch feed (devnode/feed/) on its own.
 
 `StandInChain` stands in for devnode.chain.Chain so the feed can be tested alone: it applies each
 injected transaction the way devnode/injected.py specifies (account writes, then the fee debited from the
@@ -22,7 +22,9 @@ from solders.pubkey import Pubkey
 from solders.signature import Signature
 from solders.token.state import Mint
 
-from devnode.feed import TRADER_COUNT, USDC_INITIAL_VIRTUAL_QUOTE_RESERVES, LaunchFeed
+from devnode.feed import LaunchFeed
+from devnode.feed.create import USDC_INITIAL_VIRTUAL_QUOTE_RESERVES
+from devnode.feed.state import TRADER_COUNT
 from devnode.injected import InjectedTransaction
 from devnode.pump import pda, spl
 from devnode.pump.accounts import (

@@ -1,0 +1,48 @@
+"""Generated launch-platform traffic for the local chain: pump.fun-shaped transactions.
+
+This is GENERATED traffic, not recorded mainnet data. A seeded random stream of coin creations, trades and
+graduations is built here and handed to the chain as `InjectedTransaction`s, so that signals, webhooks,
+log subscriptions and the gRPC stream have launch-platform traffic offline.
+
+What is real:
+  * program ids, PDAs and every derived address (bonding curves, associated token accounts, creator
+    vaults, event authorities, PumpSwap pools and LP mints) — derived exactly as on mainnet;
+  * instruction data (Anchor discriminators + Borsh args) and account orders of pump `create`, `create_v2`,
+    `buy`, `sell`, `migrate` and PumpSwap `create_pool` (the inner CPI of `migrate`, as on mainnet);
+  * account layouts: pump BondingCurve (150 bytes, documented offsets) and Global, PumpSwap Pool, SPL mints
+    (82 bytes) and token accounts (165 bytes), Token-2022 mints with MetadataPointer + TokenMetadata and
+    Token-2022 token accounts with ImmutableOwner;
+  * Anchor events (CreateEvent, TradeEvent, CompleteEvent, CompletePumpAmmMigrationEvent, CreatePoolEvent)
+    as `emit_cpi!` self-CPIs in the inner instructions and as `Program data:` log lines;
+  * the curve math (integers, protocol 95 bps + creator 30 bps) that sets every amount and reserve;
+  * the transactions themselves: v0 messages compiled against the chain's latest blockhash and really
+    signed by generated keypairs (fee payer = the user; the mint keypair also signs creates).
+
+What is synthetic:
+  * the pump, PumpSwap, Metaplex and mayhem programs are NOT executed: their effects are computed here
+    and the resulting account states are written directly (`account_writes`); logs, inner instructions
+    and compute units describe what the programs would have done (figures are typical, not measured);
+  * wallets, coin names, symbols and metadata URIs, amounts, timing and priority fees are random draws
+    from a `random.Random(seed)`; mints are plain generated keypairs (no "...pump" vanity suffix);
+  * accounts the stream does not need are not written: Metaplex metadata, user/global volume
+    accumulators, bonding_curve_v2, mayhem state, fee config;
+  * coins quoted in USDC are created (create_v2 with the quote remaining accounts) but never traded (their
+    trades use buy_v2/sell_v2, whose account tables are not modelled); coins created with wrapped SOL as
+    the explicit quote are SOL coins (`quote_mint` stays `Pubkey::default()`, as the docs say) and trade;
+  * the USDC curve's initial virtual quote reserves are an assumption (`USDC_INITIAL_VIRTUAL_QUOTE_RESERVES`);
+  * graduation: `migrate`'s 24-account order comes from public copies of the pump IDL (it is not in the
+    reference); for Token-2022 coins SPL Token is appended as a remaining account (see `migrate_accounts`);
+    the LP mint's 9 decimals and the migration fee going to `Global.withdraw_authority` are assumptions;
+  * no mayhem-mode or cashback coins, buyback fee 0; the `Global` account is written (documented example
+    values, fees 95 + 30 bps) by the first transaction of each run;
+  * traders are funded by one airdrop each, plus another whenever one falls below 100 SOL; a restarted feed
+    with the same seed replays the same wallets and mints and overwrites their accounts.
+
+Layout: `launch` runs the stream (`LaunchFeed`, the entry point), `state` holds the wallets and the feed's
+view of their accounts, `create`, `trade` and `migrate` build each kind of transaction, and `assemble`
+signs one and turns it into the `InjectedTransaction` the chain records.
+"""
+
+from devnode.feed.launch import LaunchFeed
+
+__all__ = ["LaunchFeed"]

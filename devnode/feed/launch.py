@@ -1,0 +1,120 @@
+"""The launch feed's scheduler: `LaunchFeed` decides what happens each step (a create, a buy, a whale buy
+that completes a curve, a sell, or a due graduation), has the builders produce it, and injects the result
+into the chain every `interval_ms`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from solders.pubkey import Pubkey
+
+from devnode.feed.assemble import finish
+from devnode.feed.create import create
+from devnode.feed.migrate import migrate
+from devnode.feed.state import ChainLike, Coin, FeedState, Tx
+from devnode.feed.trade import buy, sell, whale_buy
+from devnode.injected import InjectedTransaction
+
+logger = logging.getLogger(__name__)
+
+
+class LaunchFeed:
+    """A steady, seeded stream of pump.fun-shaped transactions injected into the chain.
+
+    `next_transactions()` is the pure step (it only reads the chain, plus airdrops to fund the generated
+    traders once); `start()` runs it every `interval_ms` and injects what it returns.
+    """
+
+    def __init__(
+        self,
+        chain: ChainLike,
+        seed: int = 7,
+        interval_ms: int = 1000,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._chain = chain
+        self._state = FeedState(chain, seed)
+        self._interval_ms = interval_ms
+        self._clock = clock
+        self._task: asyncio.Task[None] | None = None
+        self.counts = self._state.counts
+
+    # ------------------------------------------------------------------ public
+
+    @property
+    def traders(self) -> list[Pubkey]:
+        return [kp.pubkey() for kp in self._state.traders]
+
+    async def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="launch-feed")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def next_transactions(self) -> list[InjectedTransaction]:
+        """One step of the stream: 1-3 transactions (plus a due graduation), not yet injected."""
+        state = self._state
+        state.fund_traders()
+        state.step += 1
+        blockhash = self._chain.latest_blockhash()
+        now = int(self._clock())
+        out: list[InjectedTransaction] = []
+        due = [m for step, m in state.graduations if step <= state.step]
+        if due:
+            state.graduations = [(s, m) for s, m in state.graduations if m != due[0]]
+            if due[0] in state.coins:
+                out.append(finish(state, migrate(state, state.coins[due[0]], now), blockhash))
+        for _ in range(state.rng.choice((1, 1, 2, 2, 3))):
+            # Each transaction is finished (its writes taken) before the next one changes the state.
+            tx = self._next_action(now)
+            if tx is not None:
+                out.append(finish(state, tx, blockhash))
+        return out
+
+    # ------------------------------------------------------------------ loop
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                for itx in self.next_transactions():
+                    try:
+                        self._chain.inject(itx)
+                    except Exception:
+                        logger.exception("launch feed: the chain rejected an injected transaction")
+            except Exception:
+                # NOTE: the feed is background traffic; a bad step must not stop it.
+                logger.exception("launch feed: step failed")
+            await asyncio.sleep(self._interval_ms / 1000)
+
+    # ------------------------------------------------------------------ choosing what happens
+
+    def _next_action(self, now: int) -> Tx | None:
+        state = self._state
+        live = state.live_coins()
+        roll = state.rng.random()
+        if not live or roll < 0.14:
+            return create(state, now)
+        coin = self._pick_coin(live)
+        if roll < 0.15:
+            return whale_buy(state, coin, now)
+        holdings = [
+            t for t in state.tokens.values() if t.mint == coin.mint and t.amount > 0 and t.owner != coin.bonding_curve
+        ]
+        if roll < 0.6 or not holdings:
+            return buy(state, coin, now)
+        return sell(state, coin, state.rng.choice(holdings), now)
+
+    def _pick_coin(self, live: list[Coin]) -> Coin:
+        recent = live[-12:]
+        return self._state.rng.choices(recent, weights=[i + 1 for i in range(len(recent))])[0]
