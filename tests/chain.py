@@ -13,12 +13,12 @@ from solana.rpc.commitment import Confirmed
 from solana.rpc.models import TxOpts
 from solders.instruction import Instruction
 from solders.keypair import Keypair
-from solders.message import Message
+from solders.message import Message, MessageV0
 from solders.pubkey import Pubkey
 from solders.signature import Signature
 from solders.system_program import TransferParams, transfer
-from solders.transaction import Transaction
-from solders.transaction_status import TransactionConfirmationStatus
+from solders.transaction import Transaction, VersionedTransaction
+from solders.transaction_status import TransactionConfirmationStatus, TransactionStatus
 from spl.token.constants import TOKEN_PROGRAM_ID
 from spl.token.instructions import (
     create_idempotent_associated_token_account,
@@ -44,30 +44,63 @@ async def airdrop(node_url: str, to: Pubkey, lamports: int = 2_000_000_000) -> N
         await wait_confirmed(node, sig)
 
 
-async def send(client: AsyncClient, payer: Keypair, instructions: list[Instruction], *signers: Keypair) -> Signature:
+async def submit(
+    client: AsyncClient,
+    payer: Keypair,
+    instructions: list[Instruction],
+    *signers: Keypair,
+    v0: bool = False,
+    skip_preflight: bool = False,
+) -> Signature:
+    """Sign (``payer`` pays the fee) and send a legacy transaction, or a version-0 one with ``v0``; no waiting."""
     blockhash = (await client.get_latest_blockhash()).value.blockhash
-    message = Message.new_with_blockhash(instructions, payer.pubkey(), blockhash)
-    tx = Transaction([payer, *signers], message, blockhash)
-    sig = (await client.send_raw_transaction(bytes(tx), TxOpts(preflight_commitment=Confirmed))).value
-    await wait_confirmed(client, sig)
+    tx: Transaction | VersionedTransaction
+    if v0:
+        tx = VersionedTransaction(MessageV0.try_compile(payer.pubkey(), instructions, [], blockhash), [payer, *signers])
+    else:
+        tx = Transaction(
+            [payer, *signers], Message.new_with_blockhash(instructions, payer.pubkey(), blockhash), blockhash
+        )
+    opts = TxOpts(skip_preflight=skip_preflight, preflight_commitment=Confirmed)
+    return (await client.send_raw_transaction(bytes(tx), opts)).value
+
+
+async def send(
+    client: AsyncClient,
+    payer: Keypair,
+    instructions: list[Instruction],
+    *signers: Keypair,
+    v0: bool = False,
+    finalized: bool = False,
+) -> Signature:
+    """:func:`submit`, then wait until the transaction is confirmed (or ``finalized``) and check it succeeded."""
+    sig = await submit(client, payer, instructions, *signers, v0=v0)
+    await wait_confirmed(client, sig, finalized=finalized)
     return sig
 
 
-async def wait_confirmed(client: AsyncClient, sig: Signature, timeout_s: float = 20.0) -> None:
+async def wait_landed(
+    client: AsyncClient, sig: Signature, *, finalized: bool = False, timeout_s: float = 20.0
+) -> TransactionStatus:
+    """Poll until ``sig`` is confirmed (or ``finalized``); its status, whether the transaction failed or not."""
+    wanted = (TransactionConfirmationStatus.Finalized,) if finalized else LANDED
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
         status = (await client.get_signature_statuses([sig])).value[0]
-        if status is not None and status.confirmation_status is not None:
-            if status.err is not None:
-                raise AssertionError(f"{sig} failed: {status.err}")
-            if str(status.confirmation_status) in (
-                "TransactionConfirmationStatus.Confirmed",
-                "TransactionConfirmationStatus.Finalized",
-            ):
-                return
+        if status is not None and status.confirmation_status in wanted:
+            return status
         if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"{sig} not confirmed within {timeout_s} s")
+            raise AssertionError(f"{sig} not {'finalized' if finalized else 'confirmed'} within {timeout_s} s")
         await asyncio.sleep(0.1)
+
+
+async def wait_confirmed(
+    client: AsyncClient, sig: Signature, timeout_s: float = 20.0, *, finalized: bool = False
+) -> None:
+    """Wait until ``sig`` is confirmed (or ``finalized``); AssertionError if the transaction failed."""
+    status = await wait_landed(client, sig, finalized=finalized, timeout_s=timeout_s)
+    if status.err is not None:
+        raise AssertionError(f"{sig} failed: {status.err}")
 
 
 async def send_sol(client: AsyncClient, payer: Keypair, to: Pubkey, lamports: int) -> Signature:
@@ -103,6 +136,21 @@ async def mint_usdc(client: AsyncClient, authority: Keypair, payer: Keypair, own
     )
 
 
+def transfer_usdc_instruction(owner: Pubkey, to_owner: Pubkey, amount: int) -> Instruction:
+    """TransferChecked of ``amount`` base units from ``owner``'s USDC account to ``to_owner``'s (which must exist)."""
+    return transfer_checked(
+        TransferCheckedParams(
+            program_id=TOKEN_PROGRAM_ID,
+            source=usdc_account(owner),
+            mint=USDC_MINT,
+            dest=usdc_account(to_owner),
+            owner=owner,
+            amount=amount,
+            decimals=USDC_DECIMALS,
+        )
+    )
+
+
 async def transfer_usdc(client: AsyncClient, owner: Keypair, to_owner: Pubkey, amount: int) -> Signature:
     """TransferChecked from ``owner``'s USDC account to ``to_owner``'s (created if missing, paid by ``owner``)."""
     return await send(
@@ -110,16 +158,6 @@ async def transfer_usdc(client: AsyncClient, owner: Keypair, to_owner: Pubkey, a
         owner,
         [
             create_idempotent_associated_token_account(owner.pubkey(), to_owner, USDC_MINT),
-            transfer_checked(
-                TransferCheckedParams(
-                    program_id=TOKEN_PROGRAM_ID,
-                    source=usdc_account(owner.pubkey()),
-                    mint=USDC_MINT,
-                    dest=usdc_account(to_owner),
-                    owner=owner.pubkey(),
-                    amount=amount,
-                    decimals=USDC_DECIMALS,
-                )
-            ),
+            transfer_usdc_instruction(owner.pubkey(), to_owner, amount),
         ],
     )

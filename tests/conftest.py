@@ -58,9 +58,14 @@ async def redis_client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
 
 
 @pytest.fixture(scope="session")
-async def devnode_url(data_home: Path) -> AsyncIterator[str]:
+async def devnode(data_home: Path) -> AsyncIterator[Devnode]:
     """The real local chain (LiteSVM), in this process, fast slots."""
     node = Devnode(DevnodeConfig(data_dir=data_home / "devnode", rpc_port=0, ws_port=0, slot_ms=100))
     await node.start()
-    yield node.rpc_url
+    yield node
     await node.stop()
+
+
+@pytest.fixture(scope="session")
+def devnode_url(devnode: Devnode) -> str:
+    return devnode.rpc_url

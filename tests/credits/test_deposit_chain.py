@@ -19,14 +19,13 @@ import asyncpg
 import orjson
 import pytest
 from solana.rpc.async_api import AsyncClient
-from solana.rpc.models import TxOpts
 from solders.instruction import Instruction
 from solders.keypair import Keypair
-from solders.message import MessageV0
 from solders.pubkey import Pubkey
 from solders.signature import Signature
 from solders.system_program import CreateAccountParams, create_account
-from solders.transaction import VersionedTransaction
+from solders.system_program import TransferParams as SolTransferParams
+from solders.system_program import transfer as sol_transfer
 from spl.token.constants import MINT_LEN, TOKEN_PROGRAM_ID
 from spl.token.instructions import (
     create_associated_token_account,
@@ -38,7 +37,6 @@ from spl.token.instructions import (
 )
 from spl.token.models import InitializeMint2Params, MintToCheckedParams, TransferCheckedParams, TransferParams
 
-from devnode.config import DevnodeConfig
 from devnode.node import Devnode
 from gateway.config import Settings
 from gateway.credits.chain_reads import NOT_FINALIZED
@@ -48,8 +46,17 @@ from gateway.credits.model import CreditPolicy
 from gateway.credits.watcher import DepositWatcher
 from gateway.errors import ProxyError
 from gateway.upstream import HttpUpstream
+from tests.chain import (
+    USDC_MINT,
+    airdrop,
+    mint_usdc,
+    send,
+    submit,
+    transfer_usdc_instruction,
+    usdc_account,
+    wait_landed,
+)
 
-USDC = Pubkey.from_string("EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v")
 CREDITS_PER_USDC = 100_000
 POLICY = CreditPolicy(credits_per_usdc=CREDITS_PER_USDC, credit_expiry_seconds=90 * 86_400)
 
@@ -58,46 +65,36 @@ POLICY = CreditPolicy(credits_per_usdc=CREDITS_PER_USDC, credit_expiry_seconds=9
 
 @dataclass
 class Chain:
-    node: Devnode
+    url: str  # the session devnode (tests/conftest.py), 100 ms slots: a transfer is final within ~200 ms
     client: AsyncClient
     usdc_authority: Keypair
-    payer: Keypair  # pays fees and rent for set-up transactions
     deposit_wallet: Keypair
     deposit_ata: Pubkey
     upstream: HttpUpstream
 
 
 @pytest.fixture(scope="session")
-async def chain(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Chain]:
-    data_dir = tmp_path_factory.mktemp("deposit-devnode")
-    node = Devnode(DevnodeConfig(data_dir=data_dir, rpc_port=0, ws_port=0, slot_ms=100))
-    await node.start()
-    client = AsyncClient(node.rpc_url)
-    upstream = HttpUpstream(node.rpc_url)
+async def chain(devnode: Devnode) -> AsyncIterator[Chain]:
+    """A fresh deposit wallet and its USDC account on the session devnode."""
+    devnode_url, authority = devnode.rpc_url, devnode.usdc_mint_authority
+    client = AsyncClient(devnode_url)
+    upstream = HttpUpstream(devnode_url)
     try:
-        authority = Keypair.from_bytes(bytes(json.loads((data_dir / "usdc-mint-authority.json").read_text())))
-        payer = await funded(client)
+        payer = await funded(devnode_url)
         wallet = Keypair()
-        ata = deposit_token_account(wallet.pubkey(), USDC)
-        assert ata == get_associated_token_address(wallet.pubkey(), USDC)
-        await send(client, payer, [create_associated_token_account(payer.pubkey(), wallet.pubkey(), USDC)])
-        yield Chain(node, client, authority, payer, wallet, ata, upstream)
+        ata = deposit_token_account(wallet.pubkey(), USDC_MINT)
+        assert ata == usdc_account(wallet.pubkey())
+        create = create_associated_token_account(payer.pubkey(), wallet.pubkey(), USDC_MINT)
+        await send(client, payer, [create], v0=True, finalized=True)  # the watcher reads this one too
+        yield Chain(devnode_url, client, authority, wallet, ata, upstream)
     finally:
         await upstream.close()
         await client.close()
-        await node.stop()
-
-
-@pytest.fixture(scope="session")
-async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
-    p = await asyncpg.create_pool(database_url, min_size=1, max_size=4)
-    yield p
-    await p.close()
 
 
 @pytest.fixture
 def watcher(chain: Chain, pool: asyncpg.Pool) -> DepositWatcher:
-    return DepositWatcher(pool, chain.upstream, POLICY, str(chain.deposit_ata), str(USDC))
+    return DepositWatcher(pool, chain.upstream, POLICY, str(chain.deposit_ata), str(USDC_MINT))
 
 
 # ---------------------------------------------------------------------------------------- helpers
@@ -111,68 +108,27 @@ async def wait_for(predicate: Callable[[], Awaitable[bool]], limit_s: float = 10
         await asyncio.sleep(0.05)
 
 
-async def wait_finalized(client: AsyncClient, sig: Signature) -> None:
-    async def finalized() -> bool:
-        value = (await client.get_signature_statuses([sig], search_transaction_history=True)).value[0]
-        return value is not None and str(value.confirmation_status).endswith("Finalized")
-
-    await wait_for(finalized)
+async def send_finalized(chain: Chain, payer: Keypair, ixs: list[Instruction], *signers: Keypair) -> Signature:
+    """A v0 transaction, waited for until finalized: the watcher and confirm-deposit credit only finalized ones."""
+    return await send(chain.client, payer, ixs, *signers, v0=True, finalized=True)
 
 
-async def send(
-    client: AsyncClient,
-    payer: Keypair,
-    ixs: list[Instruction],
-    *signers: Keypair,
-    finalize: bool = True,
-    skip_preflight: bool = False,
-) -> Signature:
-    blockhash = (await client.get_latest_blockhash()).value.blockhash
-    tx = VersionedTransaction(MessageV0.try_compile(payer.pubkey(), ixs, [], blockhash), [payer, *signers])
-    sig = (await client.send_transaction(tx, opts=TxOpts(skip_preflight=skip_preflight))).value
-    if finalize:
-        await wait_finalized(client, sig)
-    return sig
-
-
-async def funded(client: AsyncClient) -> Keypair:
+async def funded(node_url: str) -> Keypair:
     kp = Keypair()
-    sig = (await client.request_airdrop(kp.pubkey(), 10 * 10**9)).value
-    await wait_finalized(client, sig)
+    await airdrop(node_url, kp.pubkey(), 10 * 10**9)
     return kp
 
 
 async def wallet_with_usdc(chain: Chain, base_units: int) -> Keypair:
     """A new funded wallet holding ``base_units`` of test USDC in its ATA (minted with MintToChecked)."""
-    owner = await funded(chain.client)
-    ata = get_associated_token_address(owner.pubkey(), USDC)
-    mint_ix = mint_to_checked(
-        MintToCheckedParams(
-            program_id=TOKEN_PROGRAM_ID,
-            mint=USDC,
-            dest=ata,
-            mint_authority=chain.usdc_authority.pubkey(),
-            amount=base_units,
-            decimals=6,
-        )
-    )
-    create = create_associated_token_account(owner.pubkey(), owner.pubkey(), USDC)
-    await send(chain.client, owner, [create, mint_ix], chain.usdc_authority)
+    owner = await funded(chain.url)
+    await mint_usdc(chain.client, chain.usdc_authority, owner, owner.pubkey(), base_units)
     return owner
 
 
 def usdc_transfer(chain: Chain, owner: Keypair, base_units: int) -> Instruction:
-    return transfer_checked(
-        TransferCheckedParams(
-            program_id=TOKEN_PROGRAM_ID,
-            source=get_associated_token_address(owner.pubkey(), USDC),
-            mint=USDC,
-            dest=chain.deposit_ata,
-            owner=owner.pubkey(),
-            amount=base_units,
-            decimals=6,
-        )
-    )
+    """TransferChecked of ``owner``'s test USDC into the deposit wallet's USDC account."""
+    return transfer_usdc_instruction(owner.pubkey(), chain.deposit_wallet.pubkey(), base_units)
 
 
 async def balance(pool: asyncpg.Pool, pubkey: Keypair | str) -> int:
@@ -187,7 +143,7 @@ async def deposit_row(pool: asyncpg.Pool, sig: Signature | str) -> asyncpg.Recor
 
 async def confirm(chain: Chain, pool: asyncpg.Pool, sig: Signature | str, caller: str | None = None) -> Any:
     return await confirm_deposit(
-        pool, chain.upstream, str(sig), POLICY, str(chain.deposit_ata), str(USDC), caller=caller
+        pool, chain.upstream, str(sig), POLICY, str(chain.deposit_ata), str(USDC_MINT), caller=caller
     )
 
 
@@ -198,7 +154,7 @@ async def test_watcher_credits_authority_then_confirm_is_already_processed(
     chain: Chain, pool: asyncpg.Pool, watcher: DepositWatcher
 ) -> None:
     alice = await wallet_with_usdc(chain, 5_000_000)
-    sig = await send(chain.client, alice, [usdc_transfer(chain, alice, 1_500_000)])
+    sig = await send_finalized(chain, alice, [usdc_transfer(chain, alice, 1_500_000)])
 
     assert await watcher.run_once() >= 1
     assert await balance(pool, alice) == 150_000
@@ -218,7 +174,7 @@ async def test_confirm_first_then_watcher_does_not_credit_again(
     chain: Chain, pool: asyncpg.Pool, watcher: DepositWatcher
 ) -> None:
     bob = await wallet_with_usdc(chain, 1_000_000)
-    sig = await send(chain.client, bob, [usdc_transfer(chain, bob, 250_000)])
+    sig = await send_finalized(chain, bob, [usdc_transfer(chain, bob, 250_000)])
 
     confirmed = await confirm(chain, pool, sig, caller=str(bob.pubkey()))
     assert confirmed.outcome.credited and not confirmed.outcome.already_processed
@@ -234,9 +190,9 @@ async def test_transfer_signed_by_other_wallet_credits_that_wallet_not_the_calle
     chain: Chain, pool: asyncpg.Pool, watcher: DepositWatcher
 ) -> None:
     """The fee payer and caller is `caller`; the tokens are B's, B signs as authority: B is credited."""
-    caller = await funded(chain.client)
+    caller = await funded(chain.url)
     b = await wallet_with_usdc(chain, 2_000_000)
-    sig = await send(chain.client, caller, [usdc_transfer(chain, b, 1_000_000)], b)
+    sig = await send_finalized(chain, caller, [usdc_transfer(chain, b, 1_000_000)], b)
 
     confirmed = await confirm(chain, pool, sig, caller=str(caller.pubkey()))
     assert confirmed.credited_pubkey == str(b.pubkey())
@@ -254,20 +210,20 @@ async def test_plain_transfer_is_credited(chain: Chain, pool: asyncpg.Pool, watc
     ix = transfer(
         TransferParams(
             program_id=TOKEN_PROGRAM_ID,
-            source=get_associated_token_address(carol.pubkey(), USDC),
+            source=usdc_account(carol.pubkey()),
             dest=chain.deposit_ata,
             owner=carol.pubkey(),
             amount=40_000,
         )
     )
-    await send(chain.client, carol, [ix])
+    await send_finalized(chain, carol, [ix])
     await watcher.run_once()
     assert await balance(pool, carol) == 4_000
 
 
 async def test_non_usdc_token_is_ignored(chain: Chain, pool: asyncpg.Pool, watcher: DepositWatcher) -> None:
     """A second mint, its ATA under the deposit wallet, a real TransferChecked: never credited."""
-    sender = await funded(chain.client)
+    sender = await funded(chain.url)
     mint = Keypair()
     rent = (await chain.client.get_minimum_balance_for_rent_exemption(MINT_LEN)).value
     setup = [
@@ -298,7 +254,7 @@ async def test_non_usdc_token_is_ignored(chain: Chain, pool: asyncpg.Pool, watch
             )
         ),
     ]
-    await send(chain.client, sender, setup, mint)
+    await send_finalized(chain, sender, setup, mint)
     other_ata = get_associated_token_address(chain.deposit_wallet.pubkey(), mint.pubkey())
     move = transfer_checked(
         TransferCheckedParams(
@@ -311,7 +267,7 @@ async def test_non_usdc_token_is_ignored(chain: Chain, pool: asyncpg.Pool, watch
             decimals=6,
         )
     )
-    sig = await send(chain.client, sender, [move])
+    sig = await send_finalized(chain, sender, [move])
 
     with pytest.raises(ProxyError) as err:
         await confirm(chain, pool, sig, caller=str(sender.pubkey()))
@@ -324,12 +280,11 @@ async def test_non_usdc_token_is_ignored(chain: Chain, pool: asyncpg.Pool, watch
 
 
 async def test_sol_transfer_to_deposit_wallet_gives_400(chain: Chain, pool: asyncpg.Pool) -> None:
-    from solders.system_program import TransferParams as SolTransfer
-    from solders.system_program import transfer as sol_transfer
-
-    sender = await funded(chain.client)
-    ix = sol_transfer(SolTransfer(from_pubkey=sender.pubkey(), to_pubkey=chain.deposit_wallet.pubkey(), lamports=10**9))
-    sig = await send(chain.client, sender, [ix])
+    sender = await funded(chain.url)
+    ix = sol_transfer(
+        SolTransferParams(from_pubkey=sender.pubkey(), to_pubkey=chain.deposit_wallet.pubkey(), lamports=10**9)
+    )
+    sig = await send_finalized(chain, sender, [ix])
     with pytest.raises(ProxyError) as err:
         await confirm(chain, pool, sig)
     assert err.value.status == 400 and err.value.message == REASON_NO_TRANSFER
@@ -337,7 +292,7 @@ async def test_sol_transfer_to_deposit_wallet_gives_400(chain: Chain, pool: asyn
 
 async def test_below_minimum_is_recorded_ignored(chain: Chain, pool: asyncpg.Pool, watcher: DepositWatcher) -> None:
     dave = await wallet_with_usdc(chain, 100_000)
-    sig = await send(chain.client, dave, [usdc_transfer(chain, dave, 9_999)])
+    sig = await send_finalized(chain, dave, [usdc_transfer(chain, dave, 9_999)])
 
     await watcher.run_once()
     row = await deposit_row(pool, sig)
@@ -353,7 +308,8 @@ async def test_below_minimum_is_recorded_ignored(chain: Chain, pool: asyncpg.Poo
 
 async def test_failed_transfer_gives_400(chain: Chain, pool: asyncpg.Pool, watcher: DepositWatcher) -> None:
     erin = await wallet_with_usdc(chain, 50_000)
-    sig = await send(chain.client, erin, [usdc_transfer(chain, erin, 60_000)], skip_preflight=True)
+    sig = await submit(chain.client, erin, [usdc_transfer(chain, erin, 60_000)], v0=True, skip_preflight=True)
+    assert (await wait_landed(chain.client, sig, finalized=True)).err is not None  # landed, and failed
     with pytest.raises(ProxyError) as err:
         await confirm(chain, pool, sig)
     assert err.value.status == 400 and err.value.message == REASON_FAILED
@@ -375,12 +331,12 @@ async def test_bogus_signatures_give_400(chain: Chain, pool: asyncpg.Pool) -> No
 async def test_restarted_watcher_resumes_from_cursor(chain: Chain, pool: asyncpg.Pool, watcher: DepositWatcher) -> None:
     await watcher.run_once()
     cursor = await watcher.cursor()
-    fresh = DepositWatcher(pool, chain.upstream, POLICY, str(chain.deposit_ata), str(USDC))
+    fresh = DepositWatcher(pool, chain.upstream, POLICY, str(chain.deposit_ata), str(USDC_MINT))
     assert await fresh.cursor() == cursor
     assert await fresh.run_once() == 0
 
     frank = await wallet_with_usdc(chain, 1_000_000)
-    sig = await send(chain.client, frank, [usdc_transfer(chain, frank, 20_000)])
+    sig = await send_finalized(chain, frank, [usdc_transfer(chain, frank, 20_000)])
     assert await fresh.run_once() == 1
     assert await fresh.cursor() == str(sig)
     assert await balance(pool, frank) == 2_000
@@ -389,8 +345,8 @@ async def test_restarted_watcher_resumes_from_cursor(chain: Chain, pool: asyncpg
 async def test_watcher_pages(chain: Chain, pool: asyncpg.Pool) -> None:
     """Small pages force `before` paging; everything new is still credited oldest first."""
     grace = await wallet_with_usdc(chain, 1_000_000)
-    sigs = [await send(chain.client, grace, [usdc_transfer(chain, grace, 10_000 + i)]) for i in range(3)]
-    paged = DepositWatcher(pool, chain.upstream, POLICY, str(chain.deposit_ata), str(USDC), page_limit=2)
+    sigs = [await send_finalized(chain, grace, [usdc_transfer(chain, grace, 10_000 + i)]) for i in range(3)]
+    paged = DepositWatcher(pool, chain.upstream, POLICY, str(chain.deposit_ata), str(USDC_MINT), page_limit=2)
     await paged.run_once()
     assert await paged.cursor() == str(sigs[-1])
     assert await balance(pool, grace) == sum((10_000 + i) * CREDITS_PER_USDC // 10**6 for i in range(3))
@@ -428,16 +384,16 @@ async def test_not_finalized_is_not_credited_yet(chain: Chain, pool: asyncpg.Poo
     await watcher.run_once()
     before = await watcher.cursor()
     hold = HoldBack(chain.upstream)
-    held_watcher = DepositWatcher(pool, hold, POLICY, str(chain.deposit_ata), str(USDC))
+    held_watcher = DepositWatcher(pool, hold, POLICY, str(chain.deposit_ata), str(USDC_MINT))
     kim = await wallet_with_usdc(chain, 1_000_000)
-    late = await send(chain.client, kim, [usdc_transfer(chain, kim, 50_000)])
-    after = await send(chain.client, kim, [usdc_transfer(chain, kim, 60_000)])
+    late = await send_finalized(chain, kim, [usdc_transfer(chain, kim, 50_000)])
+    after = await send_finalized(chain, kim, [usdc_transfer(chain, kim, 60_000)])
     hold.held.add(str(late))
 
     assert await held_watcher.run_once() == 0  # stops at the unfinalized one; `after` waits behind it
     assert await held_watcher.cursor() == before
     with pytest.raises(ProxyError) as err:
-        await confirm_deposit(pool, hold, str(late), POLICY, str(chain.deposit_ata), str(USDC))
+        await confirm_deposit(pool, hold, str(late), POLICY, str(chain.deposit_ata), str(USDC_MINT))
     assert err.value.status == 400 and err.value.message == NOT_FINALIZED
     assert await balance(pool, kim) == 0
 
@@ -450,11 +406,11 @@ async def test_not_finalized_is_not_credited_yet(chain: Chain, pool: asyncpg.Poo
 async def test_unreadable_signature_is_skipped_after_retries(chain: Chain, pool: asyncpg.Pool) -> None:
     """A signature the node lists but will not return must not block later deposits forever."""
     hold = HoldBack(chain.upstream)
-    stuck_watcher = DepositWatcher(pool, hold, POLICY, str(chain.deposit_ata), str(USDC), max_attempts=2)
+    stuck_watcher = DepositWatcher(pool, hold, POLICY, str(chain.deposit_ata), str(USDC_MINT), max_attempts=2)
     await stuck_watcher.run_once()
     leo = await wallet_with_usdc(chain, 1_000_000)
-    stuck = await send(chain.client, leo, [usdc_transfer(chain, leo, 20_000)])
-    later = await send(chain.client, leo, [usdc_transfer(chain, leo, 30_000)])
+    stuck = await send_finalized(chain, leo, [usdc_transfer(chain, leo, 20_000)])
+    later = await send_finalized(chain, leo, [usdc_transfer(chain, leo, 30_000)])
     hold.hidden.add(str(stuck))
 
     assert await stuck_watcher.run_once() == 0
@@ -473,7 +429,7 @@ async def test_run_loop_survives_node_outage(
     chain: Chain, pool: asyncpg.Pool, caplog: pytest.LogCaptureFixture
 ) -> None:
     dead = HttpUpstream("http://127.0.0.1:9")  # nothing listens there
-    broken = DepositWatcher(pool, dead, POLICY, str(chain.deposit_ata), str(USDC), timeout_s=1.0)
+    broken = DepositWatcher(pool, dead, POLICY, str(chain.deposit_ata), str(USDC_MINT), timeout_s=1.0)
     stop = asyncio.Event()
     caplog.set_level(logging.WARNING, logger="gateway.credits.watcher")
     task = asyncio.create_task(broken.run(0.05, stop))
@@ -496,7 +452,7 @@ async def _true(value: bool) -> bool:
 def actor_settings(chain: Chain, database_url: str, home: Path) -> dict[str, Any]:
     (home / "keys").mkdir(parents=True, exist_ok=True)
     (home / "keys" / "deposit-wallet.json").write_text(json.dumps(list(bytes(chain.deposit_wallet))))
-    settings = Settings(home=home, database_url=database_url, upstream_rpc_url=chain.node.rpc_url)
+    settings = Settings(home=home, database_url=database_url, upstream_rpc_url=chain.url)
     return settings.model_dump(mode="json")
 
 
@@ -504,7 +460,7 @@ async def test_actor_class_without_ray(chain: Chain, pool: asyncpg.Pool, databas
     from actors.deposit_watcher import DepositWatcherActor
 
     ivy = await wallet_with_usdc(chain, 1_000_000)
-    sig = await send(chain.client, ivy, [usdc_transfer(chain, ivy, 70_000)])
+    sig = await send_finalized(chain, ivy, [usdc_transfer(chain, ivy, 70_000)])
     actor = DepositWatcherActor(actor_settings(chain, database_url, tmp_path), interval_s=0.1)
     try:
         assert actor.deposit_ata == str(chain.deposit_ata)
@@ -568,7 +524,7 @@ async def test_actor_on_ray(chain: Chain, pool: asyncpg.Pool, database_url: str,
         first = json.loads(await asyncio.wait_for(proc.stdout.readline(), 180))
         assert first["deposit_ata"] == str(chain.deposit_ata) and first["running"]
         jack = await wallet_with_usdc(chain, 1_000_000)
-        await send(chain.client, jack, [usdc_transfer(chain, jack, 80_000)])
+        await send_finalized(chain, jack, [usdc_transfer(chain, jack, 80_000)])
         await wait_for(lambda: _balance_is(pool, jack, 8_000), limit_s=60)
         proc.stdin.write(b"done\n")
         await proc.stdin.drain()
