@@ -34,6 +34,7 @@ class Lease:
     seq: int = 0
     sent: list[UsageRecord] | None = None  # a flush not yet confirmed; retried with the same seq
     closing: bool = False  # takes no new calls; released once nothing is in flight
+    prefetched: bool = False  # the next lease was asked for in the background (at most once per lease)
     dead: bool = False
 
     @property

@@ -2,8 +2,9 @@
 
 One :class:`Meter` per replica. Per account it holds a lease (a block of credits the store set
 aside for this replica) and spends from it in memory; it talks to PostgreSQL only to take a new
-lease when one runs short, and to flush usage (every ``flush_interval_s`` and when a lease is
-replaced). Why this is safe: a lease is a hold the store never lets exceed the balance, a replica
+lease (in the background once half of the active one is spent, so calls rarely wait for it; on the
+call path when one runs short anyway), and to flush usage (every ``flush_interval_s`` and when a
+lease is replaced). Why this is safe: a lease is a hold the store never lets exceed the balance, a replica
 spends only before its lease's local deadline (earlier than the database's expiry), and usage
 settled after expiry is dropped. A crashed replica therefore loses only its unflushed usage (in
 the customer's favour), never a deposit or a balance.
@@ -27,11 +28,14 @@ import asyncpg
 
 from gateway.credits import store
 from gateway.credits.local import AccountState, Admission, Lease, Outcome
-from gateway.credits.model import EventHook, UsageRecord, no_events
+from gateway.credits.model import EventHook, LeaseGrant, UsageRecord, no_events
 
 log = logging.getLogger(__name__)
 
 __all__ = ["AccountState", "Admission", "Lease", "Meter", "Outcome"]
+
+#: The next lease is taken in the background once less than this share of the active one is left.
+PREFETCH_LEFT = 0.5
 
 
 class Meter:
@@ -47,6 +51,7 @@ class Meter:
         idle_release_s: float = 5.0,
         negative_ttl_s: float = 1.0,
         expiry_interval_s: float = 60.0,
+        flush_chunk: int = 5_000,
         events: EventHook = no_events,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -59,11 +64,13 @@ class Meter:
         self.idle_release_s = idle_release_s
         self.negative_ttl_s = negative_ttl_s
         self.expiry_interval_s = expiry_interval_s
+        self.flush_chunk = flush_chunk  # usage records per settle transaction
         self.events = events
         self.clock = clock
         self.accounts: dict[str, AccountState] = {}
         self._task: asyncio.Task[None] | None = None
         self._flush_gate = asyncio.Semaphore(4)
+        self._prefetches: set[asyncio.Task[None]] = set()
 
     # -- the hot path -------------------------------------------------------------------------
 
@@ -92,7 +99,7 @@ class Meter:
             return None
         lease = acct.active
         if lease is not None and lease.covers(price, self.clock()):
-            return self._spend(acct, lease, price)
+            return self._spend(acct, pubkey, lease, price)
         return None
 
     async def admit(self, pubkey: str, price: int) -> Admission:
@@ -105,20 +112,22 @@ class Meter:
             lease = acct.active
             now = self.clock()
             if lease is not None and lease.covers(price, now):
-                return self._spend(acct, lease, price)
+                return self._spend(acct, pubkey, lease, price)
             known_short = not acct.exists or self._potential(acct) < price
             if not (known_short and now - acct.checked_at < self.negative_ttl_s):
                 await self._refill(acct, pubkey, price)
                 lease = acct.active
                 if lease is not None and lease.covers(price, self.clock()):
-                    return self._spend(acct, lease, price)
+                    return self._spend(acct, pubkey, lease, price)
         return Admission(Outcome.INSUFFICIENT if acct.exists else Outcome.NO_ACCOUNT, price, acct)
 
-    def _spend(self, acct: AccountState, lease: Lease, price: int) -> Admission:
+    def _spend(self, acct: AccountState, pubkey: str, lease: Lease, price: int) -> Admission:
         lease.spent += price
         lease.inflight += 1
         acct.window += price
         acct.last_used = self.clock()
+        if not lease.prefetched and lease.granted - lease.spent < lease.granted * PREFETCH_LEFT:
+            self._start_prefetch(acct, pubkey, lease)
         return Admission(Outcome.ADMITTED, price, acct, lease, datetime.now(UTC))
 
     def complete(self, admission: Admission, method: str, request_id: str, refunded: bool = False) -> None:
@@ -176,6 +185,10 @@ class Meter:
         grant = await store.lease(
             self.pool, pubkey, self.replica_id, want, self.lease_ttl_s, at_least=price, replicas=self.replicas
         )
+        self._adopt(acct, grant, started)
+
+    def _adopt(self, acct: AccountState, grant: LeaseGrant | None, started: float) -> None:
+        """Take in what the store answered to a lease request made at ``started``."""
         acct.checked_at = started
         if grant is None:
             acct.exists = False
@@ -187,6 +200,36 @@ class Meter:
         if grant.lease_id is not None:
             deadline = started + self.lease_ttl_s - self.margin_s
             acct.leases.append(Lease(grant.lease_id, grant.granted, deadline, started))
+
+    def _start_prefetch(self, acct: AccountState, pubkey: str, lease: Lease) -> None:
+        lease.prefetched = True  # once per lease: with nothing left to lease, calls do not retry it each time
+        task = asyncio.get_running_loop().create_task(self._prefetch(acct, pubkey, lease))
+        self._prefetches.add(task)
+        task.add_done_callback(self._prefetches.discard)
+
+    async def _prefetch(self, acct: AccountState, pubkey: str, lease: Lease) -> None:
+        """Take the next lease while ``lease`` still has some left, so that calls do not queue on the
+        account lock behind a flush and a lease when it runs out. Unlike :meth:`_refill` it leases
+        first and flushes later: ``lease`` keeps serving until the new one is there, then closes, and
+        its unspent part goes back at the next flush. With nothing left to lease, ``lease`` is spent
+        out and the refill on the call path decides."""
+        try:
+            async with acct.lock:
+                if acct.active is not lease:
+                    return  # a refill replaced it meanwhile
+                used_for = self.clock() - lease.started
+                if used_for > 0:
+                    acct.rate = max(acct.rate, lease.spent / used_for)
+                want = max(lease.granted, math.ceil(2 * acct.rate))
+                started = self.clock()
+                grant = await store.lease(
+                    self.pool, pubkey, self.replica_id, want, self.lease_ttl_s, at_least=1, replicas=self.replicas
+                )
+                if grant is not None and grant.lease_id is not None:
+                    lease.closing = True
+                self._adopt(acct, grant, started)
+        except Exception:
+            log.exception("taking the next credit lease of %s ahead of time failed; calls will refill it", pubkey)
 
     async def _flush_account(self, acct: AccountState, pubkey: str, final: bool = False) -> None:
         for lease in list(acct.leases):
@@ -201,9 +244,9 @@ class Meter:
             lease.closing = True
         if lease.sent is None and lease.records:
             lease.seq += 1
-            lease.sent, lease.records = lease.records, []
+            lease.sent, lease.records = lease.records[: self.flush_chunk], lease.records[self.flush_chunk :]
         records = lease.sent or []
-        release = lease.closing and (lease.inflight == 0 or final)
+        release = lease.closing and (lease.inflight == 0 or final) and not lease.records
         shrink = lease.spent if lease.closing and not release and lease.granted > lease.spent else None
         renew = not release and lease.deadline - now < self.lease_ttl_s / 2
         if not (records or release or shrink is not None or renew):
@@ -272,19 +315,27 @@ class Meter:
             if now - acct.last_used > 60.0 and now - acct.checked_at > 60.0 and not acct.lock.locked():
                 self.accounts.pop(pubkey, None)  # bound memory to the accounts in use
             return
+        # One chunk per lease at a time, the account lock released in between: a flush of a busy
+        # second (a batch of 100 is 100 records) must not keep a lease refill waiting behind it.
+        chunks = math.ceil(sum(len(lease.records) for lease in acct.leases) / self.flush_chunk) + 1
         try:
-            async with self._flush_gate, acct.lock:
-                await self._flush_account(acct, pubkey, final)
+            async with self._flush_gate:
+                for _ in range(chunks):
+                    async with acct.lock:
+                        await self._flush_account(acct, pubkey, final)
+                    if not any(lease.records for lease in acct.leases):
+                        break
         except Exception:
             log.exception("flushing credit usage of %s failed; retried next time", pubkey)
 
     async def stop(self) -> None:
-        """Stop the loop, then flush everything and release every lease."""
+        """Stop the loop, let leases being taken arrive, then flush everything and release every lease."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await asyncio.gather(*self._prefetches)
         await self.flush(final=True)
 
     def kill(self) -> None:
@@ -292,3 +343,5 @@ class Meter:
         if self._task is not None:
             self._task.cancel()
             self._task = None
+        for prefetch in list(self._prefetches):
+            prefetch.cancel()

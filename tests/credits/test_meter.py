@@ -73,6 +73,73 @@ async def test_fast_path_spends_locally(
     assert (await check_conservation(db, pubkey)).ok
 
 
+async def test_next_lease_is_taken_before_the_active_one_runs_out(
+    make_meter: MeterFactory, pool: asyncpg.Pool, db: asyncpg.Connection, pubkey: str
+) -> None:
+    """Past half of a lease the next one is leased in the background, so no call waits for the store."""
+    await fund(pool, pubkey, 1_000)
+    meter = make_meter()
+    first = await meter.admit(pubkey, 1)  # the first lease: 20 credits
+    admissions = [first]
+    for _ in range(10):  # 11 of 20 spent: under half left, the next lease is being taken
+        admission = meter.spend_local(pubkey, 1)
+        assert admission is not None
+        admissions.append(admission)
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if first.lease is not None and first.lease.closing:
+            break
+    assert first.lease is not None and first.lease.closing, "the next lease did not arrive"
+    for _ in range(15):  # more than the first lease had left: all local, none awaited the store
+        admission = meter.spend_local(pubkey, 1)
+        assert admission is not None and admission.lease is not first.lease
+        admissions.append(admission)
+    for n, admission in enumerate(admissions):
+        meter.complete(admission, "getSlot", f"r{n}")
+    await meter.stop()
+    assert await balance(pool, pubkey) == 1_000 - len(admissions)
+    assert int(await db.fetchval("SELECT count(*) FROM usage_history WHERE pubkey = $1", pubkey)) == len(admissions)
+    live = await db.fetchval("SELECT count(*) FROM credit_leases WHERE pubkey = $1 AND NOT released", pubkey)
+    assert live == 0 and (await check_conservation(db, pubkey)).ok
+
+
+async def test_an_empty_account_is_not_asked_for_a_lease_per_call(
+    make_meter: MeterFactory, pool: asyncpg.Pool, db: asyncpg.Connection, pubkey: str
+) -> None:
+    """With the whole balance leased, the background attempt finds nothing once, and is not repeated per call."""
+    await fund(pool, pubkey, 20)
+    meter = make_meter()
+    admissions = [await meter.admit(pubkey, 1)]  # leases all 20
+    admissions += [a for _ in range(14) if (a := meter.spend_local(pubkey, 1)) is not None]
+    await asyncio.gather(*meter._prefetches)
+    leases = int(await db.fetchval("SELECT count(*) FROM credit_leases WHERE pubkey = $1", pubkey))
+    admissions += [a for _ in range(5) if (a := meter.spend_local(pubkey, 1)) is not None]
+    assert len(admissions) == 20 and not meter._prefetches
+    assert int(await db.fetchval("SELECT count(*) FROM credit_leases WHERE pubkey = $1", pubkey)) == leases == 1
+    for n, admission in enumerate(admissions):
+        meter.complete(admission, "getSlot", f"r{n}")
+    await meter.stop()
+    assert await balance(pool, pubkey) == 0 and (await check_conservation(db, pubkey)).ok
+
+
+async def test_a_busy_second_is_settled_in_chunks(
+    make_meter: MeterFactory, pool: asyncpg.Pool, db: asyncpg.Connection, pubkey: str
+) -> None:
+    """Usage is settled at most ``flush_chunk`` records per transaction, and all of it is settled."""
+    await fund(pool, pubkey, 1_000)
+    meter = make_meter(flush_chunk=7)
+    admissions = [await meter.admit(pubkey, 1)]
+    admissions += [a for _ in range(14) if (a := meter.spend_local(pubkey, 1)) is not None]
+    assert len(admissions) == 15
+    for n, admission in enumerate(admissions):
+        meter.complete(admission, "getSlot", f"r{n}")
+    await meter.flush()
+    assert await balance(pool, pubkey) == 985
+    assert await count_ledger(db, pubkey, "debit") == 3  # 7 + 7 + 1
+    await meter.stop()
+    assert (await check_conservation(db, pubkey)).ok
+
+
 async def test_refund_is_spendable_again(
     make_meter: MeterFactory, pool: asyncpg.Pool, db: asyncpg.Connection, pubkey: str
 ) -> None:
