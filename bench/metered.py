@@ -4,7 +4,8 @@ no auth and no metering (a), and against plain uvicorn forwarding with no Ray at
     python -m bench.metered [--duration 8] [--connections 64,1]
 
 One run, one constant-answer upstream, one ingress replica; targets are interleaved over ``--rounds``
-rounds and each keeps its best round, so a noisy minute on a small machine hurts every target alike.
+rounds, so a noisy minute on a small machine hurts every target alike. The table keeps each target's
+best round; the ratios are given both between best rounds and within each round (median).
 Rows: the upstream alone, the plain forwarder (b), Serve unmetered (a), Serve metered with an API key,
 with signed headers (Ed25519 verify and a Redis nonce per request), and a 100-item batch with an API
 key (100 rate units and credits per request). The stack is started here the way ``gateway up`` starts
@@ -19,6 +20,7 @@ import asyncio
 import os
 import secrets
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,7 +34,7 @@ import orjson
 from bench._proc import free_port
 from bench.gateway_overhead import measure
 from bench.loadgen import DEFAULT_BODY, DEFAULT_HEADERS, Headers
-from bench.report import Row, format_ratios, format_table
+from bench.report import Row, format_ratios, format_table, ratio
 
 BATCH_BODY = orjson.dumps([{"jsonrpc": "2.0", "id": i, "method": "getSlot"} for i in range(100)])
 
@@ -81,7 +83,8 @@ def create_api_key(url: str, secret: bytes) -> str:
         return str(orjson.loads(resp.read())["api_key"])
 
 
-def run(duration_s: float, connections: list[int], rounds: int) -> list[Row]:
+def run(duration_s: float, connections: list[int], rounds: int) -> list[list[Row]]:
+    """Every target at every connection count, ``rounds`` times interleaved; the rows of each round."""
     from ray import serve
 
     from bench.unmetered import UnmeteredIngress
@@ -126,9 +129,10 @@ def run(duration_s: float, connections: list[int], rounds: int) -> list[Row]:
             ("metered-signed", f"{base}/", signed, DEFAULT_BODY),
             ("metered-batch100", f"{base}/", keyed, BATCH_BODY),
         ]
-        best: dict[tuple[str, int], Row] = {}
+        by_round: list[list[Row]] = []
         for round_no in range(rounds):  # interleaved, so a noisy minute hurts every target alike
             print(f"round {round_no + 1} of {rounds}", flush=True)
+            by_round.append([])
             for conns in connections:
                 for name, url, headers, body in targets:
                     (row,) = asyncio.run(
@@ -141,10 +145,8 @@ def run(duration_s: float, connections: list[int], rounds: int) -> list[Row]:
                             backend="python",
                         )
                     )
-                    kept = best.get((name, conns))
-                    if kept is None or row.result.rps > kept.result.rps:
-                        best[(name, conns)] = row
-        return list(best.values())
+                    by_round[-1].append(row)
+        return by_round
     finally:
         stack.stop()
         for proc in (forwarder_proc, upstream_proc):
@@ -152,31 +154,48 @@ def run(duration_s: float, connections: list[int], rounds: int) -> list[Row]:
             proc.wait(timeout=10)
 
 
+RATIOS = [
+    ("metered-apikey", "serve-unmetered"),
+    ("metered-apikey", "forwarder"),
+    ("metered-signed", "serve-unmetered"),
+    ("serve-unmetered", "forwarder"),
+]
+
+
+def best_of(by_round: list[list[Row]]) -> list[Row]:
+    """Each target's best round, most connections first."""
+    best: dict[tuple[str, int], Row] = {}
+    for rows in by_round:
+        for row in rows:
+            kept = best.get((row.name, row.result.connections))
+            if kept is None or row.result.rps > kept.result.rps:
+                best[(row.name, row.result.connections)] = row
+    return sorted(best.values(), key=lambda r: -r.result.connections)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.metered", description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=8.0, help="measured seconds per run (default 8)")
     parser.add_argument("--connections", default="64,1", help="comma-separated (default 64,1)")
-    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds; each target's best is kept")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     args = parser.parse_args(argv)
     # SIGTERM must unwind through run()'s finally, which stops the stack and the reference servers.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     connections = [int(c) for c in args.connections.split(",")]
-    rows = run(args.duration, connections, args.rounds)
-    rows.sort(key=lambda r: -r.result.connections)
+    by_round = run(args.duration, connections, args.rounds)
+    rows = best_of(by_round)
     print()
     print(format_table(rows, baseline="forwarder"))
     print()
-    print(
-        format_ratios(
-            rows,
-            [
-                ("metered-apikey", "serve-unmetered"),
-                ("metered-apikey", "forwarder"),
-                ("metered-signed", "serve-unmetered"),
-                ("serve-unmetered", "forwarder"),
-            ],
-        )
-    )
+    print("ratios of each target's best round:")
+    print(format_ratios(rows, RATIOS))
+    print()
+    print("ratios within each round (targets measured a minute apart), median over the rounds:")
+    for name, baseline in RATIOS:
+        for conns in connections:
+            paired = [r for r in (ratio(rows_, name, baseline, conns) for rows_ in by_round) if r is not None]
+            each = " ".join(f"{r:.3f}" for r in paired)
+            print(f"{name} / {baseline} @{conns} conn: median {statistics.median(paired):.3f} (rounds: {each})")
     for conns in connections:
         by = {r.name: r.result for r in rows if r.result.connections == conns}
         added = by["metered-apikey"].p50_ms - by["serve-unmetered"].p50_ms
