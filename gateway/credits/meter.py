@@ -4,9 +4,9 @@ One :class:`Meter` per replica. Per account it holds a lease (a block of credits
 aside for this replica) and spends from it in memory; it talks to PostgreSQL only to take a new
 lease (in the background once half of the active one is spent, so calls rarely wait for it; on the
 call path when one runs short anyway), and to flush usage (every ``flush_interval_s`` and when a
-lease is replaced). Why this is safe: a lease is a hold the store never lets exceed the balance, a replica
-spends only before its lease's local deadline (earlier than the database's expiry), and usage
-settled after expiry is dropped. A crashed replica therefore loses only its unflushed usage (in
+lease is replaced). Why this is safe: a lease is a hold the store never lets exceed the balance, a
+replica spends only before its lease's local deadline (earlier than the database's expiry), and
+usage settled after expiry is dropped. A crashed replica therefore loses only its unflushed usage (in
 the customer's favour), never a deposit or a balance.
 
 A call is reserved at :meth:`Meter.admit` and recorded at :meth:`Meter.complete` (charged or
