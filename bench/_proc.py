@@ -13,7 +13,7 @@ import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 LOOPBACK = "127.0.0.1"
@@ -146,6 +146,25 @@ async def stop_process(proc: asyncio.subprocess.Process, grace_s: float = 5.0) -
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         await proc.wait()
+
+
+def uvicorn_config(app: Any, host: str, port: int, *, lifespan: Literal["on", "off"] = "off") -> Any:
+    """The fastest uvicorn settings for a benchmark server: uvloop, httptools, no access log or extra headers."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        lifespan=lifespan,
+        access_log=False,
+        log_level="warning",
+        server_header=False,
+        date_header=False,
+        backlog=4096,
+    )
 
 
 @contextlib.asynccontextmanager

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import orjson
 
-from bench._proc import LOOPBACK, require_loopback_host, serving
+from bench._proc import LOOPBACK, require_loopback_host, serving, uvicorn_config
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -126,24 +126,6 @@ async def asgi_app(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": payload})
 
 
-def _uvicorn_config(host: str, port: int) -> Any:
-    import uvicorn
-
-    return uvicorn.Config(
-        asgi_app,
-        host=host,
-        port=port,
-        loop="uvloop",
-        http="httptools",
-        lifespan="off",
-        access_log=False,
-        log_level="warning",
-        server_header=False,
-        date_header=False,
-        backlog=4096,
-    )
-
-
 # ------------------------------------------------------------------------------------- aiohttp.web
 
 
@@ -172,7 +154,7 @@ async def serve_const_upstream(host: str = LOOPBACK, port: int = 0, impl: str = 
     """
     require_loopback_host(host)
     if impl == "asgi":
-        async with serving(_uvicorn_config(host, port), "const upstream") as url:
+        async with serving(uvicorn_config(asgi_app, host, port), "const upstream") as url:
             yield url
     elif impl == "aiohttp":
         from aiohttp import web
@@ -198,7 +180,7 @@ def run(host: str = LOOPBACK, port: int = 8899, impl: str = DEFAULT_IMPL) -> Non
     if impl == "asgi":
         import uvicorn
 
-        uvicorn.Server(_uvicorn_config(host, port)).run()
+        uvicorn.Server(uvicorn_config(asgi_app, host, port)).run()
     elif impl == "aiohttp":
         import uvloop
         from aiohttp import web

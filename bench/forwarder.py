@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any, Final
+from typing import Final
 
 import aiohttp
 
-from bench._proc import LOOPBACK, require_loopback_host, require_loopback_url, serving
+from bench._proc import LOOPBACK, require_loopback_host, require_loopback_url, serving, uvicorn_config
 from bench.const_upstream import Message, Receive, Scope, Send, read_body
 
 DEFAULT_CONNECTOR_LIMIT: Final = 256
@@ -97,24 +97,6 @@ async def _respond(send: Send, status: int, body: bytes, content_type: bytes) ->
     await send({"type": "http.response.body", "body": body})
 
 
-def _uvicorn_config(app: Forwarder, host: str, port: int) -> Any:
-    import uvicorn
-
-    return uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        loop="uvloop",
-        http="httptools",
-        lifespan="on",
-        access_log=False,
-        log_level="warning",
-        server_header=False,
-        date_header=False,
-        backlog=4096,
-    )
-
-
 @contextlib.asynccontextmanager
 async def serve_forwarder(
     upstream_url: str,
@@ -124,7 +106,9 @@ async def serve_forwarder(
 ) -> AsyncIterator[str]:
     """Serve in the current event loop; yields the forwarder's base URL (use a subprocess to measure)."""
     require_loopback_host(host)
-    async with serving(_uvicorn_config(Forwarder(upstream_url, connector_limit), host, port), "forwarder") as url:
+    async with serving(
+        uvicorn_config(Forwarder(upstream_url, connector_limit), host, port, lifespan="on"), "forwarder"
+    ) as url:
         yield url
 
 
@@ -135,7 +119,7 @@ def run(
     import uvicorn
 
     require_loopback_host(host)
-    uvicorn.Server(_uvicorn_config(Forwarder(upstream, connector_limit), host, port)).run()
+    uvicorn.Server(uvicorn_config(Forwarder(upstream, connector_limit), host, port, lifespan="on")).run()
 
 
 def main(argv: list[str] | None = None) -> None:
