@@ -106,7 +106,7 @@ def run(duration_s: float, connections: list[int], rounds: int) -> list[list[Row
     try:
         resolved = stack.start()
         base = f"http://{resolved.host}:{resolved.port}"
-        unmetered = UnmeteredIngress.options(  # type: ignore[attr-defined]
+        unmetered = UnmeteredIngress.options(
             max_ongoing_requests=resolved.max_ongoing_requests  # as the metered Ingress: same concurrency
         )
         serve.run(unmetered.bind(resolved.model_dump(mode="json")), name="unmetered", route_prefix="/unmetered")
