@@ -11,12 +11,12 @@ from typing import Any
 from ray import serve
 from ray.serve import Application
 from ray.serve.schema import LoggingConfig
-from starlette.applications import Starlette
 
 from gateway.app import GatewayApp
 from gateway.config import Settings, load_settings
 from gateway.runtime.replica_process import tune_gc
 from gateway.transports.http import build_http_app
+from gateway.transports.routing import RpcFirst
 
 
 # num_cpus=0: ingress replicas wait on I/O; reserving a core each would cap replicas at the core count.
@@ -34,7 +34,7 @@ class Ingress:
         tune_gc(validated.gc_young_threshold)
         self.gateway = GatewayApp(validated)
 
-    def __serve_build_asgi_app__(self) -> Starlette:
+    def __serve_build_asgi_app__(self) -> RpcFirst:
         return build_http_app(self.gateway)
 
 

@@ -5,9 +5,9 @@
 At 64 connections a replica is CPU-bound, so its throughput is set by CPU per call; this measures that
 part of it alone. Each pipeline ends in the real forwarder, whose node answers at once without a
 network, and uses the gateway's own stores (leases, API-key cache, nonces) on a real embedded
-PostgreSQL and Redis. The ``asgi-`` rows add the HTTP transport (Starlette route, request → Call →
-response) without a socket. Rounds alternate the pipelines and each keeps its best round;
-``--profile NAME`` prints a cProfile of one instead.
+PostgreSQL and Redis. The ``asgi-`` rows add the HTTP transport (ASGI messages → Call → response, as
+``gateway.transports.http`` serves JSON-RPC) without a socket. Rounds alternate the pipelines and each
+keeps its best round; ``--profile NAME`` prints a cProfile of one instead.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from gateway.forward import Forwarder, ParseStage
 from gateway.pipeline import Call, Handler, Reply, compose, error_boundary
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.storage.migrate import migrate_url
-from gateway.transports.routing import RPC_MAX_BODY_BYTES, mount
+from gateway.transports.routing import RPC_MAX_BODY_BYTES, RpcFirst, mount
 
 BODY = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
 ANSWER = b'{"jsonrpc":"2.0","id":0,"result":123456789}'  # the forwarder sends item positions as ids
@@ -48,9 +48,10 @@ class ConstantNode:
 
 
 def over_asgi(handler: Handler) -> Handler:
-    """The same handler behind the gateway's Starlette route (request → Call, Reply → response), called
+    """The same handler behind the gateway's HTTP transport (ASGI messages → Call, Reply → response), called
     as an ASGI app without a socket: adds what the HTTP transport costs per call."""
-    app = Starlette(routes=[mount("/", "POST", [], handler, RPC_MAX_BODY_BYTES, transport="jsonrpc")])
+    routes = [mount("/", "POST", [], handler, RPC_MAX_BODY_BYTES, transport="jsonrpc")]
+    app = RpcFirst(Starlette(routes=routes), ["/"], handler)
 
     async def handle(call: Call) -> Reply:
         scope = {

@@ -7,20 +7,19 @@ and Serve options), with only the JSON-RPC pipeline swapped before the HTTP app 
 
 from __future__ import annotations
 
-from starlette.applications import Starlette
-
 from gateway.forward import Forwarder, ParseStage
 from gateway.pipeline import compose, error_boundary
+from gateway.transports.routing import RpcFirst
 from serve_app import Ingress
 
 
 class _Unmetered(Ingress.func_or_class):  # type: ignore[misc,name-defined]  # the class Serve wrapped
     """Same app, same transport, same forwarding; the pipeline is only boundary → parse → forward."""
 
-    def __serve_build_asgi_app__(self) -> Starlette:
+    def __serve_build_asgi_app__(self) -> RpcFirst:
         gw = self.gateway
         gw.rpc = compose([error_boundary, ParseStage(gw.prices)], Forwarder(gw.upstream))
-        app: Starlette = super().__serve_build_asgi_app__()
+        app: RpcFirst = super().__serve_build_asgi_app__()
         return app
 
 

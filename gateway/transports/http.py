@@ -21,10 +21,18 @@ from gateway.errors import ProxyError
 from gateway.pipeline import json_reply
 from gateway.public import capabilities_document, health_document, pricing_document
 from gateway.transports.account_routes import auth_routes
-from gateway.transports.routing import RPC_MAX_BODY_BYTES, mount, to_response
+from gateway.transports.routing import RPC_MAX_BODY_BYTES, RpcFirst, mount, to_response
+
+#: Where JSON-RPC is served over HTTP (interface.md).
+RPC_PATHS = ("/", "/rpc")
 
 
-def build_http_app(gw: GatewayApp) -> Starlette:
+def build_http_app(gw: GatewayApp) -> RpcFirst:
+    """The gateway over HTTP: JSON-RPC ``POST``s straight to the pipeline, everything else by Starlette."""
+    return RpcFirst(build_starlette_app(gw), RPC_PATHS, gw.rpc)
+
+
+def build_starlette_app(gw: GatewayApp) -> Starlette:
     async def health(request: Request) -> Response:
         status, doc = health_document(gw.upstream, gw.profile, gw.started_at)
         return to_response(json_reply(status, doc))
@@ -50,9 +58,8 @@ def build_http_app(gw: GatewayApp) -> Starlette:
         finally:
             await gw.shutdown()
 
-    routes: list[BaseRoute] = [
-        mount("/", "POST", [], gw.rpc, RPC_MAX_BODY_BYTES, transport="jsonrpc"),
-        mount("/rpc", "POST", [], gw.rpc, RPC_MAX_BODY_BYTES, transport="jsonrpc"),
+    routes: list[BaseRoute] = [  # the JSON-RPC routes are served by RpcFirst; declared here for the 405s
+        *(mount(path, "POST", [], gw.rpc, RPC_MAX_BODY_BYTES, transport="jsonrpc") for path in RPC_PATHS),
         Route("/health", health, methods=["GET"]),
         Route("/pricing", pricing, methods=["GET"]),
         Route("/capabilities", capabilities, methods=["GET"]),
