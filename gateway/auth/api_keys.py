@@ -130,6 +130,14 @@ class ApiKeyStore:
             self._task = None
         self._go_dark()
 
+    def cached(self, key: str) -> str | None:
+        """The owner of ``key`` when this replica has it cached as active (no await), else None: then
+        :meth:`lookup` decides. Only a key seen before is looked at, so nothing is hashed here."""
+        digest = self._digests.get(key)
+        if digest is None or not self._live:
+            return None
+        return self._cache.get(digest)[1]
+
     async def lookup(self, key: str) -> str | None:
         """The public key owning the active key ``key``, or None (unknown, revoked, or not a key)."""
         digest = self._digests.get(key)

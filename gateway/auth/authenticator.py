@@ -17,7 +17,14 @@ from collections.abc import Sequence
 from typing import Literal
 
 from gateway.auth.accounts import AccountStore
-from gateway.auth.credentials import Credentials, grpc_credentials, http_credentials, websocket_credentials
+from gateway.auth.api_keys import ApiKeyStore
+from gateway.auth.credentials import (
+    API_KEY_HEADER,
+    Credentials,
+    grpc_credentials,
+    http_credentials,
+    websocket_credentials,
+)
 from gateway.auth.errors import bearer_token_required, wallet_signature_required
 from gateway.auth.identity import Identity
 from gateway.auth.payment_terms import PaymentTerms, resource_url
@@ -26,6 +33,8 @@ from gateway.errors import ProxyError
 from gateway.pipeline import Call
 
 Only = Literal["wallet", "session"]
+
+_IDENTITY_MEMO = 10_000  # bounded; clearing it only costs rebuilding identities
 
 
 def credentials_of(call: Call) -> Credentials:
@@ -37,10 +46,35 @@ def credentials_of(call: Call) -> Credentials:
 
 
 class Authenticator:
-    def __init__(self, strategies: Sequence[Strategy], accounts: AccountStore, terms: PaymentTerms) -> None:
+    def __init__(
+        self,
+        strategies: Sequence[Strategy],
+        accounts: AccountStore,
+        terms: PaymentTerms,
+        api_keys: ApiKeyStore | None = None,
+    ) -> None:
         self.strategies = tuple(strategies)
         self.accounts = accounts
         self.terms = terms
+        self.api_keys = api_keys  # for :meth:`from_cache`
+        self._identities: dict[str, Identity] = {}
+
+    def from_cache(self, call: Call) -> Identity | None:
+        """The identity of a call whose ``X-Api-Key`` header is a key this replica has cached as active,
+        without an await; None sends the call through :meth:`authenticate`. The same answer that would
+        give: an API key outranks every other credential, and implies an account."""
+        if self.api_keys is None or call.transport == "grpc":
+            return None
+        key = call.headers.get(API_KEY_HEADER)
+        pubkey = None if key is None else self.api_keys.cached(key)
+        if pubkey is None:
+            return None
+        identity = self._identities.get(pubkey)
+        if identity is None:  # one immutable Identity per key owner, not one per call
+            if len(self._identities) >= _IDENTITY_MEMO:
+                self._identities.clear()
+            identity = self._identities[pubkey] = Identity(pubkey, "api_key")
+        return identity
 
     def select(self, credentials: Credentials) -> Strategy | None:
         return next((s for s in self.strategies if s.supports(credentials)), None)

@@ -97,7 +97,7 @@ class AuthServices:
             SessionStrategy(self.sessions),
             TokenStrategy(self.api_keys, self.sessions),
         ]
-        self._authenticator = Authenticator(strategies, self.accounts, self.terms)
+        self._authenticator = Authenticator(strategies, self.accounts, self.terms, self.api_keys)
 
     async def stop(self) -> None:
         self._authenticator = None

@@ -28,8 +28,11 @@ class AuthStage:
 
     async def __call__(self, call: Call, next_handler: Handler) -> Reply:
         authenticator = self.services.authenticator
-        try:
-            call.identity = await authenticator.authenticate(call, require_account=self.require_account, only=self.only)
-        except PaymentRequiredError as exc:
-            return payment_required_reply(call, exc)
+        identity = authenticator.from_cache(call) if self.only is None else None
+        if identity is None:
+            try:
+                identity = await authenticator.authenticate(call, require_account=self.require_account, only=self.only)
+            except PaymentRequiredError as exc:
+                return payment_required_reply(call, exc)
+        call.identity = identity
         return await next_handler(call)

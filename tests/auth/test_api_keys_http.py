@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from gateway.auth.api_keys import ApiKeyRotated
+from gateway.auth.identity import Identity
 from gateway.auth.key_secret import SECRET_FILE
 from gateway.client import WalletSigner
 from gateway.pipeline import Call
@@ -128,10 +129,17 @@ async def test_rotation_revokes_the_previous_key(
     db: asyncpg.Connection,
     rotations: list[ApiKeyRotated],
 ) -> None:
+    authenticator = gateway.app.auth.authenticator
+
+    def from_cache(key: str) -> Identity | None:  # what the auth stage tries first, without an await
+        return authenticator.from_cache(Call("POST", "/", {"x-api-key": key}, {}, RPC_BODY, transport="jsonrpc"))
+
     first = await create_api_key(http, signer, gateway.url)
     assert (await request(http, "POST", gateway.url + "/", body=RPC_BODY, headers={"X-Api-Key": first})).status == 200
+    assert from_cache(first) == Identity(signer.pubkey, "api_key")
     second = await create_api_key(http, signer, gateway.url)
     assert second != first
+    assert from_cache(first) is None  # the rotation evicted it at once
     old = await request(http, "POST", gateway.url + "/", body=RPC_BODY, headers={"X-Api-Key": first})
     assert (old.status, old.code) == (401, "AUTH_FAILED")
     new = await request(http, "POST", gateway.url + "/", body=RPC_BODY, headers={"X-Api-Key": second})
