@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Allowed:
+class Allowed(NamedTuple):  # a tuple: built on every admitted item, and cheaper than a frozen dataclass
     limit: int  # the account's requests-per-second limit (all replicas)
     remaining: int  # units left in this replica's bucket
     reset_at: int  # unix seconds at which this replica's bucket is full again
@@ -71,15 +71,14 @@ class TokenBucket:
             return 0.0
         return (units - self.tokens) / self.rate
 
-    def seconds_to_full(self) -> float:
-        return (self.burst - self.tokens) / self.rate
-
 
 @dataclass(slots=True)
 class _Account:
     bucket: TokenBucket
     limit: int
     active: int = 0  # calls in flight
+    slots: int = 0  # this replica's share of ``slots_of``
+    slots_of: int = 0  # the concurrency limit ``slots`` was computed for
 
 
 @dataclass
@@ -95,6 +94,8 @@ class Limiter:
     def _account(self, pubkey: str, rps: int | None, now: float) -> _Account:
         limit = rps or self.default_rps
         acct = self._accounts.get(pubkey)
+        if acct is not None and acct.limit == limit:  # the common case
+            return acct
         if acct is None:
             if len(self._accounts) >= self._prune_at:
                 self.prune(now)
@@ -125,7 +126,7 @@ class Limiter:
     @staticmethod
     def _allowed(acct: _Account, wall: float) -> Allowed:
         bucket = acct.bucket
-        return Allowed(acct.limit, int(bucket.tokens), math.ceil(wall + bucket.seconds_to_full()))
+        return Allowed(acct.limit, int(bucket.tokens), math.ceil(wall + (bucket.burst - bucket.tokens) / bucket.rate))
 
     def acquire(
         self, pubkey: str, now: float, *, rps: int | None = None, concurrency: int | None = None
@@ -133,7 +134,9 @@ class Limiter:
         """Take a concurrency slot for one call (None: taken); :meth:`release` it whatever happens."""
         acct = self._account(pubkey, rps, now)
         limit = concurrency or self.default_concurrency
-        if acct.active >= share(limit, self.replicas):
+        if acct.slots_of != limit:
+            acct.slots, acct.slots_of = share(limit, self.replicas), limit
+        if acct.active >= acct.slots:
             return ConcurrencyLimited(limit)
         acct.active += 1
         return None

@@ -95,11 +95,11 @@ class Meter:
     def spend_local(self, pubkey: str, price: int) -> Admission | None:
         """Reserve ``price`` from the active lease if it covers it (the common case: no await at all)."""
         acct = self.accounts.get(pubkey)
-        if acct is None:
+        if acct is None or not acct.leases:
             return None
-        lease = acct.active
-        if lease is not None and lease.covers(price, self.clock()):
-            return self._spend(acct, pubkey, lease, price)
+        lease, now = acct.leases[-1], self.clock()  # the newest lease is the active one unless closing
+        if lease.covers(price, now):  # (which it checks)
+            return self._spend(acct, pubkey, lease, price, now)
         return None
 
     async def admit(self, pubkey: str, price: int) -> Admission:
@@ -112,20 +112,20 @@ class Meter:
             lease = acct.active
             now = self.clock()
             if lease is not None and lease.covers(price, now):
-                return self._spend(acct, pubkey, lease, price)
+                return self._spend(acct, pubkey, lease, price, now)
             known_short = not acct.exists or self._potential(acct) < price
             if not (known_short and now - acct.checked_at < self.negative_ttl_s):
                 await self._refill(acct, pubkey, price)
-                lease = acct.active
-                if lease is not None and lease.covers(price, self.clock()):
-                    return self._spend(acct, pubkey, lease, price)
+                lease, now = acct.active, self.clock()
+                if lease is not None and lease.covers(price, now):
+                    return self._spend(acct, pubkey, lease, price, now)
         return Admission(Outcome.INSUFFICIENT if acct.exists else Outcome.NO_ACCOUNT, price, acct)
 
-    def _spend(self, acct: AccountState, pubkey: str, lease: Lease, price: int) -> Admission:
+    def _spend(self, acct: AccountState, pubkey: str, lease: Lease, price: int, now: float) -> Admission:
         lease.spent += price
         lease.inflight += 1
         acct.window += price
-        acct.last_used = self.clock()
+        acct.last_used = now
         if not lease.prefetched and lease.granted - lease.spent < lease.granted * PREFETCH_LEFT:
             self._start_prefetch(acct, pubkey, lease)
         return Admission(Outcome.ADMITTED, price, acct, lease, datetime.now(UTC))
@@ -160,7 +160,10 @@ class Meter:
 
     @staticmethod
     def _potential(acct: AccountState) -> int:
-        local = sum(lease.remaining for lease in acct.leases if not lease.dead)
+        local = 0
+        for lease in acct.leases:  # a loop, not sum() over a generator: this runs for every call's headers
+            if not lease.dead:
+                local += lease.granted - lease.spent
         return acct.store_available + local + acct.refunds_pending
 
     def invalidate(self, pubkey: str) -> None:

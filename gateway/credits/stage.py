@@ -31,7 +31,7 @@ from gateway.credits.model import LOW_BALANCE_CREDITS
 from gateway.credits.refunds import refund_reason
 from gateway.errors import ProxyError, service_unavailable
 from gateway.jsonrpc import RpcItem
-from gateway.limits import Limiter, RateLimited
+from gateway.limits import Allowed, Limiter, RateLimited
 from gateway.pipeline import Call, Handler, Reply
 
 #: Failures of the ledger database while admitting: answered 503, nothing charged.
@@ -64,11 +64,11 @@ class MeteringStage:
             raise payment_required(self.payment_data)
         pubkey: str = call.identity.pubkey
         call.response_headers["X-Request-Id"] = call.request_id
-        pending = [item for item in payload.items if item.pending]
         acct = self.meter.known(pubkey)  # the common case: no await
         if acct is None:
             try:
-                acct = await self.meter.prepare(pubkey, max((i.price for i in pending), default=1))
+                price_hint = max((i.price for i in payload.items if i.pending), default=1)
+                acct = await self.meter.prepare(pubkey, price_hint)
             except LEDGER_ERRORS as exc:
                 raise _ledger_unavailable() from exc
         rps = acct.rate_limit_rps
@@ -78,53 +78,51 @@ class MeteringStage:
         if acct.suspended:  # seen at the replica's next lease: within seconds
             self._headers(call, pubkey, rps)
             raise account_suspended()
-        blocked = self.limiter.acquire(pubkey, self.clock(), rps=rps, concurrency=acct.concurrency_limit)
+        now, wall = self.clock(), self.wall()  # one reading for the admission (refreshed after an await)
+        blocked = self.limiter.acquire(pubkey, now, rps=rps, concurrency=acct.concurrency_limit)
         if blocked is not None:
             self._headers(call, pubkey, rps)
             raise concurrency_limited(blocked)
         admitted: list[tuple[RpcItem, Admission]] = []
+        rate: Allowed | None = None  # the last item's rate decision: what the call left, for the headers
         try:
             try:
-                for item in pending:
-                    error = self._take(pubkey, rps, item, admitted)
-                    if isinstance(error, _NeedsStore):
-                        error = await self._admit_from_store(pubkey, item, admitted)
+                for item in payload.items:
+                    if not item.pending:
+                        continue
+                    decision = self.limiter.take(pubkey, now, wall, rps)
+                    if isinstance(decision, RateLimited):
+                        error: ProxyError | None = rate_limited(decision)
+                    else:
+                        rate, error = decision, None
+                        if item.price > 0:
+                            admission = self.meter.spend_local(pubkey, item.price)  # the common case: no await
+                            if admission is not None:
+                                admitted.append((item, admission))
+                            else:
+                                error = await self._admit_from_store(pubkey, item, admitted)
+                                now, wall = self.clock(), self.wall()
                     if error is None:
                         continue
                     if not payload.is_batch:
-                        self._headers(call, pubkey, rps)
+                        self._headers(call, pubkey, rps, rate)
                         raise error
                     item.error = error.rpc_error()
             except LEDGER_ERRORS as exc:
                 self._complete(call, admitted, refund_all=True)
-                self._headers(call, pubkey, rps)
+                self._headers(call, pubkey, rps, rate)
                 raise _ledger_unavailable() from exc
             try:  # headers are set once the answer is known (on both paths), after refunds
                 reply = await next_handler(call)
             except BaseException:
                 self._complete(call, admitted, refund_all=True)
-                self._headers(call, pubkey, rps)
+                self._headers(call, pubkey, rps, rate)
                 raise
             self._complete(call, admitted, refund_all=False)
-            reply.headers.update(self._headers(call, pubkey, rps))
+            reply.headers.update(self._headers(call, pubkey, rps, rate))
             return reply
         finally:
             self.limiter.release(pubkey)
-
-    def _take(
-        self, pubkey: str, rps: int | None, item: RpcItem, admitted: list[tuple[RpcItem, Admission]]
-    ) -> ProxyError | _NeedsStore | None:
-        """One rate unit, then the price from the local lease; ``_NEEDS_STORE`` when the lease is short."""
-        decision = self.limiter.take(pubkey, self.clock(), self.wall(), rps)
-        if isinstance(decision, RateLimited):
-            return rate_limited(decision)
-        if item.price <= 0:
-            return None
-        admission = self.meter.spend_local(pubkey, item.price)
-        if admission is None:
-            return _NEEDS_STORE
-        admitted.append((item, admission))
-        return None
 
     async def _admit_from_store(
         self, pubkey: str, item: RpcItem, admitted: list[tuple[RpcItem, Admission]]
@@ -154,16 +152,20 @@ class MeteringStage:
             return
         self._headers(call, pubkey, acct.rate_limit_rps)
 
-    def _headers(self, call: Call, pubkey: str, rps: int | None) -> dict[str, str]:
-        """Set the credit and rate headers on the call (error replies merge them too) and return them."""
+    def _headers(self, call: Call, pubkey: str, rps: int | None, rate: Allowed | None = None) -> dict[str, str]:
+        """Set the credit and rate headers on the call (error replies merge them too) and return them.
+
+        ``rate`` is the call's own last rate decision when it took a unit; otherwise the bucket is read.
+        """
         headers = call.response_headers
         remaining = self.meter.remaining(pubkey) or 0
         headers["X-Credits-Remaining"] = str(remaining)
         if remaining < LOW_BALANCE_CREDITS:
             headers["X-Credits-Low"] = "true"
-        else:
-            headers.pop("X-Credits-Low", None)
-        rate = self.limiter.peek(pubkey, self.clock(), self.wall(), rps)
+        elif "X-Credits-Low" in headers:
+            del headers["X-Credits-Low"]
+        if rate is None:
+            rate = self.limiter.peek(pubkey, self.clock(), self.wall(), rps)
         headers["X-Ratelimit-Limit"] = str(rate.limit)
         headers["X-Ratelimit-Remaining"] = str(rate.remaining)
         headers["X-Ratelimit-Reset"] = str(rate.reset_at)
@@ -185,13 +187,6 @@ class CreditHeaders:
             if call.identity is not None and "X-Credits-Remaining" not in call.response_headers:
                 await self.metering.annotate(call)
             raise
-
-
-class _NeedsStore:
-    """The local lease cannot cover an item: admit it through the store (an await)."""
-
-
-_NEEDS_STORE = _NeedsStore()
 
 
 def _ledger_unavailable() -> ProxyError:
