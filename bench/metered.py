@@ -1,16 +1,24 @@
 """What metering costs: getSlot through the full metered path against the same Serve deployment with
 no auth and no metering (a), and against plain uvicorn forwarding with no Ray at all (b).
 
-    python -m bench.metered [--duration 8] [--connections 64,1]
+    python -m bench.metered [--duration 8] [--connections 64,1] [--rounds 3] [--client auto]
 
 One run, one constant-answer upstream, one ingress replica; targets are interleaved over ``--rounds``
 rounds, so a noisy minute on a small machine hurts every target alike. The table keeps each target's
 best round; the ratios are given both between best rounds and within each round (median).
 Rows: the upstream alone, the plain forwarder (b), Serve unmetered (a), Serve metered with an API key,
 with signed headers (Ed25519 verify and a Redis nonce per request), and a 100-item batch with an API
-key (100 rate units and credits per request). The stack is started here the way ``gateway up`` starts
-it (embedded PostgreSQL and Redis, local Ray, Serve behind HAProxy), pointed at the constant upstream
-instead of a devnode.
+key (100 rate units and credits per request). The batch runs after all rounds of the others: it
+writes ~80,000 usage rows a second, and PostgreSQL's work after it (checkpoints, autovacuum) would
+otherwise land in the next round's measurements. The stack is started here the way ``gateway up``
+starts it (embedded PostgreSQL and Redis, local Ray, Serve behind HAProxy), pointed at the constant
+upstream instead of a devnode.
+
+The load generator is wrk where it is installed and the headers are static (``--client auto``), as the
+reference figures of perf-baselines.md were measured: the Python client spends ~0.16 ms of CPU per
+request on the same two cores as the servers, ~8x wrk's, and more for each response header it parses.
+Signed headers change on every request, so that row always uses the Python client; compare it with
+the others through the table's client column.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ import orjson
 
 from bench._proc import free_port
 from bench.gateway_overhead import measure
-from bench.loadgen import DEFAULT_BODY, DEFAULT_HEADERS, Headers
+from bench.loadgen import BACKENDS, DEFAULT_BODY, DEFAULT_HEADERS, Headers
 from bench.report import Row, format_ratios, format_table, ratio
 
 BATCH_BODY = orjson.dumps([{"jsonrpc": "2.0", "id": i, "method": "getSlot"} for i in range(100)])
@@ -83,7 +91,7 @@ def create_api_key(url: str, secret: bytes) -> str:
         return str(orjson.loads(resp.read())["api_key"])
 
 
-def run(duration_s: float, connections: list[int], rounds: int) -> list[list[Row]]:
+def run(duration_s: float, connections: list[int], rounds: int, client: str = "auto") -> list[list[Row]]:
     """Every target at every connection count, ``rounds`` times interleaved; the rows of each round."""
     from ray import serve
 
@@ -127,25 +135,25 @@ def run(duration_s: float, connections: list[int], rounds: int) -> list[list[Row
             ("serve-unmetered", f"{base}/unmetered/", DEFAULT_HEADERS, DEFAULT_BODY),
             ("metered-apikey", f"{base}/", keyed, DEFAULT_BODY),
             ("metered-signed", f"{base}/", signed, DEFAULT_BODY),
-            ("metered-batch100", f"{base}/", keyed, BATCH_BODY),
         ]
-        by_round: list[list[Row]] = []
-        for round_no in range(rounds):  # interleaved, so a noisy minute hurts every target alike
-            print(f"round {round_no + 1} of {rounds}", flush=True)
-            by_round.append([])
-            for conns in connections:
-                for name, url, headers, body in targets:
-                    (row,) = asyncio.run(
-                        measure(
-                            {name: url},
-                            connections=[conns],
-                            duration_s=duration_s,
-                            headers=headers,
-                            body=body,
-                            backend="python",
+        last = [("metered-batch100", f"{base}/", keyed, BATCH_BODY)]  # after the others (module docstring)
+        by_round: list[list[Row]] = [[] for _ in range(rounds)]
+        for group in (targets, last):
+            for round_no, rows in enumerate(by_round):  # interleaved, so a noisy minute hurts every target alike
+                print(f"round {round_no + 1} of {rounds}", flush=True)
+                for conns in connections:
+                    for name, url, headers, body in group:
+                        (row,) = asyncio.run(
+                            measure(
+                                {name: url},
+                                connections=[conns],
+                                duration_s=duration_s,
+                                headers=headers,
+                                body=body,
+                                backend=client,
+                            )
                         )
-                    )
-                    by_round[-1].append(row)
+                        rows.append(row)
         return by_round
     finally:
         stack.stop()
@@ -178,11 +186,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--duration", type=float, default=8.0, help="measured seconds per run (default 8)")
     parser.add_argument("--connections", default="64,1", help="comma-separated (default 64,1)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    parser.add_argument(
+        "--client", choices=BACKENDS, default="auto", help="load generator (default auto: wrk where it can be)"
+    )
     args = parser.parse_args(argv)
     # SIGTERM must unwind through run()'s finally, which stops the stack and the reference servers.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     connections = [int(c) for c in args.connections.split(",")]
-    by_round = run(args.duration, connections, args.rounds)
+    by_round = run(args.duration, connections, args.rounds, args.client)
     rows = best_of(by_round)
     print()
     print(format_table(rows, baseline="forwarder"))
