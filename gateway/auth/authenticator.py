@@ -61,8 +61,8 @@ class Authenticator:
 
     def from_cache(self, call: Call) -> Identity | None:
         """The identity of a call whose ``X-Api-Key`` header is a key this replica has cached as active,
-        without an await; None sends the call through :meth:`authenticate`. The same answer that would
-        give: an API key outranks every other credential, and implies an account."""
+        without an await; None sends the call through :meth:`authenticate`. It is the answer that would
+        give, since an API key outranks every other credential and implies an account."""
         if self.api_keys is None or call.transport == "grpc":
             return None
         key = call.headers.get(API_KEY_HEADER)
