@@ -37,10 +37,6 @@ class Lease:
     prefetched: bool = False  # the next lease was asked for in the background (at most once per lease)
     dead: bool = False
 
-    @property
-    def remaining(self) -> int:
-        return self.granted - self.spent
-
     def covers(self, price: int, now: float) -> bool:
         return not self.closing and now < self.deadline and self.granted - self.spent >= price
 
