@@ -46,10 +46,6 @@ def to_response(reply: Reply) -> Response:
     return Response(reply.body, status_code=reply.status, headers=reply.headers, media_type="application/json")
 
 
-def to_call(request: Request, body: bytes, transport: str = "http") -> Call:
-    return call_from_scope(request.scope, body, transport)
-
-
 def call_from_scope(scope: Scope, body: bytes, transport: str = "http") -> Call:
     # From the ASGI scope: ``request.url`` would build and parse a whole URL on every call.
     query_string: bytes = scope.get("query_string", b"")
@@ -83,7 +79,7 @@ def mount(
         except BodyTooLarge:
             err = ProxyError(413, "PAYLOAD_TOO_LARGE", f"request body exceeds {max_body} bytes")
             return to_response(json_reply(413, err.http_body(None)))
-        return to_response(await handler(to_call(request, body, transport)))
+        return to_response(await handler(call_from_scope(request.scope, body, transport)))
 
     return Route(path, route, methods=[methods] if isinstance(methods, str) else list(methods))
 
