@@ -140,7 +140,7 @@ def run(duration_s: float, connections: list[int], rounds: int, client: str = "a
         by_round: list[list[Row]] = [[] for _ in range(rounds)]
         for group in (targets, last):
             for round_no, rows in enumerate(by_round):  # interleaved, so a noisy minute hurts every target alike
-                print(f"round {round_no + 1} of {rounds}", flush=True)
+                print(f"round {round_no + 1} of {rounds}: {', '.join(name for name, *_ in group)}", flush=True)
                 for conns in connections:
                     for name, url, headers, body in group:
                         (row,) = asyncio.run(
