@@ -20,10 +20,16 @@ from gateway.credits.model import (
     UsageRecord,
     fire,
     no_events,
+    tally,
 )
 from gateway.credits.sql import add_entries, consume_batches, held, lock_account
 
 log = logging.getLogger(__name__)
+
+
+#: COPY, not INSERT ... unnest(arrays): asyncpg checks each array element for nesting, which made
+#: the arrays cost more than the rest of a flush.
+USAGE_COLUMNS = ("pubkey", "method", "credits", "request_id", "refunded", "created_at")
 
 
 class OverspendError(Exception):
@@ -100,8 +106,7 @@ async def settle(
     still has calls in flight; ``release`` ends the hold. Usage of an expired or released lease is
     dropped (logged): that only ever favours the customer, and is what a replica crash costs.
     """
-    gross = sum(r.credits for r in records)
-    refunded = sum(r.credits for r in records if r.refunded)
+    gross, refunded = tally(records)
     async with pool.acquire() as conn, conn.transaction():
         pubkey = await conn.fetchval("SELECT pubkey FROM credit_leases WHERE id = $1", lease_id)
         if pubkey is None:
@@ -162,16 +167,10 @@ async def _charge(
     conn: asyncpg.Connection, pubkey: str, lease_id: int, records: Sequence[UsageRecord], balance: int
 ) -> int:
     """Usage rows, per-method debit entries, one refund entry, batch consumption; returns the new balance."""
-    await conn.execute(
-        """INSERT INTO usage_history (pubkey, method, credits, request_id, refunded, created_at)
-           SELECT $1, m, c, r, f, t
-           FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bool[], $6::timestamptz[]) AS u(m, c, r, f, t)""",
-        pubkey,
-        [r.method for r in records],
-        [0 if r.refunded else r.credits for r in records],
-        [r.request_id for r in records],
-        [r.refunded for r in records],
-        [r.at for r in records],
+    await conn.copy_records_to_table(
+        "usage_history",
+        columns=USAGE_COLUMNS,
+        records=[(pubkey, r.method, 0 if r.refunded else r.credits, r.request_id, r.refunded, r.at) for r in records],
     )
     per_method: dict[str, list[int]] = {}
     refunds: dict[str, int] = {}

@@ -28,7 +28,7 @@ import asyncpg
 
 from gateway.credits import store
 from gateway.credits.local import AccountState, Admission, Lease, Outcome
-from gateway.credits.model import EventHook, LeaseGrant, UsageRecord, no_events
+from gateway.credits.model import EventHook, LeaseGrant, UsageRecord, no_events, tally
 
 log = logging.getLogger(__name__)
 
@@ -265,8 +265,9 @@ class Meter:
             events=self.events,
         )
         lease.sent = None
-        lease.settled += sum(r.credits for r in records) if result.applied else 0
-        acct.refunds_pending -= sum(r.credits for r in records if r.refunded)
+        gross, refunded = tally(records)
+        lease.settled += gross if result.applied else 0
+        acct.refunds_pending -= refunded
         acct.store_available, acct.checked_at = result.available, now
         if release or not result.applied:
             lease.dead = True
