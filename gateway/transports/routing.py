@@ -148,14 +148,27 @@ async def receive_body(receive: Receive, limit: int) -> bytes | None:
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+#: Header names as sent (lower-case bytes) by the name the pipeline used. Names are this code's own,
+#: never a client's, so the map stays small; the bound only guards against a future mistake.
+_WIRE_NAMES: dict[str, bytes] = {}
+_WIRE_NAMES_MAX = 256
+
+
+def _wire_name(name: str) -> bytes:
+    wire = name.lower().encode("latin-1")
+    if len(_WIRE_NAMES) < _WIRE_NAMES_MAX:
+        _WIRE_NAMES[name] = wire
+    return wire
+
+
 async def send_reply(send: Send, reply: Reply) -> None:
     """The reply as ``to_response`` would render it: lower-case names, ``application/json`` by default."""
     headers = [(b"content-length", str(len(reply.body)).encode())]
     typed = False
     for name, value in reply.headers.items():
-        lower = name.lower()
-        typed = typed or lower == "content-type"
-        headers.append((lower.encode("latin-1"), value.encode("latin-1")))
+        wire = _WIRE_NAMES.get(name) or _wire_name(name)
+        typed = typed or wire == b"content-type"
+        headers.append((wire, value.encode("latin-1")))
     if not typed:
         headers.append((b"content-type", b"application/json"))
     await send({"type": "http.response.start", "status": reply.status, "headers": headers})
