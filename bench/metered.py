@@ -4,8 +4,10 @@ no auth and no metering (a), and against plain uvicorn forwarding with no Ray at
     python -m bench.metered [--duration 8] [--connections 64,1] [--rounds 3] [--client auto]
 
 One run, one constant-answer upstream, one ingress replica; targets are interleaved over ``--rounds``
-rounds, so a noisy minute on a small machine hurts every target alike. The table keeps each target's
-best round; the ratios are given both between best rounds and within each round (median).
+rounds, so a noisy minute on a small machine hurts every target alike, and every other round runs them
+in reverse order, so neither a drift within a round nor what ran just before favours one of a pair.
+The table keeps each target's best round; the ratios are given both between best rounds and within
+each round (median).
 Rows: the upstream alone, the plain forwarder (b), Serve unmetered (a), Serve metered with an API key,
 with signed headers (Ed25519 verify and a Redis nonce per request), and a 100-item batch with an API
 key (100 rate units and credits per request). The batch runs after all rounds of the others: it
@@ -140,9 +142,10 @@ def run(duration_s: float, connections: list[int], rounds: int, client: str = "a
         by_round: list[list[Row]] = [[] for _ in range(rounds)]
         for group in (targets, last):
             for round_no, rows in enumerate(by_round):  # interleaved, so a noisy minute hurts every target alike
-                print(f"round {round_no + 1} of {rounds}: {', '.join(name for name, *_ in group)}", flush=True)
+                order = group if round_no % 2 == 0 else group[::-1]  # and reversed every other round
+                print(f"round {round_no + 1} of {rounds}: {', '.join(name for name, *_ in order)}", flush=True)
                 for conns in connections:
-                    for name, url, headers, body in group:
+                    for name, url, headers, body in order:
                         (row,) = asyncio.run(
                             measure(
                                 {name: url},
