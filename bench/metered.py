@@ -21,6 +21,10 @@ reference figures of perf-baselines.md were measured: the Python client spends ~
 request on the same two cores as the servers, ~8x wrk's, and more for each response header it parses.
 Signed headers change on every request, so that row always uses the Python client; compare it with
 the others through the table's client column.
+
+The table's server column is the CPU the target's own process (for Serve, the replica) spent per
+request during the run, and the last lines give what metering added to it per round: where the
+machine's speed drifts, that moves less than req/s does.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from pathlib import Path
 import asyncpg
 import orjson
 
-from bench._proc import free_port
+from bench._proc import free_port, pids_titled
 from bench.gateway_overhead import measure
 from bench.loadgen import BACKENDS, DEFAULT_BODY, DEFAULT_HEADERS, Headers
 from bench.report import Row, format_ratios, format_table, ratio
@@ -120,6 +124,15 @@ def run(duration_s: float, connections: list[int], rounds: int, client: str = "a
             max_ongoing_requests=resolved.max_ongoing_requests  # as the metered Ingress: same concurrency
         )
         serve.run(unmetered.bind(resolved.model_dump(mode="json")), name="unmetered", route_prefix="/unmetered")
+        metered_pids = pids_titled("ServeReplica:gateway:Ingress")
+        cpu_pids = {
+            "upstream": [upstream_proc.pid],
+            "forwarder": [forwarder_proc.pid],
+            "serve-unmetered": pids_titled("ServeReplica:unmetered:UnmeteredIngress"),
+            "metered-apikey": metered_pids,
+            "metered-signed": metered_pids,
+            "metered-batch100": metered_pids,
+        }
         secret = os.urandom(32)
         signer = WalletSigner(secret)
         key = create_api_key(base, secret)
@@ -154,6 +167,7 @@ def run(duration_s: float, connections: list[int], rounds: int, client: str = "a
                                 headers=headers,
                                 body=body,
                                 backend=client,
+                                cpu_pids=cpu_pids,
                             )
                         )
                         rows.append(row)
@@ -182,6 +196,13 @@ def best_of(by_round: list[list[Row]]) -> list[Row]:
             if kept is None or row.result.rps > kept.result.rps:
                 best[(row.name, row.result.connections)] = row
     return sorted(best.values(), key=lambda r: -r.result.connections)
+
+
+def cpu_added(rows: list[Row], conns: int) -> float | None:
+    """µs of replica CPU per call that metering added in one round: metered-apikey − serve-unmetered."""
+    by = {r.name: r.result.server_cpu_ms_per_req for r in rows if r.result.connections == conns}
+    metered, unmetered = by.get("metered-apikey"), by.get("serve-unmetered")
+    return None if metered is None or unmetered is None else (metered - unmetered) * 1e3
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -214,6 +235,12 @@ def main(argv: list[str] | None = None) -> None:
         by = {r.name: r.result for r in rows if r.result.connections == conns}
         added = by["metered-apikey"].p50_ms - by["serve-unmetered"].p50_ms
         print(f"p50 added by metering at {conns} connection(s): {added:+.3f} ms")
+    for conns in connections:  # the replica's own CPU per call: steadier than req/s on a shared machine
+        extra = [us for us in (cpu_added(rows_, conns) for rows_ in by_round) if us is not None]
+        if extra:
+            each = " ".join(f"{us:+.0f}" for us in extra)
+            median = statistics.median(extra)
+            print(f"replica CPU added by metering at {conns} conn: median {median:+.0f} µs/call (rounds: {each})")
     batch = [r.result for r in rows if r.name == "metered-batch100"]
     for result in batch:
         print(f"batch of 100 at {result.connections} conn: {result.rps * 100:,.0f} metered calls/s")
