@@ -20,9 +20,11 @@ from gateway.transports.routing import RpcFirst
 
 
 # num_cpus=0: ingress replicas wait on I/O; reserving a core each would cap replicas at the core count.
+# log_level WARNING: Serve builds a log record for its access-log line on every request even with the
+# access log off (~4.5 µs per request); at WARNING the call stops at the level check.
 @serve.deployment(
     name="Ingress",
-    logging_config=LoggingConfig(enable_access_log=False),
+    logging_config=LoggingConfig(enable_access_log=False, log_level="WARNING"),
     ray_actor_options={"num_cpus": 0},
 )
 @serve.ingress()
