@@ -1,13 +1,15 @@
 """What metering costs: getSlot through the full metered path against the same Serve deployment with
 no auth and no metering (a), and against plain uvicorn forwarding with no Ray at all (b).
 
-    python -m bench.metered [--duration 8] [--connections 64,1] [--rounds 3] [--client auto]
+    python -m bench.metered [--duration 8] [--connections 64,1] [--rounds 3] [--client auto] [--pairs 20]
 
 One run, one constant-answer upstream, one ingress replica; targets are interleaved over ``--rounds``
 rounds, so a noisy minute on a small machine hurts every target alike, and every other round runs them
 in reverse order, so neither a drift within a round nor what ran just before favours one of a pair.
 The table keeps each target's best round; the ratios are given both between best rounds and within
-each round (median).
+each round (median). Then ``--pairs`` short back-to-back runs of (a) and metered at 64 connections
+(``--pair-seconds``, 3 s), alternating which goes first: on a machine whose speed drifts and stalls,
+the median of many close pairs moves least from run to run.
 Rows: the upstream alone, the plain forwarder (b), Serve unmetered (a), Serve metered with an API key,
 with signed headers (Ed25519 verify and a Redis nonce per request), and a 100-item batch with an API
 key (100 rate units and credits per request). The batch runs after all rounds of the others: it
@@ -97,8 +99,42 @@ def create_api_key(url: str, secret: bytes) -> str:
         return str(orjson.loads(resp.read())["api_key"])
 
 
-def run(duration_s: float, connections: list[int], rounds: int, client: str = "auto") -> list[list[Row]]:
-    """Every target at every connection count, ``rounds`` times interleaved; the rows of each round."""
+Target = tuple[str, str, Headers, bytes]  # name, url, headers, body
+
+
+def alternate(
+    first: Target, second: Target, pairs: int, seconds: float, client: str, cpu_pids: dict[str, list[int]]
+) -> list[tuple[Row, Row]]:
+    """``pairs`` short back-to-back runs of two targets at 64 connections, which one goes first
+    alternating: a slow stretch of the machine lands on both sides of a pair more often than with
+    long runs a minute apart."""
+    results: list[tuple[Row, Row]] = []
+    for i in range(pairs):
+        rows: dict[str, Row] = {}
+        for name, url, headers, body in (first, second) if i % 2 == 0 else (second, first):
+            (rows[name],) = asyncio.run(
+                measure(
+                    {name: url},
+                    connections=[64],
+                    duration_s=seconds,
+                    warmup_s=0.0,
+                    headers=headers,
+                    body=body,
+                    backend=client,
+                    cpu_pids=cpu_pids,
+                    pause_s=0.0,
+                    log=None,
+                )
+            )
+        results.append((rows[first[0]], rows[second[0]]))
+    return results
+
+
+def run(
+    duration_s: float, connections: list[int], rounds: int, client: str = "auto", pairs: int = 0, pair_s: float = 3.0
+) -> tuple[list[list[Row]], list[tuple[Row, Row]]]:
+    """Every target at every connection count, ``rounds`` times interleaved (the rows of each round),
+    then ``pairs`` short alternating runs of serve-unmetered and metered-apikey."""
     from ray import serve
 
     from bench.unmetered import UnmeteredIngress
@@ -144,7 +180,7 @@ def run(duration_s: float, connections: list[int], rounds: int, client: str = "a
 
         keyed = {**DEFAULT_HEADERS, "X-Api-Key": key}
 
-        targets: list[tuple[str, str, Headers, bytes]] = [
+        targets: list[Target] = [
             ("upstream", upstream_url, DEFAULT_HEADERS, DEFAULT_BODY),
             ("forwarder", forwarder_url, DEFAULT_HEADERS, DEFAULT_BODY),
             ("serve-unmetered", f"{base}/unmetered/", DEFAULT_HEADERS, DEFAULT_BODY),
@@ -153,7 +189,11 @@ def run(duration_s: float, connections: list[int], rounds: int, client: str = "a
         ]
         last = [("metered-batch100", f"{base}/", keyed, BATCH_BODY)]  # after the others (module docstring)
         by_round: list[list[Row]] = [[] for _ in range(rounds)]
+        paired: list[tuple[Row, Row]] = []
         for group in (targets, last):
+            if group is last and pairs:
+                print(f"{pairs} short pairs: serve-unmetered, metered-apikey", flush=True)
+                paired = alternate(targets[2], targets[3], pairs, pair_s, client, cpu_pids)
             for round_no, rows in enumerate(by_round):  # interleaved, so a noisy minute hurts every target alike
                 order = group if round_no % 2 == 0 else group[::-1]  # and reversed every other round
                 print(f"round {round_no + 1} of {rounds}: {', '.join(name for name, *_ in order)}", flush=True)
@@ -171,7 +211,7 @@ def run(duration_s: float, connections: list[int], rounds: int, client: str = "a
                             )
                         )
                         rows.append(row)
-        return by_round
+        return by_round, paired
     finally:
         stack.stop()
         for proc in (forwarder_proc, upstream_proc):
@@ -198,6 +238,11 @@ def best_of(by_round: list[list[Row]]) -> list[Row]:
     return sorted(best.values(), key=lambda r: -r.result.connections)
 
 
+def quartiles(values: list[float]) -> tuple[float, float]:
+    q1, _, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else (values[0],) * 3
+    return q1, q3
+
+
 def cpu_added(rows: list[Row], conns: int) -> float | None:
     """µs of replica CPU per call that metering added in one round: metered-apikey − serve-unmetered."""
     by = {r.name: r.result.server_cpu_ms_per_req for r in rows if r.result.connections == conns}
@@ -213,11 +258,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--client", choices=BACKENDS, default="auto", help="load generator (default auto: wrk where it can be)"
     )
+    parser.add_argument("--pairs", type=int, default=20, help="short alternating unmetered/metered runs (default 20)")
+    parser.add_argument("--pair-seconds", type=float, default=3.0, help="seconds per run of a pair (default 3)")
     args = parser.parse_args(argv)
     # SIGTERM must unwind through run()'s finally, which stops the stack and the reference servers.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     connections = [int(c) for c in args.connections.split(",")]
-    by_round = run(args.duration, connections, args.rounds, args.client)
+    by_round, short_pairs = run(args.duration, connections, args.rounds, args.client, args.pairs, args.pair_seconds)
     rows = best_of(by_round)
     print()
     print(format_table(rows, baseline="forwarder"))
@@ -241,6 +288,17 @@ def main(argv: list[str] | None = None) -> None:
             each = " ".join(f"{us:+.0f}" for us in extra)
             median = statistics.median(extra)
             print(f"replica CPU added by metering at {conns} conn: median {median:+.0f} µs/call (rounds: {each})")
+    if short_pairs:
+        ratios = [m.result.rps / u.result.rps for u, m in short_pairs]
+        q1, q3 = quartiles(ratios)
+        print(
+            f"{len(short_pairs)} short pairs, metered-apikey / serve-unmetered @64 conn:"
+            f" median {statistics.median(ratios):.3f} (quartiles {q1:.3f} – {q3:.3f})"
+        )
+        pair_cpu = [us for us in (cpu_added([u, m], 64) for u, m in short_pairs) if us is not None]
+        if pair_cpu:
+            median_cpu = statistics.median(pair_cpu)
+            print(f"replica CPU added by metering in the short pairs: median {median_cpu:+.0f} µs/call")
     batch = [r.result for r in rows if r.name == "metered-batch100"]
     for result in batch:
         print(f"batch of 100 at {result.connections} conn: {result.rps * 100:,.0f} metered calls/s")
