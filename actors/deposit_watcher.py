@@ -20,6 +20,7 @@ import asyncpg
 from gateway.config import Settings
 from gateway.credits.chain_reads import credit_policy, deposit_ata_for
 from gateway.credits.watcher import DepositWatcher
+from gateway.runtime.serve_runtime import bounded
 from gateway.upstream import HttpUpstream
 
 log = logging.getLogger(__name__)
@@ -115,10 +116,13 @@ def stop_deposit_watcher() -> None:
     """End the detached actor (it outlives the driver otherwise, e.g. on a shared cluster)."""
     import ray
 
-    try:
-        handle = ray.get_actor(ACTOR_NAME, namespace=NAMESPACE)
-    except ValueError:
-        return
-    with contextlib.suppress(Exception):
-        ray.get(handle.shutdown.remote(), timeout=15)
-    ray.kill(handle, no_restart=True)
+    def stop() -> None:
+        try:
+            handle = ray.get_actor(ACTOR_NAME, namespace=NAMESPACE)
+        except ValueError:
+            return
+        with contextlib.suppress(Exception):
+            ray.get(handle.shutdown.remote(), timeout=15)
+        ray.kill(handle, no_restart=True)
+
+    bounded(stop, 20.0, "the deposit watcher's stop")

@@ -13,11 +13,56 @@ import os
 import shutil
 import socket
 import tempfile
+import threading
+from collections.abc import Callable
 
 from gateway.config import Settings
 from gateway.transports.ray_request_id import CALLBACK_IMPORT_PATH
 
 SERVE_APP_NAME = "gateway"
+#: How long Serve's shutdown may take (it drains the replicas well within it).
+STOP_TIMEOUT_S = 30.0
+
+log = logging.getLogger(__name__)
+
+
+def cluster_reachable(timeout_s: float = 1.0) -> bool:
+    """Whether the GCS of the cluster this process joined still accepts connections: a quick way to
+    skip the stop steps that would only wait for a cluster already gone."""
+    import ray
+
+    if not ray.is_initialized():
+        return False
+    host, _, port = str(ray.get_runtime_context().gcs_address).rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def bounded(step: Callable[[], None], timeout_s: float, what: str) -> None:
+    """Run a stop step that talks to the cluster, giving up after ``timeout_s``. A process manager that
+    signals the whole process group (systemd's default) stops a local GCS and raylet while
+    ``gateway up`` is still stopping; Ray's calls then wait 60 s or more each for them. The step runs
+    in a daemon thread, so one that never returns does not hold up the exit either."""
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            step()
+        except BaseException as exc:  # handed to the caller below
+            failure.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"stop {what}", daemon=True).start()
+    if not done.wait(timeout_s):
+        log.warning("%s did not finish within %.0f s (the Ray cluster stopped answering); going on", what, timeout_s)
+        return
+    if failure:
+        raise failure[0]
 
 
 def _free_port() -> int:
@@ -113,7 +158,8 @@ class ServeRuntime:
         from ray import serve
 
         try:
-            serve.shutdown()  # type: ignore[no-untyped-call]
+            if cluster_reachable():
+                bounded(serve.shutdown, STOP_TIMEOUT_S, "Serve shutdown")
         finally:
             ray.shutdown()
             self._started_ray = False

@@ -63,13 +63,18 @@ def service_env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def start_service(home: Path, env: dict[str, str], timeout_s: float = 180.0) -> RunningService:
+def start_service(
+    home: Path, env: dict[str, str], timeout_s: float = 180.0, new_session: bool = False
+) -> RunningService:
+    """``gateway up``; ``new_session`` gives it (and what it starts) a process group of its own."""
     log = home / "gateway-up.log"
     home.mkdir(parents=True, exist_ok=True)
     offset = log.stat().st_size if log.exists() else 0  # a restart appends to the same log
     gateway = Path(sys.executable).with_name("gateway")
     with log.open("ab") as out:
-        process = subprocess.Popen([str(gateway), "up"], env=env, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [str(gateway), "up"], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=new_session
+        )
     url = f"http://127.0.0.1:{env['GATEWAY_PORT']}"
     deadline = time.monotonic() + timeout_s
     while b"Ready." not in log.read_bytes()[offset:]:
