@@ -8,6 +8,7 @@ read by Ray's processes at start, so they go into the environment before ``ray.i
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -15,6 +16,8 @@ import socket
 import tempfile
 import threading
 from collections.abc import Callable
+
+import psutil
 
 from gateway.config import Settings
 from gateway.transports.ray_request_id import CALLBACK_IMPORT_PATH
@@ -63,6 +66,22 @@ def bounded(step: Callable[[], None], timeout_s: float, what: str) -> None:
         return
     if failure:
         raise failure[0]
+
+
+def stop_processes_naming(marker: str, grace_s: float = 5.0) -> None:
+    """Stop the processes whose command line names ``marker`` (this stack's HAProxy files). Serve's
+    HAProxy runs in a session of its own and is stopped by its manager actor; when a SIGTERM to the
+    whole process group ends that actor first, nothing else would stop it, and it keeps the port."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if any(marker in part for part in proc.info["cmdline"] or ()):
+            with contextlib.suppress(psutil.Error):
+                proc.terminate()
+                found.append(proc)
+    _, alive = psutil.wait_procs(found, timeout=grace_s)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
 
 
 def _free_port() -> int:
@@ -150,6 +169,7 @@ class ServeRuntime:
                 self._stop_ray()
         finally:
             if self._haproxy_files is not None:
+                stop_processes_naming(self._haproxy_files)
                 shutil.rmtree(self._haproxy_files, ignore_errors=True)
                 self._haproxy_files = None
 
