@@ -9,7 +9,7 @@ in reverse order, so neither a drift within a round nor what ran just before fav
 The table keeps each target's best round; the ratios are given both between best rounds and within
 each round (median). Then ``--pairs`` short back-to-back runs of (a) and metered at 64 connections
 (``--pair-seconds``, 3 s), alternating which goes first: on a machine whose speed drifts and stalls,
-the median of many close pairs moves least from run to run.
+many close pairs share their conditions more than a few long runs a minute apart do.
 Rows: the upstream alone, the plain forwarder (b), Serve unmetered (a), Serve metered with an API key,
 with signed headers (Ed25519 verify and a Redis nonce per request), and a 100-item batch with an API
 key (100 rate units and credits per request). The batch runs after all rounds of the others: it
@@ -25,8 +25,8 @@ Signed headers change on every request, so that row always uses the Python clien
 the others through the table's client column.
 
 The table's server column is the CPU the target's own process (for Serve, the replica) spent per
-request during the run, and the last lines give what metering added to it per round: where the
-machine's speed drifts, that moves less than req/s does.
+request during the run, and the last lines give what metering added to it per round: the same
+difference seen from the replica instead of the client.
 """
 
 from __future__ import annotations
@@ -282,14 +282,14 @@ def main(argv: list[str] | None = None) -> None:
         by = {r.name: r.result for r in rows if r.result.connections == conns}
         added = by["metered-apikey"].p50_ms - by["serve-unmetered"].p50_ms
         print(f"p50 added by metering at {conns} connection(s): {added:+.3f} ms")
-    for conns in connections:  # the replica's own CPU per call: steadier than req/s on a shared machine
+    for conns in connections:  # the replica's own CPU per call: the same difference, seen from the server
         extra = [us for us in (cpu_added(rows_, conns) for rows_ in by_round) if us is not None]
         if extra:
             each = " ".join(f"{us:+.0f}" for us in extra)
             median = statistics.median(extra)
             print(f"replica CPU added by metering at {conns} conn: median {median:+.0f} µs/call (rounds: {each})")
-    if short_pairs:
-        ratios = [m.result.rps / u.result.rps for u, m in short_pairs]
+    if short_pairs and any(u.result.rps > 0 for u, _ in short_pairs):
+        ratios = [m.result.rps / u.result.rps for u, m in short_pairs if u.result.rps > 0]
         q1, q3 = quartiles(ratios)
         print(
             f"{len(short_pairs)} short pairs, metered-apikey / serve-unmetered @64 conn:"
