@@ -179,9 +179,7 @@ class Meter:
         active = acct.active
         if active is not None:
             active.closing = True
-            used_for = self.clock() - active.started
-            if used_for > 0:  # a lease used up quickly says more about the rate than the last flush did
-                acct.rate = max(acct.rate, active.spent / used_for)
+            self._learn_rate(acct, active)
         await self._flush_account(acct, pubkey)
         want = max(price, 20 * price, math.ceil(2 * acct.rate))  # about 2 s of this account's spending
         started = self.clock()
@@ -189,6 +187,12 @@ class Meter:
             self.pool, pubkey, self.replica_id, want, self.lease_ttl_s, at_least=price, replicas=self.replicas
         )
         self._adopt(acct, grant, started)
+
+    def _learn_rate(self, acct: AccountState, lease: Lease) -> None:
+        """A lease used up quickly says more about the account's rate than the last flush did."""
+        used_for = self.clock() - lease.started
+        if used_for > 0:
+            acct.rate = max(acct.rate, lease.spent / used_for)
 
     def _adopt(self, acct: AccountState, grant: LeaseGrant | None, started: float) -> None:
         """Take in what the store answered to a lease request made at ``started``."""
@@ -220,9 +224,7 @@ class Meter:
             async with acct.lock:
                 if acct.active is not lease:
                     return  # a refill replaced it meanwhile
-                used_for = self.clock() - lease.started
-                if used_for > 0:
-                    acct.rate = max(acct.rate, lease.spent / used_for)
+                self._learn_rate(acct, lease)
                 want = max(lease.granted, math.ceil(2 * acct.rate))
                 started = self.clock()
                 grant = await store.lease(
