@@ -85,20 +85,6 @@ def process_cpu_s(pids: Iterable[int]) -> float:
     return total / _CLK_TCK
 
 
-def pids_titled(title: str) -> list[int]:
-    """Live processes whose command line (a Ray worker's process title) contains ``title`` (Linux /proc)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if title.encode() in cmdline:
-                pids.append(int(entry.name))
-    return pids
-
-
 @dataclass(frozen=True)
 class ServerProcess:
     """A benchmark server running as a child process."""

@@ -47,7 +47,7 @@ from pathlib import Path
 import asyncpg
 import orjson
 
-from bench._proc import free_port, pids_titled
+from bench._proc import free_port
 from bench.gateway_overhead import measure
 from bench.loadgen import BACKENDS, DEFAULT_BODY, DEFAULT_HEADERS, Headers
 from bench.report import Row, format_ratios, format_table, ratio
@@ -140,6 +140,7 @@ def run(
     from bench.unmetered import UnmeteredIngress
     from gateway.client import WalletSigner
     from gateway.config import Settings
+    from gateway.runtime.serve_runtime import processes_naming
     from gateway.runtime.stack import Stack
 
     upstream_proc, upstream_url = start_reference("bench.const_upstream")
@@ -160,11 +161,11 @@ def run(
             max_ongoing_requests=resolved.max_ongoing_requests  # as the metered Ingress: same concurrency
         )
         serve.run(unmetered.bind(resolved.model_dump(mode="json")), name="unmetered", route_prefix="/unmetered")
-        metered_pids = pids_titled("ServeReplica:gateway:Ingress")
+        metered_pids = [p.pid for p in processes_naming("ServeReplica:gateway:Ingress")]
         cpu_pids = {
             "upstream": [upstream_proc.pid],
             "forwarder": [forwarder_proc.pid],
-            "serve-unmetered": pids_titled("ServeReplica:unmetered:UnmeteredIngress"),
+            "serve-unmetered": [p.pid for p in processes_naming("ServeReplica:unmetered:UnmeteredIngress")],
             "metered-apikey": metered_pids,
             "metered-signed": metered_pids,
             "metered-batch100": metered_pids,

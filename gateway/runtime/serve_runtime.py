@@ -68,16 +68,22 @@ def bounded(step: Callable[[], None], timeout_s: float, what: str) -> None:
         raise failure[0]
 
 
+def processes_naming(marker: str) -> list[psutil.Process]:
+    """Live processes whose command line names ``marker`` (a path, or a Ray worker's process title)."""
+    return [
+        proc for proc in psutil.process_iter(["cmdline"]) if any(marker in part for part in proc.info["cmdline"] or ())
+    ]
+
+
 def stop_processes_naming(marker: str, grace_s: float = 5.0) -> None:
     """Stop the processes whose command line names ``marker`` (this stack's HAProxy files). Serve's
     HAProxy runs in a session of its own and is stopped by its manager actor; when a SIGTERM to the
     whole process group ends that actor first, nothing else would stop it, and it keeps the port."""
     found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        if any(marker in part for part in proc.info["cmdline"] or ()):
-            with contextlib.suppress(psutil.Error):
-                proc.terminate()
-                found.append(proc)
+    for proc in processes_naming(marker):
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+            found.append(proc)
     _, alive = psutil.wait_procs(found, timeout=grace_s)
     for proc in alive:
         with contextlib.suppress(psutil.Error):

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import secrets
-import subprocess
-import sys
-import time
-
 import orjson
 import pytest
 
-from bench._proc import pids_titled
 from bench.const_upstream import answer
 from bench.gateway_overhead import measure, reference_servers
 from bench.loadgen import run_load
@@ -57,17 +51,3 @@ async def test_harness_runs_against_upstream_and_forwarder() -> None:
     table = format_table(rows, baseline="forwarder")
     assert "forwarder" in table and "upstream" in table
     assert "forwarder / upstream @4 conn" in format_ratios(rows, [("forwarder", "upstream")])
-
-
-def test_pids_titled_finds_a_process_by_its_command_line() -> None:
-    title = f"bench-title-{secrets.token_hex(4)}"
-    assert pids_titled(title) == []
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", title])
-    try:
-        deadline = time.monotonic() + 10
-        while not pids_titled(title) and time.monotonic() < deadline:  # until the child has exec'd
-            time.sleep(0.01)
-        assert pids_titled(title) == [proc.pid]
-    finally:
-        proc.kill()
-        proc.wait()
