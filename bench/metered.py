@@ -35,6 +35,7 @@ import argparse
 import asyncio
 import os
 import secrets
+import shutil
 import signal
 import statistics
 import subprocess
@@ -218,6 +219,7 @@ def run(
         for proc in (forwarder_proc, upstream_proc):
             proc.terminate()
             proc.wait(timeout=10)
+        shutil.rmtree(home, ignore_errors=True)  # PostgreSQL's data: 150-300 MB after a run
 
 
 RATIOS = [

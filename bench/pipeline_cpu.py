@@ -17,6 +17,7 @@ import asyncio
 import cProfile
 import os
 import pstats
+import shutil
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -135,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         redis.stop()
         pg.stop()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 async def measure(
