@@ -42,6 +42,12 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def too_large_reply(limit: int) -> Reply:
+    """413 for a body over ``limit`` bytes (read before any stage runs, so it carries no request id)."""
+    err = ProxyError(413, "PAYLOAD_TOO_LARGE", f"request body exceeds {limit} bytes")
+    return json_reply(413, err.http_body(None))
+
+
 def to_response(reply: Reply) -> Response:
     return Response(reply.body, status_code=reply.status, headers=reply.headers, media_type="application/json")
 
@@ -77,8 +83,7 @@ def mount(
         try:
             body = await read_body(request, max_body)
         except BodyTooLarge:
-            err = ProxyError(413, "PAYLOAD_TOO_LARGE", f"request body exceeds {max_body} bytes")
-            return to_response(json_reply(413, err.http_body(None)))
+            return to_response(too_large_reply(max_body))
         return to_response(await handler(call_from_scope(request.scope, body, transport)))
 
     return Route(path, route, methods=[methods] if isinstance(methods, str) else list(methods))
@@ -122,8 +127,7 @@ class RpcFirst:
         try:
             body = await receive_body(receive, self.max_body)
         except BodyTooLarge:
-            err = ProxyError(413, "PAYLOAD_TOO_LARGE", f"request body exceeds {self.max_body} bytes")
-            await send_reply(send, json_reply(413, err.http_body(None)))
+            await send_reply(send, too_large_reply(self.max_body))
             return
         if body is None:
             return  # the client went away before sending its whole body: nothing to answer
