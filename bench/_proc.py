@@ -7,7 +7,6 @@ import contextlib
 import ipaddress
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -45,14 +44,6 @@ def require_loopback_url(url: str) -> None:
 def require_loopback_host(host: str) -> None:
     if not is_loopback_host(host):
         raise ValueError(f"refusing to bind a non-loopback address: {host!r}")
-
-
-def free_port(host: str = LOOPBACK) -> int:
-    """A TCP port that was free on `host` a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 async def wait_for_port(host: str, port: int, timeout_s: float) -> None:

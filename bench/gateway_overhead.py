@@ -27,10 +27,11 @@ from typing import Final
 
 import aiohttp
 
-from bench._proc import LOOPBACK, free_port, process_cpu_s, require_loopback_url, spawn_server
+from bench._proc import LOOPBACK, process_cpu_s, require_loopback_url, spawn_server
 from bench.forwarder import DEFAULT_CONNECTOR_LIMIT
 from bench.loadgen import DEFAULT_BODY, DEFAULT_HEADERS, Headers, LoadResult, run_load
 from bench.report import Row, print_report
+from gateway.runtime.ports import free_port
 
 OVERHEAD_PAIRS: Final = (("gateway", "forwarder"), ("gateway", "upstream"), ("forwarder", "upstream"))
 
@@ -55,14 +56,14 @@ async def reference_servers(
     host: str = LOOPBACK,
 ) -> AsyncIterator[ReferenceServers]:
     """Start `bench.const_upstream` (and `bench.forwarder` pointed at it) on loopback ports."""
-    up_port = upstream_port or free_port(host)
+    up_port = upstream_port or free_port()
     async with spawn_server(
         "const_upstream", "bench.const_upstream", ["--host", host, "--port", str(up_port)], up_port, host=host
     ) as upstream:
         if not with_forwarder:
             yield ReferenceServers(upstream.url, upstream.pid, None, None)
             return
-        fw_port = forwarder_port or free_port(host)
+        fw_port = forwarder_port or free_port()
         args = ["--host", host, "--port", str(fw_port), "--upstream", upstream.url]
         args += ["--connector-limit", str(connector_limit)]
         async with spawn_server("forwarder", "bench.forwarder", args, fw_port, host=host) as forwarder:

@@ -48,10 +48,10 @@ from pathlib import Path
 import asyncpg
 import orjson
 
-from bench._proc import free_port
 from bench.gateway_overhead import measure
 from bench.loadgen import BACKENDS, DEFAULT_BODY, DEFAULT_HEADERS, Headers
 from bench.report import Row, format_ratios, format_table, ratio
+from gateway.runtime.ports import free_port
 
 BATCH_BODY = orjson.dumps([{"jsonrpc": "2.0", "id": i, "method": "getSlot"} for i in range(100)])
 

@@ -1,9 +1,8 @@
-"""Helpers shared by the test suites: free ports, and a GatewayApp served by uvicorn in this process."""
+"""Helpers shared by the test suites: a GatewayApp served by uvicorn in this process."""
 
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -13,13 +12,8 @@ import uvicorn
 
 from gateway.app import GatewayApp
 from gateway.config import Settings
+from gateway.runtime.ports import free_port
 from gateway.transports.http import build_http_app
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

@@ -20,6 +20,7 @@ from collections.abc import Callable
 import psutil
 
 from gateway.config import Settings
+from gateway.runtime.ports import free_port
 from gateway.transports.ray_request_id import CALLBACK_IMPORT_PATH
 
 SERVE_APP_NAME = "gateway"
@@ -90,12 +91,6 @@ def stop_processes_naming(marker: str, grace_s: float = 5.0) -> None:
             proc.kill()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def ingress_env(settings: Settings, haproxy_files: str) -> dict[str, str]:
     """Ray Serve's settings for this stack. Ray's own helper ports (fallback proxy, HAProxy stats and
     metrics) and HAProxy's files default to fixed values shared by every Ray on the machine, so each
@@ -125,10 +120,10 @@ def ingress_env(settings: Settings, haproxy_files: str) -> dict[str, str]:
         env["RAY_SERVE_HAPROXY_SOCKET_PATH"] = f"{haproxy_files}/admin.sock"
         env["RAY_SERVE_HAPROXY_SERVER_STATE_BASE"] = haproxy_files
         env["RAY_SERVE_HAPROXY_SERVER_STATE_FILE"] = f"{haproxy_files}/server-state"
-        env["RAY_SERVE_HAPROXY_STATS_PORT"] = str(_free_port())
-        env["RAY_SERVE_HAPROXY_METRICS_PORT"] = str(_free_port())
-    env["RAY_SERVE_FALLBACK_PROXY_HTTP_PORT"] = str(_free_port())
-    env["RAY_SERVE_FALLBACK_PROXY_GRPC_PORT"] = str(_free_port())
+        env["RAY_SERVE_HAPROXY_STATS_PORT"] = str(free_port())
+        env["RAY_SERVE_HAPROXY_METRICS_PORT"] = str(free_port())
+    env["RAY_SERVE_FALLBACK_PROXY_HTTP_PORT"] = str(free_port())
+    env["RAY_SERVE_FALLBACK_PROXY_GRPC_PORT"] = str(free_port())
     return env
 
 

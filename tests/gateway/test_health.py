@@ -14,8 +14,9 @@ import asyncpg
 
 from gateway.client import WalletSigner
 from gateway.config import Settings
+from gateway.runtime.ports import free_port
 from tests.auth.helpers import create_account, create_api_key
-from tests.support import free_port, serve_gateway
+from tests.support import serve_gateway
 
 
 def settings(home: Path, database_url: str, redis_url: str, **urls: str | None) -> Settings:

@@ -28,8 +28,8 @@ from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
 
 from gateway.client import WalletSigner
+from gateway.runtime.ports import free_port
 from tests.chain import airdrop, mint_usdc, read_keypair, transfer_usdc
-from tests.support import free_port
 
 
 @dataclass
