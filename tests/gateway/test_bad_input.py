@@ -1,0 +1,152 @@
+"""Property: whatever a client sends to any route (broken or odd JSON, batches, wrong params, good,
+bad or half-good credentials, odd query strings), the answer is JSON in a documented error shape,
+and never a 500. 502/503/504 are allowed: they are the documented answers of a failing node.
+
+One gateway on the real parts (PostgreSQL, Redis, the devnode) serves every example.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+import orjson
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from gateway.client import WalletSigner
+from gateway.config import Settings
+from tests.auth.helpers import create_account, create_api_key
+from tests.support import serve_gateway
+
+ROUTES = [
+    ("POST", "/"),
+    ("POST", "/rpc"),
+    ("POST", "/auth/challenge"),
+    ("POST", "/auth/verify"),
+    ("POST", "/auth/logout"),
+    ("POST", "/account/api-key"),
+    ("POST", "/account/confirm-deposit"),
+    ("GET", "/account/info"),
+    ("GET", "/account/ledger"),
+    ("GET", "/account/history"),
+    ("GET", "/health"),
+    ("GET", "/pricing"),
+    ("GET", "/capabilities"),
+]
+JSON_RPC_PATHS = {"/", "/rpc"}
+NODE_FAILURES = {502, 503, 504}
+METHODS = ["getSlot", "getBalance", "getBlock", "getTransaction", "getTokenAccountsByOwner", "getAssetsByOwner"]
+METHODS += ["simulateBundle", "getMultipleAccounts", "getSignaturesForAddress", "sendTransaction", "noSuchMethod"]
+WORDS = ["", "2.0", "5VapWMVuzVSSNDsbA9XXTnAahcvUEUtL7szH7pT7a8GE", "z" * 88, "not base58 0OIl", "\x00", "é", *METHODS]
+KEYS = ["jsonrpc", "id", "method", "params", "signature", "pubkey", "challenge", "encoding", "ownerAddress"]
+KEYS += ["maxSupportedTransactionVersion", "transactions", "limit", "before"]
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from(WORDS)
+    | st.text(max_size=20)
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(KEYS), inner, max_size=4),
+    max_leaves=12,
+)
+rpc_calls = st.fixed_dictionaries(
+    {"jsonrpc": st.just("2.0"), "id": st.integers(0, 10) | st.none(), "method": st.sampled_from(METHODS)},
+    optional={"params": values},
+)
+documents = rpc_calls | st.lists(rpc_calls | values, min_size=1, max_size=5) | values
+bodies = documents.map(lambda d: json.dumps(d).encode()) | st.binary(max_size=64)  # json: integers past 64 bits
+queries = st.lists(
+    st.tuples(
+        st.sampled_from(["limit", "offset", "cursor", "before", "type"]), st.sampled_from([*WORDS[:5], "-1", "1e99"])
+    ),
+    max_size=3,
+)
+CREDENTIALS = ["none", "api-key", "bad-api-key", "signed", "bad-signature", "bearer"]
+# Half the examples go to JSON-RPC with working credentials: past auth is where most of the parsing is.
+routes = st.sampled_from(ROUTES) | st.sampled_from([route for route in ROUTES if route[1] in JSON_RPC_PATHS])
+kinds = st.sampled_from(CREDENTIALS) | st.sampled_from(["api-key", "signed"])
+
+
+@dataclass
+class Target:
+    url: str
+    api_key: str
+    signer: WalletSigner
+    http: aiohttp.ClientSession
+
+
+@pytest.fixture(scope="module")
+async def target(
+    tmp_path_factory: pytest.TempPathFactory, database_url: str, redis_url: str, devnode_url: str
+) -> AsyncIterator[Target]:
+    home: Path = tmp_path_factory.mktemp("bad-input")
+    config = Settings(home=home, database_url=database_url, redis_url=redis_url, upstream_rpc_url=devnode_url)
+    signer = WalletSigner(os.urandom(32))
+    async with serve_gateway(config) as gw, aiohttp.ClientSession() as http:
+        key = await create_api_key(http, signer, gw.url)
+        db = await asyncpg.connect(database_url)
+        try:
+            await create_account(db, signer.pubkey)
+        finally:
+            await db.close()
+        gw.app.meter.invalidate(signer.pubkey)
+        yield Target(gw.url, key, signer, http)
+
+
+def credentials(target: Target, kind: str, method: str, path: str, body: bytes) -> dict[str, str]:
+    if kind == "api-key":
+        return {"X-Api-Key": target.api_key}
+    if kind == "bad-api-key":
+        return {"X-Api-Key": target.api_key[:-1] + ("A" if target.api_key[-1] != "A" else "B")}
+    if kind == "bearer":
+        return {"Authorization": "Bearer not-a-session-token"}
+    if kind in ("signed", "bad-signature"):
+        headers = target.signer.headers(method, path, body)
+        if kind == "bad-signature":
+            headers["X-Signature"] = headers["X-Signature"][:-2]
+        return headers
+    return {}
+
+
+def assert_documented_shape(path: str, status: int, document: Any) -> None:
+    assert isinstance(document, dict | list), document
+    if status < 400:
+        return
+    assert isinstance(document, dict)
+    error = document.get("error")
+    assert isinstance(error, dict) and isinstance(error.get("message"), str), document
+    if "jsonrpc" in document:  # JSON-RPC paths, and a 402 anywhere (the spec gives it a JSON-RPC code)
+        assert isinstance(error.get("code"), int), document
+        assert path in JSON_RPC_PATHS or status == 402, document
+    else:
+        assert isinstance(error.get("code"), str) and isinstance(error.get("requestId"), str), document
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(route=routes, body=bodies, query=queries, kind=kinds)
+async def test_no_input_gets_a_500_or_an_undocumented_answer(
+    target: Target, route: tuple[str, str], body: bytes, query: list[tuple[str, str]], kind: str
+) -> None:
+    method, path = route
+    data = body if method == "POST" else b""
+    headers = credentials(target, kind, method, path, data)
+    async with target.http.request(
+        method, target.url + path, params=query if method == "GET" else None, data=data or None, headers=headers
+    ) as resp:
+        raw = await resp.read()
+    event(f"{resp.status}")  # --hypothesis-show-statistics: how often each answer came
+    assert resp.status < 500 or resp.status in NODE_FAILURES, (resp.status, raw[:300])
+    assert_documented_shape(path, resp.status, orjson.loads(raw))
