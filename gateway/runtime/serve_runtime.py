@@ -15,7 +15,7 @@ import shutil
 import socket
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import psutil
 
@@ -69,11 +69,15 @@ def bounded(step: Callable[[], None], timeout_s: float, what: str) -> None:
         raise failure[0]
 
 
-def processes_naming(marker: str) -> list[psutil.Process]:
-    """Live processes whose command line names ``marker`` (a path, or a Ray worker's process title)."""
-    return [
-        proc for proc in psutil.process_iter(["cmdline"]) if any(marker in part for part in proc.info["cmdline"] or ())
-    ]
+def processes_naming(marker: str, among: Iterable[psutil.Process] | None = None) -> list[psutil.Process]:
+    """Live processes (of ``among``, by default all) whose command line names ``marker`` (a path, or a
+    Ray worker's process title). One that has gone, is a zombie or is not ours to read is no match."""
+    found = []
+    for proc in psutil.process_iter() if among is None else among:
+        with contextlib.suppress(psutil.Error):
+            if any(marker in part for part in proc.cmdline()):
+                found.append(proc)
+    return found
 
 
 def stop_processes_naming(marker: str, grace_s: float = 5.0) -> None:

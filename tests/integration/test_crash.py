@@ -7,18 +7,17 @@ dead replica had not flushed is lost, which only ever favours the customer.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import time
 
 import aiohttp
 import asyncpg
-import psutil
 import pytest
 from solders.keypair import Keypair
 
 from gateway.credits.audit import check_conservation
+from gateway.runtime.serve_runtime import processes_naming
 from tests.integration.conftest import RunningService, confirm_deposit, create_api_key, deposit_usdc, health
 
 pytestmark = pytest.mark.integration
@@ -28,13 +27,8 @@ BALANCE = "SELECT balance FROM accounts WHERE pubkey = $1"
 
 
 def replica_pids(service: RunningService) -> list[int]:
-    """Live replicas: a killed one stays a zombie until Ray reaps it, and its command line is unreadable."""
-    pids = []
-    for proc in service.descendants():
-        with contextlib.suppress(psutil.Error):
-            if "ServeReplica" in " ".join(proc.cmdline()):
-                pids.append(proc.pid)
-    return pids
+    """The service's live replicas (a killed one stays a zombie until Ray reaps it: not a match)."""
+    return [proc.pid for proc in processes_naming("ServeReplica", among=service.descendants())]
 
 
 async def hammer(url: str, key: str, count: int, per_second: float = 40.0) -> list[int]:
