@@ -44,6 +44,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import orjson
@@ -103,6 +104,26 @@ def create_api_key(url: str, secret: bytes) -> str:
 Target = tuple[str, str, Headers, bytes]  # name, url, headers, body
 
 
+def run_target(
+    target: Target, conns: int, seconds: float, client: str, cpu_pids: dict[str, list[int]], **options: Any
+) -> Row:
+    """One measured run of one target; ``options`` go to ``measure`` (its warm-up, pause and log)."""
+    name, url, headers, body = target
+    (row,) = asyncio.run(
+        measure(
+            {name: url},
+            connections=[conns],
+            duration_s=seconds,
+            headers=headers,
+            body=body,
+            backend=client,
+            cpu_pids=cpu_pids,
+            **options,
+        )
+    )
+    return row
+
+
 def alternate(
     first: Target, second: Target, pairs: int, seconds: float, client: str, cpu_pids: dict[str, list[int]]
 ) -> list[tuple[Row, Row]]:
@@ -112,21 +133,8 @@ def alternate(
     results: list[tuple[Row, Row]] = []
     for i in range(pairs):
         rows: dict[str, Row] = {}
-        for name, url, headers, body in (first, second) if i % 2 == 0 else (second, first):
-            (rows[name],) = asyncio.run(
-                measure(
-                    {name: url},
-                    connections=[64],
-                    duration_s=seconds,
-                    warmup_s=0.0,
-                    headers=headers,
-                    body=body,
-                    backend=client,
-                    cpu_pids=cpu_pids,
-                    pause_s=0.0,
-                    log=None,
-                )
-            )
+        for target in (first, second) if i % 2 == 0 else (second, first):
+            rows[target[0]] = run_target(target, 64, seconds, client, cpu_pids, warmup_s=0.0, pause_s=0.0, log=None)
         results.append((rows[first[0]], rows[second[0]]))
     return results
 
@@ -200,19 +208,8 @@ def run(
                 order = group if round_no % 2 == 0 else group[::-1]  # and reversed every other round
                 print(f"round {round_no + 1} of {rounds}: {', '.join(name for name, *_ in order)}", flush=True)
                 for conns in connections:
-                    for name, url, headers, body in order:
-                        (row,) = asyncio.run(
-                            measure(
-                                {name: url},
-                                connections=[conns],
-                                duration_s=duration_s,
-                                headers=headers,
-                                body=body,
-                                backend=client,
-                                cpu_pids=cpu_pids,
-                            )
-                        )
-                        rows.append(row)
+                    for target in order:
+                        rows.append(run_target(target, conns, duration_s, client, cpu_pids))
         return by_round, paired
     finally:
         stack.stop()
