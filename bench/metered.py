@@ -3,20 +3,25 @@ no auth and no metering (a), and against plain uvicorn forwarding with no Ray at
 
     python -m bench.metered [--duration 8] [--connections 64,1] [--rounds 3] [--client auto] [--pairs 20]
 
-One run, one constant-answer upstream, one ingress replica; targets are interleaved over ``--rounds``
-rounds, so a noisy minute on a small machine hurts every target alike, and every other round runs them
-in reverse order, so neither a drift within a round nor what ran just before favours one of a pair.
-The table keeps each target's best round; the ratios are given both between best rounds and within
-each round (median). Then ``--pairs`` short back-to-back runs of (a) and metered at 64 connections
+One run, one constant-answer upstream, one ingress replica serving both (a) and the metered path
+(``bench/unmetered.py``: two replica processes running the same code differed by up to 13% in CPU
+per call, more than metering costs). Targets are interleaved over ``--rounds`` rounds, so a noisy
+minute on a small machine hurts every target alike, and every other round runs them in reverse order,
+so neither a drift within a round nor what ran just before favours one of a pair. Each round runs on
+a new replica process: how fast a process runs the same code is drawn anew with each one, so the
+rounds' spread shows it instead of one draw shifting the whole run. The table keeps each target's
+best round; the ratios are given both between best rounds and within each round (median). After
+each round come its share of ``--pairs`` short back-to-back runs of (a) and metered at 64 connections
 (``--pair-seconds``, 3 s), alternating which goes first: on a machine whose speed drifts and stalls,
 many close pairs share their conditions more than a few long runs a minute apart do.
 Rows: the upstream alone, the plain forwarder (b), Serve unmetered (a), Serve metered with an API key,
 with signed headers (Ed25519 verify and a Redis nonce per request), and a 100-item batch with an API
-key (100 rate units and credits per request). The batch runs after all rounds of the others: it
-writes ~80,000 usage rows a second, and PostgreSQL's work after it (checkpoints, autovacuum) would
-otherwise land in the next round's measurements. The stack is started here the way ``gateway up``
-starts it (embedded PostgreSQL and Redis, local Ray, Serve behind HAProxy), pointed at the constant
-upstream instead of a devnode.
+key (100 rate units and credits per request). The batch runs after all rounds of the others, on the
+last round's replica: it writes ~80,000 usage rows a second, and PostgreSQL's work after it
+(checkpoints, autovacuum) would otherwise land in the next round's measurements. The stack is started
+here the way ``gateway up`` starts it (embedded PostgreSQL and Redis, local Ray, Serve behind
+HAProxy), pointed at the constant upstream instead of a devnode, and its app is then replaced by the
+paired ingress.
 
 The load generator is wrk where it is installed and the headers are static (``--client auto``), as the
 reference figures of perf-baselines.md were measured: the Python client spends ~0.16 ms of CPU per
@@ -48,6 +53,7 @@ from typing import Any
 
 import asyncpg
 import orjson
+import psutil
 
 from bench.gateway_overhead import measure
 from bench.loadgen import BACKENDS, DEFAULT_BODY, DEFAULT_HEADERS, Headers
@@ -61,11 +67,17 @@ def start_reference(module: str, *args: str) -> tuple[subprocess.Popen[bytes], s
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", module, "--port", str(port), *args], stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 30
+    wait_answering(url)
+    return proc, url
+
+
+def wait_answering(url: str, timeout_s: float = 30.0) -> None:
+    """Until a POST of the benchmark's body to ``url`` answers 2xx (urllib raises on errors)."""
+    deadline = time.monotonic() + timeout_s
     while True:
         try:
             urllib.request.urlopen(urllib.request.Request(url, data=DEFAULT_BODY), timeout=1).read()
-            return proc, url
+            return
         except OSError:
             if time.monotonic() > deadline:
                 raise
@@ -143,13 +155,14 @@ def run(
     duration_s: float, connections: list[int], rounds: int, client: str = "auto", pairs: int = 0, pair_s: float = 3.0
 ) -> tuple[list[list[Row]], list[tuple[Row, Row]]]:
     """Every target at every connection count, ``rounds`` times interleaved (the rows of each round),
-    then ``pairs`` short alternating runs of serve-unmetered and metered-apikey."""
+    each round on a new replica process followed by its share of ``pairs`` short alternating runs of
+    serve-unmetered and metered-apikey; then the batch rows."""
     from ray import serve
 
-    from bench.unmetered import UnmeteredIngress
+    from bench.unmetered import UNMETERED_PATH, paired_ingress
     from gateway.client import WalletSigner
     from gateway.config import Settings
-    from gateway.runtime.serve_runtime import processes_naming
+    from gateway.runtime.serve_runtime import SERVE_APP_NAME, processes_naming
     from gateway.runtime.stack import Stack
 
     upstream_proc, upstream_url = start_reference("bench.const_upstream")
@@ -166,19 +179,25 @@ def run(
     try:
         resolved = stack.start()
         base = f"http://{resolved.host}:{resolved.port}"
-        unmetered = UnmeteredIngress.options(
-            max_ongoing_requests=resolved.max_ongoing_requests  # as the metered Ingress: same concurrency
-        )
-        serve.run(unmetered.bind(resolved.model_dump(mode="json")), name="unmetered", route_prefix="/unmetered")
-        metered_pids = [p.pid for p in processes_naming("ServeReplica:gateway:Ingress")]
-        cpu_pids = {
-            "upstream": [upstream_proc.pid],
-            "forwarder": [forwarder_proc.pid],
-            "serve-unmetered": [p.pid for p in processes_naming("ServeReplica:unmetered:UnmeteredIngress")],
-            "metered-apikey": metered_pids,
-            "metered-signed": metered_pids,
-            "metered-batch100": metered_pids,
-        }
+        cpu_pids = {"upstream": [upstream_proc.pid], "forwarder": [forwarder_proc.pid]}
+
+        def new_replica(generation: int) -> None:
+            """The gateway's app replaced by the paired ingress on a new replica process (module docstring)."""
+            marker = f"ServeReplica:{SERVE_APP_NAME}:Ingress"
+            replaced = processes_naming(marker)
+            deployment = paired_ingress(resolved.max_ongoing_requests, generation)
+            serve.run(deployment.bind(resolved.model_dump(mode="json")), name=SERVE_APP_NAME, route_prefix="/")
+            # A replica that exits during a run would take its CPU out of the sums: wait for it to go.
+            _, lingering = psutil.wait_procs(replaced, timeout=60)
+            if lingering:
+                print(f"  replaced replica(s) {[p.pid for p in lingering]} still running", flush=True)
+            gone = {p.pid for p in replaced}
+            pids = [p.pid for p in processes_naming(marker) if p.pid not in gone]
+            for name in ("serve-unmetered", "metered-apikey", "metered-signed", "metered-batch100"):
+                cpu_pids[name] = pids
+            wait_answering(f"{base}{UNMETERED_PATH}")  # through HAProxy: only the paired ingress has this path
+
+        new_replica(0)
         secret = os.urandom(32)
         signer = WalletSigner(secret)
         key = create_api_key(base, secret)
@@ -193,23 +212,29 @@ def run(
         targets: list[Target] = [
             ("upstream", upstream_url, DEFAULT_HEADERS, DEFAULT_BODY),
             ("forwarder", forwarder_url, DEFAULT_HEADERS, DEFAULT_BODY),
-            ("serve-unmetered", f"{base}/unmetered/", DEFAULT_HEADERS, DEFAULT_BODY),
+            ("serve-unmetered", f"{base}{UNMETERED_PATH}", DEFAULT_HEADERS, DEFAULT_BODY),
             ("metered-apikey", f"{base}/", keyed, DEFAULT_BODY),
             ("metered-signed", f"{base}/", signed, DEFAULT_BODY),
         ]
-        last = [("metered-batch100", f"{base}/", keyed, BATCH_BODY)]  # after the others (module docstring)
+        batch: Target = ("metered-batch100", f"{base}/", keyed, BATCH_BODY)  # after the others (module docstring)
         by_round: list[list[Row]] = [[] for _ in range(rounds)]
         paired: list[tuple[Row, Row]] = []
-        for group in (targets, last):
-            if group is last and pairs:
-                print(f"{pairs} short pairs: serve-unmetered, metered-apikey", flush=True)
-                paired = alternate(targets[2], targets[3], pairs, pair_s, client, cpu_pids)
-            for round_no, rows in enumerate(by_round):  # interleaved, so a noisy minute hurts every target alike
-                order = group if round_no % 2 == 0 else group[::-1]  # and reversed every other round
-                print(f"round {round_no + 1} of {rounds}: {', '.join(name for name, *_ in order)}", flush=True)
-                for conns in connections:
-                    for target in order:
-                        rows.append(run_target(target, conns, duration_s, client, cpu_pids))
+        for round_no, rows in enumerate(by_round):  # interleaved, so a noisy minute hurts every target alike
+            if round_no > 0:
+                new_replica(round_no)
+            order = targets if round_no % 2 == 0 else targets[::-1]  # and reversed every other round
+            print(f"round {round_no + 1} of {rounds}: {', '.join(name for name, *_ in order)}", flush=True)
+            for conns in connections:
+                for target in order:
+                    rows.append(run_target(target, conns, duration_s, client, cpu_pids))
+            share = pairs // rounds + (1 if round_no < pairs % rounds else 0)
+            if share:
+                print(f"{share} short pairs: serve-unmetered, metered-apikey", flush=True)
+                paired += alternate(targets[2], targets[3], share, pair_s, client, cpu_pids)
+        print(f"{batch[0]}: {rounds} runs", flush=True)
+        for rows in by_round:
+            for conns in connections:
+                rows.append(run_target(batch, conns, duration_s, client, cpu_pids))
         return by_round, paired
     finally:
         stack.stop()
