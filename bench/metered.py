@@ -4,8 +4,7 @@ no auth and no metering (a), and against plain uvicorn forwarding with no Ray at
     python -m bench.metered [--duration 8] [--connections 64,1] [--rounds 3] [--client auto] [--pairs 20]
 
 One run, one constant-answer upstream, one ingress replica serving both (a) and the metered path
-(``bench/unmetered.py``: two replica processes running the same code differed by up to 13% in CPU
-per call, more than metering costs). Targets are interleaved over ``--rounds`` rounds, so a noisy
+(``bench/unmetered.py`` says why). Targets are interleaved over ``--rounds`` rounds, so a noisy
 minute on a small machine hurts every target alike, and every other round runs them in reverse order,
 so neither a drift within a round nor what ran just before favours one of a pair. Each round runs on
 a new replica process: how fast a process runs the same code is drawn anew with each one, so the

@@ -13,7 +13,7 @@ What metering costs is less than that.
 
 from __future__ import annotations
 
-from typing import Any
+from ray.serve import Deployment
 
 from gateway.forward import Forwarder, ParseStage
 from gateway.pipeline import compose, error_boundary
@@ -32,13 +32,13 @@ class _Paired(Ingress.func_or_class):  # type: ignore[misc,name-defined]  # the 
         return RpcFirst(super().__serve_build_asgi_app__(), [UNMETERED_PATH], unmetered)
 
 
-def paired_ingress(max_ongoing_requests: int, generation: int) -> Any:
+def paired_ingress(max_ongoing_requests: int, generation: int) -> Deployment:
     """The deployment, under the gateway's own name (it replaces the gateway's app when run).
 
     ``generation`` goes into the replica's environment: a new value is a new configuration, for which
     Serve starts a new replica process.
     """
-    return Ingress.options(  # type: ignore[attr-defined]
+    deployment: Deployment = Ingress.options(  # type: ignore[attr-defined]
         func_or_class=_Paired,
         max_ongoing_requests=max_ongoing_requests,
         ray_actor_options={
@@ -46,3 +46,4 @@ def paired_ingress(max_ongoing_requests: int, generation: int) -> Any:
             "runtime_env": {"env_vars": {"GATEWAY_BENCH_GENERATION": str(generation)}},
         },
     )
+    return deployment
