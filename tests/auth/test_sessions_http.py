@@ -160,8 +160,8 @@ async def test_bad_bearer_is_401(gateway: RunningGateway, http: aiohttp.ClientSe
 
 @pytest.fixture(scope="module")
 async def short_lived(settings: Settings) -> AsyncIterator[RunningGateway]:
-    """A gateway whose challenges live 150 ms and tokens 600 ms (sliding)."""
-    async with serve_gateway(settings, challenge_ttl_ms=150, token_ttl_ms=600) as running:
+    """A gateway whose challenges live 150 ms and tokens 1 s (sliding)."""
+    async with serve_gateway(settings, challenge_ttl_ms=150, token_ttl_ms=1000) as running:
         yield running
 
 
@@ -180,9 +180,9 @@ async def test_token_ttl_slides_then_expires(
     await create_account(db, signer.pubkey)
     token = await open_session(http, signer, short_lived.url)
     bearer = {"Authorization": f"Bearer {token}"}
-    for _ in range(3):  # 3 x 350 ms outlives the 600 ms TTL only because each use slides it
-        await asyncio.sleep(0.35)
+    for _ in range(3):  # 3 x 400 ms outlives the 1 s TTL only because each use slides it (600 ms to spare)
+        await asyncio.sleep(0.4)
         assert (await request(http, "GET", short_lived.url + "/account/info", headers=bearer)).status == 200
-    await asyncio.sleep(0.8)
+    await asyncio.sleep(1.3)
     expired = await request(http, "GET", short_lived.url + "/account/info", headers=bearer)
     assert (expired.status, expired.code) == (401, "AUTH_FAILED")
