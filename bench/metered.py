@@ -9,7 +9,8 @@ minute on a small machine hurts every target alike, and every other round runs t
 so neither a drift within a round nor what ran just before favours one of a pair. Each round runs on
 a new replica process: how fast a process runs the same code is drawn anew with each one, so the
 rounds' spread shows it instead of one draw shifting the whole run. The table keeps each target's
-best round; the ratios are given both between best rounds and within each round (median). After
+best round; the ratios are given both between best rounds and within each round (median, with the
+interval that holds the median of such rounds at ~90% confidence, ``bench/stats.py``). After
 each round come its share of ``--pairs`` short back-to-back runs of (a) and metered at 64 connections
 (``--pair-seconds``, 3 s), alternating which goes first: on a machine whose speed drifts and stalls,
 many close pairs share their conditions more than a few long runs a minute apart do.
@@ -57,6 +58,7 @@ import psutil
 from bench.gateway_overhead import measure
 from bench.loadgen import BACKENDS, DEFAULT_BODY, DEFAULT_HEADERS, Headers
 from bench.report import Row, format_ratios, format_table, ratio
+from bench.stats import median_interval, quartiles
 from gateway.runtime.ports import free_port
 
 BATCH_BODY = orjson.dumps([{"jsonrpc": "2.0", "id": i, "method": "getSlot"} for i in range(100)])
@@ -152,10 +154,10 @@ def alternate(
 
 def run(
     duration_s: float, connections: list[int], rounds: int, client: str = "auto", pairs: int = 0, pair_s: float = 3.0
-) -> tuple[list[list[Row]], list[tuple[Row, Row]]]:
+) -> tuple[list[list[Row]], list[list[tuple[Row, Row]]]]:
     """Every target at every connection count, ``rounds`` times interleaved (the rows of each round),
     each round on a new replica process followed by its share of ``pairs`` short alternating runs of
-    serve-unmetered and metered-apikey; then the batch rows."""
+    serve-unmetered and metered-apikey (the pairs of each round); then the batch rows."""
     from ray import serve
 
     from bench.unmetered import UNMETERED_PATH, paired_ingress
@@ -217,7 +219,7 @@ def run(
         ]
         batch: Target = ("metered-batch100", f"{base}/", keyed, BATCH_BODY)  # after the others (module docstring)
         by_round: list[list[Row]] = [[] for _ in range(rounds)]
-        paired: list[tuple[Row, Row]] = []
+        paired: list[list[tuple[Row, Row]]] = [[] for _ in range(rounds)]
         for round_no, rows in enumerate(by_round):  # interleaved, so a noisy minute hurts every target alike
             if round_no > 0:
                 new_replica(round_no)
@@ -229,7 +231,7 @@ def run(
             share = pairs // rounds + (1 if round_no < pairs % rounds else 0)
             if share:
                 print(f"{share} short pairs: serve-unmetered, metered-apikey", flush=True)
-                paired += alternate(targets[2], targets[3], share, pair_s, client, cpu_pids)
+                paired[round_no] = alternate(targets[2], targets[3], share, pair_s, client, cpu_pids)
         print(f"{batch[0]}: {rounds} runs", flush=True)
         for rows in by_round:
             for conns in connections:
@@ -260,11 +262,6 @@ def best_of(by_round: list[list[Row]]) -> list[Row]:
             if kept is None or row.result.rps > kept.result.rps:
                 best[(row.name, row.result.connections)] = row
     return sorted(best.values(), key=lambda r: -r.result.connections)
-
-
-def quartiles(values: list[float]) -> tuple[float, float]:
-    q1, _, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else (values[0],) * 3
-    return q1, q3
 
 
 def cpu_added(rows: list[Row], conns: int) -> float | None:
@@ -302,6 +299,9 @@ def main(argv: list[str] | None = None) -> None:
             paired = [r for r in (ratio(rows_, name, baseline, conns) for rows_ in by_round) if r is not None]
             each = " ".join(f"{r:.3f}" for r in paired)
             print(f"{name} / {baseline} @{conns} conn: median {statistics.median(paired):.3f} (rounds: {each})")
+            interval = median_interval(paired)
+            if interval is not None:  # rounds are new replica processes: the run's independent draws
+                print(f"    interval for the median ({len(paired)} replica processes): {interval}")
     for conns in connections:
         by = {r.name: r.result for r in rows if r.result.connections == conns}
         added = by["metered-apikey"].p50_ms - by["serve-unmetered"].p50_ms
@@ -312,14 +312,21 @@ def main(argv: list[str] | None = None) -> None:
             each = " ".join(f"{us:+.0f}" for us in extra)
             median = statistics.median(extra)
             print(f"replica CPU added by metering at {conns} conn: median {median:+.0f} µs/call (rounds: {each})")
-    if short_pairs and any(u.result.rps > 0 for u, _ in short_pairs):
-        ratios = [m.result.rps / u.result.rps for u, m in short_pairs if u.result.rps > 0]
+    pair_ratios = [[m.result.rps / u.result.rps for u, m in pairs if u.result.rps > 0] for pairs in short_pairs]
+    ratios = [r for of_round in pair_ratios for r in of_round]
+    if ratios:
         q1, q3 = quartiles(ratios)
         print(
-            f"{len(short_pairs)} short pairs, metered-apikey / serve-unmetered @64 conn:"
+            f"{len(ratios)} short pairs, metered-apikey / serve-unmetered @64 conn:"
             f" median {statistics.median(ratios):.3f} (quartiles {q1:.3f} – {q3:.3f})"
         )
-        pair_cpu = [us for us in (cpu_added([u, m], 64) for u, m in short_pairs) if us is not None]
+        # The pairs of one round share its replica process: each round's median is one draw.
+        round_medians = [statistics.median(of_round) for of_round in pair_ratios if of_round]
+        interval = median_interval(round_medians)
+        if interval is not None:
+            each = " ".join(f"{r:.3f}" for r in round_medians)
+            print(f"    each round's pairs: medians {each}; interval for their median: {interval}")
+        pair_cpu = [us for us in (cpu_added([u, m], 64) for pairs in short_pairs for u, m in pairs) if us is not None]
         if pair_cpu:
             median_cpu = statistics.median(pair_cpu)
             print(f"replica CPU added by metering in the short pairs: median {median_cpu:+.0f} µs/call")
