@@ -23,7 +23,7 @@ def quartiles(values: list[float]) -> tuple[float, float]:
 class Interval:
     low: float
     high: float
-    confidence: float  # the chance that the interval holds the true median: at least the one asked for if it could be
+    confidence: float  # that it holds the true median: at least the one asked for, unless there were too few values
 
     def __str__(self) -> str:
         return f"{self.low:.3f} – {self.high:.3f} ({self.confidence:.0%} confidence)"
