@@ -21,6 +21,7 @@ check: $(BIN)/gateway
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: $(BIN)/gateway
 	$(BIN)/python -m bench

@@ -1,10 +1,10 @@
-"""The deposit watcher as one named, detached Ray actor: a thin shell around :class:`DepositWatcher`.
+"""The deposit watcher actor: a thin shell around :class:`gateway.credits.watcher.DepositWatcher`.
 
-One instance per cluster (name ``deposit-watcher`` in namespace ``gateway``, ``get_if_exists``), so
-replicas never poll the node in parallel; two of them would still be safe (crediting is idempotent per
-signature), just wasteful. ``max_restarts=-1``: Ray restarts it after a crash, and since a restart only
-re-runs ``__init__``, the poll loop is started from ``__init__`` on a thread of its own with its own
-event loop, instead of waiting for a method call that would never come after a restart.
+A plain class, testable without Ray; :mod:`gateway.runtime.actors` makes it one named, detached,
+restarting Ray actor per cluster, so replicas never poll the node in parallel (two would still be
+safe: crediting is idempotent per signature, just wasteful). Since a restart only re-runs
+``__init__``, the poll loop is started from ``__init__`` on a thread of its own with its own event
+loop, instead of waiting for a method call that would never come after a restart.
 """
 
 from __future__ import annotations
@@ -15,18 +15,15 @@ import logging
 import threading
 from typing import Any
 
-import asyncpg
-
 from gateway.config import Settings
 from gateway.credits.chain_reads import credit_policy, deposit_ata_for
 from gateway.credits.watcher import DepositWatcher
-from gateway.runtime.serve_runtime import bounded
+from gateway.storage.connections import Connections
+from gateway.storage.errors import StoreUnavailable
 from gateway.upstream import HttpUpstream
 
 log = logging.getLogger(__name__)
 
-ACTOR_NAME = "deposit-watcher"
-NAMESPACE = "gateway"
 DEFAULT_INTERVAL_S = 2.0
 
 
@@ -56,19 +53,19 @@ class DepositWatcherActor:
     async def _serve(self) -> None:
         self._stop = asyncio.Event()
         upstream = HttpUpstream(str(self.settings.upstream_rpc_url), self.settings.fallback_rpc_url, connections=4)
-        pool: asyncpg.Pool | None = None
+        conn: Connections | None = None
         try:
-            while pool is None and not self._stop.is_set():
+            while conn is None and not self._stop.is_set():
                 try:
-                    pool = await asyncpg.create_pool(self.settings.database_url, min_size=1, max_size=2)
-                except (OSError, asyncpg.PostgresError) as exc:  # database not up yet: keep trying
-                    log.warning("deposit watcher: database not reachable: %s", exc)
+                    conn = await Connections.open(self.settings.database_url, None, pool_size=2)
+                except StoreUnavailable as exc:  # database not up yet: keep trying
+                    log.warning("deposit watcher: %s", exc)
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._stop.wait(), 2.0)
-            if pool is None:
+            if conn is None or conn.db is None:
                 return
             self.watcher = DepositWatcher(
-                pool, upstream, credit_policy(self.settings), self.deposit_ata, self.settings.usdc_mint
+                conn.db, upstream, credit_policy(self.settings), self.deposit_ata, self.settings.usdc_mint
             )
             self._ready.set()
             log.info("deposit watcher following %s every %g s", self.deposit_ata, self.interval_s)
@@ -76,8 +73,8 @@ class DepositWatcherActor:
         finally:
             self._ready.set()
             await upstream.close()
-            if pool is not None:
-                await pool.close()
+            if conn is not None:
+                await conn.close()
 
     def status(self) -> dict[str, Any]:
         """Where the watcher is and what it has done (for health views and tests)."""
@@ -96,33 +93,3 @@ class DepositWatcherActor:
         if self._stop is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout_s)
-
-
-def start_deposit_watcher(settings_dict: dict[str, Any], interval_s: float = DEFAULT_INTERVAL_S) -> Any:
-    """Start (or find) the cluster's one deposit watcher; needs ``ray.init`` done. Returns its ActorHandle."""
-    import ray
-
-    remote_cls = ray.remote(num_cpus=0, max_restarts=-1)(DepositWatcherActor)
-    return remote_cls.options(
-        name=ACTOR_NAME,
-        namespace=NAMESPACE,
-        get_if_exists=True,
-        lifetime="detached",
-        enable_task_events=False,
-    ).remote(settings_dict, interval_s)
-
-
-def stop_deposit_watcher() -> None:
-    """End the detached actor (it outlives the driver otherwise, e.g. on a shared cluster)."""
-    import ray
-
-    def stop() -> None:
-        try:
-            handle = ray.get_actor(ACTOR_NAME, namespace=NAMESPACE)
-        except ValueError:
-            return
-        with contextlib.suppress(Exception):
-            ray.get(handle.shutdown.remote(), timeout=15)
-        ray.kill(handle, no_restart=True)
-
-    bounded(stop, 20.0, "the deposit watcher's stop")

@@ -31,10 +31,10 @@ from gateway.app import GatewayApp
 from gateway.client import WalletSigner
 from gateway.config import Settings
 from gateway.forward import Forwarder, ParseStage
-from gateway.pipeline import Call, Handler, Reply, compose, error_boundary
+from gateway.pipeline import Call, Handler, Reply, ReplyStyle, compose, error_boundary
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.storage.migrate import migrate_url
-from gateway.transports.routing import RPC_MAX_BODY_BYTES, RpcFirst, mount
+from gateway.transports.routing import RPC_MAX_BODY_BYTES, RpcFirst, http_call, mount
 
 BODY = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
 ANSWER = b'{"jsonrpc":"2.0","id":0,"result":123456789}'  # the forwarder sends item positions as ids
@@ -51,7 +51,7 @@ class ConstantNode:
 def over_asgi(handler: Handler) -> Handler:
     """The same handler behind the gateway's HTTP transport (ASGI messages → Call, Reply → response), called
     as an ASGI app without a socket: adds what the HTTP transport costs per call."""
-    routes = [mount("/", "POST", [], handler, RPC_MAX_BODY_BYTES, transport="jsonrpc")]
+    routes = [mount("/", "POST", [], handler, RPC_MAX_BODY_BYTES, ReplyStyle.JSONRPC)]
     app = RpcFirst(Starlette(routes=routes), ["/"], handler)
 
     async def handle(call: Call) -> Reply:
@@ -156,14 +156,14 @@ async def compare(
     metered = compose([error_boundary, *gw.rpc_stages()], Forwarder(ConstantNode()))
 
     def plain() -> Call:
-        return Call("POST", "/", BASE_HEADERS, {}, BODY, transport="jsonrpc")
+        return http_call("POST", "/", BASE_HEADERS, BODY, style=ReplyStyle.JSONRPC)
 
     def keyed() -> Call:
-        return Call("POST", "/", {**BASE_HEADERS, "x-api-key": key}, {}, BODY, transport="jsonrpc")
+        return http_call("POST", "/", {**BASE_HEADERS, "x-api-key": key}, BODY, style=ReplyStyle.JSONRPC)
 
     def signed() -> Call:
         wallet = {name.lower(): value for name, value in signer.headers("POST", "/", BODY).items()}
-        return Call("POST", "/", {**BASE_HEADERS, **wallet}, {}, BODY, transport="jsonrpc")
+        return http_call("POST", "/", {**BASE_HEADERS, **wallet}, BODY, style=ReplyStyle.JSONRPC)
 
     targets: dict[str, tuple[Handler, Callable[[], Call]]] = {
         "unmetered": (unmetered, plain),

@@ -2,7 +2,7 @@
 authentication and metering taken out: the baseline (a) that isolates what metering costs.
 Benchmarks only; nothing in the service imports this.
 
-It is the ``Ingress`` deployment of ``serve_app.py`` itself (same class, settings, process tuning and
+It is the gateway's ``Ingress`` deployment itself (same class, settings, process tuning and
 Serve options). ``/`` and ``/rpc`` are the gateway's metered pipeline, untouched; ``POST
 /unmetered`` is boundary → parse → forward. One replica process serves both, so comparing them does
 not also compare two processes: two replica processes running the same code measured up to 13%
@@ -17,8 +17,8 @@ from ray.serve import Deployment
 
 from gateway.forward import Forwarder, ParseStage
 from gateway.pipeline import compose, error_boundary
+from gateway.runtime.ingress import Ingress
 from gateway.transports.routing import RpcFirst
-from serve_app import Ingress
 
 UNMETERED_PATH = "/unmetered"
 

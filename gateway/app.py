@@ -1,7 +1,8 @@
-"""One replica's gateway, built from settings: the pipelines and the state they share. No Ray here.
+"""One replica's gateway, built from settings: the stages, the endpoints and the state they share.
 
-The Serve deployment (``serve_app.py``) and the tests both build a :class:`GatewayApp` and wrap it
-in the HTTP transport, so everything below the transport is tested without Ray.
+The one place that wires. Transports (``gateway.transports``) only mount what is built here, and
+tests build a :class:`GatewayApp` to run exactly what a replica runs. No Ray here: the Serve
+deployment (``gateway.runtime.ingress``) wraps this in the HTTP transport.
 """
 
 from __future__ import annotations
@@ -9,16 +10,18 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from gateway.auth.authenticator import Only
+from gateway.auth.endpoints import AccountEndpoints
 from gateway.auth.services import AuthServices
 from gateway.auth.stage import AuthStage
 from gateway.config import Settings
-from gateway.credits.balances import StoreBalanceSource
+from gateway.core.errors import service_unavailable
+from gateway.core.limits import Limiter
+from gateway.core.methods import PriceTable
+from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
 from gateway.credits.meter import Meter
 from gateway.credits.stage import CreditHeaders, MeteringStage
-from gateway.errors import service_unavailable
 from gateway.forward import Forwarder, ParseStage
-from gateway.limits import Limiter
-from gateway.methods import PriceTable
 from gateway.pipeline import Call, Handler, Reply, Stage, compose, error_boundary
 from gateway.public import ServiceProfile
 from gateway.storage.connections import Connections
@@ -49,12 +52,12 @@ class GatewayApp:
         )
         self.limiter = Limiter(settings.rate_limit_rps, settings.concurrency_limit, replicas=settings.ingress_replicas)
         self.metering = MeteringStage(self.meter, self.limiter)
-        self.auth = AuthServices(
-            settings,
-            api_key_secret=settings.api_key_secret_bytes,
-            balance_source=StoreBalanceSource(self.meter),
-            **auth_options,
+        self.auth = AuthServices(settings, api_key_secret=settings.api_key_secret_bytes, **auth_options)
+        self.accounts = AccountEndpoints(self.auth, unsettled=self.meter.unsettled)
+        self.deposits = DepositServices.from_settings(
+            settings, self.upstream, lambda: self.conn.db, after_credit=self.meter.invalidate
         )
+        self.confirm_deposit = ConfirmDepositEndpoint(self.deposits)
         self.rpc: Handler = compose([error_boundary, *self.rpc_stages()], Forwarder(self.upstream))
 
     def rpc_stages(self) -> list[Stage]:
@@ -66,6 +69,10 @@ class GatewayApp:
             ParseStage(self.prices),
             self.metering,
         ]
+
+    def account_stage(self, only: Only | None = None) -> AuthStage:
+        """The auth stage of the account routes: any credential mode (or ``only`` one), no account needed."""
+        return AuthStage(self.auth, require_account=False, only=only)
 
     async def startup(self) -> None:
         self.conn = await Connections.open(self.settings.database_url, self.settings.redis_url)

@@ -1,6 +1,6 @@
 """Client helper: sign gateway requests with a wallet key, the way the spec defines it.
 
-Only :mod:`gateway.auth.signing` is shared with the server, so what this signs is by construction
+Only :mod:`gateway.core.signing` is shared with the server, so what this signs is by construction
 what the server checks. Depends on PyNaCl and base58, nothing of the server side.
 """
 
@@ -12,7 +12,7 @@ import time
 import base58
 from nacl.signing import SigningKey
 
-from gateway.auth.signing import signing_message
+from gateway.core.signing import signing_message
 
 __all__ = ["WalletSigner"]
 

@@ -148,14 +148,14 @@ class Settings(BaseSettings):
     @field_validator("pricing")
     @classmethod
     def _check_pricing(cls, value: dict[str, int]) -> dict[str, int]:
-        from gateway.methods import DEFAULT_CLASS_CREDITS
+        from gateway.core.methods import DEFAULT_CLASS_CREDITS
 
         known = {c.value for c in DEFAULT_CLASS_CREDITS}
         for name, credits in value.items():
             if name not in known:
                 raise ValueError(f"pricing: unknown method class {name!r}; known: {', '.join(sorted(known))}")
-            if credits < 0:
-                raise ValueError(f"pricing: {name} must be a non-negative integer")
+            if credits <= 0:
+                raise ValueError(f"pricing: {name} must be a positive integer (a free class would be an open door)")
         return value
 
     @classmethod

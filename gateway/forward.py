@@ -11,14 +11,12 @@ from typing import Any
 
 import orjson
 
-from gateway.errors import RpcError, backend_unavailable, timed_out
-from gateway.jsonrpc import RpcItem, RpcPayload, parse_payload
-from gateway.methods import CLASS_TIMEOUT_S, MethodClass, PriceTable
+from gateway.core.errors import RpcError, backend_unavailable, timed_out
+from gateway.core.jsonrpc import RpcItem, RpcPayload, parse_payload
+from gateway.core.methods import CLASS_TIMEOUT_S, MethodClass, PriceTable
+from gateway.core.planning import plan_item
 from gateway.pipeline import Call, Handler, Reply
-from gateway.planning import plan_item
 from gateway.upstream import Upstream, UpstreamTimeout, UpstreamUnavailable
-
-JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 class ParseStage:
@@ -49,7 +47,7 @@ class Forwarder:
         pending = [item for item in payload.items if item.pending]
         if pending:
             await self._forward(pending, payload)
-        return Reply(200, payload.answer_bytes(), {**JSON_HEADERS, **call.response_headers})
+        return Reply(200, payload.answer_bytes())
 
     async def _forward(self, items: list[RpcItem], payload: RpcPayload) -> None:
         timeout = max(CLASS_TIMEOUT_S.get(i.method_class or MethodClass.READ_CHEAP, 5.0) for i in items)

@@ -3,9 +3,11 @@
 A stage is ``async (call, next) -> Reply``, the shape of ASGI middleware but over a parsed call, so
 authentication, limits and billing plug in as stages without the transports knowing of them::
 
-    JSON-RPC over HTTP:  boundary → [auth] → parse+plan → [admission/billing] → forward
+    JSON-RPC:  error_boundary → auth → credit headers → readiness → parse+plan → metering → forward
 
-Transports (HTTP, WebSocket, MCP, gRPC) build a :class:`Call` and render the :class:`Reply`.
+The contract with the transports (HTTP, WebSocket, gRPC, MCP): a transport builds a :class:`Call`
+(its wire, how errors must be rendered, and the credentials it extracted the way that wire carries
+them), runs a handler, and renders the :class:`Reply`. Stages never ask which transport they serve.
 """
 
 from __future__ import annotations
@@ -14,14 +16,20 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import orjson
 
-from gateway.errors import ProxyError, internal_error
-from gateway.jsonrpc import RpcPayload
+from gateway.core.credentials import Credentials
+from gateway.core.errors import ProxyError, ReplyStyle, internal_error, service_unavailable
+from gateway.core.identity import Identity
+from gateway.core.jsonrpc import RpcPayload, request_id_of
+from gateway.storage.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
+
+REQUEST_ID_HEADER = "X-Request-Id"
 
 
 def new_request_id() -> str:
@@ -29,20 +37,37 @@ def new_request_id() -> str:
     return os.urandom(16).hex()
 
 
+class Wire(StrEnum):
+    """Where the call arrived."""
+
+    HTTP = "http"
+    WEBSOCKET = "ws"
+    GRPC = "grpc"
+    MCP = "mcp"
+
+
 @dataclass(slots=True)
 class Call:
     """One inbound request as the stages see it."""
 
-    method: str  # HTTP method
+    method: str  # HTTP method (transports without one use "POST")
     path: str
     headers: Mapping[str, str]  # lower-case names
     query: Mapping[str, str]
     body: bytes
+    credentials: Credentials = field(default_factory=Credentials)  # as the wire carried them
+    wire: Wire = Wire.HTTP
+    style: ReplyStyle = ReplyStyle.REST
     request_id: str = field(default_factory=new_request_id)
-    transport: str = "http"
-    identity: Any = None  # set by the auth stage
+    identity: Identity | None = None  # set by the auth stage
     payload: RpcPayload | None = None  # set by the parse stage
-    response_headers: dict[str, str] = field(default_factory=dict)
+    response_headers: dict[str, str] = field(default_factory=dict)  # stages' headers for the reply
+
+    def authenticated(self) -> Identity:
+        """The caller's identity; for endpoints mounted behind the auth stage."""
+        if self.identity is None:
+            raise RuntimeError(f"{self.path} must be mounted behind the auth stage")
+        return self.identity
 
 
 @dataclass(slots=True)
@@ -77,23 +102,40 @@ def json_reply(status: int, document: Any, headers: dict[str, str] | None = None
 
 
 def render_proxy_error(call: Call, exc: ProxyError) -> Reply:
-    """JSON-RPC endpoints answer JSON-RPC errors where the spec gives a code, else the HTTP error body."""
+    """A refusal in the call's reply style (or the error's own); the error's headers win over the stages'."""
     headers = {**call.response_headers, **exc.headers}
-    if exc.rpc_code is not None and call.transport == "jsonrpc":
-        item_id = call.payload.items[0].id if call.payload and not call.payload.is_batch else None
-        body = {"jsonrpc": "2.0", "id": item_id, "error": exc.rpc_error().to_json()}
+    if exc.rpc_code is not None and (exc.style or call.style) is ReplyStyle.JSONRPC:
+        body: dict[str, Any] = {"jsonrpc": "2.0", "id": _item_id(call), "error": exc.rpc_error().to_json()}
+        body.update(exc.extra_body)
         return json_reply(exc.status, body, headers)
     return json_reply(exc.status, exc.http_body(call.request_id), headers)
 
 
+def _item_id(call: Call) -> Any:
+    """The id to answer a single request with: parsed already, or read from the body (an early refusal)."""
+    if call.payload is not None:
+        return None if call.payload.is_batch else call.payload.items[0].id
+    return request_id_of(call.body)
+
+
 async def error_boundary(call: Call, next_handler: Handler) -> Reply:
-    """Outermost stage: every failure leaves in a documented shape, never as a bare 500."""
+    """Outermost stage: every failure leaves in a documented shape, never as a bare 500, and every
+    reply carries the stages' headers and the call's one ``X-Request-Id``."""
     try:
         reply = await next_handler(call)
     except ProxyError as exc:
         reply = render_proxy_error(call, exc)
+    except StoreUnavailable as exc:
+        reply = render_proxy_error(call, service_unavailable(f"{exc.what} is unavailable; retry shortly", 5))
     except Exception:
         log.exception("unhandled error in request %s", call.request_id)
         reply = render_proxy_error(call, internal_error())
-    reply.headers.setdefault("X-Request-Id", call.request_id)
+    else:
+        headers = reply.headers
+        for name, value in call.response_headers.items():
+            headers.setdefault(name, value)
+    reply.headers[REQUEST_ID_HEADER] = call.request_id
     return reply
+
+
+__all__ = ["Call", "Handler", "Reply", "ReplyStyle", "Stage", "Wire", "compose", "error_boundary", "json_reply"]

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.methods import PriceTable
+from gateway.core.methods import PriceTable
 from gateway.upstream import HttpUpstream
 
 

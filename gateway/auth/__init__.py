@@ -1,6 +1,6 @@
 """Identity and authentication: who is calling, proved by an API key, a wallet signature or a session.
 
-Kept import-light on purpose: :mod:`gateway.client` imports :mod:`gateway.auth.signing` and must not
+Kept import-light on purpose: :mod:`gateway.client` imports :mod:`gateway.core.signing` and must not
 drag in the database or Redis clients. Import the parts you need from their modules::
 
     signing      the signing message and body hash (pure)

@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from gateway.auth.accounts import AccountRecord, BatchRecord, DepositRecord, LedgerRecord, UsageRecord
-from gateway.errors import invalid_request
+from gateway.core.errors import invalid_request
+from gateway.storage.accounts import AccountRecord, BatchRecord, CallRecord, DepositRecord, LedgerRecord
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
@@ -140,5 +140,5 @@ def ledger_entry(entry: LedgerRecord) -> dict[str, Any]:
     }
 
 
-def history_entry(entry: UsageRecord) -> dict[str, Any]:
+def history_entry(entry: CallRecord) -> dict[str, Any]:
     return {"method": entry.method, "credits": entry.credits, "timestamp": iso8601(entry.created_at)}

@@ -30,20 +30,14 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
-import asyncpg
-import redis.asyncio as aioredis
-from redis.exceptions import RedisError
-
-from gateway.auth.cache import TtlCache
-from gateway.auth.db import db_errors
-from gateway.auth.errors import store_unavailable
+from gateway.core.cache import TtlCache
+from gateway.storage.accounts import ApiKeyRows
+from gateway.storage.revocations import RevocationChannel
 
 log = logging.getLogger(__name__)
 
 KEY_PREFIX = "srpc_live_"
-REVOKED_CHANNEL = "gateway:api-keys:revoked"
 POSITIVE_TTL_S = 60.0
 NEGATIVE_TTL_S = 1.0
 _NEW_FORMAT = re.compile(r"srpc_live_[A-Za-z0-9_-]{43}")  # base64url of 32 bytes, no padding
@@ -85,8 +79,8 @@ async def _no_hook(event: ApiKeyRotated) -> None:
 class ApiKeyStore:
     def __init__(
         self,
-        db: asyncpg.Pool,
-        redis: aioredis.Redis,
+        rows: ApiKeyRows,
+        channel: RevocationChannel,
         secret: bytes,
         *,
         on_rotated: RotationHook | None = None,
@@ -94,8 +88,8 @@ class ApiKeyStore:
         positive_ttl_s: float = POSITIVE_TTL_S,
         negative_ttl_s: float = NEGATIVE_TTL_S,
     ) -> None:
-        self._db = db
-        self._redis = redis
+        self._rows = rows
+        self._channel = channel
         self._secret = secret
         self.on_rotated: RotationHook = on_rotated or _no_hook
         self._cache: TtlCache[bytes, str | None] = TtlCache(cache_size)
@@ -116,7 +110,8 @@ class ApiKeyStore:
     async def start(self, subscribe_timeout_s: float = 5.0) -> None:
         """Subscribe to invalidations; wait for the subscription so no rotation is missed after start."""
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._listen())
+            follow = self._channel.follow(self._on_live, self._on_revoked, self._go_dark)
+            self._task = asyncio.get_running_loop().create_task(follow)
         try:
             await asyncio.wait_for(self._subscribed.wait(), subscribe_timeout_s)
         except TimeoutError:
@@ -150,11 +145,7 @@ class ApiKeyStore:
             if hit:
                 return pubkey
         generation = self._generation
-        async with db_errors():
-            found: Any = await self._db.fetchval(
-                "SELECT pubkey FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL", digest
-            )
-        pubkey = str(found) if found is not None else None
+        pubkey = await self._rows.owner(digest)
         if self._live and generation == self._generation:
             self._cache.put(digest, pubkey, self._positive_ttl_s if pubkey else self._negative_ttl_s)
         return pubkey
@@ -162,39 +153,20 @@ class ApiKeyStore:
     async def rotate(self, pubkey: str, ref_code: str | None) -> str:
         """Issue a new key for ``pubkey``, creating its account if missing; revoke the previous key.
 
-        The account row is locked first, so concurrent rotations of one account queue up instead of
-        colliding on the one-active-key index. The revocation is published after the commit (publishing
-        before would let another replica re-cache the old key from a not-yet-committed database). If the
-        publish fails the request fails with 503: the caller retries, and never holds a key whose
-        predecessor might still be honoured from some replica's cache.
+        The revocation is published after the commit (publishing before would let another replica
+        re-cache the old key from a not-yet-committed database). If the publish fails the request
+        fails with 503: the caller retries, and never holds a key whose predecessor might still be
+        honoured from some replica's cache.
         """
         key = generate_api_key()
-        async with db_errors(), self._db.acquire() as conn, conn.transaction():
-            await conn.execute(
-                """INSERT INTO accounts (pubkey, ref_code)
-                   VALUES ($1, (SELECT code FROM referral_codes
-                                WHERE code = $2 AND (expires_at IS NULL OR expires_at > now())))
-                   ON CONFLICT (pubkey) DO NOTHING""",
-                pubkey,
-                ref_code,
-            )
-            await conn.execute("SELECT 1 FROM accounts WHERE pubkey = $1 FOR UPDATE", pubkey)
-            revoked = await conn.fetch(
-                "UPDATE api_keys SET revoked_at = now() WHERE pubkey = $1 AND revoked_at IS NULL RETURNING key_hash",
-                pubkey,
-            )
-            await conn.execute(
-                "INSERT INTO api_keys (pubkey, key_hash) VALUES ($1, $2)", pubkey, hash_api_key(self._secret, key)
-            )
-        hashes = [bytes(row["key_hash"]) for row in revoked]
+        hashes = await self._rows.rotate(pubkey, ref_code, hash_api_key(self._secret, key))
         for digest in hashes:
             self._invalidate(digest)
         try:
-            for digest in hashes:
-                await self._redis.publish(REVOKED_CHANNEL, digest.hex())
-        except (RedisError, OSError) as exc:
-            log.error("could not publish API-key revocation for %s: %s", pubkey, exc)
-            raise store_unavailable("the key revocation channel") from exc
+            await self._channel.publish(hashes)
+        except Exception:
+            log.error("could not publish the API-key revocation of %s", pubkey)
+            raise
         try:
             await self.on_rotated(ApiKeyRotated(pubkey, time.time(), bool(hashes)))
         except Exception:  # the key exists now: a hook failure must not hide it from its owner
@@ -218,46 +190,18 @@ class ApiKeyStore:
         self._generation += 1
         self._cache.clear()
 
+    def _on_live(self) -> None:
+        """(Re)subscribed: messages may have been missed while away, so start from an empty cache."""
+        self._invalidate_all()
+        self._live = True
+        self._subscribed.set()
+
+    def _on_revoked(self, digest: bytes | None) -> None:
+        if digest is None:
+            self._invalidate_all()  # cannot tell which key was meant: forget them all
+        else:
+            self._invalidate(digest)
+
     def _go_dark(self) -> None:
         self._live = False
         self._invalidate_all()
-
-    async def _listen(self) -> None:
-        """Follow :data:`REVOKED_CHANNEL` for the replica's lifetime, resubscribing after failures."""
-        backoff = 0.1
-        while True:
-            pubsub = self._redis.pubsub()
-            try:
-                await pubsub.subscribe(REVOKED_CHANNEL)
-                while True:
-                    message = await pubsub.get_message(timeout=1.0)
-                    if message is None:
-                        continue
-                    kind = message.get("type")
-                    if kind == "subscribe":  # also seen when redis-py reconnects and resubscribes by itself
-                        self._invalidate_all()
-                        self._live = True
-                        self._subscribed.set()
-                        backoff = 0.1
-                    elif kind == "message":
-                        self._on_message(message.get("data"))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # any failure: stop trusting the cache, then resubscribe
-                log.warning("API-key invalidation channel lost (%s); retrying in %.1f s", exc, backoff)
-            finally:
-                self._go_dark()
-                with contextlib.suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 5.0)
-
-    def _on_message(self, data: object) -> None:
-        text = data.decode("ascii", "replace") if isinstance(data, bytes) else str(data)
-        try:
-            digest = bytes.fromhex(text)
-        except ValueError:
-            log.warning("malformed API-key revocation message %r; clearing the cache", text[:80])
-            self._invalidate_all()
-            return
-        self._invalidate(digest)

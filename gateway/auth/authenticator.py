@@ -1,14 +1,13 @@
 """The strategies composed in the spec's priority order, plus the 402 rules. Transport-neutral.
 
-    credentials of the call (by transport) -> the first strategy that supports them decides:
+    the call's credentials (as its transport extracted them) -> the first strategy that supports them decides:
         API key  >  wallet signature (any X-Pubkey/X-Signature/X-Timestamp/X-Nonce header)  >  bearer
     none at all                      -> 402 -32002 with the payment terms
     invalid                          -> 401 AUTH_FAILED (403 NONCE_REUSED for a replayed nonce)
     proven, but no account record    -> 402 -32002 (when the route needs an account)
 
 The first supporting strategy decides alone: a bad API key is not rescued by a good bearer token,
-which would make the priority order meaningless. WebSocket and gRPC transports call
-:meth:`Authenticator.authenticate` with a :class:`Call` whose ``transport`` is ``"ws"`` or ``"grpc"``.
+which would make the priority order meaningless.
 """
 
 from __future__ import annotations
@@ -16,33 +15,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from gateway.auth.accounts import AccountStore
 from gateway.auth.api_keys import ApiKeyStore
-from gateway.auth.credentials import (
-    API_KEY_HEADER,
-    Credentials,
-    grpc_credentials,
-    http_credentials,
-    websocket_credentials,
-)
 from gateway.auth.errors import bearer_token_required, wallet_signature_required
-from gateway.auth.identity import Identity
 from gateway.auth.payment_terms import PaymentTerms, resource_url
 from gateway.auth.strategies import Strategy
-from gateway.errors import ProxyError
+from gateway.core.credentials import Credentials
+from gateway.core.errors import ProxyError
+from gateway.core.identity import Identity
 from gateway.pipeline import Call
+from gateway.storage.accounts import AccountStore
 
 Only = Literal["wallet", "session"]
 
 _IDENTITY_MEMO = 10_000  # bounded; clearing it only costs rebuilding identities
-
-
-def credentials_of(call: Call) -> Credentials:
-    if call.transport == "ws":
-        return websocket_credentials(call.headers, call.query).credentials
-    if call.transport == "grpc":
-        return grpc_credentials(call.headers)
-    return http_credentials(call.headers, call.query)
 
 
 class Authenticator:
@@ -60,13 +45,13 @@ class Authenticator:
         self._identities: dict[str, Identity] = {}
 
     def from_cache(self, call: Call) -> Identity | None:
-        """The identity of a call whose ``X-Api-Key`` header is a key this replica has cached as active,
-        without an await; None sends the call through :meth:`authenticate`. It is the answer that would
-        give, since an API key outranks every other credential and implies an account."""
-        if self.api_keys is None or call.transport == "grpc":
+        """The identity of a call whose API key this replica has cached as active, without an await;
+        None sends the call through :meth:`authenticate`. It is the answer that would give, since an
+        API key outranks every other credential and implies an account."""
+        key = call.credentials.api_key
+        if key is None or self.api_keys is None:
             return None
-        key = call.headers.get(API_KEY_HEADER)
-        pubkey = None if key is None else self.api_keys.cached(key)
+        pubkey = self.api_keys.cached(key)
         if pubkey is None:
             return None
         identity = self._identities.get(pubkey)
@@ -81,7 +66,7 @@ class Authenticator:
 
     async def authenticate(self, call: Call, *, require_account: bool = True, only: Only | None = None) -> Identity:
         """Prove who is calling or raise; ``only`` restricts the route to one kind of credential."""
-        credentials = credentials_of(call)
+        credentials = call.credentials
         strategy = self.select(credentials)
         if strategy is None:
             if only == "session":

@@ -3,23 +3,27 @@
 Transport-neutral: :mod:`gateway.transports.account_routes` mounts them on HTTP behind
 ``error_boundary`` (and ``AuthStage`` where the spec asks for credentials). Request bodies are small
 JSON objects; anything else is 400 INVALID_REQUEST, a failed proof is 401 AUTH_FAILED.
+
+Balances: ``accounts.balance`` as the ledger last settled it, less what this replica has spent and
+not yet settled (``unsettled``), so callers see their latest calls; other replicas' unsettled usage
+shows within one flush interval.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import base58
 import orjson
 
 from gateway.auth.account_views import account_document, history_entry, ledger_entry, parse_page
-from gateway.auth.credentials import bearer_token, http_credentials
-from gateway.auth.errors import bearer_token_required, store_unavailable
-from gateway.auth.headers import HeaderFailure, decode_base58, verify_signature
-from gateway.auth.identity import Identity
+from gateway.auth.errors import bearer_token_required, not_started
 from gateway.auth.services import AuthServices
-from gateway.errors import account_not_found, auth_failed, invalid_request
+from gateway.core.credentials import bearer_token
+from gateway.core.errors import account_not_found, auth_failed, invalid_request
+from gateway.core.wallet_headers import HeaderFailure, decode_base58, verify_signature
 from gateway.pipeline import Call, Reply, json_reply
 
 T = TypeVar("T")
@@ -30,7 +34,7 @@ API_KEY_MESSAGE = "Store this API key now: it is shown only once. Any previous k
 
 def _ready(value: T | None) -> T:
     if value is None:
-        raise store_unavailable("authentication (the gateway is starting)")
+        raise not_started()
     return value
 
 
@@ -60,15 +64,10 @@ def _pubkey_field(document: dict[str, Any]) -> tuple[str, bytes]:
     return base58.b58encode(decoded).decode("ascii"), decoded
 
 
-def _identity(call: Call) -> Identity:
-    identity = call.identity
-    assert isinstance(identity, Identity), "the route must run behind AuthStage"
-    return identity
-
-
 class AccountEndpoints:
-    def __init__(self, services: AuthServices) -> None:
+    def __init__(self, services: AuthServices, unsettled: Callable[[str], int] = lambda pubkey: 0) -> None:
         self.services = services
+        self.unsettled = unsettled
 
     async def challenge(self, call: Call) -> Reply:
         """``POST /auth/challenge {pubkey}`` -> ``{challenge, expires_in}``; no auth."""
@@ -104,7 +103,7 @@ class AccountEndpoints:
     async def logout(self, call: Call) -> Reply:
         """``POST /auth/logout {}`` with the bearer token (checked by AuthStage) -> ``{status: "ok"}``."""
         _json_object(call.body, empty_ok=True)
-        authorization = http_credentials(call.headers, call.query).authorization
+        authorization = call.credentials.authorization
         token = bearer_token(authorization) if authorization else None
         if token is None:
             raise bearer_token_required()
@@ -113,7 +112,7 @@ class AccountEndpoints:
 
     async def create_api_key(self, call: Call) -> Reply:
         """``POST /account/api-key {}`` or ``{ref_code}`` under wallet signature -> the key, shown once."""
-        identity = _identity(call)
+        identity = call.authenticated()
         document = _json_object(call.body, empty_ok=True)
         ref_code = document.get("ref_code")
         if ref_code is not None and not isinstance(ref_code, str):
@@ -125,16 +124,16 @@ class AccountEndpoints:
 
     async def info(self, call: Call) -> Reply:
         """``GET /account/info`` -> the Account resource; 404 ACCOUNT_NOT_FOUND without a record."""
-        pubkey = _identity(call).pubkey
+        pubkey = call.authenticated().pubkey
         accounts = _ready(self.services.accounts)
-        balances = _ready(self.services.balances)
         record = await accounts.get(pubkey)
         if record is None:
             raise account_not_found()
+        unsettled = self.unsettled(pubkey)
         document = account_document(
             record,
-            balance=await balances.balance(pubkey),
-            total_consumed=await balances.total_consumed(pubkey),
+            balance=max(0, record.balance - unsettled),
+            total_consumed=record.total_consumed + max(0, unsettled),
             funding=_ready(self.services.funding),
             last_deposit=await accounts.last_deposit(pubkey),
             batches=await accounts.live_batches(pubkey),
@@ -144,7 +143,7 @@ class AccountEndpoints:
     async def ledger(self, call: Call) -> Reply:
         """``GET /account/ledger?offset&limit`` -> ``{entries}``, newest first."""
         page = parse_page(call.query)
-        pubkey = _identity(call).pubkey
+        pubkey = call.authenticated().pubkey
         accounts = _ready(self.services.accounts)
         if not await accounts.exists(pubkey):
             raise account_not_found()
@@ -154,7 +153,7 @@ class AccountEndpoints:
     async def history(self, call: Call) -> Reply:
         """``GET /account/history?offset&limit`` -> ``{entries}``, newest first."""
         page = parse_page(call.query)
-        pubkey = _identity(call).pubkey
+        pubkey = call.authenticated().pubkey
         accounts = _ready(self.services.accounts)
         if not await accounts.exists(pubkey):
             raise account_not_found()

@@ -1,32 +1,30 @@
-"""Auth-specific constructors on top of :mod:`gateway.errors` (codes and statuses stay there)."""
+"""Auth-specific constructors on top of :mod:`gateway.core.errors` (codes and statuses stay there)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
-from gateway.errors import ProxyError, RpcCode, auth_failed, service_unavailable
+from gateway.core.errors import ProxyError, ReplyStyle, RpcCode, auth_failed, service_unavailable
 
 PAYMENT_REQUIRED = "PAYMENT_REQUIRED"
 
 
-@dataclass
-class PaymentRequiredError(ProxyError):
-    """402 -32002 carrying the x402 ``PaymentRequired`` document (see :mod:`gateway.auth.payment_terms`).
-
-    Transports that cannot show the document (WebSocket close codes, gRPC statuses) can treat it as
-    the plain :class:`ProxyError` it also is.
-    """
-
-    document: dict[str, Any] = field(default_factory=dict)
-
-
 def payment_required(
-    message: str, data: dict[str, Any], headers: dict[str, str], document: dict[str, Any]
-) -> PaymentRequiredError:
-    """402 -32002: no credentials, or a proven identity without an account record."""
-    return PaymentRequiredError(
-        402, PAYMENT_REQUIRED, message, rpc_code=RpcCode.PAYMENT_REQUIRED, data=data, headers=headers, document=document
+    message: str, data: dict[str, Any], headers: dict[str, str], x402: Mapping[str, Any]
+) -> ProxyError:
+    """402 -32002: no credentials, or a proven identity without an account record. Always a JSON-RPC
+    body, on every route, so JSON-RPC and x402 clients read it alike; ``x402`` (the x402
+    ``PaymentRequired`` fields other than ``error``) goes into it beside the error."""
+    return ProxyError(
+        402,
+        PAYMENT_REQUIRED,
+        message,
+        rpc_code=RpcCode.PAYMENT_REQUIRED,
+        data=data,
+        headers=headers,
+        extra_body=x402,
+        style=ReplyStyle.JSONRPC,
     )
 
 
@@ -41,10 +39,6 @@ def bearer_token_required() -> ProxyError:
     return auth_failed("this endpoint requires a session token: Authorization: Bearer <token>")
 
 
-def store_unavailable(what: str) -> ProxyError:
-    """Fail closed: without the store that proves a credential, the request is refused, never waved through."""
-    return service_unavailable(f"{what} is unavailable; retry shortly", 5)
-
-
-def database_unavailable() -> ProxyError:
-    return store_unavailable("the account database")
+def not_started() -> ProxyError:
+    """Fail closed until the stores that prove credentials are open: refused, never waved through."""
+    return service_unavailable("authentication is starting; retry shortly", 5)

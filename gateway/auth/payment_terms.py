@@ -9,10 +9,11 @@ tells both kinds of client how to pay:
 * x402 v2 clients read the base64 ``PAYMENT-REQUIRED`` header, whose JSON is the full
   ``PaymentRequired`` (``x402Version``, ``error``, ``resource``, ``accepts``).
 
-The body carries the x402 fields too (``x402Version``, ``accepts``, ``resource``) beside the JSON-RPC
-envelope. Their one clash is ``error``: in the body it is the JSON-RPC error object (JSON-RPC
-clients need it there), so x402's ``error`` string travels in the header's document and as the
-JSON-RPC error's ``message``. x402 v2 clients read the header, so nothing is lost to them.
+The body (a JSON-RPC error on every route) carries the x402 fields too (``x402Version``, ``accepts``,
+``resource``) beside the JSON-RPC envelope. Their one clash is ``error``: in the body it is the
+JSON-RPC error object (JSON-RPC clients need it there), so x402's ``error`` string travels in the
+header's document and as the JSON-RPC error's ``message``. x402 v2 clients read the header, so
+nothing is lost to them.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from typing import Any
 
 import orjson
 
-from gateway.auth.errors import PaymentRequiredError, payment_required
-from gateway.pipeline import Call, Reply, json_reply
+from gateway.auth.errors import payment_required
+from gateway.core.errors import ProxyError
+from gateway.pipeline import Call
 
 X402_VERSION = 2
 MINIMUM_DEPOSIT_BASE_UNITS = 10_000  # 0.01 USDC (6 decimals)
@@ -108,7 +110,7 @@ class PaymentTerms:
             "extra": {"feePayer": self.fee_payer},
         }
 
-    def error(self, message: str, resource_url: str, pubkey: str | None = None) -> PaymentRequiredError:
+    def error(self, message: str, resource_url: str, pubkey: str | None = None) -> ProxyError:
         document = self.document(message, resource_url)
         header = base64.b64encode(orjson.dumps(document)).decode("ascii")
         headers = {
@@ -116,7 +118,8 @@ class PaymentTerms:
             "Access-Control-Expose-Headers": PAYMENT_REQUIRED_HEADER,
             "Cache-Control": "no-store",
         }
-        return payment_required(message, self.rpc_data(pubkey), headers, document)
+        x402 = {k: v for k, v in document.items() if k != "error"}
+        return payment_required(message, self.rpc_data(pubkey), headers, x402)
 
 
 def resource_url(call: Call) -> str:
@@ -124,24 +127,3 @@ def resource_url(call: Call) -> str:
     host = call.headers.get("x-forwarded-host") or call.headers.get("host") or "localhost"
     scheme = call.headers.get("x-forwarded-proto", "http").split(",")[0].strip() or "http"
     return f"{scheme}://{host}{call.path}"
-
-
-def _request_id_of(body: bytes) -> Any:
-    """The JSON-RPC id of a single request, if the body is one; the 402 is then a proper answer to it."""
-    try:
-        parsed = orjson.loads(body) if body else None
-    except orjson.JSONDecodeError:
-        return None
-    item_id = parsed.get("id") if isinstance(parsed, dict) else None
-    return item_id if item_id is None or isinstance(item_id, str | int) else None
-
-
-def payment_required_reply(call: Call, exc: PaymentRequiredError) -> Reply:
-    """JSON-RPC error -32002 with ``data``, the x402 fields beside it, and the base64 header."""
-    body: dict[str, Any] = {
-        "jsonrpc": "2.0",
-        "id": _request_id_of(call.body),
-        "error": exc.rpc_error().to_json(),
-    }
-    body.update({k: v for k, v in exc.document.items() if k != "error"})
-    return json_reply(exc.status, body, {**call.response_headers, **exc.headers})

@@ -18,18 +18,19 @@ import time
 from collections.abc import Callable
 
 from gateway.auth.account_views import Funding
-from gateway.auth.accounts import AccountStore, BalanceSource, LedgerBalanceSource
 from gateway.auth.api_keys import ApiKeyStore, RotationHook
 from gateway.auth.authenticator import Authenticator
-from gateway.auth.errors import store_unavailable
+from gateway.auth.errors import not_started
 from gateway.auth.key_secret import SECRET_FILE, load_or_create_secret
-from gateway.auth.nonces import NonceStore
 from gateway.auth.payment_terms import PaymentTerms
-from gateway.auth.sessions import CHALLENGE_TTL_MS, TOKEN_TTL_MS, SessionStore
 from gateway.auth.strategies import ApiKeyStrategy, SessionStrategy, Strategy, TokenStrategy, WalletStrategy
 from gateway.config import Settings
 from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, load_or_create_keypair
+from gateway.storage.accounts import AccountStore, ApiKeyRows
 from gateway.storage.connections import Connections
+from gateway.storage.nonces import NonceStore
+from gateway.storage.revocations import RevocationChannel
+from gateway.storage.sessions import CHALLENGE_TTL_MS, TOKEN_TTL_MS, SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,6 @@ class AuthServices:
     Args:
         settings: the gateway's settings (data dir, network, USDC mint, credit terms).
         api_key_secret: the 32-byte HMAC secret for API-key hashes; default: ``<home>/keys/api-key-secret``.
-        balance_source: where balances come from; default: sums of ``ledger_entries``.
         on_api_key_rotated: awaited after each key rotation (the webhooks issue connects it).
         challenge_ttl_ms, token_ttl_ms: lifetimes of challenges and (sliding) session tokens.
         clock: wall clock for the signature timestamp window.
@@ -51,7 +51,6 @@ class AuthServices:
         settings: Settings,
         *,
         api_key_secret: bytes | None = None,
-        balance_source: BalanceSource | None = None,
         on_api_key_rotated: RotationHook | None = None,
         challenge_ttl_ms: int = CHALLENGE_TTL_MS,
         token_ttl_ms: int = TOKEN_TTL_MS,
@@ -59,7 +58,6 @@ class AuthServices:
     ) -> None:
         self.settings = settings
         self._secret = api_key_secret
-        self._balance_source = balance_source
         self._on_rotated = on_api_key_rotated
         self._challenge_ttl_ms = challenge_ttl_ms
         self._token_ttl_ms = token_ttl_ms
@@ -71,7 +69,6 @@ class AuthServices:
         self.sessions: SessionStore | None = None
         self.api_keys: ApiKeyStore | None = None
         self.accounts: AccountStore | None = None
-        self.balances: BalanceSource | None = None
 
     async def start(self, conn: Connections) -> None:
         home = self.settings.resolved_home
@@ -87,10 +84,10 @@ class AuthServices:
         secret = self._secret if self._secret is not None else load_or_create_secret(home / SECRET_FILE)
         self.nonces = NonceStore(conn.redis)
         self.sessions = SessionStore(conn.redis, self._challenge_ttl_ms, self._token_ttl_ms)
-        self.api_keys = ApiKeyStore(conn.db, conn.redis, secret, on_rotated=self._on_rotated)
+        channel = RevocationChannel(conn.redis)
+        self.api_keys = ApiKeyStore(ApiKeyRows(conn.db), channel, secret, on_rotated=self._on_rotated)
         await self.api_keys.start()
         self.accounts = AccountStore(conn.db)
-        self.balances = self._balance_source or LedgerBalanceSource(conn.db)
         strategies: list[Strategy] = [
             ApiKeyStrategy(self.api_keys),
             WalletStrategy(self.nonces, self._clock),
@@ -107,5 +104,5 @@ class AuthServices:
     @property
     def authenticator(self) -> Authenticator:
         if self._authenticator is None:
-            raise store_unavailable("authentication (the gateway is starting)")
+            raise not_started()
         return self._authenticator

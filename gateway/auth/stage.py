@@ -1,8 +1,7 @@
-"""``AuthStage``: the pipeline stage that sets ``call.identity`` (or answers 401/402/403/503).
+"""``AuthStage``: the pipeline stage that sets ``call.identity`` (or refuses with 401/402/403/503).
 
-It sits right after ``error_boundary``, so its ProxyErrors render like every other error. The one
-answer it renders itself is the 402 with payment terms, whose body carries the x402 fields beside
-the JSON-RPC error (see :mod:`gateway.auth.payment_terms`).
+It sits right after ``error_boundary``, so every refusal renders like every other error, the 402
+with its payment terms included.
 """
 
 from __future__ import annotations
@@ -10,8 +9,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gateway.auth.authenticator import Only
-from gateway.auth.errors import PaymentRequiredError
-from gateway.auth.payment_terms import payment_required_reply
 from gateway.pipeline import Call, Handler, Reply
 
 if TYPE_CHECKING:
@@ -30,9 +27,6 @@ class AuthStage:
         authenticator = self.services.authenticator
         identity = authenticator.from_cache(call) if self.only is None else None
         if identity is None:
-            try:
-                identity = await authenticator.authenticate(call, require_account=self.require_account, only=self.only)
-            except PaymentRequiredError as exc:
-                return payment_required_reply(call, exc)
+            identity = await authenticator.authenticate(call, require_account=self.require_account, only=self.only)
         call.identity = identity
         return await next_handler(call)

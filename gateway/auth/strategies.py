@@ -13,14 +13,14 @@ from collections.abc import Callable
 from typing import Protocol
 
 from gateway.auth.api_keys import ApiKeyStore, is_api_key_format
-from gateway.auth.credentials import Credentials, bearer_token
-from gateway.auth.headers import TIMESTAMP, HeaderFailure, parse_wallet_headers, verify_signature
-from gateway.auth.identity import Identity
-from gateway.auth.nonces import NonceStore
-from gateway.auth.sessions import SessionStore
-from gateway.auth.signing import signing_message
-from gateway.errors import auth_failed, nonce_reused
+from gateway.core.credentials import Credentials, bearer_token
+from gateway.core.errors import auth_failed, nonce_reused
+from gateway.core.identity import Identity
+from gateway.core.signing import signing_message
+from gateway.core.wallet_headers import TIMESTAMP, HeaderFailure, parse_wallet_headers, verify_signature
 from gateway.pipeline import Call
+from gateway.storage.nonces import NonceStore
+from gateway.storage.sessions import SessionStore
 
 _SESSION_TOKEN = re.compile(r"[0-9a-f]{64}")
 

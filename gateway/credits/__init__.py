@@ -1,21 +1,5 @@
-"""Credits: the ledger in PostgreSQL (store), replica-local leases (meter), the metering stage.
+"""Credits on a replica: the meter (replica-local leases), the metering stage, deposit crediting.
 
-The deposit contract other parts code against::
-
-    from gateway.credits import CreditPolicy, DepositCredit, DepositOutcome, credit_deposit
+The ledger itself is in PostgreSQL (:mod:`gateway.storage.ledger`, :mod:`gateway.storage.deposits`);
+the plain values exchanged with it are in :mod:`gateway.core.credits`.
 """
-
-from __future__ import annotations
-
-from gateway.credits.model import CreditPolicy, DepositCredit, DepositOutcome, EventHook, UsageRecord
-from gateway.credits.store import balance, credit_deposit
-
-__all__ = [
-    "CreditPolicy",
-    "DepositCredit",
-    "DepositOutcome",
-    "EventHook",
-    "UsageRecord",
-    "balance",
-    "credit_deposit",
-]

@@ -11,8 +11,8 @@ import orjson
 from solders.pubkey import Pubkey
 
 from gateway.config import Settings
-from gateway.credits.deposits import DepositTransfer, deposit_token_account
-from gateway.credits.model import CreditPolicy, DepositCredit
+from gateway.core.credits import CreditPolicy, DepositCredit
+from gateway.core.deposits import DepositTransfer, deposit_token_account
 from gateway.keys import DEPOSIT_WALLET, load_keypair, load_or_create_keypair
 from gateway.upstream import Upstream, UpstreamUnavailable
 

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import asyncpg
 import orjson
 from solders.signature import Signature
-from starlette.routing import Route
 
 from gateway.config import Settings
+from gateway.core.credits import CreditPolicy, DepositCredit, DepositOutcome, EventHook, no_events
+from gateway.core.deposits import scan_deposits
+from gateway.core.errors import backend_unavailable, invalid_request, service_unavailable
 from gateway.credits.chain_reads import (
     NOT_FINALIZED,
     RPC_TIMEOUT_S,
@@ -22,12 +23,9 @@ from gateway.credits.chain_reads import (
     get_finalized_transaction,
     rpc_call,
 )
-from gateway.credits.deposits import scan_deposits
-from gateway.credits.model import CreditPolicy, DepositCredit, DepositOutcome, EventHook, no_events
-from gateway.credits.store import credit_deposit
-from gateway.errors import auth_failed, backend_unavailable, invalid_request, service_unavailable
-from gateway.pipeline import Call, Handler, Reply, Stage, json_reply
-from gateway.transports.routing import mount
+from gateway.pipeline import Call, Reply, json_reply
+from gateway.storage.connections import Pool
+from gateway.storage.deposits import credit_deposit, ignored_reason
 from gateway.upstream import Upstream, UpstreamTimeout, UpstreamUnavailable
 
 # ------------------------------------------------------------------------------------ confirm-deposit
@@ -67,7 +65,7 @@ def parse_signature(signature: Any) -> str:
 
 
 async def confirm_deposit(
-    pool: asyncpg.Pool,
+    pool: Pool,
     upstream: Upstream,
     signature: str,
     policy: CreditPolicy,
@@ -127,14 +125,11 @@ async def confirm_deposit(
     )
 
 
-async def _ignored_reason(pool: asyncpg.Pool, credit: DepositCredit, outcome: DepositOutcome) -> str | None:
+async def _ignored_reason(pool: Pool, credit: DepositCredit, outcome: DepositOutcome) -> str | None:
     """Why this deposit earns nothing, now or when it was first recorded (then the outcome says only "seen")."""
     if outcome.ignored_reason or not outcome.already_processed:
         return outcome.ignored_reason
-    row = await pool.fetchrow("SELECT status, reason FROM deposits WHERE signature = $1", credit.signature)
-    if row is not None and row["status"] == "ignored":
-        return str(row["reason"] or "ignored")
-    return None
+    return await ignored_reason(pool, credit.signature)
 
 
 def _first_status(statuses: Any) -> Mapping[str, Any] | None:
@@ -150,7 +145,7 @@ def _first_status(statuses: Any) -> Mapping[str, Any] | None:
 class DepositServices:
     """What the deposit paths need from a replica. The pool is looked up per call: it opens at start-up."""
 
-    get_pool: Callable[[], asyncpg.Pool | None]
+    get_pool: Callable[[], Pool | None]
     upstream: Upstream
     policy: CreditPolicy
     deposit_ata: str
@@ -164,7 +159,7 @@ class DepositServices:
         cls,
         settings: Settings,
         upstream: Upstream,
-        get_pool: Callable[[], asyncpg.Pool | None],
+        get_pool: Callable[[], Pool | None],
         events: EventHook = no_events,
         after_credit: Callable[[str], None] = lambda pubkey: None,
     ) -> DepositServices:
@@ -179,30 +174,24 @@ class DepositServices:
         )
 
 
-def caller_pubkey(identity: Any) -> str | None:
-    """The authenticated wallet, whatever shape the auth stage gives identities (str or ``.pubkey``)."""
-    if isinstance(identity, str):
-        return identity
-    pubkey = getattr(identity, "pubkey", None)
-    return str(pubkey) if pubkey is not None else None
+class ConfirmDepositEndpoint:
+    """``POST /account/confirm-deposit`` behind the auth stage: ``{signature}`` in, the outcome out."""
 
+    def __init__(self, services: DepositServices) -> None:
+        self.services = services
 
-def confirm_deposit_handler(services: DepositServices) -> Handler:
-    """The endpoint behind the auth stage: ``{signature}`` in, ``{ok, credits_added, new_balance, ...}`` out."""
-
-    async def handle_confirm(call: Call) -> Reply:
-        caller = caller_pubkey(call.identity)
-        if caller is None:
-            raise auth_failed("confirm-deposit needs an authenticated wallet")
+    async def __call__(self, call: Call) -> Reply:
+        caller = call.authenticated().pubkey
         try:
             body = orjson.loads(call.body) if call.body else None
         except orjson.JSONDecodeError as exc:
             raise invalid_request('body must be JSON: {"signature": "<base58 signature>"}') from exc
         if not isinstance(body, dict) or "signature" not in body:
             raise invalid_request('body must be {"signature": "<base58 signature>"}')
-        pool = services.get_pool()
+        pool = self.services.get_pool()
         if pool is None:
             raise service_unavailable("the account database is not available yet", 5)
+        services = self.services
         confirmed = await confirm_deposit(
             pool,
             services.upstream,
@@ -214,11 +203,4 @@ def confirm_deposit_handler(services: DepositServices) -> Handler:
             events=services.events,
         )
         services.after_credit(confirmed.credited_pubkey)
-        return json_reply(200, confirmed.to_json(), dict(call.response_headers))
-
-    return handle_confirm
-
-
-def deposit_routes(services: DepositServices, stages: Sequence[Stage] = ()) -> list[Route]:
-    """``POST /account/confirm-deposit`` with ``stages`` (the auth stage) in front of the handler."""
-    return [mount("/account/confirm-deposit", "POST", stages, confirm_deposit_handler(services))]
+        return json_reply(200, confirmed.to_json())

@@ -1,4 +1,4 @@
-"""The credit and limit errors of the spec's error table, named once (see :mod:`gateway.errors`).
+"""The credit and limit errors of the spec's error table, named once (see :mod:`gateway.core.errors`).
 
 Each is a :class:`ProxyError` (a single request stops with its HTTP status); inside a batch the
 same error becomes the item's JSON-RPC error via ``ProxyError.rpc_error()``.
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.errors import ProxyError, RpcCode
-from gateway.limits import ConcurrencyLimited, RateLimited
+from gateway.core.errors import ProxyError, RpcCode
+from gateway.core.limits import ConcurrencyLimited, RateLimited
 
 
 def account_suspended() -> ProxyError:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from gateway.credits.model import UsageRecord
+from gateway.core.credits import UsageRecord
 
 
 class Outcome(StrEnum):

@@ -24,11 +24,10 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-import asyncpg
-
-from gateway.credits import store
+from gateway.core.credits import EventHook, LeaseGrant, UsageRecord, no_events, tally
 from gateway.credits.local import AccountState, Admission, Lease, Outcome
-from gateway.credits.model import EventHook, LeaseGrant, UsageRecord, no_events, tally
+from gateway.storage import ledger
+from gateway.storage.connections import Pool
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +42,7 @@ class Meter:
 
     def __init__(
         self,
-        pool: asyncpg.Pool | None = None,
+        pool: Pool | None = None,
         *,
         replicas: int = 1,
         lease_ttl_s: float = 30.0,
@@ -183,7 +182,7 @@ class Meter:
         await self._flush_account(acct, pubkey)
         want = max(price, 20 * price, math.ceil(2 * acct.rate))  # about 2 s of this account's spending
         started = self.clock()
-        grant = await store.lease(
+        grant = await ledger.lease(
             self.pool, pubkey, self.replica_id, want, self.lease_ttl_s, at_least=price, replicas=self.replicas
         )
         self._adopt(acct, grant, started)
@@ -227,7 +226,7 @@ class Meter:
                 self._learn_rate(acct, lease)
                 want = max(lease.granted, math.ceil(2 * acct.rate))
                 started = self.clock()
-                grant = await store.lease(
+                grant = await ledger.lease(
                     self.pool, pubkey, self.replica_id, want, self.lease_ttl_s, at_least=1, replicas=self.replicas
                 )
                 if grant is not None and grant.lease_id is not None:
@@ -256,7 +255,7 @@ class Meter:
         renew = not release and lease.deadline - now < self.lease_ttl_s / 2
         if not (records or release or shrink is not None or renew):
             return
-        result = await store.settle(
+        result = await ledger.settle(
             self.pool,
             lease.id,
             records,
@@ -278,15 +277,24 @@ class Meter:
             lease.granted = shrink
         lease.deadline = now + self.lease_ttl_s - self.margin_s
 
+    @property
+    def prefetching(self) -> int:
+        """Leases being taken in the background right now."""
+        return len(self._prefetches)
+
+    async def prefetched(self) -> None:
+        """Wait for the leases being taken in the background."""
+        await asyncio.gather(*self._prefetches)
+
     # -- background work ----------------------------------------------------------------------
 
     @property
-    def pool(self) -> asyncpg.Pool:
+    def pool(self) -> Pool:
         if self._pool is None:
             raise RuntimeError("the meter has no database pool yet: call start(pool) at start-up")
         return self._pool
 
-    def start(self, pool: asyncpg.Pool | None = None) -> None:
+    def start(self, pool: Pool | None = None) -> None:
         """Start the flush (and expiry) loop; ``pool`` when the meter was built before the database."""
         if pool is not None:
             self._pool = pool
@@ -304,7 +312,7 @@ class Meter:
             if self.expiry_interval_s > 0 and self.clock() - last_expiry >= self.expiry_interval_s:
                 last_expiry = self.clock()
                 try:
-                    await store.expire_due(self.pool, events=self.events)
+                    await ledger.expire_due(self.pool, events=self.events)
                 except Exception:
                     log.exception("credit expiry pass failed")
 
@@ -341,7 +349,7 @@ class Meter:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        await asyncio.gather(*self._prefetches)
+        await self.prefetched()
         await self.flush(final=True)
 
     def kill(self) -> None:

@@ -4,11 +4,12 @@ Placed after parsing (items are priced) and before the forwarder::
 
     boundary → auth → CreditHeaders → parse+plan → MeteringStage → Forwarder
 
-Per pending item, in order: one rate unit, then its price (price-0 items pass). A rejected single
+Per pending item, in order: one rate unit, then its price (every pending item has one: planning
+refuses what has none). A rejected single
 request stops with its error; a rejected batch item gets its error and is not forwarded, the rest
 go on. After the forwarder each admitted item is completed: charged, or refunded when the whole
 call failed (any exception: 502/503/504 or worse) or its answer is a refundable node error
-(:mod:`gateway.credits.refunds`). Credit and rate headers go on every reply, errors included.
+(:mod:`gateway.core.refunds`). Credit and rate headers go on every reply, errors included.
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import asyncpg
-
+from gateway.core.credits import LOW_BALANCE_CREDITS
+from gateway.core.errors import ProxyError, service_unavailable
+from gateway.core.jsonrpc import RpcItem, RpcPayload
+from gateway.core.limits import Allowed, Limiter, RateLimited
+from gateway.core.refunds import refund_reason
 from gateway.credits.errors import (
     account_suspended,
     concurrency_limited,
@@ -26,16 +30,11 @@ from gateway.credits.errors import (
     payment_required,
     rate_limited,
 )
-from gateway.credits.meter import Admission, Meter, Outcome
-from gateway.credits.model import LOW_BALANCE_CREDITS
-from gateway.credits.refunds import refund_reason
-from gateway.errors import ProxyError, service_unavailable
-from gateway.jsonrpc import RpcItem
-from gateway.limits import Allowed, Limiter, RateLimited
+from gateway.credits.meter import AccountState, Admission, Meter, Outcome
 from gateway.pipeline import Call, Handler, Reply
+from gateway.storage.errors import StoreUnavailable
 
-#: Failures of the ledger database while admitting: answered 503, nothing charged.
-LEDGER_ERRORS: tuple[type[BaseException], ...] = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+Admitted = list[tuple[RpcItem, Admission]]
 
 
 class MeteringStage:
@@ -62,71 +61,87 @@ class MeteringStage:
             return await next_handler(call)
         if call.identity is None:  # fail closed: an unauthenticated call is never forwarded for free
             raise payment_required(self.payment_data)
-        pubkey: str = call.identity.pubkey
-        call.response_headers["X-Request-Id"] = call.request_id
-        acct = self.meter.known(pubkey)  # the common case: no await
-        if acct is None:
-            try:
-                price_hint = max((i.price for i in payload.items if i.pending), default=1)
-                acct = await self.meter.prepare(pubkey, price_hint)
-            except LEDGER_ERRORS as exc:
-                raise _ledger_unavailable() from exc
+        pubkey = call.identity.pubkey
+        acct = self.meter.known(pubkey) or await self._prepare(pubkey, payload)  # known: the common case
         rps = acct.rate_limit_rps
-        if not acct.exists:
-            self._headers(call, pubkey, None)
-            raise payment_required(self.payment_data)
-        if acct.suspended:  # seen at the replica's next lease: within seconds
-            self._headers(call, pubkey, rps)
-            raise account_suspended()
+        self._check_account(call, pubkey, acct)
         now, wall = self.clock(), self.wall()  # one reading for the admission (refreshed after an await)
         blocked = self.limiter.acquire(pubkey, now, rps=rps, concurrency=acct.concurrency_limit)
         if blocked is not None:
             self._headers(call, pubkey, rps)
             raise concurrency_limited(blocked)
-        admitted: list[tuple[RpcItem, Admission]] = []
-        rate: Allowed | None = None  # the last item's rate decision: what the call left, for the headers
         try:
-            try:
-                for item in payload.items:
-                    if not item.pending:
-                        continue
-                    decision = self.limiter.take(pubkey, now, wall, rps)
-                    if isinstance(decision, RateLimited):
-                        error: ProxyError | None = rate_limited(decision)
-                    else:
-                        rate, error = decision, None
-                        if item.price > 0:
-                            admission = self.meter.spend_local(pubkey, item.price)  # the common case: no await
-                            if admission is not None:
-                                admitted.append((item, admission))
-                            else:
-                                error = await self._admit_from_store(pubkey, item, admitted)
-                                now, wall = self.clock(), self.wall()
-                    if error is None:
-                        continue
-                    if not payload.is_batch:
-                        self._headers(call, pubkey, rps, rate)
-                        raise error
-                    item.error = error.rpc_error()
-            except LEDGER_ERRORS as exc:
-                self._complete(call, admitted, refund_all=True)
-                self._headers(call, pubkey, rps, rate)
-                raise _ledger_unavailable() from exc
-            try:  # headers are set once the answer is known (on both paths), after refunds
-                reply = await next_handler(call)
-            except BaseException:
-                self._complete(call, admitted, refund_all=True)
-                self._headers(call, pubkey, rps, rate)
-                raise
-            self._complete(call, admitted, refund_all=False)
-            reply.headers.update(self._headers(call, pubkey, rps, rate))
-            return reply
+            admitted: Admitted = []
+            rate = await self._admit(call, pubkey, rps, now, wall, admitted)
+            return await self._forward(call, next_handler, pubkey, rps, rate, admitted)
         finally:
             self.limiter.release(pubkey)
 
-    async def _admit_from_store(
-        self, pubkey: str, item: RpcItem, admitted: list[tuple[RpcItem, Admission]]
-    ) -> ProxyError | None:
+    async def _prepare(self, pubkey: str, payload: RpcPayload) -> AccountState:
+        try:
+            return await self.meter.prepare(pubkey, max((i.price for i in payload.items if i.pending), default=1))
+        except StoreUnavailable as exc:
+            raise _ledger_unavailable() from exc
+
+    def _check_account(self, call: Call, pubkey: str, acct: AccountState) -> None:
+        if not acct.exists:
+            self._headers(call, pubkey, None)
+            raise payment_required(self.payment_data)
+        if acct.suspended:  # seen at the replica's next lease: within seconds
+            self._headers(call, pubkey, acct.rate_limit_rps)
+            raise account_suspended()
+
+    async def _admit(
+        self, call: Call, pubkey: str, rps: int | None, now: float, wall: float, admitted: Admitted
+    ) -> Allowed | None:
+        """Per pending item one rate unit, then its price. A refused single request raises its error;
+        a refused batch item gets it as its answer. Returns the last rate decision (for the headers)."""
+        payload = call.payload
+        assert payload is not None
+        rate: Allowed | None = None
+        try:
+            for item in payload.items:
+                if not item.pending:
+                    continue
+                decision = self.limiter.take(pubkey, now, wall, rps)
+                if isinstance(decision, RateLimited):
+                    error: ProxyError | None = rate_limited(decision)
+                else:
+                    rate, error = decision, None
+                    admission = self.meter.spend_local(pubkey, item.price)  # the common case: no await
+                    if admission is not None:
+                        admitted.append((item, admission))
+                    else:
+                        error = await self._admit_from_store(pubkey, item, admitted)
+                        now, wall = self.clock(), self.wall()
+                if error is None:
+                    continue
+                if not payload.is_batch:
+                    self._headers(call, pubkey, rps, rate)
+                    raise error
+                item.error = error.rpc_error()
+        except StoreUnavailable as exc:
+            self._complete(call, admitted, refund_all=True)
+            self._headers(call, pubkey, rps, rate)
+            raise _ledger_unavailable() from exc
+        return rate
+
+    async def _forward(
+        self, call: Call, next_handler: Handler, pubkey: str, rps: int | None, rate: Allowed | None, admitted: Admitted
+    ) -> Reply:
+        """Run the rest of the pipeline, then complete every admitted item: charged or refunded.
+        Headers are set once the outcome is known (on both paths), so they count the refunds."""
+        try:
+            reply = await next_handler(call)
+        except BaseException:
+            self._complete(call, admitted, refund_all=True)
+            self._headers(call, pubkey, rps, rate)
+            raise
+        self._complete(call, admitted, refund_all=False)
+        self._headers(call, pubkey, rps, rate)
+        return reply
+
+    async def _admit_from_store(self, pubkey: str, item: RpcItem, admitted: Admitted) -> ProxyError | None:
         """The price of an item whose rate unit is taken, when the local lease could not cover it."""
         admission = await self.meter.admit(pubkey, item.price)
         if admission.ok:
@@ -136,7 +151,7 @@ class MeteringStage:
             return payment_required(self.payment_data)
         return insufficient_credits(item.price, self.meter.remaining(pubkey))
 
-    def _complete(self, call: Call, admitted: list[tuple[RpcItem, Admission]], refund_all: bool) -> None:
+    def _complete(self, call: Call, admitted: Admitted, refund_all: bool) -> None:
         is_batch = call.payload is not None and call.payload.is_batch
         for item, admission in admitted:
             refunded = refund_all or refund_reason(item) is not None
@@ -145,15 +160,15 @@ class MeteringStage:
 
     async def annotate(self, call: Call) -> None:
         """Set the headers on a call this stage did not meter (best effort: never fails the call)."""
-        pubkey: str = call.identity.pubkey
+        pubkey = call.authenticated().pubkey
         try:
             acct = await self.meter.prepare(pubkey)
-        except LEDGER_ERRORS:
+        except StoreUnavailable:
             return
         self._headers(call, pubkey, acct.rate_limit_rps)
 
-    def _headers(self, call: Call, pubkey: str, rps: int | None, rate: Allowed | None = None) -> dict[str, str]:
-        """Set the credit and rate headers on the call (error replies merge them too) and return them.
+    def _headers(self, call: Call, pubkey: str, rps: int | None, rate: Allowed | None = None) -> None:
+        """Set the credit and rate headers on the call (every reply, errors included, carries them).
 
         ``rate`` is the call's own last rate decision when it took a unit; otherwise the bucket is read.
         """
@@ -169,8 +184,6 @@ class MeteringStage:
         headers["X-Ratelimit-Limit"] = str(rate.limit)
         headers["X-Ratelimit-Remaining"] = str(rate.remaining)
         headers["X-Ratelimit-Reset"] = str(rate.reset_at)
-        headers["X-Request-Id"] = call.request_id
-        return headers
 
 
 class CreditHeaders:

@@ -1,7 +1,7 @@
 """Crediting USDC deposits: the watcher that follows the deposit address, and ``POST /account/confirm-deposit``.
 
-Both paths read the same finalized transaction, find the same transfers (:mod:`gateway.credits.deposits`)
-and hand them to :func:`gateway.credits.store.credit_deposit`, whose unique constraint on the signature
+Both paths read the same finalized transaction, find the same transfers (:mod:`gateway.core.deposits`)
+and hand them to :func:`gateway.storage.deposits.credit_deposit`, whose unique constraint on the signature
 makes "credited at most once, whichever path sees it first" hold without any coordination here.
 
 The watcher polls ``getSignaturesForAddress`` on the deposit token account (commitment finalized, ``until``
@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import asyncpg
-
+from gateway.core.credits import CreditPolicy, EventHook, no_events
+from gateway.core.deposits import scan_deposits
 from gateway.credits.chain_reads import (
     RPC_TIMEOUT_S,
     ChainError,
@@ -29,9 +29,8 @@ from gateway.credits.chain_reads import (
     get_finalized_transaction,
     rpc_call,
 )
-from gateway.credits.deposits import scan_deposits
-from gateway.credits.model import CreditPolicy, EventHook, no_events
-from gateway.credits.store import credit_deposit
+from gateway.storage.connections import Pool
+from gateway.storage.deposits import credit_deposit, save_watch_cursor, watch_cursor
 from gateway.upstream import Upstream, UpstreamTimeout, UpstreamUnavailable
 
 log = logging.getLogger(__name__)
@@ -66,7 +65,7 @@ class DepositWatcher:
 
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        pool: Pool,
         upstream: Upstream,
         policy: CreditPolicy,
         deposit_ata: str,
@@ -92,21 +91,10 @@ class DepositWatcher:
 
     async def cursor(self) -> str | None:
         """The newest signature fully processed, or None before the first one."""
-        value = await self.pool.fetchval(
-            "SELECT last_signature FROM deposit_watch_cursor WHERE ata = $1", self.deposit_ata
-        )
-        return value if isinstance(value, str) else None
+        return await watch_cursor(self.pool, self.deposit_ata)
 
     async def _save_cursor(self, signature: str, slot: int | None) -> None:
-        await self.pool.execute(
-            """INSERT INTO deposit_watch_cursor (ata, last_signature, last_slot, updated_at)
-               VALUES ($1, $2, $3, now())
-               ON CONFLICT (ata) DO UPDATE
-               SET last_signature = EXCLUDED.last_signature, last_slot = EXCLUDED.last_slot, updated_at = now()""",
-            self.deposit_ata,
-            signature,
-            slot,
-        )
+        await save_watch_cursor(self.pool, self.deposit_ata, signature, slot)
 
     async def _new_signatures(self, until: str | None) -> list[dict[str, Any]]:
         """Signatures newer than ``until``, newest first (the node's order), across as many pages as needed."""

@@ -162,7 +162,7 @@ class ServeRuntime:
     def deploy(self) -> None:
         from ray import serve
 
-        from serve_app import build_app
+        from gateway.runtime.ingress import build_app
 
         s = self.settings
         serve.start(http_options={"host": s.host, "port": s.port}, detached=False)

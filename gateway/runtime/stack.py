@@ -16,9 +16,9 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from actors.deposit_watcher import start_deposit_watcher, stop_deposit_watcher
 from gateway.config import Settings
 from gateway.keys import ensure_service_keys
+from gateway.runtime.actors import start_deposit_watcher, stop_deposit_watcher
 from gateway.runtime.devnode_proc import DevnodeProcess
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.runtime.serve_runtime import ServeRuntime

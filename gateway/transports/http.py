@@ -1,6 +1,6 @@
 """The HTTP transport: Starlette routes that turn requests into pipeline calls and replies back.
 
-Plain Starlette, not FastAPI: 22-38% faster under Serve's direct ingress (library-notes.md).
+Plain Starlette, not FastAPI: faster under Serve's direct ingress (bench/README.md).
 """
 
 from __future__ import annotations
@@ -15,12 +15,10 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.app import GatewayApp
-from gateway.auth.stage import AuthStage
-from gateway.credits.confirm import DepositServices, deposit_routes
-from gateway.errors import ProxyError
-from gateway.pipeline import json_reply
+from gateway.core.errors import ProxyError
+from gateway.pipeline import ReplyStyle, json_reply
 from gateway.public import capabilities_document, health_document, pricing_document
-from gateway.transports.account_routes import auth_routes
+from gateway.transports.account_routes import account_routes
 from gateway.transports.routing import RPC_MAX_BODY_BYTES, RpcFirst, mount, to_response
 
 #: Where JSON-RPC is served over HTTP (interface.md).
@@ -59,16 +57,10 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
             await gw.shutdown()
 
     routes: list[BaseRoute] = [  # the JSON-RPC routes are served by RpcFirst; declared here for the 405s
-        *(mount(path, "POST", [], gw.rpc, RPC_MAX_BODY_BYTES, transport="jsonrpc") for path in RPC_PATHS),
+        *(mount(path, "POST", [], gw.rpc, RPC_MAX_BODY_BYTES, ReplyStyle.JSONRPC) for path in RPC_PATHS),
         Route("/health", health, methods=["GET"]),
         Route("/pricing", pricing, methods=["GET"]),
         Route("/capabilities", capabilities, methods=["GET"]),
-        *auth_routes(gw.auth),
-        *deposit_routes(
-            DepositServices.from_settings(
-                gw.settings, gw.upstream, lambda: gw.conn.db, after_credit=gw.meter.invalidate
-            ),
-            [AuthStage(gw.auth, require_account=False)],
-        ),
+        *account_routes(gw),
     ]
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})

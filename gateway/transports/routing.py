@@ -10,7 +10,7 @@ app, so any module may mount routes without an import cycle.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from urllib.parse import parse_qsl
 
 from starlette.requests import Request
@@ -18,8 +18,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.errors import ProxyError
-from gateway.pipeline import Call, Handler, Reply, Stage, compose, error_boundary, json_reply
+from gateway.core.credentials import http_credentials
+from gateway.core.errors import ProxyError
+from gateway.pipeline import Call, Handler, Reply, ReplyStyle, Stage, compose, error_boundary, json_reply
 
 #: JSON-RPC bodies: a batch of 100 signed transactions is ~200 KiB; leave ample room.
 RPC_MAX_BODY_BYTES = 5 * 1024 * 1024
@@ -52,17 +53,25 @@ def to_response(reply: Reply) -> Response:
     return Response(reply.body, status_code=reply.status, headers=reply.headers, media_type="application/json")
 
 
-def call_from_scope(scope: Scope, body: bytes, transport: str = "http") -> Call:
+def http_call(
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    query: Mapping[str, str] | None = None,
+    style: ReplyStyle = ReplyStyle.REST,
+) -> Call:
+    """A call as the HTTP transport builds it; ``headers`` has lower-case names."""
+    query = query or {}
+    return Call(method, path, headers, query, body, credentials=http_credentials(headers, query), style=style)
+
+
+def call_from_scope(scope: Scope, body: bytes, style: ReplyStyle = ReplyStyle.REST) -> Call:
     # From the ASGI scope: ``request.url`` would build and parse a whole URL on every call.
     query_string: bytes = scope.get("query_string", b"")
-    return Call(
-        transport=transport,
-        method=scope["method"],
-        path=scope["path"],
-        headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]},
-        query=dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)) if query_string else {},
-        body=body,
-    )
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+    query = dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)) if query_string else {}
+    return http_call(scope["method"], scope["path"], headers, body, query, style)
 
 
 def mount(
@@ -71,12 +80,9 @@ def mount(
     stages: Sequence[Stage],
     endpoint: Handler,
     max_body: int = REST_MAX_BODY_BYTES,
-    transport: str = "http",
+    style: ReplyStyle = ReplyStyle.REST,
 ) -> Route:
-    """A route running ``error_boundary``, then ``stages``, then ``endpoint``.
-
-    ``transport="jsonrpc"`` makes errors that carry a JSON-RPC code render as JSON-RPC bodies.
-    """
+    """A route running ``error_boundary``, then ``stages``, then ``endpoint``."""
     handler = compose([error_boundary, *stages], endpoint)
 
     async def route(request: Request) -> Response:
@@ -84,7 +90,7 @@ def mount(
             body = await read_body(request, max_body)
         except BodyTooLarge:
             return to_response(too_large_reply(max_body))
-        return to_response(await handler(call_from_scope(request.scope, body, transport)))
+        return to_response(await handler(call_from_scope(request.scope, body, style)))
 
     return Route(path, route, methods=[methods] if isinstance(methods, str) else list(methods))
 
@@ -112,13 +118,11 @@ class RpcFirst:
         paths: Collection[str],
         pipeline: Handler,
         max_body: int = RPC_MAX_BODY_BYTES,
-        transport: str = "jsonrpc",
     ) -> None:
         self.app = app
         self.paths = frozenset(paths)
         self.pipeline = pipeline
         self.max_body = max_body
-        self.transport = transport
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or route_path(scope) not in self.paths:
@@ -131,7 +135,7 @@ class RpcFirst:
             return
         if body is None:
             return  # the client went away before sending its whole body: nothing to answer
-        await send_reply(send, await self.pipeline(call_from_scope(scope, body, self.transport)))
+        await send_reply(send, await self.pipeline(call_from_scope(scope, body, ReplyStyle.JSONRPC)))
 
 
 async def receive_body(receive: Receive, limit: int) -> bytes | None:

@@ -10,8 +10,8 @@ import asyncpg
 import orjson
 
 from gateway.client import WalletSigner
-from gateway.credits.model import CreditPolicy, DepositCredit
-from gateway.credits.store import credit_deposit_on
+from gateway.core.credits import CreditPolicy, DepositCredit
+from gateway.storage.deposits import credit_deposit_on
 
 RPC_BODY = b'{"jsonrpc":"2.0","id":7,"method":"getSlot"}'
 

@@ -14,10 +14,12 @@ import orjson
 import pytest
 
 from gateway.auth.api_keys import ApiKeyRotated
-from gateway.auth.identity import Identity
 from gateway.auth.key_secret import SECRET_FILE
 from gateway.client import WalletSigner
-from gateway.pipeline import Call
+from gateway.core.credentials import grpc_credentials, websocket_credentials
+from gateway.core.identity import Identity
+from gateway.pipeline import Call, Wire
+from gateway.transports.routing import http_call
 from tests.auth.helpers import RPC_BODY, create_account, create_api_key, open_session, request, signed
 from tests.support import RunningGateway
 
@@ -132,7 +134,7 @@ async def test_rotation_revokes_the_previous_key(
     authenticator = gateway.app.auth.authenticator
 
     def from_cache(key: str) -> Identity | None:  # what the auth stage tries first, without an await
-        return authenticator.from_cache(Call("POST", "/", {"x-api-key": key}, {}, RPC_BODY, transport="jsonrpc"))
+        return authenticator.from_cache(http_call("POST", "/", {"x-api-key": key}, RPC_BODY))
 
     first = await create_api_key(http, signer, gateway.url)
     assert (await request(http, "POST", gateway.url + "/", body=RPC_BODY, headers={"X-Api-Key": first})).status == 200
@@ -192,19 +194,23 @@ async def test_ref_code_is_captured_once_at_creation(
 async def test_websocket_and_grpc_credentials_authenticate(
     gateway: RunningGateway, http: aiohttp.ClientSession, signer: WalletSigner
 ) -> None:
-    """The stage the WebSocket and gRPC transports will call, on real stores."""
+    """Credentials as the WebSocket and gRPC transports extract them, proved by the same authenticator."""
     key = await create_api_key(http, signer, gateway.url)
     token = await open_session(http, signer, gateway.url)
     authenticator = gateway.app.auth.authenticator  # type: ignore[attr-defined]
 
-    def call(transport: str, headers: dict[str, str]) -> Call:
-        return Call(method="GET", path="/ws", headers=headers, query={}, body=b"", transport=transport)
+    def ws(headers: dict[str, str]) -> Call:
+        credentials = websocket_credentials(headers).credentials
+        return Call("GET", "/ws", headers, {}, b"", credentials=credentials, wire=Wire.WEBSOCKET)
 
-    ws_key = await authenticator.authenticate(call("ws", {"sec-websocket-protocol": f"auth.{key}, solana-rpc"}))
+    def grpc(metadata: dict[str, str]) -> Call:
+        return Call("POST", "/geyser.Geyser/Subscribe", {}, {}, b"", grpc_credentials(metadata), wire=Wire.GRPC)
+
+    ws_key = await authenticator.authenticate(ws({"sec-websocket-protocol": f"auth.{key}, solana-rpc"}))
     assert (ws_key.pubkey, ws_key.mode) == (signer.pubkey, "api_key")
-    ws_bearer = await authenticator.authenticate(call("ws", {"authorization": f"Bearer {token}"}))
+    ws_bearer = await authenticator.authenticate(ws({"authorization": f"Bearer {token}"}))
     assert (ws_bearer.pubkey, ws_bearer.mode) == (signer.pubkey, "session")
-    grpc_key = await authenticator.authenticate(call("grpc", {"x-token": key}))
+    grpc_key = await authenticator.authenticate(grpc({"x-token": key}))
     assert (grpc_key.pubkey, grpc_key.mode) == (signer.pubkey, "api_key")
-    grpc_session = await authenticator.authenticate(call("grpc", {"x-token": token}))
+    grpc_session = await authenticator.authenticate(grpc({"x-token": token}))
     assert (grpc_session.pubkey, grpc_session.mode) == (signer.pubkey, "session")

@@ -13,20 +13,20 @@ from hypothesis import strategies as st
 from solders.keypair import Keypair
 
 from gateway.auth.api_keys import generate_api_key, hash_api_key, is_api_key_format
-from gateway.auth.cache import TtlCache
-from gateway.auth.credentials import (
+from gateway.auth.key_secret import load_or_create_secret
+from gateway.auth.payment_terms import SOLANA_DEVNET, SOLANA_MAINNET, caip2_network
+from gateway.client import WalletSigner
+from gateway.core.cache import TtlCache
+from gateway.core.credentials import (
     Credentials,
     bearer_token,
     grpc_credentials,
     http_credentials,
     websocket_credentials,
 )
-from gateway.auth.key_secret import load_or_create_secret
-from gateway.auth.nonces import NonceStore
-from gateway.auth.payment_terms import SOLANA_DEVNET, SOLANA_MAINNET, caip2_network
-from gateway.auth.sessions import SessionStore
-from gateway.client import WalletSigner
-from gateway.errors import ProxyError
+from gateway.storage.errors import StoreUnavailable
+from gateway.storage.nonces import NonceStore
+from gateway.storage.sessions import SessionStore
 
 
 def test_http_header_key_before_query_key() -> None:
@@ -141,15 +141,14 @@ def test_caip2_names() -> None:
 
 
 async def test_stores_fail_closed_without_redis(tmp_path: Path) -> None:
-    """A Redis that cannot be reached means 503, never an unrecorded nonce or an unchecked token."""
+    """A Redis that cannot be reached is StoreUnavailable (the boundary's 503), never an unrecorded
+    nonce or an unchecked token."""
     down = aioredis.Redis.from_url(f"unix://{tmp_path}/absent.sock", socket_timeout=0.5)
     try:
-        with pytest.raises(ProxyError) as nonce_error:
+        with pytest.raises(StoreUnavailable, match="the nonce store"):
             await NonceStore(down).claim("pk", "n")
-        assert (nonce_error.value.status, nonce_error.value.constant) == (503, "SERVICE_TEMPORARILY_UNAVAILABLE")
-        with pytest.raises(ProxyError) as session_error:
+        with pytest.raises(StoreUnavailable, match="the session store"):
             await SessionStore(down).resolve(os.urandom(32).hex())
-        assert session_error.value.status == 503
     finally:
         await down.aclose()
 

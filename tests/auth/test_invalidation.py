@@ -1,17 +1,24 @@
-"""The API-key cache is trusted only while its invalidation channel is live (a private redis-server)."""
+"""The API-key cache is trusted only while its invalidation channel is live (a private redis-server,
+the session's PostgreSQL)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
+import asyncpg
+import pytest
 import redis.asyncio as aioredis
 
-from gateway.auth.api_keys import REVOKED_CHANNEL, ApiKeyStore, generate_api_key
+from gateway.auth.api_keys import ApiKeyStore, hash_api_key
 from gateway.runtime.embedded import EmbeddedRedis
-
-DIGEST = b"\x01" * 32
+from gateway.storage.accounts import ApiKeyRows
+from gateway.storage.revocations import RevocationChannel
+from tests.credits.helpers import new_pubkey
 
 
 async def _until(condition: Any, timeout_s: float = 5.0) -> None:
@@ -22,54 +29,65 @@ async def _until(condition: Any, timeout_s: float = 5.0) -> None:
     raise AssertionError("condition not reached")
 
 
-async def test_cache_goes_dark_while_invalidations_cannot_arrive(tmp_path: Path) -> None:
+@dataclass
+class Keys:
+    store: ApiKeyStore
+    channel: RevocationChannel
+    server: EmbeddedRedis
+    secret: bytes
+
+
+@pytest.fixture
+async def keys(tmp_path: Path, database_url: str) -> AsyncIterator[Keys]:
     server = EmbeddedRedis(tmp_path)
     client = aioredis.Redis.from_url(server.start(), socket_timeout=2.0)
-    store = ApiKeyStore(cast(Any, None), client, b"s" * 32)  # the database is not reached in this test
-    cache = store._cache
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
+    secret = os.urandom(32)
+    channel = RevocationChannel(client)
+    store = ApiKeyStore(ApiKeyRows(pool), channel, secret)
     try:
         await store.start()
-        assert store.cache_live
-        cache.put(DIGEST, "pubkey", 60)
-        await client.publish(REVOKED_CHANNEL, DIGEST.hex())
-        await _until(lambda: len(cache) == 0)  # a published revocation evicts
-
-        cache.put(DIGEST, "pubkey", 60)
-        server.stop()
-        await _until(lambda: not store.cache_live)
-        assert len(cache) == 0  # messages may be missed while down: nothing cached survives
-
-        server.start()
-        await _until(lambda: store.cache_live)  # resubscribed: the cache may be used again
+        yield Keys(store, channel, server, secret)
     finally:
         await store.stop()
         await client.aclose()
+        await pool.close()
         server.stop()
 
 
-async def test_the_cache_read_without_await_follows_the_same_rules(tmp_path: Path) -> None:
-    """``cached`` answers only a live hit for an active key; everything else is left to ``lookup``."""
-    server = EmbeddedRedis(tmp_path)
-    client = aioredis.Redis.from_url(server.start(), socket_timeout=2.0)
-    store = ApiKeyStore(cast(Any, None), client, b"s" * 32)  # the database is not reached in this test
-    key = generate_api_key()
-    try:
-        await store.start()
-        assert store.cached(key) is None  # never seen
-        digest = store._remember_digest(key)
-        assert store.cached(key) is None  # seen, not cached
-        store._cache.put(digest, None, 60)
-        assert store.cached(key) is None  # cached as "no such key"
-        store._cache.put(digest, "owner", 60)
-        assert store.cached(key) == "owner"
-        await client.publish(REVOKED_CHANNEL, digest.hex())
-        await _until(lambda: store.cached(key) is None)  # a revocation is seen at once
+async def test_a_published_revocation_evicts_at_once(keys: Keys) -> None:
+    pubkey = new_pubkey()
+    key = await keys.store.rotate(pubkey, None)
+    assert keys.store.cache_live
+    assert keys.store.cached(key) is None  # never looked up here yet
+    assert await keys.store.lookup(key) == pubkey
+    assert keys.store.cached(key) == pubkey  # now served without an await
 
-        server.stop()
-        await _until(lambda: not store.cache_live)
-        store._cache.put(digest, "owner", 60)
-        assert store.cached(key) is None  # never trusted while invalidations cannot arrive
-    finally:
-        await store.stop()
-        await client.aclose()
-        server.stop()
+    await keys.channel.publish([hash_api_key(keys.secret, key)])  # as another replica's rotation does
+    await _until(lambda: keys.store.cached(key) is None)
+
+
+async def test_cache_goes_dark_while_invalidations_cannot_arrive(keys: Keys) -> None:
+    pubkey = new_pubkey()
+    key = await keys.store.rotate(pubkey, None)
+    assert await keys.store.lookup(key) == pubkey and keys.store.cached(key) == pubkey
+
+    keys.server.stop()
+    await _until(lambda: not keys.store.cache_live)
+    assert keys.store.cached(key) is None  # messages may be missed while down: nothing cached is trusted
+    assert await keys.store.lookup(key) == pubkey  # the database still answers...
+    assert keys.store.cached(key) is None  # ...but its answer is not cached while dark
+
+    keys.server.start()
+    await _until(lambda: keys.store.cache_live)  # resubscribed: the cache may be used again
+    assert await keys.store.lookup(key) == pubkey
+    assert keys.store.cached(key) == pubkey
+
+
+async def test_a_rotation_refuses_the_previous_key(keys: Keys) -> None:
+    pubkey = new_pubkey()
+    old = await keys.store.rotate(pubkey, None)
+    assert await keys.store.lookup(old) == pubkey
+    new = await keys.store.rotate(pubkey, None)
+    assert keys.store.cached(old) is None and await keys.store.lookup(old) is None
+    assert await keys.store.lookup(new) == pubkey

@@ -39,12 +39,12 @@ from spl.token.models import InitializeMint2Params, MintToCheckedParams, Transfe
 
 from devnode.node import Devnode
 from gateway.config import Settings
+from gateway.core.credits import CreditPolicy
+from gateway.core.deposits import REASON_FAILED, REASON_NO_TRANSFER, deposit_token_account
+from gateway.core.errors import ProxyError
 from gateway.credits.chain_reads import NOT_FINALIZED
 from gateway.credits.confirm import confirm_deposit
-from gateway.credits.deposits import REASON_FAILED, REASON_NO_TRANSFER, deposit_token_account
-from gateway.credits.model import CreditPolicy
 from gateway.credits.watcher import DepositWatcher
-from gateway.errors import ProxyError
 from gateway.upstream import HttpUpstream
 from tests.chain import (
     USDC_MINT,
@@ -482,7 +482,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 RAY_DRIVER = """
 import json, sys
 import ray
-from actors.deposit_watcher import start_deposit_watcher, stop_deposit_watcher
+from gateway.runtime.actors import start_deposit_watcher, stop_deposit_watcher
 
 settings = json.loads(sys.argv[1])
 ray.init(namespace="gateway", include_dashboard=False, _node_ip_address="127.0.0.1", num_cpus=1)

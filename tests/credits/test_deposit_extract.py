@@ -10,8 +10,7 @@ from solders.pubkey import Pubkey
 from spl.token.instructions import get_associated_token_address
 
 from gateway.config import Settings
-from gateway.credits.chain_reads import deposit_ata_for, deposit_credits
-from gateway.credits.deposits import (
+from gateway.core.deposits import (
     REASON_FAILED,
     REASON_MALFORMED,
     REASON_NO_TRANSFER,
@@ -22,6 +21,7 @@ from gateway.credits.deposits import (
     extract_deposits,
     scan_deposits,
 )
+from gateway.credits.chain_reads import deposit_ata_for, deposit_credits
 from gateway.keys import DEPOSIT_WALLET, load_keypair
 
 USDC = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"

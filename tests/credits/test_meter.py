@@ -10,11 +10,11 @@ from typing import Any
 import asyncpg
 import pytest
 
-from gateway.credits import store
+from gateway.core.credits import SettleResult
 from gateway.credits.meter import Meter, Outcome
-from gateway.credits.model import SettleResult
-from gateway.credits.store import balance, check_conservation
-from tests.credits.conftest import fund, new_pubkey
+from gateway.storage import ledger
+from gateway.storage.ledger import balance, check_conservation
+from tests.credits.helpers import fund, new_pubkey
 
 MeterFactory = Callable[..., Meter]
 
@@ -111,10 +111,10 @@ async def test_an_empty_account_is_not_asked_for_a_lease_per_call(
     meter = make_meter()
     admissions = [await meter.admit(pubkey, 1)]  # leases all 20
     admissions += [a for _ in range(14) if (a := meter.spend_local(pubkey, 1)) is not None]
-    await asyncio.gather(*meter._prefetches)
+    await meter.prefetched()
     leases = int(await db.fetchval("SELECT count(*) FROM credit_leases WHERE pubkey = $1", pubkey))
     admissions += [a for _ in range(5) if (a := meter.spend_local(pubkey, 1)) is not None]
-    assert len(admissions) == 20 and not meter._prefetches
+    assert len(admissions) == 20 and meter.prefetching == 0
     assert int(await db.fetchval("SELECT count(*) FROM credit_leases WHERE pubkey = $1", pubkey)) == leases == 1
     for n, admission in enumerate(admissions):
         meter.complete(admission, "getSlot", f"r{n}")
@@ -262,7 +262,7 @@ async def test_lost_flush_answer_is_not_charged_twice(
     for i in range(3):
         admission = await meter.admit(pubkey, 5)
         meter.complete(admission, "getTransaction", f"r{i}")
-    real_settle = store.settle
+    real_settle = ledger.settle
     attempts = 0
 
     async def answer_lost_once(*args: Any, **kwargs: Any) -> SettleResult:
@@ -273,7 +273,7 @@ async def test_lost_flush_answer_is_not_charged_twice(
             raise ConnectionResetError("the commit happened; its answer did not arrive")
         return result
 
-    monkeypatch.setattr(store, "settle", answer_lost_once)
+    monkeypatch.setattr(ledger, "settle", answer_lost_once)
     await meter.flush()  # logged, kept for a retry
     await meter.flush()  # the same flush again, with the same sequence number
     assert attempts == 2

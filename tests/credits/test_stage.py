@@ -4,56 +4,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 import orjson
 import pytest
 
-from gateway.auth.identity import Identity
-from gateway.credits.balances import StoreBalanceSource
+from gateway.core.identity import Identity
+from gateway.core.limits import Limiter
+from gateway.core.methods import PriceTable
 from gateway.credits.meter import Meter
 from gateway.credits.stage import CreditHeaders, MeteringStage
-from gateway.credits.store import balance, check_conservation
 from gateway.forward import Forwarder, ParseStage
-from gateway.limits import Limiter
-from gateway.methods import PriceTable
-from gateway.pipeline import Call, Handler, Reply, Stage, compose, error_boundary
+from gateway.pipeline import Call, Handler, Reply, ReplyStyle, Stage, compose, error_boundary
+from gateway.storage.ledger import balance, check_conservation
+from gateway.transports.routing import http_call
 from gateway.upstream import UpstreamTimeout, UpstreamUnavailable
-from tests.credits.conftest import fund
+from tests.credits.helpers import ScriptedNode, fund
 
 PAYMENT = {"deposit_address": "Dep1", "usdc_mint": "Mint1", "minimum_deposit_usdc": "0.01"}
-
-
-@dataclass
-class ScriptedNode:
-    """Answers each call with ``result: 1`` unless ``errors`` names the method; can fail whole requests."""
-
-    errors: dict[str, dict[str, Any]] = field(default_factory=dict)
-    fail: Exception | None = None
-    gate: asyncio.Event | None = None
-    arrived: asyncio.Event | None = None
-    seen: list[str] = field(default_factory=list)
-
-    async def post(self, body: bytes, timeout_s: float) -> bytes:
-        request = orjson.loads(body)
-        calls = request if isinstance(request, list) else [request]
-        self.seen.extend(c["method"] for c in calls)
-        if self.arrived is not None:
-            self.arrived.set()
-        if self.gate is not None:
-            await self.gate.wait()
-        if self.fail is not None:
-            raise self.fail
-        answers = [self._answer(c) for c in calls]
-        return orjson.dumps(answers if isinstance(request, list) else answers[0])
-
-    def _answer(self, call: dict[str, Any]) -> dict[str, Any]:
-        error = self.errors.get(call["method"])
-        if error is not None:
-            return {"jsonrpc": "2.0", "id": call["id"], "error": error}
-        return {"jsonrpc": "2.0", "id": call["id"], "result": 1}
 
 
 @dataclass
@@ -66,7 +36,7 @@ class Gateway:
     async def rpc(self, *calls: tuple[str, list[Any]], batch: bool = False) -> tuple[Reply, Any]:
         items = [{"jsonrpc": "2.0", "id": n, "method": m, "params": p} for n, (m, p) in enumerate(calls)]
         body = orjson.dumps(items if batch else items[0])
-        reply = await self.handler(Call("POST", "/", {}, {}, transport="jsonrpc", body=body))
+        reply = await self.handler(http_call("POST", "/", {}, style=ReplyStyle.JSONRPC, body=body))
         return reply, orjson.loads(reply.body)
 
 
@@ -272,7 +242,7 @@ async def test_low_balance_event_fires_once(gateway: Callable[..., Gateway], poo
 async def test_errors_before_metering_carry_the_headers(gateway: Callable[..., Gateway], pool: asyncpg.Pool) -> None:
     gw = gateway()
     await fund(pool, gw.pubkey, 40)
-    reply = await gw.handler(Call("POST", "/", {}, {}, transport="jsonrpc", body=b"{not json"))
+    reply = await gw.handler(http_call("POST", "/", {}, style=ReplyStyle.JSONRPC, body=b"{not json"))
     assert reply.status == 400
     assert_metered_headers(reply)
     assert reply.headers["X-Credits-Remaining"] == "40"
@@ -283,7 +253,7 @@ async def test_unauthenticated_calls_are_never_forwarded(pool: asyncpg.Pool) -> 
     stage = MeteringStage(Meter(pool), Limiter(50, 4), PAYMENT)
     handler = compose([error_boundary, ParseStage(PriceTable.default()), stage], Forwarder(node))
     reply = await handler(
-        Call("POST", "/", {}, {}, transport="jsonrpc", body=b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}')
+        http_call("POST", "/", {}, style=ReplyStyle.JSONRPC, body=b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}')
     )
     assert reply.status == 402 and orjson.loads(reply.body)["error"]["code"] == -32002
     assert node.seen == []
@@ -301,20 +271,18 @@ async def test_ledger_outage_is_503_and_free(database_url: str, pubkey: str) -> 
     node = ScriptedNode()
     handler = compose([error_boundary, authenticate, ParseStage(PriceTable.default()), stage], Forwarder(node))
     reply = await handler(
-        Call("POST", "/", {}, {}, transport="jsonrpc", body=b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}')
+        http_call("POST", "/", {}, style=ReplyStyle.JSONRPC, body=b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}')
     )
     body = orjson.loads(reply.body)
     assert reply.status == 503 and body["error"]["code"] == -32003 and body["error"]["data"]["retry_after_secs"] == 5
     assert node.seen == []
 
 
-async def test_balance_source_includes_unflushed_usage(gateway: Callable[..., Gateway], pool: asyncpg.Pool) -> None:
+async def test_unsettled_usage_is_known_until_flushed(gateway: Callable[..., Gateway], pool: asyncpg.Pool) -> None:
+    """What /account/info takes off the settled balance: this replica's usage not yet flushed."""
     gw = gateway()
     await fund(pool, gw.pubkey, 100)
-    source = StoreBalanceSource(gw.meter)
     await gw.rpc(("getBlock", [1]))
-    assert await balance(pool, gw.pubkey) == 100  # not flushed yet
-    assert (await source.balance(gw.pubkey), await source.total_consumed(gw.pubkey)) == (75, 25)
+    assert await balance(pool, gw.pubkey) == 100 and gw.meter.unsettled(gw.pubkey) == 25  # not flushed yet
     await gw.meter.flush()
-    assert (await source.balance(gw.pubkey), await source.total_consumed(gw.pubkey)) == (75, 25)
-    assert (await StoreBalanceSource(Meter(pool)).balance(gw.pubkey)) == 75
+    assert await balance(pool, gw.pubkey) == 75 and gw.meter.unsettled(gw.pubkey) == 0

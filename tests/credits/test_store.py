@@ -8,18 +8,10 @@ from typing import Any
 import asyncpg
 import pytest
 
-from gateway.credits.model import CreditPolicy, DepositCredit, UsageRecord
-from gateway.credits.store import (
-    OverspendError,
-    balance,
-    check_conservation,
-    credit_deposit,
-    expire_due,
-    grant_size,
-    lease,
-    settle,
-)
-from tests.credits.conftest import fund, new_pubkey, new_signature
+from gateway.core.credits import CreditPolicy, DepositCredit, UsageRecord
+from gateway.storage.deposits import credit_deposit
+from gateway.storage.ledger import OverspendError, balance, check_conservation, expire_due, grant_size, lease, settle
+from tests.credits.helpers import fund, new_pubkey, new_signature
 
 POLICY = CreditPolicy(credits_per_usdc=100_000, credit_expiry_seconds=3600)
 

@@ -11,10 +11,10 @@ import asyncpg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.credits.model import UsageRecord
-from gateway.credits.sql import held
-from gateway.credits.store import check_conservation, expire_due, lease, settle
-from tests.credits.conftest import fund, new_pubkey
+from gateway.core.credits import UsageRecord
+from gateway.storage.ledger import check_conservation, expire_due, lease, settle
+from gateway.storage.ledger.sql import held
+from tests.credits.helpers import fund, new_pubkey
 
 deposits = st.tuples(st.just("deposit"), st.integers(min_value=1, max_value=200))
 leases = st.tuples(st.just("lease"), st.integers(min_value=0, max_value=2), st.integers(min_value=0, max_value=80))

@@ -37,7 +37,7 @@ from devnode.chain.constants import USDC_MINT
 from devnode.injected import InjectedTransaction
 from devnode.node import Devnode
 from devnode.tokens import ATA_PROGRAM_ID, TOKEN_PROGRAM_ID
-from tests.devnode.conftest import read_keypair, start_node, wait_for, wait_landed
+from tests.devnode.helpers import read_keypair, start_node, wait_for, wait_landed
 
 # ---------------------------------------------------------------- helpers
 

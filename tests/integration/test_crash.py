@@ -16,9 +16,9 @@ import asyncpg
 import pytest
 from solders.keypair import Keypair
 
-from gateway.credits.audit import check_conservation
 from gateway.runtime.serve_runtime import processes_naming
-from tests.integration.conftest import RunningService, confirm_deposit, create_api_key, deposit_usdc, health
+from gateway.storage.ledger.audit import check_conservation
+from tests.integration.service import RunningService, confirm_deposit, create_api_key, deposit_usdc, health
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ import orjson
 import pytest
 from solders.keypair import Keypair
 
-from tests.integration.conftest import (
+from tests.integration.service import (
     Customer,
     RunningService,
     confirm_deposit,

@@ -15,7 +15,7 @@ import pytest
 from solders.keypair import Keypair
 
 from gateway.client import WalletSigner
-from tests.integration.conftest import (
+from tests.integration.service import (
     confirm_deposit,
     create_api_key,
     deposit_usdc,

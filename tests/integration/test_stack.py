@@ -10,7 +10,7 @@ from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
 
 from tests.chain import airdrop, mint_usdc, read_keypair, send_sol, transfer_usdc, usdc_account
-from tests.integration.conftest import RunningService
+from tests.integration.service import RunningService
 
 pytestmark = pytest.mark.integration
 

@@ -54,3 +54,9 @@ def test_bad_values_give_a_readable_error(
 def test_missing_config_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not found"):
         load_settings(tmp_path / "absent.toml")
+
+
+@pytest.mark.parametrize("credits", [0, -5])
+def test_pricing_refuses_free_and_negative_classes(credits: int) -> None:
+    with pytest.raises(ConfigError, match="READ_CHEAP"):
+        load_settings(pricing={"READ_CHEAP": credits})

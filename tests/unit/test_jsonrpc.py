@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.errors import ProxyError
-from gateway.jsonrpc import MAX_BATCH, parse_payload
+from gateway.core.errors import ProxyError
+from gateway.core.jsonrpc import MAX_BATCH, parse_payload
 
 
 def call(method: str = "getSlot", id_: object = 1, **extra: object) -> dict[str, object]:

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from gateway.jsonrpc import RpcItem
-from gateway.methods import MethodClass, PriceTable, method_class
-from gateway.planning import plan_item
+from gateway.core.jsonrpc import RpcItem
+from gateway.core.methods import MethodClass, PriceTable, method_class
+from gateway.core.planning import plan_item
 
 OWNER = "11111111111111111111111111111111"
 PRICES = PriceTable.default()
@@ -113,3 +113,20 @@ def test_price_overrides() -> None:
     prices = PriceTable.default().with_overrides({"READ_CHEAP": 3})
     assert prices.price(MethodClass.READ_CHEAP) == 3
     assert method_class("getBalance") is MethodClass.READ_CHEAP
+
+
+def test_a_class_without_a_price_is_refused_not_forwarded_free() -> None:
+    """Fail closed: a table that does not sell SEND makes sendTransaction a free refusal, never price 0."""
+    without_send = PriceTable({cls: credits for cls, credits in PRICES.class_credits.items() if cls != "SEND"})
+    item = RpcItem(index=0, id=1, method="sendTransaction", params=["tx"])
+    plan_item(item, without_send)
+    assert item.error is not None and item.error.code == -32601
+    assert not item.pending and item.price == 0 and item.method_class is None
+    for method in ("sendAndConfirm", "getConfirmedTransaction", "requestAirdrop"):  # classes with no price
+        assert plan(method).error is not None
+
+
+@pytest.mark.parametrize("credits", [0, -1, True, 1.5])
+def test_prices_are_positive_integers(credits: Any) -> None:
+    with pytest.raises(ValueError, match="positive integer"):
+        PriceTable.default().with_overrides({"READ_CHEAP": credits})

@@ -1,7 +1,8 @@
 """Method classes and what each costs: the one pricing table of the gateway.
 
-Pure data and lookups, no I/O. Prices are integer credits; a class whose price is
-``None`` is never forwarded (denied, disabled or outcome-priced elsewhere).
+Pure data and lookups, no I/O. Prices are positive integer credits. A class without a price in the
+table (denied, disabled, or outcome-priced and not built yet) is refused before admission: planning
+asks :meth:`PriceTable.price` and refuses what has none, so nothing unpriced is ever forwarded free.
 """
 
 from __future__ import annotations
@@ -102,9 +103,14 @@ def method_class(method: str) -> MethodClass | None:
 
 @dataclass(frozen=True)
 class PriceTable:
-    """Credits per method class; configurable, integer only."""
+    """Credits per method class; configurable, positive integers only (checked when built)."""
 
     class_credits: Mapping[MethodClass, int]
+
+    def __post_init__(self) -> None:
+        for cls, credits in self.class_credits.items():
+            if isinstance(credits, bool) or not isinstance(credits, int) or credits <= 0:
+                raise ValueError(f"price of {cls}: {credits!r} is not a positive integer number of credits")
 
     @classmethod
     def default(cls) -> PriceTable:
@@ -117,6 +123,7 @@ class PriceTable:
         return PriceTable(merged)
 
     def price(self, cls: MethodClass) -> int | None:
+        """The class's price, or None: the class is not sold here and its calls must be refused."""
         return self.class_credits.get(cls)
 
     def document(self) -> dict[str, object]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gateway.auth.headers import WALLET_HEADERS, has_wallet_headers
+from gateway.core.wallet_headers import WALLET_HEADERS, has_wallet_headers
 
 API_KEY_HEADER = "x-api-key"
 API_KEY_QUERY = "api-key"

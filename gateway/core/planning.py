@@ -9,9 +9,16 @@ from typing import Any
 
 import base58
 
-from gateway.errors import RpcError, invalid_params, method_denied, method_not_found, profile_disabled
-from gateway.jsonrpc import RpcItem
-from gateway.methods import MethodClass, PriceTable, method_class
+from gateway.core.errors import (
+    RpcCode,
+    RpcError,
+    invalid_params,
+    method_denied,
+    method_not_found,
+    profile_disabled,
+)
+from gateway.core.jsonrpc import RpcItem
+from gateway.core.methods import MethodClass, PriceTable, method_class
 
 #: Methods the gateway answers itself (later issues); until built they are refused, free, with -32601.
 GATEWAY_METHODS = frozenset(
@@ -34,9 +41,12 @@ def plan_item(item: RpcItem, prices: PriceTable, implemented: frozenset[str] = f
         item.error = error
         return
     assert cls is not None
-    item.method_class = cls
     price = prices.price(cls)
-    item.price = price if price is not None else 0
+    if price is None:  # fail closed: a call without a price is refused, never forwarded free
+        item.error = method_unavailable(item.method)
+        return
+    item.method_class = cls
+    item.price = price
 
 
 def _class_error(method: str, cls: MethodClass | None, implemented: frozenset[str]) -> RpcError | None:
@@ -47,8 +57,12 @@ def _class_error(method: str, cls: MethodClass | None, implemented: frozenset[st
     if cls is MethodClass.ARCHIVE_HISTORY:
         return profile_disabled(method, "archive_history")
     if method in GATEWAY_METHODS and method not in implemented:
-        return RpcError(-32601, f"Method not found: {method} is not available on this gateway yet")
+        return method_unavailable(method)
     return None
+
+
+def method_unavailable(method: str) -> RpcError:
+    return RpcError(RpcCode.METHOD_NOT_FOUND, f"Method not found: {method} is not available on this gateway yet")
 
 
 def _normalise_params(item: RpcItem) -> RpcError | None:

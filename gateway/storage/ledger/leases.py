@@ -2,7 +2,7 @@
 
 A lease holds part of an account's balance for one replica; the holds of live leases never exceed
 the balance, so every call a replica admits from its lease is covered. Settlement charges usage in
-one transaction under the account lock (see :mod:`gateway.credits.store`).
+one transaction under the account lock (see :mod:`gateway.storage.ledger`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from gateway.credits.model import (
+from gateway.core.credits import (
     LOW_BALANCE_CREDITS,
     EventHook,
     LeaseGrant,
@@ -22,9 +22,12 @@ from gateway.credits.model import (
     no_events,
     tally,
 )
-from gateway.credits.sql import add_entries, consume_batches, held, lock_account
+from gateway.storage.errors import postgres_call
+from gateway.storage.ledger.sql import add_entries, consume_batches, held, lock_account
 
 log = logging.getLogger(__name__)
+
+WHAT = "the credit ledger"
 
 
 #: COPY, not INSERT ... unnest(arrays): asyncpg checks each array element for nesting, which made
@@ -48,6 +51,7 @@ def grant_size(available: int, want: int, at_least: int = 0, replicas: int = 1) 
     return min(available, max(at_least, min(want, share)))
 
 
+@postgres_call(WHAT)
 async def lease(
     pool: asyncpg.Pool,
     pubkey: str,
@@ -87,6 +91,7 @@ async def lease(
     )
 
 
+@postgres_call(WHAT)
 async def settle(
     pool: asyncpg.Pool,
     lease_id: int,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from gateway.credits.model import Conservation
+from gateway.core.credits import Conservation
 
 
 async def check_conservation(conn: asyncpg.Connection, pubkey: str) -> Conservation:

@@ -1,59 +1,34 @@
-"""The credit ledger in PostgreSQL: deposits, leases, settlement. asyncpg pool in, plain dataclasses out.
+"""Deposits in PostgreSQL: crediting a USDC deposit at most once, and the deposit watcher's cursor.
 
-Every operation is one transaction that first locks the account row (``SELECT ... FOR UPDATE``), so
-replicas, deposit crediting and expiry serialise per account and no actor state can be lost. The
-balance column moves only together with a ledger entry, and batches move with it, so at commit:
-
-    balance == sum(ledger amounts) == sum(batch remainders) >= sum(live lease holds)
-
-Hooks fire after commit and never fail the operation (:func:`gateway.credits.model.fire`).
+Tables: ``deposits`` (one row per credited or ignored transfer; its primary key on the signature is
+what makes "credited at most once, whichever path sees it first" hold) and ``deposit_watch_cursor``.
+Crediting writes the ledger's tables in the same transaction (:mod:`gateway.storage.ledger`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import asyncpg
 
-from gateway.credits.audit import check_conservation
-from gateway.credits.expiry import expire_due
-from gateway.credits.leases import OverspendError, grant_size, lease, settle
-from gateway.credits.model import (
+from gateway.core.credits import (
     LOW_BALANCE_CREDITS,
     CreditPolicy,
     DepositCredit,
     DepositOutcome,
     EventHook,
-    LeaseGrant,
-    SettleResult,
-    UsageRecord,
     fire,
     no_events,
 )
-from gateway.credits.sql import add_entries, lock_account
+from gateway.storage.errors import postgres_call
+from gateway.storage.ledger.sql import add_entries, lock_account
 
-__all__ = [
-    "CreditPolicy",
-    "DepositCredit",
-    "DepositOutcome",
-    "LeaseGrant",
-    "OverspendError",
-    "SettleResult",
-    "UsageRecord",
-    "balance",
-    "check_conservation",
-    "credit_deposit",
-    "expire_due",
-    "grant_size",
-    "lease",
-    "settle",
-]
+WHAT = "the credit ledger"
 
 
 REASON_BELOW_MINIMUM = "below the minimum deposit of {minimum} base units"
 REASON_NO_CREDITS = "amount too small to earn a whole credit"
 
 
+@postgres_call(WHAT)
 async def credit_deposit(
     pool: asyncpg.Pool, deposit: DepositCredit, policy: CreditPolicy, events: EventHook = no_events
 ) -> DepositOutcome:
@@ -150,7 +125,30 @@ async def _grant_deposit(
     return DepositOutcome(True, False, added, new_balance, None, bonus_credits=added - credits)
 
 
-async def balance(pool: asyncpg.Pool, pubkey: str) -> int | None:
-    """The account's balance (leased credits included), or None when there is no account."""
-    value: Any = await pool.fetchval("SELECT balance FROM accounts WHERE pubkey = $1", pubkey)
-    return None if value is None else int(value)
+@postgres_call(WHAT)
+async def ignored_reason(pool: asyncpg.Pool, signature: str) -> str | None:
+    """Why the deposit recorded under ``signature`` earned nothing, or None (credited, or never seen)."""
+    row = await pool.fetchrow("SELECT status, reason FROM deposits WHERE signature = $1", signature)
+    if row is not None and row["status"] == "ignored":
+        return str(row["reason"] or "ignored")
+    return None
+
+
+@postgres_call(WHAT)
+async def watch_cursor(pool: asyncpg.Pool, ata: str) -> str | None:
+    """The newest signature the watcher fully processed for token account ``ata``, or None before the first."""
+    value = await pool.fetchval("SELECT last_signature FROM deposit_watch_cursor WHERE ata = $1", ata)
+    return value if isinstance(value, str) else None
+
+
+@postgres_call(WHAT)
+async def save_watch_cursor(pool: asyncpg.Pool, ata: str, signature: str, slot: int | None) -> None:
+    await pool.execute(
+        """INSERT INTO deposit_watch_cursor (ata, last_signature, last_slot, updated_at)
+           VALUES ($1, $2, $3, now())
+           ON CONFLICT (ata) DO UPDATE
+           SET last_signature = EXCLUDED.last_signature, last_slot = EXCLUDED.last_slot, updated_at = now()""",
+        ata,
+        signature,
+        slot,
+    )

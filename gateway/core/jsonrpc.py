@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from gateway.errors import RpcError, invalid_request, invalid_request_item
-from gateway.methods import MethodClass
+from gateway.core.errors import RpcError, invalid_request, invalid_request_item
+from gateway.core.methods import MethodClass
 
 MAX_BATCH = 100
 
@@ -106,3 +106,14 @@ def _parse_batch(body: list[Any]) -> RpcPayload:
         method = raw_method if isinstance(raw_method, str) else ""
         items.append(RpcItem(index=index, id=item_id, method=method, error=invalid_request_item(fault)))
     return RpcPayload(items, is_batch=True)
+
+
+def request_id_of(raw: bytes) -> Any:
+    """The id of a single JSON-RPC request in ``raw``, or None (not JSON, a batch, no usable id): the id
+    to answer a request refused before it was parsed (a 402, a 401) with."""
+    try:
+        parsed = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        return None
+    item_id = parsed.get("id") if isinstance(parsed, dict) else None
+    return item_id if _valid_id(item_id) else None

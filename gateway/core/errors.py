@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 from typing import Any
 
 
@@ -33,6 +33,14 @@ class RpcCode(IntEnum):
     RATE_LIMITED = -32005
     TIMED_OUT = -32007
     INSUFFICIENT_CREDITS = -32010
+
+
+class ReplyStyle(StrEnum):
+    """How a refusal is rendered: as a JSON-RPC error object where the spec gives one a code
+    (``jsonrpc``), or as the HTTP error body ``{error: {code, message, requestId}}`` (``rest``)."""
+
+    JSONRPC = "jsonrpc"
+    REST = "rest"
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,8 @@ class ProxyError(Exception):
     rpc_code: int | None = None
     data: Any = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    extra_body: Mapping[str, Any] = field(default_factory=dict)  # top-level fields beside the error (x402's)
+    style: ReplyStyle | None = None  # rendered this way whatever the route's style (the 402 with terms)
 
     def __str__(self) -> str:
         return f"{self.status} {self.constant}: {self.message}"

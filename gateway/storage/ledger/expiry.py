@@ -11,10 +11,14 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from gateway.credits.model import EXPIRING_WINDOW_S, EventHook, fire, no_events
-from gateway.credits.sql import Entry, add_entries, held, lock_account
+from gateway.core.credits import EXPIRING_WINDOW_S, EventHook, fire, no_events
+from gateway.storage.errors import postgres_call
+from gateway.storage.ledger.sql import Entry, add_entries, held, lock_account
+
+WHAT = "the credit ledger"
 
 
+@postgres_call(WHAT)
 async def expire_due(pool: asyncpg.Pool, now: datetime | None = None, events: EventHook = no_events) -> int:
     """One expiry pass; returns the credits expired. Safe to run on every replica at once.
 

@@ -14,9 +14,8 @@ the timestamp window anyway, so the set stays bounded to about three minutes of 
 from __future__ import annotations
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
 
-from gateway.auth.errors import store_unavailable
+from gateway.storage.errors import redis_errors
 
 NONCE_TTL_S = 180
 
@@ -29,11 +28,9 @@ class NonceStore:
     async def claim(self, pubkey: str, nonce: str) -> bool:
         """Record the pair; False if it was already recorded (a replay).
 
-        Fails closed: if Redis cannot be reached the request is refused with 503
-        SERVICE_TEMPORARILY_UNAVAILABLE, because accepting it unrecorded would open a replay window.
+        Fails closed: if Redis cannot be reached this raises ``StoreUnavailable`` (the request gets 503),
+        because accepting it unrecorded would open a replay window.
         """
-        try:
+        async with redis_errors("the nonce store"):
             created = await self._redis.set(f"nonce:{pubkey}:{nonce}", b"1", nx=True, ex=self.ttl_s)
-        except (RedisError, OSError) as exc:
-            raise store_unavailable("the nonce store") from exc
         return bool(created)

@@ -16,10 +16,10 @@ import math
 import secrets
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
 
-from gateway.auth.errors import store_unavailable
+from gateway.storage.errors import redis_errors
 
+WHAT = "the session store"
 CHALLENGE_TTL_MS = 300_000
 TOKEN_TTL_MS = 3_600_000
 
@@ -46,41 +46,31 @@ class SessionStore:
 
     async def issue_challenge(self, pubkey: str) -> str:
         challenge = secrets.token_hex(32)
-        try:
+        async with redis_errors(WHAT):
             await self._redis.set(f"challenge:{pubkey}:{challenge}", b"1", px=self.challenge_ttl_ms)
-        except (RedisError, OSError) as exc:
-            raise store_unavailable("the session store") from exc
         return challenge
 
     async def consume_challenge(self, pubkey: str, challenge: str) -> bool:
         """True once for a live challenge issued to ``pubkey``; False if expired, used or never issued."""
-        try:
+        async with redis_errors(WHAT):
             found = await self._redis.getdel(f"challenge:{pubkey}:{challenge}")
-        except (RedisError, OSError) as exc:
-            raise store_unavailable("the session store") from exc
         return found is not None
 
     async def issue_token(self, pubkey: str) -> str:
         token = secrets.token_hex(32)
-        try:
+        async with redis_errors(WHAT):
             await self._redis.set(f"session:{token_digest(token)}", pubkey.encode(), px=self.token_ttl_ms)
-        except (RedisError, OSError) as exc:
-            raise store_unavailable("the session store") from exc
         return token
 
     async def resolve(self, token: str) -> str | None:
         """The token's public key, sliding its TTL in the same round trip (GETEX); None if unknown."""
-        try:
+        async with redis_errors(WHAT):
             value = await self._redis.getex(f"session:{token_digest(token)}", px=self.token_ttl_ms)
-        except (RedisError, OSError) as exc:
-            raise store_unavailable("the session store") from exc
         if value is None:
             return None
         return value.decode() if isinstance(value, bytes) else str(value)
 
     async def revoke(self, token: str) -> bool:
-        try:
+        async with redis_errors(WHAT):
             removed = await self._redis.delete(f"session:{token_digest(token)}")
-        except (RedisError, OSError) as exc:
-            raise store_unavailable("the session store") from exc
         return bool(removed)

@@ -1,4 +1,4 @@
-"""SQL building blocks shared by the credit store's transactions. Call them inside a transaction."""
+"""SQL building blocks of the ledger's transactions (call them inside one), and the plain balance read."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 import asyncpg
+
+from gateway.storage.errors import postgres_call
 
 #: (type, amount, balance_after, description, ref)
 Entry = tuple[str, int, int, str, str | None]
@@ -69,3 +71,10 @@ async def consume_batches(conn: asyncpg.Connection, pubkey: str, amount: int) ->
     )
     if status == "UPDATE 0":
         raise AssertionError(f"no credit batches to consume {amount} credits of {pubkey}")
+
+
+@postgres_call("the credit ledger")
+async def balance(pool: asyncpg.Pool, pubkey: str) -> int | None:
+    """The account's balance (leased credits included), or None when there is no account."""
+    value = await pool.fetchval("SELECT balance FROM accounts WHERE pubkey = $1", pubkey)
+    return None if value is None else int(value)

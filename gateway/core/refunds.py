@@ -9,8 +9,8 @@ call the node never answered. Whole-call failures (502/503/504) are refunded by 
 
 from __future__ import annotations
 
-from gateway.jsonrpc import RpcItem
-from gateway.methods import MethodClass
+from gateway.core.jsonrpc import RpcItem
+from gateway.core.methods import MethodClass
 
 SEND_CLASSES = frozenset({MethodClass.SEND, MethodClass.SEND_AND_CONFIRM, MethodClass.SEND_BUNDLE})
 

@@ -1,0 +1,52 @@
+"""Where the service's actors are created: each plain class of ``actors/`` wrapped with ``ray.remote``
+and its options, and stopped again. Needs ``ray.init`` done.
+
+Singletons are named, detached actors in namespace ``gateway`` (``get_if_exists``), restarted by Ray
+after a crash (``max_restarts=-1``), so one exists per cluster however many drivers start it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from actors.deposit_watcher import DEFAULT_INTERVAL_S, DepositWatcherActor
+from gateway.runtime.serve_runtime import bounded
+
+NAMESPACE = "gateway"
+DEPOSIT_WATCHER = "deposit-watcher"
+
+
+def start_singleton(name: str, cls: type, *args: Any) -> Any:
+    """Start (or find) the cluster's one actor ``name`` of ``cls``; returns its handle."""
+    import ray
+
+    remote_cls: Any = ray.remote(num_cpus=0, max_restarts=-1)(cls)
+    return remote_cls.options(
+        name=name, namespace=NAMESPACE, get_if_exists=True, lifetime="detached", enable_task_events=False
+    ).remote(*args)
+
+
+def stop_singleton(name: str, timeout_s: float = 20.0) -> None:
+    """Ask the actor to shut down, then end it (a detached actor outlives the driver otherwise). Bounded:
+    a cluster that stopped answering must not hold up the stop."""
+    import ray
+
+    def stop() -> None:
+        try:
+            handle = ray.get_actor(name, namespace=NAMESPACE)
+        except ValueError:
+            return
+        with contextlib.suppress(Exception):
+            ray.get(handle.shutdown.remote(), timeout=timeout_s * 0.75)
+        ray.kill(handle, no_restart=True)
+
+    bounded(stop, timeout_s, f"the stop of {name}")
+
+
+def start_deposit_watcher(settings: dict[str, Any], interval_s: float = DEFAULT_INTERVAL_S) -> Any:
+    return start_singleton(DEPOSIT_WATCHER, DepositWatcherActor, settings, interval_s)
+
+
+def stop_deposit_watcher() -> None:
+    stop_singleton(DEPOSIT_WATCHER)

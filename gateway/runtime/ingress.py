@@ -1,0 +1,48 @@
+"""The Ray Serve ingress deployment: each replica builds a :class:`gateway.app.GatewayApp` from the
+settings it is given and serves it through the HTTP transport. ``serve_app.py`` (for ``serve run``)
+and ``gateway up`` both deploy :func:`build_app`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray import serve
+from ray.serve import Application
+from ray.serve.schema import LoggingConfig
+
+from gateway.app import GatewayApp
+from gateway.config import Settings
+from gateway.runtime.replica_process import tune_gc
+from gateway.transports.http import build_http_app
+from gateway.transports.routing import RpcFirst
+
+
+# num_cpus=0: ingress replicas wait on I/O; reserving a core each would cap replicas at the core count.
+# log_level WARNING: Serve builds a log record for its access-log line on every request even with the
+# access log off; at WARNING the call stops at the level check.
+@serve.deployment(
+    name="Ingress",
+    logging_config=LoggingConfig(enable_access_log=False, log_level="WARNING"),
+    ray_actor_options={"num_cpus": 0},
+)
+@serve.ingress()
+class Ingress:
+    """One HTTP ingress replica."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        validated = Settings.model_validate(settings)
+        tune_gc(validated.gc_young_threshold)
+        self.gateway = GatewayApp(validated)
+
+    def __serve_build_asgi_app__(self) -> RpcFirst:
+        return build_http_app(self.gateway)
+
+
+def build_app(settings: Settings) -> Application:
+    deployment = Ingress.options(  # type: ignore[attr-defined]
+        num_replicas=settings.ingress_replicas,
+        max_ongoing_requests=settings.max_ongoing_requests,
+    )
+    application: Application = deployment.bind(settings.model_dump(mode="json"))
+    return application

@@ -1,0 +1,176 @@
+"""Accounts, API keys and referral codes in PostgreSQL, and the account listings the routes show.
+
+Reads and key rotation only; credits move in :mod:`gateway.storage.ledger`. API keys are stored as
+their keyed hash (``api_keys.key_hash``), never in clear.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from gateway.core.cache import TtlCache
+from gateway.storage.errors import postgres_call
+
+WHAT = "the account database"
+ACCOUNT_CACHE_TTL_S = 300.0  # accounts are never deleted, so a "yes" stays true
+
+
+@dataclass(frozen=True, slots=True)
+class AccountRecord:
+    pubkey: str
+    status: str
+    created_at: datetime
+    balance: int
+    total_consumed: int
+
+
+@dataclass(frozen=True, slots=True)
+class DepositRecord:
+    signature: str
+    amount_base_units: int
+    credits: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRecord:
+    id: int
+    source: str
+    granted: int
+    remaining: int
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRecord:
+    type: str
+    amount: int
+    balance_after: int
+    description: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One row of the usage history."""
+
+    method: str
+    credits: int
+    created_at: datetime
+
+
+class AccountStore:
+    def __init__(self, db: asyncpg.Pool, cache_size: int = 10_000) -> None:
+        self._db = db
+        self._known: TtlCache[str, bool] = TtlCache(cache_size)
+
+    @postgres_call(WHAT)
+    async def exists(self, pubkey: str) -> bool:
+        """Whether an account record exists; a "yes" is cached, a "no" never is (one deposit changes it)."""
+        hit, _ = self._known.get(pubkey)
+        if hit:
+            return True
+        found = await self._db.fetchval("SELECT 1 FROM accounts WHERE pubkey = $1", pubkey)
+        if found is not None:
+            self._known.put(pubkey, True, ACCOUNT_CACHE_TTL_S)
+        return found is not None
+
+    @postgres_call(WHAT)
+    async def get(self, pubkey: str) -> AccountRecord | None:
+        row = await self._db.fetchrow(
+            "SELECT pubkey, status, created_at, balance, total_consumed FROM accounts WHERE pubkey = $1", pubkey
+        )
+        if row is None:
+            return None
+        return AccountRecord(row["pubkey"], row["status"], row["created_at"], row["balance"], row["total_consumed"])
+
+    @postgres_call(WHAT)
+    async def last_deposit(self, pubkey: str) -> DepositRecord | None:
+        row = await self._db.fetchrow(
+            """SELECT signature, amount_base_units, credits, created_at FROM deposits
+               WHERE pubkey = $1 AND status = 'credited' ORDER BY created_at DESC LIMIT 1""",
+            pubkey,
+        )
+        if row is None:
+            return None
+        return DepositRecord(row["signature"], row["amount_base_units"], row["credits"], row["created_at"])
+
+    @postgres_call(WHAT)
+    async def live_batches(self, pubkey: str) -> list[BatchRecord]:
+        """Unexpired batches with credits left, soonest expiry first (the order they are spent in)."""
+        rows = await self._db.fetch(
+            """SELECT id, source, granted, remaining, expires_at FROM credit_batches
+               WHERE pubkey = $1 AND remaining > 0 AND expires_at > now() ORDER BY expires_at, id""",
+            pubkey,
+        )
+        return [BatchRecord(r["id"], r["source"], r["granted"], r["remaining"], r["expires_at"]) for r in rows]
+
+    @postgres_call(WHAT)
+    async def ledger(self, pubkey: str, offset: int, limit: int) -> list[LedgerRecord]:
+        """Newest first; served by the ``(pubkey, id DESC)`` index, so a page costs offset + limit index rows."""
+        rows = await self._db.fetch(
+            """SELECT type, amount, balance_after, description, created_at FROM ledger_entries
+               WHERE pubkey = $1 ORDER BY id DESC OFFSET $2 LIMIT $3""",
+            pubkey,
+            offset,
+            limit,
+        )
+        return [
+            LedgerRecord(r["type"], r["amount"], r["balance_after"], r["description"], r["created_at"]) for r in rows
+        ]
+
+    @postgres_call(WHAT)
+    async def history(self, pubkey: str, offset: int, limit: int) -> list[CallRecord]:
+        """Newest first, on the ``(pubkey, id DESC)`` index like :meth:`ledger`."""
+        rows = await self._db.fetch(
+            """SELECT method, credits, created_at FROM usage_history
+               WHERE pubkey = $1 ORDER BY id DESC OFFSET $2 LIMIT $3""",
+            pubkey,
+            offset,
+            limit,
+        )
+        return [CallRecord(r["method"], r["credits"], r["created_at"]) for r in rows]
+
+
+class ApiKeyRows:
+    """The ``api_keys`` table: which account owns an active key hash, and rotation."""
+
+    def __init__(self, db: asyncpg.Pool) -> None:
+        self._db = db
+
+    @postgres_call(WHAT)
+    async def owner(self, key_hash: bytes) -> str | None:
+        found: Any = await self._db.fetchval(
+            "SELECT pubkey FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL", key_hash
+        )
+        return str(found) if found is not None else None
+
+    @postgres_call(WHAT)
+    async def rotate(self, pubkey: str, ref_code: str | None, key_hash: bytes) -> list[bytes]:
+        """Make ``key_hash`` the account's one active key, creating the account if missing; return the
+        hashes it revoked.
+
+        The account row is locked first, so concurrent rotations of one account queue up instead of
+        colliding on the one-active-key index. ``ref_code`` is captured only when the account is new
+        and the code is known and unexpired; anything else is ignored.
+        """
+        async with self._db.acquire() as conn, conn.transaction():
+            await conn.execute(
+                """INSERT INTO accounts (pubkey, ref_code)
+                   VALUES ($1, (SELECT code FROM referral_codes
+                                WHERE code = $2 AND (expires_at IS NULL OR expires_at > now())))
+                   ON CONFLICT (pubkey) DO NOTHING""",
+                pubkey,
+                ref_code,
+            )
+            await conn.execute("SELECT 1 FROM accounts WHERE pubkey = $1 FOR UPDATE", pubkey)
+            revoked = await conn.fetch(
+                "UPDATE api_keys SET revoked_at = now() WHERE pubkey = $1 AND revoked_at IS NULL RETURNING key_hash",
+                pubkey,
+            )
+            await conn.execute("INSERT INTO api_keys (pubkey, key_hash) VALUES ($1, $2)", pubkey, key_hash)
+        return [bytes(row["key_hash"]) for row in revoked]

@@ -1,0 +1,63 @@
+"""Helpers of the credit tests: fresh public keys and signatures, exact funding, a scripted node."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+import base58
+import orjson
+
+from gateway.core.credits import CreditPolicy, DepositCredit
+from gateway.storage.deposits import credit_deposit
+
+#: One credit per base unit, no minimum: lets a test fund an account with exactly N credits.
+EXACT = CreditPolicy(credits_per_usdc=10**6, credit_expiry_seconds=3600, minimum_base_units=1)
+
+
+def new_pubkey() -> str:
+    return str(base58.b58encode(os.urandom(32)).decode())
+
+
+def new_signature() -> str:
+    return str(base58.b58encode(os.urandom(64)).decode())
+
+
+async def fund(pool: asyncpg.Pool, pubkey: str, credits: int, expiry_s: int = 3600) -> None:
+    """Deposit exactly ``credits`` credits (creating the account)."""
+    policy = CreditPolicy(credits_per_usdc=10**6, credit_expiry_seconds=expiry_s, minimum_base_units=1)
+    outcome = await credit_deposit(pool, DepositCredit(new_signature(), pubkey, credits), policy)
+    assert outcome.credited
+
+
+@dataclass
+class ScriptedNode:
+    """Answers each call with ``result: 1`` unless ``errors`` names the method; can fail whole requests."""
+
+    errors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fail: Exception | None = None
+    gate: asyncio.Event | None = None
+    arrived: asyncio.Event | None = None
+    seen: list[str] = field(default_factory=list)
+
+    async def post(self, body: bytes, timeout_s: float) -> bytes:
+        request = orjson.loads(body)
+        calls = request if isinstance(request, list) else [request]
+        self.seen.extend(c["method"] for c in calls)
+        if self.arrived is not None:
+            self.arrived.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.fail is not None:
+            raise self.fail
+        answers = [self._answer(c) for c in calls]
+        return orjson.dumps(answers if isinstance(request, list) else answers[0])
+
+    def _answer(self, call: dict[str, Any]) -> dict[str, Any]:
+        error = self.errors.get(call["method"])
+        if error is not None:
+            return {"jsonrpc": "2.0", "id": call["id"], "error": error}
+        return {"jsonrpc": "2.0", "id": call["id"], "result": 1}

@@ -1,0 +1,61 @@
+"""The import contracts of ``pyproject.toml`` (run by ``make check``) hold, and fail on a forbidden import.
+
+Each case plants one import that crosses a layer into a copy of the source tree and runs the same
+``lint-imports`` that ``make check`` runs against the copy.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def lint(tree: Path, *contracts: str) -> subprocess.CompletedProcess[str]:
+    only = [arg for contract in contracts for arg in ("--contract", contract)]
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", *only], cwd=tree, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    for package in ("gateway", "actors", "devnode"):
+        shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def test_the_tree_as_it_is_keeps_every_contract(tree: Path) -> None:
+    result = lint(tree)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "planted", "contract"),
+    [
+        ("gateway/core/limits.py", "import asyncpg", "core-is-pure"),
+        ("gateway/core/planning.py", "import gateway.storage.accounts", "core-is-pure"),
+        ("gateway/credits/stage.py", "import gateway.transports.routing", "layers"),
+        ("gateway/storage/ledger/sql.py", "import gateway.credits.meter", "layers"),
+        ("gateway/auth/endpoints.py", "import redis", "drivers-behind-storage"),
+        ("actors/deposit_watcher.py", "import gateway.runtime.serve_runtime", "actors-are-plain"),
+        ("gateway/credits/meter.py", "import ray", "ray-in-runtime"),
+        ("gateway/client.py", "import gateway.storage.errors", "client-standalone"),
+        ("gateway/upstream.py", "import devnode.node", "devnode-independent"),
+        ("devnode/node.py", "import gateway.core.errors", "devnode-imports-nothing"),
+    ],
+)
+def test_a_planted_forbidden_import_breaks_a_contract(tree: Path, module: str, planted: str, contract: str) -> None:
+    assert lint(tree, contract).returncode == 0, f"{contract} broken before the plant"
+    with (tree / module).open("a") as f:
+        f.write(f"\n{planted}  # planted by the test\n")
+    result = lint(tree, contract)
+    assert result.returncode != 0 and "BROKEN" in result.stdout, result.stdout
