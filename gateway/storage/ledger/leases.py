@@ -113,16 +113,7 @@ async def settle(
     """
     gross, refunded = tally(records)
     async with pool.acquire() as conn, conn.transaction():
-        pubkey = await conn.fetchval("SELECT pubkey FROM credit_leases WHERE id = $1", lease_id)
-        if pubkey is None:
-            raise LookupError(f"no credit lease {lease_id}")
-        account = await lock_account(conn, pubkey)
-        assert account is not None
-        row = await conn.fetchrow(
-            """SELECT granted, used, flush_seq, released, expires_at > now() AS live
-               FROM credit_leases WHERE id = $1 FOR UPDATE""",
-            lease_id,
-        )
+        pubkey, account, row = await _lock_lease(conn, lease_id)
         balance_before = int(account["balance"])
         duplicate = seq is not None and seq <= row["flush_seq"]
         if duplicate:  # the first attempt committed; its answer was lost: apply the lease changes only
@@ -131,41 +122,72 @@ async def settle(
             if records:
                 log.warning("lease %s of %s ended before settle: %d credits of usage dropped", lease_id, pubkey, gross)
             await conn.execute("UPDATE credit_leases SET released = true WHERE id = $1", lease_id)
-            available = balance_before - await held(conn, pubkey)
-            return SettleResult(False, balance_before, available, 0, 0, duplicate)
+            return SettleResult(False, balance_before, balance_before - await held(conn, pubkey), 0, 0, duplicate)
         used = int(row["used"]) + gross
         if used > row["granted"]:
             raise OverspendError(f"lease {lease_id}: {used} used of {row['granted']} granted")
         balance_after = await _charge(conn, pubkey, lease_id, records, balance_before) if records else balance_before
         net = balance_before - balance_after
         granted = row["granted"] if shrink_to is None else max(used, min(int(row["granted"]), shrink_to))
-        await conn.execute(
-            """UPDATE credit_leases SET used = $2, granted = $3, released = $4,
-                      flush_seq = GREATEST(flush_seq, COALESCE($5, flush_seq)),
-                      expires_at = CASE WHEN $6::float8 IS NULL THEN expires_at
-                                        ELSE now() + $6::float8 * interval '1 second' END
-               WHERE id = $1""",
-            lease_id,
-            used,
-            granted,
-            release,
-            seq,
-            renew_ttl_s,
-        )
+        await _update_lease(conn, lease_id, used, granted, release, seq, renew_ttl_s)
         crossed = net > 0 and balance_after < LOW_BALANCE_CREDITS and not account["low_balance_notified"]
-        await conn.execute(
-            """UPDATE accounts SET balance = $2, total_consumed = total_consumed + $3,
-                      low_balance_notified = low_balance_notified OR $4
-               WHERE pubkey = $1""",
-            pubkey,
-            balance_after,
-            net,
-            crossed,
-        )
+        await _update_account(conn, pubkey, balance_after, net, crossed)
         available = balance_after - await held(conn, pubkey)
     if crossed:
         await fire(events, "low_balance", pubkey, {"balance": balance_after, "threshold": LOW_BALANCE_CREDITS})
     return SettleResult(True, balance_after, available, net, refunded, duplicate)
+
+
+async def _lock_lease(conn: asyncpg.Connection, lease_id: int) -> tuple[str, asyncpg.Record, asyncpg.Record]:
+    """The lease's account row and the lease row, both locked (account first, as every writer does)."""
+    pubkey = await conn.fetchval("SELECT pubkey FROM credit_leases WHERE id = $1", lease_id)
+    if pubkey is None:
+        raise LookupError(f"no credit lease {lease_id}")
+    account = await lock_account(conn, pubkey)
+    assert account is not None
+    row = await conn.fetchrow(
+        """SELECT granted, used, flush_seq, released, expires_at > now() AS live
+           FROM credit_leases WHERE id = $1 FOR UPDATE""",
+        lease_id,
+    )
+    return str(pubkey), account, row
+
+
+async def _update_lease(
+    conn: asyncpg.Connection,
+    lease_id: int,
+    used: int,
+    granted: int,
+    release: bool,
+    seq: int | None,
+    renew_ttl_s: float | None,
+) -> None:
+    await conn.execute(
+        """UPDATE credit_leases SET used = $2, granted = $3, released = $4,
+                  flush_seq = GREATEST(flush_seq, COALESCE($5, flush_seq)),
+                  expires_at = CASE WHEN $6::float8 IS NULL THEN expires_at
+                                    ELSE now() + $6::float8 * interval '1 second' END
+           WHERE id = $1""",
+        lease_id,
+        used,
+        granted,
+        release,
+        seq,
+        renew_ttl_s,
+    )
+
+
+async def _update_account(conn: asyncpg.Connection, pubkey: str, balance: int, charged: int, crossed: bool) -> None:
+    """The cached balance and lifetime consumption; ``crossed`` marks the low-balance notice as sent."""
+    await conn.execute(
+        """UPDATE accounts SET balance = $2, total_consumed = total_consumed + $3,
+                  low_balance_notified = low_balance_notified OR $4
+           WHERE pubkey = $1""",
+        pubkey,
+        balance,
+        charged,
+        crossed,
+    )
 
 
 async def _charge(
