@@ -24,7 +24,7 @@ HAProxy), pointed at the constant upstream instead of a devnode, and its app is 
 paired ingress.
 
 The load generator is wrk where it is installed and the headers are static (``--client auto``), as the
-reference figures of perf-baselines.md were measured: the Python client spends ~0.16 ms of CPU per
+project's reference Serve figures were measured: the Python client spends ~0.16 ms of CPU per
 request on the same two cores as the servers, ~8x wrk's, and more for each response header it parses.
 Signed headers change on every request, so that row always uses the Python client; compare it with
 the others through the table's client column.

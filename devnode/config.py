@@ -1,4 +1,4 @@
-"""Configuration of the local chain; the lead's CLI builds one of these and hands it to `Devnode`."""
+"""Configuration of the local chain; the ``gateway devnode`` CLI builds one of these and hands it to `Devnode`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The one seam to the Solana node: ``Upstream.post(body, timeout)`` and a health monitor.
 
-aiohttp with one shared session per replica: httpx cost 10× in throughput here (perf-baselines.md).
+aiohttp with one shared session per replica: httpx was several times slower here (bench/README.md).
 Transport failures are mapped at this boundary to :class:`UpstreamUnavailable` / :class:`UpstreamTimeout`,
 so no aiohttp exception travels further in.
 """

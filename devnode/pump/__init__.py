@@ -1,7 +1,7 @@
 """pump.fun bonding curve (Pump program) and PumpSwap: ids, PDAs, account layouts, instruction data,
 Anchor events and curve math. Pure code, no I/O.
 
-Facts come from shared/reference/interfaces.md §4 (itself from pump-fun/pump-public-docs). The package is
+Facts come from the public program interface: the IDLs and docs of pump-fun/pump-public-docs. The package is
 self-contained so that a reader (for example the gateway's signal classifier, which keeps its own copy)
 can follow every byte:
 

@@ -1,6 +1,6 @@
 """Account layouts: pump `BondingCurve` and `Global`, PumpSwap `Pool`, each behind its Anchor discriminator.
 
-BondingCurve offsets (interfaces.md §4.3):
+BondingCurve offsets (pump-fun/pump-public-docs, docs/PUMP_PROGRAM_README.md):
 
     0   discriminator [23,183,248,55,96,216,172,96]
     8   virtual_token_reserves u64

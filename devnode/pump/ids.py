@@ -1,8 +1,8 @@
 """Program ids, well-known accounts and the published fee-recipient lists of pump.fun and PumpSwap.
 
-Sources: pump-fun/pump-public-docs (`idl/pump.json`, `idl/pump_amm.json`, `docs/*.md`) as summarised in
-shared/reference/interfaces.md §4. The eight buyback fee recipients are listed only truncated there
-(`5YxQFdt3…`); the full addresses below come from a public copy of `docs/FEE_RECIPIENTS.md`.
+Sources: pump-fun/pump-public-docs (`idl/pump.json`, `idl/pump_amm.json`, `docs/*.md`). The eight
+buyback fee recipients are listed only truncated in some of its pages (`5YxQFdt3…`); the full
+addresses below come from a public copy of `docs/FEE_RECIPIENTS.md`.
 """
 
 from __future__ import annotations

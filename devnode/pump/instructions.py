@@ -1,5 +1,5 @@
 """Instruction data (Anchor discriminator + Borsh args) and account lists for pump `create`, `create_v2`,
-`buy`, `sell`, `migrate` and PumpSwap `create_pool`, in the account order of interfaces.md §4.2 / §4.6.
+`buy`, `sell`, `migrate` and PumpSwap `create_pool`, in the account order of pump-fun/pump-public-docs (idl/pump.json, idl/pump_amm.json).
 
 `migrate` is not in the reference: its discriminator is `sha256("global:migrate")[:8]` and its 24-account
 order comes from public copies of the pump IDL. On mainnet a completed curve graduates through `migrate`,

@@ -3,7 +3,7 @@
 Keyed (HMAC) rather than plain hashes, so a leaked ``api_keys`` table cannot be checked against
 guessed keys offline without the secret as well. Every replica must use the same secret: replicas
 sharing a data dir read the same file; on several machines, give each the same secret (see the
-``api_key_secret`` setting proposed in the auth report).
+``api_key_secret`` setting).
 """
 
 from __future__ import annotations

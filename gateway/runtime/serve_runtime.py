@@ -1,7 +1,7 @@
 """Ray and the Serve app: which Serve settings are used, and why (figures in the README, bench/).
 
-Serve's default path (HTTP → proxy actor → replica) forwards ~430 req/s here; direct ingress (the
-replica serves HTTP itself) ~10× that. So the ingress replicas serve HTTP directly, and with
+Serve's default path (HTTP → proxy actor → replica) is about a tenth as fast here as direct ingress
+(the replica serves HTTP itself; figures in bench/README.md). So the ingress replicas serve HTTP directly, and with
 ``ingress_mode = "haproxy"`` Ray's bundled HAProxy gives them one stable port. These settings are
 read by Ray's processes at start, so they go into the environment before ``ray.init``.
 """

@@ -21,7 +21,7 @@ from gateway.public import capabilities_document, health_document, pricing_docum
 from gateway.transports.account_routes import account_routes
 from gateway.transports.routing import RPC_MAX_BODY_BYTES, RpcFirst, mount, to_response
 
-#: Where JSON-RPC is served over HTTP (interface.md).
+#: Where JSON-RPC is served over HTTP (docs/api.md).
 RPC_PATHS = ("/", "/rpc")
 
 

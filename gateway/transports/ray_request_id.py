@@ -3,7 +3,7 @@
 Ray's HTTP servers (a replica's direct-ingress server and Serve's proxy) wrap every app in their own
 ``RequestIdMiddleware``, which appends an ``X-Request-ID`` of Ray's to every response. The gateway
 sets its own on authenticated responses (it is also the ``requestId`` of error bodies and of usage
-records), and interface.md wants none on ``/health``, ``/pricing`` and ``/capabilities``; so Ray's
+records), and the API wants none on ``/health``, ``/pricing`` and ``/capabilities``; so Ray's
 would be a second, different value, or a header that must be absent.
 
 Ray applies the middlewares returned by the callable named in ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH``

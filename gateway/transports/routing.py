@@ -3,8 +3,8 @@
 :func:`mount` makes a Starlette route of a pipeline (the account and deposit routes). :class:`RpcFirst`
 serves the JSON-RPC paths straight from the ASGI messages, in front of Starlette: those carry nearly
 all traffic, and Starlette's per-request machinery (middleware stack, router, ``Request``, ``Response``)
-was about a third of what the whole pipeline cost per call in one process (``bench.pipeline_cpu``,
-``asgi-`` rows). Everything else still goes through Starlette. This module imports nothing of the
+was a large share of what the whole pipeline cost per call in one process (``bench.pipeline_cpu``,
+``asgi-`` rows; figures in bench/README.md). Everything else still goes through Starlette. This module imports nothing of the
 app, so any module may mount routes without an import cycle.
 """
 

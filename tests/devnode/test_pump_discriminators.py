@@ -15,7 +15,7 @@ def sha8(text: str) -> bytes:
     return hashlib.sha256(text.encode()).digest()[:8]
 
 
-# The arrays as interfaces.md §4 lists them (copied from idl/pump.json and idl/pump_amm.json).
+# The arrays as pump-fun/pump-public-docs lists them in idl/pump.json and idl/pump_amm.json.
 DOCUMENTED_INSTRUCTIONS = {
     "create": [24, 30, 200, 40, 5, 28, 7, 119],
     "create_v2": [214, 144, 76, 236, 95, 139, 49, 180],
