@@ -17,7 +17,9 @@ from typing import Any
 
 from gateway.config import Settings
 from gateway.credits.chain_reads import credit_policy, deposit_ata_for
+from gateway.credits.notices import CreditNotices
 from gateway.credits.watcher import DepositWatcher
+from gateway.storage.channels import CREDITED, Channel
 from gateway.storage.connections import Connections
 from gateway.storage.errors import StoreUnavailable
 from gateway.upstream import HttpUpstream
@@ -57,15 +59,21 @@ class DepositWatcherActor:
         try:
             while conn is None and not self._stop.is_set():
                 try:
-                    conn = await Connections.open(self.settings.database_url, None, pool_size=2)
+                    conn = await Connections.open(self.settings.database_url, self.settings.redis_url, pool_size=2)
                 except StoreUnavailable as exc:  # database not up yet: keep trying
                     log.warning("deposit watcher: %s", exc)
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._stop.wait(), 2.0)
             if conn is None or conn.db is None:
                 return
+            notices = CreditNotices(Channel(conn.redis, CREDITED) if conn.redis is not None else None)
             self.watcher = DepositWatcher(
-                conn.db, upstream, credit_policy(self.settings), self.deposit_ata, self.settings.usdc_mint
+                conn.db,
+                upstream,
+                credit_policy(self.settings),
+                self.deposit_ata,
+                self.settings.usdc_mint,
+                after_credit=notices.credited,
             )
             self._ready.set()
             log.info("deposit watcher following %s every %g s", self.deposit_ata, self.interval_s)

@@ -15,16 +15,20 @@ from gateway.auth.endpoints import AccountEndpoints
 from gateway.auth.services import AuthServices
 from gateway.auth.stage import AuthStage
 from gateway.config import Settings
+from gateway.core.client_address import TrustedProxies
 from gateway.core.errors import service_unavailable
 from gateway.core.limits import Limiter
 from gateway.core.methods import PriceTable
 from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
 from gateway.credits.meter import Meter
+from gateway.credits.notices import CreditNotices
 from gateway.credits.stage import CreditHeaders, MeteringStage
 from gateway.forward import Forwarder, ParseStage
+from gateway.ip_limits import IpLimits
 from gateway.pipeline import Call, Handler, Reply, Stage, compose, error_boundary
 from gateway.public import ServiceProfile
-from gateway.storage.connections import Connections
+from gateway.storage.channels import CREDITED, Channel
+from gateway.storage.connections import Connections, warn_unless_noeviction
 from gateway.upstream import HealthMonitor, HttpUpstream
 
 DEFAULT_UPSTREAM = "http://127.0.0.1:8899"
@@ -52,10 +56,13 @@ class GatewayApp:
         )
         self.limiter = Limiter(settings.rate_limit_rps, settings.concurrency_limit, replicas=settings.ingress_replicas)
         self.metering = MeteringStage(self.meter, self.limiter)
+        trusted = TrustedProxies.parse(settings.trusted_proxies)
+        self.ip_limits = IpLimits(settings.ip_limits, trusted, replicas=settings.ingress_replicas)
         self.auth = AuthServices(settings, api_key_secret=settings.api_key_secret_bytes, **auth_options)
         self.accounts = AccountEndpoints(self.auth, unsettled=self.meter.unsettled)
+        self.notices = CreditNotices(None, self.meter)  # its channel opens with Redis, at start-up
         self.deposits = DepositServices.from_settings(
-            settings, self.upstream, lambda: self.conn.db, after_credit=self.meter.invalidate
+            settings, self.upstream, lambda: self.conn.db, after_credit=self.notices.credited
         )
         self.confirm_deposit = ConfirmDepositEndpoint(self.deposits)
         self.rpc: Handler = compose([error_boundary, *self.rpc_stages()], Forwarder(self.upstream))
@@ -76,12 +83,18 @@ class GatewayApp:
 
     async def startup(self) -> None:
         self.conn = await Connections.open(self.settings.database_url, self.settings.redis_url)
+        if self.conn.redis is not None:
+            await warn_unless_noeviction(self.conn.redis)
         await self.auth.start(self.conn)
         if self.conn.db is not None:
             self.meter.start(self.conn.db)
+        if self.conn.redis is not None:
+            self.notices.channel = Channel(self.conn.redis, CREDITED)
+            self.notices.start()
         self.monitor.start()
 
     async def shutdown(self) -> None:
+        await self.notices.stop()
         await self.meter.stop()
         await self.monitor.stop()
         await self.upstream.close()

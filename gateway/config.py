@@ -7,12 +7,13 @@ means "use the embedded part": embedded PostgreSQL, embedded Redis, the local de
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlparse
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -31,6 +32,26 @@ def _url_with_scheme(value: str | None, schemes: tuple[str, ...], name: str) -> 
     if parsed.scheme not in schemes or not (parsed.netloc or parsed.path):
         raise ValueError(f"{name} must be a URL starting with {' or '.join(s + '://' for s in schemes)}")
     return value
+
+
+class IpLimit(BaseModel):
+    """A per-client-address token bucket: ``rps`` requests per second, up to ``burst`` at once."""
+
+    model_config = {"extra": "forbid"}
+
+    rps: float = Field(gt=0, le=100_000)
+    burst: int = Field(ge=1, le=1_000_000)
+
+
+#: Per-address limits of the routes a caller reaches before (or without) paying. Groups: ``session``
+#: (/auth/*), ``account_create`` (POST /account/api-key: creates accounts), ``account_read``
+#: (/account/info, /ledger, /history), ``deposit_confirm`` (POST /account/confirm-deposit: node reads).
+DEFAULT_IP_LIMITS: dict[str, IpLimit] = {
+    "session": IpLimit(rps=5, burst=30),
+    "account_create": IpLimit(rps=0.2, burst=10),
+    "account_read": IpLimit(rps=10, burst=50),
+    "deposit_confirm": IpLimit(rps=1, burst=10),
+}
 
 
 class Settings(BaseSettings):
@@ -112,6 +133,19 @@ class Settings(BaseSettings):
     referral_bonus_percent: int = Field(10, ge=0, le=100, description="Default referral bonus on deposits.")
     deposit_poll_s: float = Field(2.0, gt=0, le=60, description="How often the deposit watcher polls the node.")
     pricing: dict[str, int] = Field(default_factory=dict, description="Credits per method class, overriding the spec.")
+    ip_limits: dict[str, IpLimit] = Field(
+        default_factory=lambda: dict(DEFAULT_IP_LIMITS),
+        description="Per-client-address limits of the account and session routes, by group (JSON in the "
+        "environment); groups left out keep their defaults.",
+    )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="Addresses or networks of proxies whose X-Forwarded-For is believed: the client is the "
+        "right-most address not in this list. Empty: the client is the peer address.",
+    )
+    redis_max_memory_mb: int = Field(
+        256, ge=1, le=1_000_000, description="Embedded Redis memory bound; full means 503, never an evicted nonce."
+    )
 
     @field_validator("database_url")
     @classmethod
@@ -157,6 +191,35 @@ class Settings(BaseSettings):
             if credits <= 0:
                 raise ValueError(f"pricing: {name} must be a positive integer (a free class would be an open door)")
         return value
+
+    @field_validator("ip_limits")
+    @classmethod
+    def _check_ip_limits(cls, value: dict[str, IpLimit]) -> dict[str, IpLimit]:
+        unknown = set(value) - set(DEFAULT_IP_LIMITS)
+        if unknown:
+            raise ValueError(f"ip_limits: unknown group {sorted(unknown)[0]!r}; known: {', '.join(DEFAULT_IP_LIMITS)}")
+        return {**DEFAULT_IP_LIMITS, **value}
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _check_trusted_proxies(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"trusted_proxies: {entry!r} is not an IP address or network") from exc
+        return value
+
+    @model_validator(mode="after")
+    def _check_lease_timing(self) -> Self:
+        # Usage is settled at the flush: a lease must outlive several flushes, or a retired lease could
+        # expire before its usage settles, and that usage would be dropped.
+        if self.credit_flush_interval_s * 4 > self.lease_ttl_s:
+            raise ValueError(
+                f"credit_flush_interval_s ({self.credit_flush_interval_s:g}) must be at most a quarter of "
+                f"lease_ttl_s ({self.lease_ttl_s:g})"
+            )
+        return self
 
     @classmethod
     def settings_customise_sources(

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from gateway.core.errors import RpcError, backend_unavailable, timed_out
-from gateway.core.jsonrpc import RpcItem, RpcPayload, parse_payload
+from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload, parse_payload
 from gateway.core.methods import CLASS_TIMEOUT_S, MethodClass, PriceTable
 from gateway.core.planning import plan_item
 from gateway.pipeline import Call, Handler, Reply
@@ -53,17 +53,27 @@ class Forwarder:
         timeout = max(CLASS_TIMEOUT_S.get(i.method_class or MethodClass.READ_CHEAP, 5.0) for i in items)
         calls = [{"jsonrpc": "2.0", "id": i.index, "method": i.method, "params": i.params} for i in items]
         body = orjson.dumps(calls if payload.is_batch else calls[0])
+        for item in items:
+            item.sent = True  # from here on the node may see it, whatever happens next
         try:
             raw = await self.upstream.post(body, timeout)
         except UpstreamTimeout as exc:
+            _failed(items, Failure.TIMED_OUT)
             raise timed_out(items[0].method if len(items) == 1 else "batch", timeout) from exc
         except UpstreamUnavailable as exc:
-            raise backend_unavailable(f"upstream node unreachable: {exc}") from exc
+            _failed(items, Failure.LOST if exc.sent else Failure.UNREACHABLE)
+            raise backend_unavailable(f"upstream node unavailable: {exc}") from exc
         try:
             answers = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
+            _failed(items, Failure.LOST)
             raise backend_unavailable("upstream node sent a body that is not JSON") from exc
         _attach(items, answers)
+
+
+def _failed(items: list[RpcItem], failure: Failure) -> None:
+    for item in items:
+        item.failure = failure
 
 
 def _attach(items: list[RpcItem], answers: Any) -> None:

@@ -56,6 +56,7 @@ class Call:
     query: Mapping[str, str]
     body: bytes
     credentials: Credentials = field(default_factory=Credentials)  # as the wire carried them
+    client: str | None = None  # the peer's address (per-address limits decide whom it stands for)
     wire: Wire = Wire.HTTP
     style: ReplyStyle = ReplyStyle.REST
     request_id: str = field(default_factory=new_request_id)

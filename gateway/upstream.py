@@ -21,7 +21,13 @@ log = logging.getLogger(__name__)
 
 
 class UpstreamUnavailable(Exception):
-    """The node could not be reached or answered with a non-JSON-RPC status."""
+    """The node could not be reached, or its answer was lost. ``sent`` is False only when nothing can
+    have reached it (the connection was never made). The message names the failure, never the
+    node's address: it is shown to callers."""
+
+    def __init__(self, message: str, *, sent: bool) -> None:
+        super().__init__(message)
+        self.sent = sent
 
 
 class UpstreamTimeout(Exception):
@@ -78,12 +84,16 @@ class HttpUpstream:
             async with self._client().post(url, data=body, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
                 payload = await resp.read()
                 if resp.status != 200 and not payload.startswith((b"{", b"[")):
-                    raise UpstreamUnavailable(f"node answered HTTP {resp.status}")
+                    raise UpstreamUnavailable(f"the node answered HTTP {resp.status}", sent=True)
                 return payload
         except TimeoutError as exc:
             raise UpstreamTimeout(f"no answer within {timeout_s:g} s") from exc
-        except aiohttp.ClientError as exc:
-            raise UpstreamUnavailable(str(exc) or type(exc).__name__) from exc
+        except aiohttp.ClientConnectorError as exc:  # no connection was made: nothing was sent
+            log.warning("cannot connect to the node: %s", exc)
+            raise UpstreamUnavailable("could not connect to the node", sent=False) from exc
+        except aiohttp.ClientError as exc:  # details (host, port, URL) go to the log, not to callers
+            log.warning("node request failed: %r", exc)
+            raise UpstreamUnavailable("the connection to the node failed", sent=True) from exc
 
     async def close(self) -> None:
         if self._session is not None:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from pathlib import Path
 
@@ -161,3 +162,12 @@ async def transfer_usdc(client: AsyncClient, owner: Keypair, to_owner: Pubkey, a
             transfer_usdc_instruction(owner.pubkey(), to_owner, amount),
         ],
     )
+
+
+async def signed_transfer(node_url: str, payer: Keypair, to: Pubkey, lamports: int) -> str:
+    """A signed SOL transfer on a fresh blockhash, base64, not sent: for a client to send itself."""
+    async with AsyncClient(node_url) as client:
+        blockhash = (await client.get_latest_blockhash()).value.blockhash
+    ix = transfer(TransferParams(from_pubkey=payer.pubkey(), to_pubkey=to, lamports=lamports))
+    message = Message.new_with_blockhash([ix], payer.pubkey(), blockhash)
+    return base64.b64encode(bytes(Transaction([payer], message, blockhash))).decode()

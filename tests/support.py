@@ -11,9 +11,13 @@ from typing import Any
 import uvicorn
 
 from gateway.app import GatewayApp
-from gateway.config import Settings
+from gateway.config import DEFAULT_IP_LIMITS, Settings
 from gateway.runtime.ports import free_port
 from gateway.transports.http import build_http_app
+
+#: Per-address limits high enough for suites that create many accounts and sessions from 127.0.0.1;
+#: the limits themselves are tested with their defaults (tests/gateway/test_ip_limits.py).
+TEST_IP_LIMITS = {group: {"rps": 10_000, "burst": 100_000} for group in DEFAULT_IP_LIMITS}
 
 
 @dataclass
@@ -33,7 +37,14 @@ async def serve_gateway(
     """
     port = free_port()
     gw = GatewayApp(settings, **auth_options)
-    config = uvicorn.Config(build_http_app(gw), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        build_http_app(gw),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        forwarded_allow_ips="",  # as the stack runs it: the gateway decides which forwarded address to believe
+    )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     while not (server.started and (gw.ready or not wait_ready)):

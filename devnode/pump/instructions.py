@@ -1,12 +1,14 @@
-"""Instruction data (Anchor discriminator + Borsh args) and account lists for pump `create`, `create_v2`,
-`buy`, `sell`, `migrate` and PumpSwap `create_pool`, in the account order of pump-fun/pump-public-docs (idl/pump.json, idl/pump_amm.json).
+"""Instruction data (Anchor discriminator + Borsh args) and account lists for pump `create`,
+`create_v2`, `buy`, `sell`, `migrate` and PumpSwap `create_pool`, in the account order of
+pump-fun/pump-public-docs (idl/pump.json, idl/pump_amm.json).
 
-`migrate` is not in the reference: its discriminator is `sha256("global:migrate")[:8]` and its 24-account
-order comes from public copies of the pump IDL. On mainnet a completed curve graduates through `migrate`,
-which creates the canonical PumpSwap pool by CPI to `create_pool` with `pool_authority` as the pool creator.
+`migrate` is not in the reference: its discriminator is `sha256("global:migrate")[:8]` and its
+24-account order comes from public copies of the pump IDL. On mainnet a completed curve graduates
+through `migrate`, which creates the canonical PumpSwap pool by CPI to `create_pool` with
+`pool_authority` as the pool creator.
 
-An Anchor instruction discriminator is `sha256("global:<snake_case_name>")[:8]`; the arrays below are the
-ones in `idl/pump.json` / `idl/pump_amm.json` (the tests check that both agree).
+An Anchor instruction discriminator is `sha256("global:<snake_case_name>")[:8]`; the arrays below
+are the ones in `idl/pump.json` / `idl/pump_amm.json` (the tests check that both agree).
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 Choices where the spec says 'not shown' (documented here, tested in tests/auth):
 
-* paging: ``offset`` default 0, ``limit`` default 50, at most 1000; anything else is 400
-  INVALID_REQUEST rather than silently clamped, so a client never mistakes a short page for the end;
+* paging: see :mod:`gateway.core.paging`;
 * ``last_deposit``: ``{signature, amount_usdc (decimal string), credits, timestamp (ISO 8601 UTC)}``
   of the newest credited deposit, or null;
 * ``credit_batches`` elements: ``{id, source, granted, remaining, expires_at (ISO 8601 UTC)}``, for
@@ -13,22 +12,16 @@ Choices where the spec says 'not shown' (documented here, tested in tests/auth):
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from gateway.core.errors import invalid_request
 from gateway.storage.accounts import AccountRecord, BatchRecord, CallRecord, DepositRecord, LedgerRecord
 
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 1000
-MAX_OFFSET = 2**31 - 1
 USDC_DECIMALS = 6
 ATTRIBUTION = "USDC must be sent from the same wallet public key that activates the account"
-_UINT = re.compile(r"[0-9]{1,10}")
 
 
 def iso8601(moment: datetime) -> str:
@@ -39,29 +32,6 @@ def usdc_amount(base_units: int) -> str:
     """Base units as a plain decimal string: 10000 -> "0.01", 1500000 -> "1.5"."""
     value = (Decimal(base_units) / (10**USDC_DECIMALS)).normalize()
     return format(value, "f")
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    offset: int
-    limit: int
-
-
-def _uint(query: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = query.get(name)
-    if raw is None:
-        return default
-    if not _UINT.fullmatch(raw) or not low <= int(raw) <= high:
-        raise invalid_request(f"{name} must be an integer from {low} to {high}")
-    return int(raw)
-
-
-def parse_page(query: Mapping[str, str]) -> Page:
-    """``offset`` (default 0) and ``limit`` (default 50, max 1000); bad values are 400 INVALID_REQUEST."""
-    return Page(
-        offset=_uint(query, "offset", 0, 0, MAX_OFFSET),
-        limit=_uint(query, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT),
-    )
 
 
 @dataclass(frozen=True, slots=True)

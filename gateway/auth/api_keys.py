@@ -8,7 +8,7 @@ repeat call does not recompute the HMAC (the replica sees each key in every requ
 rotation must nevertheless refuse the old key on every replica at once, which a TTL alone cannot
 give. So:
 
-* rotation publishes each revoked hash on the Redis channel :data:`REVOKED_CHANNEL` right after its
+* rotation publishes each revoked hash on a Redis channel (:mod:`gateway.storage.channels`) right after its
   transaction commits; every replica subscribes at start-up and drops the hash from its cache;
 * a replica serves from its cache only while that subscription is live. When it drops, the cache is
   cleared and lookups go to PostgreSQL until it is back (and cleared again on resubscription, since
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from gateway.core.cache import TtlCache
 from gateway.storage.accounts import ApiKeyRows
-from gateway.storage.revocations import RevocationChannel
+from gateway.storage.channels import Channel
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class ApiKeyStore:
     def __init__(
         self,
         rows: ApiKeyRows,
-        channel: RevocationChannel,
+        channel: Channel,
         secret: bytes,
         *,
         on_rotated: RotationHook | None = None,
@@ -163,7 +163,7 @@ class ApiKeyStore:
         for digest in hashes:
             self._invalidate(digest)
         try:
-            await self._channel.publish(hashes)
+            await self._channel.publish([digest.hex() for digest in hashes])
         except Exception:
             log.error("could not publish the API-key revocation of %s", pubkey)
             raise
@@ -196,11 +196,14 @@ class ApiKeyStore:
         self._live = True
         self._subscribed.set()
 
-    def _on_revoked(self, digest: bytes | None) -> None:
-        if digest is None:
+    def _on_revoked(self, message: str) -> None:
+        try:
+            digest = bytes.fromhex(message)
+        except ValueError:
+            log.warning("malformed API-key revocation message %r", message[:80])
             self._invalidate_all()  # cannot tell which key was meant: forget them all
-        else:
-            self._invalidate(digest)
+            return
+        self._invalidate(digest)
 
     def _go_dark(self) -> None:
         self._live = False

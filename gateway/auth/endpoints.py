@@ -18,11 +18,12 @@ from typing import Any, TypeVar
 import base58
 import orjson
 
-from gateway.auth.account_views import account_document, history_entry, ledger_entry, parse_page
+from gateway.auth.account_views import account_document, history_entry, ledger_entry
 from gateway.auth.errors import bearer_token_required, not_started
 from gateway.auth.services import AuthServices
 from gateway.core.credentials import bearer_token
 from gateway.core.errors import account_not_found, auth_failed, invalid_request
+from gateway.core.paging import page_document, parse_page
 from gateway.core.wallet_headers import HeaderFailure, decode_base58, verify_signature
 from gateway.pipeline import Call, Reply, json_reply
 
@@ -141,21 +142,23 @@ class AccountEndpoints:
         return json_reply(200, document)
 
     async def ledger(self, call: Call) -> Reply:
-        """``GET /account/ledger?offset&limit`` -> ``{entries}``, newest first."""
+        """``GET /account/ledger?limit&cursor|offset`` -> ``{entries, next_cursor}``, newest first."""
         page = parse_page(call.query)
         pubkey = call.authenticated().pubkey
         accounts = _ready(self.services.accounts)
         if not await accounts.exists(pubkey):
             raise account_not_found()
-        entries = await accounts.ledger(pubkey, page.offset, page.limit)
-        return json_reply(200, {"entries": [ledger_entry(e) for e in entries]})
+        rows = await accounts.ledger(pubkey, page)
+        last = rows[-1].id if rows else None
+        return json_reply(200, page_document([ledger_entry(e) for e in rows], last, page))
 
     async def history(self, call: Call) -> Reply:
-        """``GET /account/history?offset&limit`` -> ``{entries}``, newest first."""
+        """``GET /account/history?limit&cursor|offset`` -> ``{entries, next_cursor}``, newest first."""
         page = parse_page(call.query)
         pubkey = call.authenticated().pubkey
         accounts = _ready(self.services.accounts)
         if not await accounts.exists(pubkey):
             raise account_not_found()
-        entries = await accounts.history(pubkey, page.offset, page.limit)
-        return json_reply(200, {"entries": [history_entry(e) for e in entries]})
+        rows = await accounts.history(pubkey, page)
+        last = rows[-1].id if rows else None
+        return json_reply(200, page_document([history_entry(e) for e in rows], last, page))

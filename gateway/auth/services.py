@@ -27,9 +27,9 @@ from gateway.auth.strategies import ApiKeyStrategy, SessionStrategy, Strategy, T
 from gateway.config import Settings
 from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, load_or_create_keypair
 from gateway.storage.accounts import AccountStore, ApiKeyRows
+from gateway.storage.channels import REVOKED_KEYS, Channel
 from gateway.storage.connections import Connections
 from gateway.storage.nonces import NonceStore
-from gateway.storage.revocations import RevocationChannel
 from gateway.storage.sessions import CHALLENGE_TTL_MS, TOKEN_TTL_MS, SessionStore
 
 log = logging.getLogger(__name__)
@@ -82,9 +82,9 @@ class AuthServices:
             log.error("authentication needs PostgreSQL and Redis; authenticated requests will get 503")
             return
         secret = self._secret if self._secret is not None else load_or_create_secret(home / SECRET_FILE)
-        self.nonces = NonceStore(conn.redis)
+        self.nonces = NonceStore(conn.redis, conn.redis_connects)
         self.sessions = SessionStore(conn.redis, self._challenge_ttl_ms, self._token_ttl_ms)
-        channel = RevocationChannel(conn.redis)
+        channel = Channel(conn.redis, REVOKED_KEYS)
         self.api_keys = ApiKeyStore(ApiKeyRows(conn.db), channel, secret, on_rotated=self._on_rotated)
         await self.api_keys.start()
         self.accounts = AccountStore(conn.db)

@@ -19,7 +19,7 @@ from gateway.core.identity import Identity
 from gateway.core.signing import signing_message
 from gateway.core.wallet_headers import TIMESTAMP, HeaderFailure, parse_wallet_headers, verify_signature
 from gateway.pipeline import Call
-from gateway.storage.nonces import NonceStore
+from gateway.storage.nonces import Claim, NonceStore
 from gateway.storage.sessions import SessionStore
 
 _SESSION_TOKEN = re.compile(r"[0-9a-f]{64}")
@@ -76,8 +76,11 @@ class WalletStrategy:
             raise auth_failed(
                 "X-Signature does not verify: sign ledger-svc:v2:{METHOD}:{PATH}:{TIMESTAMP}:{NONCE}:{BODY_HASH}"
             )
-        if not await self._nonces.claim(parsed.pubkey, parsed.nonce):
+        claim = await self._nonces.claim(parsed.pubkey, parsed.nonce, parsed.timestamp)
+        if claim is Claim.REPLAYED:
             raise nonce_reused()
+        if claim is Claim.BEFORE_RESTART:
+            raise auth_failed("X-Timestamp predates the nonce store's last restart; sign again with the current time")
         return Identity(parsed.pubkey, "wallet")
 
 

@@ -43,6 +43,7 @@ class DepositCredit:
     pubkey: str  # the transfer's authority wallet
     amount_base_units: int
     slot: int | None = None
+    refusal: str | None = None  # recorded as ignored with this reason (an authority that cannot sign)
 
 
 @dataclass(frozen=True)

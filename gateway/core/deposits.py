@@ -59,6 +59,17 @@ class DepositTransfer:
     kind: str  # "transfer" | "transferChecked"
     program_id: str
     location: str  # "3" for top-level instruction 3, "3.1" for inner instruction 1 under it
+    multisig: bool = False  # the authority is an SPL multisig account (its signers signed)
+
+    def unsignable(self) -> str | None:
+        """Why credits for this authority could never be used, or None: credits belong to the wallet
+        that moved the tokens, and a multisig account or a program-derived address cannot sign
+        requests, so its credits would be stranded. Such a deposit is recorded, not credited."""
+        if self.multisig:
+            return f"the transfer's authority {self.authority} is a multisig account, which cannot sign for credits"
+        if not Pubkey.from_string(self.authority).is_on_curve():
+            return f"the transfer's authority {self.authority} is a program address, which cannot sign for credits"
+        return None
 
 
 @dataclass(frozen=True)
@@ -104,7 +115,7 @@ def scan_deposits(tx: Mapping[str, Any] | None, deposit_ata: str, usdc_mint: str
             continue
         amount = _amount(info)
         authority = info.get("authority") or info.get("multisigAuthority")
-        if amount is None or not isinstance(authority, str):
+        if amount is None or not isinstance(authority, str) or not _is_pubkey(authority):
             continue
         source = info.get("source")
         found.append(
@@ -115,11 +126,20 @@ def scan_deposits(tx: Mapping[str, Any] | None, deposit_ata: str, usdc_mint: str
                 kind=kind,
                 program_id=str(ix["programId"]),
                 location=location,
+                multisig="multisigAuthority" in info,
             )
         )
     if found:
         return DepositScan(transfers=found)
     return DepositScan(reason=REASON_WRONG_MINT if wrong_mint else REASON_NO_TRANSFER)
+
+
+def _is_pubkey(value: str) -> bool:
+    try:
+        Pubkey.from_string(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _instructions(transaction: Mapping[str, Any], meta: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:

@@ -147,3 +147,15 @@ def service_unavailable(message: str, retry_after_secs: int) -> ProxyError:
 
 def timed_out(method: str, seconds: float) -> ProxyError:
     return ProxyError(504, "TIMEOUT", f"{method} timed out after {seconds:g} s", rpc_code=RpcCode.TIMED_OUT)
+
+
+def address_rate_limited(retry_after_s: int) -> ProxyError:
+    """429 for a client address over the per-address limit of a route group (the account routes)."""
+    return ProxyError(
+        429,
+        "RATE_LIMITED",
+        f"too many requests from this address; retry in {retry_after_s} s",
+        rpc_code=RpcCode.RATE_LIMITED,
+        data={"retry_after_secs": retry_after_s},
+        headers={"Retry-After": str(retry_after_s)},
+    )

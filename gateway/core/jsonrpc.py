@@ -9,6 +9,7 @@ item does not sink its neighbours: it gets its own -32600 error object, as JSON-
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import orjson
@@ -17,6 +18,16 @@ from gateway.core.errors import RpcError, invalid_request, invalid_request_item
 from gateway.core.methods import MethodClass
 
 MAX_BATCH = 100
+
+
+class Failure(StrEnum):
+    """Why a call that was admitted got no answer from the node (what its charge depends on)."""
+
+    UNREACHABLE = "unreachable"  # the node could not be reached: nothing was sent
+    TIMED_OUT = "timed_out"  # sent; no answer within the method's timeout
+    LOST = "lost"  # sent; the answer was cut off or unreadable
+    CANCELLED = "cancelled"  # sent; then the caller went away or cancelled
+    INTERNAL = "internal"  # sent; then the gateway itself failed
 
 
 @dataclass(slots=True)
@@ -31,6 +42,8 @@ class RpcItem:
     method_class: MethodClass | None = None
     price: int = 0
     response: dict[str, Any] | None = None  # the node's answer, id already restored
+    sent: bool = False  # handed to the node's connection: from here on it may have reached the node
+    failure: Failure | None = None  # why a sent call got no answer
 
     @property
     def pending(self) -> bool:

@@ -3,8 +3,9 @@
 Each account has a token bucket (rate r/s, burst r: one unit per JSON-RPC item) and a concurrency
 counter (one slot per call). With R ingress replicas each replica enforces its share,
 ``ceil(limit / R)``, so checking a limit never leaves the process (README, Architecture). The
-trade-off: with an uneven load balancer an account can be limited below its full limit (all traffic on one replica gets only that replica's share), and with R > 1 the rounding up can let
-it exceed the limit by at most R - 1 per second. Buckets are soft state: a restart refills them.
+trade-off: with an uneven load balancer an account can be limited below its full limit (all traffic
+on one replica gets only that replica's share), and with R > 1 the rounding up can let it exceed
+the limit by at most R - 1 per second. Buckets are soft state: a restart refills them.
 """
 
 from __future__ import annotations
@@ -155,3 +156,36 @@ class Limiter:
         for pubkey in idle:
             del self._accounts[pubkey]
         return len(idle)
+
+
+@dataclass
+class KeyedBuckets:
+    """One token bucket per key (a client address and a route group), bounded in memory: idle keys,
+    whose buckets are full again, are forgotten once ``prune_at`` keys are tracked."""
+
+    rate: float
+    burst: int
+    _buckets: dict[str, TokenBucket] = field(default_factory=dict)
+    _prune_at: int = PRUNE_AT
+
+    def take(self, key: str, now: float) -> float:
+        """0.0 when a unit was taken, else the seconds until one is there."""
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            if len(self._buckets) >= self._prune_at:
+                self._prune(now)
+            bucket = self._buckets[key] = TokenBucket.full(self.rate, self.burst, now)
+        return bucket.take(now)
+
+    def _prune(self, now: float) -> None:
+        idle = []
+        for key, bucket in self._buckets.items():
+            bucket.refill(now)
+            if bucket.tokens >= bucket.burst:
+                idle.append(key)
+        for key in idle:
+            del self._buckets[key]
+        self._prune_at = max(PRUNE_AT, 2 * len(self._buckets))
+
+    def __len__(self) -> int:
+        return len(self._buckets)

@@ -36,9 +36,9 @@ async def rpc_call(upstream: Upstream, method: str, params: list[Any], timeout_s
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise UpstreamUnavailable(f"{method}: node answered something that is not JSON") from exc
+        raise UpstreamUnavailable(f"{method}: node answered something that is not JSON", sent=True) from exc
     if not isinstance(doc, dict):
-        raise UpstreamUnavailable(f"{method}: node answered something that is not a JSON-RPC response")
+        raise UpstreamUnavailable(f"{method}: node answered something that is not a JSON-RPC response", sent=True)
     error = doc.get("error")
     if error is not None:
         code = error.get("code") if isinstance(error, dict) else None
@@ -71,14 +71,17 @@ def deposit_credits(signature: str, slot: int | None, transfers: Sequence[Deposi
     appearance, the same on both paths), so each is still credited at most once.
     """
     totals: dict[str, int] = {}
+    refusals: dict[str, str | None] = {}
     for transfer in transfers:
         totals[transfer.authority] = totals.get(transfer.authority, 0) + transfer.amount_base_units
+        refusals[transfer.authority] = refusals.get(transfer.authority) or transfer.unsignable()
     return [
         DepositCredit(
             signature=signature if n == 0 else f"{signature}:{n}",
             pubkey=pubkey,
             amount_base_units=amount,
             slot=slot,
+            refusal=refusals[pubkey],
         )
         for n, (pubkey, amount) in enumerate(totals.items())
     ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from gateway.credits.chain_reads import (
 from gateway.pipeline import Call, Reply, json_reply
 from gateway.storage.connections import Pool
 from gateway.storage.deposits import credit_deposit, ignored_reason
+from gateway.storage.ledger import balance
 from gateway.upstream import Upstream, UpstreamTimeout, UpstreamUnavailable
 
 # ------------------------------------------------------------------------------------ confirm-deposit
@@ -41,6 +42,8 @@ class ConfirmedDeposit:
     amount_base_units: int
     parts: tuple[tuple[DepositCredit, DepositOutcome], ...]
 
+    credited_to_caller: bool = True
+
     def to_json(self) -> dict[str, Any]:
         return {
             "ok": True,
@@ -49,6 +52,7 @@ class ConfirmedDeposit:
             "already_processed": self.outcome.already_processed,
             "signature": self.signature,
             "credited_pubkey": self.credited_pubkey,
+            "credited_to_caller": self.credited_to_caller,
             "amount_base_units": self.amount_base_units,
             "bonus_credits": self.outcome.bonus_credits,
         }
@@ -78,8 +82,9 @@ async def confirm_deposit(
 ) -> ConfirmedDeposit:
     """Credit the deposit in ``signature`` now instead of waiting for the watcher; 400 for anything else.
 
-    ``caller`` (the authenticated wallet) only chooses whose balance is reported when one transaction
-    pays in for several wallets; credit always goes to each transfer's authority (funding attribution).
+    Credit always goes to each transfer's authority (funding attribution), whoever asks. Deposit
+    signatures are public, so the balance reported is the caller's own: the credited wallet's when the
+    caller is it, else the caller's (``credited_to_caller`` false), never somebody else's.
     """
     sig = parse_signature(signature)
     try:
@@ -103,7 +108,7 @@ async def confirm_deposit(
     credits = deposit_credits(sig, slot if isinstance(slot, int) else None, scan.transfers)
     parts = tuple([(credit, await credit_deposit(pool, credit, policy, events)) for credit in credits])
 
-    shown = next((p for p in parts if p[0].pubkey == caller), parts[0])
+    mine = next((p for p in parts if p[0].pubkey == caller), None)
     if not any(o.credited for _, o in parts):
         ignored = [await _ignored_reason(pool, credit, outcome) for credit, outcome in parts]
         if all(ignored):
@@ -112,17 +117,23 @@ async def confirm_deposit(
         credited=any(o.credited for _, o in parts),
         already_processed=all(o.already_processed for _, o in parts),
         credits_added=sum(o.credits_added for _, o in parts),
-        new_balance=shown[1].new_balance,
+        new_balance=mine[1].new_balance if mine else await _balance_of(pool, caller),
         ignored_reason=None,
         bonus_credits=sum(o.bonus_credits for _, o in parts),
     )
     return ConfirmedDeposit(
         signature=sig,
         outcome=outcome,
-        credited_pubkey=shown[0].pubkey,
+        credited_pubkey=(mine or parts[0])[0].pubkey,
         amount_base_units=sum(c.amount_base_units for c in credits),
         parts=parts,
+        credited_to_caller=mine is not None,
     )
+
+
+async def _balance_of(pool: Pool, caller: str | None) -> int:
+    found = await balance(pool, caller) if caller is not None else None
+    return found or 0
 
 
 async def _ignored_reason(pool: Pool, credit: DepositCredit, outcome: DepositOutcome) -> str | None:
@@ -141,6 +152,10 @@ def _first_status(statuses: Any) -> Mapping[str, Any] | None:
 # ----------------------------------------------------------------------------------------- endpoint
 
 
+async def no_notice(pubkey: str) -> None:
+    return None
+
+
 @dataclass
 class DepositServices:
     """What the deposit paths need from a replica. The pool is looked up per call: it opens at start-up."""
@@ -151,8 +166,8 @@ class DepositServices:
     deposit_ata: str
     usdc_mint: str
     events: EventHook = no_events
-    #: Told which wallet was credited, so a replica's cached "not enough credits" answer ends at once.
-    after_credit: Callable[[str], None] = lambda pubkey: None
+    #: Told which wallet was credited, so the replicas' cached "not enough credits" answers end at once.
+    after_credit: Callable[[str], Awaitable[None]] = no_notice
 
     @classmethod
     def from_settings(
@@ -161,7 +176,7 @@ class DepositServices:
         upstream: Upstream,
         get_pool: Callable[[], Pool | None],
         events: EventHook = no_events,
-        after_credit: Callable[[str], None] = lambda pubkey: None,
+        after_credit: Callable[[str], Awaitable[None]] = no_notice,
     ) -> DepositServices:
         return cls(
             after_credit=after_credit,
@@ -202,5 +217,7 @@ class ConfirmDepositEndpoint:
             caller=caller,
             events=services.events,
         )
-        services.after_credit(confirmed.credited_pubkey)
+        for credit, outcome in confirmed.parts:
+            if outcome.credited:
+                await services.after_credit(credit.pubkey)
         return json_reply(200, confirmed.to_json())

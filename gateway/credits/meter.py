@@ -11,6 +11,11 @@ the customer's favour), never a deposit or a balance.
 
 A call is reserved at :meth:`Meter.admit` and recorded at :meth:`Meter.complete` (charged or
 refunded), so every call gives exactly one usage record with its final outcome.
+
+An account the store had nothing for (no account, or no credits left) is not asked again on every
+call: the wait doubles with each empty answer, from ``negative_ttl_s`` up to ``max_negative_ttl_s``
+while the replica hears of every credited deposit (:meth:`Meter.invalidate` on the ``CREDITED``
+channel), and stays at ``negative_ttl_s`` while it might miss one.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ class Meter:
         flush_interval_s: float = 1.0,
         idle_release_s: float = 5.0,
         negative_ttl_s: float = 1.0,
+        max_negative_ttl_s: float = 30.0,
         expiry_interval_s: float = 60.0,
         flush_chunk: int = 5_000,
         events: EventHook = no_events,
@@ -62,6 +68,8 @@ class Meter:
         self.flush_interval_s = flush_interval_s
         self.idle_release_s = idle_release_s
         self.negative_ttl_s = negative_ttl_s
+        self.max_negative_ttl_s = max_negative_ttl_s
+        self.hears_credits = False  # set while the CREDITED channel is followed (see GatewayApp)
         self.expiry_interval_s = expiry_interval_s
         self.flush_chunk = flush_chunk  # usage records per settle transaction
         self.events = events
@@ -76,7 +84,7 @@ class Meter:
     def known(self, pubkey: str) -> AccountState | None:
         """The account's state when this replica's view is fresh enough to use without the store."""
         acct = self.accounts.get(pubkey)
-        if acct is not None and ((acct.exists and acct.leases) or self.clock() - acct.checked_at < self.negative_ttl_s):
+        if acct is not None and ((acct.exists and acct.leases) or self.clock() - acct.checked_at < self._wait(acct)):
             return acct
         return None
 
@@ -87,7 +95,7 @@ class Meter:
             return acct
         acct = self.accounts.setdefault(pubkey, AccountState())
         async with acct.lock:
-            if self.clock() - acct.checked_at >= self.negative_ttl_s and acct.active is None:
+            if self.clock() - acct.checked_at >= self._wait(acct) and acct.active is None:
                 await self._refill(acct, pubkey, max(1, price_hint))
         return acct
 
@@ -113,7 +121,7 @@ class Meter:
             if lease is not None and lease.covers(price, now):
                 return self._spend(acct, pubkey, lease, price, now)
             known_short = not acct.exists or self._potential(acct) < price
-            if not (known_short and now - acct.checked_at < self.negative_ttl_s):
+            if not (known_short and now - acct.checked_at < self._wait(acct)):
                 await self._refill(acct, pubkey, price)
                 lease, now = acct.active, self.clock()
                 if lease is not None and lease.covers(price, now):
@@ -166,10 +174,22 @@ class Meter:
         return acct.store_available + local + acct.refunds_pending
 
     def invalidate(self, pubkey: str) -> None:
-        """Forget cached shortness (e.g. right after a deposit was confirmed on this replica)."""
+        """Forget cached shortness: a deposit was credited to ``pubkey`` (here or on another replica)."""
         acct = self.accounts.get(pubkey)
         if acct is not None:
             acct.checked_at = -math.inf
+            acct.empty_streak = 0
+
+    def forget_shortness(self) -> None:
+        """Invalidate every account: deposit notices may have been missed."""
+        for pubkey in list(self.accounts):
+            self.invalidate(pubkey)
+
+    def _wait(self, acct: AccountState) -> float:
+        """How long an answer of the store stays good for an account it had nothing for."""
+        if not self.hears_credits or acct.empty_streak <= 1:
+            return self.negative_ttl_s
+        return min(self.max_negative_ttl_s, self.negative_ttl_s * float(2 ** (acct.empty_streak - 1)))
 
     # -- talking to the store -----------------------------------------------------------------
 
@@ -196,6 +216,8 @@ class Meter:
     def _adopt(self, acct: AccountState, grant: LeaseGrant | None, started: float) -> None:
         """Take in what the store answered to a lease request made at ``started``."""
         acct.checked_at = started
+        empty = grant is None or grant.lease_id is None
+        acct.empty_streak = acct.empty_streak + 1 if empty else 0
         if grant is None:
             acct.exists = False
             return

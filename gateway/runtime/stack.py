@@ -71,7 +71,7 @@ class Stack:
 
         redis_url = s.redis_url
         if redis_url is None:
-            redis = EmbeddedRedis(self.home)
+            redis = EmbeddedRedis(self.home, s.redis_max_memory_mb)
             redis_url = redis.start()
             self._stops.append(("Redis", redis.stop))
         self.report("Redis", _redact(redis_url))

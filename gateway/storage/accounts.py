@@ -13,9 +13,12 @@ from typing import Any
 import asyncpg
 
 from gateway.core.cache import TtlCache
+from gateway.core.paging import Page
 from gateway.storage.errors import postgres_call
 
 WHAT = "the account database"
+#: One account's rows, newest first, from a cursor (ids below ``$2``) or an offset.
+_PAGE_SQL = """WHERE pubkey = $1 AND ($2::bigint IS NULL OR id < $2) ORDER BY id DESC OFFSET $3 LIMIT $4"""
 ACCOUNT_CACHE_TTL_S = 300.0  # accounts are never deleted, so a "yes" stays true
 
 
@@ -47,6 +50,7 @@ class BatchRecord:
 
 @dataclass(frozen=True, slots=True)
 class LedgerRecord:
+    id: int
     type: str
     amount: int
     balance_after: int
@@ -58,6 +62,7 @@ class LedgerRecord:
 class CallRecord:
     """One row of the usage history."""
 
+    id: int
     method: str
     credits: int
     created_at: datetime
@@ -110,30 +115,32 @@ class AccountStore:
         return [BatchRecord(r["id"], r["source"], r["granted"], r["remaining"], r["expires_at"]) for r in rows]
 
     @postgres_call(WHAT)
-    async def ledger(self, pubkey: str, offset: int, limit: int) -> list[LedgerRecord]:
-        """Newest first; served by the ``(pubkey, id DESC)`` index, so a page costs offset + limit index rows."""
+    async def ledger(self, pubkey: str, page: Page) -> list[LedgerRecord]:
+        """Newest first, on the ``(pubkey, id DESC)`` index: a page costs offset + limit index rows."""
         rows = await self._db.fetch(
-            """SELECT type, amount, balance_after, description, created_at FROM ledger_entries
-               WHERE pubkey = $1 ORDER BY id DESC OFFSET $2 LIMIT $3""",
+            f"""SELECT id, type, amount, balance_after, description, created_at FROM ledger_entries
+                {_PAGE_SQL}""",
             pubkey,
-            offset,
-            limit,
+            page.before_id,
+            page.offset,
+            page.limit,
         )
         return [
-            LedgerRecord(r["type"], r["amount"], r["balance_after"], r["description"], r["created_at"]) for r in rows
+            LedgerRecord(r["id"], r["type"], r["amount"], r["balance_after"], r["description"], r["created_at"])
+            for r in rows
         ]
 
     @postgres_call(WHAT)
-    async def history(self, pubkey: str, offset: int, limit: int) -> list[CallRecord]:
+    async def history(self, pubkey: str, page: Page) -> list[CallRecord]:
         """Newest first, on the ``(pubkey, id DESC)`` index like :meth:`ledger`."""
         rows = await self._db.fetch(
-            """SELECT method, credits, created_at FROM usage_history
-               WHERE pubkey = $1 ORDER BY id DESC OFFSET $2 LIMIT $3""",
+            f"SELECT id, method, credits, created_at FROM usage_history {_PAGE_SQL}",
             pubkey,
-            offset,
-            limit,
+            page.before_id,
+            page.offset,
+            page.limit,
         )
-        return [CallRecord(r["method"], r["credits"], r["created_at"]) for r in rows]
+        return [CallRecord(r["id"], r["method"], r["credits"], r["created_at"]) for r in rows]
 
 
 class ApiKeyRows:

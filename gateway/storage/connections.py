@@ -6,13 +6,16 @@ so a store that hangs becomes :class:`gateway.storage.errors.StoreUnavailable`, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TypeAlias
+import logging
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
 
 import asyncpg
 import redis.asyncio as aioredis
 
-from gateway.storage.errors import postgres_errors
+from gateway.storage.errors import REDIS_UNAVAILABLE, postgres_errors
+
+log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 10.0
 STATEMENT_TIMEOUT_S = 30.0
@@ -23,9 +26,24 @@ Pool: TypeAlias = asyncpg.Pool
 
 
 @dataclass
+class ConnectCounter:
+    """Counts the connections a Redis client opens: each new one may be to a restarted Redis."""
+
+    count: int = 0
+
+    async def on_connect(self, connection: Any) -> None:
+        await connection.on_connect()  # what redis-py does when no callback is given
+        self.count += 1
+
+    def __call__(self) -> int:
+        return self.count
+
+
+@dataclass
 class Connections:
     db: asyncpg.Pool | None = None
     redis: aioredis.Redis | None = None
+    redis_connects: ConnectCounter = field(default_factory=ConnectCounter)
 
     @classmethod
     async def open(cls, database_url: str | None, redis_url: str | None, pool_size: int = 10) -> Connections:
@@ -40,14 +58,39 @@ class Connections:
                     command_timeout=STATEMENT_TIMEOUT_S,
                 )
         client = None
+        counter = ConnectCounter()
         if redis_url:
             client = aioredis.Redis.from_url(
-                redis_url, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S
+                redis_url,
+                socket_timeout=REDIS_TIMEOUT_S,
+                socket_connect_timeout=REDIS_TIMEOUT_S,
+                redis_connect_func=counter.on_connect,
             )
-        return cls(db=db, redis=client)
+        return cls(db=db, redis=client, redis_connects=counter)
 
     async def close(self) -> None:
         if self.db is not None:
             await self.db.close()
         if self.redis is not None:
             await self.redis.aclose()
+
+
+async def redis_eviction_policy(redis: aioredis.Redis) -> str | None:
+    """Redis's ``maxmemory-policy``, or None when it cannot be read (managed Redis often forbids CONFIG).
+    Anything but ``noeviction`` can evict a nonce before its time and reopen a replay window."""
+    try:
+        config: dict[Any, Any] = await redis.config_get("maxmemory-policy")
+    except REDIS_UNAVAILABLE:
+        return None
+    for name, value in config.items():  # names and values are bytes unless the client decodes
+        if (name.decode() if isinstance(name, bytes) else name) == "maxmemory-policy":
+            return value.decode() if isinstance(value, bytes) else str(value)
+    return None
+
+
+async def warn_unless_noeviction(redis: aioredis.Redis) -> None:
+    policy = await redis_eviction_policy(redis)
+    if policy is None:
+        log.warning("cannot read Redis's maxmemory-policy; it must be noeviction, or nonces may be evicted early")
+    elif policy != "noeviction":
+        log.error("Redis maxmemory-policy is %s: set noeviction, or nonces may be evicted early (replays)", policy)

@@ -54,11 +54,7 @@ async def credit_deposit(
 async def credit_deposit_on(conn: asyncpg.Connection, deposit: DepositCredit, policy: CreditPolicy) -> DepositOutcome:
     """:func:`credit_deposit` on one connection, in its own transaction; fires no events."""
     credits = policy.credits_for(deposit.amount_base_units)
-    reason: str | None = None
-    if deposit.amount_base_units < policy.minimum_base_units:
-        reason = REASON_BELOW_MINIMUM.format(minimum=policy.minimum_base_units)
-    elif credits <= 0:
-        reason = REASON_NO_CREDITS
+    reason = deposit.refusal or _too_small(deposit, policy, credits)
     async with conn.transaction():
         inserted = await conn.fetchval(
             """INSERT INTO deposits (signature, pubkey, amount_base_units, credits, status, reason, slot)
@@ -123,6 +119,12 @@ async def _grant_deposit(
     )
     added = sum(amount for _, amount, _ in grants)
     return DepositOutcome(True, False, added, new_balance, None, bonus_credits=added - credits)
+
+
+def _too_small(deposit: DepositCredit, policy: CreditPolicy, credits: int) -> str | None:
+    if deposit.amount_base_units < policy.minimum_base_units:
+        return REASON_BELOW_MINIMUM.format(minimum=policy.minimum_base_units)
+    return REASON_NO_CREDITS if credits <= 0 else None
 
 
 @postgres_call(WHAT)

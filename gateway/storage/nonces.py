@@ -9,28 +9,78 @@ timestamp, i.e. during a 120 s span. A nonce first accepted at the start of that
 remembered at its end: 120 s. Another 60 s covers clock skew between replicas (each checks the window
 against its own clock). After that the pair may be forgotten: a replay of the old request would fail
 the timestamp window anyway, so the set stays bounded to about three minutes of traffic.
+
+A crash can lose the last second of writes (``appendfsync everysec``), and a failover can lose what
+the replica had not yet received, so after such a restart a nonce accepted just before it may be
+forgotten while its request is still inside the timestamp window. What closes that window: the
+store notices when the Redis instance it talks to changes (``INFO server``: its ``run_id`` and
+uptime, read again whenever the client opens a new connection, which it must after a restart), and
+then refuses signatures whose timestamp is not later than the new instance's start, for as long as
+they are inside the window. A request refused so was signed before the restart; its client signs
+again with the current time. Left open: the whole machine crashing and the stack coming back within
+a minute (the instance a replica first meets is not treated as restarted, so that clients whose
+clocks lag are not refused at every start).
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from enum import StrEnum
 
 import redis.asyncio as aioredis
 
 from gateway.storage.errors import redis_errors
 
 NONCE_TTL_S = 180
+WHAT = "the nonce store"
+
+
+class Claim(StrEnum):
+    ACCEPTED = "accepted"
+    REPLAYED = "replayed"  # the pair was accepted before
+    BEFORE_RESTART = "before_restart"  # signed before the store last started: its nonce may be lost
 
 
 class NonceStore:
-    def __init__(self, redis: aioredis.Redis, ttl_s: int = NONCE_TTL_S) -> None:
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        connects: Callable[[], int] = lambda: 0,
+        ttl_s: int = NONCE_TTL_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``connects`` counts the connections the Redis client has opened (see
+        :class:`gateway.storage.connections.Connections`); a new one means Redis may have restarted."""
         self._redis = redis
+        self._connects = connects
+        self._clock = clock
         self.ttl_s = ttl_s
+        self._checked_at_connects = -1
+        self._run_id: str | None = None
+        self.started_at = 0.0  # wall-clock start of the Redis instance, as far as this replica knows
 
-    async def claim(self, pubkey: str, nonce: str) -> bool:
-        """Record the pair; False if it was already recorded (a replay).
+    async def claim(self, pubkey: str, nonce: str, timestamp: int) -> Claim:
+        """Record the pair signed at ``timestamp``.
 
         Fails closed: if Redis cannot be reached this raises ``StoreUnavailable`` (the request gets 503),
         because accepting it unrecorded would open a replay window.
         """
-        async with redis_errors("the nonce store"):
+        if self._connects() != self._checked_at_connects:
+            await self._learn_start()
+        async with redis_errors(WHAT):
             created = await self._redis.set(f"nonce:{pubkey}:{nonce}", b"1", nx=True, ex=self.ttl_s)
-        return bool(created)
+        if not created:
+            return Claim.REPLAYED
+        return Claim.ACCEPTED if timestamp > self.started_at else Claim.BEFORE_RESTART
+
+    async def _learn_start(self) -> None:
+        connects = self._connects()
+        async with redis_errors(WHAT):
+            info = await self._redis.info("server")
+        run_id = str(info.get("run_id"))
+        if self._run_id is not None and run_id != self._run_id:
+            # A second more: uptime is whole seconds, and a request signed in Redis's first second is refused.
+            self.started_at = self._clock() - float(info.get("uptime_in_seconds", 0)) - 1.0
+        self._run_id = run_id
+        self._checked_at_connects = connects

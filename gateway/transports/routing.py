@@ -1,11 +1,13 @@
-"""Adapters between HTTP and the pipeline: request → :class:`Call` → stages → :class:`Reply` → response.
+"""Adapters between HTTP and the pipeline: request → :class:`Call` → stages → :class:`Reply` →
+response.
 
-:func:`mount` makes a Starlette route of a pipeline (the account and deposit routes). :class:`RpcFirst`
-serves the JSON-RPC paths straight from the ASGI messages, in front of Starlette: those carry nearly
-all traffic, and Starlette's per-request machinery (middleware stack, router, ``Request``, ``Response``)
-was a large share of what the whole pipeline cost per call in one process (``bench.pipeline_cpu``,
-``asgi-`` rows; figures in bench/README.md). Everything else still goes through Starlette. This module imports nothing of the
-app, so any module may mount routes without an import cycle.
+:func:`mount` makes a Starlette route of a pipeline (the account and deposit routes).
+:class:`RpcFirst` serves the JSON-RPC paths straight from the ASGI messages, in front of Starlette:
+those carry nearly all traffic, and Starlette's per-request machinery (middleware stack, router,
+``Request``, ``Response``) was a large share of what the whole pipeline cost per call in one process
+(``bench.pipeline_cpu``, ``asgi-`` rows; figures in bench/README.md). Everything else still goes
+through Starlette. This module imports nothing of the app, so any module may mount routes without an
+import cycle.
 """
 
 from __future__ import annotations
@@ -60,10 +62,12 @@ def http_call(
     body: bytes,
     query: Mapping[str, str] | None = None,
     style: ReplyStyle = ReplyStyle.REST,
+    client: str | None = None,
 ) -> Call:
     """A call as the HTTP transport builds it; ``headers`` has lower-case names."""
     query = query or {}
-    return Call(method, path, headers, query, body, credentials=http_credentials(headers, query), style=style)
+    credentials = http_credentials(headers, query)
+    return Call(method, path, headers, query, body, credentials=credentials, client=client, style=style)
 
 
 def call_from_scope(scope: Scope, body: bytes, style: ReplyStyle = ReplyStyle.REST) -> Call:
@@ -71,7 +75,8 @@ def call_from_scope(scope: Scope, body: bytes, style: ReplyStyle = ReplyStyle.RE
     query_string: bytes = scope.get("query_string", b"")
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
     query = dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)) if query_string else {}
-    return http_call(scope["method"], scope["path"], headers, body, query, style)
+    peer = scope.get("client")
+    return http_call(scope["method"], scope["path"], headers, body, query, style, peer[0] if peer else None)
 
 
 def mount(

@@ -14,7 +14,7 @@ from gateway.auth.api_keys import ApiKeyRotated
 from gateway.client import WalletSigner
 from gateway.config import Settings
 from tests.auth.helpers import create_account
-from tests.support import RunningGateway, serve_gateway
+from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway
 
 
 @pytest.fixture(scope="session")
@@ -24,8 +24,15 @@ def auth_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def settings(auth_home: Path, database_url: str, redis_url: str, devnode_url: str) -> Settings:
-    return Settings(
-        home=auth_home, database_url=database_url, redis_url=redis_url, upstream_rpc_url=devnode_url, health_poll_s=5.0
+    return Settings.model_validate(
+        {
+            "home": auth_home,
+            "database_url": database_url,
+            "redis_url": redis_url,
+            "upstream_rpc_url": devnode_url,
+            "health_poll_s": 5.0,
+            "ip_limits": TEST_IP_LIMITS,
+        }
     )
 
 

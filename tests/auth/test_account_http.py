@@ -143,8 +143,19 @@ async def test_ledger_and_history_pages_newest_first(
         http, "GET", gateway.url + "/account/ledger", headers=bearer, params={"offset": "1", "limit": "2"}
     )
     assert [e["description"] for e in page.json["entries"]] == ["call 2", "call 1"]
+    assert page.json["next_cursor"] is not None  # a full page: there may be more
     past_end = await request(http, "GET", gateway.url + "/account/ledger", headers=bearer, params={"offset": "50"})
-    assert past_end.json == {"entries": []}
+    assert past_end.json == {"entries": [], "next_cursor": None}
+
+    walked: list[str] = []  # by cursor, two at a time, to the end
+    params = {"limit": "2"}
+    while True:
+        answer = await request(http, "GET", gateway.url + "/account/ledger", headers=bearer, params=params)
+        walked += [e["description"] for e in answer.json["entries"]]
+        if answer.json["next_cursor"] is None:
+            break
+        params = {"limit": "2", "cursor": answer.json["next_cursor"]}
+    assert walked == ["call 3", "call 2", "call 1", "call 0", "d1"]
 
     history = await request(http, "GET", gateway.url + "/account/history", headers=bearer, params={"limit": "3"})
     assert history.status == 200
@@ -155,7 +166,19 @@ async def test_ledger_and_history_pages_newest_first(
 @pytest.mark.parametrize("path", ["/account/ledger", "/account/history"])
 @pytest.mark.parametrize(
     "params",
-    [{"limit": "0"}, {"limit": "1001"}, {"limit": "abc"}, {"offset": "-1"}, {"offset": "1.5"}, {"offset": "9" * 30}],
+    [
+        {"limit": "0"},
+        {"limit": "1001"},
+        {"limit": "abc"},
+        {"offset": "-1"},
+        {"offset": "1.5"},
+        {"offset": "9" * 30},
+        {"offset": "10001"},  # deeper pages go by cursor: no scan of every row before the page
+        {"offset": "2147483647"},
+        {"cursor": "x"},
+        {"cursor": "0"},
+        {"cursor": "5", "offset": "1"},
+    ],
 )
 async def test_bad_paging_is_400(
     gateway: RunningGateway, http: aiohttp.ClientSession, signer: WalletSigner, path: str, params: dict[str, str]

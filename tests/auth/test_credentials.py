@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ from gateway.core.credentials import (
     websocket_credentials,
 )
 from gateway.storage.errors import StoreUnavailable
-from gateway.storage.nonces import NonceStore
+from gateway.storage.nonces import Claim, NonceStore
 from gateway.storage.sessions import SessionStore
 
 
@@ -146,7 +147,7 @@ async def test_stores_fail_closed_without_redis(tmp_path: Path) -> None:
     down = aioredis.Redis.from_url(f"unix://{tmp_path}/absent.sock", socket_timeout=0.5)
     try:
         with pytest.raises(StoreUnavailable, match="the nonce store"):
-            await NonceStore(down).claim("pk", "n")
+            await NonceStore(down).claim("pk", "n", int(time.time()))
         with pytest.raises(StoreUnavailable, match="the session store"):
             await SessionStore(down).resolve(os.urandom(32).hex())
     finally:
@@ -156,7 +157,8 @@ async def test_stores_fail_closed_without_redis(tmp_path: Path) -> None:
 async def test_nonce_store_sets_a_bounded_expiry(redis_client: aioredis.Redis) -> None:
     store = NonceStore(redis_client)
     nonce = os.urandom(8).hex()
-    assert await store.claim("pk-ttl", nonce)
-    assert not await store.claim("pk-ttl", nonce)
+    now = int(time.time())
+    assert await store.claim("pk-ttl", nonce, now) is Claim.ACCEPTED
+    assert await store.claim("pk-ttl", nonce, now) is Claim.REPLAYED
     ttl = await redis_client.ttl(f"nonce:pk-ttl:{nonce}")
     assert 120 < ttl <= 180

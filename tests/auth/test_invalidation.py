@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 from gateway.auth.api_keys import ApiKeyStore, hash_api_key
 from gateway.runtime.embedded import EmbeddedRedis
 from gateway.storage.accounts import ApiKeyRows
-from gateway.storage.revocations import RevocationChannel
+from gateway.storage.channels import REVOKED_KEYS, Channel
 from tests.credits.helpers import new_pubkey
 
 
@@ -32,7 +32,7 @@ async def _until(condition: Any, timeout_s: float = 5.0) -> None:
 @dataclass
 class Keys:
     store: ApiKeyStore
-    channel: RevocationChannel
+    channel: Channel
     server: EmbeddedRedis
     secret: bytes
 
@@ -43,7 +43,7 @@ async def keys(tmp_path: Path, database_url: str) -> AsyncIterator[Keys]:
     client = aioredis.Redis.from_url(server.start(), socket_timeout=2.0)
     pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
     secret = os.urandom(32)
-    channel = RevocationChannel(client)
+    channel = Channel(client, REVOKED_KEYS)
     store = ApiKeyStore(ApiKeyRows(pool), channel, secret)
     try:
         await store.start()
@@ -63,7 +63,7 @@ async def test_a_published_revocation_evicts_at_once(keys: Keys) -> None:
     assert await keys.store.lookup(key) == pubkey
     assert keys.store.cached(key) == pubkey  # now served without an await
 
-    await keys.channel.publish([hash_api_key(keys.secret, key)])  # as another replica's rotation does
+    await keys.channel.publish([hash_api_key(keys.secret, key).hex()])  # as another replica's rotation does
     await _until(lambda: keys.store.cached(key) is None)
 
 

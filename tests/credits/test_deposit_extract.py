@@ -17,6 +17,7 @@ from gateway.core.deposits import (
     REASON_WRONG_MINT,
     TOKEN_2022_PROGRAM_ID,
     TOKEN_PROGRAM_ID,
+    DepositTransfer,
     deposit_token_account,
     extract_deposits,
     scan_deposits,
@@ -243,3 +244,18 @@ def test_deposit_ata_from_settings_home(tmp_path: Path) -> None:
     wallet = load_keypair(tmp_path / DEPOSIT_WALLET).pubkey()
     assert ata == get_associated_token_address(wallet, Pubkey.from_string(USDC))
     assert deposit_ata_for(settings) == ata
+
+
+def test_credits_for_an_authority_that_cannot_sign_are_refused() -> None:
+    """A multisig account or a program address moved the tokens: no one could sign for its credits."""
+    wallet = str(Keypair().pubkey())
+    pda, _ = Pubkey.find_program_address([b"vault"], Pubkey.from_string(TOKEN_PROGRAM_ID))
+    base = {"authority": wallet, "amount_base_units": 50_000, "source": "s", "kind": "transfer"}
+    common = {"program_id": TOKEN_PROGRAM_ID, "location": "0"}
+    assert DepositTransfer(**base, **common).unsignable() is None  # type: ignore[arg-type]
+    multisig = DepositTransfer(**base, **common, multisig=True)  # type: ignore[arg-type]
+    assert "multisig" in (multisig.unsignable() or "")
+    program = DepositTransfer(**{**base, "authority": str(pda)}, **common)  # type: ignore[arg-type]
+    assert "program address" in (program.unsignable() or "")
+    credits = deposit_credits("sig", 5, [multisig, program])
+    assert [c.refusal is not None for c in credits] == [True, True]

@@ -298,3 +298,39 @@ async def test_short_configured_expiry_runs_in_the_meter_loop(
     assert [tuple(r) for r in rows][:2] == [("deposit", 30), ("debit", -5)]
     assert sum(r["amount"] for r in rows if r["type"] == "expiry") == -25
     assert (await check_conservation(db, pubkey)).ok
+
+
+async def test_an_account_with_nothing_to_spend_is_not_asked_for_a_lease_per_call(
+    make_meter: MeterFactory, db: asyncpg.Connection, pubkey: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty account calling ten times a second for 6 s: the store is asked with a doubling wait
+    while deposits are announced, once a second while they might be missed, and at once after one."""
+    await db.execute("INSERT INTO accounts (pubkey) VALUES ($1)", pubkey)  # an account, no credits
+    leases: list[float] = []
+    real_lease = ledger.lease
+    now = [0.0]
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:  # a spy: the real store still answers
+        leases.append(now[0])
+        return await real_lease(*args, **kwargs)
+
+    monkeypatch.setattr(ledger, "lease", counted)
+    meter = make_meter(clock=lambda: now[0])
+
+    async def calls_for(seconds: float) -> None:
+        for _ in range(int(seconds * 10)):
+            assert (await meter.admit(pubkey, 1)).outcome is Outcome.INSUFFICIENT
+            now[0] = round(now[0] + 0.1, 6)  # exact tenths: the waits are compared with <
+
+    meter.hears_credits = True
+    await calls_for(6)
+    assert leases == pytest.approx([0.0, 1.0, 3.0])  # waits of 1, 2, then 4 s
+
+    meter.invalidate(pubkey)  # a deposit was announced
+    await calls_for(0.1)
+    assert len(leases) == 4 and leases[-1] == pytest.approx(6.0)
+
+    meter.hears_credits = False  # notices could be missed: back to once a second
+    leases.clear()
+    await calls_for(3)
+    assert len(leases) == 3

@@ -150,7 +150,8 @@ async def test_single_call_without_credits_is_402(gateway: Callable[..., Gateway
     [
         ("getBlock", {"code": -32004, "message": "Block 5 cleaned up, does not exist on node"}, True),
         ("getBlock", {"code": -32009, "message": "Slot 5 was skipped"}, False),
-        ("sendTransaction", {"code": -32002, "message": "Transaction simulation failed"}, True),
+        # The node ran the preflight simulation it was asked for: charged (simulateTransaction costs more).
+        ("sendTransaction", {"code": -32002, "message": "Transaction simulation failed"}, False),
         ("getSlot", {"code": -32005, "message": "Node is unhealthy"}, True),
         ("getAccountInfo", {"code": -32602, "message": "Invalid param"}, False),
     ],
@@ -176,18 +177,68 @@ async def test_refunds_by_answer(
     assert (await check_conservation(db, gw.pubkey)).ok
 
 
-@pytest.mark.parametrize(("failure", "status"), [(UpstreamTimeout(), 504), (UpstreamUnavailable("down"), 502)])
-async def test_whole_call_failures_are_refunded(
-    gateway: Callable[..., Gateway], pool: asyncpg.Pool, failure: Exception, status: int
+@pytest.mark.parametrize(
+    ("failure", "status", "charged"),
+    [
+        (UpstreamTimeout(), 504, 2),  # reads refunded; the send may have been broadcast
+        (UpstreamUnavailable("cut off", sent=True), 502, 2),
+        (UpstreamUnavailable("refused", sent=False), 502, 0),  # provably never reached the node
+    ],
+)
+async def test_whole_call_failures_follow_the_one_refund_rule(
+    gateway: Callable[..., Gateway], pool: asyncpg.Pool, failure: Exception, status: int, charged: int
 ) -> None:
     gw = gateway()
     await fund(pool, gw.pubkey, 100)
     gw.node.fail = failure
-    reply, _ = await gw.rpc(("getBlock", [1]), ("getSlot", []), batch=True)
+    reply, _ = await gw.rpc(("getBlock", [1]), ("getSlot", []), ("sendTransaction", ["tx"]), batch=True)
     assert reply.status == status
     assert_metered_headers(reply)
     await gw.meter.flush()
-    assert await balance(pool, gw.pubkey) == 100
+    assert await balance(pool, gw.pubkey) == 100 - charged
+
+
+async def test_a_call_that_reached_the_node_is_charged_when_the_caller_goes_away(
+    gateway: Callable[..., Gateway], pool: asyncpg.Pool, db: asyncpg.Connection
+) -> None:
+    """Ray Serve cancels a request whose client disconnected: what was sent is charged all the same."""
+    gw = gateway()
+    await fund(pool, gw.pubkey, 100)
+    gw.node.gate, gw.node.arrived = asyncio.Event(), asyncio.Event()
+    call = asyncio.create_task(gw.rpc(("getBlock", [1]), ("sendTransaction", ["tx"]), batch=True))
+    await gw.node.arrived.wait()  # the node has the request
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    await gw.meter.flush()
+    assert await balance(pool, gw.pubkey) == 100 - 25 - 2
+    rows = await db.fetch("SELECT method, refunded FROM usage_history WHERE pubkey = $1 ORDER BY id", gw.pubkey)
+    assert [tuple(r) for r in rows] == [("getBlock", False), ("sendTransaction", False)]
+    assert (await check_conservation(db, gw.pubkey)).ok
+
+
+async def test_cancelled_while_taking_a_lease_releases_what_was_admitted(
+    gateway: Callable[..., Gateway], pool: asyncpg.Pool, db: asyncpg.Connection
+) -> None:
+    """A batch cancelled between two admissions: the first item was never sent, so it is refunded,
+    and the lease is left with nothing in flight (it would otherwise be renewed forever)."""
+    gw = gateway()
+    await fund(pool, gw.pubkey, 100)
+    await gw.rpc(("getSlot", []))  # a small lease (about 20 credits): getBlock will need the store
+    account = gw.meter.accounts[gw.pubkey]
+    async with account.lock:  # the lease refill the second item needs waits here
+        call = asyncio.create_task(gw.rpc(("getSlot", []), ("getBlock", [1]), batch=True))
+        for _ in range(50):
+            await asyncio.sleep(0)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+    assert all(lease.inflight == 0 for lease in account.leases)
+    assert gw.node.seen == ["getSlot"]  # only the first call reached the node
+    await gw.meter.flush()
+    assert await balance(pool, gw.pubkey) == 99
+    rows = await db.fetch("SELECT method, refunded FROM usage_history WHERE pubkey = $1 ORDER BY id", gw.pubkey)
+    assert [tuple(r) for r in rows] == [("getSlot", False), ("getSlot", True)]
 
 
 async def test_rate_limit_per_item_with_headers(

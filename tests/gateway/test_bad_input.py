@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from gateway.client import WalletSigner
 from gateway.config import Settings
 from tests.auth.helpers import create_account, create_api_key
-from tests.support import serve_gateway
+from tests.support import TEST_IP_LIMITS, serve_gateway
 
 ROUTES = [
     ("POST", "/"),
@@ -93,7 +93,15 @@ async def target(
     tmp_path_factory: pytest.TempPathFactory, database_url: str, redis_url: str, devnode_url: str
 ) -> AsyncIterator[Target]:
     home: Path = tmp_path_factory.mktemp("bad-input")
-    config = Settings(home=home, database_url=database_url, redis_url=redis_url, upstream_rpc_url=devnode_url)
+    config = Settings.model_validate(
+        {
+            "home": home,
+            "database_url": database_url,
+            "redis_url": redis_url,
+            "upstream_rpc_url": devnode_url,
+            "ip_limits": TEST_IP_LIMITS,
+        }
+    )
     signer = WalletSigner(os.urandom(32))
     async with serve_gateway(config) as gw, aiohttp.ClientSession() as http:
         key = await create_api_key(http, signer, gw.url)

@@ -28,6 +28,7 @@ from solders.keypair import Keypair
 from gateway.client import WalletSigner
 from gateway.runtime.ports import free_port
 from tests.chain import airdrop, mint_usdc, read_keypair, transfer_usdc
+from tests.support import TEST_IP_LIMITS
 
 
 @dataclass
@@ -56,6 +57,7 @@ def service_env(home: Path, **extra: str) -> dict[str, str]:
         GATEWAY_DEVNODE_FEED="false",
         GATEWAY_DEPOSIT_POLL_S="0.5",
         GATEWAY_DEVNODE_RETENTION_SLOTS="50",  # 5 s of blocks, so a purged getBlock can be tested
+        GATEWAY_IP_LIMITS=orjson.dumps(TEST_IP_LIMITS).decode(),
         **extra,
     )
     return env

@@ -60,3 +60,22 @@ def test_missing_config_file(tmp_path: Path) -> None:
 def test_pricing_refuses_free_and_negative_classes(credits: int) -> None:
     with pytest.raises(ConfigError, match="READ_CHEAP"):
         load_settings(pricing={"READ_CHEAP": credits})
+
+
+def test_a_lease_outlives_several_flushes() -> None:
+    with pytest.raises(ConfigError, match=r"credit_flush_interval_s .* lease_ttl_s"):
+        load_settings(credit_flush_interval_s=10, lease_ttl_s=30)
+    assert load_settings(credit_flush_interval_s=1, lease_ttl_s=4).lease_ttl_s == 4
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("ip_limits", {"nope": {"rps": 1, "burst": 1}}, "unknown group"),
+        ("ip_limits", {"session": {"rps": 0, "burst": 1}}, "greater than 0"),
+        ("trusted_proxies", ["not-an-address"], "not an IP address"),
+    ],
+)
+def test_abuse_settings_are_checked(name: str, value: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings(**{name: value})

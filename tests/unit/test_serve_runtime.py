@@ -10,7 +10,8 @@ import time
 
 import psutil
 
-from gateway.runtime.serve_runtime import processes_naming, stop_processes_naming
+from gateway.config import Settings
+from gateway.runtime.serve_runtime import ingress_env, processes_naming, stop_processes_naming
 
 
 def test_processes_naming_finds_and_stops_a_process_by_its_command_line() -> None:
@@ -47,3 +48,10 @@ def test_a_zombie_and_a_process_outside_among_are_no_match() -> None:
         for proc in (exited, running):
             proc.kill()
             proc.wait()
+
+
+def test_ray_http_servers_never_believe_forwarded_addresses_themselves() -> None:
+    """uvicorn's default trusts X-Forwarded-For from loopback, which behind HAProxy is every request:
+    the gateway's trusted_proxies decides instead."""
+    env = ingress_env(Settings(), "/tmp/haproxy-files")
+    assert env["FORWARDED_ALLOW_IPS"] == ""

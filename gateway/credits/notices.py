@@ -1,0 +1,59 @@
+"""Credited deposits, told to every replica: the meter stops waiting on accounts it thought empty.
+
+Whichever path credits a deposit (``POST /account/confirm-deposit`` on any replica, or the deposit
+watcher) publishes the account on the ``CREDITED`` channel; every replica follows it and forgets the
+account's cached shortness. While a replica is not subscribed it may miss a notice, so its meter
+then asks the store again after ``negative_ttl_s`` instead of backing off (:mod:`gateway.credits.meter`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from gateway.credits.meter import Meter
+from gateway.storage.channels import Channel
+from gateway.storage.errors import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+
+class CreditNotices:
+    def __init__(self, channel: Channel | None, meter: Meter | None = None) -> None:
+        self.channel = channel
+        self.meter = meter
+        self._task: asyncio.Task[None] | None = None
+
+    async def credited(self, pubkey: str) -> None:
+        """A deposit was credited to ``pubkey``: tell this replica's meter at once, and every other."""
+        if self.meter is not None:
+            self.meter.invalidate(pubkey)
+        if self.channel is None:
+            return
+        try:
+            await self.channel.publish([pubkey])
+        except StoreUnavailable:  # the others find out within their longest wait
+            log.warning("could not announce the deposit credited to %s", pubkey)
+
+    def start(self) -> None:
+        if self.channel is not None and self.meter is not None and self._task is None:
+            meter = self.meter
+            follow = self.channel.follow(self._on_live, meter.invalidate, self._on_lost)
+            self._task = asyncio.get_running_loop().create_task(follow)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def _on_live(self) -> None:
+        assert self.meter is not None
+        self.meter.forget_shortness()  # notices may have been missed while away
+        self.meter.hears_credits = True
+
+    def _on_lost(self) -> None:
+        assert self.meter is not None
+        self.meter.hears_credits = False

@@ -1,0 +1,131 @@
+"""The node failing under a running gateway: errors never show the node's address, and the charge
+follows the one refund rule (not reached: refunded; reached and cut off: reads refunded, sends charged).
+
+The node is the real devnode behind a relay this test controls (a plain HTTP forwarder that can be
+told to refuse connections or to cut them after reading a request): no real node fails on command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import asyncpg
+import pytest
+from aiohttp import web
+
+from gateway.client import WalletSigner
+from gateway.config import Settings
+from gateway.runtime.ports import free_port
+from tests.auth.helpers import RPC_BODY, create_account, create_api_key, request
+from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway
+
+SECRET = "sekrit-provider-token"
+
+
+class Relay:
+    """Forwards JSON-RPC to the devnode; ``cut`` makes it close the connection instead of answering."""
+
+    def __init__(self, node_url: str) -> None:
+        self.node_url = node_url
+        self.port = free_port()
+        self.cut = False
+        self._runner: web.AppRunner | None = None
+        self._http: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/", self._relay)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        self._http = aiohttp.ClientSession()
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._http is not None:
+            await self._http.close()
+
+    async def _relay(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        if self.cut:
+            assert request.transport is not None
+            request.transport.close()  # the request was read: it reached the "node"
+            return web.Response()
+        assert self._http is not None
+        async with self._http.post(self.node_url, data=body, headers={"Content-Type": "application/json"}) as resp:
+            return web.Response(body=await resp.read(), content_type="application/json")
+
+
+@pytest.fixture
+async def relay(devnode_url: str) -> AsyncIterator[Relay]:
+    running = Relay(devnode_url)
+    await running.start()
+    yield running
+    await running.stop()
+
+
+@pytest.fixture
+async def gateway(relay: Relay, tmp_path: Path, database_url: str, redis_url: str) -> AsyncIterator[RunningGateway]:
+    settings = Settings.model_validate(
+        {
+            "home": tmp_path,
+            "database_url": database_url,
+            "redis_url": redis_url,
+            "upstream_rpc_url": f"http://127.0.0.1:{relay.port}/?api-key={SECRET}",
+            "ip_limits": TEST_IP_LIMITS,
+        }
+    )
+    async with serve_gateway(settings) as running:
+        yield running
+
+
+async def funded_key(gateway: RunningGateway, http: aiohttp.ClientSession, db: asyncpg.Connection) -> str:
+    signer = WalletSigner(os.urandom(32))
+    await create_account(db, signer.pubkey)  # 10,000 credits
+    return await create_api_key(http, signer, gateway.url)
+
+
+def send_body() -> bytes:
+    """A batch of a read and a send (the send's transaction need not be valid: the node never answers)."""
+    return (
+        b'[{"jsonrpc":"2.0","id":1,"method":"getSlot"},'
+        b'{"jsonrpc":"2.0","id":2,"method":"sendTransaction","params":["AQ=="]}]'
+    )
+
+
+async def test_an_unreachable_node_is_502_without_its_address_and_refunded(
+    gateway: RunningGateway, relay: Relay, db: asyncpg.Connection
+) -> None:
+    async with aiohttp.ClientSession() as http:
+        key = await funded_key(gateway, http, db)
+        ok = await request(http, "POST", gateway.url + "/", body=RPC_BODY, headers={"X-Api-Key": key})
+        assert ok.status == 200, ok
+        before = int(ok.headers["x-credits-remaining"])
+        await relay.stop()
+        await asyncio.sleep(0.1)
+        failed = await request(http, "POST", gateway.url + "/", body=send_body(), headers={"X-Api-Key": key})
+        assert failed.status == 502 and failed.json["error"]["code"] == -32003, failed
+        text = failed.raw.decode()
+        assert "127.0.0.1" not in text and str(relay.port) not in text and SECRET not in text, text
+        assert int(failed.headers["x-credits-remaining"]) == before  # nothing reached the node: all refunded
+
+
+async def test_a_node_that_cuts_the_connection_costs_the_send_not_the_read(
+    gateway: RunningGateway, relay: Relay, db: asyncpg.Connection
+) -> None:
+    async with aiohttp.ClientSession() as http:
+        key = await funded_key(gateway, http, db)
+        ok = await request(http, "POST", gateway.url + "/", body=RPC_BODY, headers={"X-Api-Key": key})
+        before = int(ok.headers["x-credits-remaining"])
+        relay.cut = True
+        failed = await request(http, "POST", gateway.url + "/", body=send_body(), headers={"X-Api-Key": key})
+        assert failed.status == 502, failed
+        assert SECRET not in failed.raw.decode() and str(relay.port) not in failed.raw.decode()
+        # the read is refunded; the send may have been broadcast, so its 2 credits stay charged
+        assert int(failed.headers["x-credits-remaining"]) == before - 2

@@ -1,0 +1,58 @@
+"""The Redis side of replay protection on a private redis-server: a memory bound that fails closed
+instead of evicting nonces, and no replay window after a restart that lost writes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from gateway.runtime.embedded import EmbeddedRedis
+from gateway.storage.connections import Connections, redis_eviction_policy
+from gateway.storage.errors import StoreUnavailable
+from gateway.storage.nonces import Claim, NonceStore
+from gateway.storage.sessions import SessionStore
+
+
+async def test_a_full_redis_refuses_new_keys_and_evicts_no_nonce(tmp_path: Path) -> None:
+    server = EmbeddedRedis(tmp_path, max_memory_mb=3)
+    conn = await Connections.open(None, server.start())
+    assert conn.redis is not None
+    try:
+        assert await redis_eviction_policy(conn.redis) == "noeviction"
+        nonces = NonceStore(conn.redis, conn.redis_connects)
+        signed_at = int(time.time())
+        assert await nonces.claim("early", "n", signed_at) is Claim.ACCEPTED
+        sessions = SessionStore(conn.redis)
+        with pytest.raises(StoreUnavailable, match="the session store"):
+            for _ in range(100_000):  # an unauthenticated flood of challenges, until Redis is full
+                await sessions.issue_challenge(os.urandom(16).hex())
+        with pytest.raises(StoreUnavailable, match="the nonce store"):  # fails closed: 503, never unrecorded
+            await nonces.claim("late", "n", signed_at)
+        assert await conn.redis.exists("nonce:early:n") == 1  # nothing was evicted to make room
+    finally:
+        await conn.close()
+        server.stop()
+
+
+async def test_a_restart_that_lost_a_nonce_does_not_reopen_its_replay(tmp_path: Path) -> None:
+    server = EmbeddedRedis(tmp_path)
+    conn = await Connections.open(None, server.start())
+    assert conn.redis is not None
+    try:
+        nonces = NonceStore(conn.redis, conn.redis_connects)
+        signed_at = int(time.time()) - 30  # a client whose clock lags: fine with the instance first met
+        assert await nonces.claim("pk", "n1", signed_at) is Claim.ACCEPTED
+
+        await asyncio.to_thread(server.stop)
+        await asyncio.to_thread(server.start)
+        await conn.redis.delete("nonce:pk:n1")  # what a crash can lose: the last second of writes
+        assert await nonces.claim("pk", "n1", signed_at) is Claim.BEFORE_RESTART  # the replay is refused
+        assert nonces.started_at >= time.time() - 5
+        assert await nonces.claim("pk", "n2", int(time.time()) + 2) is Claim.ACCEPTED  # signed afterwards: fine
+    finally:
+        await conn.close()
+        server.stop()

@@ -1,0 +1,49 @@
+"""The header rules of ServeEdge (through Ray they are covered by tests/integration)."""
+
+from __future__ import annotations
+
+from starlette.types import Message, Receive, Scope, Send
+
+from gateway.transports.ray_edge import ServeEdge, drop_last, without_control_headers
+
+
+def test_the_last_request_id_goes_and_the_first_stays() -> None:
+    headers = [(b"x-request-id", b"ours"), (b"content-type", b"application/json"), (b"x-request-id", b"rays")]
+    assert drop_last(headers, b"x-request-id") == [(b"x-request-id", b"ours"), (b"content-type", b"application/json")]
+
+
+def test_a_lone_request_id_goes_and_nothing_else_changes() -> None:
+    assert drop_last([(b"X-Request-ID", b"rays"), (b"a", b"1")], b"x-request-id") == [(b"a", b"1")]
+    assert drop_last([(b"a", b"1")], b"x-request-id") == [(b"a", b"1")]
+
+
+def test_serve_control_headers_are_stripped_and_others_kept() -> None:
+    headers = [
+        (b"x-request-timeout-seconds", b"0.2"),
+        (b"X-Request-Disconnect-Disabled", b"?1"),
+        (b"serve_multiplexed_model_id", b"m"),
+        (b"serve-multiplexed-model-id", b"m"),
+        (b"x-session-id", b"s"),
+        (b"x-request-id", b"client-chosen"),
+        (b"x-api-key", b"srpc_live_x"),
+        (b"content-type", b"application/json"),
+    ]
+    assert without_control_headers(headers) == [(b"x-api-key", b"srpc_live_x"), (b"content-type", b"application/json")]
+
+
+async def test_the_app_never_sees_them() -> None:
+    seen: list[list[tuple[bytes, bytes]]] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        seen.append(scope["headers"])
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: Message) -> None:
+        return None
+
+    for kind in ("http", "websocket"):
+        scope = {"type": kind, "headers": [(b"x-request-timeout-seconds", b"0.2"), (b"host", b"h")]}
+        await ServeEdge(app)(scope, receive, send)
+    assert seen == [[(b"host", b"h")], [(b"host", b"h")]]
