@@ -19,6 +19,7 @@ from gateway.core.client_address import TrustedProxies
 from gateway.core.errors import service_unavailable
 from gateway.core.limits import Limiter
 from gateway.core.methods import PriceTable
+from gateway.core.planning import GATEWAY_METHODS
 from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
 from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
@@ -55,7 +56,7 @@ class GatewayApp:
             expiry_interval_s=settings.credit_expiry_check_s,
         )
         self.limiter = Limiter(settings.rate_limit_rps, settings.concurrency_limit, replicas=settings.ingress_replicas)
-        self.metering = MeteringStage(self.meter, self.limiter)
+        self.metering = MeteringStage(self.meter, self.limiter, self._top_up)
         trusted = TrustedProxies.parse(settings.trusted_proxies)
         self.ip_limits = IpLimits(settings.ip_limits, trusted, replicas=settings.ingress_replicas)
         self.auth = AuthServices(settings, api_key_secret=settings.api_key_secret_bytes, **auth_options)
@@ -65,6 +66,7 @@ class GatewayApp:
             settings, self.upstream, lambda: self.conn.db, after_credit=self.notices.credited
         )
         self.confirm_deposit = ConfirmDepositEndpoint(self.deposits)
+        self.implemented: frozenset[str] = frozenset()  # gateway-answered methods built so far
         self.rpc: Handler = compose([error_boundary, *self.rpc_stages()], Forwarder(self.upstream))
 
     def rpc_stages(self) -> list[Stage]:
@@ -73,9 +75,14 @@ class GatewayApp:
             AuthStage(self.auth),
             CreditHeaders(self.metering),
             self._readiness_gate,
-            ParseStage(self.prices),
+            ParseStage(self.prices, self.implemented),
             self.metering,
         ]
+
+    @property
+    def not_available(self) -> frozenset[str]:
+        """Methods of the price table this gateway refuses for now (published in /pricing)."""
+        return GATEWAY_METHODS - self.implemented
 
     def account_stage(self, only: Only | None = None) -> AuthStage:
         """The auth stage of the account routes: any credential mode (or ``only`` one), no account needed."""
@@ -100,6 +107,11 @@ class GatewayApp:
         await self.upstream.close()
         await self.auth.stop()
         await self.conn.close()
+
+    def _top_up(self, pubkey: str | None) -> dict[str, Any]:
+        """How to pay, for the metering stage's 402s (the terms are known once auth has started)."""
+        terms = self.auth.terms
+        return terms.rpc_data(pubkey) if terms is not None else {}
 
     @property
     def ready(self) -> bool:

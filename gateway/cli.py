@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from gateway.config import ConfigError, Settings, load_settings
+from gateway.config import DEVNODE, ConfigError, Settings, load_settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Credit-metered Solana RPC gateway.")
 console = Console(stderr=True, soft_wrap=True)
@@ -64,6 +64,8 @@ def up(config: ConfigOption = None) -> None:
         raise typer.Exit(1) from exc
     started = True
     console.print(f"[bold]Ready.[/bold] JSON-RPC at http://{resolved.host}:{resolved.port}/  (Ctrl-C to stop)")
+    if resolved.network == DEVNODE:
+        console.print("A funded API key on this test chain: run `.venv/bin/gateway fund` in another terminal.")
     # Ray may replace handlers while starting; put ours back.
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
@@ -72,6 +74,34 @@ def up(config: ConfigOption = None) -> None:
     console.print("Stopping…")
     stack.stop()
     console.print("Stopped.")
+
+
+@app.command()
+def fund(
+    config: ConfigOption = None,
+    usdc: Annotated[str, typer.Option(help="Test USDC to deposit (1 USDC buys credits_per_usdc credits).")] = "10",
+    wallet: Annotated[
+        Path | None, typer.Option(help="Keypair file to use or create (default <home>/wallets/dev-wallet.json).")
+    ] = None,
+) -> None:
+    """Test credits in one command (embedded devnode only): wallet, test USDC, deposit, API key."""
+    from gateway.fund import FundError, run
+
+    settings = _settings(config)
+    try:
+        with console.status("minting test USDC, depositing, confirming…"):
+            funded = run(settings, usdc, wallet)
+    except FundError as exc:
+        console.print(f"[red]{escape(str(exc))}[/red]")
+        raise typer.Exit(2) from exc
+    except OSError as exc:  # the gateway or the devnode is not answering
+        console.print(f"[red]cannot reach the gateway or the devnode ({escape(str(exc))}): is `make up` running?[/red]")
+        raise typer.Exit(1) from exc
+    console.print(f"wallet   {funded.wallet_path}  ({funded.pubkey})")
+    console.print(f"api key  {funded.api_key}  (saved in {funded.key_path})")
+    console.print(f"deposit  {funded.deposit_signature}: +{funded.credits_added} credits")
+    console.print(f"balance  {funded.balance} credits")
+    print(funded.api_key)  # alone on stdout, for scripts: KEY=$(gateway fund 2>/dev/null)
 
 
 @app.command()

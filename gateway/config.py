@@ -8,6 +8,7 @@ means "use the embedded part": embedded PostgreSQL, embedded Redis, the local de
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
@@ -22,6 +23,9 @@ from pydantic_settings import (
 )
 
 USDC_MAINNET_MINT = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
+MAINNET = "solana-mainnet"
+#: The network name of the embedded local chain (test USDC, no value).
+DEVNODE = "devnode"
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 
@@ -101,7 +105,11 @@ class Settings(BaseSettings):
     devnode_retention_slots: int = Field(54_000, ge=10, description="Devnode block retention (~6 h at 400 ms).")
     devnode_feed: bool = Field(True, description="Generate launch-platform (pump.fun-shaped) traffic on the devnode.")
 
-    network: str = Field("solana-mainnet", description="Network name shown to depositors.")
+    network: str | None = Field(
+        None,
+        description="Network name shown to depositors; empty: 'devnode' when the embedded devnode is the "
+        "upstream (a test chain with test USDC), else 'solana-mainnet'.",
+    )
     usdc_mint: str = Field(USDC_MAINNET_MINT, description="The only mint whose deposits are credited.")
     credits_per_usdc: int = Field(100_000, ge=1, description="Credits granted per 1 USDC (10^6 base units).")
     credit_expiry_seconds: int = Field(90 * 86_400, ge=60, description="Lifetime of a credit batch.")
@@ -242,6 +250,18 @@ class Settings(BaseSettings):
     @property
     def resolved_home(self) -> Path:
         return self.home.expanduser().resolve()
+
+    @property
+    def shown_network(self) -> str:
+        return self.network or MAINNET
+
+    @property
+    def crediting_delay_s(self) -> int:
+        """About when a deposit is credited after it is sent: the devnode finalizes two slots after
+        landing and the watcher polls every ``deposit_poll_s``; on mainnet the spec's 30 s."""
+        if self.shown_network != DEVNODE:
+            return 30
+        return math.ceil(2 * self.devnode_slot_ms / 1000 + self.deposit_poll_s) + 1
 
     def derived_ws_url(self) -> str | None:
         """The PubSub URL: configured, or the RPC URL with ws(s) scheme and port + 1 (Solana's convention)."""

@@ -20,7 +20,9 @@ class ServiceProfile:
     services: dict[str, bool] = field(
         default_factory=lambda: {
             "hot_rpc": True,
-            "send": True,
+            # The send product (sendSmartTransaction, sendAndConfirm, bundles) is not built; plain
+            # sendTransaction is forwarded like any call.
+            "send": False,
             "websocket": False,
             "yellowstone_grpc": False,
             "heavy_indexed_rpc": True,
@@ -63,13 +65,15 @@ def health_document(upstream: HttpUpstream, profile: ServiceProfile, started_at:
     return (503 if status == "starting" else 200), doc
 
 
-def pricing_document(prices: PriceTable, credits_per_usdc: int, credit_expiry_seconds: int) -> dict[str, Any]:
+def pricing_document(
+    prices: PriceTable, credits_per_usdc: int, credit_expiry_seconds: int, not_available: frozenset[str]
+) -> dict[str, Any]:
     return {
         "ok": True,
         "credits_per_usdc": credits_per_usdc,
         "credit_expiry_seconds": credit_expiry_seconds,
         "minimum_deposit_usdc": "0.01",
-        "classes": prices.document(),
+        "classes": prices.document(not_available),
     }
 
 

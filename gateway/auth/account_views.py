@@ -18,10 +18,16 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from gateway.auth.payment_terms import MINIMUM_DEPOSIT_USDC, PaymentTerms
 from gateway.storage.accounts import AccountRecord, BatchRecord, CallRecord, DepositRecord, LedgerRecord
 
 USDC_DECIMALS = 6
 ATTRIBUTION = "USDC must be sent from the same wallet public key that activates the account"
+DEPOSIT_ENTRY_TYPES = frozenset({"deposit", "bonus"})
+BELOW_MINIMUM = (
+    f"a transfer of less than {MINIMUM_DEPOSIT_USDC} USDC is recorded but earns no credits and is not sent "
+    "back automatically; ask the operator"
+)
 
 
 def iso8601(moment: datetime) -> str:
@@ -36,22 +42,32 @@ def usdc_amount(base_units: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Funding:
-    """The account-independent part of ``funding``, from configuration and the deposit wallet."""
+    """The account-independent part of ``funding``, from the payment terms and configuration."""
 
-    network: str
-    deposit_address: str
+    terms: PaymentTerms
     credits_per_usdc: int
     credit_expiry_seconds: int
 
+    @property
+    def deposit_address(self) -> str:
+        return self.terms.deposit_address
+
     def document(self) -> dict[str, Any]:
+        """The spec's fields, and (beyond it) the minimum, what happens below it, and when credits arrive."""
+        terms = self.terms
         return {
             "asset": "USDC",
-            "network": self.network,
-            "deposit_address": self.deposit_address,
+            "network": terms.network,
+            "network_description": terms.network_description,
+            "usdc_mint": terms.usdc_mint,
+            "deposit_address": terms.deposit_address,
             "credits_per_usdc": self.credits_per_usdc,
             "credit_expiry_seconds": self.credit_expiry_seconds,
             "credit_expiry_days": self.credit_expiry_seconds // 86_400,
             "attribution": ATTRIBUTION,
+            "minimum_deposit_usdc": MINIMUM_DEPOSIT_USDC,
+            "below_minimum": BELOW_MINIMUM,
+            "crediting": terms.crediting(),
         }
 
 
@@ -101,14 +117,24 @@ def account_document(
 
 
 def ledger_entry(entry: LedgerRecord) -> dict[str, Any]:
+    """The spec's fields, and the transaction signature of deposit and bonus entries (else null)."""
     return {
         "type": entry.type,
         "amount": entry.amount,
         "balance": entry.balance_after,
         "description": entry.description,
         "timestamp": iso8601(entry.created_at),
+        "signature": entry.ref if entry.type in DEPOSIT_ENTRY_TYPES else None,
     }
 
 
 def history_entry(entry: CallRecord) -> dict[str, Any]:
-    return {"method": entry.method, "credits": entry.credits, "timestamp": iso8601(entry.created_at)}
+    """The spec's fields, and the call's ``request_id`` (its ``X-Request-Id``; ``<id>:<n>`` for item n
+    of a batch) and whether it was refunded (then ``credits`` is 0)."""
+    return {
+        "method": entry.method,
+        "credits": entry.credits,
+        "timestamp": iso8601(entry.created_at),
+        "request_id": entry.request_id,
+        "refunded": entry.refunded,
+    }

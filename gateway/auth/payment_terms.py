@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from gateway.auth.errors import payment_required
+from gateway.config import DEVNODE
 from gateway.core.errors import ProxyError
 from gateway.pipeline import Call
 
@@ -38,6 +39,9 @@ SOLANA_MAINNET = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"
 SOLANA_DEVNET = "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1"
 SOLANA_TESTNET = "solana:4uhcVJyU9pJkvQyS88uRDiswHXSCkY3z"
 _CAIP2 = {
+    # x402 clients are told the devnode is Solana devnet: a test network id the x402 SDK knows; they
+    # point their own RPC at the devnode. Nothing of value moves on either.
+    DEVNODE: SOLANA_DEVNET,
     "solana": SOLANA_MAINNET,
     "mainnet": SOLANA_MAINNET,
     "solana-mainnet": SOLANA_MAINNET,
@@ -63,7 +67,34 @@ class PaymentTerms:
     deposit_address: str
     fee_payer: str
     usdc_mint: str
-    network: str  # the name shown to depositors, e.g. "solana-mainnet"
+    network: str  # the name shown to depositors: "solana-mainnet", or "devnode" for the local test chain
+    crediting_delay_s: int = 30  # after finalization; the spec's mainnet figure unless the deployment says
+
+    @property
+    def test_chain(self) -> bool:
+        return self.network == DEVNODE
+
+    @property
+    def network_description(self) -> str:
+        if self.test_chain:
+            return "the local devnode, a test chain: its USDC is test USDC, free and of no value"
+        return self.network
+
+    def crediting(self) -> str:
+        """When credits arrive, as this deployment's deposit watcher delivers them."""
+        return f"credits arrive about {self.crediting_delay_s} seconds after the transfer is finalized"
+
+    def top_up(self, pubkey: str | None) -> str:
+        """How to get (more) credits: the instructions of the 402 answers."""
+        sender = f"the wallet {pubkey}" if pubkey else "the wallet whose public key you will sign with"
+        how = (
+            f"Send at least {MINIMUM_DEPOSIT_USDC} USDC (mint {self.usdc_mint}) on {self.network_description} "
+            f"to {self.deposit_address} from {sender}; {self.crediting()}, or at once with "
+            'POST /account/confirm-deposit {"signature": "<transfer signature>"}.'
+        )
+        if self.test_chain:
+            how += " On this test deployment `gateway fund` mints test USDC, deposits it and prints an API key."
+        return how
 
     def requirements(self) -> dict[str, Any]:
         """One x402 v2 ``PaymentRequirements`` for the SVM ``exact`` scheme."""
@@ -76,14 +107,6 @@ class PaymentTerms:
             "maxTimeoutSeconds": MAX_TIMEOUT_SECONDS,
             "extra": {"feePayer": self.fee_payer},
         }
-
-    def instructions(self, pubkey: str | None) -> str:
-        sender = f"the wallet {pubkey}" if pubkey else "the wallet whose public key you will sign with"
-        return (
-            f"Send at least {MINIMUM_DEPOSIT_USDC} USDC (mint {self.usdc_mint}) on {self.network} to "
-            f"{self.deposit_address} from {sender}; credits are granted to the sending wallet about 30 seconds "
-            "after finalization. x402 clients may instead pay with the PAYMENT-REQUIRED terms via POST /x402/settle."
-        )
 
     def document(self, error: str, resource_url: str) -> dict[str, Any]:
         """The x402 v2 ``PaymentRequired``."""
@@ -105,7 +128,7 @@ class PaymentTerms:
             "usdc_mint": self.usdc_mint,
             "minimum_deposit_usdc": MINIMUM_DEPOSIT_USDC,
             "network": self.network,
-            "instructions": self.instructions(pubkey),
+            "instructions": self.top_up(pubkey),
             "payTo": self.deposit_address,
             "extra": {"feePayer": self.fee_payer},
         }

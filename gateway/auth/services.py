@@ -74,10 +74,9 @@ class AuthServices:
         home = self.settings.resolved_home
         deposit = str(load_or_create_keypair(home / DEPOSIT_WALLET).pubkey())
         fee_payer = str(load_or_create_keypair(home / FEE_PAYER).pubkey())
-        self.terms = PaymentTerms(deposit, fee_payer, self.settings.usdc_mint, self.settings.network)
-        self.funding = Funding(
-            self.settings.network, deposit, self.settings.credits_per_usdc, self.settings.credit_expiry_seconds
-        )
+        s = self.settings
+        self.terms = PaymentTerms(deposit, fee_payer, s.usdc_mint, s.shown_network, s.crediting_delay_s)
+        self.funding = Funding(self.terms, s.credits_per_usdc, s.credit_expiry_seconds)
         if conn.db is None or conn.redis is None:
             log.error("authentication needs PostgreSQL and Redis; authenticated requests will get 503")
             return

@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from gateway.auth.api_keys import ApiKeyStore, is_api_key_format
+from gateway.auth.api_keys import KEY_PREFIX, ApiKeyStore, is_api_key_format
 from gateway.core.credentials import Credentials, bearer_token
-from gateway.core.errors import auth_failed, nonce_reused
+from gateway.core.errors import ProxyError, auth_failed, nonce_reused
 from gateway.core.identity import Identity
 from gateway.core.signing import signing_message
 from gateway.core.wallet_headers import TIMESTAMP, HeaderFailure, parse_wallet_headers, verify_signature
@@ -23,6 +23,7 @@ from gateway.storage.nonces import Claim, NonceStore
 from gateway.storage.sessions import SessionStore
 
 _SESSION_TOKEN = re.compile(r"[0-9a-f]{64}")
+API_KEY_AS_BEARER = "if this is an API key, send it as 'X-Api-Key: <key>' (or ?api-key=<key>), not as a Bearer token"
 
 
 class Strategy(Protocol):
@@ -98,7 +99,14 @@ class SessionStrategy:
         token = bearer_token(credentials.authorization)
         if token is None:
             raise auth_failed("Authorization must be 'Bearer <session token>'")
-        return await resolve_session(self._sessions, token)
+        if token.startswith(KEY_PREFIX):
+            raise auth_failed(API_KEY_AS_BEARER)
+        try:
+            return await resolve_session(self._sessions, token)
+        except ProxyError as exc:
+            if is_api_key_format(token):  # a legacy hex API key looks like a session token
+                raise auth_failed(f"{exc.message}; {API_KEY_AS_BEARER}") from exc
+            raise
 
 
 async def resolve_session(sessions: SessionStore, token: str) -> Identity:

@@ -126,10 +126,15 @@ class PriceTable:
         """The class's price, or None: the class is not sold here and its calls must be refused."""
         return self.class_credits.get(cls)
 
-    def document(self) -> dict[str, object]:
-        """The class part of the ``GET /pricing`` document."""
+    def document(self, not_available: frozenset[str] = frozenset()) -> dict[str, object]:
+        """The class part of the ``GET /pricing`` document: each class's price (null: not sold, its
+        calls are refused) and members, and which members are not available on this gateway yet."""
         classes: dict[str, object] = {}
         for cls in MethodClass:
             members = sorted(name for name, c in _CLASS_OF.items() if c is cls)
-            classes[cls.value] = {"credits": self.class_credits.get(cls), "methods": members}
+            classes[cls.value] = {
+                "credits": self.class_credits.get(cls),
+                "methods": members,
+                "not_available": [m for m in members if m in not_available],
+            }
         return classes

@@ -17,10 +17,12 @@ def account_suspended() -> ProxyError:
     return ProxyError(403, "ACCOUNT_SUSPENDED", "this account is suspended; contact the operator")
 
 
-def insufficient_credits(price: int, available: int | None) -> ProxyError:
+def insufficient_credits(price: int, available: int | None, top_up: Mapping[str, Any]) -> ProxyError:
+    """-32010 'insufficient credits', with what the call needs, what is left and how to top up."""
     data: dict[str, Any] = {"required": price}
     if available is not None:
         data["available"] = max(0, available)
+    data.update(top_up)
     return ProxyError(402, "INSUFFICIENT_CREDITS", "insufficient credits", RpcCode.INSUFFICIENT_CREDITS, data)
 
 

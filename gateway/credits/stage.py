@@ -45,14 +45,14 @@ class MeteringStage:
         self,
         meter: Meter,
         limiter: Limiter,
-        payment_data: Mapping[str, Any] | None = None,
+        top_up: Callable[[str | None], Mapping[str, Any]] = lambda pubkey: {},
         *,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.meter = meter
         self.limiter = limiter
-        self.payment_data = payment_data
+        self.top_up = top_up  # how to pay, for the 402s: deposit address, minimum, instructions
         self.clock = clock
         self.wall = wall
 
@@ -61,7 +61,7 @@ class MeteringStage:
         if payload is None:
             return await next_handler(call)
         if call.identity is None:  # fail closed: an unauthenticated call is never forwarded for free
-            raise payment_required(self.payment_data)
+            raise payment_required(self.top_up(None))
         pubkey = call.identity.pubkey
         acct = self.meter.known(pubkey) or await self._prepare(pubkey, payload)  # known: the common case
         rps = acct.rate_limit_rps
@@ -87,7 +87,7 @@ class MeteringStage:
     def _check_account(self, call: Call, pubkey: str, acct: AccountState) -> None:
         if not acct.exists:
             self._headers(call, pubkey, None)
-            raise payment_required(self.payment_data)
+            raise payment_required(self.top_up(pubkey))
         if acct.suspended:  # seen at the replica's next lease: within seconds
             self._headers(call, pubkey, acct.rate_limit_rps)
             raise account_suspended()
@@ -155,8 +155,8 @@ class MeteringStage:
             admitted.append((item, admission))
             return None
         if admission.outcome is Outcome.NO_ACCOUNT:
-            return payment_required(self.payment_data)
-        return insufficient_credits(item.price, self.meter.remaining(pubkey))
+            return payment_required(self.top_up(pubkey))
+        return insufficient_credits(item.price, self.meter.remaining(pubkey), self.top_up(pubkey))
 
     def _complete(self, call: Call, admitted: Admitted, failure: Failure | None = None) -> None:
         """Record each admitted item's outcome; ``failure`` is how the call ended when it raised (an

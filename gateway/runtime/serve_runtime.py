@@ -169,7 +169,12 @@ class ServeRuntime:
         from gateway.runtime.ingress import build_app
 
         s = self.settings
-        serve.start(http_options={"host": s.host, "port": s.port}, detached=False)
+        from ray.serve.schema import LoggingConfig
+
+        # Serve's own actors (controller, HAProxy manager, proxy) log every deploy step at INFO, which
+        # buries `gateway up`'s own lines; their warnings and errors still show.
+        quiet = LoggingConfig(log_level="WARNING", enable_access_log=False)
+        serve.start(http_options={"host": s.host, "port": s.port}, logging_config=quiet, detached=False)
         serve.run(build_app(s), name=SERVE_APP_NAME, route_prefix="/", blocking=False)
 
     def stop(self) -> None:

@@ -16,7 +16,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from gateway.config import Settings
+from gateway.config import DEVNODE, Settings
 from gateway.keys import ensure_service_keys
 from gateway.runtime.actors import start_deposit_watcher, stop_deposit_watcher
 from gateway.runtime.devnode_proc import DevnodeProcess
@@ -89,6 +89,7 @@ class Stack:
             node.start()
             self._stops.append(("devnode", node.stop))
             updates["upstream_rpc_url"], updates["upstream_ws_url"] = node.rpc_url, node.ws_url
+            updates["network"] = s.network or DEVNODE
             feed = "with generated launch traffic" if s.devnode_feed else "no feed"
             self.report("chain", f"devnode RPC {node.rpc_url}, PubSub {node.ws_url} ({feed})")
         else:

@@ -56,6 +56,7 @@ class LedgerRecord:
     balance_after: int
     description: str
     created_at: datetime
+    ref: str | None  # the deposit's signature for deposit and bonus entries
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,8 @@ class CallRecord:
     method: str
     credits: int
     created_at: datetime
+    request_id: str | None
+    refunded: bool
 
 
 class AccountStore:
@@ -118,7 +121,7 @@ class AccountStore:
     async def ledger(self, pubkey: str, page: Page) -> list[LedgerRecord]:
         """Newest first, on the ``(pubkey, id DESC)`` index: a page costs offset + limit index rows."""
         rows = await self._db.fetch(
-            f"""SELECT id, type, amount, balance_after, description, created_at FROM ledger_entries
+            f"""SELECT id, type, amount, balance_after, description, created_at, ref FROM ledger_entries
                 {_PAGE_SQL}""",
             pubkey,
             page.before_id,
@@ -126,7 +129,9 @@ class AccountStore:
             page.limit,
         )
         return [
-            LedgerRecord(r["id"], r["type"], r["amount"], r["balance_after"], r["description"], r["created_at"])
+            LedgerRecord(
+                r["id"], r["type"], r["amount"], r["balance_after"], r["description"], r["created_at"], r["ref"]
+            )
             for r in rows
         ]
 
@@ -134,13 +139,16 @@ class AccountStore:
     async def history(self, pubkey: str, page: Page) -> list[CallRecord]:
         """Newest first, on the ``(pubkey, id DESC)`` index like :meth:`ledger`."""
         rows = await self._db.fetch(
-            f"SELECT id, method, credits, created_at FROM usage_history {_PAGE_SQL}",
+            f"SELECT id, method, credits, created_at, request_id, refunded FROM usage_history {_PAGE_SQL}",
             pubkey,
             page.before_id,
             page.offset,
             page.limit,
         )
-        return [CallRecord(r["id"], r["method"], r["credits"], r["created_at"]) for r in rows]
+        return [
+            CallRecord(r["id"], r["method"], r["credits"], r["created_at"], r["request_id"], r["refunded"])
+            for r in rows
+        ]
 
 
 class ApiKeyRows:

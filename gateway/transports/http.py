@@ -11,11 +11,14 @@ from contextlib import asynccontextmanager
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from swagger_ui_bundle import swagger_ui_path
 
 from gateway.app import GatewayApp
 from gateway.core.errors import ProxyError
+from gateway.openapi import openapi_document
 from gateway.pipeline import ReplyStyle, json_reply
 from gateway.public import capabilities_document, health_document, pricing_document
 from gateway.transports.account_routes import account_routes
@@ -23,6 +26,17 @@ from gateway.transports.routing import RPC_MAX_BODY_BYTES, RpcFirst, mount, to_r
 
 #: Where JSON-RPC is served over HTTP (docs/api.md).
 RPC_PATHS = ("/", "/rpc")
+
+#: /docs: the vendored Swagger UI (the swagger-ui-bundle package) rendering /openapi.json, with no
+#: request leaving the machine.
+DOCS_PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>Solana credit gateway API</title>
+<link rel="stylesheet" href="/docs/static/swagger-ui.css"></head>
+<body><div id="ui"></div>
+<script src="/docs/static/swagger-ui-bundle.js"></script>
+<script>SwaggerUIBundle({url: "/openapi.json", dom_id: "#ui"});</script>
+</body></html>
+"""
 
 
 def build_http_app(gw: GatewayApp) -> RpcFirst:
@@ -37,10 +51,19 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
 
     async def pricing(request: Request) -> Response:
         s = gw.settings
-        return to_response(json_reply(200, pricing_document(gw.prices, s.credits_per_usdc, s.credit_expiry_seconds)))
+        document = pricing_document(gw.prices, s.credits_per_usdc, s.credit_expiry_seconds, gw.not_available)
+        return to_response(json_reply(200, document))
 
     async def capabilities(request: Request) -> Response:
         return to_response(json_reply(200, capabilities_document(gw.profile)))
+
+    openapi_body = json_reply(200, openapi_document())  # the same document for the replica's lifetime
+
+    async def openapi(request: Request) -> Response:
+        return to_response(openapi_body)
+
+    async def docs(request: Request) -> Response:
+        return HTMLResponse(DOCS_PAGE)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -61,6 +84,9 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
         Route("/health", health, methods=["GET"]),
         Route("/pricing", pricing, methods=["GET"]),
         Route("/capabilities", capabilities, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/docs", docs, methods=["GET"]),
+        Mount("/docs/static", StaticFiles(directory=swagger_ui_path), name="docs-static"),
         *account_routes(gw),
     ]
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})

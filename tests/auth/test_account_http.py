@@ -56,15 +56,21 @@ async def test_info_of_a_fresh_account(
     assert info["deposit_address"] == deposit
     assert before - 2 <= info["created_at"] <= before + 5
     assert info["last_deposit"] is None and info["credit_batches"] == []
-    assert info["funding"] == {
+    funding = info["funding"]
+    assert funding == {
+        **funding,  # and the extra guidance: minimum, what happens below it, when credits arrive
         "asset": "USDC",
-        "network": settings.network,
+        "network": "solana-mainnet",  # a gateway whose upstream is configured: not the embedded devnode
+        "network_description": "solana-mainnet",
+        "usdc_mint": settings.usdc_mint,
         "deposit_address": deposit,
         "credits_per_usdc": settings.credits_per_usdc,
         "credit_expiry_seconds": settings.credit_expiry_seconds,
         "credit_expiry_days": settings.credit_expiry_seconds // 86_400,
         "attribution": "USDC must be sent from the same wallet public key that activates the account",
+        "minimum_deposit_usdc": "0.01",
     }
+    assert "30 seconds" in funding["crediting"] and "not sent back" in funding["below_minimum"]
 
 
 async def test_info_with_deposits_batches_and_spending(
@@ -160,7 +166,7 @@ async def test_ledger_and_history_pages_newest_first(
     history = await request(http, "GET", gateway.url + "/account/history", headers=bearer, params={"limit": "3"})
     assert history.status == 200
     assert [(e["method"], e["credits"]) for e in history.json["entries"]] == [("m4", 4), ("m3", 3), ("m2", 2)]
-    assert set(history.json["entries"][0]) == {"method", "credits", "timestamp"}
+    assert set(history.json["entries"][0]) == {"method", "credits", "timestamp", "request_id", "refunded"}
 
 
 @pytest.mark.parametrize("path", ["/account/ledger", "/account/history"])

@@ -66,7 +66,7 @@ async def test_no_credentials_is_402_with_x402_terms(
     assert data["deposit_address"] == deposit
     assert data["usdc_mint"] == usdc
     assert data["minimum_deposit_usdc"] == "0.01"
-    assert data["network"] == gateway.app.settings.network
+    assert data["network"] == gateway.app.settings.shown_network == "solana-mainnet"
     assert isinstance(data["instructions"], str) and deposit in data["instructions"]
     assert data["payTo"] == deposit and data["extra"] == {"feePayer": fee_payer}
 

@@ -26,6 +26,10 @@ from tests.credits.helpers import ScriptedNode, fund
 PAYMENT = {"deposit_address": "Dep1", "usdc_mint": "Mint1", "minimum_deposit_usdc": "0.01"}
 
 
+def top_up(pubkey: str | None) -> dict[str, Any]:
+    return PAYMENT
+
+
 @dataclass
 class Gateway:
     meter: Meter
@@ -53,7 +57,7 @@ async def gateway(pool: asyncpg.Pool, pubkey: str) -> AsyncIterator[Callable[...
             call.identity = Identity(pubkey, "api_key")
             return await next_handler(call)
 
-        stage = MeteringStage(meter, Limiter(rps, concurrency), PAYMENT)
+        stage = MeteringStage(meter, Limiter(rps, concurrency), top_up)
         stages: list[Stage] = [
             error_boundary,
             authenticate,
@@ -139,7 +143,7 @@ async def test_single_call_without_credits_is_402(gateway: Callable[..., Gateway
     assert reply.status == 402 and body["error"] == {
         "code": -32010,
         "message": "insufficient credits",
-        "data": {"required": 25, "available": 10},
+        "data": {"required": 25, "available": 10, **PAYMENT},  # and how to top up
     }
     assert reply.headers["X-Credits-Remaining"] == "10" and reply.headers["X-Credits-Low"] == "true"
     assert gw.node.seen == []
@@ -301,7 +305,7 @@ async def test_errors_before_metering_carry_the_headers(gateway: Callable[..., G
 
 async def test_unauthenticated_calls_are_never_forwarded(pool: asyncpg.Pool) -> None:
     node = ScriptedNode()
-    stage = MeteringStage(Meter(pool), Limiter(50, 4), PAYMENT)
+    stage = MeteringStage(Meter(pool), Limiter(50, 4), top_up)
     handler = compose([error_boundary, ParseStage(PriceTable.default()), stage], Forwarder(node))
     reply = await handler(
         http_call("POST", "/", {}, style=ReplyStyle.JSONRPC, body=b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}')
@@ -313,7 +317,7 @@ async def test_unauthenticated_calls_are_never_forwarded(pool: asyncpg.Pool) -> 
 async def test_ledger_outage_is_503_and_free(database_url: str, pubkey: str) -> None:
     broken = await asyncpg.create_pool(database_url, min_size=1, max_size=1)
     await broken.close()
-    stage = MeteringStage(Meter(broken), Limiter(50, 4), PAYMENT)
+    stage = MeteringStage(Meter(broken), Limiter(50, 4), top_up)
 
     async def authenticate(call: Call, next_handler: Handler) -> Reply:
         call.identity = Identity(pubkey, "api_key")

@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 from aiohttp import web
 
-from gateway.client import WalletSigner
+from gateway.client import BackendUnavailable, GatewayClient, WalletSigner
 from gateway.config import Settings
 from gateway.runtime.ports import free_port
 from tests.auth.helpers import RPC_BODY, create_account, create_api_key, request
@@ -33,6 +33,7 @@ class Relay:
         self.node_url = node_url
         self.port = free_port()
         self.cut = False
+        self.seen = 0  # requests that reached the relay
         self._runner: web.AppRunner | None = None
         self._http: aiohttp.ClientSession | None = None
 
@@ -53,6 +54,7 @@ class Relay:
 
     async def _relay(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
+        self.seen += 1
         if self.cut:
             assert request.transport is not None
             request.transport.close()  # the request was read: it reached the "node"
@@ -129,3 +131,23 @@ async def test_a_node_that_cuts_the_connection_costs_the_send_not_the_read(
         assert SECRET not in failed.raw.decode() and str(relay.port) not in failed.raw.decode()
         # the read is refunded; the send may have been broadcast, so its 2 credits stay charged
         assert int(failed.headers["x-credits-remaining"]) == before - 2
+
+
+async def test_the_client_retries_a_read_and_never_a_send(
+    gateway: RunningGateway, relay: Relay, db: asyncpg.Connection
+) -> None:
+    """gateway.client.GatewayClient after a 502: a read is tried again with backoff; a send is not,
+    since it may have been broadcast (the caller checks getSignatureStatuses first)."""
+    async with aiohttp.ClientSession() as http:
+        key = await funded_key(gateway, http, db)
+    relay.cut = True
+    async with GatewayClient(gateway.url, api_key=key, max_retries=2, backoff_s=0.01) as client:
+        before = relay.seen
+        with pytest.raises(BackendUnavailable) as read:
+            await client.rpc("getSlot")
+        assert relay.seen - before == 3 and read.value.status == 502
+        before = relay.seen
+        with pytest.raises(BackendUnavailable):
+            await client.rpc("sendTransaction", ["AQ=="])
+        assert relay.seen - before == 1
+        assert client.meter.request_id is not None and client.meter.credits_remaining is not None

@@ -38,6 +38,7 @@ class RunningService:
     node_url: str
     process: subprocess.Popen[bytes]
     log: Path
+    env: dict[str, str]  # what it was started with: other commands of the same stack use it too
 
     def descendants(self) -> list[psutil.Process]:
         try:
@@ -82,7 +83,7 @@ def start_service(
             process.kill()
             raise RuntimeError(f"gateway up did not start:\n{log.read_text()[-4000:]}")
         time.sleep(0.25)
-    return RunningService(home, url, f"http://127.0.0.1:{env['GATEWAY_DEVNODE_RPC_PORT']}", process, log)
+    return RunningService(home, url, f"http://127.0.0.1:{env['GATEWAY_DEVNODE_RPC_PORT']}", process, log, env)
 
 
 def stop_service(service: RunningService, timeout_s: float = 90.0) -> tuple[int, list[psutil.Process]]:

@@ -1,4 +1,4 @@
-"""Client helper: sign gateway requests with a wallet key, the way the spec defines it.
+"""Sign gateway requests with a wallet key, the way the API defines it.
 
 Only :mod:`gateway.core.signing` is shared with the server, so what this signs is by construction
 what the server checks. Depends on PyNaCl and base58, nothing of the server side.
@@ -6,8 +6,10 @@ what the server checks. Depends on PyNaCl and base58, nothing of the server side
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
+from pathlib import Path
 
 import base58
 from nacl.signing import SigningKey
@@ -46,6 +48,11 @@ class WalletSigner:
         else:
             raise ValueError(f"secret must be a 32-byte seed or a 64-byte expanded key, got {len(secret)} bytes")
         self._pubkey = base58.b58encode(bytes(self._key.verify_key)).decode("ascii")
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> WalletSigner:
+        """From a Solana keypair file (a JSON array of 64 bytes, as ``solana-keygen`` writes it)."""
+        return cls(bytes(json.loads(Path(path).read_text())))
 
     @property
     def pubkey(self) -> str:

@@ -1,0 +1,28 @@
+"""Per-request wallet signatures (no key, no session): each solana-py request carries X-Pubkey,
+X-Signature, X-Timestamp and X-Nonce, signed over the method, path and body.
+
+    export GATEWAY_WALLET=.gateway/wallets/dev-wallet.json
+    .venv/bin/python examples/signed_requests.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from gateway.client import WalletSigner, solana_client
+
+URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
+WALLET = Path(os.environ.get("GATEWAY_WALLET", ".gateway/wallets/dev-wallet.json"))
+
+
+async def main(signer: WalletSigner) -> None:
+    async with solana_client(URL, signer=signer) as client:
+        for _ in range(2):  # a fresh nonce and signature each time
+            slot = (await client.get_slot()).value
+            print(f"slot {slot} (signed by {signer.pubkey})")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(WalletSigner.from_file(WALLET)))

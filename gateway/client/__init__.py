@@ -1,0 +1,50 @@
+"""The gateway's client library: sign requests, call the API with typed errors, use solana-py.
+
+Needs nothing of the server side (an import contract of ``make check``)::
+
+    WalletSigner        the spec's per-request signature and session challenges (signer.py)
+    GatewayClient       async HTTP client: JSON-RPC and account routes, retries, credit headers (http.py)
+    solana_client       solana-py's AsyncClient with gateway credentials; gateway_error (solana.py)
+    errors              one exception per documented error (errors.py)
+"""
+
+from __future__ import annotations
+
+from gateway.client.errors import (
+    AuthFailed,
+    BackendUnavailable,
+    Forbidden,
+    GatewayError,
+    InsufficientCredits,
+    InvalidRequest,
+    NonceReused,
+    NotFound,
+    PaymentRequired,
+    RateLimited,
+    RpcError,
+)
+from gateway.client.http import GatewayClient, Meter
+from gateway.client.signer import WalletSigner
+from gateway.client.solana import WalletAuth, gateway_error, solana_client
+
+__version__ = "0.2.0"
+
+__all__ = [
+    "AuthFailed",
+    "BackendUnavailable",
+    "Forbidden",
+    "GatewayClient",
+    "GatewayError",
+    "InsufficientCredits",
+    "InvalidRequest",
+    "Meter",
+    "NonceReused",
+    "NotFound",
+    "PaymentRequired",
+    "RateLimited",
+    "RpcError",
+    "WalletAuth",
+    "WalletSigner",
+    "gateway_error",
+    "solana_client",
+]

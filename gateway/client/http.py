@@ -1,0 +1,204 @@
+"""``GatewayClient``: an async client of the gateway's HTTP API, with typed errors and safe retries.
+
+Needs nothing of the server (aiohttp, PyNaCl, base58). Credentials: an API key; or a wallet key,
+used to sign each request or, with ``use_session``, to open a session whose token the client renews
+when it expires. Retries: a 429 after its ``Retry-After``; a 502 or 503 with exponential backoff and
+jitter (from 2 s and 5 s, as the API reference says), but never a send: a send that failed may have
+been broadcast, and only the caller can check (``getSignatureStatuses``) before sending again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+
+from gateway.client.errors import AuthFailed, BackendUnavailable, GatewayError, RateLimited, error_from_answer
+from gateway.client.signer import WalletSigner
+
+#: Methods never retried after a failure that may have reached the node.
+SEND_METHODS = frozenset({"sendTransaction", "sendSmartTransaction", "sendAndConfirm", "sendBundle"})
+
+
+@dataclass(frozen=True)
+class Meter:
+    """The credit and rate headers of the last answer (None where it had none)."""
+
+    credits_remaining: int | None = None
+    credits_low: bool = False
+    rate_limit: int | None = None
+    rate_remaining: int | None = None
+    rate_reset: int | None = None
+    request_id: str | None = None
+
+    @classmethod
+    def of(cls, headers: dict[str, str]) -> Meter:
+        def number(name: str) -> int | None:
+            value = headers.get(name)
+            return int(value) if value is not None and value.isdigit() else None
+
+        return cls(
+            credits_remaining=number("x-credits-remaining"),
+            credits_low=headers.get("x-credits-low") == "true",
+            rate_limit=number("x-ratelimit-limit"),
+            rate_remaining=number("x-ratelimit-remaining"),
+            rate_reset=number("x-ratelimit-reset"),
+            request_id=headers.get("x-request-id"),
+        )
+
+
+class GatewayClient:
+    """Args:
+    url: the gateway's base URL, e.g. ``http://127.0.0.1:8000``.
+    api_key: an API key (``srpc_live_...``).
+    signer: a wallet key; each request is signed unless ``use_session``.
+    use_session: sign a challenge once and send the session token (renewed when it expires).
+    max_retries: how often a 429, 502 or 503 is retried (never for a send after a 502/503).
+    backoff_s: the first backoff after a 502 (a 503's is 2.5 times it).
+
+    Example:
+        >>> async with GatewayClient("http://127.0.0.1:8000", api_key=key) as gw:  # doctest: +SKIP
+        ...     slot = await gw.rpc("getSlot")
+        ...     print(slot, gw.meter.credits_remaining)
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        signer: WalletSigner | None = None,
+        use_session: bool = False,
+        max_retries: int = 3,
+        backoff_s: float = 2.0,
+        timeout_s: float = 60.0,
+    ) -> None:
+        if use_session and signer is None:
+            raise ValueError("use_session needs a signer")
+        self.url = url.rstrip("/")
+        self.api_key = api_key
+        self.signer = signer
+        self.use_session = use_session
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.meter = Meter()
+        self._token: str | None = None
+        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s))
+
+    async def __aenter__(self) -> GatewayClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.close()
+
+    # -- JSON-RPC --------------------------------------------------------------------------------
+
+    async def rpc(self, method: str, params: list[Any] | None = None) -> Any:
+        """One JSON-RPC call; its ``result``, or the typed error (:class:`RpcError` for a JSON-RPC error)."""
+        body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params or []})
+        return (await self.request("POST", "/", body, retry_unsafe=method not in SEND_METHODS))["result"]
+
+    async def batch(self, calls: list[tuple[str, list[Any]]]) -> list[dict[str, Any]]:
+        """A batch; the answers in call order, each a JSON-RPC response (errors are not raised)."""
+        items = [{"jsonrpc": "2.0", "id": n, "method": m, "params": p} for n, (m, p) in enumerate(calls)]
+        safe = not any(m in SEND_METHODS for m, _ in calls)
+        answers = await self.request("POST", "/", orjson.dumps(items), retry_unsafe=safe)
+        return sorted(answers, key=lambda a: a.get("id") if isinstance(a.get("id"), int) else 0)
+
+    # -- REST ------------------------------------------------------------------------------------
+
+    async def account_info(self) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("GET", "/account/info")
+        return result
+
+    async def create_api_key(self) -> str:
+        """A new API key for the signer's wallet (creating the account if needed); revokes the old one."""
+        if self.signer is None:
+            raise ValueError("creating an API key needs a signer")
+        answer = await self.request("POST", "/account/api-key", b"{}", sign=True)
+        return str(answer["api_key"])
+
+    async def confirm_deposit(self, signature: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request(
+            "POST", "/account/confirm-deposit", orjson.dumps({"signature": signature})
+        )
+        return result
+
+    # -- the one request path --------------------------------------------------------------------
+
+    async def request(
+        self, method: str, path: str, body: bytes = b"", *, retry_unsafe: bool = True, sign: bool = False
+    ) -> Any:
+        """Send with credentials, retry what is safe to retry, raise what the gateway refused."""
+        attempt = 0
+        while True:
+            try:
+                return await self._once(method, path, body, sign)
+            except RateLimited as exc:  # never admitted: safe to retry, sends included
+                if attempt >= self.max_retries:
+                    raise
+                await asyncio.sleep(exc.retry_after + random.uniform(0, 0.2))
+            except BackendUnavailable as exc:
+                if attempt >= self.max_retries or not retry_unsafe or exc.status == 504:
+                    raise
+                base = self.backoff_s * (2.5 if exc.status == 503 else 1.0)
+                await asyncio.sleep(base * 2**attempt * random.uniform(0.8, 1.2))
+            except AuthFailed:
+                if not (self.use_session and self._token is not None) or attempt >= self.max_retries:
+                    raise
+                self._token = None  # expired or logged out: open a new session
+            attempt += 1
+
+    async def _once(self, method: str, path: str, body: bytes, sign: bool) -> Any:
+        headers = {"Content-Type": "application/json", **await self._credentials(method, path, body, sign)}
+        async with self._http.request(method, self.url + path, data=body or None, headers=headers) as resp:
+            raw = await resp.read()
+            answer_headers = {k.lower(): v for k, v in resp.headers.items()}
+        self.meter = Meter.of(answer_headers)
+        try:
+            document = orjson.loads(raw) if raw else None
+        except orjson.JSONDecodeError:
+            document = raw.decode("utf-8", "replace")
+        error = error_from_answer(resp.status, answer_headers, document)
+        if error is not None:
+            raise error
+        return document
+
+    async def _credentials(self, method: str, path: str, body: bytes, sign: bool) -> dict[str, str]:
+        if self.signer is not None and (sign or (self.api_key is None and not self.use_session)):
+            return self.signer.headers(method, path, body)
+        if self.api_key is not None:
+            return {"X-Api-Key": self.api_key}
+        if self.use_session:
+            if self._token is None:
+                self._token = await self._open_session()
+            return {"Authorization": f"Bearer {self._token}"}
+        return {}
+
+    async def _open_session(self) -> str:
+        assert self.signer is not None
+        pubkey = self.signer.pubkey
+        challenge = await self._post_public("/auth/challenge", {"pubkey": pubkey})
+        text = str(challenge["challenge"])
+        proof = {"pubkey": pubkey, "challenge": text, "signature": self.signer.sign_challenge(text)}
+        return str((await self._post_public("/auth/verify", proof))["token"])
+
+    async def _post_public(self, path: str, document: dict[str, Any]) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json"}
+        async with self._http.post(self.url + path, data=orjson.dumps(document), headers=headers) as resp:
+            answer = orjson.loads(await resp.read())
+            error = error_from_answer(resp.status, {k.lower(): v for k, v in resp.headers.items()}, answer)
+        if error is not None:
+            raise error
+        result: dict[str, Any] = answer
+        return result
+
+
+__all__ = ["SEND_METHODS", "GatewayClient", "GatewayError", "Meter"]

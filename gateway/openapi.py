@@ -1,0 +1,436 @@
+"""The OpenAPI 3.1 document of every HTTP route (``GET /openapi.json``, rendered at ``/docs``).
+
+The bodies are pydantic models, so the document carries real JSON Schemas; the route handlers build
+their answers as plain dicts, and ``make test`` runs schemathesis against the running stack to check
+that every answer has a documented status and matches its schema (tests/integration/test_openapi.py).
+Written out rather than derived from the routes: they are raw Starlette routes around the pipeline,
+and the spec's error shapes (a JSON-RPC error on some statuses, the HTTP error body on others) are
+the part worth stating precisely.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.core.jsonrpc import MAX_BATCH
+from gateway.core.paging import MAX_LIMIT, MAX_OFFSET
+
+API_VERSION = "0.2"
+BASE58_KEY = "^[1-9A-HJ-NP-Za-km-z]{32,44}$"
+BASE58_SIGNATURE = "^[1-9A-HJ-NP-Za-km-z]{64,88}$"
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ErrorDetail(_Open):
+    code: str = Field(description="A stable constant: INVALID_REQUEST, AUTH_FAILED, NONCE_REUSED, ...")
+    message: str
+    requestId: str | None = Field(None, description="The X-Request-Id of the response")
+    data: Any = None
+
+
+class ErrorBody(_Open):
+    """The HTTP error body of the spec."""
+
+    error: ErrorDetail
+
+
+class RpcErrorObject(_Open):
+    code: int
+    message: str
+    data: Any = None
+
+
+class RpcRequest(BaseModel):
+    jsonrpc: Literal["2.0"]
+    id: str | int | None
+    method: str = Field(min_length=1)
+    params: list[Any] | dict[str, Any] | None = None
+
+
+class RpcResponse(_Open):
+    """A JSON-RPC response: ``result`` or ``error``. A 402 also carries the x402 fields beside them."""
+
+    jsonrpc: Literal["2.0"]
+    id: str | int | None
+    result: Any = None
+    error: RpcErrorObject | None = None
+
+
+RpcBody = RpcRequest | list[RpcRequest]
+RpcAnswer = RpcResponse | list[RpcResponse]
+
+
+class Challenge(BaseModel):
+    challenge: str = Field(pattern="^[0-9a-f]{64}$")
+    expires_in: int
+
+
+class ChallengeRequest(BaseModel):
+    pubkey: str = Field(pattern=BASE58_KEY, description="base58 Ed25519 public key")
+
+
+class VerifyRequest(BaseModel):
+    pubkey: str = Field(pattern=BASE58_KEY)
+    challenge: str = Field(pattern="^[0-9a-f]{64}$")
+    signature: str = Field(pattern=BASE58_SIGNATURE, description="base58 signature of the challenge's UTF-8 text")
+
+
+class Token(BaseModel):
+    token: str
+    expires_in: int
+
+
+class LogoutAnswer(BaseModel):
+    status: Literal["ok"]
+
+
+class ApiKeyRequest(BaseModel):
+    ref_code: str | None = None
+
+
+class ApiKeyAnswer(BaseModel):
+    ok: bool
+    api_key: str
+    message: str
+
+
+class Funding(_Open):
+    asset: str
+    network: str
+    deposit_address: str
+    credits_per_usdc: int
+    credit_expiry_seconds: int
+    credit_expiry_days: int
+    attribution: str
+
+
+class LastDeposit(BaseModel):
+    signature: str
+    amount_usdc: str
+    credits: int
+    timestamp: str
+
+
+class CreditBatch(BaseModel):
+    id: int
+    source: str
+    granted: int
+    remaining: int
+    expires_at: str
+
+
+class Account(_Open):
+    ok: bool
+    pubkey: str
+    balance: int
+    deposit_address: str
+    funding: Funding
+    status: str
+    total_consumed_credits: int
+    created_at: int = Field(description="Unix seconds (the spec's type)")
+    last_deposit: LastDeposit | None
+    credit_batches: list[CreditBatch]
+
+
+class LedgerEntry(BaseModel):
+    type: Literal["deposit", "bonus", "debit", "refund", "expiry", "adjustment"]
+    amount: int
+    balance: int
+    description: str
+    timestamp: str = Field(description="ISO 8601 UTC")
+    signature: str | None = Field(description="the deposit's transaction signature (deposit, bonus)")
+
+
+class HistoryEntry(BaseModel):
+    method: str
+    credits: int
+    timestamp: str = Field(description="ISO 8601 UTC")
+    request_id: str | None = Field(description="the call's X-Request-Id (`<id>:<n>` for item n of a batch)")
+    refunded: bool
+
+
+class LedgerPage(BaseModel):
+    entries: list[LedgerEntry]
+    next_cursor: str | None
+
+
+class HistoryPage(BaseModel):
+    entries: list[HistoryEntry]
+    next_cursor: str | None
+
+
+class ConfirmDepositRequest(BaseModel):
+    signature: str = Field(pattern=BASE58_SIGNATURE, description="base58 signature of the USDC transfer")
+
+
+class ConfirmedDeposit(BaseModel):
+    ok: bool
+    credits_added: int
+    new_balance: int = Field(description="the caller's own balance")
+    already_processed: bool
+    signature: str
+    credited_pubkey: str
+    credited_to_caller: bool
+    amount_base_units: int
+    bonus_credits: int
+
+
+class Health(_Open):
+    status: Literal["ok", "degraded", "starting"]
+    paid_traffic_ready: bool
+    agave_healthy: bool
+    service_profile: dict[str, Any]
+    timestamp: int
+
+
+class Pricing(_Open):
+    ok: bool
+    credits_per_usdc: int
+    classes: dict[str, Any]
+
+
+class Capabilities(_Open):
+    ok: bool
+    service_profile: dict[str, Any]
+
+
+# -------------------------------------------------------------------------------------- the document
+
+_ERRORS = {
+    400: "malformed request: INVALID_REQUEST",
+    401: "credentials presented but invalid: AUTH_FAILED",
+    403: "replayed nonce (NONCE_REUSED) or suspended account (ACCOUNT_SUSPENDED)",
+    404: "no account record: ACCOUNT_NOT_FOUND",
+    405: "method not allowed on this path",
+    413: "body too large: PAYLOAD_TOO_LARGE",
+    429: "too many requests from this address: RATE_LIMITED, with Retry-After",
+    500: "internal error: INTERNAL_ERROR, with requestId",
+    503: "a store or the node is unavailable or starting: SERVICE_TEMPORARILY_UNAVAILABLE, with retry_after_secs",
+}
+_PAYMENT = "no credentials, or no account record: JSON-RPC -32002 with the deposit terms and the x402 fields"
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*statuses: int, rpc: tuple[int, ...] = ()) -> dict[str, Any]:
+    """Error answers: the HTTP error body, or a JSON-RPC error body for the statuses in ``rpc``."""
+    out: dict[str, Any] = {}
+    for status in statuses:
+        schema = _ref("RpcResponse") if status in rpc else _ref("ErrorBody")
+        out[str(status)] = _json(schema, _ERRORS.get(status, _PAYMENT))
+    return out
+
+
+def _operation(
+    summary: str,
+    ok: dict[str, Any],
+    errors: dict[str, Any],
+    *,
+    body: str | None = None,
+    secured: bool = False,
+    params: list[dict[str, Any]] | None = None,
+    tag: str,
+) -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": summary, "tags": [tag], "responses": {"200": ok, **errors}}
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(body)}}}
+    if params:
+        op["parameters"] = params
+    op["security"] = _ANY_CREDENTIAL if secured else []
+    return op
+
+
+_ANY_CREDENTIAL: list[dict[str, list[str]]] = [
+    {"apiKeyHeader": []},
+    {"apiKeyQuery": []},
+    {"bearer": []},
+    {"walletSignature": []},
+]
+_PAGE_PARAMS = [
+    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}},
+    {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET}},
+    {"name": "cursor", "in": "query", "schema": {"type": "string"}, "description": "next_cursor of the last page"},
+]
+_MODELS: tuple[type[BaseModel], ...] = (
+    ErrorBody,
+    RpcRequest,
+    RpcResponse,
+    ChallengeRequest,
+    Challenge,
+    VerifyRequest,
+    Token,
+    LogoutAnswer,
+    ApiKeyRequest,
+    ApiKeyAnswer,
+    Account,
+    LedgerPage,
+    HistoryPage,
+    ConfirmDepositRequest,
+    ConfirmedDeposit,
+    Health,
+    Pricing,
+    Capabilities,
+)
+
+
+def _schemas() -> dict[str, Any]:
+    schemas: dict[str, Any] = {}
+    for model in _MODELS:
+        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(schema.pop("$defs", {}))
+        schemas[model.__name__] = schema
+    schemas["RpcBody"] = {
+        "oneOf": [
+            _ref("RpcRequest"),
+            {"type": "array", "items": _ref("RpcRequest"), "minItems": 1, "maxItems": MAX_BATCH},
+        ]
+    }
+    schemas["RpcAnswer"] = {"oneOf": [_ref("RpcResponse"), {"type": "array", "items": _ref("RpcResponse")}]}
+    return schemas
+
+
+def _rpc_operation() -> dict[str, Any]:
+    return _operation(
+        f"JSON-RPC 2.0: one call or a batch of up to {MAX_BATCH}, each billed by its method's class",
+        _json(_ref("RpcAnswer"), "the node's (or the gateway's) JSON-RPC answers; errors of single items inside"),
+        {
+            **_errors(400, 401, 403, 405, 413, 500),
+            **_errors(402, 429, 502, 503, 504, rpc=(402, 429, 502, 503, 504)),
+        },
+        body="RpcBody",
+        secured=True,
+        tag="JSON-RPC",
+    )
+
+
+def _account_read(summary: str, answer: str, paged: bool = False) -> dict[str, Any]:
+    return {
+        "get": _operation(
+            summary,
+            _json(_ref(answer), "the resource"),
+            {**_errors(400, 401, 403, 404, 429, 500, 503), **_errors(402, rpc=(402,))},
+            secured=True,
+            params=_PAGE_PARAMS if paged else None,
+            tag="Account",
+        )
+    }
+
+
+def openapi_document(server_url: str | None = None) -> dict[str, Any]:
+    rest_errors = _errors(400, 413, 429, 500, 503)
+    public = {"200": _json({}, "")}
+    document: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Solana credit gateway",
+            "version": API_VERSION,
+            "description": "A prepaid, credit-metered Solana JSON-RPC gateway. The full reference, with the "
+            "JSON-RPC methods, prices, limits and error codes, is docs/api.md in the repository.",
+        },
+        "paths": {
+            "/": {"post": _rpc_operation()},
+            "/rpc": {"post": _rpc_operation()},
+            "/health": {
+                "get": {
+                    "summary": "Service health (HTTP 503 while starting)",
+                    "tags": ["Public"],
+                    "security": [],
+                    "responses": {
+                        "200": _json(_ref("Health"), "ok or degraded"),
+                        "503": _json(_ref("Health"), "starting"),
+                    },
+                }
+            },
+            "/pricing": {"get": _public("Prices: credits per class, which methods are available", "Pricing")},
+            "/capabilities": {"get": _public("What this deployment offers", "Capabilities")},
+            "/openapi.json": {"get": {**_public("This document", None), "responses": public}},
+            "/auth/challenge": {
+                "post": _operation(
+                    "A challenge to sign (valid 300 s)",
+                    _json(_ref("Challenge"), "the challenge"),
+                    rest_errors,
+                    body="ChallengeRequest",
+                    tag="Session",
+                )
+            },
+            "/auth/verify": {
+                "post": _operation(
+                    "A session token for a signed challenge (1 h, sliding)",
+                    _json(_ref("Token"), "the token"),
+                    {**rest_errors, **_errors(401)},
+                    body="VerifyRequest",
+                    tag="Session",
+                )
+            },
+            "/auth/logout": {
+                "post": {
+                    **_operation(
+                        "Revoke the session token",
+                        _json(_ref("LogoutAnswer"), "revoked"),
+                        {**rest_errors, **_errors(401), **_errors(402, rpc=(402,))},
+                        tag="Session",
+                    ),
+                    "security": [{"bearer": []}],
+                }
+            },
+            "/account/api-key": {
+                "post": {
+                    **_operation(
+                        "Create the account's API key (shown once; rotates any previous key)",
+                        _json(_ref("ApiKeyAnswer"), "the new key"),
+                        {**rest_errors, **_errors(401, 403), **_errors(402, rpc=(402,))},
+                        body="ApiKeyRequest",
+                        tag="Account",
+                    ),
+                    "security": [{"walletSignature": []}],
+                }
+            },
+            "/account/info": _account_read("The account: balance, deposit terms, batches", "Account"),
+            "/account/ledger": _account_read("Ledger entries, newest first", "LedgerPage", paged=True),
+            "/account/history": _account_read("Usage history, one entry per call, newest first", "HistoryPage", True),
+            "/account/confirm-deposit": {
+                "post": _operation(
+                    "Credit a finalized USDC deposit now (to the transfer's authority wallet)",
+                    _json(_ref("ConfirmedDeposit"), "credited, or already processed"),
+                    {**rest_errors, **_errors(401, 403, 502), **_errors(402, rpc=(402,))},
+                    body="ConfirmDepositRequest",
+                    secured=True,
+                    tag="Account",
+                )
+            },
+        },
+        "components": {
+            "schemas": _schemas(),
+            "securitySchemes": {
+                "apiKeyHeader": {"type": "apiKey", "in": "header", "name": "X-Api-Key"},
+                "apiKeyQuery": {"type": "apiKey", "in": "query", "name": "api-key"},
+                "bearer": {"type": "http", "scheme": "bearer", "description": "session token from /auth/verify"},
+                "walletSignature": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "X-Signature",
+                    "description": "with X-Pubkey, X-Timestamp and X-Nonce: an Ed25519 signature of "
+                    "ledger-svc:v2:{METHOD}:{PATH}:{TIMESTAMP}:{NONCE}:{BODY_HASH}",
+                },
+            },
+        },
+    }
+    if server_url:
+        document["servers"] = [{"url": server_url}]
+    return document
+
+
+def _public(summary: str, schema: str | None) -> dict[str, Any]:
+    ok = _json(_ref(schema), "the document") if schema else _json({}, "")
+    return {"summary": summary, "tags": ["Public"], "security": [], "responses": {"200": ok}}

@@ -1,0 +1,137 @@
+"""Issue 22 end to end, as a new user with only the README: `gateway fund`, then each runnable
+example in examples/, against the running stack (so the examples cannot rot)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from solders.keypair import Keypair
+
+from gateway.client import GatewayClient, WalletSigner
+from tests.integration.service import RunningService, fetch
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+GATEWAY = Path(sys.executable).with_name("gateway")
+
+
+def gateway_fund(service: RunningService, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(GATEWAY), "fund", *args],
+        env={**service.env, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def funded(service: RunningService) -> tuple[str, Path]:
+    """The README's second command: a funded API key, and the wallet file it made."""
+    started = time.monotonic()
+    done = gateway_fund(service, "--usdc", "0.5")
+    print(f"gateway fund took {time.monotonic() - started:.1f} s")  # the first hour's one command
+    assert done.returncode == 0, done.stderr
+    key = done.stdout.strip().splitlines()[-1]
+    assert key.startswith("srpc_live_"), done.stdout
+    assert "balance  50000 credits" in done.stderr, done.stderr
+    return key, service.home / "wallets" / "dev-wallet.json"
+
+
+def test_gateway_fund_gives_a_key_that_pays(service: RunningService, funded: tuple[str, Path]) -> None:
+    key, wallet = funded
+    assert wallet.exists() and wallet.with_suffix(".api-key").read_text().strip() == key
+    status, answer, headers = fetch(
+        f"{service.url}/", b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}', {"X-Api-Key": key}
+    )
+    assert status == 200 and isinstance(answer["result"], int), answer
+    assert int(headers["x-credits-remaining"]) < 50_000
+
+    again = gateway_fund(service, "--usdc", "0.01")  # a second run reuses the wallet and its key
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip().splitlines()[-1] == key
+    assert "+1000 credits" in again.stderr or "+0 credits" in again.stderr, again.stderr
+
+
+def test_gateway_fund_refuses_a_real_chain_and_bad_amounts(service: RunningService) -> None:
+    real = gateway_fund(service, GATEWAY_UPSTREAM_RPC_URL="https://api.mainnet-beta.solana.com")
+    assert real.returncode == 2 and "embedded devnode only" in real.stderr, real.stderr
+    for amount in ("0.001", "abc", "1.0000001"):
+        bad = gateway_fund(service, "--usdc", amount)
+        assert bad.returncode == 2 and "USDC" in bad.stderr, bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("example", "expected"),
+    [
+        ("api_key.py", ["(X-Api-Key header)", "(?api-key= in the URL)"]),
+        ("session_token.py", ["session for", "lamports", "logout: ok"]),
+        ("signed_requests.py", ["signed by"]),
+        ("errors.py", ["402 -32010 insufficient credits", "deposit to", "InsufficientCredits"]),
+    ],
+)
+def test_each_example_runs(
+    service: RunningService, funded: tuple[str, Path], example: str, expected: list[str]
+) -> None:
+    key, wallet = funded
+    env = {**service.env, "GATEWAY_URL": service.url, "GATEWAY_API_KEY": key, "GATEWAY_WALLET": str(wallet)}
+    done = subprocess.run(
+        [sys.executable, str(REPO / "examples" / example)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for line in expected:
+        assert line in done.stdout, done.stdout
+
+
+def test_messages_say_what_this_deployment_is_and_what_to_do(service: RunningService, funded: tuple[str, Path]) -> None:
+    key, _ = funded
+    rpc = b'{"jsonrpc":"2.0","id":3,"method":"getSlot"}'
+    _, info, _ = fetch(f"{service.url}/account/info", None, {"X-Api-Key": key})
+    funding = info["funding"]
+    assert funding["network"] == "devnode" and "test chain" in funding["network_description"]
+    assert "seconds" in funding["crediting"] and "30 seconds" not in funding["crediting"]
+    assert "0.01" in funding["below_minimum"] and funding["minimum_deposit_usdc"] == "0.01"
+
+    status, answer, headers = fetch(f"{service.url}/", rpc, {})  # no credentials
+    assert status == 402 and answer["id"] == 3
+    data = answer["error"]["data"]
+    assert data["network"] == "devnode" and data["deposit_address"] == info["deposit_address"]
+    assert "gateway fund" in data["instructions"] and "/account/confirm-deposit" in data["instructions"]
+    assert "/x402/settle" not in data["instructions"]  # not built: not named
+    terms = orjson.loads(base64.b64decode(headers["payment-required"]))
+    assert terms["accepts"][0]["network"] == "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1"  # devnet, for x402 SDKs
+
+    broke = WalletSigner(bytes(Keypair()))
+    empty_key = asyncio.run(_new_key(service.url, broke))
+    status, answer, _ = fetch(f"{service.url}/", rpc, {"X-Api-Key": empty_key})
+    assert status == 402 and answer["error"]["code"] == -32010
+    assert answer["error"]["data"]["deposit_address"] == info["deposit_address"]
+    assert broke.pubkey in answer["error"]["data"]["instructions"]
+
+    status, answer, _ = fetch(f"{service.url}/", rpc, {"Authorization": f"Bearer {key}"})
+    assert status == 401 and "X-Api-Key" in answer["error"]["message"], answer
+
+    _, health, _ = fetch(f"{service.url}/health", None, {})
+    assert health["service_profile"]["services"]["send"] is False
+    _, pricing, _ = fetch(f"{service.url}/pricing", None, {})
+    assert "sendAndConfirm" in pricing["classes"]["SEND_AND_CONFIRM"]["not_available"]
+    assert pricing["classes"]["READ_CHEAP"]["not_available"] == []
+
+
+async def _new_key(url: str, signer: WalletSigner) -> str:
+    async with GatewayClient(url, signer=signer) as gw:
+        return await gw.create_api_key()
