@@ -14,7 +14,8 @@ What is real:
     Token-2022 token accounts with ImmutableOwner;
   * Anchor events (CreateEvent, TradeEvent, CompleteEvent, CompletePumpAmmMigrationEvent, CreatePoolEvent)
     as `emit_cpi!` self-CPIs in the inner instructions and as `Program data:` log lines;
-  * the curve math (integers, protocol 95 bps + creator 30 bps) that sets every amount and reserve;
+  * the curve math (integers, `pumpfun.curve`) that sets every amount and reserve, at the fee rates and
+    to the fee recipients of the `Global` account the feed writes (`pumpfun.fees`: protocol 95 + creator 30 bps);
   * the transactions themselves: v0 messages compiled against the chain's latest blockhash and really
     signed by generated keypairs (fee payer = the user; the mint keypair also signs creates).
 
@@ -33,8 +34,9 @@ What is synthetic:
   * graduation: `migrate`'s 24-account order comes from public copies of the pump IDL (it is not in the
     reference); for Token-2022 coins SPL Token is appended as a remaining account (see `migrate_accounts`);
     the LP mint's 9 decimals and the migration fee going to `Global.withdraw_authority` are assumptions;
-  * no mayhem-mode or cashback coins, buyback fee 0; the `Global` account is written (documented example
-    values, fees 95 + 30 bps) by the first transaction of each run;
+  * no mayhem-mode or cashback coins, buyback fee 0; the `Global` account (`state.PUMP_GLOBAL`: documented
+    example values, fees 95 + 30 bps, the published fee and buyback recipients) is written by the first
+    transaction of each run;
   * traders are funded by one airdrop each, plus another whenever one falls below 100 SOL; a restarted feed
     with the same seed replays the same wallets and mints and overwrites their accounts.
 

@@ -17,11 +17,10 @@ from solders.transaction import VersionedTransaction
 
 from devnode.feed.state import RENT_EPOCH_EXEMPT, FeedState, Tx
 from devnode.injected import InjectedTransaction
-from devnode.pump import cpi, pda, spl
-from devnode.pump.accounts import BONDING_CURVE_ACCOUNT_SIZE, BondingCurve, Global, encode_bonding_curve, encode_global
-from devnode.pump.ids import PUMP_PROGRAM_ID, SYSTEM_PROGRAM_ID
-from devnode.pump.instructions import WITHDRAW_AUTHORITY
-from devnode.pump.trace import Call, render_trace, token_balance
+from pumpfun import cpi, pda, spl
+from pumpfun.accounts import BONDING_CURVE_ACCOUNT_SIZE, BondingCurve, encode_bonding_curve, encode_global
+from pumpfun.ids import PUMP_PROGRAM_ID, SYSTEM_PROGRAM_ID
+from pumpfun.trace import Call, render_trace, token_balance
 
 _SIGNATURE_FEE: Final = 5_000
 _CU_LIMITS: Final = (72_000, 100_000, 120_000, 150_000, 200_000, 250_000, 300_000, 400_000, 600_000, 1_400_000)
@@ -67,7 +66,7 @@ def finish(state: FeedState, tx: Tx, blockhash: Hash) -> InjectedTransaction:
 
     writes: list[tuple[Pubkey, Account]] = []
     if not state.global_written:
-        global_data = encode_global(Global(withdraw_authority=WITHDRAW_AUTHORITY))
+        global_data = encode_global(state.pump_global)
         global_account = Account(
             spl.rent_exempt_minimum(len(global_data)), global_data, PUMP_PROGRAM_ID, False, RENT_EPOCH_EXEMPT
         )

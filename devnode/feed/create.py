@@ -14,12 +14,12 @@ from solders.pubkey import Pubkey
 
 from devnode.feed.state import RENT_EPOCH_EXEMPT, RESERVE, Coin, FeedState, TokenAccount, Tx, top_call
 from devnode.feed.trade import append_buy
-from devnode.pump import cpi, pda, spl
-from devnode.pump.accounts import BONDING_CURVE_ACCOUNT_SIZE, TOKEN_DECIMALS, TOKEN_TOTAL_SUPPLY, BondingCurve
-from devnode.pump.curve import buy_tokens_out
-from devnode.pump.events import CreateEvent
-from devnode.pump.ids import PUMP_PROGRAM_ID, TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID, USDC_MINT, WSOL_MINT
-from devnode.pump.instructions import CreateArgs, CreateV2Args, QuoteAccounts, create_instruction, create_v2_instruction
+from pumpfun import cpi, pda, spl
+from pumpfun.accounts import BONDING_CURVE_ACCOUNT_SIZE, TOKEN_DECIMALS, TOKEN_TOTAL_SUPPLY, BondingCurve
+from pumpfun.curve import buy_tokens_out
+from pumpfun.events import CreateEvent
+from pumpfun.ids import PUMP_PROGRAM_ID, TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID, USDC_MINT, WSOL_MINT
+from pumpfun.instructions import CreateArgs, CreateV2Args, QuoteAccounts, create_instruction, create_v2_instruction
 
 #: Assumption: 4,000 USDC (6 decimals) of virtual quote reserves for a USDC-paired curve.
 USDC_INITIAL_VIRTUAL_QUOTE_RESERVES: Final = 4_000_000_000
@@ -58,7 +58,7 @@ def create(state: FeedState, now: int) -> Tx:
         state.coins[coin.mint] = coin
         if state.rng.random() < 0.5:  # the creator's own first buy, in the same transaction
             sol_in = min(state.sol_amount(0.05, 3.0), state.balance(user.pubkey()) - RESERVE)
-            tokens = buy_tokens_out(coin.curve.reserves, sol_in)
+            tokens = buy_tokens_out(coin.curve.reserves, sol_in, state.fee_rates(coin.curve))
             if tokens > 0:
                 append_buy(state, tx, coin, user, tokens, now)
         state.forget_oldest()

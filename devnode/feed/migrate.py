@@ -13,19 +13,19 @@ from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 
 from devnode.feed.state import RENT_EPOCH_EXEMPT, Coin, FeedState, TokenAccount, Tx, top_call
-from devnode.pump import cpi, pda, spl
-from devnode.pump.accounts import POOL_MIGRATION_FEE, TOKEN_DECIMALS, Pool, encode_pool
-from devnode.pump.curve import CurveReserves
-from devnode.pump.events import CompletePumpAmmMigrationEvent, CreatePoolEvent
-from devnode.pump.ids import PUMP_AMM_PROGRAM_ID, PUMP_PROGRAM_ID, TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID, WSOL_MINT
-from devnode.pump.instructions import (
+from pumpfun import cpi, pda, spl
+from pumpfun.accounts import POOL_MIGRATION_FEE, TOKEN_DECIMALS, Pool, encode_pool
+from pumpfun.curve import CurveReserves
+from pumpfun.events import CompletePumpAmmMigrationEvent, CreatePoolEvent
+from pumpfun.ids import PUMP_AMM_PROGRAM_ID, PUMP_PROGRAM_ID, TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID, WSOL_MINT
+from pumpfun.instructions import (
     WITHDRAW_AUTHORITY,
     CreatePoolArgs,
     create_pool_accounts,
     encode_create_pool,
     migrate_instruction,
 )
-from devnode.pump.trace import Call
+from pumpfun.trace import Call
 
 _WSOL_DECIMALS: Final = 9
 _LP_DECIMALS: Final = 9

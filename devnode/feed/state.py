@@ -22,10 +22,13 @@ from solders.pubkey import Pubkey
 from solders.signature import Signature
 
 from devnode.injected import InjectedTransaction
-from devnode.pump import spl
-from devnode.pump.accounts import BondingCurve
-from devnode.pump.ids import TOKEN_2022_PROGRAM_ID
-from devnode.pump.trace import Call
+from pumpfun import spl
+from pumpfun.accounts import BondingCurve, Global
+from pumpfun.curve import FeeRates
+from pumpfun.fees import buyback_fee_recipients, fee_rates, fee_recipients
+from pumpfun.ids import TOKEN_2022_PROGRAM_ID
+from pumpfun.instructions import WITHDRAW_AUTHORITY
+from pumpfun.trace import Call
 
 LAMPORTS_PER_SOL: Final = 1_000_000_000
 TRADER_COUNT: Final = 24
@@ -37,6 +40,10 @@ RESERVE: Final = LAMPORTS_PER_SOL // 20
 #: Coins still traded; older ones stop trading (and leave the feed's memory), as most pump coins do.
 MAX_LIVE_COINS: Final = 40
 RENT_EPOCH_EXEMPT: Final = 2**64 - 1
+#: The pump `Global` account the feed writes on its first transaction (the documented example values:
+#: protocol 95 bps + creator 30 bps). Every trade takes its fee rates and fee recipients from it, as a
+#: client reads them from the chain (`pumpfun.fees`).
+PUMP_GLOBAL: Final = Global(withdraw_authority=WITHDRAW_AUTHORITY)
 
 
 class ChainLike(Protocol):
@@ -128,6 +135,7 @@ class FeedState:
         self.seen: dict[Signature, None] = {}
         self.step = 0
         self.funded = False
+        self.pump_global = PUMP_GLOBAL
         self.global_written = False
         self.counts: Counter[str] = Counter()
 
@@ -182,6 +190,16 @@ class FeedState:
         self.coins.pop(mint, None)
         for address in [a for a, t in self.tokens.items() if t.mint == mint]:
             del self.tokens[address]
+
+    def fee_rates(self, curve: BondingCurve) -> FeeRates:
+        """The protocol and creator fee rates a trade on `curve` pays, by the Global account."""
+        return fee_rates(self.pump_global, curve)
+
+    def pick_fee_recipient(self, curve: BondingCurve) -> Pubkey:
+        return self.rng.choice(fee_recipients(self.pump_global, curve))
+
+    def pick_buyback_fee_recipient(self) -> Pubkey:
+        return self.rng.choice(buyback_fee_recipients(self.pump_global))
 
     def pick_trader(self) -> Keypair:
         trader = self.rng.choice(self.traders)

@@ -1,33 +1,32 @@
 """Trades on a bonding curve: pump `buy` (including the whale buy that completes a curve and schedules
-its graduation) and `sell`, priced by the curve math with the protocol and creator fees.
+its graduation) and `sell`, priced by the curve math with the protocol and creator fee rates and paid to
+the fee recipients of the `Global` account the feed writes (`FeedState.pump_global`).
 """
 
 from __future__ import annotations
 
-from solders.instruction import AccountMeta, Instruction
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 
 from devnode.feed.state import RESERVE, Coin, FeedState, TokenAccount, Tx, top_call
-from devnode.pump import cpi, pda, spl
-from devnode.pump.accounts import TOKEN_DECIMALS
-from devnode.pump.curve import CREATOR_FEE_BPS, PROTOCOL_FEE_BPS, buy_quote, buy_tokens_out, sell_quote
-from devnode.pump.events import CompleteEvent, TradeEvent
-from devnode.pump.ids import (
-    ASSOCIATED_TOKEN_PROGRAM_ID,
-    BUYBACK_FEE_RECIPIENTS,
-    FEE_RECIPIENTS,
-    PUMP_PROGRAM_ID,
-    SYSTEM_PROGRAM_ID,
-    TOKEN_2022_PROGRAM_ID,
+from pumpfun import cpi, pda, spl
+from pumpfun.accounts import TOKEN_DECIMALS
+from pumpfun.curve import FeeRates, buy_quote, buy_tokens_out, sell_quote
+from pumpfun.events import CompleteEvent, TradeEvent
+from pumpfun.ids import PUMP_PROGRAM_ID, TOKEN_2022_PROGRAM_ID
+from pumpfun.instructions import (
+    BuyArgs,
+    SellArgs,
+    associated_token_account_instruction,
+    buy_instruction,
+    sell_instruction,
 )
-from devnode.pump.instructions import BuyArgs, SellArgs, buy_instruction, sell_instruction
 
 
 def buy(state: FeedState, coin: Coin, now: int) -> Tx | None:
     user = state.pick_trader()
     sol_in = min(state.sol_amount(0.01, 5.0), state.balance(user.pubkey()) - RESERVE)
-    tokens = buy_tokens_out(coin.curve.reserves, sol_in)
+    tokens = buy_tokens_out(coin.curve.reserves, sol_in, state.fee_rates(coin.curve))
     if tokens <= 0:
         return None
     tx = Tx("buy", user)
@@ -38,7 +37,7 @@ def buy(state: FeedState, coin: Coin, now: int) -> Tx | None:
 def whale_buy(state: FeedState, coin: Coin, now: int) -> Tx | None:
     """A buy of every token left on the curve: it completes the curve."""
     user = state.pick_trader()
-    cost = buy_quote(coin.curve.reserves, coin.curve.real_token_reserves).total_cost
+    cost = buy_quote(coin.curve.reserves, coin.curve.real_token_reserves, state.fee_rates(coin.curve)).total_cost
     if cost + RESERVE + spl.rent_exempt_minimum(spl.TOKEN_2022_ACCOUNT_SIZE) > state.balance(user.pubkey()):
         return buy(state, coin, now)
     tx = Tx("buy", user)
@@ -54,6 +53,7 @@ def _trade_event(
     sol_amount: int,
     token_amount: int,
     fee_recipient: Pubkey,
+    rates: FeeRates,
     fee: int,
     creator_fee: int,
     now: int,
@@ -73,10 +73,10 @@ def _trade_event(
         real_sol_reserves=curve.real_sol_reserves,
         real_token_reserves=curve.real_token_reserves,
         fee_recipient=fee_recipient,
-        fee_basis_points=PROTOCOL_FEE_BPS,
+        fee_basis_points=rates.protocol_bps,
         fee=fee,
         creator=curve.creator,
-        creator_fee_basis_points=CREATOR_FEE_BPS,
+        creator_fee_basis_points=rates.creator_bps,
         creator_fee=creator_fee,
         track_volume=is_buy,
         current_sol_volume=state.volume.get(user, 0),
@@ -91,40 +91,30 @@ def _trade_event(
 
 def append_buy(state: FeedState, tx: Tx, coin: Coin, user_kp: Keypair, token_amount: int, now: int) -> None:
     user, mint, program = user_kp.pubkey(), coin.mint, coin.token_program
-    quote = buy_quote(coin.curve.reserves, token_amount)
+    rates = state.fee_rates(coin.curve)
+    quote = buy_quote(coin.curve.reserves, token_amount, rates)
     user_ata = pda.associated_token_address(user, mint, program)
     state.touch_token(tx, user_ata)
     state.touch_token(tx, coin.associated_bonding_curve)
     if user_ata not in state.tokens:
         space = spl.TOKEN_2022_ACCOUNT_SIZE if program == TOKEN_2022_PROGRAM_ID else spl.TOKEN_ACCOUNT_SIZE
-        ata_ix = Instruction(
-            ASSOCIATED_TOKEN_PROGRAM_ID,
-            spl.ata_create_idempotent_data(),
-            [
-                AccountMeta(user, is_signer=True, is_writable=True),
-                AccountMeta(user_ata, is_signer=False, is_writable=True),
-                AccountMeta(user, is_signer=False, is_writable=False),
-                AccountMeta(mint, is_signer=False, is_writable=False),
-                AccountMeta(SYSTEM_PROGRAM_ID, is_signer=False, is_writable=False),
-                AccountMeta(program, is_signer=False, is_writable=False),
-            ],
-        )
+        ata_ix = associated_token_account_instruction(user, user, mint, program)
         tx.add(ata_ix, cpi.ata_create(user, user_ata, user, mint, program, idempotent=True, space=space))
         state.debit(user, spl.rent_exempt_minimum(space))
         state.tokens[user_ata] = TokenAccount(mint, user, program, TOKEN_DECIMALS, 0)
 
-    fee_recipient = state.rng.choice(FEE_RECIPIENTS)
+    fee_recipient = state.pick_fee_recipient(coin.curve)
     creator_vault = pda.creator_vault_pda(coin.curve.creator)
     max_cost = int(quote.total_cost * (1 + state.slippage()))
     args = BuyArgs(quote.token_amount, max_cost, track_volume=True)
-    buyback = state.rng.choice(BUYBACK_FEE_RECIPIENTS)
+    buyback = state.pick_buyback_fee_recipient()
     ix = buy_instruction(mint, user, coin.curve.creator, fee_recipient, buyback, args, program)
     state.touch_wallets(tx, user, fee_recipient, creator_vault)
 
     state.debit(user, quote.total_cost)
     state.credit(fee_recipient, quote.protocol_fee)
     state.credit(creator_vault, quote.creator_fee)
-    complete = quote.after.real_token_reserves == 0
+    complete = quote.completes
     coin.curve = coin.curve.with_reserves(quote.after, complete=complete)
     state.tokens[coin.associated_bonding_curve].amount -= quote.token_amount
     state.tokens[user_ata].amount += quote.token_amount
@@ -153,6 +143,7 @@ def append_buy(state: FeedState, tx: Tx, coin: Coin, user_kp: Keypair, token_amo
         quote.sol_amount,
         quote.token_amount,
         fee_recipient,
+        rates,
         quote.protocol_fee,
         quote.creator_fee,
         now,
@@ -172,17 +163,18 @@ def sell(state: FeedState, coin: Coin, holding: TokenAccount, now: int) -> Tx | 
     user, mint, program = user_kp.pubkey(), coin.mint, coin.token_program
     fraction = state.rng.choice((0.25, 0.5, 1.0, 1.0))
     amount = holding.amount if fraction == 1.0 else int(holding.amount * fraction)
-    quote = sell_quote(coin.curve.reserves, amount)
+    rates = state.fee_rates(coin.curve)
+    quote = sell_quote(coin.curve.reserves, amount, rates)
     if amount <= 0 or quote.sol_out <= 0 or quote.sol_amount > coin.curve.real_sol_reserves:
         return None
     tx = Tx("sell", user_kp)
     user_ata = pda.associated_token_address(user, mint, program)
     state.touch_token(tx, user_ata)
     state.touch_token(tx, coin.associated_bonding_curve)
-    fee_recipient = state.rng.choice(FEE_RECIPIENTS)
+    fee_recipient = state.pick_fee_recipient(coin.curve)
     creator_vault = pda.creator_vault_pda(coin.curve.creator)
     min_out = int(quote.sol_out * (1 - state.slippage()))
-    buyback = state.rng.choice(BUYBACK_FEE_RECIPIENTS)
+    buyback = state.pick_buyback_fee_recipient()
     ix = sell_instruction(mint, user, coin.curve.creator, fee_recipient, buyback, SellArgs(amount, min_out), program)
     state.touch_wallets(tx, user, fee_recipient, creator_vault)
 
@@ -198,7 +190,17 @@ def sell(state: FeedState, coin: Coin, holding: TokenAccount, now: int) -> Tx | 
     call = top_call(ix, state.rng.randint(20_000, 36_000)).log("Program log: Instruction: Sell")
     call.cpi(cpi.token_transfer(program, user_ata, mint, coin.associated_bonding_curve, user, amount, TOKEN_DECIMALS))
     event = _trade_event(
-        state, coin, user, False, quote.sol_amount, amount, fee_recipient, quote.protocol_fee, quote.creator_fee, now
+        state,
+        coin,
+        user,
+        False,
+        quote.sol_amount,
+        amount,
+        fee_recipient,
+        rates,
+        quote.protocol_fee,
+        quote.creator_fee,
+        now,
     )
     cpi.emit_event(call, PUMP_PROGRAM_ID, pda.event_authority_pda(), event)
     tx.add(ix, call)

@@ -26,16 +26,18 @@ from devnode.feed import LaunchFeed
 from devnode.feed.create import USDC_INITIAL_VIRTUAL_QUOTE_RESERVES
 from devnode.feed.state import TRADER_COUNT
 from devnode.injected import InjectedTransaction
-from devnode.pump import pda, spl
-from devnode.pump.accounts import (
+from pumpfun import pda, spl
+from pumpfun.accounts import (
     BONDING_CURVE_ACCOUNT_SIZE,
     INITIAL_REAL_TOKEN_RESERVES,
     TOKEN_TOTAL_SUPPLY,
     BondingCurve,
+    Global,
     decode_bonding_curve,
+    decode_global,
 )
-from devnode.pump.curve import CurveReserves, buy_quote, sell_quote
-from devnode.pump.events import (
+from pumpfun.curve import CurveReserves, buy_quote, fee, sell_quote
+from pumpfun.events import (
     CompleteEvent,
     CompletePumpAmmMigrationEvent,
     CreateEvent,
@@ -45,7 +47,8 @@ from devnode.pump.events import (
     decode_event_cpi,
     decode_program_data_log,
 )
-from devnode.pump.ids import (
+from pumpfun.fees import buyback_fee_recipients, fee_rates, fee_recipients
+from pumpfun.ids import (
     COMPUTE_BUDGET_PROGRAM_ID,
     PUMP_AMM_PROGRAM_ID,
     PUMP_PROGRAM_ID,
@@ -54,7 +57,7 @@ from devnode.pump.ids import (
     USDC_MINT,
     WSOL_MINT,
 )
-from devnode.pump.instructions import (
+from pumpfun.instructions import (
     CREATE_POOL_DISCRIMINATOR,
     BuyArgs,
     CreateArgs,
@@ -138,6 +141,13 @@ def message(tx: InjectedTransaction) -> MessageV0:
     msg = tx.transaction.message
     assert isinstance(msg, MessageV0)
     return msg
+
+
+def written_global(run: Run) -> Global:
+    """The pump Global account as the run wrote it to the chain (what a client reads its fees from)."""
+    account = run.chain.accounts[pda.global_pda()]
+    assert account.owner == PUMP_PROGRAM_ID
+    return decode_global(bytes(account.data))
 
 
 def pump_instructions(tx: InjectedTransaction) -> list[tuple[int, list[Pubkey], bytes]]:
@@ -234,6 +244,7 @@ def test_compute_budget_comes_first_and_the_fee_follows_from_it(run: Run) -> Non
 
 
 def test_curve_accounts_hold_the_state_the_signed_trades_imply(run: Run) -> None:
+    global_ = written_global(run)
     curves: dict[Pubkey, BondingCurve] = {}
     for tx in run.txs:
         writes = dict(tx.account_writes)
@@ -255,11 +266,11 @@ def test_curve_accounts_hold_the_state_the_signed_trades_imply(run: Run) -> None
             address = accounts[3]
             prev = touched.get(address) or curves[address]
             if isinstance(args, BuyArgs):
-                q = buy_quote(prev.reserves, args.amount)
+                q = buy_quote(prev.reserves, args.amount, fee_rates(global_, prev))
                 assert q.token_amount == args.amount and q.total_cost <= args.max_sol_cost
-                touched[address] = prev.with_reserves(q.after, complete=q.after.real_token_reserves == 0)
+                touched[address] = prev.with_reserves(q.after, complete=q.completes)
             elif isinstance(args, SellArgs):
-                s = sell_quote(prev.reserves, args.amount)
+                s = sell_quote(prev.reserves, args.amount, fee_rates(global_, prev))
                 assert s.sol_out >= args.min_sol_output
                 touched[address] = prev.with_reserves(s.after)
             else:  # migrate: the liquidity leaves the curve
@@ -325,7 +336,7 @@ def test_events_ride_in_inner_instructions_and_in_the_logs(run: Run) -> None:
                 assert event.virtual_token_reserves == curve.virtual_token_reserves
                 assert event.real_sol_reserves == curve.real_sol_reserves
                 assert event.real_token_reserves == curve.real_token_reserves
-                assert event.fee_basis_points == 95 and event.creator_fee_basis_points == 30
+                assert (event.fee_basis_points, event.creator_fee_basis_points) == (95, 30)
             elif isinstance(event, CompleteEvent):
                 assert decode_bonding_curve(bytes(writes[event.bonding_curve].data)).complete
             elif isinstance(event, CreatePoolEvent):
@@ -335,6 +346,32 @@ def test_events_ride_in_inner_instructions_and_in_the_logs(run: Run) -> None:
                 assert writes[event.pool].owner == PUMP_AMM_PROGRAM_ID
     expected = {CreateEvent, TradeEvent, CompleteEvent, CreatePoolEvent, CompletePumpAmmMigrationEvent}
     assert {t.__name__ for t in expected} <= set(seen)
+
+
+def test_trades_pay_the_fees_of_the_global_account_to_its_recipients(run: Run) -> None:
+    """The feed prices every trade with the rates of the Global it wrote (95 + 30 bps, as before the rates
+    came from the account) and pays a fee recipient and a buyback recipient that Global lists."""
+    global_ = written_global(run)
+    assert (global_.fee_basis_points, global_.creator_fee_basis_points) == (95, 30)
+    trades = 0
+    for tx in run.txs:
+        events = [e for e in inner_events(tx, PUMP_PROGRAM_ID) if isinstance(e, TradeEvent)]
+        trade_ixs = [
+            (accounts, data) for _, accounts, data in pump_instructions(tx) if kind_of(data) in ("buy", "sell")
+        ]
+        assert len(events) == len(trade_ixs)
+        for event, (accounts, _) in zip(events, trade_ixs, strict=True):
+            curve = decode_bonding_curve(bytes(dict(tx.account_writes)[accounts[3]].data))
+            rates = fee_rates(global_, curve)
+            assert (event.fee_basis_points, event.creator_fee_basis_points) == (rates.protocol_bps, rates.creator_bps)
+            assert (event.fee, event.creator_fee) == (
+                fee(event.sol_amount, rates.protocol_bps),
+                fee(event.sol_amount, rates.creator_bps),
+            )
+            assert event.fee_recipient == accounts[1] and accounts[1] in fee_recipients(global_, curve)
+            assert accounts[-1] in buyback_fee_recipients(global_)
+            trades += 1
+    assert trades
 
 
 def test_logs_look_like_mainnet(run: Run) -> None:

@@ -7,8 +7,8 @@ import hashlib
 
 import pytest
 
-from devnode.pump import events, instructions
-from devnode.pump.accounts import BONDING_CURVE_DISCRIMINATOR, account_discriminator
+from pumpfun import events, instructions
+from pumpfun.accounts import BONDING_CURVE_DISCRIMINATOR, account_discriminator
 
 
 def sha8(text: str) -> bytes:

@@ -9,10 +9,10 @@ import pytest
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 
-from devnode.pump import instructions as ix
-from devnode.pump import pda
-from devnode.pump._borsh import BorshError
-from devnode.pump.events import (
+from pumpfun import instructions as ix
+from pumpfun import pda
+from pumpfun._borsh import BorshError
+from pumpfun.events import (
     EVENT_IX_TAG_LE,
     CompleteEvent,
     CompletePumpAmmMigrationEvent,
@@ -28,7 +28,7 @@ from devnode.pump.events import (
     event_cpi_data,
     program_data_log,
 )
-from devnode.pump.ids import (
+from pumpfun.ids import (
     FEE_PROGRAM_ID,
     MPL_TOKEN_METADATA_PROGRAM_ID,
     PUMP_AMM_PROGRAM_ID,

@@ -1,4 +1,4 @@
-"""Account layouts of devnode.pump: BondingCurve at its documented offsets, Global, Pool, SPL packers."""
+"""Account layouts of pumpfun: BondingCurve at its documented offsets, Global, Pool, SPL packers."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 from solders.token.state import Mint, TokenAccount
 
-from devnode.pump import spl
-from devnode.pump._borsh import BorshError
-from devnode.pump.accounts import (
+from pumpfun import spl
+from pumpfun._borsh import BorshError
+from pumpfun.accounts import (
     BONDING_CURVE_ACCOUNT_SIZE,
     BONDING_CURVE_DISCRIMINATOR,
     INITIAL_REAL_TOKEN_RESERVES,
@@ -28,7 +28,7 @@ from devnode.pump.accounts import (
     encode_global,
     encode_pool,
 )
-from devnode.pump.ids import FEE_RECIPIENTS, USDC_MINT
+from pumpfun.ids import FEE_RECIPIENTS, USDC_MINT
 
 CREATOR = Keypair.from_seed(bytes([9] * 32)).pubkey()
 

@@ -8,8 +8,8 @@ from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 from solders.token.associated import get_associated_token_address
 
-from devnode.pump import pda
-from devnode.pump.ids import PUMP_PROGRAM_ID, TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID
+from pumpfun import pda
+from pumpfun.ids import PUMP_PROGRAM_ID, TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID
 
 MINT = Keypair.from_seed(bytes([1] * 32)).pubkey()
 USER = Keypair.from_seed(bytes([2] * 32)).pubkey()

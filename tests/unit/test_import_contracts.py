@@ -26,7 +26,7 @@ def lint(tree: Path, *contracts: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    for package in ("gateway", "actors", "devnode"):
+    for package in ("gateway", "actors", "devnode", "pumpfun"):
         shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     return tmp_path
@@ -51,6 +51,8 @@ def test_the_tree_as_it_is_keeps_every_contract(tree: Path) -> None:
         ("gateway/client.py", "import gateway.storage.errors", "client-standalone"),
         ("gateway/upstream.py", "import devnode.node", "devnode-independent"),
         ("devnode/node.py", "import gateway.core.errors", "devnode-imports-nothing"),
+        ("pumpfun/curve.py", "import devnode.chain", "pumpfun-pure"),
+        ("pumpfun/pda.py", "import aiohttp", "pumpfun-pure"),
     ],
 )
 def test_a_planted_forbidden_import_breaks_a_contract(tree: Path, module: str, planted: str, contract: str) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import base58
 from solders.pubkey import Pubkey
 
-from devnode.pump.ids import COMPUTE_BUDGET_PROGRAM_ID, SYSTEM_PROGRAM_ID
+from pumpfun.ids import COMPUTE_BUDGET_PROGRAM_ID, SYSTEM_PROGRAM_ID
 
 __all__ = [
     "Call",

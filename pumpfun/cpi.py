@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from solders.pubkey import Pubkey
 
-from devnode.pump import spl
-from devnode.pump._borsh import Writer
-from devnode.pump.events import Event, event_cpi_data, program_data_log
-from devnode.pump.ids import (
+from pumpfun import spl
+from pumpfun._borsh import Writer
+from pumpfun.events import Event, event_cpi_data, program_data_log
+from pumpfun.ids import (
     ASSOCIATED_TOKEN_PROGRAM_ID,
     COMPUTE_BUDGET_PROGRAM_ID,
     MPL_TOKEN_METADATA_PROGRAM_ID,
@@ -20,7 +20,7 @@ from devnode.pump.ids import (
     TOKEN_2022_PROGRAM_ID,
     TOKEN_PROGRAM_ID,
 )
-from devnode.pump.trace import Call
+from pumpfun.trace import Call
 
 __all__ = [
     "ata_create",

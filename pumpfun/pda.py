@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from solders.pubkey import Pubkey
 
-from devnode.pump.ids import (
+from pumpfun.ids import (
     ASSOCIATED_TOKEN_PROGRAM_ID,
     FEE_PROGRAM_ID,
     MAYHEM_PROGRAM_ID,

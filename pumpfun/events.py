@@ -20,7 +20,7 @@ from typing import Final
 
 from solders.pubkey import Pubkey
 
-from devnode.pump._borsh import BorshError, Reader, Writer
+from pumpfun._borsh import BorshError, Reader, Writer
 
 __all__ = [
     "COMPLETE_EVENT_DISCRIMINATOR",

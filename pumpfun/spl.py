@@ -18,7 +18,7 @@ from typing import Final
 
 from solders.pubkey import Pubkey
 
-from devnode.pump._borsh import Writer
+from pumpfun._borsh import Writer
 
 __all__ = [
     "EXT_IMMUTABLE_OWNER",

@@ -2,6 +2,13 @@
 `create_v2`, `buy`, `sell`, `migrate` and PumpSwap `create_pool`, in the account order of
 pump-fun/pump-public-docs (idl/pump.json, idl/pump_amm.json).
 
+A client's buy or sell is `buy_instruction` / `sell_instruction` (legacy instructions: the IDL's 16 / 14
+accounts, then the remaining accounts `bonding_curve_v2` and a buyback fee recipient that the 2026
+upgrades require, docs/BREAKING_FEE_RECIPIENT.md), usually after `associated_token_account_instruction`
+for the buyer's token account. `BUY_ACCOUNT_NAMES` / `SELL_ACCOUNT_NAMES` name each position. The
+reference lists `buy`'s args as `amount, max_sol_cost, track_volume`; a later IDL appends an optional
+`partial_fill` (OptionBool), which the decoder accepts and the encoder leaves off.
+
 `migrate` is not in the reference: its discriminator is `sha256("global:migrate")[:8]` and its
 24-account order comes from public copies of the pump IDL. On mainnet a completed curve graduates
 through `migrate`, which creates the canonical PumpSwap pool by CPI to `create_pool` with
@@ -20,9 +27,9 @@ from typing import Final
 from solders.instruction import AccountMeta, Instruction
 from solders.pubkey import Pubkey
 
-from devnode.pump import pda
-from devnode.pump._borsh import BorshError, Reader, Writer
-from devnode.pump.ids import (
+from pumpfun import pda
+from pumpfun._borsh import BorshError, Reader, Writer
+from pumpfun.ids import (
     ASSOCIATED_TOKEN_PROGRAM_ID,
     FEE_PROGRAM_ID,
     MAYHEM_PROGRAM_ID,
@@ -37,12 +44,14 @@ from devnode.pump.ids import (
 )
 
 __all__ = [
+    "BUY_ACCOUNT_NAMES",
     "BUY_DISCRIMINATOR",
     "BUY_EXACT_SOL_IN_DISCRIMINATOR",
     "CREATE_DISCRIMINATOR",
     "CREATE_POOL_DISCRIMINATOR",
     "CREATE_V2_DISCRIMINATOR",
     "MIGRATE_DISCRIMINATOR",
+    "SELL_ACCOUNT_NAMES",
     "SELL_DISCRIMINATOR",
     "WITHDRAW_AUTHORITY",
     "BuyArgs",
@@ -51,6 +60,7 @@ __all__ = [
     "CreateV2Args",
     "QuoteAccounts",
     "SellArgs",
+    "associated_token_account_instruction",
     "buy_accounts",
     "buy_instruction",
     "create_accounts",
@@ -86,6 +96,20 @@ BUY_EXACT_SOL_IN_DISCRIMINATOR: Final = bytes([56, 252, 116, 8, 158, 223, 205, 9
 SELL_DISCRIMINATOR: Final = bytes([51, 230, 133, 164, 1, 127, 131, 173])
 CREATE_POOL_DISCRIMINATOR: Final = bytes([233, 146, 209, 142, 207, 104, 64, 188])
 MIGRATE_DISCRIMINATOR: Final = bytes([155, 234, 231, 146, 236, 158, 162, 30])
+
+#: The accounts of a legacy `buy` by position: the 16 of the IDL, then the 2 remaining accounts.
+BUY_ACCOUNT_NAMES: Final = (
+    "global", "fee_recipient", "mint", "bonding_curve", "associated_bonding_curve", "associated_user", "user",
+    "system_program", "token_program", "creator_vault", "event_authority", "program",
+    "global_volume_accumulator", "user_volume_accumulator", "fee_config", "fee_program",
+    "bonding_curve_v2", "buyback_fee_recipient",
+)  # fmt: skip
+#: The accounts of a legacy `sell` by position: the 14 of the IDL (creator_vault before token_program), then 2.
+SELL_ACCOUNT_NAMES: Final = (
+    "global", "fee_recipient", "mint", "bonding_curve", "associated_bonding_curve", "associated_user", "user",
+    "system_program", "creator_vault", "token_program", "event_authority", "program", "fee_config", "fee_program",
+    "bonding_curve_v2", "buyback_fee_recipient",
+)  # fmt: skip
 
 #: `Global.withdraw_authority` in the documented example Global (docs/PUMP_PROGRAM_README.md).
 WITHDRAW_AUTHORITY: Final = Pubkey.from_string("39azUYFWPz3VHgKCf3VChUwbpURdCHRxjWVowf5jUJjg")
@@ -189,7 +213,7 @@ def decode_pump_instruction(data: bytes) -> CreateArgs | CreateV2Args | BuyArgs 
         return CreateV2Args(name, symbol, uri, creator, mayhem, cashback)
     if disc == BUY_DISCRIMINATOR:
         amount, max_cost = r.u64(), r.u64()
-        return BuyArgs(amount, max_cost, r.bool() if not r.at_end() else False)
+        return BuyArgs(amount, max_cost, r.bool() if not r.at_end() else False)  # partial_fill, if any, ignored
     if disc == SELL_DISCRIMINATOR:
         return SellArgs(r.u64(), r.u64())
     raise BorshError(f"unknown pump instruction discriminator {list(disc)}")
@@ -419,6 +443,24 @@ def migrate_accounts(
 
 
 # --- whole instructions -----------------------------------------------------------------------------
+
+
+def associated_token_account_instruction(
+    payer: Pubkey, owner: Pubkey, mint: Pubkey, token_program: Pubkey = TOKEN_PROGRAM_ID, *, idempotent: bool = True
+) -> Instruction:
+    """The Associated Token Account program's `CreateIdempotent` (or `Create`) of `owner`'s account for `mint`."""
+    return Instruction(
+        ASSOCIATED_TOKEN_PROGRAM_ID,
+        bytes([1 if idempotent else 0]),
+        [
+            _ws(payer),
+            _w(pda.associated_token_address(owner, mint, token_program)),
+            _ro(owner),
+            _ro(mint),
+            _ro(SYSTEM_PROGRAM_ID),
+            _ro(token_program),
+        ],
+    )
 
 
 def create_instruction(mint: Pubkey, user: Pubkey, args: CreateArgs) -> Instruction:

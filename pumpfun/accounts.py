@@ -1,6 +1,12 @@
 """Account layouts: pump `BondingCurve` and `Global`, PumpSwap `Pool`, each behind its Anchor discriminator.
 
-BondingCurve offsets (pump-fun/pump-public-docs, docs/PUMP_PROGRAM_README.md):
+A builder reads the two pump accounts to price and address a trade: `decode_global` (fee rates, fee
+recipients) and `decode_bonding_curve` (reserves, creator, complete, mayhem mode, quote mint). Neither
+layout stores the token program: a curve's token program is its mint's owner (`token_program_of_mint`),
+SPL Token for coins made by `create`, Token-2022 for coins made by `create_v2`; both curves share this layout.
+
+BondingCurve offsets (pump-fun/pump-public-docs, docs/PUMP_PROGRAM_README.md; the later fields from the
+docs of each upgrade: docs/PUMP_CREATOR_FEE_README.md, the mayhem, cashback and USDC-quote notes):
 
     0   discriminator [23,183,248,55,96,216,172,96]
     8   virtual_token_reserves u64
@@ -14,6 +20,11 @@ BondingCurve offsets (pump-fun/pump-public-docs, docs/PUMP_PROGRAM_README.md):
     82  is_cashback_coin       bool
     83  quote_mint             pubkey  (Pubkey::default() for SOL coins)
     115 end of the documented fields; the account is allocated 150 bytes, the rest zero.
+
+Curves created before an upgrade are shorter: the missing trailing fields decode as their defaults.
+Global: the field list of `idl/pump.json` (the `Global` type, in order) at the reference snapshot; the
+fixed arrays hold 7 fee recipients, 7 reserved fee recipients, 8 buyback fee recipients and 1 whitelisted
+quote mint. Pool: `idl/pump_amm.json`.
 """
 
 from __future__ import annotations
@@ -24,19 +35,27 @@ from typing import Final
 
 from solders.pubkey import Pubkey
 
-from devnode.pump._borsh import BorshError, Reader, Writer
-from devnode.pump.curve import CREATOR_FEE_BPS, PROTOCOL_FEE_BPS, CurveReserves
-from devnode.pump.ids import FEE_RECIPIENTS, RESERVED_FEE_RECIPIENTS
+from pumpfun._borsh import BorshError, Reader, Writer
+from pumpfun.curve import CurveReserves
+from pumpfun.ids import (
+    BUYBACK_FEE_RECIPIENTS,
+    FEE_RECIPIENTS,
+    RESERVED_FEE_RECIPIENTS,
+    TOKEN_2022_PROGRAM_ID,
+    TOKEN_PROGRAM_ID,
+)
 
 __all__ = [
     "BONDING_CURVE_ACCOUNT_SIZE",
     "BONDING_CURVE_DISCRIMINATOR",
+    "CREATOR_FEE_BPS",
     "GLOBAL_DISCRIMINATOR",
     "INITIAL_REAL_TOKEN_RESERVES",
     "INITIAL_VIRTUAL_SOL_RESERVES",
     "INITIAL_VIRTUAL_TOKEN_RESERVES",
     "POOL_DISCRIMINATOR",
     "POOL_MIGRATION_FEE",
+    "PROTOCOL_FEE_BPS",
     "TOKEN_DECIMALS",
     "TOKEN_TOTAL_SUPPLY",
     "BondingCurve",
@@ -49,6 +68,7 @@ __all__ = [
     "encode_bonding_curve",
     "encode_global",
     "encode_pool",
+    "token_program_of_mint",
 ]
 
 
@@ -71,6 +91,17 @@ INITIAL_REAL_TOKEN_RESERVES: Final = 793_100_000_000_000
 TOKEN_TOTAL_SUPPLY: Final = 1_000_000_000_000_000
 POOL_MIGRATION_FEE: Final = 15_000_001
 TOKEN_DECIMALS: Final = 6
+#: The current bonding-curve fee tier (docs/fees.png): protocol 0.95% + creator 0.30%. Only the defaults of
+#: the example `Global` below; a trade reads the rates from the Global account (`pumpfun.fees.fee_rates`).
+PROTOCOL_FEE_BPS: Final = 95
+CREATOR_FEE_BPS: Final = 30
+
+
+def token_program_of_mint(mint_owner: Pubkey) -> Pubkey:
+    """The token program a curve trades through: the owner of its mint account (SPL Token or Token-2022)."""
+    if mint_owner not in (TOKEN_PROGRAM_ID, TOKEN_2022_PROGRAM_ID):
+        raise ValueError(f"a pump mint is owned by SPL Token or Token-2022, not {mint_owner}")
+    return mint_owner
 
 
 @dataclass(frozen=True)
@@ -173,7 +204,8 @@ class Global:
     """The pump `Global` account (fields in IDL order, through `whitelisted_quote_mints`).
 
     Defaults: the documented example reserves and migration fee, with the current bonding-curve fee tier
-    (protocol 95 bps, creator 30 bps) in place of the historical `fee_basis_points` of 100.
+    (protocol 95 bps, creator 30 bps) in place of the historical `fee_basis_points` of 100, and the
+    published fee, reserved and buyback recipient lists (docs/FEE_RECIPIENTS.md).
     """
 
     initialized: bool = True
@@ -197,7 +229,7 @@ class Global:
     mayhem_mode_enabled: bool = True
     reserved_fee_recipients: tuple[Pubkey, ...] = RESERVED_FEE_RECIPIENTS[1:]
     is_cashback_enabled: bool = False
-    buyback_fee_recipients: tuple[Pubkey, ...] = field(default_factory=lambda: (Pubkey.default(),) * 8)
+    buyback_fee_recipients: tuple[Pubkey, ...] = BUYBACK_FEE_RECIPIENTS
     buyback_basis_points: int = 0
     initial_virtual_quote_reserves: int = INITIAL_VIRTUAL_SOL_RESERVES
     whitelisted_quote_mints: tuple[Pubkey, ...] = field(default_factory=lambda: (Pubkey.default(),))
