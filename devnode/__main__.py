@@ -19,6 +19,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--rpc-port", type=int, default=8899)
     parser.add_argument("--ws-port", type=int, default=8900)
+    parser.add_argument("--tpu", action=argparse.BooleanOptionalAction, default=True, help="TPU QUIC listener")
+    parser.add_argument("--tpu-port", type=int, default=0, help="TPU QUIC UDP port (0: a free one)")
+    parser.add_argument(
+        "--block-engine", action=argparse.BooleanOptionalAction, default=True, help="block engine under /api/v1"
+    )
     parser.add_argument("--slot-ms", type=int, default=400)
     parser.add_argument("--retention-slots", type=int, default=54_000)
     parser.add_argument("--feed", action=argparse.BooleanOptionalAction, default=False)
@@ -31,6 +36,9 @@ def main(argv: list[str] | None = None) -> None:
         host=args.host,
         rpc_port=args.rpc_port,
         ws_port=args.ws_port,
+        tpu=args.tpu,
+        tpu_port=args.tpu_port,
+        block_engine=args.block_engine,
         slot_ms=args.slot_ms,
         retention_slots=args.retention_slots,
         feed=args.feed,

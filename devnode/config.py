@@ -8,12 +8,15 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class DevnodeConfig:
-    """Where the devnode keeps its files, where it listens and how fast its slot clock runs."""
+    """Where the devnode keeps its files, where it listens, what it serves and how fast its slot clock runs."""
 
     data_dir: Path  # <gateway data dir>/devnode ; created if missing
     host: str = "127.0.0.1"
     rpc_port: int = 8899  # 0 picks a free port
     ws_port: int = 8900  # 0 picks a free port
+    tpu: bool = True  # the TPU QUIC listener (devnode/tpu.py); off: getClusterNodes reports tpuQuic null
+    tpu_port: int = 0  # UDP; 0 picks a free port (clients find it through getClusterNodes' tpuQuic)
+    block_engine: bool = True  # the local block engine under <rpc>/api/v1 (devnode/block_engine/)
     slot_ms: int = 400  # slot clock
     retention_slots: int = 54_000  # ~6 h at 400 ms; blocks/tx older than this are purged
     feed: bool = False  # launch-platform feed on/off (devnode/feed/)

@@ -9,29 +9,38 @@ Simplified: one validator and no votes, every slot produces a block; commitment 
 parameters are otherwise ignored; account / program / logs notifications are sent on landing.
 Blocks and transaction history are kept in memory for `retention_slots` and lost on restart; the
 accounts touched by transactions are persisted to <data_dir>/accounts.json on stop.
+
+The sending side, as a leader and a block engine offer it: the TPU QUIC listener (devnode/tpu.py,
+its address in getClusterNodes' `tpuQuic`) and the local block engine (devnode/block_engine/,
+Jito's API under `{rpc_url}/api/v1`). Each can be turned off in `DevnodeConfig`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import importlib
 import logging
 import time
 from typing import Any
 
+from devnode.block_engine import BASE_PATH, BlockEngine, BlockEngineRoutes
 from devnode.chain import Chain
+from devnode.chain.constants import IDENTITY
 from devnode.config import DevnodeConfig
 from devnode.persist import USDC_AUTHORITY_FILE, load_or_create_keypair, load_state, save_state
 from devnode.pubsub import PubSub
 from devnode.rpc import NodeInfo, RpcDispatcher
 from devnode.server import HttpServer
+from devnode.tpu import TpuListener
 
 log = logging.getLogger(__name__)
 
 
 class Devnode:
-    """Owns the chain, the slot clock, the two servers and (optionally) the launch feed."""
+    """Owns the chain, the slot clock, the RPC and PubSub servers, the TPU listener, the block engine
+    and (optionally) the launch feed."""
 
     def __init__(self, config: DevnodeConfig) -> None:
         self.config = config
@@ -45,6 +54,8 @@ class Devnode:
             saved_accounts=accounts,
         )
         self._pubsub = PubSub(self.chain)
+        self.tpu = TpuListener(self.chain, IDENTITY) if config.tpu else None
+        self.block_engine = BlockEngine(self.chain) if config.block_engine else None
         self._http: HttpServer | None = None
         self._clock: asyncio.Task[None] | None = None
         self._feed: Any = None
@@ -60,28 +71,47 @@ class Devnode:
         return f"ws://{self._url_host}:{self._ws_port}"
 
     @property
+    def tpu_quic_address(self) -> str | None:
+        """`host:port` of the TPU QUIC listener (as getClusterNodes' `tpuQuic`), None when off."""
+        return None if self.tpu is None or not self.tpu.port else f"{self._url_host}:{self.tpu.port}"
+
+    @property
+    def block_engine_url(self) -> str | None:
+        """The block engine's base URL (`{rpc_url}/api/v1`, as a Jito client takes it), None when off."""
+        return None if self.block_engine is None else f"{self.rpc_url}{BASE_PATH}"
+
+    @property
     def _url_host(self) -> str:
         host = self.config.host
         return f"[{host}]" if ":" in host else host
 
     async def start(self) -> None:
-        """Bind RPC and PubSub, start the slot clock (and the feed); returns once listening."""
+        """Bind PubSub, the TPU and RPC, start the slot clock (and the feed); returns once listening."""
+        host = self.config.host
         try:
-            self._ws_port = await self._pubsub.start(self.config.host, self.config.ws_port)
-            dispatcher = RpcDispatcher(self.chain, NodeInfo(self.config.host, 0, self._ws_port, self.config.slot_ms))
-            self._http = HttpServer(dispatcher)
-            self._rpc_port = await self._http.start(self.config.host, self.config.rpc_port)
+            self._ws_port = await self._pubsub.start(host, self.config.ws_port)
+            tpu_port = None if self.tpu is None else await self.tpu.start(host, self.config.tpu_port)
+            info = NodeInfo(host, 0, self._ws_port, self.config.slot_ms, tpu_port)
+            dispatcher = RpcDispatcher(self.chain, info)
+            routes = [] if self.block_engine is None else BlockEngineRoutes(self.block_engine).routes()
+            self._http = HttpServer(dispatcher, routes)
+            self._rpc_port = await self._http.start(host, self.config.rpc_port)
         except BaseException:
-            await self._pubsub.stop()
-            if self._http is not None:
-                await self._http.stop()
-                self._http = None
+            await self._stop_servers()
             raise
-        dispatcher.info = NodeInfo(self.config.host, self._rpc_port, self._ws_port, self.config.slot_ms)
+        dispatcher.info = dataclasses.replace(info, rpc_port=self._rpc_port)
+        if self.block_engine is not None:
+            self.chain.add_listener(self.block_engine)
         self._clock = asyncio.create_task(self._run_clock(), name="devnode-slot-clock")
         if self.config.feed:
             await self._start_feed()
-        log.info("devnode listening: RPC %s, PubSub %s", self.rpc_url, self.ws_url)
+        log.info(
+            "devnode listening: RPC %s, PubSub %s, TPU QUIC %s, block engine %s",
+            self.rpc_url,
+            self.ws_url,
+            self.tpu_quic_address or "off",
+            self.block_engine_url or "off",
+        )
 
     async def _start_feed(self) -> None:
         try:
@@ -121,12 +151,19 @@ class Devnode:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._clock
             self._clock = None
+        if self.block_engine is not None:
+            self.chain.remove_listener(self.block_engine)
+        await self._stop_servers()
+        state, accounts = self.chain.export_state()
+        save_state(self.config.data_dir, state, accounts)
+
+    async def _stop_servers(self) -> None:
         if self._http is not None:
             await self._http.stop()
             self._http = None
+        if self.tpu is not None:
+            await self.tpu.stop()
         await self._pubsub.stop()
-        state, accounts = self.chain.export_state()
-        save_state(self.config.data_dir, state, accounts)
 
 
 async def serve(config: DevnodeConfig) -> None:

@@ -1,9 +1,11 @@
 """The JSON-RPC HTTP endpoint (aiohttp on loopback, orjson). Every JSON-RPC answer, errors
-included, is HTTP 200 as on Agave; GET /health answers "ok" like a validator's health route."""
+included, is HTTP 200 as on Agave; GET /health answers "ok" like a validator's health route. Other
+parts of the node (the block engine) add their routes through `HttpServer(routes=...)`."""
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -11,15 +13,31 @@ from aiohttp import web
 
 from devnode.errors import PARSE_ERROR
 from devnode.rpc import RpcDispatcher
+from devnode.rpc.dispatch import JsonRpcEndpoint
 
 MAX_BODY = 50 * 1024 * 1024
+
+
+def rpc_response(endpoint: JsonRpcEndpoint, body: bytes, headers: Mapping[str, str] | None = None) -> web.Response:
+    """Decode a JSON-RPC request body, answer it with `endpoint`, render the HTTP 200 reply."""
+    result: Any
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        result = {"jsonrpc": "2.0", "error": {"code": PARSE_ERROR, "message": "Parse error"}, "id": None}
+    else:
+        result = endpoint.handle(payload)
+    if result is None:
+        return web.Response(status=200, headers=headers)
+    return web.Response(body=orjson.dumps(result), content_type="application/json", headers=headers)
 
 
 class HttpServer:
     """Binds its own socket so that port 0 works and the real port is known before serving."""
 
-    def __init__(self, dispatcher: RpcDispatcher) -> None:
+    def __init__(self, dispatcher: RpcDispatcher, routes: Iterable[web.RouteDef] = ()) -> None:
         self.dispatcher = dispatcher
+        self._routes = list(routes)
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -27,6 +45,7 @@ class HttpServer:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_post("/", self._rpc)
         app.router.add_get("/health", self._health)
+        app.router.add_routes(self._routes)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
@@ -46,14 +65,4 @@ class HttpServer:
         return web.Response(text="ok")
 
     async def _rpc(self, request: web.Request) -> web.Response:
-        body = await request.read()
-        result: Any
-        try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            result = {"jsonrpc": "2.0", "error": {"code": PARSE_ERROR, "message": "Parse error"}, "id": None}
-        else:
-            result = self.dispatcher.handle(payload)
-        if result is None:
-            return web.Response(status=200)
-        return web.Response(body=orjson.dumps(result), content_type="application/json")
+        return rpc_response(self.dispatcher, await request.read())

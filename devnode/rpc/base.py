@@ -25,6 +25,7 @@ class NodeInfo:
     rpc_port: int
     ws_port: int
     slot_ms: int
+    tpu_quic_port: int | None = None  # None: no TPU listener
 
 
 class MethodGroup:

@@ -14,6 +14,11 @@ CORE_VERSION = "2.3.0-devnode"
 FEATURE_SET = 3_294_202_862
 
 
+def socket_address(host: str, port: int) -> str:
+    """`host:port` as Agave prints a socket address (an IPv6 host in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 class ClusterMethods(MethodGroup):
     """Handlers that describe the node and its one-validator cluster: slots, leaders, epochs, versions."""
 
@@ -140,20 +145,20 @@ class ClusterMethods(MethodGroup):
         }
 
     def m_getClusterNodes(self, params: list[Any]) -> Any:
-        host = self.info.host
+        info = self.info
         return [
             {
                 "featureSet": FEATURE_SET,
-                "gossip": f"{host}:8001",
+                "gossip": socket_address(info.host, 8001),
                 "pubkey": str(IDENTITY.pubkey()),
-                "pubsub": f"{host}:{self.info.ws_port}",
-                "rpc": f"{host}:{self.info.rpc_port}",
+                "pubsub": socket_address(info.host, info.ws_port),
+                "rpc": socket_address(info.host, info.rpc_port),
                 "serveRepair": None,
                 "shredVersion": 1,
                 "tpu": None,
                 "tpuForwards": None,
                 "tpuForwardsQuic": None,
-                "tpuQuic": None,
+                "tpuQuic": None if info.tpu_quic_port is None else socket_address(info.host, info.tpu_quic_port),
                 "tpuVote": None,
                 "tvu": None,
                 "version": CORE_VERSION,

@@ -1,7 +1,8 @@
 """The JSON-RPC method table: name -> handler, with mainnet's parameter rules and error shapes.
 
 Handlers are synchronous (the chain is); `RpcDispatcher.handle` takes a decoded JSON-RPC payload
-(single or batch) and returns the response payload, or None when there is nothing to answer."""
+(single or batch) and returns the response payload, or None when there is nothing to answer. The
+envelope handling is `JsonRpcEndpoint`, shared with the block engine's endpoints."""
 
 from __future__ import annotations
 
@@ -23,19 +24,13 @@ from devnode.rpc.transactions import TransactionMethods
 Handler = Callable[[list[Any]], Any]
 
 
-class RpcDispatcher(AccountMethods, TokenMethods, TransactionMethods, BlockMethods, ClusterMethods):
-    """Answers JSON-RPC requests against a `Chain`."""
+class JsonRpcEndpoint:
+    """JSON-RPC 2.0 envelopes over the `m_<method>` handlers of a subclass (the node's, the block engine's)."""
 
-    def __init__(self, chain: Chain, info: NodeInfo, airdrop: Callable[[Pubkey, int], Signature] | None = None) -> None:
-        self.chain = chain
-        self.info = info
-        self._airdrop = airdrop or chain.airdrop
-        self._leader_schedule: tuple[int, dict[str, list[int]]] | None = None
+    def __init__(self) -> None:
         self.methods: dict[str, Handler] = {
             name[len("m_") :]: getattr(self, name) for name in dir(self) if name.startswith("m_")
         }
-
-    # ------------------------------------------------------------ dispatch
 
     def handle(self, payload: Any) -> Any:
         """A decoded request or batch in, the response (or None for notifications only) out."""
@@ -61,7 +56,7 @@ class RpcDispatcher(AccountMethods, TokenMethods, TransactionMethods, BlockMetho
                 params = []
             if not isinstance(params, list):
                 raise invalid_params("Invalid params: invalid type: map, expected a sequence")
-            self._check_min_context_slot(params)
+            self._check_params(params)
             result = handler(params)
         except RpcError as exc:
             return None if is_notification else _error(req_id, exc)
@@ -69,7 +64,21 @@ class RpcDispatcher(AccountMethods, TokenMethods, TransactionMethods, BlockMetho
             return None if is_notification else _error(req_id, RpcError(-32603, f"Internal error: {exc}"))
         return None if is_notification else {"jsonrpc": "2.0", "result": result, "id": req_id}
 
-    def _check_min_context_slot(self, params: list[Any]) -> None:
+    def _check_params(self, params: list[Any]) -> None:
+        """Checks every method of the endpoint shares; raises `RpcError`."""
+
+
+class RpcDispatcher(AccountMethods, TokenMethods, TransactionMethods, BlockMethods, ClusterMethods, JsonRpcEndpoint):
+    """Answers JSON-RPC requests against a `Chain`."""
+
+    def __init__(self, chain: Chain, info: NodeInfo, airdrop: Callable[[Pubkey, int], Signature] | None = None) -> None:
+        self.chain = chain
+        self.info = info
+        self._airdrop = airdrop or chain.airdrop
+        self._leader_schedule: tuple[int, dict[str, list[int]]] | None = None
+        super().__init__()
+
+    def _check_params(self, params: list[Any]) -> None:
         for p in params:
             wanted = p.get("minContextSlot") if isinstance(p, dict) else None
             if isinstance(wanted, int) and wanted > self.chain.slot:
