@@ -1,7 +1,10 @@
 """What metering costs: getSlot through the full metered path against the same Serve deployment with
 no auth and no metering (a), and against plain uvicorn forwarding with no Ray at all (b).
 
-    python -m bench.metered [--duration 8] [--connections 64,1] [--rounds 3] [--client auto] [--pairs 20]
+    python -m bench.metered [--duration 8] [--connections 64,1] [--rounds 3] [--client auto] [--pairs 20] [--send]
+
+``--send`` measures sendTransaction of a signed transfer instead of getSlot: the metered path also
+decodes the transaction and verifies its signature before billing it (SEND, 2 credits).
 
 One run, one constant-answer upstream, one ingress replica serving both (a) and the metered path
 (``bench/unmetered.py`` says why). Targets are interleaved over ``--rounds`` rounds, so a noisy
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import os
 import secrets
 import shutil
@@ -62,6 +66,21 @@ from bench.stats import median_interval, quartiles
 from gateway.runtime.ports import free_port
 
 BATCH_BODY = orjson.dumps([{"jsonrpc": "2.0", "id": i, "method": "getSlot"} for i in range(100)])
+
+
+def send_body() -> bytes:
+    """A sendTransaction of a signed transfer: the metered path decodes it and verifies its signature."""
+    from solders.hash import Hash
+    from solders.keypair import Keypair
+    from solders.message import Message
+    from solders.system_program import TransferParams, transfer
+    from solders.transaction import Transaction
+
+    payer = Keypair()
+    ix = transfer(TransferParams(from_pubkey=payer.pubkey(), to_pubkey=Keypair().pubkey(), lamports=1))
+    tx = Transaction([payer], Message.new_with_blockhash([ix], payer.pubkey(), Hash.default()), Hash.default())
+    params = [base64.b64encode(bytes(tx)).decode(), {"encoding": "base64", "skipPreflight": True}]
+    return orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "sendTransaction", "params": params})
 
 
 def start_reference(module: str, *args: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -153,7 +172,13 @@ def alternate(
 
 
 def run(
-    duration_s: float, connections: list[int], rounds: int, client: str = "auto", pairs: int = 0, pair_s: float = 3.0
+    duration_s: float,
+    connections: list[int],
+    rounds: int,
+    client: str = "auto",
+    pairs: int = 0,
+    pair_s: float = 3.0,
+    body: bytes = DEFAULT_BODY,
 ) -> tuple[list[list[Row]], list[list[tuple[Row, Row]]]]:
     """Every target at every connection count, ``rounds`` times interleaved (the rows of each round),
     each round on a new replica process followed by its share of ``pairs`` short alternating runs of
@@ -206,16 +231,16 @@ def run(
         fund_account(resolved.database_url, signer.pubkey, 100_000_000)  # 100 USDC = 10M credits
 
         def signed() -> dict[str, str]:
-            return {**DEFAULT_HEADERS, **signer.headers("POST", "/", DEFAULT_BODY)}
+            return {**DEFAULT_HEADERS, **signer.headers("POST", "/", body)}
 
         keyed = {**DEFAULT_HEADERS, "X-Api-Key": key}
 
         targets: list[Target] = [
-            ("upstream", upstream_url, DEFAULT_HEADERS, DEFAULT_BODY),
-            ("forwarder", forwarder_url, DEFAULT_HEADERS, DEFAULT_BODY),
-            ("serve-unmetered", f"{base}{UNMETERED_PATH}", DEFAULT_HEADERS, DEFAULT_BODY),
-            ("metered-apikey", f"{base}/", keyed, DEFAULT_BODY),
-            ("metered-signed", f"{base}/", signed, DEFAULT_BODY),
+            ("upstream", upstream_url, DEFAULT_HEADERS, body),
+            ("forwarder", forwarder_url, DEFAULT_HEADERS, body),
+            ("serve-unmetered", f"{base}{UNMETERED_PATH}", DEFAULT_HEADERS, body),
+            ("metered-apikey", f"{base}/", keyed, body),
+            ("metered-signed", f"{base}/", signed, body),
         ]
         batch: Target = ("metered-batch100", f"{base}/", keyed, BATCH_BODY)  # after the others (module docstring)
         by_round: list[list[Row]] = [[] for _ in range(rounds)]
@@ -281,11 +306,17 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--pairs", type=int, default=20, help="short alternating unmetered/metered runs (default 20)")
     parser.add_argument("--pair-seconds", type=float, default=3.0, help="seconds per run of a pair (default 3)")
+    parser.add_argument(
+        "--send", action="store_true", help="sendTransaction of a signed transfer instead of getSlot (verified, SEND)"
+    )
     args = parser.parse_args(argv)
     # SIGTERM must unwind through run()'s finally, which stops the stack and the reference servers.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     connections = [int(c) for c in args.connections.split(",")]
-    by_round, short_pairs = run(args.duration, connections, args.rounds, args.client, args.pairs, args.pair_seconds)
+    body = send_body() if args.send else DEFAULT_BODY
+    by_round, short_pairs = run(
+        args.duration, connections, args.rounds, args.client, args.pairs, args.pair_seconds, body
+    )
     rows = best_of(by_round)
     print()
     print(format_table(rows, baseline="forwarder"))

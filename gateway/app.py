@@ -18,16 +18,22 @@ from gateway.config import Settings
 from gateway.core.client_address import TrustedProxies
 from gateway.core.errors import service_unavailable
 from gateway.core.limits import Limiter
-from gateway.core.methods import PriceTable
+from gateway.core.methods import MethodClass, PriceTable
 from gateway.core.planning import GATEWAY_METHODS
 from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
 from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
 from gateway.credits.stage import CreditHeaders, MeteringStage
-from gateway.forward import Forwarder, ParseStage
+from gateway.forward import Forwarder, LocalMethod, ParseStage
 from gateway.ip_limits import IpLimits
 from gateway.pipeline import Call, Handler, Reply, Stage, compose, error_boundary
+from gateway.products.bundles import BundleRelay, RelayRoute
+from gateway.products.send_and_confirm import SendAndConfirm
+from gateway.products.send_status import SendStatusMethod
+from gateway.products.smart_send import SmartSend
 from gateway.public import ServiceProfile
+from gateway.sending.block_engine import BlockEngine
+from gateway.sending.racers import LocalRacers, Racers
 from gateway.storage.channels import CREDITED, Channel
 from gateway.storage.connections import Connections, warn_unless_noeviction
 from gateway.upstream import HealthMonitor, HttpUpstream
@@ -38,10 +44,12 @@ DEFAULT_UPSTREAM = "http://127.0.0.1:8899"
 class GatewayApp:
     """Args:
     settings: validated settings (with the embedded parts' URLs filled in by the stack).
+    racers: who runs sendAndConfirm's races (the send-racer actors under ``gateway up``); default:
+        this replica (:class:`LocalRacers`).
     auth_options: extra :class:`AuthServices` options (tests pass short lifetimes and hooks).
     """
 
-    def __init__(self, settings: Settings, **auth_options: Any) -> None:
+    def __init__(self, settings: Settings, racers: Racers | None = None, **auth_options: Any) -> None:
         self.settings = settings
         self.started_at = time.time()
         self.prices = PriceTable.default().with_overrides(settings.pricing)
@@ -66,8 +74,30 @@ class GatewayApp:
             settings, self.upstream, lambda: self.conn.db, after_credit=self.notices.credited
         )
         self.confirm_deposit = ConfirmDepositEndpoint(self.deposits)
-        self.implemented: frozenset[str] = frozenset()  # gateway-answered methods built so far
-        self.rpc: Handler = compose([error_boundary, *self.rpc_stages()], Forwarder(self.upstream))
+        self.engine = BlockEngine.from_settings(settings)
+        self.racers = racers or LocalRacers(settings)
+        self.local = self._local_methods()
+        self.implemented = frozenset(self.local)  # the gateway's own methods; the rest are refused free
+        self.forwarder = Forwarder(self.upstream, self.local)
+        self.rpc: Handler = compose([error_boundary, *self.rpc_stages()], self.forwarder)
+
+    def _local_methods(self) -> dict[str, LocalMethod]:
+        """The methods this gateway answers itself (bundle ones only with a block engine)."""
+        db = lambda: self.conn.db  # noqa: E731 -- the pool exists once started
+        base_fee = self.prices.price(MethodClass.SEND) or 0
+        local: dict[str, LocalMethod] = {
+            "sendSmartTransaction": SmartSend(self.upstream),
+            "sendAndConfirm": SendAndConfirm(self.upstream, self.racers, db, self.meter, base_fee, self._top_up),
+            "getSendStatus": SendStatusMethod(self.upstream, db),
+        }
+        if self.engine is not None:
+            local.update(BundleRelay(self.engine).handlers)
+        return local
+
+    def relay_stages(self, method: str, from_body: bool) -> list[Stage]:
+        """The stages of a ``/relay/*`` route (before ``self.forwarder``): JSON-RPC's, pinned to ``method``."""
+        auth, *rest = self.rpc_stages()
+        return [auth, RelayRoute(method, from_body), *rest]
 
     def rpc_stages(self) -> list[Stage]:
         """The JSON-RPC stages between the error boundary and the forwarder, in order."""
@@ -101,6 +131,9 @@ class GatewayApp:
         self.monitor.start()
 
     async def shutdown(self) -> None:
+        await self.racers.close()
+        if self.engine is not None:
+            await self.engine.close()
         await self.notices.stop()
         await self.meter.stop()
         await self.monitor.stop()

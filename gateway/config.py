@@ -27,6 +27,8 @@ MAINNET = "solana-mainnet"
 #: The network name of the embedded local chain (test USDC, no value).
 DEVNODE = "devnode"
 Port = Annotated[int, Field(ge=1, le=65535)]
+SendLeg = Literal["local_rpc", "jito", "tpu_quic"]
+SEND_LEGS: tuple[SendLeg, ...] = ("local_rpc", "jito", "tpu_quic")
 
 
 def _url_with_scheme(value: str | None, schemes: tuple[str, ...], name: str) -> str | None:
@@ -151,6 +153,24 @@ class Settings(BaseSettings):
         description="Addresses or networks of proxies whose X-Forwarded-For is believed: the client is the "
         "right-most address not in this list. Empty: the client is the peer address.",
     )
+    block_engine_url: str | None = Field(
+        None,
+        description="Block engine JSON-RPC base (ends in /api/v1) for bundles and the relay send leg; "
+        "empty: the devnode's local block engine in the embedded default, else no relay.",
+    )
+    tip_floor_url: str | None = Field(
+        None,
+        description="Where the tip floor is read (mainnet Jito serves it apart from the block engine); "
+        "empty: {block_engine_url}/bundles/tip_floor.",
+    )
+    send_legs: list[SendLeg] = Field(
+        default_factory=lambda: list(SEND_LEGS),
+        min_length=1,
+        description="The legs sendAndConfirm broadcasts on at once.",
+    )
+    send_racers: int = Field(
+        2, ge=0, le=64, description="Send-racer actors started by gateway up (0: races run in the replicas)."
+    )
     redis_max_memory_mb: int = Field(
         256, ge=1, le=1_000_000, description="Embedded Redis memory bound; full means 503, never an evicted nonce."
     )
@@ -169,6 +189,11 @@ class Settings(BaseSettings):
     @classmethod
     def _check_http_url(cls, value: str | None) -> str | None:
         return _url_with_scheme(value, ("http", "https"), "upstream URL")
+
+    @field_validator("block_engine_url", "tip_floor_url")
+    @classmethod
+    def _check_engine_url(cls, value: str | None) -> str | None:
+        return _url_with_scheme(value, ("http", "https"), "block engine URL")
 
     @field_validator("upstream_ws_url")
     @classmethod

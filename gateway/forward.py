@@ -1,22 +1,34 @@
-"""The last JSON-RPC stages: parse and plan the body, then send what is left to the node.
+"""The last JSON-RPC stages: parse and plan the body, then answer what is left.
 
-Items already answered (invalid, denied, refused by a later stage) are not sent. The rest go to the
-node in one request, with ids replaced by their positions so duplicate client ids cannot mix answers
-up; the client's ids are put back on the way out.
+Items already answered (invalid, denied, refused by a later stage) are not sent. Methods the gateway
+answers itself (``local``: :mod:`gateway.products`) run their handlers; the rest go to the node in
+one request, with ids replaced by their positions so duplicate client ids cannot mix answers up; the
+client's ids are put back on the way out. In a batch, both run at once, and a failure of one part
+(the node down, a handler's error) becomes those items' errors: it never takes the others' answers.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
 
-from gateway.core.errors import RpcError, backend_unavailable, timed_out
+from gateway.core.errors import ProxyError, RpcError, backend_unavailable, service_unavailable, timed_out
 from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload, parse_payload
 from gateway.core.methods import CLASS_TIMEOUT_S, MethodClass, PriceTable
 from gateway.core.planning import plan_item
 from gateway.pipeline import Call, Handler, Reply
+from gateway.storage.errors import StoreUnavailable
 from gateway.upstream import Upstream, UpstreamTimeout, UpstreamUnavailable
+
+log = logging.getLogger(__name__)
+
+#: A method the gateway answers itself: it sets the item's ``response`` or ``error`` (and what billing
+#: needs: ``sent``, ``failure``, ``refund``); it may raise a ``ProxyError`` for a single call.
+LocalMethod = Callable[[RpcItem, Call], Awaitable[None]]
 
 
 class ParseStage:
@@ -36,18 +48,49 @@ class ParseStage:
 
 
 class Forwarder:
-    """Endpoint: forward pending items to the node and assemble the answer."""
+    """Endpoint: answer pending items (the gateway's own methods here, the rest at the node)."""
 
-    def __init__(self, upstream: Upstream) -> None:
+    def __init__(self, upstream: Upstream, local: Mapping[str, LocalMethod] | None = None) -> None:
         self.upstream = upstream
+        self.local = dict(local or {})
 
     async def __call__(self, call: Call) -> Reply:
         payload = call.payload
         assert payload is not None
         pending = [item for item in payload.items if item.pending]
-        if pending:
-            await self._forward(pending, payload)
+        local = [item for item in pending if item.method in self.local]
+        remote = [item for item in pending if item.method not in self.local]
+        if not payload.is_batch and local:
+            await self.local[local[0].method](local[0], call)  # a single call: its errors are the call's
+        elif local:
+            await asyncio.gather(self._forward_part(remote, payload), *(self._run_local(i, call) for i in local))
+        elif remote:
+            await self._forward(remote, payload)
         return Reply(200, payload.answer_bytes())
+
+    async def _run_local(self, item: RpcItem, call: Call) -> None:
+        """A batch item's handler; what it raises is that item's error."""
+        try:
+            await self.local[item.method](item, call)
+        except ProxyError as exc:
+            item.error = exc.rpc_error()
+        except StoreUnavailable as exc:
+            item.failure = item.failure or Failure.INTERNAL
+            item.error = service_unavailable(f"{exc}; retry later", 5).rpc_error()
+        except Exception:
+            log.exception("%s failed", item.method)
+            item.failure = item.failure or Failure.INTERNAL
+            item.error = RpcError(-32603, f"Internal error: {item.method} failed")
+
+    async def _forward_part(self, items: list[RpcItem], payload: RpcPayload) -> None:
+        """The node's part of a batch that also has local items: a failure is these items' errors."""
+        if not items:
+            return
+        try:
+            await self._forward(items, payload)
+        except ProxyError as exc:
+            for item in items:
+                item.error = exc.rpc_error()
 
     async def _forward(self, items: list[RpcItem], payload: RpcPayload) -> None:
         timeout = max(CLASS_TIMEOUT_S.get(i.method_class or MethodClass.READ_CHEAP, 5.0) for i in items)

@@ -314,6 +314,20 @@ def _rpc_operation() -> dict[str, Any]:
     )
 
 
+def _relay_operation(summary: str, body: bool) -> dict[str, Any]:
+    return _operation(
+        f"{summary} (bundle relay: present when a block engine is configured, as in the embedded default)",
+        _json(_ref("RpcResponse"), "the block engine's JSON-RPC answer"),
+        {
+            **_errors(400, 401, 403, 405, 413, 500),
+            **_errors(402, 429, 502, 503, 504, rpc=(402, 429, 502, 503, 504)),
+        },
+        body="RpcRequest" if body else None,
+        secured=True,
+        tag="Bundle relay",
+    )
+
+
 def _account_read(summary: str, answer: str, paged: bool = False) -> dict[str, Any]:
     return {
         "get": _operation(
@@ -396,6 +410,14 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
                     "security": [{"walletSignature": []}],
                 }
             },
+            "/relay/sendBundle": {
+                "post": _relay_operation("sendBundle: 1 to 5 signed transactions that tip; the bundle id", True)
+            },
+            "/relay/getBundleStatuses": {
+                "post": _relay_operation("getBundleStatuses: slot and confirmation status per bundle id", True)
+            },
+            "/relay/getTipAccounts": {"get": _relay_operation("The tip accounts a bundle must tip", False)},
+            "/relay/tipFloor": {"get": _relay_operation("Landed-tip percentiles (SOL)", False)},
             "/account/info": _account_read("The account: balance, deposit terms, batches", "Account"),
             "/account/ledger": _account_read("Ledger entries, newest first", "LedgerPage", paged=True),
             "/account/history": _account_read("Usage history, one entry per call, newest first", "HistoryPage", True),

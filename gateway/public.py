@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.core.methods import PriceTable
+from gateway.core.methods import MethodClass, PriceTable
 from gateway.upstream import HttpUpstream
 
 
@@ -20,9 +20,7 @@ class ServiceProfile:
     services: dict[str, bool] = field(
         default_factory=lambda: {
             "hot_rpc": True,
-            # The send product (sendSmartTransaction, sendAndConfirm, bundles) is not built; plain
-            # sendTransaction is forwarded like any call.
-            "send": False,
+            "send": True,
             "websocket": False,
             "yellowstone_grpc": False,
             "heavy_indexed_rpc": True,
@@ -74,6 +72,13 @@ def pricing_document(
         "credit_expiry_seconds": credit_expiry_seconds,
         "minimum_deposit_usdc": "0.01",
         "classes": prices.document(not_available),
+        "send_and_confirm": {
+            "landing_credits": prices.price(MethodClass.SEND_AND_CONFIRM),
+            "base_fee_credits": prices.price(MethodClass.SEND),
+            "held_at_admission": prices.price(MethodClass.SEND_AND_CONFIRM),
+            "charged": "landing_credits when confirmed; base_fee_credits when it landed and failed; nothing when "
+            "it never landed before its blockhash expired or its preflight refused it",
+        },
     }
 
 

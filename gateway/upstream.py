@@ -38,6 +38,42 @@ class Upstream(Protocol):
     async def post(self, body: bytes, timeout_s: float) -> bytes: ...
 
 
+DEFAULT_CALL_TIMEOUT_S = 15.0
+
+
+class ChainError(Exception):
+    """The node answered a JSON-RPC error (it was reachable; the request itself failed).
+
+    ``code``, ``message`` and ``data`` are the node's own, to pass on as they are; ``str()`` adds the method."""
+
+    def __init__(self, code: int | None, message: str, data: Any = None, method: str | None = None) -> None:
+        super().__init__(f"{method}: {code}: {message}" if method else f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+async def rpc_call(
+    upstream: Upstream, method: str, params: list[Any], timeout_s: float = DEFAULT_CALL_TIMEOUT_S
+) -> Any:
+    """One JSON-RPC call to the node; its ``result``, or :class:`ChainError` for an error answer."""
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+    raw = await upstream.post(body, timeout_s)
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise UpstreamUnavailable(f"{method}: node answered something that is not JSON", sent=True) from exc
+    if not isinstance(doc, dict):
+        raise UpstreamUnavailable(f"{method}: node answered something that is not a JSON-RPC response", sent=True)
+    error = doc.get("error")
+    if error is not None:
+        code = error.get("code") if isinstance(error, dict) else None
+        message = error.get("message") if isinstance(error, dict) else None
+        data = error.get("data") if isinstance(error, dict) else None
+        raise ChainError(code if isinstance(code, int) else None, str(message or error), data, method)
+    return doc.get("result")
+
+
 @dataclass
 class NodeStatus:
     """What the last health probe of one node found."""
@@ -78,6 +114,22 @@ class HttpUpstream:
 
     async def post(self, body: bytes, timeout_s: float) -> bytes:
         return await self._post_to(self.active_url, body, timeout_s)
+
+    async def get(self, timeout_s: float) -> bytes:
+        """``GET`` the URL itself (a REST document of the same service), errors mapped as for ``post``."""
+        try:
+            async with self._client().get(self.active_url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+                payload = await resp.read()
+                if resp.status != 200:
+                    raise UpstreamUnavailable(f"answered HTTP {resp.status}", sent=True)
+                return payload
+        except TimeoutError as exc:
+            raise UpstreamTimeout(f"no answer within {timeout_s:g} s") from exc
+        except aiohttp.ClientConnectorError as exc:
+            raise UpstreamUnavailable("could not connect", sent=False) from exc
+        except aiohttp.ClientError as exc:
+            log.warning("GET failed: %r", exc)
+            raise UpstreamUnavailable("the connection failed", sent=True) from exc
 
     async def _post_to(self, url: str, body: bytes, timeout_s: float) -> bytes:
         try:

@@ -10,6 +10,7 @@ been broadcast, and only the caller can check (``getSignatureStatuses``) before 
 from __future__ import annotations
 
 import asyncio
+import base64
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -111,6 +112,37 @@ class GatewayClient:
         safe = not any(m in SEND_METHODS for m, _ in calls)
         answers = await self.request("POST", "/", orjson.dumps(items), retry_unsafe=safe)
         return sorted(answers, key=lambda a: a.get("id") if isinstance(a.get("id"), int) else 0)
+
+    # -- sending ---------------------------------------------------------------------------------
+
+    async def send_and_confirm(self, transaction: bytes, *, skip_preflight: bool = True) -> dict[str, Any]:
+        """``sendAndConfirm`` a signed transaction; the result (``status``: confirmed, failed or unknown).
+        Never retried: on a timeout ask :meth:`send_status` before sending anything anew."""
+        encoded = base64.b64encode(transaction).decode()
+        result: dict[str, Any] = await self.rpc("sendAndConfirm", [encoded, {"skipPreflight": skip_preflight}])
+        return result
+
+    async def send_status(self, signature: str) -> dict[str, Any] | None:
+        """``getSendStatus``: what became of a ``sendAndConfirm`` and whether a retry is safe."""
+        result: dict[str, Any] | None = await self.rpc("getSendStatus", [signature])
+        return result
+
+    async def send_bundle(self, transactions: list[bytes]) -> str:
+        """``POST /relay/sendBundle``: 1 to 5 signed transactions that tip; the bundle id."""
+        encoded = [base64.b64encode(tx).decode() for tx in transactions]
+        body = {"jsonrpc": "2.0", "id": 1, "method": "sendBundle", "params": [encoded, {"encoding": "base64"}]}
+        answer = await self.request("POST", "/relay/sendBundle", orjson.dumps(body), retry_unsafe=False)
+        return str(answer["result"])
+
+    async def bundle_statuses(self, bundle_ids: list[str]) -> list[dict[str, Any] | None]:
+        """``POST /relay/getBundleStatuses``: per id its slot and confirmation status, or None."""
+        body = {"jsonrpc": "2.0", "id": 1, "method": "getBundleStatuses", "params": [bundle_ids]}
+        answer = await self.request("POST", "/relay/getBundleStatuses", orjson.dumps(body))
+        return list(answer["result"]["value"])
+
+    async def tip_accounts(self) -> list[str]:
+        """``GET /relay/getTipAccounts``: where a bundle's tip may go."""
+        return list((await self.request("GET", "/relay/getTipAccounts"))["result"])
 
     # -- REST ------------------------------------------------------------------------------------
 

@@ -44,6 +44,8 @@ class RpcItem:
     response: dict[str, Any] | None = None  # the node's answer, id already restored
     sent: bool = False  # handed to the node's connection: from here on it may have reached the node
     failure: Failure | None = None  # why a sent call got no answer
+    decoded: Any = None  # what planning decoded (a send's transaction), for the gateway's own handlers
+    refund: str | None = None  # set by a gateway handler: why this call is refunded whatever it answers
 
     @property
     def pending(self) -> bool:

@@ -19,6 +19,7 @@ class MethodClass(StrEnum):
     SEND = "SEND"
     SEND_AND_CONFIRM = "SEND_AND_CONFIRM"
     SEND_BUNDLE = "SEND_BUNDLE"
+    BUNDLE_STATUS = "BUNDLE_STATUS"
     ARCHIVE_HISTORY = "ARCHIVE_HISTORY"
     DENIED = "DENIED"
 
@@ -30,7 +31,7 @@ READ_CHEAP_METHODS = frozenset(
     getMaxShredInsertSlot getMinimumBalanceForRentExemption getMultipleAccounts getRecentPerformanceSamples
     getRecentPrioritizationFees getSignatureStatuses getSlot getSlotLeader getSlotLeaders getStakeMinimumDelegation
     getTokenAccountBalance getTokenSupply getTransactionCount getVersion getVoteAccounts isBlockhashValid
-    minimumLedgerSlot getPriorityFeeEstimate""".split()
+    minimumLedgerSlot getPriorityFeeEstimate getSendStatus getTipAccounts getTipFloor""".split()
 )
 READ_MEDIUM_METHODS = frozenset(
     "simulateTransaction getTransaction getSignaturesForAddress suggestPriorityFee getClusterNodes".split()
@@ -61,8 +62,12 @@ DEFAULT_CLASS_CREDITS: Mapping[MethodClass, int] = {
     MethodClass.READ_MEDIUM: 5,
     MethodClass.READ_HEAVY: 25,
     MethodClass.SEND: 2,
+    MethodClass.SEND_AND_CONFIRM: 10,  # the landing price; a failed send pays SEND's price (the base fee)
     MethodClass.SEND_BUNDLE: 10,
+    MethodClass.BUNDLE_STATUS: 2,
 }
+#: Classes billed by a durable hold at the store, settled when the outcome is known (not from a lease).
+HELD_CLASSES = frozenset({MethodClass.SEND_AND_CONFIRM})
 
 #: Per-class upstream timeouts in seconds (spec, Limits).
 CLASS_TIMEOUT_S: Mapping[MethodClass, float] = {
@@ -73,6 +78,7 @@ CLASS_TIMEOUT_S: Mapping[MethodClass, float] = {
     MethodClass.SEND: 10.0,
     MethodClass.SEND_AND_CONFIRM: 15.0,
     MethodClass.SEND_BUNDLE: 10.0,
+    MethodClass.BUNDLE_STATUS: 10.0,
 }
 
 
@@ -85,6 +91,7 @@ def _build_index() -> dict[str, MethodClass]:
         (SEND_METHODS, MethodClass.SEND),
         (frozenset({"sendAndConfirm"}), MethodClass.SEND_AND_CONFIRM),
         (frozenset({"sendBundle"}), MethodClass.SEND_BUNDLE),
+        (frozenset({"getBundleStatuses", "getInflightBundleStatuses"}), MethodClass.BUNDLE_STATUS),
         (ARCHIVE_METHODS, MethodClass.ARCHIVE_HISTORY),
         (DENIED_METHODS, MethodClass.DENIED),
     ):

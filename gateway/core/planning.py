@@ -5,10 +5,13 @@ Pure. Every rejection here is free: it happens before any rate unit or credit is
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import base58
+from solders.signature import Signature
 
+from gateway.core.bundles import MAX_BUNDLE, check_bundle
 from gateway.core.errors import (
     RpcCode,
     RpcError,
@@ -19,11 +22,25 @@ from gateway.core.errors import (
 )
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import MethodClass, PriceTable, method_class
+from gateway.core.transactions import MAX_V1_BYTES, decode_transaction
 
 #: Methods the gateway answers itself (later issues); until built they are refused, free, with -32601.
 GATEWAY_METHODS = frozenset(
-    {"suggestPriorityFee", "getTransactionHistory", "sendSmartTransaction", "sendAndConfirm", "sendBundle"}
+    {
+        "suggestPriorityFee",
+        "getTransactionHistory",
+        "sendSmartTransaction",
+        "sendAndConfirm",
+        "sendBundle",
+        "simulateBundle",
+        "getBundleStatuses",
+        "getInflightBundleStatuses",
+        "getTipAccounts",
+        "getTipFloor",
+        "getSendStatus",
+    }
 )
+URGENCIES = ("low", "medium", "high", "critical")
 #: Methods that accept ``maxSupportedTransactionVersion`` (0 or 1, default 0).
 TX_VERSION_METHODS = frozenset({"getBlock", "getTransaction", "getBlocksWithLimit", "simulateTransaction"})
 #: Of those, the ones a node reads it for; the gateway injects the default 0 there.
@@ -35,16 +52,15 @@ def plan_item(item: RpcItem, prices: PriceTable, implemented: frozenset[str] = f
     """Classify and price ``item`` in place, or set its error. ``implemented``: gateway methods built so far."""
     cls = method_class(item.method)
     error = _class_error(item.method, cls, implemented)
+    price = prices.price(cls) if cls is not None else None
+    if error is None and price is None:  # fail closed: a call without a price is refused, never forwarded free
+        error = method_unavailable(item.method)
     if error is None:
         error = _normalise_params(item)
     if error is not None:
         item.error = error
         return
-    assert cls is not None
-    price = prices.price(cls)
-    if price is None:  # fail closed: a call without a price is refused, never forwarded free
-        item.error = method_unavailable(item.method)
-        return
+    assert cls is not None and price is not None
     item.method_class = cls
     item.price = price
 
@@ -72,6 +88,9 @@ def _normalise_params(item: RpcItem) -> RpcError | None:
         return invalid_params("params must be an array")
     rule = _PARAM_RULES.get(item.method)
     error = rule(item.params) if rule is not None else None
+    item_rule = _ITEM_RULES.get(item.method)
+    if error is None and item_rule is not None:
+        error = item_rule(item)
     if error is None and item.method in TX_VERSION_METHODS:
         error = _tx_version(item)
     return error
@@ -121,8 +140,8 @@ def _simulate_bundle(params: list[Any]) -> RpcError | None:
     if not isinstance(first, dict) or not isinstance(first.get("transactions"), list):
         return invalid_params("simulateBundle params are [{transactions: [<base64 tx>, ...]}]")
     txs = first["transactions"]
-    if not txs or not all(isinstance(tx, str) and tx for tx in txs):
-        return invalid_params("transactions must be a non-empty array of encoded transactions")
+    if not 1 <= len(txs) <= MAX_BUNDLE or not all(isinstance(tx, str) and 0 < len(tx) <= _MAX_TX_CHARS for tx in txs):
+        return invalid_params(f"transactions must be 1 to {MAX_BUNDLE} base64 transactions")
     return None
 
 
@@ -145,8 +164,96 @@ def _tx_version(item: RpcItem) -> RpcError | None:
     return None
 
 
+def _config(params: list[Any], at: int) -> dict[str, Any] | RpcError:
+    value = params[at] if len(params) > at else None
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        return invalid_params(f"parameter {at} must be a configuration object")
+    return value
+
+
+def _transaction(item: RpcItem, encoding: str | None) -> RpcError | None:
+    """Decode and verify the transaction of a send before it is billed (refused free otherwise)."""
+    decoded = decode_transaction(item.params[0] if item.params else None, encoding)
+    if isinstance(decoded, str):
+        return invalid_params(decoded)
+    item.decoded = decoded
+    return None
+
+
+def _send_transaction(item: RpcItem) -> RpcError | None:
+    config = _config(item.params, 1)
+    if isinstance(config, RpcError):
+        return config
+    return _transaction(item, config.get("encoding", "base58"))  # the node's default
+
+
+def _send_smart_transaction(item: RpcItem) -> RpcError | None:
+    config = _config(item.params, 1)
+    if isinstance(config, RpcError):
+        return config
+    if not isinstance(config.get("simulate", False), bool):
+        return invalid_params("simulate must be true or false")
+    urgency = config.get("priority_fee_urgency")
+    if urgency is not None and urgency not in URGENCIES:
+        return invalid_params(f"priority_fee_urgency must be one of {', '.join(URGENCIES)}")
+    return _transaction(item, None)  # base64 or base58, told apart by decoding
+
+
+def _send_and_confirm(item: RpcItem) -> RpcError | None:
+    config = _config(item.params, 1)
+    if isinstance(config, RpcError):
+        return config
+    if not isinstance(config.get("skipPreflight", True), bool):
+        return invalid_params("skipPreflight must be true or false")
+    return _transaction(item, config.get("encoding", "base64"))
+
+
+def _send_bundle(item: RpcItem) -> RpcError | None:
+    checked = check_bundle(item.params)
+    if isinstance(checked, str):
+        return invalid_params(checked)
+    item.decoded = checked
+    return None
+
+
+def _bundle_ids(item: RpcItem) -> RpcError | None:
+    ids = item.params[0] if item.params else None
+    if (
+        not isinstance(ids, list)
+        or not 1 <= len(ids) <= MAX_BUNDLE
+        or not all(_BUNDLE_ID.fullmatch(str(i)) for i in ids)
+    ):
+        return invalid_params(f"params are [[<bundle id>, ... up to {MAX_BUNDLE}]] (64 hex digits each)")
+    return None
+
+
+def _signature(item: RpcItem) -> RpcError | None:
+    value = item.params[0] if item.params else None
+    if not isinstance(value, str) or len(value) > 90:
+        return invalid_params("params are [<transaction signature, base58>]")
+    try:
+        Signature.from_string(value)
+    except ValueError:
+        return invalid_params("params are [<transaction signature, base58>]")
+    return None
+
+
+_BUNDLE_ID = re.compile(r"[0-9a-f]{64}")
+_MAX_TX_CHARS = 4 * MAX_V1_BYTES // 3 + 4  # base64 of the largest transaction
 _PARAM_RULES = {
     "getTokenAccountsByOwner": _token_accounts_by_owner,
     "getAssetsByOwner": _assets_by_owner,
     "simulateBundle": _simulate_bundle,
+}
+#: Rules that need the item itself (they keep what they decoded on it).
+_ITEM_RULES = {
+    "sendTransaction": _send_transaction,
+    "sendSmartTransaction": _send_smart_transaction,
+    "sendAndConfirm": _send_and_confirm,
+    "sendBundle": _send_bundle,
+    "getBundleStatuses": _bundle_ids,
+    "getInflightBundleStatuses": _bundle_ids,
+    "getSendStatus": _signature,
 }

@@ -30,6 +30,8 @@ _NO_ANSWER = {
 
 def refund_reason(item: RpcItem) -> str | None:
     """Why ``item`` (admitted) is refunded, or None when it is charged."""
+    if item.refund is not None:  # the gateway answered it itself and knows (a simulation that failed...)
+        return item.refund
     if item.response is not None:
         return _answer_refund(item)
     if not item.sent or item.failure is Failure.UNREACHABLE:

@@ -7,44 +7,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
 from solders.pubkey import Pubkey
 
 from gateway.config import Settings
 from gateway.core.credits import CreditPolicy, DepositCredit
 from gateway.core.deposits import DepositTransfer, deposit_token_account
 from gateway.keys import DEPOSIT_WALLET, load_keypair, load_or_create_keypair
-from gateway.upstream import Upstream, UpstreamUnavailable
+from gateway.upstream import ChainError, Upstream, rpc_call
 
 RPC_TIMEOUT_S = 15.0
 UNSUPPORTED_TX_VERSION = -32015
 NOT_FINALIZED = "transaction not found or not finalized yet; retry in ~30 s"
-
-
-class ChainError(Exception):
-    """The node answered a JSON-RPC error (it was reachable; the request itself failed)."""
-
-    def __init__(self, code: int | None, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-
-
-async def rpc_call(upstream: Upstream, method: str, params: list[Any], timeout_s: float = RPC_TIMEOUT_S) -> Any:
-    """One JSON-RPC call to the node; its ``result``, or :class:`ChainError` for an error answer."""
-    body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-    raw = await upstream.post(body, timeout_s)
-    try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise UpstreamUnavailable(f"{method}: node answered something that is not JSON", sent=True) from exc
-    if not isinstance(doc, dict):
-        raise UpstreamUnavailable(f"{method}: node answered something that is not a JSON-RPC response", sent=True)
-    error = doc.get("error")
-    if error is not None:
-        code = error.get("code") if isinstance(error, dict) else None
-        message = error.get("message") if isinstance(error, dict) else None
-        raise ChainError(code if isinstance(code, int) else None, f"{method}: {message or error}")
-    return doc.get("result")
 
 
 async def get_finalized_transaction(

@@ -16,18 +16,16 @@ from gateway.core.errors import backend_unavailable, invalid_request, service_un
 from gateway.credits.chain_reads import (
     NOT_FINALIZED,
     RPC_TIMEOUT_S,
-    ChainError,
     credit_policy,
     deposit_ata_for,
     deposit_credits,
     get_finalized_transaction,
-    rpc_call,
 )
 from gateway.pipeline import Call, Reply, json_reply
 from gateway.storage.connections import Pool
 from gateway.storage.deposits import credit_deposit, ignored_reason
 from gateway.storage.ledger import balance
-from gateway.upstream import Upstream, UpstreamTimeout, UpstreamUnavailable
+from gateway.upstream import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 
 # ------------------------------------------------------------------------------------ confirm-deposit
 

@@ -10,7 +10,9 @@ usage settled after expiry is dropped. A crashed replica therefore loses only it
 the customer's favour), never a deposit or a balance.
 
 A call is reserved at :meth:`Meter.admit` and recorded at :meth:`Meter.complete` (charged or
-refunded), so every call gives exactly one usage record with its final outcome.
+refunded), so every call gives exactly one usage record with its final outcome. An outcome-priced
+call is not spent from a lease but held at the store (:meth:`Meter.carve`), durably, before its work
+starts; the credits this replica's lease holds can pay for that hold.
 
 An account the store had nothing for (no account, or no credits left) is not asked again on every
 call: the wait doubles with each empty answer, from ``negative_ttl_s`` up to ``max_negative_ttl_s``
@@ -26,8 +28,9 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from gateway.core.credits import EventHook, LeaseGrant, UsageRecord, no_events, tally
 from gateway.credits.local import AccountState, Admission, Lease, Outcome
@@ -35,6 +38,7 @@ from gateway.storage import ledger
 from gateway.storage.connections import Pool
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 __all__ = ["AccountState", "Admission", "Lease", "Meter", "Outcome"]
 
@@ -149,6 +153,29 @@ class Meter:
         lease.records.append(UsageRecord(method, admission.price, refunded, request_id, admission.at))
         if refunded:
             acct.refunds_pending += admission.price
+
+    async def carve(self, pubkey: str, amount: int, take: Callable[[int | None], Awaitable[tuple[T, bool]]]) -> T:
+        """Run ``take``, a store transaction that holds ``amount`` credits outside any lease, offering it
+        this replica's active lease (its id) to take them from when the lease covers them.
+
+        Without this, credits leased here would count against the hold while sitting unused. ``take``
+        returns its result and whether it took from the lease. The lease shrinks here before the
+        await (nothing else can spend those credits meanwhile) and grows back only when ``take``
+        answered that it did not use it: after a failure or cancellation it stays smaller, which can
+        only leave this replica spending less than the store allows, never more.
+        """
+        acct = self.accounts.get(pubkey)
+        if acct is None:
+            return (await take(None))[0]
+        async with acct.lock:  # no flush shrinks or releases the lease meanwhile
+            lease = acct.active
+            carved = lease if lease is not None and lease.covers(amount, self.clock()) else None
+            if carved is not None:
+                carved.granted -= amount
+            result, used = await take(None if carved is None else carved.id)
+            if carved is not None and not used:
+                carved.granted += amount
+            return result
 
     def remaining(self, pubkey: str) -> int | None:
         """X-Credits-Remaining: the store's last known available plus what this replica's leases hold.

@@ -5,11 +5,13 @@ Placed after parsing (items are priced) and before the forwarder::
     boundary → auth → CreditHeaders → parse+plan → MeteringStage → Forwarder
 
 Per pending item, in order: one rate unit, then its price (every pending item has one: planning
-refuses what has none). A rejected single request stops with its error; a rejected batch item gets
-its error and is not forwarded, the rest go on. However the call ends (answered, failed, cancelled
-by a client that went away), every admitted item is completed exactly once, charged or refunded by
-the one rule of :mod:`gateway.core.refunds`: what may have reached the node is charged unless the
-node failed. Credit and rate headers go on every reply, errors included.
+refuses what has none). An outcome-priced item (``HELD_CLASSES``) takes only the rate unit here: its
+handler holds its price at the store and settles it at the outcome (:mod:`gateway.storage.sends`).
+A rejected single request stops with its error; a rejected batch item gets its error and is not
+forwarded, the rest go on. However the call ends (answered, failed, cancelled by a client that went
+away), every admitted item is completed exactly once, charged or refunded by the one rule of
+:mod:`gateway.core.refunds`: what may have reached the node is charged unless the node failed.
+Credit and rate headers go on every reply, errors included.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from gateway.core.credits import LOW_BALANCE_CREDITS
 from gateway.core.errors import ProxyError, service_unavailable
 from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload
 from gateway.core.limits import Allowed, Limiter, RateLimited
+from gateway.core.methods import HELD_CLASSES
 from gateway.core.refunds import refund_reason
 from gateway.credits.errors import (
     account_suspended,
@@ -107,6 +110,8 @@ class MeteringStage:
                 decision = self.limiter.take(pubkey, now, wall, rps)
                 if isinstance(decision, RateLimited):
                     error: ProxyError | None = rate_limited(decision)
+                elif item.method_class in HELD_CLASSES:  # held at the store by its handler, not leased
+                    rate, error = decision, None
                 else:
                     rate, error = decision, None
                     admission = self.meter.spend_local(pubkey, item.price)  # the common case: no await

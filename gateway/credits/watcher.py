@@ -31,15 +31,13 @@ from gateway.core.credits import CreditPolicy, EventHook, no_events
 from gateway.core.deposits import scan_deposits
 from gateway.credits.chain_reads import (
     RPC_TIMEOUT_S,
-    ChainError,
     deposit_credits,
     get_finalized_transaction,
-    rpc_call,
 )
 from gateway.storage.connections import Pool
 from gateway.storage.deposits import credit_deposit, save_watch_cursor, watch_cursor
 from gateway.storage.errors import StoreUnavailable
-from gateway.upstream import Upstream, UpstreamTimeout, UpstreamUnavailable
+from gateway.upstream import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,18 @@ import contextlib
 from typing import Any
 
 from actors.deposit_watcher import DEFAULT_INTERVAL_S, DepositWatcherActor
+from actors.send_racer import SendRacerActor
+from actors.send_reconciler import SendReconcilerActor
 from gateway.runtime.serve_runtime import bounded
 
 NAMESPACE = "gateway"
 DEPOSIT_WATCHER = "deposit-watcher"
+SEND_RECONCILER = "send-reconciler"
+
+
+def send_racer_names(count: int) -> list[str]:
+    """The names of the pool's send-racer actors (replicas find them by name)."""
+    return [f"send-racer-{n}" for n in range(count)]
 
 
 def start_singleton(name: str, cls: type, *args: Any) -> Any:
@@ -50,3 +58,21 @@ def start_deposit_watcher(settings: dict[str, Any], interval_s: float = DEFAULT_
 
 def stop_deposit_watcher() -> None:
     stop_singleton(DEPOSIT_WATCHER)
+
+
+def start_send_racers(settings: dict[str, Any], count: int) -> list[Any]:
+    """The pool of send-racer actors: each one named and restarted after a crash like a singleton."""
+    return [start_singleton(name, SendRacerActor, settings) for name in send_racer_names(count)]
+
+
+def stop_send_racers(count: int) -> None:
+    for name in send_racer_names(count):
+        stop_singleton(name)
+
+
+def start_send_reconciler(settings: dict[str, Any]) -> Any:
+    return start_singleton(SEND_RECONCILER, SendReconcilerActor, settings)
+
+
+def stop_send_reconciler() -> None:
+    stop_singleton(SEND_RECONCILER)

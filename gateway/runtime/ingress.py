@@ -13,6 +13,7 @@ from ray.serve.schema import LoggingConfig
 
 from gateway.app import GatewayApp
 from gateway.config import Settings
+from gateway.runtime.racers import RayRacers
 from gateway.runtime.replica_process import tune_gc
 from gateway.transports.http import build_http_app
 from gateway.transports.routing import RpcFirst
@@ -33,7 +34,8 @@ class Ingress:
     def __init__(self, settings: dict[str, Any]) -> None:
         validated = Settings.model_validate(settings)
         tune_gc(validated.gc_young_threshold)
-        self.gateway = GatewayApp(validated)
+        racers = RayRacers(validated) if validated.send_racers > 0 else None  # None: races run here
+        self.gateway = GatewayApp(validated, racers=racers)
 
     def __serve_build_asgi_app__(self) -> RpcFirst:
         return build_http_app(self.gateway)

@@ -18,7 +18,14 @@ from typing import Any
 
 from gateway.config import DEVNODE, Settings
 from gateway.keys import ensure_service_keys
-from gateway.runtime.actors import start_deposit_watcher, stop_deposit_watcher
+from gateway.runtime.actors import (
+    start_deposit_watcher,
+    start_send_racers,
+    start_send_reconciler,
+    stop_deposit_watcher,
+    stop_send_racers,
+    stop_send_reconciler,
+)
 from gateway.runtime.devnode_proc import DevnodeProcess
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.runtime.serve_runtime import ServeRuntime
@@ -90,6 +97,7 @@ class Stack:
             self._stops.append(("devnode", node.stop))
             updates["upstream_rpc_url"], updates["upstream_ws_url"] = node.rpc_url, node.ws_url
             updates["network"] = s.network or DEVNODE
+            updates["block_engine_url"] = s.block_engine_url or f"{node.rpc_url}/api/v1"
             feed = "with generated launch traffic" if s.devnode_feed else "no feed"
             self.report("chain", f"devnode RPC {node.rpc_url}, PubSub {node.ws_url} ({feed})")
         else:
@@ -101,11 +109,18 @@ class Stack:
         self._stops.append(("Ray", serve_rt.stop))
         serve_rt.start_ray()
         self.report("Ray", serve_rt.ray_description)
+        if resolved.send_racers > 0:
+            start_send_racers(resolved.model_dump(mode="json"), resolved.send_racers)
+            self._stops.append(("send racers", lambda: stop_send_racers(resolved.send_racers)))
         serve_rt.deploy()
         _wait_healthy(f"http://{resolved.host}:{resolved.port}/health")
         start_deposit_watcher(resolved.model_dump(mode="json"), interval_s=resolved.deposit_poll_s)
         self._stops.append(("deposit watcher", stop_deposit_watcher))
         self.report("deposits", "watcher actor following the deposit wallet's USDC account")
+        start_send_reconciler(resolved.model_dump(mode="json"))
+        self._stops.append(("send reconciler", stop_send_reconciler))
+        legs = ", ".join(resolved.send_legs)
+        self.report("sending", f"{resolved.send_racers} send-racer actor(s) on {legs}; reconciler actor")
         self.report("Serve", f"http://{resolved.host}:{resolved.port} ({resolved.ingress_replicas} ingress replica(s))")
         return resolved
 

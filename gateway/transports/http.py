@@ -26,6 +26,13 @@ from gateway.transports.routing import RPC_MAX_BODY_BYTES, RpcFirst, mount, to_r
 
 #: Where JSON-RPC is served over HTTP (docs/api.md).
 RPC_PATHS = ("/", "/rpc")
+#: The bundle relay's routes: path -> (HTTP method, JSON-RPC method). A GET has no body.
+RELAY_ROUTES = {
+    "/relay/sendBundle": ("POST", "sendBundle"),
+    "/relay/getBundleStatuses": ("POST", "getBundleStatuses"),
+    "/relay/getTipAccounts": ("GET", "getTipAccounts"),
+    "/relay/tipFloor": ("GET", "getTipFloor"),
+}
 
 #: /docs: the vendored Swagger UI (the swagger-ui-bundle package) rendering /openapi.json, with no
 #: request leaving the machine.
@@ -88,5 +95,17 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
         Route("/docs", docs, methods=["GET"]),
         Mount("/docs/static", StaticFiles(directory=swagger_ui_path), name="docs-static"),
         *account_routes(gw),
+        *(
+            mount(
+                path,
+                verb,
+                gw.relay_stages(method, verb == "POST"),
+                gw.forwarder,
+                RPC_MAX_BODY_BYTES,
+                ReplyStyle.JSONRPC,
+            )
+            for path, (verb, method) in RELAY_ROUTES.items()
+            if gw.engine is not None
+        ),
     ]
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +11,11 @@ from typing import Any
 import asyncpg
 import base58
 import orjson
+from solders.hash import Hash
+from solders.keypair import Keypair
+from solders.message import Message
+from solders.system_program import TransferParams, transfer
+from solders.transaction import Transaction
 
 from gateway.core.credits import CreditPolicy, DepositCredit
 from gateway.storage.deposits import credit_deposit
@@ -24,6 +30,15 @@ def new_pubkey() -> str:
 
 def new_signature() -> str:
     return str(base58.b58encode(os.urandom(64)).decode())
+
+
+def signed_tx(encoding: str = "base58") -> str:
+    """A real signed transfer (base58 by default, sendTransaction's default encoding): the gateway
+    verifies a send's signatures before billing it, whatever node is behind it."""
+    payer = Keypair()
+    ix = transfer(TransferParams(from_pubkey=payer.pubkey(), to_pubkey=Keypair().pubkey(), lamports=1))
+    raw = bytes(Transaction([payer], Message.new_with_blockhash([ix], payer.pubkey(), Hash.default()), Hash.default()))
+    return base58.b58encode(raw).decode() if encoding == "base58" else base64.b64encode(raw).decode()
 
 
 async def fund(pool: asyncpg.Pool, pubkey: str, credits: int, expiry_s: int = 3600) -> None:

@@ -12,9 +12,9 @@ import pytest
 
 from gateway.core.credits import SettleResult
 from gateway.credits.meter import Meter, Outcome
-from gateway.storage import ledger
+from gateway.storage import ledger, sends
 from gateway.storage.ledger import balance, check_conservation
-from tests.credits.helpers import fund, new_pubkey
+from tests.credits.helpers import fund, new_pubkey, new_signature
 
 MeterFactory = Callable[..., Meter]
 
@@ -334,3 +334,29 @@ async def test_an_account_with_nothing_to_spend_is_not_asked_for_a_lease_per_cal
     leases.clear()
     await calls_for(3)
     assert len(leases) == 3
+
+
+async def test_a_send_hold_takes_the_credits_this_replica_has_leased(
+    make_meter: MeterFactory, pool: asyncpg.Pool, db: asyncpg.Connection, pubkey: str
+) -> None:
+    """An account whose whole balance sits in this replica's lease can still hold a send's price: the
+    hold takes it out of the lease (here and at the store), so it is neither refused nor spent twice."""
+    await fund(pool, pubkey, 12)
+    meter = make_meter()
+    assert (await meter.admit(pubkey, 1)).ok  # the lease now holds everything left
+    lease = await db.fetchrow("SELECT id, granted FROM credit_leases WHERE pubkey = $1", pubkey)
+    assert lease["granted"] == 12
+
+    async def take(lease_id: int | None) -> tuple[sends.Hold, bool]:
+        held = await sends.hold(pool, pubkey, new_signature(), "11111111111111111111111111111111", 10, 2, "r", lease_id)
+        return held, held.from_lease
+
+    held = await meter.carve(pubkey, 10, take)
+    assert held.outcome is sends.HoldOutcome.HELD and held.from_lease
+    assert await db.fetchval("SELECT granted FROM credit_leases WHERE id = $1", lease["id"]) == 2
+    assert meter.remaining(pubkey) == 1  # 12 - 1 spent - 10 held
+    assert (await meter.admit(pubkey, 2)).outcome is Outcome.INSUFFICIENT
+    short = await meter.carve(pubkey, 10, take)  # nothing left anywhere: refused, the lease untouched
+    assert short.outcome is sends.HoldOutcome.INSUFFICIENT and meter.remaining(pubkey) == 1
+    await meter.flush(final=True)
+    await check_conservation(pool, pubkey)

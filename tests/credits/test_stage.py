@@ -21,7 +21,7 @@ from gateway.pipeline import Call, Handler, Reply, ReplyStyle, Stage, compose, e
 from gateway.storage.ledger import balance, check_conservation
 from gateway.transports.routing import http_call
 from gateway.upstream import UpstreamTimeout, UpstreamUnavailable
-from tests.credits.helpers import ScriptedNode, fund
+from tests.credits.helpers import ScriptedNode, fund, signed_tx
 
 PAYMENT = {"deposit_address": "Dep1", "usdc_mint": "Mint1", "minimum_deposit_usdc": "0.01"}
 
@@ -87,7 +87,7 @@ async def test_each_class_is_billed(
         ("getSlot", []),
         ("getTransaction", ["sig"]),
         ("getBlock", [1]),
-        ("sendTransaction", ["tx"]),
+        ("sendTransaction", [signed_tx()]),
     ]
     for method, params in calls:
         reply, body = await gw.rpc((method, params))
@@ -171,7 +171,7 @@ async def test_refunds_by_answer(
     gw = gateway()
     await fund(pool, gw.pubkey, 100)
     gw.node.errors[method] = error
-    reply, body = await gw.rpc((method, ["x"]))
+    reply, body = await gw.rpc((method, [signed_tx()] if method == "sendTransaction" else ["x"]))
     assert reply.status == 200 and body["error"]["code"] == error["code"]
     await gw.meter.flush()
     price = {"getBlock": 25, "sendTransaction": 2, "getSlot": 1, "getAccountInfo": 1}[method]
@@ -195,7 +195,7 @@ async def test_whole_call_failures_follow_the_one_refund_rule(
     gw = gateway()
     await fund(pool, gw.pubkey, 100)
     gw.node.fail = failure
-    reply, _ = await gw.rpc(("getBlock", [1]), ("getSlot", []), ("sendTransaction", ["tx"]), batch=True)
+    reply, _ = await gw.rpc(("getBlock", [1]), ("getSlot", []), ("sendTransaction", [signed_tx()]), batch=True)
     assert reply.status == status
     assert_metered_headers(reply)
     await gw.meter.flush()
@@ -209,7 +209,7 @@ async def test_a_call_that_reached_the_node_is_charged_when_the_caller_goes_away
     gw = gateway()
     await fund(pool, gw.pubkey, 100)
     gw.node.gate, gw.node.arrived = asyncio.Event(), asyncio.Event()
-    call = asyncio.create_task(gw.rpc(("getBlock", [1]), ("sendTransaction", ["tx"]), batch=True))
+    call = asyncio.create_task(gw.rpc(("getBlock", [1]), ("sendTransaction", [signed_tx()]), batch=True))
     await gw.node.arrived.wait()  # the node has the request
     call.cancel()
     with pytest.raises(asyncio.CancelledError):

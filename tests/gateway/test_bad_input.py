@@ -40,11 +40,24 @@ ROUTES = [
     ("GET", "/health"),
     ("GET", "/pricing"),
     ("GET", "/capabilities"),
+    ("POST", "/relay/sendBundle"),
+    ("POST", "/relay/getBundleStatuses"),
+    ("GET", "/relay/getTipAccounts"),
+    ("GET", "/relay/tipFloor"),
 ]
-JSON_RPC_PATHS = {"/", "/rpc"}
+JSON_RPC_PATHS = {
+    "/",
+    "/rpc",
+    "/relay/sendBundle",
+    "/relay/getBundleStatuses",
+    "/relay/getTipAccounts",
+    "/relay/tipFloor",
+}
 NODE_FAILURES = {502, 503, 504}
 METHODS = ["getSlot", "getBalance", "getBlock", "getTransaction", "getTokenAccountsByOwner", "getAssetsByOwner"]
 METHODS += ["simulateBundle", "getMultipleAccounts", "getSignaturesForAddress", "sendTransaction", "noSuchMethod"]
+METHODS += ["sendSmartTransaction", "sendAndConfirm", "sendBundle", "getBundleStatuses", "getInflightBundleStatuses"]
+METHODS += ["getTipAccounts", "getTipFloor", "getSendStatus"]
 WORDS = ["", "2.0", "5VapWMVuzVSSNDsbA9XXTnAahcvUEUtL7szH7pT7a8GE", "z" * 88, "not base58 0OIl", "\x00", "é", *METHODS]
 KEYS = ["jsonrpc", "id", "method", "params", "signature", "pubkey", "challenge", "encoding", "ownerAddress"]
 KEYS += ["maxSupportedTransactionVersion", "transactions", "limit", "before"]
@@ -99,6 +112,7 @@ async def target(
             "database_url": database_url,
             "redis_url": redis_url,
             "upstream_rpc_url": devnode_url,
+            "block_engine_url": f"{devnode_url}/api/v1",
             "ip_limits": TEST_IP_LIMITS,
         }
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import aiohttp
 import asyncpg
+import orjson
 import pytest
 from aiohttp import web
 
@@ -21,6 +22,7 @@ from gateway.client import BackendUnavailable, GatewayClient, WalletSigner
 from gateway.config import Settings
 from gateway.runtime.ports import free_port
 from tests.auth.helpers import RPC_BODY, create_account, create_api_key, request
+from tests.credits.helpers import signed_tx
 from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway
 
 SECRET = "sekrit-provider-token"
@@ -94,11 +96,9 @@ async def funded_key(gateway: RunningGateway, http: aiohttp.ClientSession, db: a
 
 
 def send_body() -> bytes:
-    """A batch of a read and a send (the send's transaction need not be valid: the node never answers)."""
-    return (
-        b'[{"jsonrpc":"2.0","id":1,"method":"getSlot"},'
-        b'{"jsonrpc":"2.0","id":2,"method":"sendTransaction","params":["AQ=="]}]'
-    )
+    """A batch of a read and a send (a signed transaction: the gateway verifies it before billing)."""
+    send = {"jsonrpc": "2.0", "id": 2, "method": "sendTransaction", "params": [signed_tx()]}
+    return orjson.dumps([{"jsonrpc": "2.0", "id": 1, "method": "getSlot"}, send])
 
 
 async def test_an_unreachable_node_is_502_without_its_address_and_refunded(
@@ -148,6 +148,6 @@ async def test_the_client_retries_a_read_and_never_a_send(
         assert relay.seen - before == 3 and read.value.status == 502
         before = relay.seen
         with pytest.raises(BackendUnavailable):
-            await client.rpc("sendTransaction", ["AQ=="])
+            await client.rpc("sendTransaction", [signed_tx()])
         assert relay.seen - before == 1
         assert client.meter.request_id is not None and client.meter.credits_remaining is not None

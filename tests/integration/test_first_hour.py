@@ -77,6 +77,8 @@ def test_gateway_fund_refuses_a_real_chain_and_bad_amounts(service: RunningServi
         ("session_token.py", ["session for", "lamports", "logout: ok"]),
         ("signed_requests.py", ["signed by"]),
         ("errors.py", ["402 -32010 insufficient credits", "deposit to", "InsufficientCredits"]),
+        ("send_and_confirm.py", ["confirmed in slot", "charged 10 credits", "getSendStatus: confirmed"]),
+        ("bundle.py", ["bundle ", "landed in slot"]),
     ],
 )
 def test_each_example_runs(
@@ -126,9 +128,10 @@ def test_messages_say_what_this_deployment_is_and_what_to_do(service: RunningSer
     assert status == 401 and "X-Api-Key" in answer["error"]["message"], answer
 
     _, health, _ = fetch(f"{service.url}/health", None, {})
-    assert health["service_profile"]["services"]["send"] is False
+    assert health["service_profile"]["services"]["send"] is True
     _, pricing, _ = fetch(f"{service.url}/pricing", None, {})
-    assert "sendAndConfirm" in pricing["classes"]["SEND_AND_CONFIRM"]["not_available"]
+    assert pricing["classes"]["SEND_AND_CONFIRM"]["not_available"] == []
+    assert (pricing["send_and_confirm"]["landing_credits"], pricing["send_and_confirm"]["base_fee_credits"]) == (10, 2)
     assert pricing["classes"]["READ_CHEAP"]["not_available"] == []
 
 

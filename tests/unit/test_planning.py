@@ -9,6 +9,7 @@ import pytest
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import MethodClass, PriceTable, method_class
 from gateway.core.planning import plan_item
+from tests.credits.helpers import signed_tx
 
 OWNER = "11111111111111111111111111111111"
 PRICES = PriceTable.default()
@@ -31,7 +32,7 @@ def plan(method: str, params: Any = None) -> RpcItem:
     ],
 )
 def test_classes_and_prices(method: str, cls: MethodClass, price: int) -> None:
-    item = plan(method, [])
+    item = plan(method, [signed_tx()] if method == "sendTransaction" else [])
     assert (item.error, item.method_class, item.price) == (None, cls, price)
 
 
@@ -89,9 +90,14 @@ def test_assets_by_owner_keeps_paging_and_rejects_garbage() -> None:
 
 
 def test_simulate_bundle_needs_the_object_form() -> None:
-    assert plan("simulateBundle", [{"transactions": ["AQID"]}]).error is None
-    for bad in ([["AQID"]], [], [{"transactions": []}], [{"transactions": [1]}]):
-        item = plan("simulateBundle", bad)
+    def planned(params: Any) -> RpcItem:
+        item = RpcItem(index=0, id=1, method="simulateBundle", params=params)
+        plan_item(item, PRICES, frozenset({"simulateBundle"}))  # the gateway answers it (with a block engine)
+        return item
+
+    assert planned([{"transactions": ["AQID"]}]).error is None
+    for bad in ([["AQID"]], [], [{"transactions": []}], [{"transactions": [1]}], [{"transactions": ["AQID"] * 6}]):
+        item = planned(bad)
         assert item.error is not None and item.error.code == -32602
 
 

@@ -24,10 +24,12 @@ async def lock_account(conn: asyncpg.Connection, pubkey: str) -> asyncpg.Record 
 
 
 async def held(conn: asyncpg.Connection, pubkey: str, at: datetime | None = None) -> int:
-    """Credits held by live leases (granted, not yet used) at ``at`` (default: the database's now)."""
+    """Credits held by live leases (granted, not yet used) at ``at`` (default: the database's now), and
+    by outcome-priced sends not settled yet (:mod:`gateway.storage.sends`)."""
     value = await conn.fetchval(
-        """SELECT COALESCE(sum(granted - used), 0)::bigint FROM credit_leases
-           WHERE pubkey = $1 AND NOT released AND expires_at > COALESCE($2::timestamptz, now())""",
+        """SELECT (SELECT COALESCE(sum(granted - used), 0) FROM credit_leases
+                   WHERE pubkey = $1 AND NOT released AND expires_at > COALESCE($2::timestamptz, now()))
+                + (SELECT COALESCE(sum(held), 0) FROM sends WHERE pubkey = $1 AND status = 'pending')""",
         pubkey,
         at,
     )

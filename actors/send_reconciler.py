@@ -1,0 +1,105 @@
+"""The send reconciler actor: settles every held send its race left pending, from the chain.
+
+A send is left ``pending`` when its race ended ``unknown`` (not seen landing in 30 slots), its racer
+died, its replica died, or the ledger could not be written at the outcome. Every ``interval_s`` this
+actor settles the pending sends older than ``min_age_s`` (longer than a race lasts) with
+:func:`gateway.sending.reconcile.reconcile`: landed → charged as the race would have, blockhash
+expired and never landed → ``expired``, free. So a pending charge lasts at most about a blockhash
+lifetime (150 blocks) plus ``min_age_s`` and one interval.
+
+Like the deposit watcher, it runs its loop on its own thread from ``__init__`` (a Ray restart only
+re-runs ``__init__``) and is one named, detached, restarting actor per cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from actors.loop_thread import LoopThread, connect_when_up
+from gateway.config import Settings
+from gateway.sending.reconcile import reconcile
+from gateway.storage import sends
+from gateway.storage.connections import Pool
+from gateway.storage.errors import StoreUnavailable
+from gateway.storage.sends import SendStatus
+from gateway.upstream import HttpUpstream
+
+log = logging.getLogger(__name__)
+
+DEFAULT_INTERVAL_S = 2.0
+DEFAULT_MIN_AGE_S = 20.0  # a race gives up after 30 slots (12 s at 400 ms): leave it that and more
+
+
+class SendReconciler:
+    """One pass at a time over the pending sends (no Ray, no thread: the actor below runs it)."""
+
+    def __init__(self, pool: Pool, node: HttpUpstream, min_age_s: float = DEFAULT_MIN_AGE_S) -> None:
+        self.pool = pool
+        self.node = node
+        self.min_age_s = min_age_s
+        self.settled = 0
+        self.passes = 0
+
+    async def run_once(self) -> int:
+        """Settle what the chain can prove; the number of sends settled in this pass."""
+        settled = 0
+        for record in await sends.pending(self.pool, self.min_age_s):
+            after = await reconcile(self.pool, self.node, record, "reconciler")
+            settled += after.status is not SendStatus.PENDING
+        self.passes += 1
+        self.settled += settled
+        return settled
+
+    async def run(self, interval_s: float, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.run_once()
+            except StoreUnavailable as exc:
+                log.warning("send reconciler: %s; next pass in %g s", exc, interval_s)
+            except Exception:
+                log.exception("send reconciler pass failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval_s)
+
+
+class SendReconcilerActor:
+    def __init__(
+        self, settings: dict[str, Any], interval_s: float = DEFAULT_INTERVAL_S, min_age_s: float = DEFAULT_MIN_AGE_S
+    ) -> None:
+        self.settings = Settings.model_validate(settings)
+        if not self.settings.database_url or not self.settings.upstream_rpc_url:
+            raise ValueError("the send reconciler needs resolved database_url and upstream_rpc_url settings")
+        self.interval_s = interval_s
+        self.min_age_s = min_age_s
+        self.reconciler: SendReconciler | None = None
+        self._thread = LoopThread("send-reconciler", self._serve)
+
+    async def _serve(self, stop: asyncio.Event) -> None:
+        node = HttpUpstream(str(self.settings.upstream_rpc_url), self.settings.fallback_rpc_url, connections=4)
+        conn = await connect_when_up(self.settings, stop, "send reconciler", redis=False)
+        try:
+            if conn is None or conn.db is None:
+                return
+            self.reconciler = SendReconciler(conn.db, node, self.min_age_s)
+            self._thread.ready.set()
+            await self.reconciler.run(self.interval_s, stop)
+        finally:
+            await node.close()
+            if conn is not None:
+                await conn.close()
+
+    def status(self) -> dict[str, Any]:
+        r = self.reconciler
+        return {"running": self._thread.alive, "passes": r.passes if r else 0, "settled": r.settled if r else 0}
+
+    def reconcile_now(self, timeout_s: float = 60.0) -> int:
+        """Run one pass at once (besides the loop's own); the number of sends settled."""
+        if not self._thread.ready.wait(timeout_s) or self.reconciler is None:
+            raise RuntimeError("the send reconciler is not running")
+        return self._thread.call(self.reconciler.run_once(), timeout_s)
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        self._thread.stop(timeout_s)

@@ -1,0 +1,176 @@
+"""``sendAndConfirm``: hold the landing price, race the transaction over every leg, settle at the outcome.
+
+Planning decoded the transaction and verified its signatures (refused free otherwise); the metering
+stage took a rate unit but no credits (the class is held, not leased). Here, in order:
+
+1. **Hold** the landing price at the store, durably, before anything is sent
+   (:func:`gateway.storage.sends.hold`, out of this replica's lease when it has the credits). The
+   same signature again is not held, raced or charged twice: the answer is the first send's state.
+2. ``skipPreflight: false``: a signature-verifying simulation; a failure, or no simulation at all,
+   settles the hold as ``refused`` (free) and nothing is broadcast.
+3. **Race** it (:mod:`gateway.sending.race`, in a send-racer actor or in this replica).
+4. **Settle**: ``confirmed`` → the landing price; ``failed`` (landed, execution error) → the base
+   fee (the SEND price); ``unknown`` → the hold stays pending and the reconciler settles it from the
+   chain once its blockhash has expired. A racer that goes away, a client that disconnects or a
+   ledger that cannot be written leaves the hold pending too: reconciled, never lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gateway.core.errors import RpcError
+from gateway.core.jsonrpc import RpcItem
+from gateway.core.transactions import WireTx
+from gateway.credits.errors import insufficient_credits, payment_required
+from gateway.credits.meter import Meter
+from gateway.pipeline import Call
+from gateway.products import answer, config
+from gateway.sending.race import Outcome, RaceResult
+from gateway.sending.racers import Racers
+from gateway.storage import sends
+from gateway.storage.connections import Pool
+from gateway.storage.errors import StoreUnavailable
+from gateway.storage.sends import HoldOutcome, SendRecord, SendStatus
+from gateway.upstream import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
+
+log = logging.getLogger(__name__)
+
+SIMULATE_TIMEOUT_S = 5.0
+#: How a settled send reads in the result's ``status`` (pending is ``unknown``: not proven yet).
+_STATUS = {
+    SendStatus.PENDING: "unknown",
+    SendStatus.CONFIRMED: "confirmed",
+    SendStatus.FAILED: "failed",
+    SendStatus.EXPIRED: "expired",
+    SendStatus.REFUSED: "refused",
+}
+
+
+class SendAndConfirm:
+    def __init__(
+        self,
+        node: Upstream,
+        racers: Racers,
+        pool: Callable[[], Pool | None],
+        meter: Meter,
+        base_fee: int,
+        top_up: Callable[[str | None], Mapping[str, Any]],
+    ) -> None:
+        self.node = node
+        self.racers = racers
+        self.pool = pool
+        self.meter = meter
+        self.base_fee = base_fee
+        self.top_up = top_up
+
+    async def __call__(self, item: RpcItem, call: Call) -> None:
+        tx: WireTx = item.decoded
+        pubkey = call.authenticated().pubkey
+        pool = self.pool()
+        if pool is None:
+            raise StoreUnavailable("the credit ledger")
+        request_id = call.request_id if not _is_batch(call) else f"{call.request_id}:{item.index}"
+
+        async def take(lease: int | None) -> tuple[sends.Hold, bool]:
+            held = await sends.hold(
+                pool, pubkey, tx.signature, tx.blockhash, item.price, self.base_fee, request_id, lease
+            )
+            return held, held.from_lease
+
+        held = await self.meter.carve(pubkey, item.price, take)
+        if held.outcome is not HoldOutcome.HELD:
+            await self._not_held(item, call, held, pool, tx)
+            return
+        if not config(item).get("skipPreflight", True):
+            refusal = await self._preflight(tx)
+            if refusal is not None:
+                await sends.settle(pool, tx.signature, SendStatus.REFUSED, error=refusal.message)
+                item.error = refusal
+                return
+        item.sent = True
+        result = await self._race(tx)
+        record = await self._settle(pool, result)
+        answer(item, result_fields(record, result))
+
+    async def _not_held(self, item: RpcItem, call: Call, held: sends.Hold, pool: Pool, tx: WireTx) -> None:
+        if held.outcome is HoldOutcome.DUPLICATE:
+            record = await sends.find(pool, tx.signature)
+            if record is not None and record.pubkey == call.authenticated().pubkey:
+                answer(item, result_fields(record))
+                return
+            item.error = RpcError(-32602, "this transaction was already sent through this gateway by another account")
+            return
+        pubkey = call.authenticated().pubkey
+        if held.outcome is HoldOutcome.NO_ACCOUNT:
+            error = payment_required(self.top_up(pubkey))
+        else:
+            error = insufficient_credits(item.price, held.available, self.top_up(pubkey))
+        if not _is_batch(call):
+            raise error  # a single call answers 402 like any other call short of credits
+        item.error = error.rpc_error()
+
+    async def _preflight(self, tx: WireTx) -> RpcError | None:
+        """A signature-verifying simulation; the refusal when it failed or could not run."""
+        options = {"encoding": "base64", "sigVerify": True, "commitment": "processed"}
+        try:
+            result = await rpc_call(self.node, "simulateTransaction", [tx.base64, options], SIMULATE_TIMEOUT_S)
+        except (ChainError, UpstreamUnavailable, UpstreamTimeout) as exc:
+            return RpcError(-32002, f"preflight simulation unavailable, nothing was sent: {exc}")
+        value = result.get("value") if isinstance(result, dict) else None
+        if not isinstance(value, dict):
+            return RpcError(-32002, "preflight simulation unavailable, nothing was sent: no simulation in the answer")
+        if value.get("err") is not None:
+            return RpcError(-32002, f"Transaction simulation failed: {value['err']}; nothing was sent", value)
+        return None
+
+    async def _race(self, tx: WireTx) -> RaceResult:
+        try:
+            return await self.racers.race(tx)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the racer went away: the send may have left; the reconciler settles it
+            log.warning("the race of %s ended without an outcome: %s", tx.signature, exc)
+            return RaceResult(Outcome.UNKNOWN, tx.signature)
+
+    async def _settle(self, pool: Pool, result: RaceResult) -> SendRecord | None:
+        """Settle a known outcome (unknown stays pending); None when the ledger could not be written,
+        which leaves the hold to the reconciler."""
+        try:
+            if result.outcome is Outcome.UNKNOWN:
+                await sends.record_attempt(pool, result.signature, result.legs_attempted, result.retry_count)
+                return await sends.find(pool, result.signature)
+            status = SendStatus.CONFIRMED if result.outcome is Outcome.CONFIRMED else SendStatus.FAILED
+            return await sends.settle(pool, result.signature, status, slot=result.slot, error=result.error)
+        except StoreUnavailable as exc:
+            log.warning("settling %s failed; the reconciler will: %s", result.signature, exc)
+            return None
+
+
+def result_fields(record: SendRecord | None, race: RaceResult | None = None) -> dict[str, Any]:
+    """The spec's sendAndConfirm result, plus ``status``: from the race when there was one, the ledger
+    for the charge (and for everything when the same transaction is asked about again)."""
+    status = _STATUS[record.status] if record is not None else (race.outcome.value if race else "unknown")
+    charged = None
+    if record is not None:
+        charged = record.charged if record.charged is not None else record.held
+    slot = race.slot if race is not None and race.slot is not None else (record.slot if record else None)
+    return {
+        "signature": race.signature if race is not None else (record.signature if record else None),
+        "status": status,
+        "confirmed": status == "confirmed",
+        "slot": slot,
+        "confirmations": race.confirmations if race is not None else None,
+        "landing_time_ms": race.landing_time_ms if race is not None else None,
+        "legs_attempted": race.legs_attempted if race is not None else (record.legs if record else []),
+        "retry_count": race.retry_count if race is not None else (record.retry_count if record else 0),
+        "charged_credits": charged,
+        "error": race.error if race is not None else (record.error if record else None),
+    }
+
+
+def _is_batch(call: Call) -> bool:
+    return call.payload is not None and call.payload.is_batch

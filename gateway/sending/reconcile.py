@@ -1,0 +1,65 @@
+"""Settling a held send from what the chain can prove, after its race (or its racer) gave up on it.
+
+A send left ``pending`` (its race ended ``unknown``, or the racer running it went away) is settled by
+the chain, never by a clock alone: it landed (``confirmed`` or ``failed``, at its price), or its
+blockhash is no longer valid and it is nowhere to be found, so it can never land (``expired``, free).
+The order of the two reads matters: the blockhash is checked first, so a status read after it that
+finds nothing proves the transaction will not land later. Anything else (the node cannot say, only
+``processed`` so far) leaves it pending for the next pass.
+
+Used by the reconciler actor (:mod:`actors.send_reconciler`) for every stale pending send, and by
+``getSendStatus`` for the one a caller asks about.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from gateway.sending.race import LANDED
+from gateway.storage import sends
+from gateway.storage.connections import Pool
+from gateway.storage.sends import SendRecord, SendStatus
+from gateway.upstream import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
+
+log = logging.getLogger(__name__)
+
+READ_TIMEOUT_S = 5.0
+
+
+async def reconcile(pool: Pool, node: Upstream, record: SendRecord, by: str) -> SendRecord:
+    """Settle ``record`` if the chain proves its outcome; the record as it now stands."""
+    if record.status is not SendStatus.PENDING:
+        return record
+    try:
+        valid = await rpc_call(
+            node, "isBlockhashValid", [record.blockhash, {"commitment": "processed"}], READ_TIMEOUT_S
+        )
+        statuses = await rpc_call(
+            node, "getSignatureStatuses", [[record.signature], {"searchTransactionHistory": True}], READ_TIMEOUT_S
+        )
+    except (ChainError, UpstreamUnavailable, UpstreamTimeout) as exc:
+        log.debug("send %s stays pending: the node could not say (%s)", record.signature, exc)
+        return record
+    status = _first(statuses)
+    settled: SendRecord | None = None
+    if status is not None and status.get("confirmationStatus") in LANDED:
+        err = status.get("err")
+        outcome = SendStatus.FAILED if err is not None else SendStatus.CONFIRMED
+        error = None if err is None else str(err)
+        settled = await sends.settle(
+            pool, record.signature, outcome, slot=status.get("slot"), error=error, settled_by=by
+        )
+    elif status is None and not _value(valid):
+        settled = await sends.settle(pool, record.signature, SendStatus.EXPIRED, settled_by=by)
+    return settled or record
+
+
+def _value(answer: Any) -> Any:
+    return answer.get("value") if isinstance(answer, dict) else None
+
+
+def _first(answer: Any) -> dict[str, Any] | None:
+    value = _value(answer)
+    first = value[0] if isinstance(value, list) and value else None
+    return first if isinstance(first, dict) else None

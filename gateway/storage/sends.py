@@ -1,0 +1,212 @@
+"""Outcome-priced sends in PostgreSQL: a durable hold before the broadcast, a settlement at the outcome.
+
+Table ``sends`` (migration 0006). :func:`hold` takes the landing price out of what the account can
+spend (it counts in :func:`gateway.storage.ledger.sql.held`) in one transaction under the account
+lock, before anything is sent; :func:`settle` charges the outcome's price once, with a ``debit``
+ledger entry that names the outcome and a usage row, and releases the hold. Settling is idempotent:
+the racer and the reconciler may both try, the first wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+import asyncpg
+
+from gateway.storage.errors import postgres_call
+from gateway.storage.ledger.sql import add_entries, consume_batches, held, lock_account
+
+WHAT = "the credit ledger"
+
+
+class SendStatus(StrEnum):
+    PENDING = "pending"  # held; the outcome is not known yet
+    CONFIRMED = "confirmed"  # landed and succeeded: the landing price
+    FAILED = "failed"  # landed and failed: the base fee
+    EXPIRED = "expired"  # never landed before its blockhash expired: nothing
+    REFUSED = "refused"  # its preflight simulation failed or could not run: nothing was sent, nothing
+
+
+class HoldOutcome(StrEnum):
+    HELD = "held"
+    NO_ACCOUNT = "no_account"
+    INSUFFICIENT = "insufficient"
+    DUPLICATE = "duplicate"  # this signature was held before (a retry of the same transaction)
+
+
+@dataclass(frozen=True)
+class Hold:
+    outcome: HoldOutcome
+    available: int  # what the account could spend after this hold (before it, when not held)
+    from_lease: bool = False  # the credits came out of the lease offered (it was shrunk by ``held``)
+
+
+@dataclass(frozen=True)
+class SendRecord:
+    signature: str
+    pubkey: str
+    blockhash: str
+    held: int
+    base_fee: int
+    status: SendStatus
+    charged: int | None
+    slot: int | None
+    error: str | None
+    legs: list[str]
+    retry_count: int
+    created_at: datetime
+    settled_at: datetime | None
+
+
+@postgres_call(WHAT)
+async def hold(
+    pool: asyncpg.Pool,
+    pubkey: str,
+    signature: str,
+    blockhash: str,
+    landing: int,
+    base_fee: int,
+    request_id: str,
+    from_lease: int | None = None,
+) -> Hold:
+    """Hold ``landing`` credits for the send ``signature``, out of the lease ``from_lease`` (a replica's
+    own, unused credits) when it still has them, else out of what no lease or send holds."""
+    async with pool.acquire() as conn, conn.transaction():
+        account = await lock_account(conn, pubkey)
+        if account is None:
+            return Hold(HoldOutcome.NO_ACCOUNT, 0)
+        available = int(account["balance"]) - await held(conn, pubkey)
+        if await conn.fetchval("SELECT 1 FROM sends WHERE signature = $1", signature):
+            return Hold(HoldOutcome.DUPLICATE, available)
+        lease_has = from_lease is not None and await conn.fetchval(
+            """SELECT 1 FROM credit_leases WHERE id = $1 AND pubkey = $2 AND NOT released
+               AND expires_at > now() AND granted - used >= $3 FOR UPDATE""",
+            from_lease,
+            pubkey,
+            landing,
+        )
+        if lease_has:
+            available += landing  # the lease gives back what the send holds
+        if account["status"] == "suspended" or available < landing:
+            return Hold(HoldOutcome.INSUFFICIENT, available)
+        if lease_has:
+            await conn.execute("UPDATE credit_leases SET granted = granted - $2 WHERE id = $1", from_lease, landing)
+        await conn.execute(
+            """INSERT INTO sends (signature, pubkey, request_id, blockhash, held, base_fee)
+               VALUES ($1, $2, $3, $4, $5, $6)""",
+            signature,
+            pubkey,
+            request_id,
+            blockhash,
+            landing,
+            base_fee,
+        )
+        return Hold(HoldOutcome.HELD, available - landing, bool(lease_has))
+
+
+@postgres_call(WHAT)
+async def record_attempt(pool: asyncpg.Pool, signature: str, legs: Sequence[str], retry_count: int) -> None:
+    """What the racer did so far (legs that really sent, re-sends), for getSendStatus."""
+    await pool.execute(
+        "UPDATE sends SET legs = $2, retry_count = $3 WHERE signature = $1 AND status = 'pending'",
+        signature,
+        list(legs),
+        retry_count,
+    )
+
+
+@postgres_call(WHAT)
+async def settle(
+    pool: asyncpg.Pool,
+    signature: str,
+    status: SendStatus,
+    *,
+    slot: int | None = None,
+    error: str | None = None,
+    settled_by: str = "racer",
+) -> SendRecord | None:
+    """Charge the outcome's price and release the hold; the record as settled (by this call or an
+    earlier one), or None for an unknown signature."""
+    if status is SendStatus.PENDING:
+        raise ValueError("a send is settled with its outcome, not pending")
+    async with pool.acquire() as conn, conn.transaction():
+        pubkey = await conn.fetchval("SELECT pubkey FROM sends WHERE signature = $1", signature)
+        if pubkey is None:
+            return None
+        account = await lock_account(conn, pubkey)
+        assert account is not None
+        row = await conn.fetchrow("SELECT * FROM sends WHERE signature = $1 FOR UPDATE", signature)
+        if row["status"] != SendStatus.PENDING:
+            return _record(row)  # settled already: the first settlement stands
+        charged = {SendStatus.CONFIRMED: row["held"], SendStatus.FAILED: row["base_fee"]}.get(status, 0)
+        balance = int(account["balance"])
+        if charged > 0:
+            balance -= charged
+            entry = ("debit", -charged, balance, f"sendAndConfirm {status.value}: {signature}", signature)
+            await add_entries(conn, pubkey, [entry])
+            await consume_batches(conn, pubkey, charged)
+            await conn.execute(
+                "UPDATE accounts SET balance = $2, total_consumed = total_consumed + $3 WHERE pubkey = $1",
+                pubkey,
+                balance,
+                charged,
+            )
+        await conn.execute(
+            """INSERT INTO usage_history (pubkey, method, credits, request_id, refunded)
+               VALUES ($1, 'sendAndConfirm', $2, $3, $4)""",
+            pubkey,
+            charged,
+            row["request_id"],
+            charged == 0,
+        )
+        settled = await conn.fetchrow(
+            """UPDATE sends SET status = $2, charged = $3, slot = COALESCE($4, slot), error = $5,
+                      settled_by = $6, settled_at = now()
+               WHERE signature = $1 RETURNING *""",
+            signature,
+            status.value,
+            charged,
+            slot,
+            error,
+            settled_by,
+        )
+    return _record(settled)
+
+
+@postgres_call(WHAT)
+async def find(pool: asyncpg.Pool, signature: str) -> SendRecord | None:
+    row = await pool.fetchrow("SELECT * FROM sends WHERE signature = $1", signature)
+    return None if row is None else _record(row)
+
+
+@postgres_call(WHAT)
+async def pending(pool: asyncpg.Pool, older_than_s: float, limit: int = 500) -> list[SendRecord]:
+    """Pending sends held longer than ``older_than_s`` ago (the racer has given up on them), oldest first."""
+    rows = await pool.fetch(
+        """SELECT * FROM sends WHERE status = 'pending' AND created_at < now() - $1::float8 * interval '1 second'
+           ORDER BY created_at LIMIT $2""",
+        older_than_s,
+        limit,
+    )
+    return [_record(r) for r in rows]
+
+
+def _record(row: asyncpg.Record) -> SendRecord:
+    return SendRecord(
+        signature=row["signature"],
+        pubkey=row["pubkey"],
+        blockhash=row["blockhash"],
+        held=int(row["held"]),
+        base_fee=int(row["base_fee"]),
+        status=SendStatus(row["status"]),
+        charged=None if row["charged"] is None else int(row["charged"]),
+        slot=row["slot"],
+        error=row["error"],
+        legs=list(row["legs"]),
+        retry_count=int(row["retry_count"]),
+        created_at=row["created_at"],
+        settled_at=row["settled_at"],
+    )

@@ -1,0 +1,124 @@
+"""sendAndConfirm on the local chain: real signed transactions, raced over the legs, held and settled.
+
+Prices (defaults): landing 10 credits, base fee 2 (the SEND price). The ledger is read from PostgreSQL
+itself: each settled send has one ``debit`` entry naming its outcome, or none when nothing is charged.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+from solana.rpc.async_api import AsyncClient
+from solders.keypair import Keypair
+from solders.signature import Signature
+
+from actors.send_reconciler import SendReconciler
+from gateway.upstream import HttpUpstream
+from tests.sending.helpers import Caller, b64, latest_blockhash, pay, unknown_blockhash
+
+LANDING, BASE_FEE = 10, 2
+
+
+async def debits(db: asyncpg.Connection, signature: str) -> list[tuple[int, str]]:
+    rows = await db.fetch("SELECT amount, description FROM ledger_entries WHERE ref = $1 ORDER BY id", signature)
+    return [(int(r["amount"]), r["description"]) for r in rows]
+
+
+async def test_a_transfer_lands_and_is_charged_the_landing_price(
+    caller: Caller, payer: Keypair, devnode_url: str, db: asyncpg.Connection
+) -> None:
+    tx = pay(payer, 1_000_000, await latest_blockhash(devnode_url))
+    result = await caller.result("sendAndConfirm", [b64(tx)])
+
+    assert result["status"] == "confirmed" and result["confirmed"] is True, result
+    assert result["signature"] == str(tx.signatures[0])
+    assert result["charged_credits"] == LANDING and result["error"] is None
+    assert isinstance(result["slot"], int) and result["landing_time_ms"] >= 0
+    assert "local_rpc" in result["legs_attempted"] and result["retry_count"] == 0
+    assert await debits(db, result["signature"]) == [(-LANDING, f"sendAndConfirm confirmed: {result['signature']}")]
+    async with AsyncClient(devnode_url) as node:
+        status = (await node.get_signature_statuses([tx.signatures[0]])).value[0]
+    assert status is not None and status.err is None
+
+    send_status = await caller.result("getSendStatus", [result["signature"]])
+    assert send_status["status"] == "confirmed" and send_status["retry_safe"] is False
+    assert send_status["charged_credits"] == LANDING
+
+
+async def test_a_transaction_that_fails_on_chain_is_failed_and_pays_the_base_fee(
+    caller: Caller, payer: Keypair, devnode_url: str, db: asyncpg.Connection
+) -> None:
+    tx = pay(payer, 10**15, await latest_blockhash(devnode_url))  # more than the payer has: fails, fee paid
+    result = await caller.result("sendAndConfirm", [b64(tx)])
+
+    assert result["status"] == "failed" and result["confirmed"] is False, result
+    assert result["error"] and result["charged_credits"] == BASE_FEE
+    assert await debits(db, result["signature"]) == [(-BASE_FEE, f"sendAndConfirm failed: {result['signature']}")]
+
+
+async def test_a_failing_preflight_sends_nothing_and_charges_nothing(
+    caller: Caller, payer: Keypair, devnode_url: str, db: asyncpg.Connection
+) -> None:
+    tx = pay(payer, 10**15, await latest_blockhash(devnode_url))
+    status, doc, _ = await caller.rpc("sendAndConfirm", [b64(tx), {"skipPreflight": False}])
+
+    assert status == 200 and doc["error"]["code"] == -32002, doc
+    signature = str(tx.signatures[0])
+    assert await debits(db, signature) == []
+    send_status = await caller.result("getSendStatus", [signature])
+    assert (send_status["status"], send_status["retry_safe"], send_status["charged_credits"]) == ("refused", True, 0)
+    async with AsyncClient(devnode_url) as node:
+        assert (await node.get_signature_statuses([tx.signatures[0]])).value[0] is None  # never broadcast
+
+
+async def test_an_unknown_blockhash_ends_unknown_then_the_reconciler_refunds_it(
+    caller: Caller, payer: Keypair, devnode_url: str, database_url: str, db: asyncpg.Connection
+) -> None:
+    tx = pay(payer, 1_000_000, unknown_blockhash())
+    result = await caller.result("sendAndConfirm", [b64(tx)])
+    signature = result["signature"]
+
+    assert result["status"] == "unknown" and result["charged_credits"] == LANDING, result  # held, pending
+    held = await db.fetchval("SELECT held FROM sends WHERE signature = $1 AND status = 'pending'", signature)
+    assert held == LANDING
+
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
+    node = HttpUpstream(devnode_url)
+    try:
+        settled = await SendReconciler(pool, node, min_age_s=0).run_once()
+    finally:
+        await node.close()
+        await pool.close()
+    assert settled >= 1
+    send_status = await caller.result("getSendStatus", [signature])
+    assert (send_status["status"], send_status["retry_safe"], send_status["charged_credits"]) == ("expired", True, 0)
+    assert await debits(db, signature) == []
+
+
+async def test_the_same_transaction_twice_is_charged_once(
+    caller: Caller, payer: Keypair, devnode_url: str, db: asyncpg.Connection
+) -> None:
+    encoded = b64(pay(payer, 1_000_000, await latest_blockhash(devnode_url)))
+    first = await caller.result("sendAndConfirm", [encoded])
+    again = await caller.result("sendAndConfirm", [encoded])
+
+    assert first["status"] == again["status"] == "confirmed"
+    assert again["charged_credits"] == LANDING
+    assert len(await debits(db, first["signature"])) == 1
+
+
+async def test_a_batch_answers_both_the_send_and_the_read(caller: Caller, payer: Keypair, devnode_url: str) -> None:
+    encoded = b64(pay(payer, 1_000_000, await latest_blockhash(devnode_url)))
+    body = [
+        {"jsonrpc": "2.0", "id": "s", "method": "sendAndConfirm", "params": [encoded]},
+        {"jsonrpc": "2.0", "id": "r", "method": "getSlot", "params": []},
+    ]
+    async with caller.http.post(caller.url + "/", json=body, headers=caller.headers) as resp:
+        answers = {a["id"]: a for a in await resp.json()}
+    assert answers["s"]["result"]["status"] == "confirmed", answers
+    assert isinstance(answers["r"]["result"], int)
+
+
+async def test_getsendstatus_shows_nothing_of_another_accounts_send(
+    caller: Caller, payer: Keypair, devnode_url: str
+) -> None:
+    assert await caller.result("getSendStatus", [str(Signature.default())]) is None
