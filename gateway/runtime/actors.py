@@ -36,20 +36,25 @@ def start_singleton(name: str, cls: type, *args: Any) -> Any:
 
 
 def stop_singleton(name: str, timeout_s: float = 20.0) -> None:
-    """Ask the actor to shut down, then end it (a detached actor outlives the driver otherwise). Bounded:
-    a cluster that stopped answering must not hold up the stop."""
+    stop_actors([name], timeout_s)
+
+
+def stop_actors(names: list[str], timeout_s: float = 20.0) -> None:
+    """Ask each named actor to shut down, then end it (a detached actor outlives the driver otherwise).
+    Bounded as a whole: a cluster that stopped answering must not hold up the stop once per actor."""
     import ray
 
     def stop() -> None:
-        try:
-            handle = ray.get_actor(name, namespace=NAMESPACE)
-        except ValueError:
-            return
-        with contextlib.suppress(Exception):
-            ray.get(handle.shutdown.remote(), timeout=timeout_s * 0.75)
-        ray.kill(handle, no_restart=True)
+        for name in names:
+            try:
+                handle = ray.get_actor(name, namespace=NAMESPACE)
+            except ValueError:
+                continue
+            with contextlib.suppress(Exception):
+                ray.get(handle.shutdown.remote(), timeout=timeout_s / 2)
+            ray.kill(handle, no_restart=True)
 
-    bounded(stop, timeout_s, f"the stop of {name}")
+    bounded(stop, timeout_s, f"the stop of {', '.join(names)}")
 
 
 def start_deposit_watcher(settings: dict[str, Any], interval_s: float = DEFAULT_INTERVAL_S) -> Any:
@@ -66,13 +71,13 @@ def start_send_racers(settings: dict[str, Any], count: int) -> list[Any]:
 
 
 def stop_send_racers(count: int) -> None:
-    for name in send_racer_names(count):
-        stop_singleton(name)
+    stop_actors(send_racer_names(count))
 
 
 def start_send_reconciler(settings: dict[str, Any]) -> Any:
     return start_singleton(SEND_RECONCILER, SendReconcilerActor, settings)
 
 
-def stop_send_reconciler() -> None:
-    stop_singleton(SEND_RECONCILER)
+def service_actor_names(settings: dict[str, Any]) -> list[str]:
+    """Every actor ``gateway up`` starts, in the order they are stopped."""
+    return [SEND_RECONCILER, *send_racer_names(int(settings.get("send_racers", 0))), DEPOSIT_WATCHER]

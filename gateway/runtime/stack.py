@@ -19,12 +19,11 @@ from typing import Any
 from gateway.config import DEVNODE, Settings
 from gateway.keys import ensure_service_keys
 from gateway.runtime.actors import (
+    service_actor_names,
     start_deposit_watcher,
     start_send_racers,
     start_send_reconciler,
-    stop_deposit_watcher,
-    stop_send_racers,
-    stop_send_reconciler,
+    stop_actors,
 )
 from gateway.runtime.devnode_proc import DevnodeProcess
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
@@ -109,16 +108,15 @@ class Stack:
         self._stops.append(("Ray", serve_rt.stop))
         serve_rt.start_ray()
         self.report("Ray", serve_rt.ray_description)
+        actors = service_actor_names(resolved.model_dump(mode="json"))
+        self._stops.append(("actors", lambda: stop_actors(actors)))  # all of them under one time bound
         if resolved.send_racers > 0:
             start_send_racers(resolved.model_dump(mode="json"), resolved.send_racers)
-            self._stops.append(("send racers", lambda: stop_send_racers(resolved.send_racers)))
         serve_rt.deploy()
         _wait_healthy(f"http://{resolved.host}:{resolved.port}/health")
         start_deposit_watcher(resolved.model_dump(mode="json"), interval_s=resolved.deposit_poll_s)
-        self._stops.append(("deposit watcher", stop_deposit_watcher))
         self.report("deposits", "watcher actor following the deposit wallet's USDC account")
         start_send_reconciler(resolved.model_dump(mode="json"))
-        self._stops.append(("send reconciler", stop_send_reconciler))
         legs = ", ".join(resolved.send_legs)
         self.report("sending", f"{resolved.send_racers} send-racer actor(s) on {legs}; reconciler actor")
         self.report("Serve", f"http://{resolved.host}:{resolved.port} ({resolved.ingress_replicas} ingress replica(s))")
