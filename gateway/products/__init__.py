@@ -1,6 +1,6 @@
 """JSON-RPC methods the gateway answers itself, instead of forwarding them to the node.
 
-Each is a :class:`LocalMethod`: the forwarder hands it a pending item (already authenticated,
+Each is a :data:`gateway.forward.LocalMethod`: the forwarder hands it a pending item (already authenticated,
 planned, rate-limited and billed like any call) and it answers the item (``response`` or
 ``error``), saying what billing needs to know: ``item.sent`` once the transaction left,
 ``item.refund`` when the caller must not pay (refused before sending, a failed simulation).
@@ -9,16 +9,11 @@ planned, rate-limited and billed like any call) and it answers the item (``respo
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from gateway.core.errors import RpcCode, RpcError
 from gateway.core.jsonrpc import Failure, RpcItem
-from gateway.pipeline import Call
 from gateway.upstream import ChainError, UpstreamTimeout, UpstreamUnavailable
-
-
-class LocalMethod(Protocol):
-    async def __call__(self, item: RpcItem, call: Call) -> None: ...
 
 
 def answer(item: RpcItem, result: Any) -> None:

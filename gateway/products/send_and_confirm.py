@@ -75,10 +75,10 @@ class SendAndConfirm:
             raise StoreUnavailable("the credit ledger")
         request_id = call.request_id if not _is_batch(call) else f"{call.request_id}:{item.index}"
 
+        base_fee = min(self.base_fee, item.price)  # never more than the landing price, whatever the pricing
+
         async def take(lease: int | None) -> tuple[sends.Hold, bool]:
-            held = await sends.hold(
-                pool, pubkey, tx.signature, tx.blockhash, item.price, self.base_fee, request_id, lease
-            )
+            held = await sends.hold(pool, pubkey, tx.signature, tx.blockhash, item.price, base_fee, request_id, lease)
             return held, held.from_lease
 
         held = await self.meter.carve(pubkey, item.price, take)
