@@ -20,14 +20,16 @@ from gateway.core.errors import (
     method_not_found,
     profile_disabled,
 )
+from gateway.core.fees import ESTIMATE_PERCENTILES, MAX_FEE_ACCOUNTS, FeeQuery
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import MethodClass, PriceTable, method_class
-from gateway.core.transactions import MAX_V1_BYTES, decode_transaction
+from gateway.core.transactions import MAX_V1_BYTES, decode_transaction, writable_accounts
 
 #: Methods the gateway answers itself (later issues); until built they are refused, free, with -32601.
 GATEWAY_METHODS = frozenset(
     {
         "suggestPriorityFee",
+        "getPriorityFeeEstimate",
         "getTransactionHistory",
         "sendSmartTransaction",
         "sendAndConfirm",
@@ -218,6 +220,85 @@ def _send_bundle(item: RpcItem) -> RpcError | None:
     return None
 
 
+def _fee_accounts(value: Any, name: str) -> tuple[str, ...] | RpcError:
+    """Up to 128 base58 public keys (duplicates dropped, order kept); absent or empty: none."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) > MAX_FEE_ACCOUNTS or not all(_is_pubkey(a) for a in value):
+        return invalid_params(f"{name} must be an array of at most {MAX_FEE_ACCOUNTS} base58 public keys")
+    return tuple(dict.fromkeys(value))
+
+
+def _suggest_priority_fee(item: RpcItem) -> RpcError | None:
+    params: list[Any] = item.params
+    usage = "params are [<urgency>] or [{urgency?: low|medium|high|critical, accounts?: [<pubkey>, ...]}]"
+    first = params[0] if params else None
+    if len(params) > 1 or not isinstance(first, str | dict | None):
+        return invalid_params(usage)
+    options: dict[str, Any] = {"urgency": first} if isinstance(first, str) else first or {}
+    unknown = set(options) - {"urgency", "accounts"}
+    if unknown:
+        return invalid_params(f"unknown field {sorted(unknown)[0]!r}: {usage}")
+    urgency = "medium" if options.get("urgency") is None else options["urgency"]
+    if urgency not in URGENCIES:
+        return invalid_params(f"urgency must be one of {', '.join(URGENCIES)}")
+    accounts = _fee_accounts(options.get("accounts"), "accounts")
+    if isinstance(accounts, RpcError):
+        return accounts
+    item.decoded = FeeQuery(urgency, accounts)
+    return None
+
+
+def _priority_fee_estimate(item: RpcItem) -> RpcError | None:
+    params: list[Any] = item.params
+    first = params[0] if params else {}
+    if len(params) > 1 or not isinstance(first, dict):
+        return invalid_params("params are [{accountKeys?: [<pubkey>, ...], transaction?: <tx>, options?: {...}}]")
+    options = {} if first.get("options") is None else first["options"]
+    if not isinstance(options, dict):
+        return invalid_params("options must be an object")
+    level = _estimate_level(options.get("priorityLevel"))
+    if level is None:
+        return invalid_params(f"priorityLevel must be one of {', '.join(ESTIMATE_PERCENTILES)}")
+    flags = {
+        key: options.get(key) is not None and options[key] for key in ("includeAllPriorityFeeLevels", "recommended")
+    }
+    bad = next((key for key, value in flags.items() if not isinstance(value, bool)), None)
+    if bad is not None:
+        return invalid_params(f"{bad} must be true or false")
+    if flags["recommended"]:
+        level = "Medium"
+    keys, tx = first.get("accountKeys"), first.get("transaction")
+    if keys is not None and tx is not None:
+        return invalid_params("give accountKeys or transaction, not both")
+    accounts = _fee_accounts(keys, "accountKeys") if tx is None else _transaction_accounts(tx, options)
+    if isinstance(accounts, RpcError):
+        return accounts
+    item.decoded = FeeQuery(level, accounts, flags["includeAllPriorityFeeLevels"])
+    return None
+
+
+def _estimate_level(value: Any) -> str | None:
+    """The priority level named (any case; absent or ``Default``: Medium), or None."""
+    if value is None:
+        return "Medium"
+    if not isinstance(value, str):
+        return None
+    if value.lower() == "default":
+        return "Medium"
+    return next((level for level in ESTIMATE_PERCENTILES if level.lower() == value.lower()), None)
+
+
+def _transaction_accounts(tx: Any, options: dict[str, Any]) -> tuple[str, ...] | RpcError:
+    encoding = options.get("transactionEncoding") or "base58"
+    if not isinstance(encoding, str) or encoding.lower() not in ("base58", "base64"):
+        return invalid_params("transactionEncoding must be base58 or base64")
+    accounts = writable_accounts(tx, encoding.lower())
+    if isinstance(accounts, str):
+        return invalid_params(accounts)
+    return _fee_accounts(accounts, "the transaction's writable accounts")
+
+
 def _bundle_ids(item: RpcItem) -> RpcError | None:
     ids = item.params[0] if item.params else None
     if (
@@ -256,4 +337,6 @@ _ITEM_RULES = {
     "getBundleStatuses": _bundle_ids,
     "getInflightBundleStatuses": _bundle_ids,
     "getSendStatus": _signature,
+    "suggestPriorityFee": _suggest_priority_fee,
+    "getPriorityFeeEstimate": _priority_fee_estimate,
 }

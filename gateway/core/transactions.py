@@ -111,6 +111,34 @@ def parse_transaction(raw: bytes) -> WireTx | str:
     return WireTx(raw, tx, version)
 
 
+def writable_accounts(encoded: Any, encoding: str) -> list[str] | str:
+    """The writable keys of a transaction's message (signed or not), or why it cannot be read.
+
+    Only the message's own keys: accounts an address lookup table loads are not resolved here."""
+    if not isinstance(encoded, str) or not encoded:
+        return f"the transaction must be a non-empty {encoding} string"
+    if len(encoded) > _MAX_ENCODED * 2:
+        return f"the transaction is larger than {MAX_V1_BYTES} bytes"
+    raw = _decode(encoded, encoding)
+    if raw is None:
+        return f"the transaction is not valid {encoding}"
+    try:
+        message = VersionedTransaction.from_bytes(raw).message
+    except Exception:  # solders raises its own error types for malformed bytes
+        return "the bytes are not a Solana transaction"
+    header = message.header
+    keys = message.account_keys
+    signers = header.num_required_signatures
+    if not 0 < signers <= len(keys) or header.num_readonly_signed_accounts >= signers:
+        return "the transaction's message header does not match its account keys"
+    return [
+        str(key)
+        for i, key in enumerate(keys)
+        if i < signers - header.num_readonly_signed_accounts
+        or signers <= i < len(keys) - header.num_readonly_unsigned_accounts
+    ]
+
+
 def compute_unit_price(tx: VersionedTransaction) -> int:
     """The micro-lamports per compute unit the transaction pays (0 without SetComputeUnitPrice)."""
     keys = tx.message.account_keys

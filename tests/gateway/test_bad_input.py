@@ -57,10 +57,11 @@ NODE_FAILURES = {502, 503, 504}
 METHODS = ["getSlot", "getBalance", "getBlock", "getTransaction", "getTokenAccountsByOwner", "getAssetsByOwner"]
 METHODS += ["simulateBundle", "getMultipleAccounts", "getSignaturesForAddress", "sendTransaction", "noSuchMethod"]
 METHODS += ["sendSmartTransaction", "sendAndConfirm", "sendBundle", "getBundleStatuses", "getInflightBundleStatuses"]
-METHODS += ["getTipAccounts", "getTipFloor", "getSendStatus"]
+METHODS += ["getTipAccounts", "getTipFloor", "getSendStatus", "suggestPriorityFee", "getPriorityFeeEstimate"]
 WORDS = ["", "2.0", "5VapWMVuzVSSNDsbA9XXTnAahcvUEUtL7szH7pT7a8GE", "z" * 88, "not base58 0OIl", "\x00", "é", *METHODS]
 KEYS = ["jsonrpc", "id", "method", "params", "signature", "pubkey", "challenge", "encoding", "ownerAddress"]
 KEYS += ["maxSupportedTransactionVersion", "transactions", "limit", "before"]
+KEYS += ["urgency", "accounts", "accountKeys", "transaction", "options", "priorityLevel"]
 
 scalars = (
     st.none()

@@ -79,6 +79,7 @@ def test_gateway_fund_refuses_a_real_chain_and_bad_amounts(service: RunningServi
         ("errors.py", ["402 -32010 insufficient credits", "deposit to", "InsufficientCredits"]),
         ("send_and_confirm.py", ["confirmed in slot", "charged 10 credits", "getSendStatus: confirmed"]),
         ("bundle.py", ["bundle ", "landed in slot"]),
+        ("priority_fee.py", ["micro-lamports per CU (medium)", "getPriorityFeeEstimate High:"]),
     ],
 )
 def test_each_example_runs(

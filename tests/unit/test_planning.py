@@ -25,7 +25,7 @@ def plan(method: str, params: Any = None) -> RpcItem:
     ("method", "cls", "price"),
     [
         ("getSlot", MethodClass.READ_CHEAP, 1),
-        ("getPriorityFeeEstimate", MethodClass.READ_CHEAP, 1),
+        ("getRecentPrioritizationFees", MethodClass.READ_CHEAP, 1),
         ("getTransaction", MethodClass.READ_MEDIUM, 5),
         ("getBlock", MethodClass.READ_HEAVY, 25),
         ("sendTransaction", MethodClass.SEND, 2),
