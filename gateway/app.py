@@ -28,6 +28,7 @@ from gateway.forward import Forwarder, LocalMethod, ParseStage
 from gateway.ip_limits import IpLimits
 from gateway.pipeline import Call, Handler, Reply, Stage, compose, error_boundary
 from gateway.products.bundles import BundleRelay, RelayRoute
+from gateway.products.history import TransactionHistory
 from gateway.products.priority_fees import PriorityFeeEstimate, SuggestPriorityFee
 from gateway.products.send_and_confirm import SendAndConfirm
 from gateway.products.send_status import SendStatusMethod
@@ -92,6 +93,7 @@ class GatewayApp:
             "getSendStatus": SendStatusMethod(self.upstream, db),
             "suggestPriorityFee": SuggestPriorityFee(self.upstream),
             "getPriorityFeeEstimate": PriorityFeeEstimate(self.upstream),
+            "getTransactionHistory": TransactionHistory(self.upstream),
         }
         if self.engine is not None:
             local.update(BundleRelay(self.engine).handlers)

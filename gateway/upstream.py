@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -65,13 +66,55 @@ async def rpc_call(
         raise UpstreamUnavailable(f"{method}: node answered something that is not JSON", sent=True) from exc
     if not isinstance(doc, dict):
         raise UpstreamUnavailable(f"{method}: node answered something that is not a JSON-RPC response", sent=True)
-    error = doc.get("error")
+    error = _chain_error(doc, method)
     if error is not None:
-        code = error.get("code") if isinstance(error, dict) else None
-        message = error.get("message") if isinstance(error, dict) else None
-        data = error.get("data") if isinstance(error, dict) else None
-        raise ChainError(code if isinstance(code, int) else None, str(message or error), data, method)
+        raise error
     return doc.get("result")
+
+
+async def rpc_batch(
+    upstream: Upstream, calls: Sequence[tuple[str, list[Any]]], timeout_s: float = DEFAULT_CALL_TIMEOUT_S
+) -> list[Any]:
+    """Several JSON-RPC calls to the node in ONE batch request (one round trip, not one per call).
+
+    Returns each call's ``result`` in the order of ``calls``, or its :class:`ChainError` in its place
+    when the node answered that call with an error: the caller decides what one failed call means.
+    Raises :class:`ChainError` when the node refused the batch as a whole, and
+    :class:`UpstreamUnavailable` when its answer is not a batch answer or leaves a call out."""
+    if not calls:
+        return []
+    body = orjson.dumps([{"jsonrpc": "2.0", "id": i, "method": m, "params": p} for i, (m, p) in enumerate(calls)])
+    raw = await upstream.post(body, timeout_s)
+    what = f"batch of {len(calls)} {calls[0][0]}"
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise UpstreamUnavailable(f"{what}: node answered something that is not JSON", sent=True) from exc
+    if isinstance(doc, dict):  # one error object for the whole batch (too large, batches disabled...)
+        error = _chain_error(doc, what)
+        raise error or UpstreamUnavailable(f"{what}: node answered one response to a batch", sent=True)
+    if not isinstance(doc, list):
+        raise UpstreamUnavailable(f"{what}: node answered something that is not a JSON-RPC response", sent=True)
+    answers = {a.get("id"): a for a in doc if isinstance(a, dict)}
+    out: list[Any] = []
+    for i, (method, _) in enumerate(calls):
+        answer = answers.get(i)
+        if answer is None:
+            raise UpstreamUnavailable(f"{what}: node left call {i} unanswered", sent=True)
+        error = _chain_error(answer, method)
+        out.append(error if error is not None else answer.get("result"))
+    return out
+
+
+def _chain_error(doc: dict[str, Any], method: str) -> ChainError | None:
+    """The :class:`ChainError` of a JSON-RPC response that is an error, else None."""
+    error = doc.get("error")
+    if error is None:
+        return None
+    code = error.get("code") if isinstance(error, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    data = error.get("data") if isinstance(error, dict) else None
+    return ChainError(code if isinstance(code, int) else None, str(message or error), data, method)
 
 
 @dataclass

@@ -12,6 +12,7 @@ import base58
 from solders.signature import Signature
 
 from gateway.core.bundles import MAX_BUNDLE, check_bundle
+from gateway.core.enrich import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT, HistoryQuery
 from gateway.core.errors import (
     RpcCode,
     RpcError,
@@ -299,6 +300,25 @@ def _transaction_accounts(tx: Any, options: dict[str, Any]) -> tuple[str, ...] |
     return _fee_accounts(accounts, "the transaction's writable accounts")
 
 
+def _transaction_history(item: RpcItem) -> RpcError | None:
+    """``[<address>, {limit?: 1..100 (default 10)}]``; anything else is refused free."""
+    params: list[Any] = item.params
+    usage = f"params are [<address, base58>, {{limit?: 1 to {MAX_HISTORY_LIMIT}}}]"
+    if not 1 <= len(params) <= 2 or not _is_pubkey(params[0]):
+        return invalid_params(usage)
+    options = params[1] if len(params) > 1 and params[1] is not None else {}
+    if not isinstance(options, dict):
+        return invalid_params(usage)
+    unknown = set(options) - {"limit"}
+    if unknown:
+        return invalid_params(f"unknown field {sorted(unknown)[0]!r}: {usage}")
+    limit = DEFAULT_HISTORY_LIMIT if options.get("limit") is None else options["limit"]
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_HISTORY_LIMIT:
+        return invalid_params(f"limit must be an integer from 1 to {MAX_HISTORY_LIMIT}")
+    item.decoded = HistoryQuery(params[0], limit)
+    return None
+
+
 def _bundle_ids(item: RpcItem) -> RpcError | None:
     ids = item.params[0] if item.params else None
     if (
@@ -339,4 +359,5 @@ _ITEM_RULES = {
     "getSendStatus": _signature,
     "suggestPriorityFee": _suggest_priority_fee,
     "getPriorityFeeEstimate": _priority_fee_estimate,
+    "getTransactionHistory": _transaction_history,
 }

@@ -58,6 +58,7 @@ METHODS = ["getSlot", "getBalance", "getBlock", "getTransaction", "getTokenAccou
 METHODS += ["simulateBundle", "getMultipleAccounts", "getSignaturesForAddress", "sendTransaction", "noSuchMethod"]
 METHODS += ["sendSmartTransaction", "sendAndConfirm", "sendBundle", "getBundleStatuses", "getInflightBundleStatuses"]
 METHODS += ["getTipAccounts", "getTipFloor", "getSendStatus", "suggestPriorityFee", "getPriorityFeeEstimate"]
+METHODS += ["getTransactionHistory"]
 WORDS = ["", "2.0", "5VapWMVuzVSSNDsbA9XXTnAahcvUEUtL7szH7pT7a8GE", "z" * 88, "not base58 0OIl", "\x00", "é", *METHODS]
 KEYS = ["jsonrpc", "id", "method", "params", "signature", "pubkey", "challenge", "encoding", "ownerAddress"]
 KEYS += ["maxSupportedTransactionVersion", "transactions", "limit", "before"]

@@ -80,6 +80,7 @@ def test_gateway_fund_refuses_a_real_chain_and_bad_amounts(service: RunningServi
         ("send_and_confirm.py", ["confirmed in slot", "charged 10 credits", "getSendStatus: confirmed"]),
         ("bundle.py", ["bundle ", "landed in slot"]),
         ("priority_fee.py", ["micro-lamports per CU (medium)", "getPriorityFeeEstimate High:"]),
+        ("transaction_history.py", ["transactions; latest: ", "lamport fee"]),
     ],
 )
 def test_each_example_runs(

@@ -11,17 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-import aiohttp
-import asyncpg
 import base58
 import pytest
-from aiohttp import web
 from solders.compute_budget import set_compute_unit_price
 from solders.hash import Hash
 from solders.keypair import Keypair
@@ -29,12 +24,9 @@ from solders.message import Message, MessageV0
 from solders.pubkey import Pubkey
 from solders.transaction import Transaction, VersionedTransaction
 
-from gateway.client import WalletSigner
-from gateway.config import Settings
-from tests.auth.helpers import create_account, create_api_key
-from tests.gateway.test_upstream_failures import Relay
+from tests.feed import node_rpc
+from tests.reads.conftest import FailingRelay, charged
 from tests.sending.helpers import Caller, b64, latest_blockhash, signed, transfer_ix
-from tests.support import TEST_IP_LIMITS, serve_gateway
 
 URGENCY = {"low": 25, "medium": 50, "high": 75, "critical": 90}
 LEVELS = {"low": 25, "medium": 50, "high": 75, "veryHigh": 95}
@@ -43,15 +35,6 @@ PRICES = [1_000 * (i + 1) for i in range(20)]  # micro-lamports per CU, one payi
 
 
 # -- the chain --------------------------------------------------------------------------------------
-
-
-async def node_rpc(devnode_url: str, method: str, params: list[Any]) -> Any:
-    async with aiohttp.ClientSession() as http:
-        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-        async with http.post(devnode_url, json=body) as resp:
-            doc = await resp.json()
-    assert "result" in doc, doc
-    return doc["result"]
 
 
 async def node_fees(devnode_url: str, accounts: list[str] | None = None) -> list[int]:
@@ -128,13 +111,6 @@ async def against_the_node(
             return got
         await asyncio.sleep(0.03)
     raise AssertionError("the node's fee window moved during every attempt")
-
-
-async def charged(caller: Caller, method: str, params: list[Any]) -> tuple[dict[str, Any], int]:
-    """(The JSON-RPC answer, the credits it cost)."""
-    _, _, before = await caller.rpc("getSlot", [])
-    _, doc, after = await caller.rpc(method, params)
-    return doc, before - after
 
 
 # -- suggestPriorityFee -----------------------------------------------------------------------------
@@ -275,44 +251,6 @@ async def test_estimate_for_a_transaction_uses_its_writable_accounts(
 # -- the node failing ---------------------------------------------------------------------------------
 
 
-class FailingRelay(Relay):
-    """The relay, which can also answer ``getRecentPrioritizationFees`` with a JSON-RPC error."""
-
-    fee_error = False
-
-    async def _relay(self, request: web.Request) -> web.StreamResponse:
-        if self.fee_error and b"getRecentPrioritizationFees" in await request.read():
-            error = {"code": -32005, "message": "Node is behind by 42 slots"}
-            return web.json_response({"jsonrpc": "2.0", "id": 1, "error": error})
-        return await super()._relay(request)
-
-
-@pytest.fixture
-async def relay(devnode_url: str) -> AsyncIterator[FailingRelay]:
-    running = FailingRelay(devnode_url)
-    await running.start()
-    yield running
-    await running.stop()
-
-
-@pytest.fixture
-async def relayed_caller(
-    relay: FailingRelay, tmp_path: Path, database_url: str, redis_url: str, db: asyncpg.Connection
-) -> AsyncIterator[Caller]:
-    settings = Settings(
-        home=tmp_path,
-        database_url=database_url,
-        redis_url=redis_url,
-        upstream_rpc_url=f"http://127.0.0.1:{relay.port}/",
-        ip_limits=TEST_IP_LIMITS,
-    )
-    async with serve_gateway(settings) as gw, aiohttp.ClientSession() as http:
-        signer = WalletSigner(os.urandom(32))
-        key = await create_api_key(http, signer, gw.url)
-        await create_account(db, signer.pubkey)
-        yield Caller(http, gw.url, signer, key)
-
-
 FEE_CALLS = [
     ("suggestPriorityFee", ["high"]),
     ("getPriorityFeeEstimate", [{"accountKeys": [str(Pubkey.new_unique())]}]),
@@ -323,7 +261,7 @@ FEE_CALLS = [
 async def test_a_node_error_is_an_error_and_refunded(
     relayed_caller: Caller, relay: FailingRelay, method: str, params: list[Any]
 ) -> None:
-    relay.fee_error = True
+    relay.fail_on = b"getRecentPrioritizationFees"
     doc, cost = await charged(relayed_caller, method, params)
     assert "result" not in doc and doc["error"]["code"] == -32003 and "Node is behind" in doc["error"]["message"], doc
     assert cost == 0  # refunded
