@@ -2,8 +2,9 @@
 
 It answers every POST with a well-formed JSON-RPC 2.0 response that echoes the request's `id`
 (batches item by item): `getSlot` -> 123456, `getHealth` -> "ok", a few other read methods get
-plausible constants, anything else gets `null`. A body that is not JSON gets the -32700 parse
-error, a request that is not an object with a string `method` gets -32600. Non-POST gets 405.
+plausible constants (`getTransaction`: a finalized transfer), anything else gets `null`. A body that
+is not JSON gets the -32700 parse error, a request that is not an object with a string `method` gets
+-32600. Non-POST gets 405.
 
 Two implementations are kept so the choice can be re-measured: raw ASGI on uvicorn (uvloop,
 httptools, no access log, explicit content-length) and `aiohttp.web`. Measured with wrk (1 thread,
@@ -47,6 +48,44 @@ RESULTS: Final[dict[str, object]] = {
         "value": {"blockhash": "EkSnNWid2cvwEVnVx9aBqawnmiCNiDgp3gUdkDPTKN1N", "lastValidBlockHeight": 123550},
     },
     "getVersion": {"solana-core": "2.0.0", "feature-set": 1},
+    "getTransaction": {  # a finalized SOL transfer, as a node renders it at encoding json
+        "blockTime": 1_700_000_000,
+        "meta": {
+            "computeUnitsConsumed": 150,
+            "err": None,
+            "fee": 5000,
+            "innerInstructions": [],
+            "logMessages": [
+                "Program 11111111111111111111111111111111 invoke [1]",
+                "Program 11111111111111111111111111111111 success",
+            ],
+            "postBalances": [998_995_000, 1_000_000, 1],
+            "postTokenBalances": [],
+            "preBalances": [1_000_000_000, 0, 1],
+            "preTokenBalances": [],
+            "rewards": [],
+            "status": {"Ok": None},
+        },
+        "slot": 123400,
+        "transaction": {
+            "message": {
+                "accountKeys": [
+                    "7xLk17EQQ5KLDLDe44wCmupJKJjTGd8hs3eSVVhCx932",
+                    "9WzDXwBbmkg8ZTbNMqUxvQRAyrZzDsGYdLVL9zYtAWWM",
+                    "11111111111111111111111111111111",
+                ],
+                "header": {
+                    "numReadonlySignedAccounts": 0,
+                    "numReadonlyUnsignedAccounts": 1,
+                    "numRequiredSignatures": 1,
+                },
+                "instructions": [{"accounts": [0, 1], "data": "3Bxs4h24hBtQy9rw", "programIdIndex": 2}],
+                "recentBlockhash": "EkSnNWid2cvwEVnVx9aBqawnmiCNiDgp3gUdkDPTKN1N",
+            },
+            "signatures": ["5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW"],
+        },
+        "version": "legacy",
+    },
     "getEpochInfo": {
         "absoluteSlot": 123456,
         "blockHeight": 123400,

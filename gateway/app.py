@@ -20,6 +20,7 @@ from gateway.core.errors import service_unavailable
 from gateway.core.limits import Limiter
 from gateway.core.methods import MethodClass, PriceTable
 from gateway.core.planning import GATEWAY_METHODS
+from gateway.credits.bulk import BulkMetering
 from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
 from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
@@ -27,6 +28,7 @@ from gateway.credits.stage import CreditHeaders, MeteringStage
 from gateway.forward import Forwarder, LocalMethod, ParseStage
 from gateway.ip_limits import IpLimits
 from gateway.pipeline import Call, Handler, Reply, Stage, compose, error_boundary
+from gateway.products.bulk import BulkEndpoint, bulk_endpoints
 from gateway.products.bundles import BundleRelay, RelayRoute
 from gateway.products.history import TransactionHistory
 from gateway.products.priority_fees import PriorityFeeEstimate, SuggestPriorityFee
@@ -34,10 +36,12 @@ from gateway.products.send_and_confirm import SendAndConfirm
 from gateway.products.send_status import SendStatusMethod
 from gateway.products.smart_send import SmartSend
 from gateway.public import ServiceProfile
+from gateway.response_cache import ResponseCache
 from gateway.sending.block_engine import BlockEngine
 from gateway.sending.racers import LocalRacers, Racers
 from gateway.storage.channels import CREDITED, Channel
 from gateway.storage.connections import Connections, warn_unless_noeviction
+from gateway.storage.response_cache import SharedResponses
 from gateway.upstream import HealthMonitor, HttpUpstream
 
 DEFAULT_UPSTREAM = "http://127.0.0.1:8899"
@@ -80,8 +84,10 @@ class GatewayApp:
         self.racers = racers or LocalRacers(settings)
         self.local = self._local_methods()
         self.implemented = frozenset(self.local)  # the gateway's own methods; the rest are refused free
-        self.forwarder = Forwarder(self.upstream, self.local)
+        self.cache = self._response_cache()
+        self.forwarder = Forwarder(self.upstream, self.local, self.cache)
         self.rpc: Handler = compose([error_boundary, *self.rpc_stages()], self.forwarder)
+        self.bulk: dict[str, BulkEndpoint] = bulk_endpoints(self.upstream, BulkMetering(self.metering))
 
     def _local_methods(self) -> dict[str, LocalMethod]:
         """The methods this gateway answers itself (bundle ones only with a block engine)."""
@@ -99,6 +105,13 @@ class GatewayApp:
             local.update(BundleRelay(self.engine).handlers)
         return local
 
+    def _response_cache(self) -> ResponseCache | None:
+        settings = self.settings
+        if not settings.response_cache:
+            return None
+        ttl_s = settings.response_cache_unfinalized_ttl_ms / 1000
+        return ResponseCache(settings.response_cache_entries, ttl_s, lambda: self.upstream.finalized_slot)
+
     def relay_stages(self, method: str, from_body: bool) -> list[Stage]:
         """The stages of a ``/relay/*`` route (before ``self.forwarder``): JSON-RPC's, pinned to ``method``."""
         auth, *rest = self.rpc_stages()
@@ -113,6 +126,11 @@ class GatewayApp:
             ParseStage(self.prices, self.implemented),
             self.metering,
         ]
+
+    def bulk_stages(self) -> list[Stage]:
+        """The stages of a ``/bulk/*`` route: JSON-RPC's auth (an account needed), credit headers and
+        readiness; the endpoint meters its items itself (:mod:`gateway.credits.bulk`)."""
+        return [AuthStage(self.auth), CreditHeaders(self.metering), self._readiness_gate]
 
     @property
     def not_available(self) -> frozenset[str]:
@@ -133,6 +151,8 @@ class GatewayApp:
         if self.conn.redis is not None:
             self.notices.channel = Channel(self.conn.redis, CREDITED)
             self.notices.start()
+            if self.cache is not None:
+                self.cache.shared = SharedResponses(self.conn.redis)
         self.monitor.start()
 
     async def shutdown(self) -> None:
@@ -140,6 +160,8 @@ class GatewayApp:
         if self.engine is not None:
             await self.engine.close()
         await self.notices.stop()
+        if self.cache is not None:
+            await self.cache.close()
         await self.meter.stop()
         await self.monitor.stop()
         await self.upstream.close()

@@ -174,6 +174,18 @@ class Settings(BaseSettings):
     redis_max_memory_mb: int = Field(
         256, ge=1, le=1_000_000, description="Embedded Redis memory bound; full means 503, never an evicted nonce."
     )
+    response_cache: bool = Field(
+        True, description="Cache node answers that can no longer change (finalized reads), per replica and in Redis."
+    )
+    response_cache_entries: int = Field(
+        10_000, ge=1, le=10_000_000, description="Entries of each replica's response cache (also bounded to 64 MiB)."
+    )
+    response_cache_unfinalized_ttl_ms: int = Field(
+        0,
+        ge=0,
+        le=60_000,
+        description="How long a replica keeps an answer that may still change (processed, confirmed); 0: never.",
+    )
 
     @field_validator("database_url")
     @classmethod

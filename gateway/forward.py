@@ -5,6 +5,9 @@ answers itself (``local``: :mod:`gateway.products`) run their handlers; the rest
 one request, with ids replaced by their positions so duplicate client ids cannot mix answers up; the
 client's ids are put back on the way out. In a batch, both run at once, and a failure of one part
 (the node down, a handler's error) becomes those items' errors: it never takes the others' answers.
+With the response cache on (:mod:`gateway.response_cache`), the node's items are first looked up
+there: a cached answer answers its item, which is then not sent, and the node's answers are kept
+after; ``X-Cache`` says whether the cache answered the call.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload, parse_payload
 from gateway.core.methods import CLASS_TIMEOUT_S, MethodClass, PriceTable
 from gateway.core.planning import plan_item
 from gateway.pipeline import Call, Handler, Reply
+from gateway.response_cache import HEADER, ResponseCache
 from gateway.storage.errors import StoreUnavailable
 from gateway.upstream import Upstream, UpstreamTimeout, UpstreamUnavailable
 
@@ -50,9 +54,12 @@ class ParseStage:
 class Forwarder:
     """Endpoint: answer pending items (the gateway's own methods here, the rest at the node)."""
 
-    def __init__(self, upstream: Upstream, local: Mapping[str, LocalMethod] | None = None) -> None:
+    def __init__(
+        self, upstream: Upstream, local: Mapping[str, LocalMethod] | None = None, cache: ResponseCache | None = None
+    ) -> None:
         self.upstream = upstream
         self.local = dict(local or {})
+        self.cache = cache
 
     async def __call__(self, call: Call) -> Reply:
         payload = call.payload
@@ -60,12 +67,19 @@ class Forwarder:
         pending = [item for item in payload.items if item.pending]
         local = [item for item in pending if item.method in self.local]
         remote = [item for item in pending if item.method not in self.local]
+        cached = None
+        if self.cache is not None and pending:
+            cached = await self.cache.answer(remote)
+            call.response_headers[HEADER] = cached.header(len(pending))
+            remote = [item for item in remote if item.pending]
         if not payload.is_batch and local:
             await self.local[local[0].method](local[0], call)  # a single call: its errors are the call's
         elif local:
             await asyncio.gather(self._forward_part(remote, payload), *(self._run_local(i, call) for i in local))
         elif remote:
             await self._forward(remote, payload)
+        if self.cache is not None and cached is not None and cached.lookups:
+            self.cache.keep(cached)
         return Reply(200, payload.answer_bytes())
 
     async def _run_local(self, item: RpcItem, call: Call) -> None:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gateway.core.bulk import BULK_CREDITS, MAX_BULK_ITEMS
 from gateway.core.jsonrpc import MAX_BATCH
 from gateway.core.paging import MAX_LIMIT, MAX_OFFSET
 
@@ -199,6 +200,86 @@ class Capabilities(_Open):
     service_profile: dict[str, Any]
 
 
+# ------------------------------------------------------------------------------------- bulk lookups
+
+
+class BalancesRequest(BaseModel):
+    addresses: list[str] = Field(
+        min_length=1, max_length=MAX_BULK_ITEMS, description="base58 public keys; duplicates are looked up once"
+    )
+
+
+class TokenBalancesRequest(BaseModel):
+    owners: list[str] = Field(
+        min_length=1, max_length=MAX_BULK_ITEMS, description="base58 wallet addresses; duplicates are looked up once"
+    )
+
+
+class TransactionsRequest(BaseModel):
+    signatures: list[str] = Field(
+        min_length=1, max_length=MAX_BULK_ITEMS, description="base58 signatures; duplicates are looked up once"
+    )
+
+
+class BulkItemError(BaseModel):
+    code: Literal["INVALID_ADDRESS", "INVALID_SIGNATURE", "UPSTREAM_ERROR", "TIMEOUT"]
+    message: str
+
+
+class Balance(BaseModel):
+    address: str
+    lamports: int = Field(ge=0, description="0 for an account that does not exist")
+
+
+class AddressError(BaseModel):
+    address: str
+    error: BulkItemError
+
+
+class BalancesAnswer(BaseModel):
+    results: list[Balance]
+    errors: list[AddressError] = Field(description="invalid addresses and failed lookups: not charged")
+
+
+class TokenAccount(BaseModel):
+    address: str = Field(description="the token account")
+    mint: str
+    amount: str = Field(pattern="^[0-9]+$", description="raw amount in base units, an integer string")
+    decimals: int
+    ui_amount: str = Field(pattern="^[0-9]+(\\.[0-9]+)?$", description="amount / 10^decimals, exact")
+    program: Literal["spl-token", "spl-token-2022"]
+
+
+class OwnerTokens(BaseModel):
+    owner: str
+    token_accounts: list[TokenAccount]
+
+
+class OwnerError(BaseModel):
+    owner: str
+    error: BulkItemError
+
+
+class TokenBalancesAnswer(BaseModel):
+    results: list[OwnerTokens]
+    errors: list[OwnerError] = Field(description="invalid owners and failed lookups: not charged")
+
+
+class FoundTransaction(BaseModel):
+    signature: str
+    transaction: dict[str, Any] | None = Field(description="getTransaction's json encoding; null when absent")
+
+
+class SignatureError(BaseModel):
+    signature: str
+    error: BulkItemError
+
+
+class TransactionsAnswer(BaseModel):
+    results: list[FoundTransaction]
+    errors: list[SignatureError] = Field(description="invalid signatures and failed lookups: not charged")
+
+
 # -------------------------------------------------------------------------------------- the document
 
 _ERRORS = {
@@ -281,6 +362,12 @@ _MODELS: tuple[type[BaseModel], ...] = (
     Health,
     Pricing,
     Capabilities,
+    BalancesRequest,
+    TokenBalancesRequest,
+    TransactionsRequest,
+    BalancesAnswer,
+    TokenBalancesAnswer,
+    TransactionsAnswer,
 )
 
 
@@ -325,6 +412,46 @@ def _relay_operation(summary: str, body: bool) -> dict[str, Any]:
         body="RpcRequest" if body else None,
         secured=True,
         tag="Bundle relay",
+    )
+
+
+_BULK = {
+    "getBalances": ("addresses", "lamports of each address", "BalancesRequest", "BalancesAnswer"),
+    "getTokenBalances": (
+        "owners",
+        "SPL Token and Token-2022 accounts of each owner, exact amounts",
+        "TokenBalancesRequest",
+        "TokenBalancesAnswer",
+    ),
+    "getTransactions": (
+        "signatures",
+        "each transaction (null when absent)",
+        "TransactionsRequest",
+        "TransactionsAnswer",
+    ),
+}
+
+
+def _bulk_operation(name: str) -> dict[str, Any]:
+    field, what, request, answer = _BULK[name]
+    credits = BULK_CREDITS[name]
+    return _operation(
+        f"Bulk: {what}; up to {MAX_BULK_ITEMS} {field}, {credits} credit{'s' if credits > 1 else ''} per distinct "
+        "valid one, reserved all at once; failed lookups refunded (docs/api.md, Bulk lookups)",
+        _json(_ref(answer), "results and per-item errors, matched by key"),
+        {
+            **_errors(400, 401, 403, 405, 413, 500, 503),
+            **_errors(402, rpc=(402,)),
+            "429": _json(
+                _ref("ErrorBody"),
+                "the account's rate or concurrency limit: RATE_LIMITED or "
+                "CONCURRENCY_LIMITED, with Retry-After; nothing charged",
+            ),
+            "502": _json(_ref("ErrorBody"), "the node answered none of the lookups: UPSTREAM_ERROR, nothing charged"),
+        },
+        body=request,
+        secured=True,
+        tag="Bulk",
     )
 
 
@@ -418,6 +545,7 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
             },
             "/relay/getTipAccounts": {"get": _relay_operation("The tip accounts a bundle must tip", False)},
             "/relay/tipFloor": {"get": _relay_operation("Landed-tip percentiles (SOL)", False)},
+            **{f"/bulk/{name}": {"post": _bulk_operation(name)} for name in _BULK},
             "/account/info": _account_read("The account: balance, deposit terms, batches", "Account"),
             "/account/ledger": _account_read("Ledger entries, newest first", "LedgerPage", paged=True),
             "/account/history": _account_read("Usage history, one entry per call, newest first", "HistoryPage", True),

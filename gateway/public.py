@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.core.bulk import BULK_CREDITS, MAX_BULK_ITEMS
 from gateway.core.methods import MethodClass, PriceTable
 from gateway.upstream import HttpUpstream
 
@@ -78,6 +79,10 @@ def pricing_document(
             "held_at_admission": prices.price(MethodClass.SEND_AND_CONFIRM),
             "charged": "landing_credits when confirmed; base_fee_credits when it landed and failed; nothing when "
             "it never landed before its blockhash expired or its preflight refused it",
+        },
+        "bulk": {
+            f"/bulk/{name}": {"credits_per_item": credits, "max_items": MAX_BULK_ITEMS}
+            for name, credits in BULK_CREDITS.items()
         },
     }
 

@@ -123,7 +123,7 @@ class NodeStatus:
 
     healthy: bool = False
     ever_healthy: bool = False
-    slot: int | None = None
+    slot: int | None = None  # the newest finalized slot
     block_height: int | None = None
     version: str | None = None
     checked_at: float = 0.0
@@ -148,6 +148,11 @@ class HttpUpstream:
                 connector=connector, headers={"Content-Type": "application/json"}, skip_auto_headers=("User-Agent",)
             )
         return self._session
+
+    @property
+    def finalized_slot(self) -> int | None:
+        """The newest finalized slot the last probe of the serving node saw."""
+        return (self.fallback if self.use_fallback else self.primary).slot
 
     @property
     def active_url(self) -> str:
@@ -204,7 +209,7 @@ class HttpUpstream:
     async def _probe_one(self, url: str, status: NodeStatus, timeout_s: float) -> None:
         batch = [
             {"jsonrpc": "2.0", "id": 0, "method": "getHealth"},
-            {"jsonrpc": "2.0", "id": 1, "method": "getSlot"},
+            {"jsonrpc": "2.0", "id": 1, "method": "getSlot", "params": [{"commitment": "finalized"}]},
             {"jsonrpc": "2.0", "id": 2, "method": "getBlockHeight"},
             {"jsonrpc": "2.0", "id": 3, "method": "getVersion"},
         ]

@@ -117,6 +117,25 @@ class Limiter:
             return RateLimited(acct.limit, max(1, math.ceil(wait)), math.ceil(wall + wait))
         return self._allowed(acct, wall)
 
+    def take_many(
+        self, pubkey: str, units: int, now: float, wall: float, rps: int | None = None
+    ) -> Allowed | RateLimited:
+        """``units`` rate units at once, all or none (a bulk request: one unit per item).
+
+        A request of more units than the bucket holds at most (its burst) could never be admitted by
+        waiting; it is admitted when the bucket is full and leaves it in debt (negative), so the
+        following calls wait until the account's rate has paid for it: the average rate holds.
+        """
+        acct = self._account(pubkey, rps, now)
+        bucket = acct.bucket
+        bucket.refill(now)
+        need = min(units, bucket.burst)
+        if bucket.tokens >= need:
+            bucket.tokens -= units
+            return self._allowed(acct, wall)
+        wait = (need - bucket.tokens) / bucket.rate
+        return RateLimited(acct.limit, max(1, math.ceil(wait)), math.ceil(wall + wait))
+
     def peek(self, pubkey: str, now: float, wall: float, rps: int | None = None) -> Allowed:
         """The header values without taking a unit."""
         acct = self._account(pubkey, rps, now)
@@ -126,7 +145,9 @@ class Limiter:
     @staticmethod
     def _allowed(acct: _Account, wall: float) -> Allowed:
         bucket = acct.bucket
-        return Allowed(acct.limit, int(bucket.tokens), math.ceil(wall + (bucket.burst - bucket.tokens) / bucket.rate))
+        return Allowed(
+            acct.limit, max(0, int(bucket.tokens)), math.ceil(wall + (bucket.burst - bucket.tokens) / bucket.rate)
+        )
 
     def acquire(
         self, pubkey: str, now: float, *, rps: int | None = None, concurrency: int | None = None

@@ -9,7 +9,8 @@ replica spends only before its lease's local deadline (earlier than the database
 usage settled after expiry is dropped. A crashed replica therefore loses only its unflushed usage (in
 the customer's favour), never a deposit or a balance.
 
-A call is reserved at :meth:`Meter.admit` and recorded at :meth:`Meter.complete` (charged or
+A call is reserved at :meth:`Meter.admit` (a bulk request's items all at once, or none, at
+:meth:`Meter.admit_all`) and recorded at :meth:`Meter.complete` (charged or
 refunded), so every call gives exactly one usage record with its final outcome. An outcome-priced
 call is not spent from a lease but held at the store (:meth:`Meter.carve`), durably, before its work
 starts; the credits this replica's lease holds can pay for that hold.
@@ -115,22 +116,39 @@ class Meter:
 
     async def admit(self, pubkey: str, price: int) -> Admission:
         """Reserve ``price`` credits: from the local lease, else from a new one taken from the store."""
-        admission = self.spend_local(pubkey, price)
-        if admission is not None:
-            return admission
+        admitted = await self.admit_all(pubkey, [price])
+        return admitted[0] if isinstance(admitted, list) else admitted
+
+    async def admit_all(self, pubkey: str, prices: list[int]) -> list[Admission] | Admission:
+        """Reserve several calls at once, all or none (a bulk request: one call per item).
+
+        One lease must cover the SUM of ``prices`` (it is refilled at most once, under the account
+        lock, as :meth:`admit` does); then each price is spent on its own with no await in between,
+        so each item gets its own usage record and is completed, charged or refunded, on its own.
+        Answers the admissions in the order of ``prices``, or one refused :class:`Admission` for the
+        sum (``INSUFFICIENT`` or ``NO_ACCOUNT``) with nothing spent.
+        """
+        total = sum(prices)
+        if not prices:
+            return []
+        known = self.accounts.get(pubkey)
+        if known is not None and known.leases:  # the common case: the active lease covers it, no await
+            newest, now = known.leases[-1], self.clock()
+            if newest.covers(total, now):
+                return [self._spend(known, pubkey, newest, price, now) for price in prices]
         acct = self.accounts.setdefault(pubkey, AccountState())
         async with acct.lock:
             lease = acct.active
             now = self.clock()
-            if lease is not None and lease.covers(price, now):
-                return self._spend(acct, pubkey, lease, price, now)
-            known_short = not acct.exists or self._potential(acct) < price
+            if lease is not None and lease.covers(total, now):
+                return [self._spend(acct, pubkey, lease, price, now) for price in prices]
+            known_short = not acct.exists or self._potential(acct) < total
             if not (known_short and now - acct.checked_at < self._wait(acct)):
-                await self._refill(acct, pubkey, price)
+                await self._refill(acct, pubkey, total)
                 lease, now = acct.active, self.clock()
-                if lease is not None and lease.covers(price, now):
-                    return self._spend(acct, pubkey, lease, price, now)
-        return Admission(Outcome.INSUFFICIENT if acct.exists else Outcome.NO_ACCOUNT, price, acct)
+                if lease is not None and lease.covers(total, now):
+                    return [self._spend(acct, pubkey, lease, price, now) for price in prices]
+        return Admission(Outcome.INSUFFICIENT if acct.exists else Outcome.NO_ACCOUNT, total, acct)
 
     def _spend(self, acct: AccountState, pubkey: str, lease: Lease, price: int, now: float) -> Admission:
         lease.spent += price

@@ -85,7 +85,7 @@ class MeteringStage:
         try:
             return await self.meter.prepare(pubkey, max((i.price for i in payload.items if i.pending), default=1))
         except StoreUnavailable as exc:
-            raise _ledger_unavailable() from exc
+            raise ledger_unavailable() from exc
 
     def _check_account(self, call: Call, pubkey: str, acct: AccountState) -> None:
         if not acct.exists:
@@ -129,7 +129,7 @@ class MeteringStage:
         except StoreUnavailable as exc:
             self._complete(call, admitted)  # nothing was sent: all refunded
             self._headers(call, pubkey, rps, rate)
-            raise _ledger_unavailable() from exc
+            raise ledger_unavailable() from exc
         except BaseException:  # cancelled while a lease was being taken: release what was admitted
             self._complete(call, admitted)
             raise
@@ -183,6 +183,14 @@ class MeteringStage:
             return
         self._headers(call, pubkey, acct.rate_limit_rps)
 
+    def check_account(self, call: Call, pubkey: str, acct: AccountState) -> None:
+        """402 without an account record, 403 when suspended (for endpoints that meter themselves)."""
+        self._check_account(call, pubkey, acct)
+
+    def set_headers(self, call: Call, pubkey: str, rps: int | None, rate: Allowed | None = None) -> None:
+        """The credit and rate headers, for endpoints that meter themselves (the bulk routes)."""
+        self._headers(call, pubkey, rps, rate)
+
     def _headers(self, call: Call, pubkey: str, rps: int | None, rate: Allowed | None = None) -> None:
         """Set the credit and rate headers on the call (every reply, errors included, carries them).
 
@@ -218,5 +226,5 @@ class CreditHeaders:
             raise
 
 
-def _ledger_unavailable() -> ProxyError:
+def ledger_unavailable() -> ProxyError:
     return service_unavailable("the credit ledger is unavailable; nothing was charged", 5)

@@ -22,6 +22,7 @@ from gateway.openapi import openapi_document
 from gateway.pipeline import ReplyStyle, json_reply
 from gateway.public import capabilities_document, health_document, pricing_document
 from gateway.transports.account_routes import account_routes
+from gateway.transports.bulk_routes import bulk_routes
 from gateway.transports.routing import RPC_MAX_BODY_BYTES, RpcFirst, mount, to_response
 
 #: Where JSON-RPC is served over HTTP (docs/api.md).
@@ -95,6 +96,7 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
         Route("/docs", docs, methods=["GET"]),
         Mount("/docs/static", StaticFiles(directory=swagger_ui_path), name="docs-static"),
         *account_routes(gw),
+        *bulk_routes(gw),
         *(
             mount(
                 path,

@@ -95,3 +95,37 @@ def test_bucket_never_admits_more_than_rate_allows(rate: int, steps: list[float]
         else:
             assert decision.retry_after_s >= 1
     assert allowed <= rate + rate * now + 1e-9
+
+
+def test_take_many_is_all_or_none() -> None:
+    limiter = Limiter(default_rps=10, default_concurrency=4)
+    assert isinstance(limiter.take_many("a", 6, 0.0, 1_000.0), Allowed)
+    refused = limiter.take_many("a", 6, 0.0, 1_000.0)  # 4 left: none taken
+    assert isinstance(refused, RateLimited) and refused.retry_after_s == 1
+    assert limiter.peek("a", 0.0, 1_000.0).remaining == 4
+    assert isinstance(limiter.take_many("a", 4, 0.0, 1_000.0), Allowed)
+
+
+def test_take_many_beyond_the_burst_needs_a_full_bucket_and_leaves_debt() -> None:
+    """100 items against a burst of 10: admitted once the bucket is full, then 9 s of debt to pay."""
+    limiter = Limiter(default_rps=10, default_concurrency=4)
+    limiter.take("a", 0.0, 1_000.0)
+    refused = limiter.take_many("a", 100, 0.0, 1_000.0)
+    assert isinstance(refused, RateLimited) and refused.retry_after_s == 1  # until the bucket is full again
+    allowed = limiter.take_many("a", 100, 0.1, 1_000.1)
+    assert isinstance(allowed, Allowed) and allowed.remaining == 0
+    later = limiter.take("a", 5.0, 1_005.0)  # 10 - 100 + 49 tokens: still in debt
+    assert isinstance(later, RateLimited) and later.retry_after_s == 5
+    assert isinstance(limiter.take("a", 9.3, 1_009.3), Allowed)
+
+
+@given(units=st.lists(st.integers(min_value=1, max_value=30), max_size=40), gaps=st.floats(0.0, 2.0))
+def test_take_many_keeps_the_average_rate(units: list[int], gaps: float) -> None:
+    """Over any run, what take_many admitted is at most burst + rate × elapsed (+ one list's overshoot)."""
+    limiter = Limiter(default_rps=10, default_concurrency=4)
+    now, taken = 0.0, 0
+    for n in units:
+        now += gaps
+        if isinstance(limiter.take_many("a", n, now, now), Allowed):
+            taken += n
+    assert taken <= 10 + 10 * now + max(units, default=0)

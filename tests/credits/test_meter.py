@@ -360,3 +360,49 @@ async def test_a_send_hold_takes_the_credits_this_replica_has_leased(
     assert short.outcome is sends.HoldOutcome.INSUFFICIENT and meter.remaining(pubkey) == 1
     await meter.flush(final=True)
     await check_conservation(pool, pubkey)
+
+
+async def test_admit_all_reserves_the_whole_list_or_nothing(
+    make_meter: MeterFactory, pool: asyncpg.Pool, db: asyncpg.Connection, pubkey: str
+) -> None:
+    """A bulk request: one lease covers the sum, each item its own usage record, charged or refunded."""
+    await fund(pool, pubkey, 100)
+    meter = make_meter()
+    short = await meter.admit_all(pubkey, [5] * 21)  # 105 > 100: nothing spent
+    assert not isinstance(short, list) and short.outcome is Outcome.INSUFFICIENT and short.price == 105
+    assert meter.remaining(pubkey) == 100 and meter.unsettled(pubkey) == 0
+    admitted = await meter.admit_all(pubkey, [5] * 20)
+    assert isinstance(admitted, list) and len(admitted) == 20 and all(a.ok for a in admitted)
+    assert len({id(a.lease) for a in admitted}) == 1
+    assert meter.remaining(pubkey) == 0
+    for n, admission in enumerate(admitted):
+        meter.complete(admission, "bulk/getTransactions", f"r:{n}", refunded=n % 4 == 0)
+    await meter.flush()
+    assert await balance(pool, pubkey) == 100 - 15 * 5
+    rows = await db.fetch("SELECT credits FROM usage_history WHERE pubkey = $1", pubkey)
+    assert len(rows) == 20
+    assert (await check_conservation(db, pubkey)).ok
+
+
+async def test_admit_all_refills_the_lease_once_for_the_sum(
+    make_meter: MeterFactory, pool: asyncpg.Pool, db: asyncpg.Connection, pubkey: str
+) -> None:
+    await fund(pool, pubkey, 10_000)
+    meter = make_meter()
+    first = await meter.admit(pubkey, 1)  # a lease of 20
+    assert first.ok
+    admitted = await meter.admit_all(pubkey, [1] * 100)  # more than it holds: one new lease for all
+    assert isinstance(admitted, list) and len({id(a.lease) for a in admitted}) == 1
+    assert admitted[0].lease is not first.lease
+    assert await meter.admit_all(pubkey, []) == []
+    for n, admission in enumerate([first, *admitted]):
+        meter.complete(admission, "bulk/getBalances", f"r:{n}")
+    await meter.flush()
+    assert await balance(pool, pubkey) == 10_000 - 101
+    assert (await check_conservation(db, pubkey)).ok
+
+
+async def test_admit_all_unknown_account(make_meter: MeterFactory) -> None:
+    meter = make_meter()
+    refused = await meter.admit_all(new_pubkey(), [1, 1])
+    assert not isinstance(refused, list) and refused.outcome is Outcome.NO_ACCOUNT

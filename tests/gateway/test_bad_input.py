@@ -44,6 +44,9 @@ ROUTES = [
     ("POST", "/relay/getBundleStatuses"),
     ("GET", "/relay/getTipAccounts"),
     ("GET", "/relay/tipFloor"),
+    ("POST", "/bulk/getBalances"),
+    ("POST", "/bulk/getTokenBalances"),
+    ("POST", "/bulk/getTransactions"),
 ]
 JSON_RPC_PATHS = {
     "/",
@@ -63,6 +66,7 @@ WORDS = ["", "2.0", "5VapWMVuzVSSNDsbA9XXTnAahcvUEUtL7szH7pT7a8GE", "z" * 88, "n
 KEYS = ["jsonrpc", "id", "method", "params", "signature", "pubkey", "challenge", "encoding", "ownerAddress"]
 KEYS += ["maxSupportedTransactionVersion", "transactions", "limit", "before"]
 KEYS += ["urgency", "accounts", "accountKeys", "transaction", "options", "priorityLevel"]
+KEYS += ["addresses", "owners", "signatures"]
 
 scalars = (
     st.none()

@@ -81,6 +81,7 @@ def test_gateway_fund_refuses_a_real_chain_and_bad_amounts(service: RunningServi
         ("bundle.py", ["bundle ", "landed in slot"]),
         ("priority_fee.py", ["micro-lamports per CU (medium)", "getPriorityFeeEstimate High:"]),
         ("transaction_history.py", ["transactions; latest: ", "lamport fee"]),
+        ("bulk.py", ["2 balances: ", "1 free errors", "transactions found"]),
     ],
 )
 def test_each_example_runs(

@@ -46,12 +46,23 @@ async def caller_at(node_url: str, home: Path, database_url: str, redis_url: str
 
 
 class FailingRelay(Relay):
-    """The relay, which can also answer every request whose body holds ``fail_on`` with a JSON-RPC error."""
+    """The relay, which can also answer every request whose body holds ``fail_on`` with a JSON-RPC error,
+    and keeps every body it was sent (``count`` says how many held a fragment)."""
 
     fail_on: bytes | None = None
 
+    def __init__(self, node_url: str) -> None:
+        super().__init__(node_url)
+        self.bodies: list[bytes] = []
+
+    def count(self, fragment: str | bytes) -> int:
+        """The requests that reached the node with ``fragment`` in their body."""
+        wanted = fragment.encode() if isinstance(fragment, str) else fragment
+        return sum(1 for body in self.bodies if wanted in body)
+
     async def _relay(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
+        self.bodies.append(body)
         if self.fail_on is not None and self.fail_on in body:
             error = {"code": -32005, "message": "Node is behind by 42 slots"}
             doc = json.loads(body)
