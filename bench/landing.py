@@ -15,14 +15,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import os
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 import aiohttp
-import uvicorn
 from solana.rpc.async_api import AsyncClient
 from solana.rpc.models import TxOpts
 from solders.keypair import Keypair
@@ -31,16 +27,7 @@ from solders.system_program import TransferParams, transfer
 from solders.transaction import Transaction
 from solders.transaction_status import TransactionConfirmationStatus
 
-from bench.metered import create_api_key, fund_account
-from devnode.config import DevnodeConfig
-from devnode.node import Devnode
-from gateway.app import GatewayApp
-from gateway.client import WalletSigner
-from gateway.config import Settings
-from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
-from gateway.runtime.ports import free_port
-from gateway.storage.migrate import migrate_url
-from gateway.transports.http import build_http_app
+from bench.inprocess import Stores, gateway_on_devnode, run_with_stores
 
 LANDED = (TransactionConfirmationStatus.Confirmed, TransactionConfirmationStatus.Finalized)
 
@@ -81,45 +68,20 @@ def summary(name: str, seconds: list[float]) -> str:
     return f"{name:<22} p50 {q[49]:7.0f} ms   p90 {q[89]:7.0f} ms   p99 {q[98]:7.0f} ms   (n={len(ms)})"
 
 
-async def run(sends: int, slot_ms: int, legs: list[str], home: Path, database_url: str, redis_url: str) -> None:
-    node = Devnode(DevnodeConfig(data_dir=home / "devnode", rpc_port=0, ws_port=0, slot_ms=slot_ms))
-    try:
-        await migrate_url(database_url)
-        await node.start()
-        settings = Settings(
-            home=home,
-            database_url=database_url,
-            redis_url=redis_url,
-            upstream_rpc_url=node.rpc_url,
-            block_engine_url=f"{node.rpc_url}/api/v1",
-            send_legs=legs,
-            devnode_slot_ms=slot_ms,
-        )
-        port = free_port()
-        server = uvicorn.Server(uvicorn.Config(build_http_app(GatewayApp(settings)), port=port, log_level="warning"))
-        serving = asyncio.create_task(server.serve())
-        for _ in range(600):
-            if server.started:
-                break
-            await asyncio.sleep(0.05)
-        url = f"http://127.0.0.1:{port}"
-        secret = os.urandom(32)
-        key = await asyncio.to_thread(create_api_key, url, secret)
-        await asyncio.to_thread(fund_account, database_url, WalletSigner(secret).pubkey, 100_000_000)
+async def run(sends: int, slot_ms: int, legs: list[str], stores: Stores) -> None:
+    async with gateway_on_devnode(stores, slot_ms, send_legs=legs) as running:
         payer = Keypair()
-        async with AsyncClient(node.rpc_url) as client, aiohttp.ClientSession() as http:
+        async with AsyncClient(running.node.rpc_url) as client, aiohttp.ClientSession() as http:
             await client.request_airdrop(payer.pubkey(), 1_000 * 10**9)
             await asyncio.sleep(slot_ms / 1000 * 3)
             alone = [await node_alone(client, payer) for _ in range(sends)]
-            gated = [await through_gateway(http, url + "/", key, client, payer) for _ in range(sends)]
-        print(f"slots of {slot_ms} ms; legs {', '.join(legs)}")
-        print(summary("devnode alone", alone))
-        print(summary("sendAndConfirm", gated))
-        print(f"median ratio sendAndConfirm / devnode alone: {statistics.median(gated) / statistics.median(alone):.3f}")
-        server.should_exit = True
-        await serving
-    finally:
-        await node.stop()
+            gated = [
+                await through_gateway(http, running.url + "/", running.api_key, client, payer) for _ in range(sends)
+            ]
+    print(f"slots of {slot_ms} ms; legs {', '.join(legs)}")
+    print(summary("devnode alone", alone))
+    print(summary("sendAndConfirm", gated))
+    print(f"median ratio sendAndConfirm / devnode alone: {statistics.median(gated) / statistics.median(alone):.3f}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -128,14 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--slot-ms", type=int, default=400)
     parser.add_argument("--legs", default="local_rpc,jito,tpu_quic")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="gw-landing-") as home:
-        pg, redis = EmbeddedPostgres(Path(home)), EmbeddedRedis(Path(home), 64)
-        try:
-            database_url, redis_url = pg.start(), redis.start()
-            asyncio.run(run(args.sends, args.slot_ms, args.legs.split(","), Path(home), database_url, redis_url))
-        finally:
-            redis.stop()
-            pg.stop()
+    run_with_stores("gw-landing-", lambda stores: run(args.sends, args.slot_ms, args.legs.split(","), stores))
 
 
 if __name__ == "__main__":
