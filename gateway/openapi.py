@@ -401,6 +401,39 @@ def _rpc_operation() -> dict[str, Any]:
     )
 
 
+_RPC_OR_HTTP_ERROR = {"anyOf": [_ref("RpcResponse"), _ref("ErrorBody")]}
+
+
+def _mcp_operation() -> dict[str, Any]:
+    """``POST /mcp``: one MCP message (a JSON-RPC request, notification or response) per request."""
+
+    def either(description: str) -> dict[str, Any]:
+        return _json(_RPC_OR_HTTP_ERROR, description)
+
+    ok = _json(_ref("RpcResponse"), "the MCP answer (a refused tool call is a result with isError: true)")
+    ok["content"]["text/event-stream"] = {"schema": {"type": "string"}}  # when the client accepts only SSE
+    op = _operation(
+        "MCP (Model Context Protocol, streamable HTTP, stateless): initialize, ping, tools/list, tools/call; "
+        "each tool call is one JSON-RPC call, billed by its method's class (docs/api.md, MCP)",
+        ok,
+        {
+            "202": {"description": "a notification or a response: accepted, no body"},
+            "400": either("not one JSON-RPC message, or an unsupported MCP-Protocol-Version: JSON-RPC error"),
+            **_errors(401, 403, 413),
+            **_errors(402, rpc=(402,)),
+            "405": either("GET, DELETE (stateless: no stream, no session) and other verbs"),
+            "406": _json(_ref("RpcResponse"), "the Accept header does not list application/json"),
+            "415": _json(_ref("RpcResponse"), "the Content-Type is not application/json"),
+            "500": either("internal error"),
+            "503": either("a store is unavailable: retry shortly"),
+        },
+        body="RpcRequest",
+        secured=True,
+        tag="MCP",
+    )
+    return op
+
+
 def _relay_operation(summary: str, body: bool) -> dict[str, Any]:
     return _operation(
         f"{summary} (bundle relay: present when a block engine is configured, as in the embedded default)",
@@ -482,6 +515,7 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
         "paths": {
             "/": {"post": _rpc_operation()},
             "/rpc": {"post": _rpc_operation()},
+            "/mcp": {"post": _mcp_operation()},
             "/health": {
                 "get": {
                     "summary": "Service health (HTTP 503 while starting)",

@@ -23,6 +23,7 @@ from gateway.pipeline import ReplyStyle, json_reply
 from gateway.public import capabilities_document, health_document, pricing_document
 from gateway.transports.account_routes import account_routes
 from gateway.transports.bulk_routes import bulk_routes
+from gateway.transports.mcp import MCP_PATH, McpTransport
 from gateway.transports.routing import RPC_MAX_BODY_BYTES, RpcFirst, mount, to_response
 
 #: Where JSON-RPC is served over HTTP (docs/api.md).
@@ -79,11 +80,14 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
         err = ProxyError(exc.status_code, constant, str(exc.detail))
         return to_response(json_reply(exc.status_code, err.http_body(None), dict(exc.headers or {})))
 
+    mcp = McpTransport(gw)
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await gw.startup()
         try:
-            yield
+            async with mcp.run():  # the MCP SDK's session manager: its task group lives as long as the app
+                yield
         finally:
             await gw.shutdown()
 
@@ -94,6 +98,7 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
         Route("/capabilities", capabilities, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/docs", docs, methods=["GET"]),
+        Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]),
         Mount("/docs/static", StaticFiles(directory=swagger_ui_path), name="docs-static"),
         *account_routes(gw),
         *bulk_routes(gw),

@@ -29,6 +29,7 @@ from tests.support import TEST_IP_LIMITS, serve_gateway
 ROUTES = [
     ("POST", "/"),
     ("POST", "/rpc"),
+    ("POST", "/mcp"),
     ("POST", "/auth/challenge"),
     ("POST", "/auth/verify"),
     ("POST", "/auth/logout"),
@@ -51,6 +52,7 @@ ROUTES = [
 JSON_RPC_PATHS = {
     "/",
     "/rpc",
+    "/mcp",  # MCP's errors are JSON-RPC's
     "/relay/sendBundle",
     "/relay/getBundleStatuses",
     "/relay/getTipAccounts",
@@ -62,11 +64,13 @@ METHODS += ["simulateBundle", "getMultipleAccounts", "getSignaturesForAddress", 
 METHODS += ["sendSmartTransaction", "sendAndConfirm", "sendBundle", "getBundleStatuses", "getInflightBundleStatuses"]
 METHODS += ["getTipAccounts", "getTipFloor", "getSendStatus", "suggestPriorityFee", "getPriorityFeeEstimate"]
 METHODS += ["getTransactionHistory"]
+METHODS += ["initialize", "ping", "tools/list", "tools/call", "notifications/initialized"]  # MCP's (/mcp)
 WORDS = ["", "2.0", "5VapWMVuzVSSNDsbA9XXTnAahcvUEUtL7szH7pT7a8GE", "z" * 88, "not base58 0OIl", "\x00", "é", *METHODS]
 KEYS = ["jsonrpc", "id", "method", "params", "signature", "pubkey", "challenge", "encoding", "ownerAddress"]
 KEYS += ["maxSupportedTransactionVersion", "transactions", "limit", "before"]
 KEYS += ["urgency", "accounts", "accountKeys", "transaction", "options", "priorityLevel"]
 KEYS += ["addresses", "owners", "signatures"]
+KEYS += ["name", "arguments", "protocolVersion", "address"]  # MCP's tools/call and initialize
 
 scalars = (
     st.none()
@@ -171,10 +175,15 @@ async def test_no_input_gets_a_500_or_an_undocumented_answer(
     method, path = route
     data = body if method == "POST" else b""
     headers = credentials(target, kind, method, path, data)
+    if path == "/mcp":  # what the streamable-HTTP transport requires of every client, so bodies get parsed
+        headers = {**headers, "Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     async with target.http.request(
         method, target.url + path, params=query if method == "GET" else None, data=data or None, headers=headers
     ) as resp:
         raw = await resp.read()
     event(f"{resp.status}")  # --hypothesis-show-statistics: how often each answer came
     assert resp.status < 500 or resp.status in NODE_FAILURES, (resp.status, raw[:300])
+    if path == "/mcp" and resp.status == 202:  # MCP: a notification or a response is accepted with no body
+        assert raw == b""
+        return
     assert_documented_shape(path, resp.status, orjson.loads(raw))

@@ -82,6 +82,7 @@ def test_gateway_fund_refuses_a_real_chain_and_bad_amounts(service: RunningServi
         ("priority_fee.py", ["micro-lamports per CU (medium)", "getPriorityFeeEstimate High:"]),
         ("transaction_history.py", ["transactions; latest: ", "lamport fee"]),
         ("bulk.py", ["2 balances: ", "1 free errors", "transactions found"]),
+        ("mcp_client.py", ["MCP 2025-06-18 with solana-credit-gateway", "tools: rpc, getBalance", "getSlot: slot "]),
     ],
 )
 def test_each_example_runs(
