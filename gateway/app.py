@@ -14,7 +14,7 @@ from gateway.auth.authenticator import Only
 from gateway.auth.endpoints import AccountEndpoints
 from gateway.auth.services import AuthServices
 from gateway.auth.stage import AuthStage
-from gateway.config import Settings
+from gateway.config import DEFAULT_UPSTREAM, Settings
 from gateway.core.client_address import TrustedProxies
 from gateway.core.errors import service_unavailable
 from gateway.core.limits import Limiter
@@ -43,8 +43,6 @@ from gateway.storage.channels import CREDITED, Channel
 from gateway.storage.connections import Connections, warn_unless_noeviction
 from gateway.storage.response_cache import SharedResponses
 from gateway.upstream import HealthMonitor, HttpUpstream
-
-DEFAULT_UPSTREAM = "http://127.0.0.1:8899"
 
 
 class GatewayApp:

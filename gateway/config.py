@@ -24,6 +24,8 @@ from pydantic_settings import (
 
 USDC_MAINNET_MINT = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
 MAINNET = "solana-mainnet"
+#: The node when none is configured and no stack filled one in (the devnode's default port).
+DEFAULT_UPSTREAM = "http://127.0.0.1:8899"
 #: The network name of the embedded local chain (test USDC, no value).
 DEVNODE = "devnode"
 Port = Annotated[int, Field(ge=1, le=65535)]

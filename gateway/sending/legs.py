@@ -17,7 +17,8 @@ import datetime
 import logging
 import ssl
 import time
-from typing import Protocol
+from collections.abc import Awaitable
+from typing import Any, Protocol
 
 from aioquic.asyncio.client import connect
 from aioquic.asyncio.protocol import QuicConnectionProtocol
@@ -54,6 +55,21 @@ class Leg(Protocol):
         ...
 
 
+async def _peer_took(leg: str, tx: WireTx, request: Awaitable[Any]) -> bool:
+    """Whether a JSON-RPC send really left: refused (a stale blockhash, already processed...) is not
+    sent; no answer counts as sent unless the request provably never left (a timeout may have)."""
+    try:
+        await request
+    except ChainError as exc:
+        log.debug("%s refused %s: %s", leg, tx.signature, exc)
+        return False
+    except UpstreamUnavailable as exc:
+        return exc.sent
+    except UpstreamTimeout:
+        return True
+    return True
+
+
 class LocalRpcLeg:
     name = LOCAL_RPC
 
@@ -62,14 +78,9 @@ class LocalRpcLeg:
 
     async def send(self, tx: WireTx) -> bool:
         config = {"encoding": "base64", "skipPreflight": True, "maxRetries": 0}
-        try:
-            await rpc_call(self.node, "sendTransaction", [tx.base64, config], LEG_TIMEOUT_S)
-        except ChainError as exc:  # the node refused it (a stale blockhash, already processed...)
-            log.debug("local_rpc refused %s: %s", tx.signature, exc)
-            return False
-        except (UpstreamUnavailable, UpstreamTimeout) as exc:
-            return getattr(exc, "sent", True)  # a timeout may well have reached it
-        return True
+        return await _peer_took(
+            self.name, tx, rpc_call(self.node, "sendTransaction", [tx.base64, config], LEG_TIMEOUT_S)
+        )
 
     async def close(self) -> None:
         """The node's connections belong to whoever made the leg."""
@@ -84,14 +95,7 @@ class RelayLeg:
     async def send(self, tx: WireTx) -> bool:
         if tips(tx.tx, TIP_ACCOUNTS) < MIN_TIP_LAMPORTS:
             return False  # the engine would drop it: not sent
-        try:
-            await self.engine.call("sendBundle", [[tx.base64], {"encoding": "base64"}])
-        except ChainError as exc:
-            log.debug("relay refused %s: %s", tx.signature, exc)
-            return False
-        except (UpstreamUnavailable, UpstreamTimeout) as exc:
-            return getattr(exc, "sent", True)
-        return True
+        return await _peer_took(self.name, tx, self.engine.call("sendBundle", [[tx.base64], {"encoding": "base64"}]))
 
     async def close(self) -> None:
         """The block engine's connections belong to whoever made the leg."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from gateway.config import Settings
+from gateway.config import DEFAULT_UPSTREAM, Settings
 from gateway.core.transactions import WireTx
 from gateway.sending.block_engine import BlockEngine
 from gateway.sending.legs import LOCAL_RPC, RELAY, TPU_QUIC, Leg, LocalRpcLeg, RelayLeg, TpuQuicLeg
@@ -44,7 +44,7 @@ class LocalRacers:
     """Races in this process, with its own connections to the node and the block engine."""
 
     def __init__(self, settings: Settings, poll_interval_s: float | None = None) -> None:
-        self.node = HttpUpstream(settings.upstream_rpc_url or "http://127.0.0.1:8899", connections=32)
+        self.node = HttpUpstream(settings.upstream_rpc_url or DEFAULT_UPSTREAM, connections=32)
         self.engine = BlockEngine.from_settings(settings)
         interval = poll_interval_s if poll_interval_s is not None else settings.devnode_slot_ms / 2000
         self.racer = Racer(self.node, build_legs(settings, self.node, self.engine), interval)
