@@ -6,12 +6,17 @@ Planning already decoded it and verified every signature (refused free otherwise
   invalidating its signature, so the urgency is a guard, not an adjustment: when the price it pays
   is below the recent fees' percentile for that urgency (25th/50th/75th/90th), it is refused free
   with an error naming both prices, and not sent. Rebuild it with a higher ``SetComputeUnitPrice``.
+  The fee window is read at most once a second per replica (:data:`FEE_WINDOW_TTL_S`): free
+  refusals cannot make the node work per request.
 - ``simulate: true``: a signature-verifying simulation first; a failure is refunded and not sent.
 - Sent to the node with ``skipPreflight`` (the caller chose whether to simulate), and answered with
   the signature; the caller polls ``getSignatureStatuses``.
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 from gateway.core.errors import RpcCode, RpcError, invalid_params
 from gateway.core.fees import URGENCY_PERCENTILES, percentile, recent_fees
@@ -23,11 +28,16 @@ from gateway.upstream import ChainError, Upstream, UpstreamTimeout, UpstreamUnav
 
 SEND_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 5.0
+#: How long one reading of the node's fee window serves the urgency guard. A refusal is free, so the
+#: node's work behind it is bounded per replica (one read a second), not per caller.
+FEE_WINDOW_TTL_S = 1.0
 
 
 class SmartSend:
-    def __init__(self, node: Upstream) -> None:
+    def __init__(self, node: Upstream, clock: Callable[[], float] = time.monotonic) -> None:
         self.node = node
+        self.clock = clock
+        self._window: tuple[float, list[int]] | None = None  # (read at, the slots' fees)
 
     async def __call__(self, item: RpcItem, call: Call) -> None:
         tx: WireTx = item.decoded
@@ -55,8 +65,7 @@ class SmartSend:
         await send(self.node, item, tx)
 
     async def _below_urgency(self, item: RpcItem, tx: WireTx, urgency: str) -> bool:
-        fees = recent_fees(await rpc_call(self.node, "getRecentPrioritizationFees", [], READ_TIMEOUT_S))
-        wanted = percentile(fees, URGENCY_PERCENTILES[urgency])
+        wanted = percentile(await self._recent_fees(), URGENCY_PERCENTILES[urgency])
         paid = compute_unit_price(tx.tx)
         if paid >= wanted:
             return False
@@ -71,6 +80,13 @@ class SmartSend:
             "refused before sending",
         )
         return True
+
+    async def _recent_fees(self) -> list[int]:
+        if self._window is not None and self.clock() - self._window[0] < FEE_WINDOW_TTL_S:
+            return self._window[1]
+        fees = recent_fees(await rpc_call(self.node, "getRecentPrioritizationFees", [], READ_TIMEOUT_S))
+        self._window = (self.clock(), fees)
+        return fees
 
     async def _simulates(self, item: RpcItem, tx: WireTx) -> bool:
         config_ = {"encoding": "base64", "sigVerify": True, "commitment": "processed"}

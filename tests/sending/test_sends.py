@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import time
 
 import base58
 import pytest
@@ -21,6 +22,7 @@ from solders.transaction import Transaction, VersionedTransaction
 
 from gateway.client import solana_client
 from tests.chain import wait_confirmed
+from tests.sending.conftest import FailingRelay
 from tests.sending.helpers import Caller, b64, latest_blockhash, pay, transfer_ix
 
 SEND_METHODS = ["sendTransaction", "sendSmartTransaction", "sendAndConfirm"]
@@ -135,3 +137,17 @@ async def test_solana_py_sees_a_refused_transaction_as_an_rpc_error(
     async with solana_client(caller.url, api_key=caller.headers["X-Api-Key"]) as client:
         with pytest.raises((RPCException, SolanaRpcException)):
             await client.send_raw_transaction(base64.b64decode(encoded), TxOpts(skip_preflight=True))
+
+
+async def test_the_urgency_guard_reads_the_fee_window_at_most_once_a_second(
+    relayed_caller: Caller, relay: FailingRelay, payer: Keypair, devnode_url: str
+) -> None:
+    """Its refusals are free: the node's work behind them is bounded per replica, not per request."""
+    blockhash = await latest_blockhash(devnode_url)
+    started = time.monotonic()
+    for _ in range(10):
+        tx = pay(payer, 1_000_000, blockhash)
+        _, doc, _ = await relayed_caller.rpc("sendSmartTransaction", [b64(tx), {"priority_fee_urgency": "critical"}])
+        assert "result" in doc or doc["error"]["code"] == -32602, doc
+    elapsed = time.monotonic() - started
+    assert 1 <= relay.count("getRecentPrioritizationFees") <= 1 + int(elapsed)
