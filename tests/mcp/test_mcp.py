@@ -97,7 +97,8 @@ async def test_tool_calls_answer_as_json_rpc(gateway: RunningGateway, caller: Ca
     assert not slot.is_error and json.loads(text_of(slot)) >= slot_now
     assert slot.structured_content == {"result": json.loads(text_of(slot))}
     assert not balance.is_error and json.loads(text_of(balance))["value"] == 0
-    assert not generic.is_error and json.loads(text_of(generic)) == json.loads(text_of(balance))
+    # The generic tool maps onto the same method: same value (the context slot may have moved on).
+    assert not generic.is_error and json.loads(text_of(generic))["value"] == json.loads(text_of(balance))["value"]
     assert not no_params.is_error and isinstance(json.loads(text_of(no_params)), int)
 
 
