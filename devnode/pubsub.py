@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,11 +91,15 @@ class PubSub:
         self._ids = itertools.count(1)
         self._subs: dict[int, _Sub] = {}
         self._by_kind: dict[str, dict[int, _Sub]] = {
-            k: {} for k in ("account", "program", "logs", "signature", "slot", "root")
+            k: {} for k in ("account", "program", "logs", "signature", "slot", "root", "slotsUpdates")
         }
         self._last_root = -1
         self._server: Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def subscription_count(self) -> int:
+        return len(self._subs)
 
     # ------------------------------------------------------------ server
 
@@ -239,6 +244,9 @@ class PubSub:
     def _new_root(self, conn: _Conn, params: list[Any]) -> _Sub:
         return _Sub(next(self._ids), "root", conn)
 
+    def _new_slotsUpdates(self, conn: _Conn, params: list[Any]) -> _Sub:
+        return _Sub(next(self._ids), "slotsUpdates", conn)
+
     # ------------------------------------------------------------ notifications
 
     def _notify(self, sub: _Sub, method: str, result: Any) -> None:
@@ -289,10 +297,17 @@ class PubSub:
     def on_slot(self, slot: int, parent: int, root: int) -> None:
         for sub in list(self._by_kind["slot"].values()):
             self._notify(sub, "slotNotification", {"parent": parent, "root": root, "slot": slot})
+        now_ms = int(time.time() * 1000)
+        # Of Agave's slot updates this node has only two: a bank created per slot, and the new root.
+        for sub in list(self._by_kind["slotsUpdates"].values()):
+            update = {"parent": parent, "slot": slot, "timestamp": now_ms, "type": "createdBank"}
+            self._notify(sub, "slotsUpdatesNotification", update)
         if root != self._last_root:
             self._last_root = root
             for sub in list(self._by_kind["root"].values()):
                 self._notify(sub, "rootNotification", root)
+            for sub in list(self._by_kind["slotsUpdates"].values()):
+                self._notify(sub, "slotsUpdatesNotification", {"slot": root, "timestamp": now_ms, "type": "root"})
         self._check_signatures()
 
     def _check_signature_soon(self, sub: _Sub) -> None:

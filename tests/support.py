@@ -14,6 +14,7 @@ from gateway.app import GatewayApp
 from gateway.config import DEFAULT_IP_LIMITS, Settings
 from gateway.runtime.ports import free_port
 from gateway.transports.http import build_http_app
+from gateway.transports.ws import UVICORN_WS_OPTIONS
 
 #: Per-address limits high enough for suites that create many accounts and sessions from 127.0.0.1;
 #: the limits themselves are tested with their defaults (tests/gateway/test_ip_limits.py).
@@ -28,14 +29,14 @@ class RunningGateway:
 
 @asynccontextmanager
 async def serve_gateway(
-    settings: Settings, *, wait_ready: bool = True, **auth_options: Any
+    settings: Settings, *, wait_ready: bool = True, port: int | None = None, **auth_options: Any
 ) -> AsyncIterator[RunningGateway]:
-    """Serve one GatewayApp on a free loopback port (no Ray): the same app a Serve replica runs.
+    """Serve one GatewayApp on a free loopback port, or ``port`` (no Ray): the same app a Serve replica runs.
 
     ``auth_options`` go to :class:`gateway.auth.services.AuthServices` (short lifetimes, hooks).
     Returns once the node has answered (with ``wait_ready``) or once the server listens.
     """
-    port = free_port()
+    port = free_port() if port is None else port
     gw = GatewayApp(settings, **auth_options)
     config = uvicorn.Config(
         build_http_app(gw),
@@ -44,6 +45,7 @@ async def serve_gateway(
         log_level="warning",
         lifespan="on",
         forwarded_allow_ips="",  # as the stack runs it: the gateway decides which forwarded address to believe
+        **UVICORN_WS_OPTIONS,  # type: ignore[arg-type]
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())

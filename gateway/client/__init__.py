@@ -4,6 +4,8 @@ Needs nothing of the server side (an import contract of ``make check``)::
 
     WalletSigner        the spec's per-request signature and session challenges (signer.py)
     GatewayClient       async HTTP client: JSON-RPC and account routes, retries, credit headers (http.py)
+    SignalStream        ``GatewayClient.signals()``: the /ws signal stream, resumed and de-duplicated
+                        (signals.py; its parts without I/O in signal_parts.py)
     solana_client       solana-py's AsyncClient with gateway credentials; gateway_error (solana.py)
     errors              one exception per documented error (errors.py)
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 from gateway.client.errors import (
     AuthFailed,
     BackendUnavailable,
+    ConnectionLost,
     Forbidden,
     GatewayError,
     InsufficientCredits,
@@ -24,14 +27,17 @@ from gateway.client.errors import (
     RpcError,
 )
 from gateway.client.http import GatewayClient, Meter
+from gateway.client.signals import SignalEvent, SignalFilter, SignalStream, StreamOptions
 from gateway.client.signer import WalletSigner
 from gateway.client.solana import WalletAuth, gateway_error, solana_client
 
-__version__ = "0.2.0"
+#: Signal helpers (``GatewayClient.signals``) exist from 0.2.8 on (the spec's Versioning).
+__version__ = "0.2.8"
 
 __all__ = [
     "AuthFailed",
     "BackendUnavailable",
+    "ConnectionLost",
     "Forbidden",
     "GatewayClient",
     "GatewayError",
@@ -43,6 +49,10 @@ __all__ = [
     "PaymentRequired",
     "RateLimited",
     "RpcError",
+    "SignalEvent",
+    "SignalFilter",
+    "SignalStream",
+    "StreamOptions",
     "WalletAuth",
     "WalletSigner",
     "gateway_error",

@@ -1,16 +1,22 @@
-"""One exception per documented gateway error, built from an HTTP answer (docs/api.md, Errors).
+"""One exception per documented gateway error, built from an HTTP answer or a WebSocket close
+(docs/api.md, Errors).
 
 GatewayError                      any refusal; status, code, message, request_id, data
 ├── InvalidRequest                400
-├── AuthFailed                    401 AUTH_FAILED
+├── AuthFailed                    401 AUTH_FAILED; /ws close 4001, or 1008 (invalid or expired session token)
 ├── PaymentRequired               402 -32002: no credentials or no account; ``terms`` says how to pay
-│   └── InsufficientCredits       402 -32010: the account's credits do not cover the call
+│   └── InsufficientCredits       402 -32010; /ws close 4002 (balance below the socket's minimum)
 ├── Forbidden                     403 (NONCE_REUSED, ACCOUNT_SUSPENDED, ...)
 │   └── NonceReused               403 NONCE_REUSED
 ├── NotFound                      404
-├── RateLimited                   429; ``retry_after`` seconds
+├── RateLimited                   429; /ws close 4003 (too many messages per second); ``retry_after`` seconds
 ├── BackendUnavailable            502 / 503 / 504; ``retry_after`` when the gateway gave one
-└── RpcError                      a JSON-RPC error inside HTTP 200 (the node's, or a free refusal)
+│   └── ConnectionLost            /ws: the connection was lost and could not be opened again
+└── RpcError                      a JSON-RPC error inside HTTP 200 or on the socket (the node's, or a free refusal)
+
+An error from ``/ws`` carries the HTTP status of the same refusal in ``status`` and the close code
+(or the JSON-RPC code of an answer on the socket) in ``code``; :class:`ConnectionLost` has status 0
+(no answer) and the last close code, None after a network error.
 """
 
 from __future__ import annotations
@@ -81,6 +87,10 @@ class BackendUnavailable(GatewayError):
         self.retry_after = retry_after
 
 
+class ConnectionLost(BackendUnavailable):
+    """A WebSocket stream lost its connection and could not open it again within its retries (status 0)."""
+
+
 class RpcError(GatewayError):
     """A JSON-RPC error answered inside HTTP 200: ``code`` is the JSON-RPC code."""
 
@@ -118,3 +128,22 @@ def _seconds(value: str | None) -> float | None:
         return float(value) if value is not None else None
     except ValueError:
         return None
+
+
+#: WebSocket close codes after which reconnecting cannot help (docs/api.md, Errors).
+AUTH_CLOSE_CODES = frozenset({1008, 4001})
+INSUFFICIENT_CREDITS_CLOSE = 4002
+RATE_LIMITED_CLOSE = 4003
+
+
+def error_from_close(code: int | None, reason: str) -> GatewayError | None:
+    """The error a ``/ws`` close code stands for, or None for one that says nothing about the caller
+    (normal, going away, abnormal, restart, try again later: the caller may connect again)."""
+    message = reason or f"closed {code}"
+    if code in AUTH_CLOSE_CODES:
+        return AuthFailed(401, code, message)
+    if code == INSUFFICIENT_CREDITS_CLOSE:
+        return InsufficientCredits(402, code, message)
+    if code == RATE_LIMITED_CLOSE:
+        return RateLimited(429, code, message, retry_after=1.0)
+    return None

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import random
+import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +21,7 @@ import aiohttp
 import orjson
 
 from gateway.client.errors import AuthFailed, BackendUnavailable, GatewayError, RateLimited, error_from_answer
+from gateway.client.signals import SignalFilter, SignalStream, StreamOptions
 from gateway.client.signer import WalletSigner
 
 #: Methods never retried after a failure that may have reached the node.
@@ -89,6 +92,7 @@ class GatewayClient:
         self.meter = Meter()
         self._token: str | None = None
         self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s))
+        self._streams: weakref.WeakSet[SignalStream] = weakref.WeakSet()
 
     async def __aenter__(self) -> GatewayClient:
         return self
@@ -97,6 +101,9 @@ class GatewayClient:
         await self.close()
 
     async def close(self) -> None:
+        """Close the HTTP session and every signal stream still open."""
+        for stream in list(self._streams):
+            await stream.aclose()
         await self._http.close()
 
     # -- JSON-RPC --------------------------------------------------------------------------------
@@ -163,6 +170,69 @@ class GatewayClient:
         )
         return result
 
+    # -- signals ---------------------------------------------------------------------------------
+
+    def signals(
+        self,
+        *,
+        kinds: str | Iterable[str] | None = None,
+        mint: str | None = None,
+        programs: str | Iterable[str] | None = None,
+        since_slot: int | None = None,
+        options: StreamOptions | None = None,
+    ) -> SignalStream:
+        """The signal stream of ``/ws`` (``subscribeSignal``): an async iterator of signal events, each
+        once, resumed after a disconnect with a gap-fill from ``GET /signals/recent``
+        (:mod:`gateway.client.signals`). Costs 5 credits per connection and 1 per event delivered.
+
+        Args:
+            kinds: a kind or several (``newPair``, ``graduation``, ``largeSwap``, ``walletActivity``);
+                None for all.
+            mint: only this token mint's events.
+            programs: a program id or several; None for every watched program.
+            since_slot: first yield the stored events after this slot (as far back as the log keeps).
+            options: bounds and timings (:class:`StreamOptions`).
+
+        Raises (while iterating):
+            AuthFailed: the key or session was refused (close 4001, or 1008 after one renewal).
+            InsufficientCredits: the balance fell below the socket's minimum (close 4002).
+            RateLimited: too many messages per second on the socket (close 4003).
+            RpcError: the filter was refused (-32602) or the connection has too many subscriptions.
+            ConnectionLost: the connection could not be opened again within ``max_reconnects`` attempts.
+
+        Example:
+            >>> async with GatewayClient(url, api_key=key) as gw:  # doctest: +SKIP
+            ...     async with gw.signals(kinds=["newPair"]) as stream:
+            ...         async for event in stream:
+            ...             print(event["slot"], event["mint"], event["curve_type"])
+        """
+        stream = SignalStream(self, SignalFilter.of(kinds, mint, programs), since_slot=since_slot, options=options)
+        self._streams.add(stream)
+        return stream
+
+    async def recent_signals(
+        self,
+        *,
+        limit: int | None = None,
+        kind: str | None = None,
+        since_slot: int | None = None,
+        before: str | None = None,
+    ) -> dict[str, Any]:
+        """``GET /signals/recent`` (public, free): ``events`` newest first, each with its log ``id``
+        (``<slot>-<n>``, for ``before``); ``more`` when older ones matched past ``limit``;
+        ``next_since_slot``, the ``since_slot`` that gets only what came after this answer (docs/api.md)."""
+        query = {"limit": limit, "kind": kind, "since_slot": since_slot, "before": before}
+        return await self._get_public("/signals/recent", {k: str(v) for k, v in query.items() if v is not None})
+
+    async def session_token(self, *, renew: bool = False) -> str:
+        """The signer's session token (``POST /auth/challenge`` and ``/auth/verify``), opened on first
+        use or when ``renew``; the WebSocket sends it as ``Authorization: Bearer``."""
+        if self.signer is None:
+            raise ValueError("a session needs a signer")
+        if self._token is None or renew:
+            self._token = await self._open_session()
+        return self._token
+
     # -- the one request path --------------------------------------------------------------------
 
     async def request(
@@ -225,12 +295,26 @@ class GatewayClient:
     async def _post_public(self, path: str, document: dict[str, Any]) -> dict[str, Any]:
         headers = {"Content-Type": "application/json"}
         async with self._http.post(self.url + path, data=orjson.dumps(document), headers=headers) as resp:
-            answer = orjson.loads(await resp.read())
-            error = error_from_answer(resp.status, {k.lower(): v for k, v in resp.headers.items()}, answer)
-        if error is not None:
-            raise error
-        result: dict[str, Any] = answer
-        return result
+            return _document(resp.status, {k.lower(): v for k, v in resp.headers.items()}, await resp.read())
+
+    async def _get_public(self, path: str, query: dict[str, str]) -> dict[str, Any]:
+        """A public route: no credentials (they would cost a signature, and a nonce, for nothing)."""
+        async with self._http.get(self.url + path, params=query) as resp:
+            return _document(resp.status, {k.lower(): v for k, v in resp.headers.items()}, await resp.read())
+
+
+def _document(status: int, headers: dict[str, str], raw: bytes) -> dict[str, Any]:
+    """A JSON object answer, or its typed error."""
+    try:
+        answer: Any = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        answer = raw.decode("utf-8", "replace")
+    error = error_from_answer(status, headers, answer)
+    if error is not None:
+        raise error
+    if not isinstance(answer, dict):
+        raise GatewayError(status, None, f"expected a JSON object, got {str(answer)[:200]}")
+    return answer
 
 
 __all__ = ["SEND_METHODS", "GatewayClient", "GatewayError", "Meter"]

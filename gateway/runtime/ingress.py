@@ -17,6 +17,30 @@ from gateway.runtime.racers import RayRacers
 from gateway.runtime.replica_process import tune_gc
 from gateway.transports.http import build_http_app
 from gateway.transports.routing import RpcFirst
+from gateway.transports.ws import UVICORN_WS_OPTIONS
+
+
+def ping_websockets_as_the_spec_says() -> None:
+    """Make the uvicorn server Serve starts in this replica ping WebSockets every 25 s (the spec's).
+
+    Serve builds ``uvicorn.Config`` itself, after the replica's class is constructed, and has no
+    WebSocket ping option; uvicorn's default is 20 s. Idempotent; only this process is affected.
+    """
+    import uvicorn
+
+    if getattr(uvicorn.Config, "gateway_ws_pings", False):
+        return
+    base = uvicorn.Config
+
+    class Config(base):  # type: ignore[valid-type,misc]
+        gateway_ws_pings = True
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            for name, value in UVICORN_WS_OPTIONS.items():
+                kwargs.setdefault(name, value)
+            super().__init__(*args, **kwargs)
+
+    uvicorn.Config = Config  # type: ignore[misc]
 
 
 # num_cpus=0: ingress replicas wait on I/O; reserving a core each would cap replicas at the core count.
@@ -34,6 +58,7 @@ class Ingress:
     def __init__(self, settings: dict[str, Any]) -> None:
         validated = Settings.model_validate(settings)
         tune_gc(validated.gc_young_threshold)
+        ping_websockets_as_the_spec_says()
         racers = RayRacers(validated) if validated.send_racers > 0 else None  # None: races run here
         self.gateway = GatewayApp(validated, racers=racers)
 

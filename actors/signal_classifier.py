@@ -1,0 +1,68 @@
+"""The signal classifier actor: a thin shell around :class:`gateway.signals.classifier.SignalClassifier`.
+
+A plain class, testable without Ray; :mod:`gateway.runtime.actors` makes it one named, detached,
+restarting Ray actor per cluster (``signal-classifier``), so one poller reads the node's blocks and
+every replica follows its log. Two at once would still be safe: the log's cursor lets only one of them
+append a slot (:class:`gateway.storage.signals.CursorConflict` for the other). Its poll loop runs on a
+:class:`actors.loop_thread.LoopThread` from ``__init__`` (a restart re-runs only ``__init__``, and the
+classifier resumes from the stored cursor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from actors.loop_thread import LoopThread
+from gateway.config import Settings
+from gateway.core.signals import SignalRules
+from gateway.signals.classifier import SignalClassifier
+from gateway.storage.connections import Connections
+from gateway.storage.signals import SignalLog
+from gateway.upstream import HttpUpstream
+
+log = logging.getLogger(__name__)
+
+
+def rules_of(settings: Settings) -> SignalRules:
+    return SignalRules(
+        programs=frozenset(settings.signal_programs),
+        large_swap_lamports=settings.signal_large_swap_lamports,
+        wallets=frozenset(settings.signal_wallets),
+    )
+
+
+class SignalClassifierActor:
+    """Builds the Redis client and upstream from settings and runs ``SignalClassifier.run`` until stopped."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.settings = Settings.model_validate(settings)
+        if not self.settings.redis_url or not self.settings.upstream_rpc_url:
+            raise ValueError("the signal classifier needs resolved redis_url and upstream_rpc_url settings")
+        self.classifier: SignalClassifier | None = None
+        self._thread = LoopThread("signal-classifier", self._serve)
+
+    async def _serve(self, stop: asyncio.Event) -> None:
+        s = self.settings
+        upstream = HttpUpstream(str(s.upstream_rpc_url), s.fallback_rpc_url, connections=4)
+        conn = await Connections.open(None, s.redis_url)  # Redis only: connects at the first command
+        try:
+            assert conn.redis is not None
+            signal_log = SignalLog(conn.redis, retention=s.signal_retention_events)
+            # Nothing here may touch self._thread: this can run before __init__ has assigned it.
+            self.classifier = SignalClassifier(signal_log, upstream, rules_of(s))
+            log.info("signal classifier watching %s every %g s", ", ".join(s.signal_programs), s.signal_poll_s)
+            await self.classifier.run(s.signal_poll_s, stop)
+        finally:
+            await upstream.close()
+            await conn.close()
+
+    def status(self) -> dict[str, Any]:
+        """Where the classifier is and what it has done (for health views and tests)."""
+        stats = self.classifier.stats.as_dict() if self.classifier else {}
+        return {"running": self._thread.alive, **stats}
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Stop the loop and close the connections; the actor itself is ended by ``ray.kill``."""
+        self._thread.stop(timeout_s)

@@ -1,0 +1,1 @@
+"""The WebSocket surface behind the transport: shared upstream subscriptions and per-connection sessions."""

@@ -1,0 +1,397 @@
+"""One authenticated WebSocket connection: its subscriptions, their billing, and its limits.
+
+The transport (:mod:`gateway.transports.ws`) authenticates the upgrade, then feeds the session each
+client frame (:meth:`WsSession.on_frame`) and writes what :meth:`WsSession.next_message` hands it.
+Everything in between is here, and none of it knows of ASGI:
+
+- native subscriptions join the replica's shared upstream subscription (:mod:`gateway.pubsub.upstream`)
+  and get this connection's own ids; ``subscribeSignal`` listens to the replica's signal feed;
+- other JSON-RPC methods run through the same stages as ``POST /`` after auth (limits, billing, the
+  forward), so the socket is no cheaper or freer a way to the node;
+- billing goes through the replica's :class:`~gateway.credits.meter.Meter`: a subscription is
+  reserved before the node is asked (refunded if it refuses), every notification is charged as it
+  is written (one usage record each, which the meter batches), so the client pays for exactly what
+  it received; when a charge cannot be paid, every subscription ends with a ``subscriptionEnded``
+  notice and the socket closes 4002, as it does whenever the balance falls below the minimum;
+- a frame-rate bucket per connection (close 4003), a subscription cap (-32000), a bounded queue
+  of undelivered messages (a client that does not read is closed 1013, never buffered without end).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from gateway.core.credentials import Credentials
+from gateway.core.errors import ReplyStyle, RpcCode
+from gateway.core.identity import Identity
+from gateway.core.limits import TokenBucket
+from gateway.core.signals import SignalFilter
+from gateway.core.subscriptions import (
+    ENDED_NOTIFICATION,
+    NATIVE,
+    NOTIFICATION_CREDITS,
+    SIGNAL_EVENT_CREDITS,
+    SIGNAL_NOTIFICATION,
+    SIGNAL_SUBSCRIBE,
+    SIGNAL_SUBSCRIBE_CREDITS,
+    SIGNAL_UNSUBSCRIBE,
+    SUBSCRIBE_CREDITS,
+    UNAVAILABLE,
+    UNSUBSCRIBE_OF,
+    Close,
+    Limits,
+    subscription_limit_message,
+)
+from gateway.credits.meter import Admission, Meter
+from gateway.pipeline import Call, Handler, Wire
+from gateway.pubsub.upstream import Handle, SubscribeError, UpstreamPubSub, signature_final
+
+log = logging.getLogger(__name__)
+
+#: JSON-RPC calls of one connection running at once (each also holds an account concurrency slot).
+MAX_CALLS_IN_FLIGHT = 16
+
+
+class SignalSource(Protocol):
+    """The replica's signal feed (:class:`gateway.signals.feed.SignalFeed`), as a session uses it."""
+
+    def add(self, listener: Callable[[str, dict[str, Any]], None]) -> int: ...
+
+    def remove(self, token: int) -> None: ...
+
+
+@dataclass
+class Outgoing:
+    body: bytes
+    price: int = 0  # credits to charge before writing it
+    method: str = ""  # its usage record's method
+
+
+@dataclass(eq=False)
+class _Sub:
+    method: str  # the subscribe method
+    handle: Handle | None = None  # native: the upstream share
+    feed_token: int | None = None  # signals: the feed listener
+    confirmed: bool = False  # the subscribe answer went out: notifications may follow
+    early: list[Outgoing] = field(default_factory=list)  # notifications that came before it
+
+
+@dataclass(frozen=True)
+class SessionDeps:
+    """What a session uses of its replica (built once by the transport)."""
+
+    meter: Meter
+    upstream: UpstreamPubSub
+    pipeline: Handler  # the JSON-RPC stages after auth, and the forwarder
+    signals: SignalSource | None
+    limits: Limits
+
+
+class WsSession:
+    def __init__(
+        self,
+        deps: SessionDeps,
+        identity: Identity,
+        credentials: Credentials,
+        client: str | None,
+        connection_id: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.deps = deps
+        self.identity = identity
+        self.pubkey = identity.pubkey
+        self.credentials = credentials
+        self.client = client
+        self.connection_id = connection_id
+        self.limits = deps.limits
+        self.clock = clock
+        self.subs: dict[int | str, _Sub] = {}
+        self._native_ids = itertools.count(1)
+        self._signal_ids = itertools.count(1)
+        self._out: asyncio.Queue[Outgoing | None] = asyncio.Queue()
+        self._frames = TokenBucket.full(self.limits.messages_per_second, self.limits.message_burst, clock())
+        self._calls = asyncio.Semaphore(MAX_CALLS_IN_FLIGHT)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.close_code: int | None = None
+        self.close_reason = ""
+
+    # -- client frames ------------------------------------------------------------------------
+
+    async def on_frame(self, raw: str | bytes) -> None:
+        """Handle one client frame (requests are answered in order; calls may finish out of order)."""
+        if self.close_code is not None:
+            return
+        if self._frames.take(self.clock()) > 0:
+            self.close(Close.RATE_LIMITED, f"more than {self.limits.messages_per_second} messages per second")
+            return
+        if len(raw) > self.limits.max_message_bytes:
+            self._error(None, RpcCode.INVALID_REQUEST, f"message exceeds {self.limits.max_message_bytes} bytes")
+            return
+        try:
+            payload = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            self._error(None, RpcCode.PARSE_ERROR, "Parse error")
+            return
+        if isinstance(payload, list):
+            if not payload:
+                self._error(None, RpcCode.INVALID_REQUEST, "empty batch")
+            for item in payload[:100]:
+                await self._request(item)
+            return
+        await self._request(payload)
+
+    async def _request(self, req: Any) -> None:
+        req_id = req.get("id") if isinstance(req, dict) else None
+        method = req.get("method") if isinstance(req, dict) else None
+        if not isinstance(method, str) or req.get("jsonrpc") != "2.0":
+            self._error(req_id, RpcCode.INVALID_REQUEST, "Invalid request: jsonrpc 2.0, method and id required")
+            return
+        params = req.get("params", [])
+        if params is None:
+            params = []
+        if method in NATIVE or method == SIGNAL_SUBSCRIBE:
+            if not isinstance(params, list):
+                self._error(req_id, RpcCode.INVALID_PARAMS, "Invalid params: expected an array")
+            elif method == SIGNAL_SUBSCRIBE:
+                await self._subscribe_signal(req_id, params)
+            else:
+                await self._subscribe_native(req_id, method, params)
+        elif method in UNSUBSCRIBE_OF or method == SIGNAL_UNSUBSCRIBE:
+            self._unsubscribe(req_id, method, params)
+        else:
+            self._spawn(self._call(req))
+
+    async def _subscribe_native(self, req_id: Any, method: str, params: list[Any]) -> None:
+        if method in UNAVAILABLE:
+            self._error(req_id, RpcCode.METHOD_NOT_FOUND, f"{method} is not available on this gateway (/capabilities)")
+            return
+        if not self._room(req_id):
+            return
+        admission = await self._reserve(req_id, method, SUBSCRIBE_CREDITS)
+        if admission is None:
+            return
+        sub_id = next(self._native_ids)
+        sub = _Sub(method)
+        self.subs[sub_id] = sub
+        notification = NATIVE[method][1]
+        head = b'{"jsonrpc":"2.0","method":"' + notification.encode() + b'","params":{"result":'
+        tail = b',"subscription":' + str(sub_id).encode() + b"}}"
+
+        def deliver(result: bytes, final: bool) -> None:
+            self._notify(sub_id, Outgoing(head + result + tail, NOTIFICATION_CREDITS, notification), final)
+
+        def lost(reason: str) -> None:
+            self._end(sub_id, f"the node ended the subscription: {reason}")
+
+        final_when = signature_final if method == "signatureSubscribe" else _never
+        try:
+            sub.handle = await self.deps.upstream.subscribe(method, params, deliver, lost, final_when)
+        except SubscribeError as exc:
+            self.subs.pop(sub_id, None)
+            self.deps.meter.complete(admission, method, self.connection_id, refunded=True)
+            self._error(req_id, exc.code, exc.message, exc.data)
+            return
+        self.deps.meter.complete(admission, method, self.connection_id)
+        self._confirm(req_id, sub_id, sub)
+
+    async def _subscribe_signal(self, req_id: Any, params: list[Any]) -> None:
+        signals = self.deps.signals
+        if signals is None:
+            self._error(req_id, RpcCode.METHOD_NOT_FOUND, "signals are not available on this gateway")
+            return
+        try:
+            wanted = SignalFilter.parse(params)
+        except ValueError as exc:
+            self._error(req_id, RpcCode.INVALID_PARAMS, f"Invalid params: {exc}")
+            return
+        if not self._room(req_id):
+            return
+        admission = await self._reserve(req_id, SIGNAL_SUBSCRIBE, SIGNAL_SUBSCRIBE_CREDITS)
+        if admission is None:
+            return
+        self.deps.meter.complete(admission, SIGNAL_SUBSCRIBE, self.connection_id)
+        sub_id = f"sig_sub_{next(self._signal_ids)}"
+        sub = _Sub(SIGNAL_SUBSCRIBE)
+        head = b'{"jsonrpc":"2.0","method":"signalNotification","params":{"result":'
+        tail = b',"subscription":"' + sub_id.encode() + b'"}}'
+
+        def deliver(event_id: str, event: dict[str, Any]) -> None:
+            if wanted.matches(event):
+                body = head + orjson.dumps(event) + tail
+                self._notify(sub_id, Outgoing(body, SIGNAL_EVENT_CREDITS, SIGNAL_NOTIFICATION), False)
+
+        sub.feed_token = signals.add(deliver)
+        self.subs[sub_id] = sub
+        self._confirm(req_id, sub_id, sub)
+
+    def _room(self, req_id: Any) -> bool:
+        if len(self.subs) >= self.limits.max_subscriptions:
+            self._error(req_id, -32000, subscription_limit_message(self.limits.max_subscriptions))
+            return False
+        return True
+
+    async def _reserve(self, req_id: Any, method: str, price: int) -> Admission | None:
+        admission = self.deps.meter.spend_local(self.pubkey, price) or await self.deps.meter.admit(self.pubkey, price)
+        if not admission.ok:
+            self._error(req_id, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits")
+            self.close(Close.INSUFFICIENT_CREDITS, "insufficient credits")
+            return None
+        return admission
+
+    def _confirm(self, req_id: Any, sub_id: int | str, sub: _Sub) -> None:
+        self._result(req_id, sub_id)
+        sub.confirmed = True
+        for message in sub.early:
+            self._put(message)
+        sub.early.clear()
+
+    def _unsubscribe(self, req_id: Any, method: str, params: Any) -> None:
+        sub_id = params[0] if isinstance(params, list) and params else None
+        sub = self.subs.get(sub_id) if isinstance(sub_id, int | str) else None
+        kind = SIGNAL_SUBSCRIBE if method == SIGNAL_UNSUBSCRIBE else UNSUBSCRIBE_OF[method]
+        if sub is None or sub.method != kind or not sub.confirmed:
+            self._error(req_id, RpcCode.INVALID_PARAMS, "Invalid subscription id.")
+            return
+        self._release(sub_id)  # type: ignore[arg-type]
+        self._result(req_id, True)
+
+    async def _call(self, req: dict[str, Any]) -> None:
+        """Any other method: a JSON-RPC call through the HTTP path's stages after auth."""
+        async with self._calls:
+            call = Call(
+                "POST",
+                "/ws",
+                {},
+                {},
+                orjson.dumps(req),
+                credentials=self.credentials,
+                client=self.client,
+                wire=Wire.WEBSOCKET,
+                style=ReplyStyle.JSONRPC,
+                identity=self.identity,
+            )
+            reply = await self.deps.pipeline(call)
+            body = reply.body
+            if reply.status == 403:  # a denied method is -32601 on the socket (the spec's Errors)
+                answer = orjson.loads(body)
+                error = answer.get("error") if isinstance(answer, dict) else None
+                if isinstance(error, dict) and error.get("code") == RpcCode.METHOD_NOT_ALLOWED:
+                    error["code"] = int(RpcCode.METHOD_NOT_FOUND)
+                    body = orjson.dumps(answer)
+            self._put(Outgoing(body))
+
+    # -- deliveries ---------------------------------------------------------------------------
+
+    def _notify(self, sub_id: int | str, message: Outgoing, final: bool) -> None:
+        sub = self.subs.get(sub_id)
+        if sub is None:
+            return
+        if sub.confirmed:
+            self._put(message)
+        else:
+            sub.early.append(message)
+        if final:  # the node ended it (a signature's status): so does the client's subscription
+            self.subs.pop(sub_id, None)
+
+    def _end(self, sub_id: int | str, reason: str) -> None:
+        if sub_id in self.subs:
+            self._release(sub_id)
+            self._notice(sub_id, reason)
+
+    def _notice(self, sub_id: int | str, reason: str) -> None:
+        params = {"subscription": sub_id, "reason": reason}
+        self._put(Outgoing(orjson.dumps({"jsonrpc": "2.0", "method": ENDED_NOTIFICATION, "params": params})))
+
+    def _put(self, message: Outgoing) -> None:
+        if self.close_code is not None:
+            return
+        if self._out.qsize() >= self.limits.max_queued:
+            self.close(Close.TRY_AGAIN_LATER, "too many undelivered messages: the client is not reading")
+            return
+        self._out.put_nowait(message)
+
+    def _result(self, req_id: Any, result: Any) -> None:
+        self._put(Outgoing(orjson.dumps({"jsonrpc": "2.0", "result": result, "id": req_id})))
+
+    def _error(self, req_id: Any, code: int, message: str, data: Any = None) -> None:
+        error: dict[str, Any] = {"code": int(code), "message": message}
+        if data is not None:
+            error["data"] = data
+        self._put(Outgoing(orjson.dumps({"jsonrpc": "2.0", "error": error, "id": req_id})))
+
+    async def next_message(self) -> bytes | None:
+        """The next frame to write, charged if it is a notification; None once the session closes."""
+        while True:
+            message = await self._out.get()
+            if message is None:
+                return None
+            if not message.price:
+                return message.body
+            if self.close_code is not None:
+                continue  # closing: answers and notices still go out, paid deliveries do not
+            meter = self.deps.meter
+            admission = meter.spend_local(self.pubkey, message.price) or await meter.admit(self.pubkey, message.price)
+            if not admission.ok:
+                self._run_dry()
+                continue  # the notices are queued; the sentinel after them ends the loop
+            meter.complete(admission, message.method, self.connection_id)
+            self._check_balance()
+            return message.body
+
+    def check_balance(self) -> None:
+        """Close 4002 if the balance is below the minimum (the transport calls it now and then)."""
+        self._check_balance()
+
+    def _check_balance(self) -> None:
+        remaining = self.deps.meter.remaining(self.pubkey)
+        if remaining is not None and remaining < self.limits.min_balance and self.close_code is None:
+            self._run_dry()
+
+    def _run_dry(self) -> None:
+        """Credits ran out: every subscription ends with a notice, then the socket closes 4002."""
+        for sub_id in list(self.subs):
+            self._end(sub_id, "insufficient credits")
+        self.close(Close.INSUFFICIENT_CREDITS, f"insufficient credits (minimum {self.limits.min_balance})")
+
+    # -- the end ------------------------------------------------------------------------------
+
+    def close(self, code: int, reason: str) -> None:
+        """Stop: what is queued is still written, then the transport closes with ``code``."""
+        if self.close_code is None:
+            self._out.put_nowait(None)
+            self.close_code, self.close_reason = code, reason
+
+    def _release(self, sub_id: int | str) -> None:
+        sub = self.subs.pop(sub_id, None)
+        if sub is None:
+            return
+        if sub.handle is not None:
+            self.deps.upstream.unsubscribe(sub.handle)
+        if sub.feed_token is not None and self.deps.signals is not None:
+            self.deps.signals.remove(sub.feed_token)
+
+    async def release(self) -> None:
+        """The connection is gone: leave every share and feed, stop the calls still running."""
+        for sub_id in list(self.subs):
+            self._release(sub_id)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _spawn(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _never(result: Any) -> bool:
+    return False

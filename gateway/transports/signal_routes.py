@@ -1,0 +1,59 @@
+"""``GET /signals/recent``: a free snapshot of the signal log (docs/api.md, Signals).
+
+Public like ``/health``: no credentials, no credit or rate headers. What bounds the work of a caller
+is the answer itself: at most :data:`gateway.core.signals.MAX_RECENT_LIMIT` events, read with one
+``XREVRANGE`` of that count (a kind has a stream of its own, so a kind filter scans nothing else).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from gateway.app import GatewayApp
+from gateway.core.errors import ProxyError, invalid_request, service_unavailable
+from gateway.core.signals import RecentQuery
+from gateway.pipeline import json_reply
+from gateway.storage.errors import StoreUnavailable
+from gateway.storage.signals import RecentSignals
+from gateway.transports.routing import to_response
+
+RECENT_PATH = "/signals/recent"
+
+
+def signal_routes(gw: GatewayApp) -> list[BaseRoute]:
+    async def recent(request: Request) -> Response:
+        try:
+            query = RecentQuery.parse(request.query_params)
+        except ValueError as exc:
+            return _refused(invalid_request(str(exc)))
+        log = gw.signal_log
+        if log is None:
+            return _refused(service_unavailable("signals are not available: the gateway has no Redis yet", 5))
+        try:
+            found = await log.recent(query.limit, query.kind, query.since_slot, query.before)
+        except StoreUnavailable:
+            return _refused(service_unavailable("the signal log is unavailable; retry shortly", 5))
+        return to_response(json_reply(200, recent_document(found, log.retention)))
+
+    return [Route(RECENT_PATH, recent, methods=["GET"])]
+
+
+def recent_document(found: RecentSignals, retention: int) -> dict[str, Any]:
+    """The answer: events newest first (each with its ``id``), whether older ones were left out, and
+    the slot to pass as ``since_slot`` next time to get only what came after this answer."""
+    newest = found.events[0].event.get("slot") if found.events else None
+    marks = [s for s in (found.cursor, newest) if isinstance(s, int)]
+    return {
+        "events": [{"id": stored.id, **stored.event} for stored in found.events],
+        "more": found.more,
+        "next_since_slot": max(marks) if marks else None,
+        "retention_events": retention,
+    }
+
+
+def _refused(error: ProxyError) -> Response:
+    return to_response(json_reply(error.status, error.http_body(None), dict(error.headers)))

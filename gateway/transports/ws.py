@@ -1,0 +1,149 @@
+"""The WebSocket transport: ``/ws``, the node's PubSub methods and the signals stream, metered.
+
+The upgrade is always accepted (echoing only the JSON-RPC subprotocol entry, never ``auth.<key>``),
+then authenticated by JSON-RPC's own auth stage; a refusal closes the socket with the spec's code
+and the error's message as the reason, so a client can tell why (an HTTP 403 at the handshake would
+tell it nothing): 1008 for an invalid or expired session token, 4001 for any other credential
+failure (a bad or revoked key, none at all, no account), 4002 below the minimum balance, 1013 while
+the service is starting. The session (:mod:`gateway.pubsub.session`) does the rest; this module
+only moves frames between it and ASGI.
+
+Protocol pings are the server's (uvicorn's ``ws_ping_interval``/``ws_ping_timeout``, set to the
+spec's 25 s where this gateway configures the server: :data:`UVICORN_WS_OPTIONS`); a client that
+misses its pong is dropped by the server, which ends the session here and releases its
+subscriptions upstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+
+import orjson
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from gateway.app import GatewayApp
+from gateway.core.credentials import websocket_credentials
+from gateway.core.errors import ReplyStyle
+from gateway.core.subscriptions import Close, Limits
+from gateway.pipeline import Call, Reply, Wire, compose, error_boundary
+from gateway.pubsub.session import SessionDeps, WsSession
+
+log = logging.getLogger(__name__)
+
+WS_PATH = "/ws"
+#: uvicorn's WebSocket ping settings for the spec's 25 s ping (tests and ``gateway.runtime.ingress``).
+UVICORN_WS_OPTIONS = {"ws_ping_interval": Limits.ping_interval_s, "ws_ping_timeout": Limits.pong_timeout_s}
+#: A close frame's reason is at most 123 bytes.
+MAX_REASON_BYTES = 123
+
+
+async def _admitted(call: Call) -> Reply:
+    return Reply(200, b"")
+
+
+class WsTransport:
+    """One replica's ``/ws``: :meth:`serve` is the Starlette ``WebSocketRoute`` endpoint."""
+
+    def __init__(self, gw: GatewayApp) -> None:
+        auth, *after_auth = gw.rpc_stages()
+        self.gw = gw
+        self.limits = gw.ws_limits
+        self._authenticate = compose([error_boundary, auth], _admitted)
+        self._pipeline = compose([error_boundary, *after_auth], gw.forwarder)
+
+    def deps(self) -> SessionDeps:
+        gw = self.gw  # the signal feed exists once the app has started
+        return SessionDeps(gw.meter, gw.pubsub, self._pipeline, gw.signal_feed, self.limits)
+
+    async def serve(self, websocket: WebSocket) -> None:
+        headers = {k.lower(): v for k, v in websocket.headers.items()}
+        query = dict(websocket.query_params)
+        upgrade = websocket_credentials(headers, query)
+        await websocket.accept(subprotocol=upgrade.subprotocol)
+        peer = websocket.client.host if websocket.client else None
+        call = Call("GET", WS_PATH, headers, query, b"", credentials=upgrade.credentials, client=peer)
+        call.wire, call.style = Wire.WEBSOCKET, ReplyStyle.REST
+        reply = await self._authenticate(call)
+        if call.identity is None:
+            await _close(websocket, self._refusal_code(call, reply), _message(reply))
+            return
+        meter = self.gw.meter
+        await meter.prepare(call.identity.pubkey)
+        remaining = meter.remaining(call.identity.pubkey) or 0
+        if remaining < self.limits.min_balance:
+            reason = f"insufficient credits: {remaining} (minimum {self.limits.min_balance})"
+            await _close(websocket, Close.INSUFFICIENT_CREDITS, reason)
+            return
+        session = WsSession(self.deps(), call.identity, upgrade.credentials, peer, f"ws-{os.urandom(8).hex()}")
+        try:
+            await self._serve(websocket, session)
+        finally:
+            await session.release()
+
+    def _refusal_code(self, call: Call, reply: Reply) -> int:
+        if reply.status == 503:
+            return Close.TRY_AGAIN_LATER
+        strategy = self.gw.auth.authenticator.select(call.credentials)
+        if reply.status == 401 and strategy is not None and strategy.kind == "session":
+            return Close.POLICY_VIOLATION
+        return Close.AUTH_FAILED
+
+    async def _serve(self, websocket: WebSocket, session: WsSession) -> None:
+        reader = asyncio.create_task(self._read(websocket, session))
+        writer = asyncio.create_task(self._write(websocket, session))
+        ticker = asyncio.create_task(self._tick(session))
+        try:
+            await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (reader, writer, ticker):
+                task.cancel()
+            await asyncio.gather(reader, writer, ticker, return_exceptions=True)
+        if not reader.cancelled() and reader.exception() is None and reader.result():
+            return  # the client went away: nothing to close
+        await _close(websocket, session.close_code or Close.NORMAL, session.close_reason)
+
+    @staticmethod
+    async def _read(websocket: WebSocket, session: WsSession) -> bool:
+        """Feed the session the client's frames; True once the client disconnected."""
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return True
+            frame = message.get("text")
+            if frame is None:
+                frame = message.get("bytes") or b""
+            await session.on_frame(frame)
+            if session.close_code is not None:
+                await asyncio.Event().wait()  # the writer sends what is queued, then ends the connection
+
+    @staticmethod
+    async def _write(websocket: WebSocket, session: WsSession) -> None:
+        with contextlib.suppress(WebSocketDisconnect):
+            while (body := await session.next_message()) is not None:
+                await websocket.send_text(body.decode())
+
+    async def _tick(self, session: WsSession) -> None:
+        """Look at the balance now and then: credits spent elsewhere also count."""
+        while True:
+            await asyncio.sleep(self.limits.balance_check_s)
+            session.check_balance()
+
+
+def _message(reply: Reply) -> str:
+    """The refusal's message, for the close reason (the body is JSON-RPC's or the REST error shape)."""
+    try:
+        body = orjson.loads(reply.body)
+    except orjson.JSONDecodeError:
+        return "refused"
+    error = body.get("error") if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if isinstance(message, str) else "refused"
+
+
+async def _close(websocket: WebSocket, code: int, reason: str) -> None:
+    encoded = reason.encode()[:MAX_REASON_BYTES]
+    with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+        await websocket.close(code, encoded.decode(errors="ignore"))
