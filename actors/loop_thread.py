@@ -63,12 +63,15 @@ class LoopThread:
         self._thread.join(timeout_s)
 
 
-async def connect_when_up(settings: Settings, stop: asyncio.Event, who: str, redis: bool) -> Connections | None:
+async def connect_when_up(
+    settings: Settings, stop: asyncio.Event, who: str, redis: bool, pool_size: int = 2
+) -> Connections | None:
     """Open a small pool (and Redis when ``redis``), retrying while the database is not up yet;
     None when stopped first."""
     while not stop.is_set():
         try:
-            return await Connections.open(settings.database_url, settings.redis_url if redis else None, pool_size=2)
+            redis_url = settings.redis_url if redis else None
+            return await Connections.open(settings.database_url, redis_url, pool_size=pool_size)
         except StoreUnavailable as exc:
             log.warning("%s: %s", who, exc)
             with contextlib.suppress(TimeoutError):

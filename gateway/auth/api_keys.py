@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from gateway.core.cache import TtlCache
+from gateway.core.webhook_events import key_prefix
 from gateway.storage.accounts import ApiKeyRows
 from gateway.storage.channels import Channel
 
@@ -60,7 +61,8 @@ def hash_api_key(secret: bytes, key: str) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class ApiKeyRotated:
-    """The ``api_key.rotated`` lifecycle event: a new key is active for ``pubkey``."""
+    """The ``api_key.rotated`` lifecycle event, as the in-process hook gets it after commit: a new key is
+    active for ``pubkey``. (Its webhook jobs are written in the rotation's own transaction.)"""
 
     pubkey: str
     at: float  # Unix seconds
@@ -159,7 +161,7 @@ class ApiKeyStore:
         honoured from some replica's cache.
         """
         key = generate_api_key()
-        hashes = await self._rows.rotate(pubkey, ref_code, hash_api_key(self._secret, key))
+        hashes = await self._rows.rotate(pubkey, ref_code, hash_api_key(self._secret, key), key_prefix(key))
         for digest in hashes:
             self._invalidate(digest)
         try:

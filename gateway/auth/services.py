@@ -41,7 +41,8 @@ class AuthServices:
     Args:
         settings: the gateway's settings (data dir, network, USDC mint, credit terms).
         api_key_secret: the 32-byte HMAC secret for API-key hashes; default: ``<home>/keys/api-key-secret``.
-        on_api_key_rotated: awaited after each key rotation (the webhooks issue connects it).
+        on_api_key_rotated: awaited after each key rotation has committed (in-process listeners; the
+            webhook jobs are written in the rotation's transaction, :mod:`gateway.storage.webhook_events`).
         challenge_ttl_ms, token_ttl_ms: lifetimes of challenges and (sliding) session tokens.
         clock: wall clock for the signature timestamp window.
     """

@@ -19,12 +19,15 @@ LOW_BALANCE_CREDITS = 1_000
 EXPIRING_WINDOW_S = 24 * 3600
 USDC_BASE_UNITS = 10**6
 
-#: Lifecycle event hook: ``await events(name, pubkey, data)``. The webhooks issue plugs its dispatcher in.
+#: Lifecycle event hook: ``await events(name, pubkey, data)``, called after commit, for listeners in the
+#: same process (tests, metrics). Webhook deliveries do not depend on it: their jobs are written inside
+#: the transaction that causes the event (:mod:`gateway.storage.webhook_events`), with the same ``data``
+#: (:mod:`gateway.core.webhook_events`).
 EventHook = Callable[[str, str, dict[str, Any]], Awaitable[None]]
 
 
 async def no_events(name: str, pubkey: str, data: dict[str, Any]) -> None:
-    """Default hook: lifecycle events go nowhere until webhooks are wired."""
+    """Default hook: no in-process listener."""
 
 
 async def fire(events: EventHook, name: str, pubkey: str, data: dict[str, Any]) -> None:

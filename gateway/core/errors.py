@@ -126,6 +126,11 @@ def account_not_found() -> ProxyError:
     return ProxyError(404, "ACCOUNT_NOT_FOUND", "no account for this public key; deposit USDC or create an API key")
 
 
+def not_found(message: str) -> ProxyError:
+    """404 for a resource the caller cannot see: missing or another account's, alike (never 403)."""
+    return ProxyError(404, "NOT_FOUND", message)
+
+
 def internal_error() -> ProxyError:
     return ProxyError(500, "INTERNAL_ERROR", "internal error")
 

@@ -14,7 +14,9 @@ import asyncpg
 
 from gateway.core.cache import TtlCache
 from gateway.core.paging import Page
+from gateway.core.webhook_events import API_KEY_ROTATED, api_key_rotated
 from gateway.storage.errors import postgres_call
+from gateway.storage.webhook_events import enqueue_lifecycle
 
 WHAT = "the account database"
 #: One account's rows, newest first, from a cursor (ids below ``$2``) or an offset.
@@ -165,9 +167,10 @@ class ApiKeyRows:
         return str(found) if found is not None else None
 
     @postgres_call(WHAT)
-    async def rotate(self, pubkey: str, ref_code: str | None, key_hash: bytes) -> list[bytes]:
+    async def rotate(self, pubkey: str, ref_code: str | None, key_hash: bytes, key_prefix: str = "") -> list[bytes]:
         """Make ``key_hash`` the account's one active key, creating the account if missing; return the
-        hashes it revoked.
+        hashes it revoked. The ``api_key.rotated`` webhook jobs (showing ``key_prefix``) are written
+        in the same transaction.
 
         The account row is locked first, so concurrent rotations of one account queue up instead of
         colliding on the one-active-key index. ``ref_code`` is captured only when the account is new
@@ -187,5 +190,9 @@ class ApiKeyRows:
                 "UPDATE api_keys SET revoked_at = now() WHERE pubkey = $1 AND revoked_at IS NULL RETURNING key_hash",
                 pubkey,
             )
-            await conn.execute("INSERT INTO api_keys (pubkey, key_hash) VALUES ($1, $2)", pubkey, key_hash)
+            rotated_at = await conn.fetchval(
+                "INSERT INTO api_keys (pubkey, key_hash) VALUES ($1, $2) RETURNING created_at", pubkey, key_hash
+            )
+            event = api_key_rotated(key_prefix, rotated_at, bool(revoked))
+            await enqueue_lifecycle(conn, pubkey, API_KEY_ROTATED, event)
         return [bytes(row["key_hash"]) for row in revoked]

@@ -2,10 +2,13 @@
 
 Tables: ``deposits`` (one row per credited or ignored transfer; its primary key on the signature is
 what makes "credited at most once, whichever path sees it first" hold) and ``deposit_watch_cursor``.
-Crediting writes the ledger's tables in the same transaction (:mod:`gateway.storage.ledger`).
+Crediting writes the ledger's tables in the same transaction (:mod:`gateway.storage.ledger`), and
+the ``deposit.credited`` webhook jobs (:mod:`gateway.storage.webhook_events`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import asyncpg
 
@@ -18,8 +21,10 @@ from gateway.core.credits import (
     fire,
     no_events,
 )
+from gateway.core.webhook_events import DEPOSIT_CREDITED, deposit_credited
 from gateway.storage.errors import postgres_call
 from gateway.storage.ledger.sql import add_entries, lock_account
+from gateway.storage.webhook_events import enqueue_lifecycle
 
 WHAT = "the credit ledger"
 
@@ -36,23 +41,13 @@ async def credit_deposit(
     async with pool.acquire() as conn:
         outcome = await credit_deposit_on(conn, deposit, policy)
     if outcome.credited:
-        await fire(
-            events,
-            "deposit.credited",
-            deposit.pubkey,
-            {
-                "signature": deposit.signature,
-                "amount_base_units": deposit.amount_base_units,
-                "credits_added": outcome.credits_added,
-                "bonus_credits": outcome.bonus_credits,
-                "new_balance": outcome.new_balance,
-            },
-        )
+        await fire(events, DEPOSIT_CREDITED, deposit.pubkey, _credited(deposit, outcome))
     return outcome
 
 
 async def credit_deposit_on(conn: asyncpg.Connection, deposit: DepositCredit, policy: CreditPolicy) -> DepositOutcome:
-    """:func:`credit_deposit` on one connection, in its own transaction; fires no events."""
+    """:func:`credit_deposit` on one connection, in its own transaction (the ``deposit.credited``
+    webhook jobs included); calls no hook."""
     credits = policy.credits_for(deposit.amount_base_units)
     reason = deposit.refusal or _too_small(deposit, policy, credits)
     async with conn.transaction():
@@ -118,7 +113,21 @@ async def _grant_deposit(
         LOW_BALANCE_CREDITS,
     )
     added = sum(amount for _, amount, _ in grants)
-    return DepositOutcome(True, False, added, new_balance, None, bonus_credits=added - credits)
+    outcome = DepositOutcome(True, False, added, new_balance, None, bonus_credits=added - credits)
+    await enqueue_lifecycle(conn, deposit.pubkey, DEPOSIT_CREDITED, _credited(deposit, outcome), deposit.signature)
+    return outcome
+
+
+def _credited(deposit: DepositCredit, outcome: DepositOutcome) -> dict[str, Any]:
+    """The ``deposit.credited`` event's data (the webhook payload and the hook's)."""
+    return deposit_credited(
+        deposit.signature,
+        deposit.amount_base_units,
+        outcome.credits_added,
+        outcome.bonus_credits,
+        outcome.new_balance,
+        deposit.slot,
+    )
 
 
 def _too_small(deposit: DepositCredit, policy: CreditPolicy, credits: int) -> str | None:

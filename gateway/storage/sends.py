@@ -16,8 +16,10 @@ from enum import StrEnum
 
 import asyncpg
 
+from gateway.core.webhook_events import LOW_BALANCE, crosses_low_balance, low_balance
 from gateway.storage.errors import postgres_call
 from gateway.storage.ledger.sql import add_entries, consume_batches, held, lock_account
+from gateway.storage.webhook_events import enqueue_lifecycle
 
 WHAT = "the credit ledger"
 
@@ -148,12 +150,18 @@ async def settle(
             entry = ("debit", -charged, balance, f"sendAndConfirm {status.value}: {signature}", signature)
             await add_entries(conn, pubkey, [entry])
             await consume_batches(conn, pubkey, charged)
+            crossed = crosses_low_balance(charged, balance, account["low_balance_notified"])
             await conn.execute(
-                "UPDATE accounts SET balance = $2, total_consumed = total_consumed + $3 WHERE pubkey = $1",
+                """UPDATE accounts SET balance = $2, total_consumed = total_consumed + $3,
+                          low_balance_notified = low_balance_notified OR $4
+                   WHERE pubkey = $1""",
                 pubkey,
                 balance,
                 charged,
+                crossed,
             )
+            if crossed:
+                await enqueue_lifecycle(conn, pubkey, LOW_BALANCE, low_balance(balance))
         await conn.execute(
             """INSERT INTO usage_history (pubkey, method, credits, request_id, refunded)
                VALUES ($1, 'sendAndConfirm', $2, $3, $4)""",

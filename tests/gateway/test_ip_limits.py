@@ -91,4 +91,5 @@ def test_the_defaults_are_the_documented_numbers() -> None:
         "account_create": (0.2, 10),
         "account_read": (10, 50),
         "deposit_confirm": (1, 10),
+        "webhooks": (5, 30),
     }

@@ -8,7 +8,9 @@ batches move with it, so at commit:
 
     balance == sum(ledger amounts) == sum(batch remainders) >= sum(live lease holds)
 
-Hooks fire after commit and never fail the operation (:func:`gateway.core.credits.fire`).
+The webhook jobs of the lifecycle events they cause (``low_balance``, ``credits.expiring``) are written
+in the same transaction (:mod:`gateway.storage.webhook_events`); the in-process hooks fire after
+commit and never fail the operation (:func:`gateway.core.credits.fire`).
 """
 
 from __future__ import annotations

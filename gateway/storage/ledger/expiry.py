@@ -8,12 +8,15 @@ first by the lease's usage (earliest expiry first) or expires on a later pass on
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import asyncpg
 
 from gateway.core.credits import EXPIRING_WINDOW_S, EventHook, fire, no_events
+from gateway.core.webhook_events import CREDITS_EXPIRING, credits_expiring
 from gateway.storage.errors import postgres_call
 from gateway.storage.ledger.sql import Entry, add_entries, held, lock_account
+from gateway.storage.webhook_events import enqueue_lifecycle
 
 WHAT = "the credit ledger"
 
@@ -34,22 +37,27 @@ async def expire_due(pool: asyncpg.Pool, now: datetime | None = None, events: Ev
         total = 0
         for row in due:
             total += await _expire_account(conn, row["pubkey"], at)
-        notices = await conn.fetch(
+        notices = await _mark_expiring(conn, at)
+    for pubkey, data in notices:  # after commit: the hook may miss one (a crash here), the jobs never do
+        await fire(events, CREDITS_EXPIRING, pubkey, data)
+    return total
+
+
+async def _mark_expiring(conn: asyncpg.Connection, at: datetime) -> list[tuple[str, dict[str, Any]]]:
+    """Flag the batches entering the last 24 h before their expiry and write their ``credits.expiring``
+    webhook jobs, in one transaction: once per batch, whichever replica's pass gets there first."""
+    async with conn.transaction():
+        rows = await conn.fetch(
             """UPDATE credit_batches SET expiring_notified = true
                WHERE remaining > 0 AND NOT expiring_notified AND expires_at > $1 AND expires_at <= $2
                RETURNING id, pubkey, remaining, expires_at""",
             at,
             at + timedelta(seconds=EXPIRING_WINDOW_S),
         )
-    # At most once: a crash right here loses the notice, never credits.
-    for n in notices:
-        await fire(
-            events,
-            "credits.expiring",
-            n["pubkey"],
-            {"batch_id": n["id"], "remaining": int(n["remaining"]), "expires_at": n["expires_at"].isoformat()},
-        )
-    return total
+        notices = [(r["pubkey"], credits_expiring(r["id"], int(r["remaining"]), r["expires_at"])) for r in rows]
+        for (pubkey, data), row in zip(notices, rows, strict=True):
+            await enqueue_lifecycle(conn, pubkey, CREDITS_EXPIRING, data, f"batch:{row['id']}")
+    return notices
 
 
 async def _expire_account(conn: asyncpg.Connection, pubkey: str, at: datetime) -> int:

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 import asyncpg
 
 from gateway.core.credits import (
-    LOW_BALANCE_CREDITS,
     EventHook,
     LeaseGrant,
     SettleResult,
@@ -22,8 +21,10 @@ from gateway.core.credits import (
     no_events,
     tally,
 )
+from gateway.core.webhook_events import LOW_BALANCE, crosses_low_balance, low_balance
 from gateway.storage.errors import postgres_call
 from gateway.storage.ledger.sql import add_entries, consume_batches, held, lock_account
+from gateway.storage.webhook_events import enqueue_lifecycle
 
 log = logging.getLogger(__name__)
 
@@ -130,11 +131,13 @@ async def settle(
         net = balance_before - balance_after
         granted = row["granted"] if shrink_to is None else max(used, min(int(row["granted"]), shrink_to))
         await _update_lease(conn, lease_id, used, granted, release, seq, renew_ttl_s)
-        crossed = net > 0 and balance_after < LOW_BALANCE_CREDITS and not account["low_balance_notified"]
+        crossed = crosses_low_balance(net, balance_after, account["low_balance_notified"])
         await _update_account(conn, pubkey, balance_after, net, crossed)
+        if crossed:
+            await enqueue_lifecycle(conn, pubkey, LOW_BALANCE, low_balance(balance_after))
         available = balance_after - await held(conn, pubkey)
     if crossed:
-        await fire(events, "low_balance", pubkey, {"balance": balance_after, "threshold": LOW_BALANCE_CREDITS})
+        await fire(events, LOW_BALANCE, pubkey, low_balance(balance_after))
     return SettleResult(True, balance_after, available, net, refunded, duplicate)
 
 

@@ -1,0 +1,70 @@
+"""The webhook watcher actor: the sources of transaction and signal webhook events, on one loop.
+
+A plain class, testable without Ray; :mod:`gateway.runtime.actors` makes it one named, detached,
+restarting Ray actor per cluster (``webhook-watcher``). It runs :class:`gateway.webhooks.sources.TransactionWatches`
+(with the node's PubSub for wake-ups) and :class:`gateway.webhooks.sources.SignalWebhooks` side by
+side on a :class:`actors.loop_thread.LoopThread` from ``__init__``; both resume from their positions in
+PostgreSQL after a restart. Two at once would still write each job once (dedupe keys), only wastefully.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from actors.loop_thread import LoopThread, connect_when_up
+from gateway.config import Settings
+from gateway.pubsub.upstream import UpstreamPubSub
+from gateway.storage.signals import SignalLog
+from gateway.upstream import HttpUpstream
+from gateway.webhooks.sources import SignalWebhooks, TransactionWatches
+
+log = logging.getLogger(__name__)
+
+
+class WebhookWatcherActor:
+    """Builds the pool, Redis, the node's RPC and PubSub from settings and runs both sources until stopped."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.settings = Settings.model_validate(settings)
+        if not self.settings.database_url or not self.settings.upstream_rpc_url:
+            raise ValueError("the webhook watcher needs resolved database_url and upstream_rpc_url settings")
+        self.watches: TransactionWatches | None = None
+        self.signals: SignalWebhooks | None = None
+        self._thread = LoopThread("webhook-watcher", self._serve)
+
+    async def _serve(self, stop: asyncio.Event) -> None:
+        s = self.settings
+        upstream = HttpUpstream(str(s.upstream_rpc_url), s.fallback_rpc_url, connections=4)
+        ws_url = s.derived_ws_url()
+        pubsub = UpstreamPubSub(ws_url) if ws_url else None
+        conn = await connect_when_up(s, stop, "webhook watcher", redis=True)
+        try:
+            if conn is None or conn.db is None:
+                return
+            # Nothing here may touch self._thread: this can run before __init__ has assigned it.
+            self.watches = TransactionWatches(conn.db, upstream, pubsub)
+            work = [self.watches.run(stop)]
+            if conn.redis is not None:
+                self.signals = SignalWebhooks(conn.db, SignalLog(conn.redis, retention=s.signal_retention_events))
+                work.append(self.signals.run(stop))
+            log.info("webhook watcher: transaction watches%s", " and signals" if self.signals else "")
+            await asyncio.gather(*work)
+        finally:
+            if pubsub is not None:
+                await pubsub.close()
+            await upstream.close()
+            if conn is not None:
+                await conn.close()
+
+    def status(self) -> dict[str, Any]:
+        """What the sources have done (for health views and tests)."""
+        watches = self.watches.stats.as_dict() if self.watches else {}
+        signals = self.signals.stats.as_dict() if self.signals else {}
+        addresses = len(self.watches.addresses) if self.watches else 0
+        return {"running": self._thread.alive, "addresses": addresses, **watches, **signals}
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Stop the loop and close the connections; the actor itself is ended by ``ray.kill``."""
+        self._thread.stop(timeout_s)

@@ -1,0 +1,473 @@
+"""The webhook dispatcher: claims due delivery jobs, posts each one signed to its receiver, and records
+what came of it.
+
+One :class:`Dispatcher` runs many deliveries at once (``concurrency``) over one keep-alive
+``aiohttp`` session; PostgreSQL decides which jobs (:func:`gateway.storage.delivery_jobs.claim`:
+oldest due first, at most ``per_webhook`` of one subscription out at once over every dispatcher),
+and each claimed job is leased to this dispatcher while it is attempted.
+
+An attempt:
+
+1. the URL is checked (:mod:`gateway.webhooks.targets`: ``https://``, public addresses only, again
+   at connect time on the resolved addresses), unless ``allow_private``;
+2. a priced (signal) job is charged once (:func:`gateway.storage.delivery_jobs.charge`); an account
+   that cannot pay pauses its subscription and nothing is sent;
+3. the body (:func:`gateway.core.webhooks.delivery_body`: the same bytes and event id on every
+   attempt) is posted with the spec's headers, signed now with the subscription's current secret;
+   no redirect is followed, and only the first ``EXCERPT_BYTES`` of the answer are read;
+4. the answer is judged (:func:`judge`): 2xx delivered; 408, 429 and 5xx, a timeout or a failed
+   connection are retried on the ``retry`` schedule (the ``Retry-After`` of a 429 or 503 honoured), until it gives up
+   and the job is dead; any other answer (3xx, 4xx) is final: dead at once. A refused target is
+   dead at once, the reason in ``last_error``.
+
+Outcomes are written in batches (one statement for all the outcomes that came in during the last
+write). A dispatcher that dies loses only what it had not written: those jobs are claimed again once
+their lease passes and delivered again (receivers de-duplicate with ``X-Webhook-Event-Id``). One that
+is stopped gives back the jobs it had not started, lets attempts under way finish for ``drain_s``
+and writes their outcomes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import aiohttp
+import orjson
+
+from gateway.core.credits import EventHook, no_events
+from gateway.core.webhooks import (
+    EVENT_ID_HEADER,
+    MAX_RETRY_AFTER_S,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    WEBHOOK_ID_HEADER,
+    delivery_body,
+    event_id,
+    retry_delay_s,
+    signature,
+)
+from gateway.storage.connections import Pool
+from gateway.storage.delivery_jobs import (
+    Charge,
+    ClaimedJob,
+    HeldConnection,
+    Outcome,
+    Result,
+    charge,
+    claim,
+    record,
+    release,
+)
+from gateway.storage.errors import StoreUnavailable
+from gateway.webhooks import targets
+
+log = logging.getLogger(__name__)
+
+USER_AGENT = "solana-credit-gateway-webhooks/1"
+#: Bytes of the receiver's answer kept (``response_excerpt``); the rest is never read.
+EXCERPT_BYTES = 512
+#: Answers worth another attempt besides 5xx: the receiver timed out, or asked to slow down.
+RETRY_STATUSES = frozenset({408, 429})
+#: Answers whose ``Retry-After`` is honoured.
+RETRY_AFTER_STATUSES = frozenset({429, 503})
+ERROR_CHARS = 500
+STORE_RETRY_S = 2.0
+#: Outcomes are written at most this often (a few ms of the lease, and far fewer statements).
+WRITE_EVERY_S = 0.01
+#: What a lease keeps besides the attempts a claimed job may wait for and its own (see ``in_hand``).
+LEASE_MARGIN_S = 5.0
+
+#: ``retry(attempts, retry_after_s)``: seconds until the next attempt after ``attempts`` failed ones
+#: (the receiver's ``Retry-After``, if it sent one), or None: give up, the job is dead.
+RetryPolicy = Callable[[int, float | None], float | None]
+
+
+def fixed_delays(delays: Sequence[float], max_retry_after_s: float = MAX_RETRY_AFTER_S) -> RetryPolicy:
+    """A schedule without jitter: ``delays[n - 1]`` after the n-th failed attempt, dead after
+    ``len(delays) + 1`` attempts; a longer ``Retry-After`` wins up to ``max_retry_after_s``.
+    (Tests and benchmarks; the service uses :func:`gateway.core.webhooks.retry_delay_s`.)"""
+    schedule = tuple(float(d) for d in delays)
+
+    def retry(attempts: int, retry_after_s: float | None) -> float | None:
+        if attempts > len(schedule):
+            return None
+        delay = schedule[max(0, attempts - 1)]
+        if retry_after_s is not None:
+            delay = max(delay, min(retry_after_s, max_retry_after_s))
+        return delay
+
+    return retry
+
+
+@dataclass(frozen=True)
+class DispatchConfig:
+    concurrency: int = 64  # deliveries in flight in this dispatcher
+    per_webhook: int = 8  # deliveries in flight to one subscription, over all dispatchers
+    timeout_s: float = 10.0  # one attempt, from connecting to the end of the answer's excerpt
+    lease_s: float = 60.0  # how long a claim is this dispatcher's
+    allow_private: bool = False  # development: http:// and loopback or private targets
+    poll_s: float = 0.25  # how often an idle dispatcher looks for due jobs
+    claim_batch: int = 128  # jobs claimed at most at once
+    drain_s: float = 5.0  # on stop, how long deliveries in flight may still finish
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1 or self.per_webhook < 1 or self.claim_batch < 1:
+            raise ValueError("concurrency, per_webhook and claim_batch must be at least 1")
+        if self.lease_s < 2 * self.timeout_s:
+            # The lease covers the charge, the attempt and the write of its outcome: a lease that can
+            # pass during an attempt lets a second dispatcher deliver the job at the same time.
+            raise ValueError(f"lease_s ({self.lease_s:g}) must be at least twice timeout_s ({self.timeout_s:g})")
+
+    @property
+    def in_hand(self) -> int:
+        """Jobs claimed and not finished a dispatcher may hold: its workers' and up to twice as many
+        queued, as long as the lease covers the wait. A queued job starts once the jobs ahead of it
+        have; with ``n × concurrency`` in hand that is within ``n - 1`` attempts of every worker, so
+        it is done within ``n × timeout_s``, which must stay ``LEASE_MARGIN_S`` short of the lease
+        (its charge and the write of its outcome come on top)."""
+        rounds = int((self.lease_s - LEASE_MARGIN_S) // self.timeout_s)
+        return max(1, min(3, rounds)) * self.concurrency
+
+    @property
+    def min_claim(self) -> int:
+        """Free slots worth a claim while deliveries are out (fewer would be a claim per delivery)."""
+        return max(1, min(self.claim_batch, self.concurrency // 2))
+
+
+@dataclass
+class DispatchStats:
+    claimed: int = 0
+    delivered: int = 0
+    retried: int = 0
+    dead: int = 0
+    unpaid: int = 0  # left pending: the account could not pay, its subscription paused
+    lost: int = 0  # claims that were no longer this dispatcher's when it wrote their outcome
+    claims: int = 0
+    flushes: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    result: Result
+    reason: str | None = None
+    retry_after_s: float | None = None
+
+
+def judge(status: int, retry_after: str | None = None, now: float | None = None) -> Verdict:
+    """What a receiver's HTTP status means for the job."""
+    if 200 <= status < 300:
+        return Verdict(Result.DELIVERED)
+    if status in RETRY_STATUSES or status >= 500:
+        wait = parse_retry_after(retry_after, now) if status in RETRY_AFTER_STATUSES else None
+        return Verdict(Result.RETRY, f"HTTP {status}", wait)
+    if 300 <= status < 400:
+        return Verdict(Result.DEAD, f"HTTP {status}: redirects are not followed")
+    return Verdict(Result.DEAD, f"HTTP {status}")
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """``Retry-After`` in seconds: delta seconds or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def outcome_of(job: ClaimedJob, verdict: Verdict, retry: RetryPolicy, **answer: Any) -> Outcome:
+    """The outcome to record: a retry the schedule has no room for is dead."""
+    if verdict.result is not Result.RETRY:
+        return Outcome(job.id, job.attempts, verdict.result, error=verdict.reason, **answer)
+    delay = retry(job.attempts, verdict.retry_after_s)
+    if delay is None:
+        error = f"{verdict.reason}; gave up after {job.attempts} attempts"
+        return Outcome(job.id, job.attempts, Result.DEAD, error=error, **answer)
+    return Outcome(job.id, job.attempts, Result.RETRY, error=verdict.reason, delay_s=delay, **answer)
+
+
+class Dispatcher:
+    """Delivers due jobs until ``run``'s stop event is set; see the module docstring.
+
+    ``concurrency`` workers take claimed jobs from a local queue that the claim loop keeps filled
+    (:attr:`DispatchConfig.in_hand`), so a worker that finishes starts the next job at once instead
+    of waiting for a claim (a claim is a few milliseconds, more on a busy machine), and the queue is
+    short enough for every job in it to be done within its lease.
+    """
+
+    def __init__(
+        self,
+        pool: Pool,
+        dispatcher_id: str,
+        config: DispatchConfig | None = None,
+        *,
+        retry: RetryPolicy = retry_delay_s,
+        events: EventHook = no_events,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.pool = pool
+        self.id = dispatcher_id
+        self.config = config or DispatchConfig()
+        self.retry = retry
+        self.events = events
+        self.clock = clock
+        self.stats = DispatchStats()
+        self._ready: asyncio.Queue[ClaimedJob] = asyncio.Queue()
+        self._attempting = 0
+        self._unwritten = 0  # attempted, outcome not written yet
+        self._outcomes: list[Outcome] = []
+        self._freed = asyncio.Event()  # a worker finished a job: room for more
+        self._idle = asyncio.Event()  # no attempt under way
+        self._to_write = asyncio.Event()
+        self._write_lock = asyncio.Lock()
+        self._session: aiohttp.ClientSession | None = None
+        # The claim loop's and the writer's statements, each on a connection of its own.
+        self._claims = HeldConnection(pool)
+        self._writes = HeldConnection(pool)
+
+    @property
+    def in_flight(self) -> int:
+        """Claimed jobs this dispatcher still answers for: queued, being attempted, outcome unwritten."""
+        return self._ready.qsize() + self._attempting + self._unwritten
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Claim and deliver until ``stop``; then give back the jobs not started, let attempts under way
+        finish (up to ``drain_s``) and write their outcomes. Cancelled instead, it ends at once and
+        writes nothing more: its jobs are claimed again when their lease passes."""
+        c = self.config
+        self._session = aiohttp.ClientSession(
+            connector=targets.connector(c.concurrency, c.allow_private),
+            timeout=aiohttp.ClientTimeout(total=c.timeout_s),
+            headers={"User-Agent": USER_AGENT},
+            cookie_jar=aiohttp.DummyCookieJar(),  # a receiver's cookies never reach another receiver
+            auto_decompress=False,  # only an excerpt is kept: no receiver decides what is inflated here
+        )
+        writer = asyncio.create_task(self._write_loop())
+        workers = [asyncio.create_task(self._work()) for _ in range(c.concurrency)]
+        try:
+            while not stop.is_set():
+                self._freed.clear()
+                if await self._claim_some():
+                    await asyncio.sleep(0)
+                    continue
+                await _first_of(stop, self._freed, c.poll_s)
+            await self._drain(workers, writer)
+        finally:
+            for task in (writer, *workers):
+                task.cancel()
+            await asyncio.gather(writer, *workers, return_exceptions=True)
+            await self._session.close()
+            await self._claims.drop()
+            await self._writes.drop()
+
+    async def _claim_some(self) -> bool:
+        """Claim what the queue has room for; True when it may find more at once."""
+        c = self.config
+        room = self._room()
+        if room < c.min_claim:
+            return False
+        want = min(room, c.claim_batch)
+        try:
+            jobs = await claim(await self._claims.get(), self.id, want, c.lease_s, c.per_webhook)
+        except StoreUnavailable as exc:
+            log.warning("webhook dispatcher %s: %s", self.id, exc)
+            await self._claims.drop()
+            await asyncio.sleep(STORE_RETRY_S)
+            return False
+        except Exception:  # a bug: logged, and the loop goes on (the next claim may succeed)
+            log.exception("webhook dispatcher %s: the claim failed", self.id)
+            await self._claims.drop()
+            await asyncio.sleep(STORE_RETRY_S)
+            return False
+        self.stats.claims += 1
+        self.stats.claimed += len(jobs)
+        for job in jobs:
+            self._ready.put_nowait(job)
+        return len(jobs) == want
+
+    def _room(self) -> int:
+        """Jobs the queue can take (see :attr:`DispatchConfig.in_hand`)."""
+        return self.config.in_hand - self._ready.qsize() - self._attempting
+
+    async def _work(self) -> None:
+        while True:
+            job = await self._ready.get()
+            self._attempting += 1
+            try:
+                outcome = await self._attempt_safely(job)
+            finally:
+                self._attempting -= 1
+                if not self._attempting:
+                    self._idle.set()
+                if self._room() >= self.config.min_claim:  # wake the claim loop only when it has work
+                    self._freed.set()
+            if outcome is not None:
+                self._unwritten += 1
+                self._outcomes.append(outcome)
+                self._to_write.set()
+
+    async def _attempt_safely(self, job: ClaimedJob) -> Outcome | None:
+        try:
+            return await self.attempt(job)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug or a store failure: retried like a failed attempt
+            log.exception("webhook delivery %s failed in the dispatcher", job.id)
+            return outcome_of(job, Verdict(Result.RETRY, f"dispatcher error: {type(exc).__name__}"), self.retry)
+
+    async def attempt(self, job: ClaimedJob) -> Outcome | None:
+        """One attempt of a claimed job; None when nothing was attempted and there is nothing to
+        record (the account could not pay, or the claim was lost)."""
+        refusal = targets.url_refusal(job.url, self.config.allow_private)
+        if refusal is not None:
+            return Outcome(job.id, job.attempts, Result.DEAD, error=f"refused: {refusal}")
+        if job.price > 0 and job.charged == 0:
+            paid = await charge(self.pool, self.id, job, self.events)
+            if paid is Charge.UNPAID:
+                self.stats.unpaid += 1
+                return None
+            if paid is Charge.LOST:
+                self.stats.lost += 1
+                return None
+        body = delivery_body(job.webhook_id, job.id, job.event_type, _payload(job.payload), job.created_at)
+        return await self._post(job, body)
+
+    async def _post(self, job: ClaimedJob, body: bytes) -> Outcome:
+        assert self._session is not None, "attempts run inside run()"
+        event = event_id(job.webhook_id, job.id)
+        timestamp = int(self.clock())
+        headers = {
+            SIGNATURE_HEADER: signature(job.secret, event, timestamp, body),
+            TIMESTAMP_HEADER: str(timestamp),
+            EVENT_ID_HEADER: event,
+            WEBHOOK_ID_HEADER: str(job.webhook_id),
+            "Content-Type": "application/json",
+        }
+        try:
+            async with self._session.post(job.url, data=body, headers=headers, allow_redirects=False) as resp:
+                excerpt = await read_excerpt(resp)
+                verdict = judge(resp.status, resp.headers.get("Retry-After"), self.clock())
+                return outcome_of(job, verdict, self.retry, http_status=resp.status, excerpt=excerpt)
+        except TimeoutError:
+            verdict = Verdict(Result.RETRY, f"no answer within {self.config.timeout_s:g} s")
+        except aiohttp.InvalidURL as exc:
+            verdict = Verdict(Result.DEAD, f"refused: not a valid URL ({_short(exc)})")
+        except (aiohttp.ClientError, OSError) as exc:
+            refusal = targets.refusal_of(exc)
+            if refusal is not None:
+                verdict = Verdict(Result.DEAD, f"refused: {refusal}")
+            else:
+                verdict = Verdict(Result.RETRY, f"connection failed: {_short(exc)}")
+        return outcome_of(job, verdict, self.retry)
+
+    async def _write_loop(self) -> None:
+        while True:
+            await self._to_write.wait()
+            await asyncio.sleep(WRITE_EVERY_S)  # let outcomes gather: one statement writes them all
+            self._to_write.clear()
+            await self._write()
+
+    async def _write(self) -> None:
+        """Write every outcome that came in since the last write, in one statement."""
+        async with self._write_lock:
+            batch, self._outcomes = self._outcomes, []
+            if not batch:
+                return
+            try:
+                written = await record(await self._writes.get(), self.id, batch)
+            except Exception as exc:
+                await self._writes.drop()
+                # Kept and written later; if the leases pass first, the jobs are delivered again.
+                if isinstance(exc, StoreUnavailable):
+                    log.warning("webhook dispatcher %s: %d outcomes not written yet: %s", self.id, len(batch), exc)
+                else:
+                    log.exception("webhook dispatcher %s: %d outcomes not written", self.id, len(batch))
+                self._outcomes[:0] = batch
+                await asyncio.sleep(STORE_RETRY_S)
+                self._to_write.set()
+                return
+            self.stats.flushes += 1
+            for outcome in batch:
+                if outcome.job_id not in written:
+                    self.stats.lost += 1
+                elif outcome.result is Result.DELIVERED:
+                    self.stats.delivered += 1
+                elif outcome.result is Result.RETRY:
+                    self.stats.retried += 1
+                else:
+                    self.stats.dead += 1
+            self._unwritten -= len(batch)
+
+    async def _drain(self, workers: list[asyncio.Task[None]], writer: asyncio.Task[None]) -> None:
+        """Give back the jobs not started, let attempts under way finish for ``drain_s`` (the rest are
+        cancelled: their jobs stay leased until the lease passes), then write every outcome."""
+        unstarted: list[ClaimedJob] = []
+        while not self._ready.empty():
+            unstarted.append(self._ready.get_nowait())
+        try:
+            await release(self.pool, self.id, unstarted)
+        except StoreUnavailable as exc:
+            log.warning(
+                "webhook dispatcher %s: %d jobs kept until their lease passes: %s", self.id, len(unstarted), exc
+            )
+        if self._attempting:
+            self._idle.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), self.config.drain_s)
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        async with self._write_lock:
+            writer.cancel()  # between writes: the lock is held here
+        await asyncio.gather(writer, return_exceptions=True)
+        await self._write()
+
+
+async def read_excerpt(resp: aiohttp.ClientResponse) -> str:
+    """Up to ``EXCERPT_BYTES`` of the answer, as text; a body that stalls or breaks keeps what came."""
+    data = b""
+    with contextlib.suppress(TimeoutError, aiohttp.ClientError):
+        while len(data) < EXCERPT_BYTES and not resp.content.at_eof():
+            chunk = await resp.content.read(EXCERPT_BYTES - len(data))
+            if not chunk:
+                break
+            data += chunk
+    return data.decode("utf-8", "replace").replace("\x00", "\ufffd")  # PostgreSQL text holds no NUL
+
+
+def _payload(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:  # a number orjson cannot hold (beyond 64 bits): sent as stored
+        return orjson.Fragment(text)
+
+
+def _short(exc: BaseException) -> str:
+    return (str(exc) or type(exc).__name__)[:ERROR_CHARS]
+
+
+async def _first_of(a: asyncio.Event, b: asyncio.Event, timeout_s: float) -> None:
+    """Wait until either event is set, at most ``timeout_s``."""
+    waits = [asyncio.ensure_future(a.wait()), asyncio.ensure_future(b.wait())]
+    try:
+        await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()

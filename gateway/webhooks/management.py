@@ -1,0 +1,146 @@
+"""The webhook management routes as pipeline endpoints (``Call -> Reply``), behind the auth stage.
+
+    POST   /webhooks                     create: 201 with the subscription and its secret (shown once)
+    GET    /webhooks                     the caller's subscriptions, newest first, without secrets
+    DELETE /webhooks/{id}                delete; its waiting deliveries are cancelled
+    POST   /webhooks/{id}/rotate-secret  a new secret; deliveries made from now on are signed with it
+    POST   /webhooks/{id}/replay         dead deliveries back to pending, from their first attempt
+    POST   /webhooks/{id}/resume         a paused subscription active again
+
+Only the owner sees a subscription: any other id (another account's, a deleted one, one that never
+existed, one that is not a number) is 404 ``NOT_FOUND``, never 403, so no answer says whether an id
+exists. The creation fields are checked by :mod:`gateway.webhooks.validation`; past the cap
+(:data:`~gateway.core.webhooks.MAX_WEBHOOKS_PER_ACCOUNT`) a creation is 400 INVALID_REQUEST, like
+any request the caller must change. Secrets are made by :func:`gateway.core.webhooks.new_secret`,
+answered to the caller and stored, never logged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gateway.auth.account_views import iso8601
+from gateway.core.errors import ProxyError, invalid_request, not_found
+from gateway.core.webhooks import MAX_WEBHOOKS_PER_ACCOUNT, event_id, new_secret
+from gateway.pipeline import Call, Reply, json_reply
+from gateway.storage import webhooks
+from gateway.storage.connections import Pool
+from gateway.storage.errors import StoreUnavailable
+from gateway.storage.webhooks import DeliveryCounts, LastDelivery, WebhookView
+from gateway.webhooks.validation import parse_creation, parse_empty
+
+PATH = "/webhooks"
+#: Ids are PostgreSQL BIGSERIALs.
+MAX_ID = 2**63 - 1
+NO_DELIVERIES = DeliveryCounts(pending=0, delivered=0, dead=0)
+
+
+class WebhookEndpoints:
+    """Args:
+    pool: the PostgreSQL pool, once the replica has started (503 before).
+    allow_private: the ``webhook_allow_private`` setting (http:// and private hosts, for development).
+    """
+
+    def __init__(self, pool: Callable[[], Pool | None], allow_private: bool = False) -> None:
+        self.pool = pool
+        self.allow_private = allow_private
+
+    async def create(self, call: Call) -> Reply:
+        caller = call.authenticated().pubkey
+        new = parse_creation(call.body, caller, self.allow_private)
+        secret = new_secret()
+        created = await webhooks.create(self._pool(), caller, new, secret, MAX_WEBHOOKS_PER_ACCOUNT)
+        if created is None:
+            raise invalid_request(
+                f"this account has {MAX_WEBHOOKS_PER_ACCOUNT} webhooks, the most it may hold: delete one first"
+            )
+        return json_reply(201, {**webhook_document(WebhookView(created, NO_DELIVERIES, None)), "secret": secret})
+
+    async def listing(self, call: Call) -> Reply:
+        views = await webhooks.listing(self._pool(), call.authenticated().pubkey)
+        return json_reply(
+            200, {"webhooks": [webhook_document(v) for v in views], "max_webhooks": MAX_WEBHOOKS_PER_ACCOUNT}
+        )
+
+    async def delete(self, call: Call) -> Reply:
+        target = webhook_id(call.path)
+        cancelled = await webhooks.delete(self._pool(), call.authenticated().pubkey, target)
+        if cancelled is None:
+            raise _not_found()
+        return json_reply(200, {"ok": True, "id": target, "cancelled_jobs": cancelled})
+
+    async def rotate_secret(self, call: Call) -> Reply:
+        target = webhook_id(call.path)
+        parse_empty(call.body)
+        secret = new_secret()
+        if not await webhooks.rotate_secret(self._pool(), call.authenticated().pubkey, target, secret):
+            raise _not_found()
+        return json_reply(200, {"secret": secret})
+
+    async def replay(self, call: Call) -> Reply:
+        target = webhook_id(call.path)
+        parse_empty(call.body)
+        replayed = await webhooks.replay_dead(self._pool(), call.authenticated().pubkey, target)
+        if replayed is None:
+            raise _not_found()
+        return json_reply(200, {"ok": True, "id": target, "replayed": replayed})
+
+    async def resume(self, call: Call) -> Reply:
+        target = webhook_id(call.path)
+        parse_empty(call.body)
+        resumed = await webhooks.resume(self._pool(), call.authenticated().pubkey, target)
+        if resumed is None:
+            raise _not_found()
+        return json_reply(200, {"ok": True, "id": target, "resumed": resumed, "status": "active"})
+
+    def _pool(self) -> Pool:
+        pool = self.pool()
+        if pool is None:
+            raise StoreUnavailable(webhooks.WHAT)
+        return pool
+
+
+def webhook_id(path: str) -> int:
+    """The id of ``/webhooks/{id}[/action]``; 404 for one that cannot be an id (so it looks like any
+    unknown id). The routes' own pattern guarantees the shape of the path."""
+    raw = path.rsplit(PATH + "/", 1)[-1].split("/", 1)[0]
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_ID:
+        raise _not_found()
+    return int(raw)
+
+
+def webhook_document(view: WebhookView) -> dict[str, Any]:
+    """A subscription as answered (the listing's element; the creation adds ``secret``)."""
+    hook, counts = view.webhook, view.counts
+    return {
+        "id": hook.id,
+        "url": hook.url,
+        "filter_type": hook.filter_type,
+        "filter_value": hook.filter_value,
+        "lifecycle_events": list(hook.lifecycle_events),
+        "signal_events": list(hook.signal_events),
+        "status": hook.status.value,
+        "paused_reason": hook.paused_reason,
+        "created_at": iso8601(hook.created_at),
+        "secret_rotated_at": None if hook.secret_rotated_at is None else iso8601(hook.secret_rotated_at),
+        "deliveries": {"pending": counts.pending, "delivered": counts.delivered, "dead": counts.dead},
+        "last_delivery": None if view.last is None else _last_delivery(hook.id, view.last),
+    }
+
+
+def _last_delivery(hook_id: int, last: LastDelivery) -> dict[str, Any]:
+    return {
+        "event_id": event_id(hook_id, last.job_id),
+        "event_type": last.event_type,
+        "status": last.status,
+        "attempts": last.attempts,
+        "http_status": last.http_status,
+        "error": last.error,
+        "created_at": iso8601(last.created_at),
+        "delivered_at": None if last.delivered_at is None else iso8601(last.delivered_at),
+    }
+
+
+def _not_found() -> ProxyError:
+    return not_found("no such webhook on this account")

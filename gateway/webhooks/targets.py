@@ -1,0 +1,133 @@
+"""Where a delivery may go: the dispatcher's guard against server-side request forgery.
+
+A subscription's URL was checked when it was created, but a name's addresses change (DNS rebinding:
+a public answer at creation, ``127.0.0.1`` at delivery). So every delivery is checked where it
+connects, on the addresses it connects to:
+
+- :func:`url_refusal` before anything is sent: ``https://`` only, and a host written as an IP
+  address must be public (:func:`gateway.core.webhooks.forbidden_address`);
+- :class:`GuardedResolver`, the connector's resolver: a name with any forbidden address among its
+  answers is refused. aiohttp connects only to the addresses its resolver returned (and caches only
+  those), so what was checked is what is connected to: no second lookup between check and connect;
+- :func:`guarded_socket`, the connector's socket factory: it sees the exact address of every
+  connection the connector opens (IP literals skip the resolver) and refuses a forbidden one.
+
+A refusal raises :class:`RefusedTarget` (an ``OSError``, which aiohttp wraps in
+``ClientConnectorError``); :func:`refusal_of` finds it again. With ``webhook_allow_private`` (a
+development setting) none of this applies and ``http://`` is allowed.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+import aiohttp
+from aiohappyeyeballs import AddrInfoType
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import DefaultResolver
+from yarl import URL
+
+from gateway.core.webhooks import forbidden_address
+
+
+class RefusedTarget(OSError):
+    """A delivery target the guard refuses; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def address_refusal(address: str) -> str | None:
+    """Why no delivery may connect to ``address`` (an IP address as a socket gives it), or None."""
+    try:
+        why = forbidden_address(address.split("%", 1)[0])  # an IPv6 zone index names no other address
+    except ValueError:
+        return f"{address} is not an IP address"
+    return None if why is None else f"{address} is {why}"
+
+
+def url_refusal(url: str, allow_private: bool) -> str | None:
+    """Why ``url`` may not be delivered to, judged from the URL alone, or None."""
+    try:
+        parsed = URL(url)
+    except (TypeError, ValueError):
+        return "not a valid URL"
+    schemes = ("https", "http") if allow_private else ("https",)
+    if parsed.scheme not in schemes:
+        return f"{parsed.scheme or 'a URL without a scheme'}:// is not allowed: https:// only"
+    host = parsed.raw_host
+    if not host:
+        return "the URL has no host"
+    if allow_private:
+        return None
+    address = _ip_literal(host)
+    return None if address is None else address_refusal(address)  # a name is checked when resolved
+
+
+def _ip_literal(host: str) -> str | None:
+    """``host`` as the IP address a resolver would read it as, or None for a name."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    if ":" in host:
+        return None
+    try:  # the legacy forms (127.1, 2130706433, 0x7f.0.0.1) that C resolvers read as addresses
+        return socket.inet_ntoa(socket.inet_aton(host))
+    except OSError:
+        return None
+
+
+class GuardedResolver(AbstractResolver):
+    """Resolves with ``inner`` (aiohttp's default) and refuses a name with any forbidden address."""
+
+    def __init__(self, inner: AbstractResolver | None = None) -> None:
+        self._inner = inner if inner is not None else DefaultResolver()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        results = await self._inner.resolve(host, port, family)
+        for result in results:
+            why = address_refusal(result["host"])
+            if why is not None:
+                raise RefusedTarget(f"{host} resolves to {why}")
+        return results
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+def guarded_socket(addr_info: AddrInfoType) -> socket.socket:
+    """aiohttp's socket factory: the socket for ``addr_info``, unless its address is forbidden."""
+    family, kind, proto, _, sockaddr = addr_info
+    why = address_refusal(str(sockaddr[0]))
+    if why is not None:
+        raise RefusedTarget(why)
+    return socket.socket(family, kind, proto)
+
+
+def connector(limit: int, allow_private: bool) -> aiohttp.TCPConnector:
+    """The dispatcher's connector: keep-alive, ``limit`` connections, the guard unless ``allow_private``."""
+    if allow_private:
+        return aiohttp.TCPConnector(limit=limit, limit_per_host=0)
+    return aiohttp.TCPConnector(
+        limit=limit, limit_per_host=0, resolver=GuardedResolver(), socket_factory=guarded_socket
+    )
+
+
+def refusal_of(exc: BaseException) -> str | None:
+    """The guard's reason when ``exc`` (or what caused it) is its refusal, else None."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, RefusedTarget):
+            return current.reason
+        os_error = getattr(current, "os_error", None)  # aiohttp's ClientConnectorError keeps the cause here
+        if isinstance(os_error, RefusedTarget):
+            return os_error.reason
+        current = current.__cause__ or current.__context__
+    return None

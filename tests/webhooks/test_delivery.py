@@ -1,0 +1,736 @@
+"""Durable webhook delivery: the dispatcher against real aiohttp receivers on 127.0.0.1, on a real
+PostgreSQL (a database of this module's own, so no other test's subscriptions are delivered here).
+
+No assertion is about how fast anything happened: delays are checked only as lower bounds (an
+attempt never comes before its schedule allows), and waits end on what the database shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+import socket
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import aiohttp
+import asyncpg
+import orjson
+import pytest
+from aiohttp import web
+
+from actors.webhook_dispatcher import WebhookDispatcherActor
+from gateway.config import Settings
+from gateway.core.webhooks import delivery_body, new_secret, verify
+from gateway.storage import delivery_jobs, webhooks
+from gateway.storage.delivery_jobs import Outcome, Result
+from gateway.storage.ledger.audit import check_conservation
+from gateway.storage.migrate import migrate_url
+from gateway.webhooks import targets
+from gateway.webhooks.dispatcher import (
+    USER_AGENT,
+    DispatchConfig,
+    Dispatcher,
+    RetryPolicy,
+    fixed_delays,
+    judge,
+    parse_retry_after,
+)
+from tests.auth.helpers import create_account
+
+FAST = fixed_delays([0.05] * 7)
+CONFIG = DispatchConfig(
+    concurrency=16, per_webhook=16, timeout_s=2.0, lease_s=10.0, allow_private=True, poll_s=0.05, drain_s=2.0
+)
+WAIT_S = 60.0
+
+
+# -- a database of our own, and what goes in it ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+async def delivery_dsn(database_url: str) -> AsyncIterator[str]:
+    name = f"delivery_{secrets.token_hex(4)}"
+    admin = await asyncpg.connect(database_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    dsn = urlunsplit(urlsplit(database_url)._replace(path=f"/{name}"))
+    await migrate_url(dsn)
+    yield dsn
+    admin = await asyncpg.connect(database_url)
+    try:
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture
+async def pool(delivery_dsn: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await asyncpg.create_pool(delivery_dsn, min_size=1, max_size=8)
+    # What an earlier test left waiting must not be delivered by this one's dispatchers.
+    await pool.execute("UPDATE delivery_jobs SET status = 'cancelled' WHERE status IN ('pending', 'delivering')")
+    yield pool
+    await pool.close()
+
+
+async def account(pool: asyncpg.Pool, usdc_base_units: int = 0) -> str:
+    pubkey = f"acct-{secrets.token_hex(12)}"
+    async with pool.acquire() as conn:
+        await create_account(conn, pubkey, usdc_base_units)
+    return pubkey
+
+
+@dataclass
+class Hook:
+    id: int
+    pubkey: str
+    secret: str
+
+
+async def subscribe(pool: asyncpg.Pool, url: str, pubkey: str | None = None, signal: bool = False) -> Hook:
+    pubkey = pubkey or await account(pool)
+    if signal:
+        new = webhooks.NewWebhook(url, "signal", signal_events=("newPair",))
+    else:
+        new = webhooks.NewWebhook(url, "lifecycle", lifecycle_events=("deposit.credited",))
+    secret = new_secret()
+    hook = await webhooks.create(pool, pubkey, new, secret, max_per_account=1_000)
+    assert hook is not None
+    return Hook(hook.id, pubkey, secret)
+
+
+async def enqueue(pool: asyncpg.Pool, hook: Hook, payload: Any = None, price: int = 0) -> int:
+    event_type = "signal.newPair" if price else "deposit.credited"
+    job_id: int = await pool.fetchval(
+        """INSERT INTO delivery_jobs (webhook_id, event_type, payload, price)
+           VALUES ($1, $2, $3::jsonb, $4) RETURNING id""",
+        hook.id,
+        event_type,
+        orjson.dumps(payload if payload is not None else {"n": secrets.token_hex(4)}).decode(),
+        price,
+    )
+    return job_id
+
+
+async def job(pool: asyncpg.Pool, job_id: int) -> asyncpg.Record:
+    row: asyncpg.Record = await pool.fetchrow("SELECT * FROM delivery_jobs WHERE id = $1", job_id)
+    return row
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout_s: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s:g} s: {what}")
+        await asyncio.sleep(0.02)
+
+
+def settled(pool: asyncpg.Pool, *ids: int) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        done = await pool.fetchval(
+            "SELECT count(*) FROM delivery_jobs WHERE id = ANY($1::bigint[]) AND status IN ('delivered', 'dead')",
+            list(ids),
+        )
+        return bool(done == len(ids))
+
+    return check
+
+
+@asynccontextmanager
+async def dispatching(
+    pool: asyncpg.Pool, config: DispatchConfig = CONFIG, retry: RetryPolicy = FAST, name: str = "test"
+) -> AsyncIterator[Dispatcher]:
+    dispatcher = Dispatcher(pool, f"{name}:{secrets.token_hex(4)}", config, retry=retry)
+    stop = asyncio.Event()
+    task = asyncio.create_task(dispatcher.run(stop))
+    try:
+        yield dispatcher
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+# -- a receiver ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Received:
+    event_id: str
+    webhook_id: int
+    timestamp: int
+    signature: str
+    body: bytes
+    headers: dict[str, str]
+    at: float  # wall clock, as PostgreSQL's now()
+
+
+@dataclass
+class Answer:
+    status: int = 200
+    text: str = "ok"
+    headers: dict[str, str] = field(default_factory=dict)
+    wait_s: float = 0.0
+
+
+class Receiver:
+    """A real aiohttp server on 127.0.0.1 that records each delivery and answers as scripted."""
+
+    def __init__(self) -> None:
+        self.received: list[Received] = []
+        self.script: dict[str, list[Answer]] = {}  # per event id, consumed in order; then ``default``
+        self.default = Answer()
+        self.hold: dict[int, asyncio.Event] = {}  # per webhook id: answer once set
+        self.in_flight: Counter[int] = Counter()
+        self.most_in_flight: Counter[int] = Counter()
+        self.redirected = 0
+        self.url = ""
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        got = Received(
+            event_id=request.headers["X-Webhook-Event-Id"],
+            webhook_id=int(request.headers["X-Webhook-Id"]),
+            timestamp=int(request.headers["X-Webhook-Timestamp"]),
+            signature=request.headers["X-Webhook-Signature"],
+            body=body,
+            headers=dict(request.headers),
+            at=time.time(),
+        )
+        self.received.append(got)
+        self.in_flight[got.webhook_id] += 1
+        self.most_in_flight[got.webhook_id] = max(self.most_in_flight[got.webhook_id], self.in_flight[got.webhook_id])
+        try:
+            gate = self.hold.get(got.webhook_id)
+            if gate is not None:
+                await gate.wait()
+            script = self.script.get(got.event_id)
+            answer = script.pop(0) if script else self.default
+            if answer.wait_s:
+                await asyncio.sleep(answer.wait_s)
+            return web.Response(status=answer.status, text=answer.text, headers=answer.headers)
+        finally:
+            self.in_flight[got.webhook_id] -= 1
+
+    async def elsewhere(self, request: web.Request) -> web.Response:
+        self.redirected += 1
+        return web.Response(text="followed")
+
+    def events(self) -> Counter[str]:
+        return Counter(r.event_id for r in self.received)
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    rec = Receiver()
+    app = web.Application()
+    app.router.add_post("/hook", rec.handle)
+    app.router.add_post("/elsewhere", rec.elsewhere)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    rec.url = f"http://127.0.0.1:{port}/hook"
+    yield rec
+    for gate in rec.hold.values():
+        gate.set()
+    await runner.cleanup()
+
+
+def port_of(url: str) -> int:
+    port = urlsplit(url).port
+    assert port is not None
+    return port
+
+
+# -- the pure parts ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "result"),
+    [
+        (200, Result.DELIVERED),
+        (204, Result.DELIVERED),
+        (500, Result.RETRY),
+        (503, Result.RETRY),
+        (429, Result.RETRY),
+        (408, Result.RETRY),
+        (301, Result.DEAD),
+        (302, Result.DEAD),
+        (400, Result.DEAD),
+        (404, Result.DEAD),
+        (410, Result.DEAD),
+    ],
+)
+def test_what_an_answer_means(status: int, result: Result) -> None:
+    assert judge(status).result is result
+
+
+def test_retry_after_as_seconds_or_a_date() -> None:
+    assert parse_retry_after("7") == 7.0
+    assert parse_retry_after(None) is None and parse_retry_after("soon") is None
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC).timestamp()
+    assert parse_retry_after("Thu, 01 Jan 2026 12:00:30 GMT", now) == 30.0
+    assert parse_retry_after("Thu, 01 Jan 2026 11:00:00 GMT", now) == 0.0
+    assert judge(429, "12").retry_after_s == 12.0 and judge(503, "12").retry_after_s == 12.0
+    assert judge(500, "12").retry_after_s is None
+
+
+def test_fixed_delays_give_up_after_the_schedule_and_honour_retry_after() -> None:
+    retry = fixed_delays([1, 2], max_retry_after_s=60)
+    assert [retry(1, None), retry(2, None), retry(3, None)] == [1.0, 2.0, None]
+    assert retry(1, 30.0) == 30.0 and retry(1, 600.0) == 60.0
+
+
+def test_a_dispatcher_holds_no_more_jobs_than_its_lease_covers() -> None:
+    assert DispatchConfig(concurrency=64, timeout_s=10, lease_s=60).in_hand == 3 * 64  # 10 s margin
+    assert DispatchConfig(concurrency=64, timeout_s=10, lease_s=30).in_hand == 2 * 64
+    assert DispatchConfig(concurrency=64, timeout_s=10, lease_s=20).in_hand == 64  # no queue
+
+
+def test_a_lease_shorter_than_two_attempts_is_refused() -> None:
+    with pytest.raises(ValueError, match="lease_s"):
+        DispatchConfig(timeout_s=10, lease_s=15)
+    with pytest.raises(ValueError, match="webhook_lease_s"):
+        Settings(webhook_delivery_timeout_s=30, webhook_lease_s=45)
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("https://127.0.0.1:8443/", "loopback"),
+        ("https://127.1/", "loopback"),
+        ("https://10.1.2.3/", "private"),
+        ("https://169.254.169.254/latest/meta-data/", "metadata"),
+        ("https://[::1]/", "loopback"),
+        ("https://[::ffff:127.0.0.1]/", "loopback"),
+        ("http://hooks.example.com/", "https:// only"),
+        ("ftp://hooks.example.com/", "https:// only"),
+    ],
+)
+def test_url_refusals(url: str, why: str) -> None:
+    refusal = targets.url_refusal(url, allow_private=False)
+    assert refusal is not None and why in refusal
+    assert targets.url_refusal(url.replace("ftp://", "http://"), allow_private=True) is None
+
+
+def test_public_targets_pass_the_url_check() -> None:
+    assert targets.url_refusal("https://hooks.example.com/x", allow_private=False) is None
+    assert targets.url_refusal("https://8.8.8.8/x", allow_private=False) is None
+
+
+class FixedResolver(aiohttp.abc.AbstractResolver):
+    def __init__(self, *addresses: str) -> None:
+        self.addresses = addresses
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[aiohttp.abc.ResolveResult]:
+        return [
+            {"hostname": host, "host": a, "port": port, "family": socket.AF_INET, "proto": 0, "flags": 0}
+            for a in self.addresses
+        ]
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_name_with_any_forbidden_address_is_refused_at_resolution() -> None:
+    resolver = targets.GuardedResolver(FixedResolver("93.184.216.34", "10.0.0.7"))
+    with pytest.raises(targets.RefusedTarget, match=r"hooks\.example resolves to 10\.0\.0\.7 is a private"):
+        await resolver.resolve("hooks.example", 443)
+    public = targets.GuardedResolver(FixedResolver("93.184.216.34"))
+    assert [r["host"] for r in await public.resolve("hooks.example", 443)] == ["93.184.216.34"]
+
+
+async def test_the_connector_refuses_the_address_it_would_connect_to(receiver: Receiver) -> None:
+    """The socket factory sees every connection's address, IP literals included (they skip the
+    resolver): a loopback receiver is never reached, whatever the URL check said."""
+    port = port_of(receiver.url)
+    async with aiohttp.ClientSession(connector=targets.connector(4, allow_private=False)) as http:
+        for url in (f"http://127.0.0.1:{port}/hook", f"http://localhost:{port}/hook"):
+            with pytest.raises(aiohttp.ClientConnectorError) as refused:
+                await http.post(url, data=b"{}")
+            reason = targets.refusal_of(refused.value)
+            assert reason is not None and "loopback" in reason, refused.value
+    assert receiver.received == []
+
+
+# -- delivery --------------------------------------------------------------------------------------
+
+
+async def test_each_delivery_is_signed_with_the_current_secret(pool: asyncpg.Pool, receiver: Receiver) -> None:
+    hook = await subscribe(pool, receiver.url)
+    first = await enqueue(pool, hook, {"signature": "abc", "credits_added": 5})
+    async with dispatching(pool):
+        await eventually(settled(pool, first), "the first delivery")
+        old_secret, new = hook.secret, new_secret()
+        assert await webhooks.rotate_secret(pool, hook.pubkey, hook.id, new)
+        second = await enqueue(pool, hook)
+        await eventually(settled(pool, second), "the delivery after the rotation")
+
+    one, two = receiver.received
+    row = await job(pool, first)
+    assert (row["status"], row["attempts"], row["last_status"], row["response_excerpt"]) == ("delivered", 1, 200, "ok")
+    assert row["delivered_at"] is not None and row["locked_by"] is None
+    assert one.event_id == f"evt_{hook.id}_{first}" and one.webhook_id == hook.id
+    assert one.body == delivery_body(
+        hook.id, first, "deposit.credited", orjson.loads(row["payload"]), row["created_at"]
+    )
+    assert orjson.loads(one.body)["data"] == {"signature": "abc", "credits_added": 5}
+    assert one.headers["Content-Type"] == "application/json" and one.headers["User-Agent"] == USER_AGENT
+    assert verify(old_secret, one.event_id, one.timestamp, one.body, one.signature)
+
+    assert two.event_id == f"evt_{hook.id}_{second}"
+    assert verify(new, two.event_id, two.timestamp, two.body, two.signature)
+    assert not verify(old_secret, two.event_id, two.timestamp, two.body, two.signature)
+
+
+async def test_a_failing_receiver_gets_the_same_event_again_later_each_time(
+    pool: asyncpg.Pool, receiver: Receiver
+) -> None:
+    hook = await subscribe(pool, receiver.url)
+    job_id = await enqueue(pool, hook)
+    receiver.script[f"evt_{hook.id}_{job_id}"] = [Answer(500, "down"), Answer(502, "still down")]
+    delays = [0.3, 0.9]
+    async with dispatching(pool, retry=fixed_delays(delays)):
+        await eventually(settled(pool, job_id), "the delivery")
+
+    row = await job(pool, job_id)
+    assert (row["status"], row["attempts"], row["last_status"]) == ("delivered", 3, 200)
+    attempts = receiver.received
+    assert len(attempts) == 3
+    assert {a.event_id for a in attempts} == {f"evt_{hook.id}_{job_id}"}
+    assert len({a.body for a in attempts}) == 1  # the same bytes every time
+    assert all(verify(hook.secret, a.event_id, a.timestamp, a.body, a.signature) for a in attempts)
+    gaps = [b.at - a.at for a, b in itertools.pairwise(attempts)]
+    assert gaps[0] >= delays[0] and gaps[1] >= delays[1], gaps  # never before the schedule allows
+
+
+async def test_retry_after_is_honoured(pool: asyncpg.Pool, receiver: Receiver) -> None:
+    hook = await subscribe(pool, receiver.url)
+    job_id = await enqueue(pool, hook)
+    receiver.script[f"evt_{hook.id}_{job_id}"] = [Answer(429, "slow down", {"Retry-After": "2"})]
+    async with dispatching(pool):  # its own delays are 50 ms
+        await eventually(settled(pool, job_id), "the delivery")
+    first, second = receiver.received
+    assert second.at - first.at >= 2.0
+    assert (await job(pool, job_id))["attempts"] == 2
+
+
+async def test_final_answers_and_exhausted_retries_make_a_job_dead(pool: asyncpg.Pool, receiver: Receiver) -> None:
+    hook = await subscribe(pool, receiver.url)
+    gone, moved, broken = [await enqueue(pool, hook) for _ in range(3)]
+    elsewhere = receiver.url.replace("/hook", "/elsewhere")
+    receiver.script[f"evt_{hook.id}_{gone}"] = [Answer(404, "no such hook")]
+    receiver.script[f"evt_{hook.id}_{moved}"] = [Answer(307, "", {"Location": elsewhere})]
+    receiver.script[f"evt_{hook.id}_{broken}"] = [Answer(500, "x")] * 10
+    async with dispatching(pool, retry=fixed_delays([0.05, 0.05])):
+        await eventually(settled(pool, gone, moved, broken), "three dead jobs")
+
+    rows = {i: await job(pool, i) for i in (gone, moved, broken)}
+    assert (rows[gone]["status"], rows[gone]["attempts"], rows[gone]["last_status"]) == ("dead", 1, 404)
+    assert rows[gone]["response_excerpt"] == "no such hook"
+    assert (rows[moved]["status"], rows[moved]["attempts"]) == ("dead", 1)
+    assert "redirects are not followed" in rows[moved]["last_error"] and receiver.redirected == 0
+    assert (rows[broken]["status"], rows[broken]["attempts"]) == ("dead", 3)
+    assert "gave up after 3 attempts" in rows[broken]["last_error"]
+
+
+async def test_a_receiver_that_does_not_answer_in_time_is_retried(pool: asyncpg.Pool, receiver: Receiver) -> None:
+    hook = await subscribe(pool, receiver.url)
+    job_id = await enqueue(pool, hook)
+    receiver.script[f"evt_{hook.id}_{job_id}"] = [Answer(200, "too late", wait_s=3.0)]
+    config = DispatchConfig(concurrency=4, per_webhook=4, timeout_s=0.5, lease_s=5, allow_private=True, poll_s=0.05)
+    async with dispatching(pool, config):
+        await eventually(settled(pool, job_id), "the delivery")
+    row = await job(pool, job_id)
+    assert (row["status"], row["attempts"]) == ("delivered", 2)
+    assert len(receiver.received) == 2
+
+
+async def test_only_a_bounded_excerpt_of_the_answer_is_kept(pool: asyncpg.Pool, receiver: Receiver) -> None:
+    hook = await subscribe(pool, receiver.url)
+    job_id = await enqueue(pool, hook)
+    receiver.script[f"evt_{hook.id}_{job_id}"] = [Answer(200, "é\x00" + "x" * 100_000)]
+    async with dispatching(pool):
+        await eventually(settled(pool, job_id), "the delivery")
+    excerpt = (await job(pool, job_id))["response_excerpt"]
+    assert excerpt.startswith("é\ufffd") and len(excerpt.encode()) <= 512 + 3
+
+
+# -- a slow receiver, many dispatchers, a dead one -------------------------------------------------
+
+
+async def test_a_slow_subscription_takes_at_most_its_share_of_slots(pool: asyncpg.Pool, receiver: Receiver) -> None:
+    slow, fast = await subscribe(pool, receiver.url), await subscribe(pool, receiver.url)
+    receiver.hold[slow.id] = asyncio.Event()
+    slow_jobs = [await enqueue(pool, slow) for _ in range(10)]
+    fast_jobs = [await enqueue(pool, fast) for _ in range(10)]
+    config = DispatchConfig(concurrency=6, per_webhook=3, timeout_s=5, lease_s=30, allow_private=True, poll_s=0.05)
+    async with dispatching(pool, config, name="a"), dispatching(pool, config, name="b"):
+        await eventually(settled(pool, *fast_jobs), "the fast subscription's deliveries, the slow one stuck")
+        await eventually(lambda: _true(receiver.in_flight[slow.id] == 3), "the slow subscription's share out")
+        assert receiver.most_in_flight[slow.id] == 3  # over both dispatchers, never more
+        receiver.hold[slow.id].set()
+        await eventually(settled(pool, *slow_jobs), "the slow subscription's deliveries")
+    assert receiver.most_in_flight[slow.id] == 3 and receiver.most_in_flight[fast.id] <= 3
+    assert sum(receiver.events().values()) == 20
+
+
+async def test_two_dispatchers_never_deliver_one_job_twice(pool: asyncpg.Pool, receiver: Receiver) -> None:
+    hooks = [await subscribe(pool, receiver.url) for _ in range(4)]
+    ids = [await enqueue(pool, hooks[n % 4]) for n in range(300)]
+    receiver.default = Answer(200, "ok", wait_s=0.005)
+    config = DispatchConfig(concurrency=8, per_webhook=16, timeout_s=5, lease_s=30, allow_private=True, poll_s=0.02)
+    async with dispatching(pool, config, name="a") as a, dispatching(pool, config, name="b") as b:
+        await eventually(settled(pool, *ids), "every delivery")
+    counts = receiver.events()
+    assert len(counts) == 300 and set(counts.values()) == {1}
+    assert a.stats.delivered > 0 and b.stats.delivered > 0
+    assert a.stats.delivered + b.stats.delivered == 300
+    assert await pool.fetchval("SELECT max(attempts) FROM delivery_jobs WHERE id = ANY($1::bigint[])", ids) == 1
+
+
+async def test_a_killed_dispatcher_loses_nothing(pool: asyncpg.Pool, receiver: Receiver) -> None:
+    """The first dispatcher is cancelled while the receiver holds its deliveries (as a crash would
+    leave them); the second takes over once their lease passes. Every job ends delivered, and only
+    jobs the first one held at its death may have reached the receiver twice."""
+    hooks = [await subscribe(pool, receiver.url) for _ in range(2)]
+    ids = [await enqueue(pool, hooks[n % 2]) for n in range(60)]
+    for hook in hooks:
+        receiver.hold[hook.id] = asyncio.Event()
+    config = DispatchConfig(concurrency=8, per_webhook=8, timeout_s=1, lease_s=2, allow_private=True, poll_s=0.05)
+    first = Dispatcher(pool, "first", config, retry=FAST)
+    running = asyncio.create_task(first.run(asyncio.Event()))
+    await eventually(lambda: _true(len(receiver.received) == 8), "the first dispatcher's deliveries out")
+    running.cancel()
+    await asyncio.gather(running, return_exceptions=True)
+    held = {
+        r["id"]
+        for r in await pool.fetch("SELECT id FROM delivery_jobs WHERE status = 'delivering' AND locked_by = 'first'")
+    }
+    out = {int(r.event_id.rsplit("_", 1)[1]) for r in receiver.received}
+    assert len(out) == 8 and out <= held  # the ones at the receiver, and any it had queued
+    for hook in hooks:
+        receiver.hold[hook.id].set()
+
+    async with dispatching(pool, config, name="second"):
+        await eventually(settled(pool, *ids), "every delivery")
+    rows = await pool.fetch("SELECT id, status FROM delivery_jobs WHERE id = ANY($1::bigint[])", ids)
+    assert {r["status"] for r in rows} == {"delivered"}
+    counts = receiver.events()
+    assert {f"evt_{hooks[n % 2].id}_{i}" for n, i in enumerate(ids)} == set(counts)
+    twice = {int(e.rsplit("_", 1)[1]) for e, n in counts.items() if n > 1}
+    assert twice <= held and max(counts.values()) <= 2
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def test_a_stopping_dispatcher_gives_back_what_it_did_not_start(pool: asyncpg.Pool, receiver: Receiver) -> None:
+    hook = await subscribe(pool, receiver.url)
+    ids = [await enqueue(pool, hook) for _ in range(10)]
+    receiver.hold[hook.id] = asyncio.Event()
+    config = DispatchConfig(
+        concurrency=2, per_webhook=8, timeout_s=5, lease_s=20, allow_private=True, poll_s=0.05, drain_s=0.2
+    )
+    assert config.in_hand == 6  # two attempts under way, four queued
+    async with dispatching(pool, config, name="stopping") as dispatcher:
+        await eventually(lambda: _true(len(receiver.received) == 2), "two deliveries out")
+        await eventually(lambda: _true(dispatcher.stats.claimed == 6), "four more jobs queued")
+    rows = await pool.fetch("SELECT status, attempts, locked_by FROM delivery_jobs WHERE id = ANY($1::bigint[])", ids)
+    out = [r for r in rows if r["status"] == "delivering"]
+    assert len(out) == 2 and {r["locked_by"] for r in out} == {dispatcher.id}  # cut off: left to their lease
+    assert sorted((r["status"], r["attempts"]) for r in rows if r not in out) == [("pending", 0)] * 8
+
+
+async def test_a_lost_claim_cannot_overwrite_the_next_one(pool: asyncpg.Pool, receiver: Receiver) -> None:
+    hook = await subscribe(pool, receiver.url)
+    job_id = await enqueue(pool, hook)
+    (mine,) = await delivery_jobs.claim(pool, "a", 10, 30, 10)
+    await pool.execute("UPDATE delivery_jobs SET locked_until = now() - interval '1 second' WHERE id = $1", job_id)
+    (theirs,) = await delivery_jobs.claim(pool, "b", 10, 30, 10)
+    assert (mine.id, mine.attempts, theirs.id, theirs.attempts) == (job_id, 1, job_id, 2)
+    assert not await delivery_jobs.dead(pool, "a", job_id, mine.attempts, "late")
+    assert not await delivery_jobs.delivered(pool, "b", job_id, mine.attempts, 200)  # b's token is attempts 2
+    row = await job(pool, job_id)
+    assert (row["status"], row["locked_by"], row["last_error"]) == ("delivering", "b", None)
+    assert await delivery_jobs.retry_later(pool, "b", job_id, theirs.attempts, 0, "HTTP 500", 500)
+    row = await job(pool, job_id)
+    assert (row["status"], row["locked_by"], row["last_status"]) == ("pending", None, 500)
+
+
+async def test_a_dispatcher_that_loses_its_connections_takes_new_ones(pool: asyncpg.Pool, receiver: Receiver) -> None:
+    hook = await subscribe(pool, receiver.url)
+    first = await enqueue(pool, hook)
+    async with dispatching(pool):
+        await eventually(settled(pool, first), "the first delivery")
+        await pool.execute(
+            """SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+               WHERE datname = current_database() AND pid <> pg_backend_pid()"""
+        )
+        second = await enqueue(pool, hook)
+        await eventually(settled(pool, second), "a delivery after the database dropped every connection")
+    assert (await job(pool, second))["status"] == "delivered"
+
+
+async def test_the_actor_class_delivers_and_stops(pool: asyncpg.Pool, receiver: Receiver, delivery_dsn: str) -> None:
+    hook = await subscribe(pool, receiver.url)
+    ids = [await enqueue(pool, hook) for _ in range(5)]
+    settings = Settings(database_url=delivery_dsn, webhook_allow_private=True).model_dump(mode="json")
+    actor = WebhookDispatcherActor(settings, "webhook-dispatcher-test", retry_delays=[0.05])
+    try:
+        await eventually(settled(pool, *ids), "the actor's deliveries")
+        status = actor.status()
+        assert status["running"] and status["delivered"] == 5
+    finally:
+        await asyncio.to_thread(actor.shutdown)
+    assert not actor.status()["running"]
+    assert len(receiver.events()) == 5
+
+
+# -- refused targets ---------------------------------------------------------------------------------
+
+
+async def test_private_targets_are_refused_and_the_reason_recorded(pool: asyncpg.Pool, receiver: Receiver) -> None:
+    port = port_of(receiver.url)
+    refused = {
+        f"https://127.0.0.1:{port}/hook": "127.0.0.1 is a loopback address",
+        "https://10.1.2.3/hook": "10.1.2.3 is a private address",
+        "https://169.254.169.254/latest/meta-data/": "169.254.169.254 is a cloud metadata address",
+        f"https://[::1]:{port}/hook": "::1 is a loopback address",
+        f"https://[::ffff:127.0.0.1]:{port}/hook": "::ffff:7f00:1 is a loopback address",
+        f"https://localhost:{port}/hook": "localhost resolves to",
+        f"http://127.0.0.1:{port}/hook": "http:// is not allowed",
+        "http://hooks.example.com/": "http:// is not allowed",
+    }
+    owner = await account(pool)
+    ids = {url: await enqueue(pool, await subscribe(pool, url, owner)) for url in refused}
+    config = DispatchConfig(concurrency=16, per_webhook=4, timeout_s=2, lease_s=10, allow_private=False, poll_s=0.05)
+    async with dispatching(pool, config):
+        await eventually(settled(pool, *ids.values()), "every refusal")
+    for url, why in refused.items():
+        row = await job(pool, ids[url])
+        assert (row["status"], row["attempts"]) == ("dead", 1), url
+        assert row["last_error"].startswith("refused: ") and why in row["last_error"], (url, row["last_error"])
+    assert receiver.received == []
+
+
+# -- billing of signal deliveries ------------------------------------------------------------------
+
+
+async def ledger(pool: asyncpg.Pool, pubkey: str) -> list[tuple[str, int, str | None]]:
+    rows = await pool.fetch("SELECT type, amount, ref FROM ledger_entries WHERE pubkey = $1 ORDER BY id", pubkey)
+    return [(r["type"], int(r["amount"]), r["ref"]) for r in rows]
+
+
+async def conserved(pool: asyncpg.Pool, pubkey: str) -> bool:
+    async with pool.acquire() as conn:
+        return (await check_conservation(conn, pubkey)).ok
+
+
+async def test_a_priced_delivery_is_charged_once_however_many_attempts(pool: asyncpg.Pool, receiver: Receiver) -> None:
+    pubkey = await account(pool, 100_000)  # 10,000 credits
+    hook = await subscribe(pool, receiver.url, pubkey, signal=True)
+    job_id = await enqueue(pool, hook, {"kind": "newPair", "slot": 7}, price=5)
+    receiver.script[f"evt_{hook.id}_{job_id}"] = [Answer(503, "busy"), Answer(500, "busy")]
+    async with dispatching(pool):
+        await eventually(settled(pool, job_id), "the delivery")
+    row = await job(pool, job_id)
+    assert (row["status"], row["attempts"], row["charged"]) == ("delivered", 3, 5)
+    assert await pool.fetchval("SELECT balance FROM accounts WHERE pubkey = $1", pubkey) == 10_000 - 5
+    assert (await ledger(pool, pubkey))[1:] == [("debit", -5, f"delivery:{job_id}")]
+    assert await conserved(pool, pubkey)
+    assert orjson.loads(receiver.received[-1].body) == {"kind": "newPair", "slot": 7}  # a signal is its own body
+
+
+async def test_a_priced_delivery_that_dies_is_refunded(pool: asyncpg.Pool, receiver: Receiver) -> None:
+    pubkey = await account(pool, 100_000)
+    hook = await subscribe(pool, receiver.url, pubkey, signal=True)
+    job_id = await enqueue(pool, hook, price=5)
+    receiver.script[f"evt_{hook.id}_{job_id}"] = [Answer(410, "gone")]
+    async with dispatching(pool):
+        await eventually(settled(pool, job_id), "the dead delivery")
+    row = await job(pool, job_id)
+    assert (row["status"], row["charged"], row["last_status"]) == ("dead", 0, 410)
+    ref = f"delivery:{job_id}"
+    assert (await ledger(pool, pubkey))[1:] == [("debit", -5, ref), ("refund", 5, ref)]
+    assert await pool.fetchval("SELECT balance FROM accounts WHERE pubkey = $1", pubkey) == 10_000
+    assert await conserved(pool, pubkey)
+
+
+async def test_a_charge_that_crosses_the_low_balance_line_emits_low_balance(
+    pool: asyncpg.Pool, receiver: Receiver
+) -> None:
+    pubkey = await account(pool, 10_000)  # 1,000 credits: the line
+    watching = webhooks.NewWebhook(receiver.url, "lifecycle", lifecycle_events=("low_balance",))
+    lifecycle = await webhooks.create(pool, pubkey, watching, new_secret(), max_per_account=1_000)
+    assert lifecycle is not None
+    signals = await subscribe(pool, receiver.url, pubkey, signal=True)
+    job_id = await enqueue(pool, signals, price=5)
+    async with dispatching(pool):
+        await eventually(settled(pool, job_id), "the signal delivery")
+        low = await pool.fetchval("SELECT id FROM delivery_jobs WHERE webhook_id = $1", lifecycle.id)
+        assert low is not None
+        await eventually(settled(pool, low), "the low_balance delivery")
+    (event,) = [orjson.loads(r.body) for r in receiver.received if r.webhook_id == lifecycle.id]
+    assert (event["type"], event["data"]) == ("low_balance", {"balance": 995, "threshold": 1000})
+
+
+async def test_an_account_that_cannot_pay_pauses_its_subscription(pool: asyncpg.Pool, receiver: Receiver) -> None:
+    """1,000 credits, 998 of them held by a replica's live lease: 2 available, a delivery costs 5."""
+    pubkey = await account(pool, 10_000)
+    await pool.execute(
+        """INSERT INTO credit_leases (pubkey, replica_id, granted, expires_at)
+           VALUES ($1, 'r', 998, now() + interval '1 hour')""",
+        pubkey,
+    )
+    hook = await subscribe(pool, receiver.url, pubkey, signal=True)
+    job_id = await enqueue(pool, hook, price=5)
+
+    async def paused() -> bool:
+        return bool(await pool.fetchval("SELECT status = 'paused' FROM webhooks WHERE id = $1", hook.id))
+
+    async with dispatching(pool) as dispatcher:
+        await eventually(paused, "the subscription paused")
+        await eventually(lambda: _true(dispatcher.in_flight == 0), "the claim let go")
+    hook_row = await pool.fetchrow("SELECT paused_reason FROM webhooks WHERE id = $1", hook.id)
+    assert hook_row["paused_reason"] == "insufficient credits: a delivery costs 5, 2 available"
+    row = await job(pool, job_id)
+    assert (row["status"], row["attempts"], row["charged"], row["locked_by"]) == ("pending", 0, 0, None)
+    assert receiver.received == [] and dispatcher.stats.unpaid == 1
+    assert await pool.fetchval("SELECT balance FROM accounts WHERE pubkey = $1", pubkey) == 1_000
+    assert await conserved(pool, pubkey)
+
+    await pool.execute("UPDATE credit_leases SET released = true WHERE pubkey = $1", pubkey)
+    assert await webhooks.resume(pool, pubkey, hook.id)
+    async with dispatching(pool):
+        await eventually(settled(pool, job_id), "the delivery once resumed")
+    assert (await job(pool, job_id))["charged"] == 5 and len(receiver.received) == 1
+
+
+async def test_outcomes_of_many_jobs_are_written_together(pool: asyncpg.Pool, receiver: Receiver) -> None:
+    hook = await subscribe(pool, receiver.url)
+    ids = [await enqueue(pool, hook) for _ in range(3)]
+    jobs = await delivery_jobs.claim(pool, "w", 10, 30, 10)
+    outcomes = [
+        Outcome(jobs[0].id, 1, Result.DELIVERED, http_status=204),
+        Outcome(jobs[1].id, 1, Result.RETRY, http_status=503, error="HTTP 503", delay_s=3600),
+        Outcome(jobs[2].id, 1, Result.DEAD, http_status=404, error="HTTP 404"),
+    ]
+    assert await delivery_jobs.record(pool, "w", outcomes) == set(ids)
+    rows = [await job(pool, i) for i in ids]
+    assert [r["status"] for r in rows] == ["delivered", "pending", "dead"]
+    assert rows[1]["next_attempt_at"] > rows[0]["delivered_at"]
+    assert await delivery_jobs.claim(pool, "w", 10, 30, 10) == []  # the retry is not due for an hour
