@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--block-engine", action=argparse.BooleanOptionalAction, default=True, help="block engine under /api/v1"
     )
+    parser.add_argument("--geyser", action=argparse.BooleanOptionalAction, default=True, help="geyser gRPC server")
+    parser.add_argument("--grpc-port", type=int, default=0, help="geyser gRPC port (0: a free one)")
     parser.add_argument("--slot-ms", type=int, default=400)
     parser.add_argument("--retention-slots", type=int, default=54_000)
     parser.add_argument("--feed", action=argparse.BooleanOptionalAction, default=False)
@@ -39,6 +41,8 @@ def main(argv: list[str] | None = None) -> None:
         tpu=args.tpu,
         tpu_port=args.tpu_port,
         block_engine=args.block_engine,
+        geyser=args.geyser,
+        grpc_port=args.grpc_port,
         slot_ms=args.slot_ms,
         retention_slots=args.retention_slots,
         feed=args.feed,

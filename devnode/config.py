@@ -17,6 +17,8 @@ class DevnodeConfig:
     tpu: bool = True  # the TPU QUIC listener (devnode/tpu.py); off: getClusterNodes reports tpuQuic null
     tpu_port: int = 0  # UDP; 0 picks a free port (clients find it through getClusterNodes' tpuQuic)
     block_engine: bool = True  # the local block engine under <rpc>/api/v1 (devnode/block_engine/)
+    geyser: bool = True  # the geyser gRPC server, Yellowstone's interface (devnode/geyser.py)
+    grpc_port: int = 0  # its TCP port; 0 picks a free port (Devnode.grpc_url tells which)
     slot_ms: int = 400  # slot clock
     retention_slots: int = 54_000  # ~6 h at 400 ms; blocks/tx older than this are purged
     feed: bool = False  # launch-platform feed on/off (devnode/feed/)

@@ -118,11 +118,15 @@ def devnode(
         data_dir=s.resolved_home / "devnode",
         rpc_port=s.devnode_rpc_port,
         ws_port=s.devnode_ws_port,
+        grpc_port=s.devnode_grpc_port,
         slot_ms=s.devnode_slot_ms,
         retention_slots=s.devnode_retention_slots,
         feed=s.devnode_feed if feed is None else feed,
     )
-    console.print(f"devnode: RPC http://127.0.0.1:{s.devnode_rpc_port}, PubSub ws://127.0.0.1:{s.devnode_ws_port}")
+    console.print(
+        f"devnode: RPC http://127.0.0.1:{s.devnode_rpc_port}, PubSub ws://127.0.0.1:{s.devnode_ws_port}, "
+        f"geyser gRPC 127.0.0.1:{s.devnode_grpc_port}"
+    )
     try:
         asyncio.run(serve(node_config))
     except KeyboardInterrupt:

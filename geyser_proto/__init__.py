@@ -15,4 +15,12 @@ checked in:
 
 Regenerate after editing a .proto file with `.venv/bin/python -m geyser_proto.generate`. Nothing is
 imported here, so that regenerating never depends on the modules being regenerated.
+
+What serving the interface takes, written once for both servers (they may not import each other):
+
+    geyser_proto.filters      a SubscribeRequest compiled into hashable filters, and their matching
+    geyser_proto.fanout       one feed of updates to many streams, each distinct filter evaluated once
+                              per update, commitment holds, the union request for an upstream
+    geyser_proto.streaming    the grpc.aio side: the service's method table, a stream's bounded queue
+                              with keepalive pings, the reading of a stream's requests
 """

@@ -31,10 +31,12 @@ class DevnodeProcess:
         slot_ms: int,
         retention_slots: int,
         feed: bool,
+        grpc_port: int | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.rpc_port = rpc_port
         self.ws_port = ws_port
+        self.grpc_port = grpc_port  # the geyser gRPC server's; None: none
         self.args = [
             sys.executable,
             "-m",
@@ -50,6 +52,7 @@ class DevnodeProcess:
             "--retention-slots",
             str(retention_slots),
             "--feed" if feed else "--no-feed",
+            *(["--no-geyser"] if grpc_port is None else ["--grpc-port", str(grpc_port)]),
         ]
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -60,6 +63,10 @@ class DevnodeProcess:
     @property
     def ws_url(self) -> str:
         return f"ws://127.0.0.1:{self.ws_port}"
+
+    @property
+    def grpc_url(self) -> str | None:
+        return None if self.grpc_port is None else f"http://127.0.0.1:{self.grpc_port}"
 
     def start(self, timeout_s: float = 60.0) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)

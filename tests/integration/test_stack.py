@@ -40,6 +40,7 @@ async def test_public_documents(gateway_url: str) -> None:
         async with s.get(f"{gateway_url}/capabilities") as resp:
             caps = await resp.json()
             assert caps["service_profile"]["services"]["archive_history"] is False
+            assert caps["service_profile"]["services"]["yellowstone_grpc"] is True  # the stack serves it
             assert "X-Request-Id" not in resp.headers
 
 

@@ -26,7 +26,7 @@ def lint(tree: Path, *contracts: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    for package in ("gateway", "actors", "devnode", "pumpfun"):
+    for package in ("gateway", "actors", "devnode", "pumpfun", "geyser_proto"):
         shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     return tmp_path
@@ -53,6 +53,10 @@ def test_the_tree_as_it_is_keeps_every_contract(tree: Path) -> None:
         ("devnode/node.py", "import gateway.core.errors", "devnode-imports-nothing"),
         ("pumpfun/curve.py", "import devnode.chain", "pumpfun-pure"),
         ("pumpfun/pda.py", "import aiohttp", "pumpfun-pure"),
+        ("gateway/grpc/service.py", "import gateway.transports.routing", "layers"),
+        ("gateway/grpc/server.py", "import ray", "ray-in-runtime"),
+        ("gateway/grpc/upstream.py", "import redis", "drivers-behind-storage"),
+        ("geyser_proto/filters.py", "import devnode.chain", "geyser-proto-standalone"),
     ],
 )
 def test_a_planted_forbidden_import_breaks_a_contract(tree: Path, module: str, planted: str, contract: str) -> None:

@@ -1,0 +1,8 @@
+"""The gRPC stream: Yellowstone's ``geyser.Geyser`` service, re-served to paying clients.
+
+``upstream.py``  the process's one subscription to the node's geyser endpoint (the devnode's by default)
+``service.py``   the service: ``x-token`` auth, billing through the meter, per-account limits, the streams
+``server.py``    one server process built from settings (run by ``actors/grpc_stream.py``)
+
+The filters, the fan-out and the stream queues are :mod:`geyser_proto`'s, shared with the devnode.
+"""

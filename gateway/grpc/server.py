@@ -1,0 +1,155 @@
+"""One gRPC stream server process: the ``grpc.aio`` server on ``grpc_port`` and what it needs, from settings.
+
+Built like :class:`gateway.app.GatewayApp` builds a replica (the same auth services, a meter of its
+own holding credit leases like a replica's, the account rate limits), plus the process's fan-out and
+its one upstream geyser subscription. Run by the ``grpc-stream-N`` actors (``actors/grpc_stream.py``)
+under ``gateway up``, and in process by the tests and the benchmark::
+
+    server = GrpcStreamServer(settings)
+    port = await server.start()        # listening; TLS when grpc_tls_cert and grpc_tls_key are set
+    ...
+    await server.stop()                # streams end UNAVAILABLE, credit usage settled, stores closed
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+from typing import Any
+
+import grpc
+
+from gateway.auth.services import AuthServices
+from gateway.config import Settings
+from gateway.core.geyser import StreamLimits
+from gateway.core.limits import Limiter
+from gateway.credits.meter import Meter
+from gateway.credits.notices import CreditNotices
+from gateway.grpc.service import GeyserGateway, ServiceDeps
+from gateway.grpc.upstream import MAX_MESSAGE_BYTES, UpstreamGeyser
+from gateway.storage.channels import CREDITED, Channel
+from gateway.storage.connections import Connections
+from geyser_proto.fanout import Fanout
+from geyser_proto.streaming import service_handler
+
+log = logging.getLogger(__name__)
+
+STOP_GRACE_S = 1.0
+
+
+def limits_of(settings: Settings) -> StreamLimits:
+    return StreamLimits(
+        max_streams_per_account=settings.grpc_max_streams_per_account,
+        billing_interval_s=settings.grpc_billing_interval_s,
+        ping_interval_s=settings.grpc_ping_interval_s,
+        max_queued=settings.grpc_max_queued,
+    )
+
+
+def tune_gc(settings: Settings) -> None:
+    """The replicas' garbage-collector setting (``gc_young_threshold``, README Performance) for the process
+    a server runs in: a stream's updates are short-lived allocations like a replica's requests."""
+    if settings.gc_young_threshold > 0:
+        gc.set_threshold(settings.gc_young_threshold, 10, 10)
+
+
+def server_options(reuse_port: bool) -> list[tuple[str, Any]]:
+    """HTTP/2 keepalive finds a vanished client within 30 s (so its stream, and its billing, end);
+    ``reuse_port`` lets several server processes share the port."""
+    return [
+        ("grpc.so_reuseport", 1 if reuse_port else 0),
+        ("grpc.keepalive_time_ms", 20_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.max_receive_message_length", 4 * 2**20),
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ]
+
+
+class GrpcStreamServer:
+    """Args:
+    settings: resolved settings (``database_url``, ``redis_url`` and ``upstream_grpc_url`` set).
+    reuse_port: share ``grpc_port`` with other server processes (``grpc_servers`` > 1).
+    port: listen here instead of ``grpc_port`` (0: a free port; tests).
+    auth_options: extra :class:`AuthServices` options (tests).
+    """
+
+    def __init__(
+        self, settings: Settings, *, reuse_port: bool = False, port: int | None = None, **auth_options: Any
+    ) -> None:
+        if not settings.upstream_grpc_url:
+            raise ValueError("the gRPC stream needs upstream_grpc_url: the node's geyser endpoint to re-serve")
+        self.settings = settings
+        self.port = settings.grpc_port if port is None else port
+        self.reuse_port = reuse_port
+        self.conn = Connections()
+        self.auth = AuthServices(settings, api_key_secret=settings.api_key_secret_bytes, **auth_options)
+        self.meter = Meter(
+            replicas=settings.ingress_replicas,
+            lease_ttl_s=settings.lease_ttl_s,
+            flush_interval_s=settings.credit_flush_interval_s,
+            expiry_interval_s=0,  # the replicas sweep expired credits
+        )
+        self.limiter = Limiter(settings.rate_limit_rps, settings.concurrency_limit, replicas=settings.ingress_replicas)
+        self.notices = CreditNotices(None, self.meter)
+        self.fanout = Fanout()
+        self.upstream = UpstreamGeyser(settings.upstream_grpc_url, self.fanout, token=settings.upstream_grpc_token)
+        self.service = GeyserGateway(
+            ServiceDeps(self.auth, self.meter, self.limiter, self.fanout, self.upstream, limits_of(settings))
+        )
+        self._server: grpc.aio.Server | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.settings.grpc_tls_cert is not None
+
+    async def start(self) -> int:
+        """Open the stores, the upstream subscription and the port; returns the port listened on."""
+        s = self.settings
+        self.conn = await Connections.open(s.database_url, s.redis_url, pool_size=4)
+        await self.auth.start(self.conn)
+        if self.conn.db is not None:
+            self.meter.start(self.conn.db)
+        if self.conn.redis is not None:
+            self.notices.channel = Channel(self.conn.redis, CREDITED)
+            self.notices.start()
+        self.upstream.start()
+        server = grpc.aio.server(options=server_options(self.reuse_port))
+        server.add_generic_rpc_handlers((service_handler(self.service, "this gateway"),))
+        address = f"[{s.host}]:{self.port}" if ":" in s.host else f"{s.host}:{self.port}"
+        if s.grpc_tls_cert is not None and s.grpc_tls_key is not None:
+            pair = (s.grpc_tls_key.read_bytes(), s.grpc_tls_cert.read_bytes())
+            self.port = server.add_secure_port(address, grpc.ssl_server_credentials([pair]))
+        else:
+            self.port = server.add_insecure_port(address)
+        await server.start()
+        self._server = server
+        log.info(
+            "gRPC stream on %s:%d (%s), upstream %s",
+            s.host,
+            self.port,
+            "TLS" if self.tls else "plaintext",
+            self.upstream.url,
+        )
+        return self.port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop(grace=STOP_GRACE_S)
+            self._server = None
+        await self.upstream.stop()
+        await self.notices.stop()
+        await self.meter.stop()
+        await self.auth.stop()
+        await self.conn.close()
+
+    def status(self) -> dict[str, Any]:
+        """What the process serves (for the actor's status and the tests)."""
+        return {
+            "port": self.port,
+            "tls": self.tls,
+            "streams": len(self.fanout.members),
+            "upstream_connected": self.upstream.connected,
+            "upstream_updates": self.upstream.updates,
+        }

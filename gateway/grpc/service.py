@@ -1,0 +1,276 @@
+"""The ``geyser.Geyser`` service as this gateway serves it: authenticated, metered, limited.
+
+Every call first proves its caller with the HTTP path's own auth services (``x-token`` metadata: a
+session token or an API key, :func:`gateway.core.credentials.grpc_credentials`), then pays through the
+process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`gateway.core.geyser`):
+
+- a unary call pays 1 credit, then is forwarded to the node's geyser endpoint (``Ping`` is answered
+  here); a failure of the node is refunded;
+- ``Subscribe`` pays 1 credit when established, then joins the process's fan-out
+  (:mod:`geyser_proto.fanout`): each request the client sends replaces its filters, which the one
+  upstream subscription then also asks for (:mod:`gateway.grpc.upstream`); a client ``ping`` is
+  answered once the upstream has its latest filters. A billing task charges 60 credits at the start
+  of each further interval and ends the stream ``RESOURCE_EXHAUSTED`` when that cannot be paid; it
+  dies with the stream, so a client that goes away stops paying at once (a vanished peer is found by
+  the server's HTTP/2 keepalive within 30 s, well inside an interval);
+- at most ``grpc_max_streams_per_account`` streams per account are open on this process; a stream's
+  queue is bounded (:class:`geyser_proto.streaming.Outbound`), so a client too slow to read is cut off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import grpc
+
+from gateway.auth.services import AuthServices
+from gateway.core.credentials import grpc_credentials
+from gateway.core.errors import ProxyError, ReplyStyle
+from gateway.core.geyser import (
+    INSUFFICIENT,
+    INTERVAL_CREDITS,
+    MISSING_TOKEN,
+    SUBSCRIBE_CREDITS,
+    UNARY_CREDITS,
+    StreamLimits,
+    interval_unpaid_message,
+    refusal,
+    stream_limit_message,
+)
+from gateway.core.identity import Identity
+from gateway.core.limits import Limiter, RateLimited
+from gateway.credits.meter import Admission, Meter, Outcome
+from gateway.grpc.upstream import UpstreamGeyser
+from gateway.pipeline import Call, Wire
+from gateway.storage.errors import StoreUnavailable
+from geyser_proto import geyser_pb2
+from geyser_proto.fanout import Fanout
+from geyser_proto.filters import DEFAULT_LIMITS, FilterLimits, Filters
+from geyser_proto.streaming import Outbound, pong_update, read_requests
+
+log = logging.getLogger(__name__)
+
+#: Codes of the node's own failures: a unary call that ends with one of them is refunded.
+NODE_FAILURES = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}
+)
+#: How long a client ping waits for the upstream to confirm the stream's filters before it is answered.
+SYNC_TIMEOUT_S = 5.0
+
+
+@dataclass
+class ServiceDeps:
+    """What the service uses of its process (built by :class:`gateway.grpc.server.GrpcStreamServer`)."""
+
+    auth: AuthServices
+    meter: Meter
+    limiter: Limiter
+    fanout: Fanout
+    upstream: UpstreamGeyser
+    limits: StreamLimits
+    filter_limits: FilterLimits = DEFAULT_LIMITS
+
+
+class GeyserGateway:
+    def __init__(self, deps: ServiceDeps) -> None:
+        self.deps = deps
+        self.open_streams: Counter[str] = Counter()  # per account, on this process
+
+    # -- Subscribe ------------------------------------------------------------------------------
+
+    async def Subscribe(self, requests: Any, context: grpc.aio.ServicerContext) -> None:
+        identity = await self._authenticate(context, "Subscribe")
+        pubkey, limits = identity.pubkey, self.deps.limits
+        if self.open_streams[pubkey] >= limits.max_streams_per_account:
+            await _abort(context, "RESOURCE_EXHAUSTED", stream_limit_message(limits.max_streams_per_account))
+        self.open_streams[pubkey] += 1
+        counted = True
+
+        def uncount() -> None:  # once the stream ends, even while its status is still on its way
+            nonlocal counted
+            if counted:
+                counted = False
+                self.open_streams[pubkey] -= 1
+                if self.open_streams[pubkey] <= 0:
+                    del self.open_streams[pubkey]
+
+        try:
+            stream_id = f"grpc-{os.urandom(8).hex()}"
+            await self._pay(context, identity, SUBSCRIBE_CREDITS, "grpc:Subscribe", stream_id)
+            await self._stream(requests, context, identity, stream_id, uncount)
+        finally:
+            uncount()
+
+    async def _stream(
+        self,
+        requests: Any,
+        context: grpc.aio.ServicerContext,
+        identity: Identity,
+        stream_id: str,
+        uncount: Callable[[], None],
+    ) -> None:
+        deps = self.deps
+        out = Outbound(deps.limits.max_queued, deps.limits.max_queued_bytes)
+        member = deps.fanout.attach(out)
+
+        def apply(filters: Filters) -> None:
+            deps.fanout.replace(member, filters)
+            deps.upstream.refresh()
+
+        async def pong(ping_id: int) -> None:
+            await deps.upstream.sync(SYNC_TIMEOUT_S)
+            out.deliver(pong_update(ping_id))
+
+        tasks = [
+            asyncio.create_task(read_requests(requests, out, apply, pong, deps.filter_limits)),
+            asyncio.create_task(self._bill(identity, out, stream_id)),
+        ]
+
+        def release() -> None:  # no more updates, no more charges
+            if member.alive:
+                deps.fanout.detach(member)
+                deps.upstream.refresh()
+            for task in tasks:
+                task.cancel()
+            uncount()
+
+        try:
+            await out.run(context, deps.limits.ping_interval_s, release)
+        finally:
+            release()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _bill(self, identity: Identity, out: Outbound, stream_id: str) -> None:
+        """Charge each further interval at its start, while the stream is open (this task dies with it)."""
+        interval = self.deps.limits.billing_interval_s
+        loop = asyncio.get_running_loop()
+        due = loop.time() + interval
+        while True:
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            due += interval
+            try:
+                admission = await self._admit(identity.pubkey, INTERVAL_CREDITS)
+            except StoreUnavailable as exc:
+                out.end(grpc.StatusCode.UNAVAILABLE, f"{exc.what} is unavailable, the stream cannot be billed; retry")
+                return
+            if not admission.ok:
+                out.end(grpc.StatusCode.RESOURCE_EXHAUSTED, interval_unpaid_message(interval))
+                return
+            self.deps.meter.complete(admission, "grpc:Subscribe:interval", stream_id)
+
+    # -- unary calls ----------------------------------------------------------------------------
+
+    async def Ping(self, request: geyser_pb2.PingRequest, context: grpc.aio.ServicerContext) -> geyser_pb2.PongResponse:
+        async def answer() -> geyser_pb2.PongResponse:
+            return geyser_pb2.PongResponse(count=request.count)
+
+        return await self._unary(context, "Ping", answer)  # type: ignore[no-any-return]
+
+    async def GetLatestBlockhash(
+        self, request: geyser_pb2.GetLatestBlockhashRequest, context: grpc.aio.ServicerContext
+    ) -> geyser_pb2.GetLatestBlockhashResponse:
+        return await self._forward(context, "GetLatestBlockhash", request, geyser_pb2.GetLatestBlockhashResponse)  # type: ignore[no-any-return]
+
+    async def GetBlockHeight(
+        self, request: geyser_pb2.GetBlockHeightRequest, context: grpc.aio.ServicerContext
+    ) -> geyser_pb2.GetBlockHeightResponse:
+        return await self._forward(context, "GetBlockHeight", request, geyser_pb2.GetBlockHeightResponse)  # type: ignore[no-any-return]
+
+    async def GetSlot(
+        self, request: geyser_pb2.GetSlotRequest, context: grpc.aio.ServicerContext
+    ) -> geyser_pb2.GetSlotResponse:
+        return await self._forward(context, "GetSlot", request, geyser_pb2.GetSlotResponse)  # type: ignore[no-any-return]
+
+    async def IsBlockhashValid(
+        self, request: geyser_pb2.IsBlockhashValidRequest, context: grpc.aio.ServicerContext
+    ) -> geyser_pb2.IsBlockhashValidResponse:
+        return await self._forward(context, "IsBlockhashValid", request, geyser_pb2.IsBlockhashValidResponse)  # type: ignore[no-any-return]
+
+    async def GetVersion(
+        self, request: geyser_pb2.GetVersionRequest, context: grpc.aio.ServicerContext
+    ) -> geyser_pb2.GetVersionResponse:
+        return await self._forward(context, "GetVersion", request, geyser_pb2.GetVersionResponse)  # type: ignore[no-any-return]
+
+    async def _forward(self, context: grpc.aio.ServicerContext, rpc: str, request: Any, response_type: Any) -> Any:
+        return await self._unary(context, rpc, lambda: self.deps.upstream.unary(rpc, request, response_type))
+
+    async def _unary(self, context: grpc.aio.ServicerContext, rpc: str, work: Callable[[], Awaitable[Any]]) -> Any:
+        identity = await self._authenticate(context, rpc)
+        deps = self.deps
+        known = deps.meter.accounts.get(identity.pubkey)
+        taken = deps.limiter.take(
+            identity.pubkey, time.monotonic(), time.time(), known.rate_limit_rps if known else None
+        )
+        if isinstance(taken, RateLimited):
+            await _abort(context, "RESOURCE_EXHAUSTED", f"rate limit exceeded ({taken.limit} calls/s); retry shortly")
+        request_id = f"grpc-{os.urandom(8).hex()}"
+        admission = await self._pay(context, identity, UNARY_CREDITS, f"grpc:{rpc}", request_id, complete=False)
+        try:
+            response = await work()
+        except grpc.aio.AioRpcError as exc:
+            deps.meter.complete(admission, f"grpc:{rpc}", request_id, refunded=exc.code() in NODE_FAILURES)
+            await context.abort(exc.code(), f"upstream geyser: {exc.details()}")
+            raise  # not reached: abort raises
+        except BaseException:
+            deps.meter.complete(admission, f"grpc:{rpc}", request_id, refunded=True)
+            raise
+        deps.meter.complete(admission, f"grpc:{rpc}", request_id)
+        return response
+
+    # -- auth and money -------------------------------------------------------------------------
+
+    async def _authenticate(self, context: grpc.aio.ServicerContext, rpc: str) -> Identity:
+        credentials = grpc_credentials(context.invocation_metadata() or ())
+        if credentials.empty:
+            await _abort(context, "UNAUTHENTICATED", MISSING_TOKEN)
+        call = Call("POST", f"/geyser.Geyser/{rpc}", {}, {}, b"", credentials, context.peer(), Wire.GRPC)
+        call.style = ReplyStyle.REST
+        try:
+            return await self.deps.auth.authenticator.authenticate(call, require_account=True)
+        except ProxyError as exc:
+            code, message = refusal(exc)
+            await _abort(context, code, message)
+        except StoreUnavailable as exc:
+            await _abort(context, "UNAVAILABLE", f"{exc.what} is unavailable; retry shortly")
+
+    async def _admit(self, pubkey: str, price: int) -> Admission:
+        meter = self.deps.meter
+        return meter.spend_local(pubkey, price) or await meter.admit(pubkey, price)
+
+    async def _pay(
+        self,
+        context: grpc.aio.ServicerContext,
+        identity: Identity,
+        price: int,
+        method: str,
+        request_id: str,
+        *,
+        complete: bool = True,
+    ) -> Admission:
+        """Reserve ``price`` (and record it unless the caller completes it) or end the call."""
+        try:
+            admission = await self._admit(identity.pubkey, price)
+        except StoreUnavailable as exc:
+            await _abort(context, "UNAVAILABLE", f"{exc.what} is unavailable; retry shortly")
+        if not admission.ok:
+            account = admission.account
+            if account is not None and account.suspended:
+                await _abort(context, "PERMISSION_DENIED", "this account is suspended")
+            if admission.outcome is Outcome.NO_ACCOUNT:
+                await _abort(context, "RESOURCE_EXHAUSTED", "payment required: no account for this public key")
+            await _abort(context, "RESOURCE_EXHAUSTED", f"{INSUFFICIENT}: {method} costs {price} credits")
+        if complete:
+            self.deps.meter.complete(admission, method, request_id)
+        return admission
+
+
+async def _abort(context: grpc.aio.ServicerContext, code: str, message: str) -> NoReturn:
+    await context.abort(grpc.StatusCode[code], message)
+    raise AssertionError("grpc's abort returns only by raising")

@@ -1,0 +1,347 @@
+"""The fan-out of one feed of geyser updates to many streams: each update is matched once per process.
+
+Every stream (a :class:`Member`: its sink and its compiled :class:`~geyser_proto.filters.Filters`) is
+registered here. Identical filters of different streams are one hashable value, so
+:meth:`Fanout.publish` evaluates each *distinct* filter once per update, through an index by account
+key and owner (a filter whose keys the update does not carry is not even looked at), then hands each
+matching stream the update encoded once: the update's body is serialized once (once per data-slice
+set for account updates) and only the ``filters`` field (the names that matched) is prefixed per
+stream, which protobuf allows since a message's fields may come in any order.
+
+Commitment: updates arrive at ``processed`` (the feed is the node's own, or an upstream subscription
+at processed). A stream at ``confirmed`` or ``finalized`` gets account, transaction and block-meta
+updates when a slot update says their slot reached that level; they wait here meanwhile, for at most
+``pending_slots`` slots (a slot that never gets there was on a dropped fork). Slot updates go out at
+once, filtered by ``filter_by_commitment``. ``transactions_status`` updates are derived from the
+transaction updates, as the public server derives them.
+
+:meth:`Fanout.wanted` is the union of every stream's filters as one request at processed, for a server
+that re-serves an upstream's stream (the gateway): the upstream sends a superset, matched here.
+
+Pure: no I/O, no clock; a sink's ``deliver`` must not block (a server queues what it is handed).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from geyser_proto import geyser_pb2
+from geyser_proto.filters import (
+    CONFIRMED,
+    EMPTY,
+    FINALIZED,
+    PROCESSED,
+    AccountFilter,
+    Filters,
+    SlotFilter,
+    TransactionFilter,
+    TxView,
+)
+
+SLOT_DEAD = 6
+_NAMES_TAG = b"\x0a"  # SubscribeUpdate.filters: field 1, length-delimited
+_MAX_PREFIXES = 64
+
+
+class Sink(Protocol):
+    """Where a stream's encoded updates go (a bounded queue the server drains); must not block."""
+
+    def deliver(self, data: bytes) -> None: ...
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode_names(names: Iterable[str]) -> bytes:
+    """``SubscribeUpdate.filters`` on the wire, to prefix an update body encoded without it."""
+    out = bytearray()
+    for name in names:
+        raw = name.encode()
+        out += _NAMES_TAG + _varint(len(raw)) + raw
+    return bytes(out)
+
+
+@dataclass(eq=False)
+class Member:
+    """One stream: where its updates go and the filters its last request set."""
+
+    sink: Sink
+    filters: Filters = EMPTY
+    generation: int = 0  # bumped by each new request: held updates of older filters are dropped
+    alive: bool = True
+    _prefixes: dict[tuple[str, ...], bytes] = field(default_factory=dict)
+
+    def encode(self, names: tuple[str, ...], body: bytes) -> bytes:
+        prefix = self._prefixes.get(names)
+        if prefix is None:
+            if len(self._prefixes) >= _MAX_PREFIXES:
+                self._prefixes.clear()
+            prefix = self._prefixes[names] = encode_names(names)
+        return prefix + body
+
+
+_Held = tuple[Member, int, int, bytes]  # (member, its generation then, its commitment, encoded update)
+
+
+class Fanout:
+    def __init__(self, *, pending_slots: int = 64) -> None:
+        self.pending_slots = pending_slots
+        self.members: dict[Member, None] = {}  # ordered
+        self.version = 0  # bumped whenever the set of filters may have changed (see wanted())
+        self.published = 0  # updates given to publish()
+        self.evaluated = 0  # filter evaluations (distinct filters tried against an update)
+        self._dirty = True
+        self._accounts: dict[AccountFilter, list[tuple[Member, str]]] = {}
+        self._account_keys: dict[bytes, list[AccountFilter]] = {}
+        self._account_owners: dict[bytes, list[AccountFilter]] = {}
+        self._account_any: list[AccountFilter] = []
+        self._txs: dict[TransactionFilter, list[tuple[Member, str, bool]]] = {}  # bool: a status filter
+        self._tx_keys: dict[bytes, list[TransactionFilter]] = {}
+        self._tx_any: list[TransactionFilter] = []
+        self._slots: dict[tuple[SlotFilter, int], list[tuple[Member, str]]] = {}
+        self._block_meta: list[Member] = []
+        self._pending: dict[int, list[_Held]] = {}
+        self._kinds: frozenset[str] = frozenset()
+
+    def wants(self, kind: str) -> bool:
+        """Whether any stream has a filter for updates of ``kind`` (``transaction``, ``account``, ``slot``,
+        ``block_meta``): a feed can skip building the others."""
+        if self._dirty:
+            self._rebuild()
+        return kind in self._kinds
+
+    # -- streams ----------------------------------------------------------------------------------
+
+    def attach(self, sink: Sink, filters: Filters = EMPTY) -> Member:
+        member = Member(sink, filters)
+        self.members[member] = None
+        self._changed()
+        return member
+
+    def replace(self, member: Member, filters: Filters) -> None:
+        """A new request on the stream: its filters replace the old ones for every later update."""
+        member.filters = filters
+        member.generation += 1
+        self._changed()
+
+    def detach(self, member: Member) -> None:
+        member.alive = False
+        if member in self.members:
+            del self.members[member]
+            self._changed()
+
+    def _changed(self) -> None:
+        self._dirty = True
+        self.version += 1
+
+    def _rebuild(self) -> None:
+        accounts: dict[AccountFilter, list[tuple[Member, str]]] = defaultdict(list)
+        txs: dict[TransactionFilter, list[tuple[Member, str, bool]]] = defaultdict(list)
+        slots: dict[tuple[SlotFilter, int], list[tuple[Member, str]]] = defaultdict(list)
+        block_meta: list[Member] = []
+        for member in self.members:
+            f = member.filters
+            for name, af in f.accounts:
+                accounts[af].append((member, name))
+            for name, tf in f.transactions:
+                txs[tf].append((member, name, False))
+            for name, tf in f.transactions_status:
+                txs[tf].append((member, name, True))
+            for name, sf in f.slots:
+                slots[(sf, f.commitment)].append((member, name))
+            if f.blocks_meta:
+                block_meta.append(member)
+        self._accounts, self._txs, self._slots, self._block_meta = dict(accounts), dict(txs), dict(slots), block_meta
+        self._account_keys, self._account_owners, self._account_any = {}, {}, []
+        for af in self._accounts:
+            if af.accounts:
+                for key in af.accounts:
+                    self._account_keys.setdefault(key, []).append(af)
+            elif af.owners:
+                for key in af.owners:
+                    self._account_owners.setdefault(key, []).append(af)
+            else:
+                self._account_any.append(af)
+        self._tx_keys, self._tx_any = {}, []
+        for tf in self._txs:
+            # Any transaction it matches loads one of its included keys, or (without any) its required ones.
+            keys = tf.include or (frozenset([min(tf.required)]) if tf.required else frozenset())
+            for key in keys:
+                self._tx_keys.setdefault(key, []).append(tf)
+            if not keys:
+                self._tx_any.append(tf)
+        kinds = {"transaction": bool(self._txs), "account": bool(self._accounts), "slot": bool(self._slots)}
+        kinds["block_meta"] = bool(self._block_meta)
+        self._kinds = frozenset(kind for kind, used in kinds.items() if used)
+        self._dirty = False
+
+    def wanted(self) -> geyser_pb2.SubscribeRequest:
+        """One request at processed whose updates are a superset of what every stream wants."""
+        if self._dirty:
+            self._rebuild()
+        request = geyser_pb2.SubscribeRequest(commitment=geyser_pb2.PROCESSED)
+        request.slots["slots"].interslot_updates = True  # the commitment of held updates follows them
+        for i, af in enumerate(self._accounts):
+            request.accounts[f"accounts-{i}"].CopyFrom(af.to_proto())
+        for i, tf in enumerate(self._txs):
+            request.transactions[f"transactions-{i}"].CopyFrom(tf.to_proto())
+        if self._block_meta:
+            request.blocks_meta["blocks_meta"].SetInParent()
+        return request
+
+    # -- updates ----------------------------------------------------------------------------------
+
+    def publish(self, update: geyser_pb2.SubscribeUpdate) -> None:
+        """Hand ``update`` (at processed) to every stream whose filters match it; its ``filters`` field
+        is cleared (each stream gets its own names)."""
+        self.published += 1
+        if self._dirty:
+            self._rebuild()
+        kind = update.WhichOneof("update_oneof")
+        if kind == "transaction":
+            self._transaction(update)
+        elif kind == "slot":
+            self._slot(update)
+        elif kind == "account":
+            self._account(update)
+        elif kind == "block_meta":
+            self._block_meta_update(update)
+        # pings, pongs and the kinds this project does not serve are not for the streams
+
+    def _transaction(self, update: geyser_pb2.SubscribeUpdate) -> None:
+        view = TxView.of(update.transaction.transaction)
+        candidates: dict[TransactionFilter, None] = dict.fromkeys(self._tx_any)
+        for key in view.keys:
+            listed = self._tx_keys.get(key)
+            if listed:
+                candidates.update(dict.fromkeys(listed))
+        hits: dict[Member, tuple[list[str], list[str]]] = {}
+        for tf in candidates:
+            self.evaluated += 1
+            if tf.matches(view):
+                for member, name, status in self._txs[tf]:
+                    names = hits.get(member)
+                    if names is None:
+                        names = hits[member] = ([], [])
+                    names[status].append(name)
+        if not hits:
+            return
+        del update.filters[:]
+        slot = update.transaction.slot
+        body = status_body = b""
+        for member, (tx_names, status_names) in hits.items():
+            if tx_names:
+                body = body or update.SerializeToString()
+                self._send(member, tx_names, body, slot)
+            if status_names:
+                status_body = status_body or status_of(update).SerializeToString()
+                self._send(member, status_names, status_body, slot)
+
+    def _account(self, update: geyser_pb2.SubscribeUpdate) -> None:
+        info = update.account.account
+        hits: dict[Member, list[str]] = {}
+        for listed in (self._account_keys.get(info.pubkey), self._account_owners.get(info.owner), self._account_any):
+            for af in listed or ():
+                self.evaluated += 1
+                if af.matches(info):
+                    for member, name in self._accounts[af]:
+                        hits.setdefault(member, []).append(name)
+        if not hits:
+            return
+        del update.filters[:]
+        bodies: dict[tuple[tuple[int, int], ...], bytes] = {}
+        for member, names in hits.items():
+            slices = member.filters.data_slices
+            body = bodies.get(slices)
+            if body is None:
+                body = bodies[slices] = _sliced(update, member.filters).SerializeToString()
+            self._send(member, names, body, update.account.slot)
+
+    def _block_meta_update(self, update: geyser_pb2.SubscribeUpdate) -> None:
+        if not self._block_meta:
+            return
+        del update.filters[:]
+        body = update.SerializeToString()
+        for member in self._block_meta:
+            self._send(member, list(member.filters.blocks_meta), body, update.block_meta.slot)
+
+    def _slot(self, update: geyser_pb2.SubscribeUpdate) -> None:
+        slot, status = update.slot.slot, update.slot.status
+        if status in (CONFIRMED, FINALIZED):
+            self._release(slot, status)
+        elif status == SLOT_DEAD:
+            self._pending.pop(slot, None)
+        hits: dict[Member, list[str]] = {}
+        for (sf, commitment), entries in self._slots.items():
+            self.evaluated += 1
+            if sf.matches(status, commitment):
+                for member, name in entries:
+                    hits.setdefault(member, []).append(name)
+        if not hits:
+            return
+        del update.filters[:]
+        body = update.SerializeToString()
+        for member, names in hits.items():
+            member.sink.deliver(member.encode(tuple(sorted(names)), body))
+
+    def _send(self, member: Member, names: list[str], body: bytes, slot: int) -> None:
+        data = member.encode(tuple(sorted(names)), body)
+        commitment = member.filters.commitment
+        if commitment == PROCESSED:
+            member.sink.deliver(data)
+            return
+        held = self._pending.get(slot)
+        if held is None:
+            held = self._pending[slot] = []
+            while len(self._pending) > self.pending_slots:
+                del self._pending[next(iter(self._pending))]
+        held.append((member, member.generation, commitment, data))
+
+    def _release(self, slot: int, status: int) -> None:
+        held = self._pending.pop(slot, None)
+        if held:
+            kept: list[_Held] = []
+            for entry in held:
+                member, generation, commitment, data = entry
+                if commitment > status:
+                    kept.append(entry)
+                elif member.alive and member.generation == generation:
+                    member.sink.deliver(data)
+            if kept:
+                self._pending[slot] = kept
+        if status == FINALIZED:  # what is older and still held was on a fork that will not be finalized
+            for older in [s for s in self._pending if s < slot]:
+                del self._pending[older]
+
+
+def status_of(update: geyser_pb2.SubscribeUpdate) -> geyser_pb2.SubscribeUpdate:
+    """The ``transaction_status`` update of a ``transaction`` update."""
+    tx = update.transaction
+    info = tx.transaction
+    status = geyser_pb2.SubscribeUpdateTransactionStatus(
+        slot=tx.slot, signature=info.signature, is_vote=info.is_vote, index=info.index, bank_id=tx.bank_id
+    )
+    if info.meta.HasField("err"):
+        status.err.CopyFrom(info.meta.err)
+    out = geyser_pb2.SubscribeUpdate(transaction_status=status)
+    if update.HasField("created_at"):
+        out.created_at.CopyFrom(update.created_at)
+    return out
+
+
+def _sliced(update: geyser_pb2.SubscribeUpdate, filters: Filters) -> geyser_pb2.SubscribeUpdate:
+    if not filters.data_slices:
+        return update
+    copy = geyser_pb2.SubscribeUpdate()
+    copy.CopyFrom(update)
+    copy.account.account.data = filters.slice(update.account.account.data)
+    return copy

@@ -1,0 +1,27 @@
+"""``/capabilities`` and ``/health`` say ``yellowstone_grpc`` exactly when the stream is served (server
+actors wanted and an upstream geyser endpoint to re-serve, as ``gateway up`` resolves it), and ``/pricing``
+publishes the stream's prices and limits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gateway.app import GatewayApp
+from gateway.config import Settings
+from gateway.core.methods import PriceTable
+from gateway.public import capabilities_document, pricing_document
+
+
+async def test_the_profile_follows_the_stream(tmp_path: Path) -> None:
+    served = GatewayApp(Settings(home=tmp_path, upstream_grpc_url="http://127.0.0.1:10001"))
+    assert capabilities_document(served.profile)["service_profile"]["services"]["yellowstone_grpc"] is True
+    assert served.profile.health_view()["services"]["yellowstone_grpc"] is True
+    for settings in (Settings(home=tmp_path), Settings(home=tmp_path, upstream_grpc_url="http://x:1", grpc_servers=0)):
+        app = GatewayApp(settings)
+        assert capabilities_document(app.profile)["service_profile"]["services"]["yellowstone_grpc"] is False
+
+
+def test_pricing_publishes_the_stream_prices() -> None:
+    grpc = pricing_document(PriceTable.default(), 100_000, 3600, frozenset())["grpc"]
+    assert (grpc["unary_credits"], grpc["subscribe_credits"], grpc["interval_credits"]) == (1, 1, 60)
+    assert (grpc["interval_s"], grpc["max_streams_per_account"]) == (60.0, 10)
