@@ -12,7 +12,8 @@ accounts touched by transactions are persisted to <data_dir>/accounts.json on st
 
 The sending side, as a leader and a block engine offer it: the TPU QUIC listener (devnode/tpu.py,
 its address in getClusterNodes' `tpuQuic`) and the local block engine (devnode/block_engine/,
-Jito's API under `{rpc_url}/api/v1`). Each can be turned off in `DevnodeConfig`.
+Jito's API under `{rpc_url}/api/v1`). Each can be turned off in `DevnodeConfig`. The streaming side: the
+geyser gRPC server (devnode/geyser.py, Yellowstone's `geyser.Geyser` service, at `grpc_url`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from devnode.block_engine import BASE_PATH, BlockEngine, BlockEngineRoutes
 from devnode.chain import Chain
 from devnode.chain.constants import IDENTITY
 from devnode.config import DevnodeConfig
+from devnode.geyser import GeyserServer
 from devnode.persist import USDC_AUTHORITY_FILE, load_or_create_keypair, load_state, save_state
 from devnode.pubsub import PubSub
 from devnode.rpc import NodeInfo, RpcDispatcher
@@ -56,6 +58,7 @@ class Devnode:
         self._pubsub = PubSub(self.chain)
         self.tpu = TpuListener(self.chain, IDENTITY) if config.tpu else None
         self.block_engine = BlockEngine(self.chain) if config.block_engine else None
+        self.geyser = GeyserServer(self.chain) if config.geyser else None
         self._http: HttpServer | None = None
         self._clock: asyncio.Task[None] | None = None
         self._feed: Any = None
@@ -71,9 +74,30 @@ class Devnode:
         return f"ws://{self._url_host}:{self._ws_port}"
 
     @property
+    def pubsub_subscriptions(self) -> int:
+        """Open PubSub subscriptions, all clients together (what a gateway's fan-out saves shows here)."""
+        return self._pubsub.subscription_count
+
+    async def restart_pubsub(self) -> None:
+        """Drop every PubSub connection and listen again on the same port (a node's PubSub restarting)."""
+        await self._pubsub.stop()
+        await self._pubsub.start(self.config.host, self._ws_port)
+
+    @property
     def tpu_quic_address(self) -> str | None:
         """`host:port` of the TPU QUIC listener (as getClusterNodes' `tpuQuic`), None when off."""
         return None if self.tpu is None or not self.tpu.port else f"{self._url_host}:{self.tpu.port}"
+
+    @property
+    def grpc_address(self) -> str | None:
+        """`host:port` of the geyser gRPC server (what a gRPC client dials), None when off."""
+        return None if self.geyser is None or not self.geyser.port else f"{self._url_host}:{self.geyser.port}"
+
+    @property
+    def grpc_url(self) -> str | None:
+        """The geyser gRPC server as a URL (`http://host:port`, plaintext), None when off."""
+        address = self.grpc_address
+        return None if address is None else f"http://{address}"
 
     @property
     def block_engine_url(self) -> str | None:
@@ -91,6 +115,8 @@ class Devnode:
         try:
             self._ws_port = await self._pubsub.start(host, self.config.ws_port)
             tpu_port = None if self.tpu is None else await self.tpu.start(host, self.config.tpu_port)
+            if self.geyser is not None:
+                await self.geyser.start(host, self.config.grpc_port)
             info = NodeInfo(host, 0, self._ws_port, self.config.slot_ms, tpu_port)
             dispatcher = RpcDispatcher(self.chain, info)
             routes = [] if self.block_engine is None else BlockEngineRoutes(self.block_engine).routes()
@@ -106,11 +132,12 @@ class Devnode:
         if self.config.feed:
             await self._start_feed()
         log.info(
-            "devnode listening: RPC %s, PubSub %s, TPU QUIC %s, block engine %s",
+            "devnode listening: RPC %s, PubSub %s, TPU QUIC %s, block engine %s, geyser gRPC %s",
             self.rpc_url,
             self.ws_url,
             self.tpu_quic_address or "off",
             self.block_engine_url or "off",
+            self.grpc_url or "off",
         )
 
     async def _start_feed(self) -> None:
@@ -163,6 +190,8 @@ class Devnode:
             self._http = None
         if self.tpu is not None:
             await self.tpu.stop()
+        if self.geyser is not None:
+            await self.geyser.stop()
         await self._pubsub.stop()
 
 

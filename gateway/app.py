@@ -14,12 +14,13 @@ from gateway.auth.authenticator import Only
 from gateway.auth.endpoints import AccountEndpoints
 from gateway.auth.services import AuthServices
 from gateway.auth.stage import AuthStage
-from gateway.config import DEFAULT_UPSTREAM, Settings
+from gateway.config import DEFAULT_UPSTREAM, DEFAULT_UPSTREAM_WS, Settings
 from gateway.core.client_address import TrustedProxies
 from gateway.core.errors import service_unavailable
 from gateway.core.limits import Limiter
 from gateway.core.methods import MethodClass, PriceTable
 from gateway.core.planning import GATEWAY_METHODS
+from gateway.core.subscriptions import Limits
 from gateway.credits.bulk import BulkMetering
 from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
 from gateway.credits.meter import Meter
@@ -36,13 +37,17 @@ from gateway.products.send_and_confirm import SendAndConfirm
 from gateway.products.send_status import SendStatusMethod
 from gateway.products.smart_send import SmartSend
 from gateway.public import ServiceProfile
+from gateway.pubsub.upstream import UpstreamPubSub
 from gateway.response_cache import ResponseCache
 from gateway.sending.block_engine import BlockEngine
 from gateway.sending.racers import LocalRacers, Racers
+from gateway.signals.feed import SignalFeed
 from gateway.storage.channels import CREDITED, Channel
 from gateway.storage.connections import Connections, warn_unless_noeviction
 from gateway.storage.response_cache import SharedResponses
+from gateway.storage.signals import SignalLog
 from gateway.upstream import HealthMonitor, HttpUpstream
+from gateway.webhooks.management import WebhookEndpoints
 
 
 class GatewayApp:
@@ -58,6 +63,7 @@ class GatewayApp:
         self.started_at = time.time()
         self.prices = PriceTable.default().with_overrides(settings.pricing)
         self.profile = ServiceProfile()
+        self.profile.services["yellowstone_grpc"] = settings.grpc_stream  # gateway up serves it exactly then
         self.upstream = HttpUpstream(settings.upstream_rpc_url or DEFAULT_UPSTREAM, settings.fallback_rpc_url)
         self.monitor = HealthMonitor(self.upstream, settings.health_poll_s)
         self.conn = Connections()
@@ -78,6 +84,7 @@ class GatewayApp:
             settings, self.upstream, lambda: self.conn.db, after_credit=self.notices.credited
         )
         self.confirm_deposit = ConfirmDepositEndpoint(self.deposits)
+        self.webhooks = WebhookEndpoints(lambda: self.conn.db, settings.webhook_allow_private)
         self.engine = BlockEngine.from_settings(settings)
         self.racers = racers or LocalRacers(settings)
         self.local = self._local_methods()
@@ -86,6 +93,10 @@ class GatewayApp:
         self.forwarder = Forwarder(self.upstream, self.local, self.cache)
         self.rpc: Handler = compose([error_boundary, *self.rpc_stages()], self.forwarder)
         self.bulk: dict[str, BulkEndpoint] = bulk_endpoints(self.upstream, BulkMetering(self.metering))
+        self.pubsub = UpstreamPubSub(settings.derived_ws_url() or DEFAULT_UPSTREAM_WS)  # connects on first use
+        self.ws_limits = Limits()
+        self.signal_log: SignalLog | None = None  # the signal log and the replica's feed, once started with Redis
+        self.signal_feed: SignalFeed | None = None
 
     def _local_methods(self) -> dict[str, LocalMethod]:
         """The methods this gateway answers itself (bundle ones only with a block engine)."""
@@ -135,9 +146,10 @@ class GatewayApp:
         """Methods of the price table this gateway refuses for now (published in /pricing)."""
         return GATEWAY_METHODS - self.implemented
 
-    def account_stage(self, only: Only | None = None) -> AuthStage:
-        """The auth stage of the account routes: any credential mode (or ``only`` one), no account needed."""
-        return AuthStage(self.auth, require_account=False, only=only)
+    def account_stage(self, only: Only | None = None, *, require_account: bool = False) -> AuthStage:
+        """The auth stage of the account routes: any credential mode (or ``only`` one), no account needed
+        (unless ``require_account``: 402 with the payment terms without one)."""
+        return AuthStage(self.auth, require_account=require_account, only=only)
 
     async def startup(self) -> None:
         self.conn = await Connections.open(self.settings.database_url, self.settings.redis_url)
@@ -151,13 +163,19 @@ class GatewayApp:
             self.notices.start()
             if self.cache is not None:
                 self.cache.shared = SharedResponses(self.conn.redis)
+            self.signal_log = SignalLog(self.conn.redis, retention=self.settings.signal_retention_events)
+            self.signal_feed = SignalFeed(self.signal_log)
+            self.signal_feed.start()
         self.monitor.start()
 
     async def shutdown(self) -> None:
+        await self.pubsub.close()
         await self.racers.close()
         if self.engine is not None:
             await self.engine.close()
         await self.notices.stop()
+        if self.signal_feed is not None:
+            await self.signal_feed.stop()
         if self.cache is not None:
             await self.cache.close()
         await self.meter.stop()

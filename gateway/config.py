@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlparse
 
-from pydantic import AliasChoices, BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -22,10 +22,13 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from gateway.core.signals import DEFAULT_LARGE_SWAP_LAMPORTS, DEFAULT_SIGNAL_PROGRAMS, is_pubkey
+
 USDC_MAINNET_MINT = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
 MAINNET = "solana-mainnet"
 #: The node when none is configured and no stack filled one in (the devnode's default port).
 DEFAULT_UPSTREAM = "http://127.0.0.1:8899"
+DEFAULT_UPSTREAM_WS = "ws://127.0.0.1:8900"  # Solana's convention: the RPC port + 1
 #: The network name of the embedded local chain (test USDC, no value).
 DEVNODE = "devnode"
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -53,12 +56,14 @@ class IpLimit(BaseModel):
 
 #: Per-address limits of the routes a caller reaches before (or without) paying. Groups: ``session``
 #: (/auth/*), ``account_create`` (POST /account/api-key: creates accounts), ``account_read``
-#: (/account/info, /ledger, /history), ``deposit_confirm`` (POST /account/confirm-deposit: node reads).
+#: (/account/info, /ledger, /history), ``deposit_confirm`` (POST /account/confirm-deposit: node reads),
+#: ``webhooks`` (the /webhooks management routes).
 DEFAULT_IP_LIMITS: dict[str, IpLimit] = {
     "session": IpLimit(rps=5, burst=30),
     "account_create": IpLimit(rps=0.2, burst=10),
     "account_read": IpLimit(rps=10, burst=50),
     "deposit_confirm": IpLimit(rps=1, burst=10),
+    "webhooks": IpLimit(rps=5, burst=30),
 }
 
 
@@ -70,7 +75,42 @@ class Settings(BaseSettings):
     home: Path = Field(Path(".gateway"), description="Data dir: embedded databases, keys, devnode state.")
     host: str = Field("127.0.0.1", description="HTTP listen address of the Serve app.")
     port: Port = Field(8000, description="HTTP port (JSON-RPC, /ws, /mcp, REST).")
-    grpc_port: Port = Field(10000, description="gRPC stream port.")
+    grpc_port: Port = Field(10000, description="gRPC stream port (Yellowstone's geyser.Geyser service).")
+    grpc_servers: int = Field(
+        1,
+        ge=0,
+        le=16,
+        description="gRPC stream server actors gateway up starts, all on grpc_port (the kernel spreads connections "
+        "over them); each holds one upstream subscription. 0: no gRPC stream.",
+    )
+    grpc_tls_cert: Path | None = Field(
+        None, description="PEM certificate chain of the gRPC port; with grpc_tls_key it serves TLS, else plaintext."
+    )
+    grpc_tls_key: Path | None = Field(None, description="PEM private key of grpc_tls_cert.")
+    grpc_billing_interval_s: float = Field(
+        60.0,
+        gt=0,
+        le=3600,
+        description="An open Subscribe stream is billed again at the start of each interval after its first.",
+    )
+    grpc_max_streams_per_account: int = Field(
+        10, ge=1, le=10_000, description="Open Subscribe streams per account on one gRPC server process."
+    )
+    grpc_max_queued: int = Field(
+        10_000,
+        ge=10,
+        le=10_000_000,
+        description="Updates waiting for one stream (and at most 64 MiB) before a client too slow to read is cut off.",
+    )
+    grpc_ping_interval_s: float = Field(
+        15.0, gt=0, le=300, description="A stream with nothing to send for this long gets a ping update."
+    )
+    upstream_grpc_url: str | None = Field(
+        None,
+        description="The node's Yellowstone geyser endpoint (http:// or https://host:port) that the gRPC stream "
+        "re-serves; empty: the devnode's in the embedded default, else no gRPC stream.",
+    )
+    upstream_grpc_token: str | None = Field(None, repr=False, description="x-token sent to upstream_grpc_url.")
 
     database_url: str | None = Field(None, description="PostgreSQL DSN; empty starts embedded PostgreSQL.")
     redis_url: str | None = Field(None, description="Redis URL (redis://, rediss://, unix://); empty: embedded.")
@@ -105,6 +145,7 @@ class Settings(BaseSettings):
 
     devnode_rpc_port: Port = Field(8899, description="Devnode JSON-RPC port.")
     devnode_ws_port: Port = Field(8900, description="Devnode PubSub port.")
+    devnode_grpc_port: Port = Field(10001, description="Devnode geyser gRPC port.")
     devnode_slot_ms: int = Field(400, ge=10, le=10_000, description="Devnode slot time.")
     devnode_retention_slots: int = Field(54_000, ge=10, description="Devnode block retention (~6 h at 400 ms).")
     devnode_feed: bool = Field(True, description="Generate launch-platform (pump.fun-shaped) traffic on the devnode.")
@@ -144,6 +185,60 @@ class Settings(BaseSettings):
     )
     referral_bonus_percent: int = Field(10, ge=0, le=100, description="Default referral bonus on deposits.")
     deposit_poll_s: float = Field(2.0, gt=0, le=60, description="How often the deposit watcher polls the node.")
+    signal_programs: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_SIGNAL_PROGRAMS),
+        min_length=1,
+        max_length=64,
+        description="Programs the signal classifier watches (base58 ids); events are decoded for pump.fun and "
+        "PumpSwap, any other counts for walletActivity. Default: pump.fun (classic and v2 curves) and PumpSwap.",
+    )
+    signal_large_swap_lamports: int = Field(
+        DEFAULT_LARGE_SWAP_LAMPORTS, ge=1, description="A pump.fun trade of at least this many lamports is a largeSwap."
+    )
+    signal_wallets: list[str] = Field(
+        default_factory=list,
+        max_length=10_000,
+        description="Wallets (base58) whose signed transactions on a watched program are walletActivity signals.",
+    )
+    signal_retention_events: int = Field(
+        10_000, ge=100, le=1_000_000, description="Signal events kept in the Redis log (and per kind)."
+    )
+    signal_poll_s: float = Field(0.4, gt=0, le=60, description="How often the signal classifier polls the node.")
+    webhook_allow_private: bool = Field(
+        False,
+        description="Development only: webhook URLs may be http:// and name loopback or private hosts "
+        "(localhost, 10.x, 192.168.x...). Off: https:// to public addresses only.",
+    )
+    webhook_dispatchers: int = Field(
+        1, ge=0, le=64, description="Webhook dispatcher actors started by gateway up (0: jobs wait in PostgreSQL)."
+    )
+    webhook_concurrency: int = Field(64, ge=1, le=10_000, description="Deliveries in flight at once per dispatcher.")
+    webhook_per_subscription: int = Field(
+        16,
+        ge=1,
+        le=10_000,
+        description="Deliveries in flight at once to one subscription, over all dispatchers: a slow receiver "
+        "cannot take every slot.",
+    )
+    webhook_delivery_timeout_s: float = Field(
+        10.0, gt=0, le=120, description="Time limit of one delivery attempt (connect, post, the answer's start)."
+    )
+    webhook_lease_s: float = Field(
+        60.0,
+        gt=0,
+        le=3600,
+        description="How long a dispatcher holds a claimed delivery; a dead dispatcher's are claimed again "
+        "after it. At least twice webhook_delivery_timeout_s.",
+    )
+
+    @field_validator("webhook_lease_s")
+    @classmethod
+    def _check_webhook_lease(cls, value: float, info: ValidationInfo) -> float:
+        timeout = info.data.get("webhook_delivery_timeout_s")
+        if timeout is not None and value < 2 * timeout:
+            raise ValueError(f"must be at least twice webhook_delivery_timeout_s ({timeout:g} s)")
+        return value
+
     pricing: dict[str, int] = Field(default_factory=dict, description="Credits per method class, overriding the spec.")
     ip_limits: dict[str, IpLimit] = Field(
         default_factory=lambda: dict(DEFAULT_IP_LIMITS),
@@ -199,7 +294,7 @@ class Settings(BaseSettings):
     def _check_redis_url(cls, value: str | None) -> str | None:
         return _url_with_scheme(value, ("redis", "rediss", "unix"), "redis_url")
 
-    @field_validator("upstream_rpc_url", "fallback_rpc_url")
+    @field_validator("upstream_rpc_url", "fallback_rpc_url", "upstream_grpc_url")
     @classmethod
     def _check_http_url(cls, value: str | None) -> str | None:
         return _url_with_scheme(value, ("http", "https"), "upstream URL")
@@ -239,6 +334,14 @@ class Settings(BaseSettings):
                 raise ValueError(f"pricing: {name} must be a positive integer (a free class would be an open door)")
         return value
 
+    @field_validator("signal_programs", "signal_wallets")
+    @classmethod
+    def _check_pubkeys(cls, value: list[str]) -> list[str]:
+        bad = next((key for key in value if not is_pubkey(key)), None)
+        if bad is not None:
+            raise ValueError(f"{bad!r} is not a base58 public key")
+        return list(dict.fromkeys(value))
+
     @field_validator("ip_limits")
     @classmethod
     def _check_ip_limits(cls, value: dict[str, IpLimit]) -> dict[str, IpLimit]:
@@ -256,6 +359,17 @@ class Settings(BaseSettings):
             except ValueError as exc:
                 raise ValueError(f"trusted_proxies: {entry!r} is not an IP address or network") from exc
         return value
+
+    @model_validator(mode="after")
+    def _check_grpc_tls(self) -> Self:
+        if (self.grpc_tls_cert is None) != (self.grpc_tls_key is None):
+            raise ValueError("grpc_tls_cert and grpc_tls_key go together: set both (TLS) or neither (plaintext)")
+        return self
+
+    @property
+    def grpc_stream(self) -> bool:
+        """Whether gateway up serves the gRPC stream: server actors wanted and an upstream geyser to re-serve."""
+        return self.grpc_servers > 0 and self.upstream_grpc_url is not None
 
     @model_validator(mode="after")
     def _check_lease_timing(self) -> Self:

@@ -10,17 +10,20 @@ the part worth stating precisely.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from gateway.core.bulk import BULK_CREDITS, MAX_BULK_ITEMS
 from gateway.core.jsonrpc import MAX_BATCH
 from gateway.core.paging import MAX_LIMIT, MAX_OFFSET
+from gateway.core.signals import DEFAULT_RECENT_LIMIT, KINDS, MAX_RECENT_LIMIT
+from gateway.core.webhooks import FILTER_TYPES, LIFECYCLE_EVENTS, MAX_WEBHOOKS_PER_ACCOUNT
 
 API_VERSION = "0.2"
 BASE58_KEY = "^[1-9A-HJ-NP-Za-km-z]{32,44}$"
 BASE58_SIGNATURE = "^[1-9A-HJ-NP-Za-km-z]{64,88}$"
+SIGNAL_ID = "^[0-9]{1,20}-[0-9]{1,20}$"
 
 
 class _Open(BaseModel):
@@ -200,6 +203,149 @@ class Capabilities(_Open):
     service_profile: dict[str, Any]
 
 
+# ------------------------------------------------------------------------------------------ signals
+
+
+class SignalEvent(BaseModel):
+    """A signal, as ``/signals/recent`` lists it and ``signalNotification`` delivers it (without ``id``)."""
+
+    id: str = Field(pattern=SIGNAL_ID, description="its id in the signal log, <slot>-<n>; orders by slot")
+    kind: Literal["newPair", "graduation", "largeSwap", "walletActivity"]
+    program: str = Field(description="the program that emitted the event")
+    signature: str
+    slot: int
+    mint: str | None
+    accounts: list[str] = Field(description="the accounts the event names: mint, bonding curve or pool, user")
+    quote_asset: str | None = Field(description="SOL for classic curves, else a quote-mint address")
+    curve_type: Literal["classic", "v2"] | None
+    complete: bool | None = Field(description="newPair: false (created at this slot); graduation: true")
+    block_time: int | None = Field(description="unix seconds (chosen here)")
+    sol_amount: int | None = Field(description="lamports: a trade's or a migration's size (chosen here)")
+    side: Literal["buy", "sell"] | None = Field(description="a trade's side (chosen here)")
+
+
+class RecentSignals(BaseModel):
+    events: list[SignalEvent] = Field(description="newest first")
+    more: bool = Field(description="older events matched but were left out: page with before=<last id>")
+    next_since_slot: int | None = Field(description="pass as since_slot to get only what came after this answer")
+    retention_events: int = Field(description="how many events the log keeps (per kind too)")
+
+
+# ----------------------------------------------------------------------------------------- webhooks
+
+#: The longest webhook URL accepted.
+MAX_WEBHOOK_URL_LENGTH = 2048
+
+
+def _documented(schema: dict[str, Any]) -> Any:
+    """A string accepted as any string by the model, documented with ``schema``: the values are checked
+    by :mod:`gateway.webhooks.management`, whose refusals name the field and the value."""
+    return WithJsonSchema({"type": "string", **schema})
+
+
+class WebhookRequest(BaseModel):
+    """``POST /webhooks``: the creation fields (docs/api.md, Webhooks)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "url": "https://hooks.example.com/solana",
+                    "filter_type": "lifecycle",
+                    "lifecycle_events": ["api_key.rotated"],
+                }
+            ]
+        },
+    )
+
+    url: Annotated[str, _documented({"pattern": "^https?://", "maxLength": MAX_WEBHOOK_URL_LENGTH})] = Field(
+        description="https:// URL deliveries are posted to (http:// and private hosts: development setting only)"
+    )
+    filter_type: Annotated[str, _documented({"enum": list(FILTER_TYPES)})]
+    filter_value: Annotated[str, _documented({"pattern": BASE58_KEY})] | None = Field(
+        None, description="account, program: the address watched (required); my_account: your own key or absent"
+    )
+    lifecycle_events: list[Annotated[str, _documented({"enum": list(LIFECYCLE_EVENTS)})]] | None = Field(
+        None, description="lifecycle: the events delivered (required, at least one)"
+    )
+    signal_events: list[Annotated[str, _documented({"enum": list(KINDS)})]] | None = Field(
+        None, description="signal: the kinds delivered; absent or empty: every kind"
+    )
+
+
+class EmptyRequest(BaseModel):
+    """``{}`` (an empty body is accepted too)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class WebhookDeliveries(BaseModel):
+    pending: int = Field(description="waiting for their first or next attempt, or being delivered")
+    delivered: int
+    dead: int = Field(description="every attempt failed; POST /webhooks/{id}/replay retries them")
+
+
+class WebhookLastDelivery(BaseModel):
+    event_id: str = Field(description="evt_{webhook_id}_{job_id}, the X-Webhook-Event-Id of its deliveries")
+    event_type: str
+    status: Literal["pending", "delivering", "delivered", "dead", "cancelled"]
+    attempts: int
+    http_status: int | None = Field(description="the receiver's last HTTP status")
+    error: str | None = Field(description="why the last attempt failed")
+    created_at: str = Field(description="ISO 8601 UTC: when the event happened")
+    delivered_at: str | None = Field(description="ISO 8601 UTC")
+
+
+class Webhook(BaseModel):
+    """A subscription as listed (never with its secret)."""
+
+    id: int
+    url: str
+    filter_type: Annotated[str, _documented({"enum": list(FILTER_TYPES)})]
+    filter_value: str | None
+    lifecycle_events: list[str]
+    signal_events: list[str]
+    status: Literal["active", "paused"]
+    paused_reason: str | None = Field(description="why deliveries are paused (POST /webhooks/{id}/resume)")
+    created_at: str = Field(description="ISO 8601 UTC")
+    secret_rotated_at: str | None = Field(description="ISO 8601 UTC")
+    deliveries: WebhookDeliveries
+    last_delivery: WebhookLastDelivery | None = Field(description="the newest event attempted, or null")
+
+
+class WebhookCreated(Webhook):
+    secret: str = Field(description="the signing secret: shown now and at rotation only")
+
+
+class WebhookList(BaseModel):
+    webhooks: list[Webhook] = Field(description="newest first")
+    max_webhooks: int = Field(description="how many subscriptions an account may hold")
+
+
+class WebhookSecret(BaseModel):
+    secret: str
+
+
+class WebhookDeleted(BaseModel):
+    ok: bool
+    id: int
+    cancelled_jobs: int = Field(description="deliveries that will not be made")
+
+
+class WebhookReplayed(BaseModel):
+    ok: bool
+    id: int
+    replayed: int = Field(description="dead deliveries moved back to pending")
+
+
+class WebhookResumed(BaseModel):
+    ok: bool
+    id: int
+    resumed: bool = Field(description="false when it was not paused")
+    status: Literal["active"]
+
+
 # ------------------------------------------------------------------------------------- bulk lookups
 
 
@@ -322,8 +468,9 @@ def _operation(
     secured: bool = False,
     params: list[dict[str, Any]] | None = None,
     tag: str,
+    ok_status: int = 200,
 ) -> dict[str, Any]:
-    op: dict[str, Any] = {"summary": summary, "tags": [tag], "responses": {"200": ok, **errors}}
+    op: dict[str, Any] = {"summary": summary, "tags": [tag], "responses": {str(ok_status): ok, **errors}}
     if body is not None:
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(body)}}}
     if params:
@@ -362,6 +509,15 @@ _MODELS: tuple[type[BaseModel], ...] = (
     Health,
     Pricing,
     Capabilities,
+    RecentSignals,
+    WebhookRequest,
+    EmptyRequest,
+    WebhookCreated,
+    WebhookList,
+    WebhookSecret,
+    WebhookDeleted,
+    WebhookReplayed,
+    WebhookResumed,
     BalancesRequest,
     TokenBalancesRequest,
     TransactionsRequest,
@@ -529,6 +685,7 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
             },
             "/pricing": {"get": _public("Prices: credits per class, which methods are available", "Pricing")},
             "/capabilities": {"get": _public("What this deployment offers", "Capabilities")},
+            "/signals/recent": {"get": _recent_signals_operation()},
             "/openapi.json": {"get": {**_public("This document", None), "responses": public}},
             "/auth/challenge": {
                 "post": _operation(
@@ -583,6 +740,7 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
             "/account/info": _account_read("The account: balance, deposit terms, batches", "Account"),
             "/account/ledger": _account_read("Ledger entries, newest first", "LedgerPage", paged=True),
             "/account/history": _account_read("Usage history, one entry per call, newest first", "HistoryPage", True),
+            **_webhook_paths(),
             "/account/confirm-deposit": {
                 "post": _operation(
                     "Credit a finalized USDC deposit now (to the transfer's authority wallet)",
@@ -613,6 +771,96 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
     if server_url:
         document["servers"] = [{"url": server_url}]
     return document
+
+
+def _recent_signals_operation() -> dict[str, Any]:
+    params = [
+        {
+            "name": "limit",
+            "in": "query",
+            "schema": {"type": "integer", "minimum": 1, "maximum": MAX_RECENT_LIMIT, "default": DEFAULT_RECENT_LIMIT},
+        },
+        {"name": "kind", "in": "query", "schema": {"type": "string", "enum": list(KINDS)}},
+        {
+            "name": "since_slot",
+            "in": "query",
+            "schema": {"type": "integer", "minimum": 0, "maximum": 2**64 - 2},
+            "description": "only events of a later slot",
+        },
+        {
+            "name": "before",
+            "in": "query",
+            "schema": {"type": "string", "pattern": SIGNAL_ID},
+            "description": "only events before this id (the next page of an answer with more: true)",
+        },
+    ]
+    return {
+        "summary": "Recent signal events, newest first: free, no credentials (docs/api.md, Signals)",
+        "tags": ["Public"],
+        "security": [],
+        "parameters": params,
+        "responses": {
+            "200": _json(_ref("RecentSignals"), "the events"),
+            "400": _json(_ref("ErrorBody"), "a bad parameter: INVALID_REQUEST"),
+            "503": _json(_ref("ErrorBody"), "the signal log (Redis) is unavailable: SERVICE_TEMPORARILY_UNAVAILABLE"),
+        },
+    }
+
+
+def _webhook_paths() -> dict[str, Any]:
+    """``/webhooks`` and its per-id routes (docs/api.md, Webhooks): any credential, an account needed."""
+    errors = {**_errors(400, 401, 403, 405, 413, 429, 500, 503), **_errors(402, rpc=(402,))}
+    per_id = {**errors, "404": _json(_ref("ErrorBody"), "no such webhook of this account: NOT_FOUND")}
+    id_param = [{"name": "id", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}]
+
+    def per(operation_id: str, summary: str, answer: str, body: str | None = "EmptyRequest") -> dict[str, Any]:
+        ok = _json(_ref(answer), "done")
+        op = _operation(summary, ok, per_id, body=body, params=id_param, secured=True, tag="Webhooks")
+        return {"operationId": operation_id, **op}
+
+    created = _json(_ref("WebhookCreated"), "created")
+    created["links"] = {  # what to call on the webhook just created (schemathesis follows them too)
+        name: {"operationId": name, "parameters": {"id": "$response.body#/id"}} for name in _PER_WEBHOOK
+    }
+
+    return {
+        "/webhooks": {
+            "post": _operation(
+                f"Subscribe a URL to events (at most {MAX_WEBHOOKS_PER_ACCOUNT} per account); the answer carries "
+                "the signing secret, shown this once",
+                created,
+                errors,
+                body="WebhookRequest",
+                secured=True,
+                tag="Webhooks",
+                ok_status=201,
+            ),
+            "get": _operation(
+                "The account's webhooks, newest first, with delivery counts (never secrets)",
+                _json(_ref("WebhookList"), "the webhooks"),
+                errors,
+                secured=True,
+                tag="Webhooks",
+            ),
+        },
+        "/webhooks/{id}/rotate-secret": {
+            "post": per("rotateWebhookSecret", "A new signing secret, used from the next delivery", "WebhookSecret")
+        },
+        "/webhooks/{id}/replay": {
+            "post": per("replayWebhook", "Retry every dead delivery from its first attempt", "WebhookReplayed")
+        },
+        "/webhooks/{id}/resume": {
+            "post": per("resumeWebhook", "Resume a paused webhook's deliveries", "WebhookResumed")
+        },
+        "/webhooks/{id}": {
+            "delete": per(
+                "deleteWebhook", "Delete a webhook; its waiting deliveries are cancelled", "WebhookDeleted", None
+            )
+        },
+    }
+
+
+_PER_WEBHOOK = ("rotateWebhookSecret", "replayWebhook", "resumeWebhook", "deleteWebhook")
 
 
 def _public(summary: str, schema: str | None) -> dict[str, Any]:

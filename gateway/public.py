@@ -7,7 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.core.bulk import BULK_CREDITS, MAX_BULK_ITEMS
+from gateway.core.geyser import StreamLimits
+from gateway.core.geyser import pricing_view as grpc_pricing_view
 from gateway.core.methods import MethodClass, PriceTable
+from gateway.core.signals import KINDS
+from gateway.core.subscriptions import UNAVAILABLE, Limits, pricing_view
 from gateway.upstream import HttpUpstream
 
 
@@ -22,18 +26,26 @@ class ServiceProfile:
         default_factory=lambda: {
             "hot_rpc": True,
             "send": True,
-            "websocket": False,
+            "websocket": True,
+            "websocket_block_subscribe": "blockSubscribe" not in UNAVAILABLE,
+            "websocket_vote_subscribe": "voteSubscribe" not in UNAVAILABLE,
             "yellowstone_grpc": False,
             "heavy_indexed_rpc": True,
         }
     )
     archive_history: bool = False
+    #: The signal kinds the classifier emits (subscribeSignal, /signals/recent): all of them in this build.
+    signals: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(KINDS, True))
 
     def health_view(self) -> dict[str, Any]:
         return {"auth": dict(self.auth), "services": dict(self.services)}
 
     def capabilities_view(self) -> dict[str, Any]:
-        return {"auth": dict(self.auth), "services": {**self.services, "archive_history": self.archive_history}}
+        return {
+            "auth": dict(self.auth),
+            "services": {**self.services, "archive_history": self.archive_history},
+            "signals": dict(self.signals),
+        }
 
 
 def health_document(upstream: HttpUpstream, profile: ServiceProfile, started_at: float) -> tuple[int, dict[str, Any]]:
@@ -84,6 +96,8 @@ def pricing_document(
             f"/bulk/{name}": {"credits_per_item": credits, "max_items": MAX_BULK_ITEMS}
             for name, credits in BULK_CREDITS.items()
         },
+        "websocket": pricing_view(Limits()),
+        "grpc": grpc_pricing_view(StreamLimits()),
     }
 
 

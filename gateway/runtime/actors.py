@@ -11,18 +11,32 @@ import contextlib
 from typing import Any
 
 from actors.deposit_watcher import DEFAULT_INTERVAL_S, DepositWatcherActor
+from actors.grpc_stream import GrpcStreamActor
 from actors.send_racer import SendRacerActor
 from actors.send_reconciler import SendReconcilerActor
+from actors.signal_classifier import SignalClassifierActor
+from actors.webhook_dispatcher import WebhookDispatcherActor
+from actors.webhook_watcher import WebhookWatcherActor
 from gateway.runtime.serve_runtime import bounded
 
 NAMESPACE = "gateway"
 DEPOSIT_WATCHER = "deposit-watcher"
 SEND_RECONCILER = "send-reconciler"
+SIGNAL_CLASSIFIER = "signal-classifier"
+WEBHOOK_WATCHER = "webhook-watcher"
 
 
 def send_racer_names(count: int) -> list[str]:
     """The names of the pool's send-racer actors (replicas find them by name)."""
     return [f"send-racer-{n}" for n in range(count)]
+
+
+def webhook_dispatcher_names(count: int) -> list[str]:
+    return [f"webhook-dispatcher-{n}" for n in range(count)]
+
+
+def grpc_stream_names(count: int) -> list[str]:
+    return [f"grpc-stream-{n}" for n in range(count)]
 
 
 def start_singleton(name: str, cls: type, *args: Any) -> Any:
@@ -78,6 +92,48 @@ def start_send_reconciler(settings: dict[str, Any]) -> Any:
     return start_singleton(SEND_RECONCILER, SendReconcilerActor, settings)
 
 
+def start_signal_classifier(settings: dict[str, Any]) -> Any:
+    return start_singleton(SIGNAL_CLASSIFIER, SignalClassifierActor, settings)
+
+
+def stop_signal_classifier() -> None:
+    stop_singleton(SIGNAL_CLASSIFIER)
+
+
+def start_webhook_watcher(settings: dict[str, Any]) -> Any:
+    return start_singleton(WEBHOOK_WATCHER, WebhookWatcherActor, settings)
+
+
+def stop_webhook_watcher() -> None:
+    stop_singleton(WEBHOOK_WATCHER)
+
+
+def start_webhook_dispatchers(settings: dict[str, Any], count: int) -> list[Any]:
+    """The pool of webhook dispatchers: each one named and restarted after a crash like a singleton."""
+    return [start_singleton(name, WebhookDispatcherActor, settings, name) for name in webhook_dispatcher_names(count)]
+
+
+def stop_webhook_dispatchers(count: int) -> None:
+    stop_actors(webhook_dispatcher_names(count))
+
+
+def start_grpc_streams(settings: dict[str, Any], count: int, timeout_s: float = 60.0) -> list[dict[str, Any]]:
+    """The gRPC stream server actors (each named and restarted like a singleton); returns their status
+    once every one listens, or raises why one could not."""
+    import ray
+
+    handles = [start_singleton(name, GrpcStreamActor, settings, name) for name in grpc_stream_names(count)]
+    return [ray.get(handle.wait_ready.remote(timeout_s), timeout=timeout_s + 10) for handle in handles]
+
+
 def service_actor_names(settings: dict[str, Any]) -> list[str]:
     """Every actor ``gateway up`` starts, in the order they are stopped."""
-    return [SEND_RECONCILER, *send_racer_names(int(settings.get("send_racers", 0))), DEPOSIT_WATCHER]
+    return [
+        *grpc_stream_names(int(settings.get("grpc_servers", 0))),
+        *webhook_dispatcher_names(int(settings.get("webhook_dispatchers", 0))),
+        WEBHOOK_WATCHER,
+        SIGNAL_CLASSIFIER,
+        SEND_RECONCILER,
+        *send_racer_names(int(settings.get("send_racers", 0))),
+        DEPOSIT_WATCHER,
+    ]

@@ -21,8 +21,12 @@ from gateway.keys import ensure_service_keys
 from gateway.runtime.actors import (
     service_actor_names,
     start_deposit_watcher,
+    start_grpc_streams,
     start_send_racers,
     start_send_reconciler,
+    start_signal_classifier,
+    start_webhook_dispatchers,
+    start_webhook_watcher,
     stop_actors,
 )
 from gateway.runtime.devnode_proc import DevnodeProcess
@@ -91,14 +95,16 @@ class Stack:
                 s.devnode_slot_ms,
                 s.devnode_retention_slots,
                 s.devnode_feed,
+                grpc_port=s.devnode_grpc_port,
             )
             node.start()
             self._stops.append(("devnode", node.stop))
             updates["upstream_rpc_url"], updates["upstream_ws_url"] = node.rpc_url, node.ws_url
             updates["network"] = s.network or DEVNODE
             updates["block_engine_url"] = s.block_engine_url or f"{node.rpc_url}/api/v1"
+            updates["upstream_grpc_url"] = s.upstream_grpc_url or node.grpc_url
             feed = "with generated launch traffic" if s.devnode_feed else "no feed"
-            self.report("chain", f"devnode RPC {node.rpc_url}, PubSub {node.ws_url} ({feed})")
+            self.report("chain", f"devnode RPC {node.rpc_url}, PubSub {node.ws_url}, geyser {node.grpc_url} ({feed})")
         else:
             updates["upstream_ws_url"] = s.derived_ws_url()
             self.report("chain", f"upstream {s.upstream_rpc_url}")
@@ -119,14 +125,34 @@ class Stack:
         start_send_reconciler(resolved.model_dump(mode="json"))
         legs = ", ".join(resolved.send_legs)
         self.report("sending", f"{resolved.send_racers} send-racer actor(s) on {legs}; reconciler actor")
+        start_signal_classifier(resolved.model_dump(mode="json"))
+        self.report("signals", f"classifier actor on {', '.join(resolved.signal_programs)}")
+        start_webhook_watcher(resolved.model_dump(mode="json"))
+        self.report("webhooks", "watcher actor writing transaction and signal delivery jobs")
+        start_webhook_dispatchers(resolved.model_dump(mode="json"), resolved.webhook_dispatchers)
+        self.report("webhooks", f"{resolved.webhook_dispatchers} dispatcher actor(s) delivering them")
+        self._start_grpc(resolved)
         self.report("Serve", f"http://{resolved.host}:{resolved.port} ({resolved.ingress_replicas} ingress replica(s))")
         return resolved
+
+    def _start_grpc(self, resolved: Settings) -> None:
+        if not resolved.grpc_stream:
+            why = "no upstream geyser endpoint (upstream_grpc_url)" if resolved.grpc_servers else "grpc_servers = 0"
+            self.report("gRPC", f"off: {why}")
+            return
+        start_grpc_streams(resolved.model_dump(mode="json"), resolved.grpc_servers)
+        scheme = "TLS" if resolved.grpc_tls_cert else "plaintext"
+        where = f"{resolved.host}:{resolved.grpc_port} ({scheme})"
+        self.report("gRPC", f"{where}, {resolved.grpc_servers} server actor(s) re-serving {resolved.upstream_grpc_url}")
 
     def _ports(self) -> list[tuple[str, int]]:
         s = self.settings
         ports = [(s.host, s.port)]
+        if s.grpc_servers > 0 and (s.upstream_rpc_url is None or s.upstream_grpc_url):
+            ports.append((s.host, s.grpc_port))
         if s.upstream_rpc_url is None:
             ports += [("127.0.0.1", s.devnode_rpc_port), ("127.0.0.1", s.devnode_ws_port)]
+            ports.append(("127.0.0.1", s.devnode_grpc_port))
         return ports
 
     def stop(self) -> None:

@@ -12,7 +12,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path
 
@@ -25,6 +25,9 @@ from gateway.transports.account_routes import account_routes
 from gateway.transports.bulk_routes import bulk_routes
 from gateway.transports.mcp import MCP_PATH, McpTransport
 from gateway.transports.routing import RPC_MAX_BODY_BYTES, RpcFirst, mount, to_response
+from gateway.transports.signal_routes import signal_routes
+from gateway.transports.webhook_routes import webhook_routes
+from gateway.transports.ws import WS_PATH, WsTransport
 
 #: Where JSON-RPC is served over HTTP (docs/api.md).
 RPC_PATHS = ("/", "/rpc")
@@ -99,9 +102,12 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/docs", docs, methods=["GET"]),
         Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]),
+        WebSocketRoute(WS_PATH, WsTransport(gw).serve),
         Mount("/docs/static", StaticFiles(directory=swagger_ui_path), name="docs-static"),
         *account_routes(gw),
         *bulk_routes(gw),
+        *signal_routes(gw),
+        *webhook_routes(gw),
         *(
             mount(
                 path,

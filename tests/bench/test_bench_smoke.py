@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import orjson
 import pytest
 
+from bench import ws_fanout
 from bench.const_upstream import answer
 from bench.gateway_overhead import measure, reference_servers
 from bench.loadgen import run_load
 from bench.report import format_ratios, format_table
+from bench.ws_fanout import Options, Subscriber, format_latency, format_results, summarize_profile
+from bench.ws_fanout import run as run_ws_fanout
 
 
 def test_const_upstream_answers_echo_ids() -> None:
@@ -51,3 +57,108 @@ async def test_harness_runs_against_upstream_and_forwarder() -> None:
     table = format_table(rows, baseline="forwarder")
     assert "forwarder" in table and "upstream" in table
     assert "forwarder / upstream @4 conn" in format_ratios(rows, [("forwarder", "upstream")])
+
+
+def test_ws_fanout_client_counts_frames_split_anywhere() -> None:
+    """The fan-out benchmark's subscribers only find frame boundaries: answers, notifications and pings
+    cut at every byte still count right, and a ping is answered."""
+
+    def server_frame(opcode: int, payload: bytes) -> bytes:
+        n = len(payload)
+        head = bytes((0x80 | opcode, n)) if n < 126 else bytes((0x80 | opcode, 126)) + n.to_bytes(2, "big")
+        return head + payload
+
+    note = b'{"jsonrpc":"2.0","method":"accountNotification","params":{"result":{"value":1},"subscription":7}}'
+    wire = server_frame(1, b'{"jsonrpc":"2.0","result":7,"id":1}') + server_frame(9, b"hi")
+    wire += server_frame(1, note) + server_frame(1, note + b" " * 200) + server_frame(8, (1000).to_bytes(2, "big"))
+
+    class Transport:
+        def __init__(self) -> None:
+            self.written: list[bytes] = []
+
+        def write(self, data: bytes) -> None:
+            self.written.append(data)
+
+        def is_closing(self) -> bool:
+            return False
+
+    async def count(cut: int) -> tuple[int, int | None, list[bytes]]:
+        sub = Subscriber(b"GET", b"SUB", deflate=False)
+        transport = Transport()
+        sub.connection_made(transport)  # type: ignore[arg-type]
+        response = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n" + wire
+        sub.data_received(response[:cut])
+        sub.data_received(response[cut:])
+        assert sub.subscribed.done()
+        return sub.count, sub.close_code, transport.written
+
+    for cut in range(0, 60 + len(wire), 7):
+        counted, code, written = asyncio.run(count(cut))
+        assert (counted, code) == (2, 1000), cut
+        assert written[:2] == [b"GET", b"SUB"]
+        pong = written[2]
+        assert pong[0] == 0x8A and pong[1] == 0x80 | 2  # a masked pong of the ping's 2 bytes
+        assert bytes(b ^ pong[2 + i % 4] for i, b in enumerate(pong[6:])) == b"hi"
+
+
+def test_ws_fanout_profile_summary(tmp_path: Path) -> None:
+    raw = tmp_path / "profile.txt"
+    session = Path(ws_fanout.REPO_ROOT, "gateway/pubsub/session.py")
+    raw.write_text(
+        f"_run_module_as_main (<frozen runpy>:198);WsSession._notify ({session}:1) 3\n"
+        f"main (x.py:1);__init__ (<string>:2) 1\n"
+    )
+    text = summarize_profile(raw, us_per_note=40.0)
+    assert "4 samples" in text
+    assert "75.0%  30.0 µs  fan-in" in text
+
+
+@pytest.mark.timeout(240)
+def test_ws_fanout_runs_both_targets_and_times_signals() -> None:
+    options = Options(subscribers=3, duration_s=1.0, warmup_s=1.0, rates=(10.0,), signals=2, feed_interval_ms=100)
+    results = run_ws_fanout(options)
+    assert [r.target for r in results.measurements] == ["gateway", "baseline"]
+    for r in results.measurements:
+        assert r.delivered > 0 and len(r.per_subscriber) == 3 and r.closes == {}, r
+        assert r.offered_per_s > 0
+    assert "gateway / baseline" in format_results(results.measurements, options)
+    assert results.latency is not None and len(results.latency.from_confirmed) == 2
+    assert all(0 < s < 5 for s in results.latency.from_confirmed)
+    assert "p99" in format_latency(results.latency)
+
+
+@pytest.mark.timeout(300)
+def test_grpc_stream_bench_runs_both_targets_and_times_slots(database_url: str, redis_url: str) -> None:
+    from bench import grpc_stream
+
+    options = grpc_stream.Options(
+        streams=3,
+        rates=(20.0,),
+        duration_s=1.0,
+        warmup_s=0.5,
+        slots_s=1.5,
+        recorded=20,
+        database_url=database_url,
+        redis_url=redis_url,
+    )
+    results = grpc_stream.run(options)
+    assert [r.target for r in results.throughput] == ["gateway", "baseline"]
+    for r in results.throughput:
+        assert r.delivered > 0 and r.errors == [] and r.latencies, r
+    assert [r.target for r in results.latency] == ["gateway", "baseline"]
+    for r in results.latency:
+        assert r.delivered > 0 and r.errors == [] and all(0 < s < 5 for s in r.latencies), r
+    report = grpc_stream.format_results(results, options)
+    assert "gateway / baseline per round:" in report and "slot -> client" in report
+
+
+@pytest.mark.timeout(240)
+def test_webhook_bench_delivers_every_job_both_ways(capsys: pytest.CaptureFixture[str]) -> None:
+    """The bench raises when the receiver's count differs from the jobs posted (either target)."""
+    from bench import webhooks as webhook_bench
+
+    webhook_bench.main(["--jobs", "300", "--webhooks", "4", "--concurrency", "8", "--rounds", "2", "--backlog", "200"])
+    out = capsys.readouterr().out
+    assert "dispatcher / plain: median of rounds" in out
+    assert "| dispatcher |" in out and "| plain |" in out
+    assert "the backlog (all due) drained in" in out

@@ -82,6 +82,9 @@ def test_gateway_fund_refuses_a_real_chain_and_bad_amounts(service: RunningServi
         ("priority_fee.py", ["micro-lamports per CU (medium)", "getPriorityFeeEstimate High:"]),
         ("transaction_history.py", ["transactions; latest: ", "lamport fee"]),
         ("bulk.py", ["2 balances: ", "1 free errors", "transactions found"]),
+        ("signals.py", ["recent: ", "live: ", "subscription sig_sub_1"]),  # no feed on this stack: few events
+        ("websocket.py", ["slot ", "wallet balance now "]),
+        ("grpc_stream.py", ["GetSlot: ", "slot ", "pong 1: the new filters are live", "transaction "]),
         ("mcp_client.py", ["MCP 2025-06-18 with solana-credit-gateway", "tools: rpc, getBalance", "getSlot: slot "]),
     ],
 )
@@ -90,6 +93,7 @@ def test_each_example_runs(
 ) -> None:
     key, wallet = funded
     env = {**service.env, "GATEWAY_URL": service.url, "GATEWAY_API_KEY": key, "GATEWAY_WALLET": str(wallet)}
+    env["SIGNALS_SECONDS"] = "3"  # examples/signals.py's live window
     done = subprocess.run(
         [sys.executable, str(REPO / "examples" / example)],
         env=env,
