@@ -170,7 +170,7 @@ class Subscriber(asyncio.Protocol):
                 break
             opcode = data[i] & 0x0F
             if opcode == 1:
-                self._text(data, start)
+                self._text(data, start, length)
             elif opcode == 9:
                 self._send(0xA, data[start:end])  # pong
             elif opcode == 8:
@@ -178,14 +178,14 @@ class Subscriber(asyncio.Protocol):
             i = end
         return i
 
-    def _text(self, data: bytes, start: int) -> None:
+    def _text(self, data: bytes, start: int, length: int) -> None:
         self.texts += 1
         if self.deflate:
             if self.texts > 1:
                 self.count += 1
             elif not self.subscribed.done():
                 self.subscribed.set_result(None)
-        elif data[start + _METHOD_AT] == _ACCOUNT_NOTIFICATION:
+        elif length > _METHOD_AT and data[start + _METHOD_AT] == _ACCOUNT_NOTIFICATION:
             self.count += 1
         elif not self.subscribed.done():
             self.subscribed.set_result(None)  # the answer (or an error: the count stays at 0)

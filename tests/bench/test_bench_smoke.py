@@ -123,7 +123,7 @@ def test_ws_fanout_runs_both_targets_and_times_signals() -> None:
         assert r.offered_per_s > 0
     assert "gateway / baseline" in format_results(results.measurements, options)
     assert results.latency is not None and len(results.latency.from_confirmed) == 2
-    assert all(0 < s < 5 for s in results.latency.from_confirmed)
+    assert all(0 < s < 30 for s in results.latency.from_confirmed)
     assert "p99" in format_latency(results.latency)
 
 
