@@ -224,6 +224,7 @@ class Meter:
         if acct is not None:
             acct.checked_at = -math.inf
             acct.empty_streak = 0
+            acct.invalidated_at = self.clock()
 
     def forget_shortness(self) -> None:
         """Invalidate every account: deposit notices may have been missed."""
@@ -260,9 +261,14 @@ class Meter:
 
     def _adopt(self, acct: AccountState, grant: LeaseGrant | None, started: float) -> None:
         """Take in what the store answered to a lease request made at ``started``."""
-        acct.checked_at = started
         empty = grant is None or grant.lease_id is None
-        acct.empty_streak = acct.empty_streak + 1 if empty else 0
+        if empty and acct.invalidated_at >= started:
+            # A deposit was announced while this request was in flight: its empty answer may predate
+            # the credit, so it is not cached (else the next call would wait out a doubled backoff).
+            acct.checked_at, acct.empty_streak = -math.inf, 0
+        else:
+            acct.checked_at = started
+            acct.empty_streak = acct.empty_streak + 1 if empty else 0
         if grant is None:
             acct.exists = False
             return

@@ -406,3 +406,29 @@ async def test_admit_all_unknown_account(make_meter: MeterFactory) -> None:
     meter = make_meter()
     refused = await meter.admit_all(new_pubkey(), [1, 1])
     assert not isinstance(refused, list) and refused.outcome is Outcome.NO_ACCOUNT
+
+
+async def test_a_deposit_announced_during_a_lease_request_is_not_hidden_by_its_empty_answer(
+    make_meter: MeterFactory, pool: asyncpg.Pool, db: asyncpg.Connection, pubkey: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The notice can overtake the store's answer: the request read the balance before the credit
+    committed, the notice arrived before the answer. That answer must not start a new backoff."""
+    await db.execute("INSERT INTO accounts (pubkey) VALUES ($1)", pubkey)
+    now = [100.0]
+    meter = make_meter(clock=lambda: now[0])
+    meter.hears_credits = True
+    assert (await meter.admit(pubkey, 1)).outcome is Outcome.INSUFFICIENT  # empty: wait 1 s
+    now[0] = 101.0
+    real_lease = ledger.lease
+
+    async def overtaken(*args: Any, **kwargs: Any) -> Any:
+        grant = await real_lease(*args, **kwargs)  # empty: the deposit is not in the store yet
+        await fund(pool, pubkey, 50)  # ...then it is credited and announced before the answer arrives
+        now[0] = 101.5
+        meter.invalidate(pubkey)
+        return grant
+
+    monkeypatch.setattr(ledger, "lease", overtaken)
+    assert (await meter.admit(pubkey, 1)).outcome is Outcome.INSUFFICIENT
+    monkeypatch.setattr(ledger, "lease", real_lease)
+    assert (await meter.admit(pubkey, 1)).ok  # asked again at once, not after a doubled wait
