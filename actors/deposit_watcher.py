@@ -36,6 +36,7 @@ class DepositWatcherActor:
         self.deposit_ata = str(deposit_ata_for(self.settings))
         self.watcher: DepositWatcher | None = None
         self._thread = LoopThread("deposit-watcher", self._serve)
+        self._thread.start()
 
     async def _serve(self, stop: asyncio.Event) -> None:
         upstream = HttpUpstream(str(self.settings.upstream_rpc_url), self.settings.fallback_rpc_url, connections=4)

@@ -34,6 +34,7 @@ class GrpcStreamActor:
         self.error: str | None = None
         self._started = threading.Event()  # set once the server listens, or failed to
         self._thread = LoopThread(name, self._serve)
+        self._thread.start()
 
     async def _serve(self, stop: asyncio.Event) -> None:
         # Nothing here may touch self._thread: this can run before __init__ has assigned it.

@@ -25,7 +25,10 @@ RETRY_S = 2.0
 
 
 class LoopThread:
-    """Runs ``main(stop)`` on a thread of its own, from construction until ``stop`` is set."""
+    """Runs ``main(stop)`` on a thread of its own, from :meth:`start` until ``stop`` is set.
+
+    Starting is a separate step so the owner can keep a reference first: ``main`` may use it at once.
+    """
 
     def __init__(self, name: str, main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
         self._main = main
@@ -33,6 +36,8 @@ class LoopThread:
         self._stop: asyncio.Event | None = None
         self.ready = threading.Event()  # set by the work once it can take calls (or has ended)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
         self._thread.start()
 
     @property

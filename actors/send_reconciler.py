@@ -76,6 +76,7 @@ class SendReconcilerActor:
         self.min_age_s = min_age_s
         self.reconciler: SendReconciler | None = None
         self._thread = LoopThread("send-reconciler", self._serve)
+        self._thread.start()
 
     async def _serve(self, stop: asyncio.Event) -> None:
         node = HttpUpstream(str(self.settings.upstream_rpc_url), self.settings.fallback_rpc_url, connections=4)

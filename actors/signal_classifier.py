@@ -42,6 +42,7 @@ class SignalClassifierActor:
             raise ValueError("the signal classifier needs resolved redis_url and upstream_rpc_url settings")
         self.classifier: SignalClassifier | None = None
         self._thread = LoopThread("signal-classifier", self._serve)
+        self._thread.start()
 
     async def _serve(self, stop: asyncio.Event) -> None:
         s = self.settings
@@ -50,7 +51,6 @@ class SignalClassifierActor:
         try:
             assert conn.redis is not None
             signal_log = SignalLog(conn.redis, retention=s.signal_retention_events)
-            # Nothing here may touch self._thread: this can run before __init__ has assigned it.
             self.classifier = SignalClassifier(signal_log, upstream, rules_of(s))
             log.info("signal classifier watching %s every %g s", ", ".join(s.signal_programs), s.signal_poll_s)
             await self.classifier.run(s.signal_poll_s, stop)

@@ -57,13 +57,13 @@ class WebhookDispatcherActor:
         self.retry: RetryPolicy = retry_delay_s if retry_delays is None else fixed_delays(retry_delays)
         self.dispatcher: Dispatcher | None = None
         self._thread = LoopThread(name, self._serve)
+        self._thread.start()
 
     async def _serve(self, stop: asyncio.Event) -> None:
         conn = await connect_when_up(self.settings, stop, self.name, redis=False, pool_size=POOL_SIZE)
         if conn is None or conn.db is None:
             return
         try:
-            # Nothing here may touch self._thread: this can run before __init__ has assigned it.
             self.dispatcher = Dispatcher(conn.db, self.dispatcher_id, self.config, retry=self.retry)
             log.info(
                 "webhook dispatcher %s: %d deliveries at once, %d per subscription",

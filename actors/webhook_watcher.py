@@ -33,6 +33,7 @@ class WebhookWatcherActor:
         self.watches: TransactionWatches | None = None
         self.signals: SignalWebhooks | None = None
         self._thread = LoopThread("webhook-watcher", self._serve)
+        self._thread.start()
 
     async def _serve(self, stop: asyncio.Event) -> None:
         s = self.settings
@@ -43,7 +44,6 @@ class WebhookWatcherActor:
         try:
             if conn is None or conn.db is None:
                 return
-            # Nothing here may touch self._thread: this can run before __init__ has assigned it.
             self.watches = TransactionWatches(conn.db, upstream, pubsub)
             work = [self.watches.run(stop)]
             if conn.redis is not None:
