@@ -38,6 +38,7 @@ import asyncpg
 
 from gateway.core.credits import EventHook, fire, no_events
 from gateway.core.webhook_events import LOW_BALANCE, crosses_low_balance, low_balance
+from gateway.storage import webhooks
 from gateway.storage.errors import postgres_call
 from gateway.storage.ledger.sql import add_entries, consume_batches, held, lock_account
 from gateway.storage.webhook_events import enqueue_lifecycle
@@ -410,11 +411,7 @@ async def charge(pool: asyncpg.Pool, dispatcher_id: str, job: ClaimedJob, events
 
 async def _pause_unpaid(conn: asyncpg.Connection, job: ClaimedJob, price: int, available: int) -> None:
     reason = f"insufficient credits: a delivery costs {price}, {max(available, 0)} available"
-    await conn.execute(
-        "UPDATE webhooks SET status = 'paused', paused_reason = $2 WHERE id = $1 AND status = 'active'",
-        job.webhook_id,
-        reason,
-    )
+    await webhooks.pause(conn, job.webhook_id, reason)
     await conn.execute(
         """UPDATE delivery_jobs SET status = 'pending', attempts = attempts - 1, locked_by = NULL,
                   locked_until = NULL, last_error = $2

@@ -247,10 +247,10 @@ async def resume(pool: asyncpg.Pool, pubkey: str, webhook_id: int) -> bool | Non
 
 
 @postgres_call(WHAT)
-async def pause(pool: asyncpg.Pool, webhook_id: int, reason: str) -> bool:
-    """Pause an active subscription (the dispatcher, when a signal delivery cannot be paid); False
-    when it was not active."""
-    found = await pool.fetchval(
+async def pause(db: asyncpg.Pool | asyncpg.Connection, webhook_id: int, reason: str) -> bool:
+    """Pause an active subscription (the dispatcher, when a signal delivery cannot be paid, on the
+    charge's own connection); False when it was not active."""
+    found = await db.fetchval(
         "UPDATE webhooks SET status = 'paused', paused_reason = $2 WHERE id = $1 AND status = 'active' RETURNING id",
         webhook_id,
         reason,

@@ -68,6 +68,7 @@ from gateway.storage.delivery_jobs import (
 )
 from gateway.storage.errors import StoreUnavailable
 from gateway.webhooks import targets
+from gateway.webhooks.validation import url_problem
 
 log = logging.getLogger(__name__)
 
@@ -335,7 +336,7 @@ class Dispatcher:
     async def attempt(self, job: ClaimedJob) -> Outcome | None:
         """One attempt of a claimed job; None when nothing was attempted and there is nothing to
         record (the account could not pay, or the claim was lost)."""
-        refusal = targets.url_refusal(job.url, self.config.allow_private)
+        refusal = url_problem(job.url, self.config.allow_private)  # as at creation: DNS is checked at connect
         if refusal is not None:
             return Outcome(job.id, job.attempts, Result.DEAD, error=f"refused: {refusal}")
         if job.price > 0 and job.charged == 0:

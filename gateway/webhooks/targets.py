@@ -4,8 +4,8 @@ A subscription's URL was checked when it was created, but a name's addresses cha
 a public answer at creation, ``127.0.0.1`` at delivery). So every delivery is checked where it
 connects, on the addresses it connects to:
 
-- :func:`url_refusal` before anything is sent: ``https://`` only, and a host written as an IP
-  address must be public (:func:`gateway.core.webhooks.forbidden_address`);
+- :func:`gateway.webhooks.validation.url_problem` before anything is sent (the check made at
+  creation, made again: ``https://`` only, and a host written as an IP address must be public);
 - :class:`GuardedResolver`, the connector's resolver: a name with any forbidden address among its
   answers is refused. aiohttp connects only to the addresses its resolver returned (and caches only
   those), so what was checked is what is connected to: no second lookup between check and connect;
@@ -19,14 +19,12 @@ development setting) none of this applies and ``http://`` is allowed.
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 
 import aiohttp
 from aiohappyeyeballs import AddrInfoType
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
-from yarl import URL
 
 from gateway.core.webhooks import forbidden_address
 
@@ -46,38 +44,6 @@ def address_refusal(address: str) -> str | None:
     except ValueError:
         return f"{address} is not an IP address"
     return None if why is None else f"{address} is {why}"
-
-
-def url_refusal(url: str, allow_private: bool) -> str | None:
-    """Why ``url`` may not be delivered to, judged from the URL alone, or None."""
-    try:
-        parsed = URL(url)
-    except (TypeError, ValueError):
-        return "not a valid URL"
-    schemes = ("https", "http") if allow_private else ("https",)
-    if parsed.scheme not in schemes:
-        return f"{parsed.scheme or 'a URL without a scheme'}:// is not allowed: https:// only"
-    host = parsed.raw_host
-    if not host:
-        return "the URL has no host"
-    if allow_private:
-        return None
-    address = _ip_literal(host)
-    return None if address is None else address_refusal(address)  # a name is checked when resolved
-
-
-def _ip_literal(host: str) -> str | None:
-    """``host`` as the IP address a resolver would read it as, or None for a name."""
-    try:
-        return str(ipaddress.ip_address(host))
-    except ValueError:
-        pass
-    if ":" in host:
-        return None
-    try:  # the legacy forms (127.1, 2130706433, 0x7f.0.0.1) that C resolvers read as addresses
-        return socket.inet_ntoa(socket.inet_aton(host))
-    except OSError:
-        return None
 
 
 class GuardedResolver(AbstractResolver):
