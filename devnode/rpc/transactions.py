@@ -8,7 +8,7 @@ import binascii
 from typing import Any
 
 import base58
-from solders.hash import Hash
+from solders.hash import Hash, ParseHashError
 from solders.message import from_bytes_versioned
 from solders.transaction import VersionedTransaction
 
@@ -87,7 +87,7 @@ class TransactionMethods(MethodGroup):
         raw = required(params, 0, "blockhash")
         try:
             blockhash = Hash.from_string(raw)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, ParseHashError) as exc:
             raise invalid_params("Invalid param: Invalid") from exc
         return self._ctx(self.chain.is_blockhash_valid(blockhash))
 

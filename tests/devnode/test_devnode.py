@@ -213,6 +213,8 @@ async def test_expired_blockhash_is_rejected(node: Devnode, client: AsyncClient,
     for _ in range(152):  # drive the slot clock by hand: 150 blocks later the hash has expired
         node.chain.tick()
     assert not (await call(node, "isBlockhashValid", [str(tx.message.recent_blockhash)]))["result"]["value"]
+    for malformed in ("not-a-hash", "1" * 60, 7):
+        assert (await call(node, "isBlockhashValid", [malformed]))["error"]["code"] == -32602, malformed
     for skip in (False, True):
         resp = await call(node, "sendTransaction", [b58(tx), {"skipPreflight": skip}])
         err = resp["error"]
