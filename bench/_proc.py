@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+import orjson
+
 LOOPBACK = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -98,8 +100,7 @@ async def spawn_server(
 ) -> AsyncIterator[ServerProcess]:
     """Run `python -m module *args` and yield once it listens on host:port; stop it on exit."""
     require_loopback_host(host)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env = repo_env()
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -176,3 +177,28 @@ async def serving(config: Any, name: str) -> AsyncIterator[str]:
     finally:
         server.should_exit = True
         await task
+
+
+def repo_env() -> dict[str, str]:
+    """This environment, with the repository importable (a child process runs ``python -m bench...``)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def emit(event: dict[str, Any]) -> None:
+    """One JSON event line on stdout, for the harness's :func:`read_event` (a child process's side)."""
+    sys.stdout.write(orjson.dumps(event).decode() + "\n")
+    sys.stdout.flush()
+
+
+async def read_event(stream: asyncio.StreamReader, want: str, timeout_s: float) -> dict[str, Any]:
+    """The next JSON line of a child process whose ``event`` is ``want`` (other output is skipped)."""
+    while True:
+        raw = await asyncio.wait_for(stream.readline(), timeout_s)
+        if not raw:
+            raise RuntimeError(f"the client process ended before {want!r}")
+        if raw.startswith(b"{"):
+            event: dict[str, Any] = orjson.loads(raw)
+            if event.get("event") == want:
+                return event

@@ -22,15 +22,10 @@ from typing import Any
 import grpc
 import orjson
 
-from bench._proc import LOOPBACK
+from bench._proc import LOOPBACK, emit
 from geyser_proto import geyser_pb2
 
 _SERVICE = "/geyser.Geyser/"
-
-
-def _emit(event: dict[str, Any]) -> None:
-    sys.stdout.write(orjson.dumps(event).decode() + "\n")
-    sys.stdout.flush()
 
 
 def _subscribe_raw(channel: grpc.aio.Channel) -> Any:
@@ -201,19 +196,19 @@ async def clients(args: argparse.Namespace) -> None:
     tasks = [asyncio.create_task(one(n, ready)) for n, ready in enumerate(readies)]
     for ready in readies:
         await ready.wait()
-    _emit({"event": "ready"})
+    emit({"event": "ready"})
     loop = asyncio.get_running_loop()
     while (command := (await loop.run_in_executor(None, sys.stdin.readline)).strip()) != "quit":
         if command == "start":
             for c in counted:
                 c.count, c.latencies = 0, []
             started = time.perf_counter()
-            _emit({"event": "started"})
+            emit({"event": "started"})
         elif command == "stop":
             seconds = time.perf_counter() - started
             latencies = [s for c in counted for s in c.latencies]
             errors = [c.error for c in counted if c.error]
-            _emit(
+            emit(
                 {
                     "event": "done",
                     "seconds": seconds,

@@ -48,7 +48,7 @@ from typing import Any
 import grpc
 import orjson
 
-from bench._proc import LOOPBACK, REPO_ROOT, wait_for_port
+from bench._proc import LOOPBACK, REPO_ROOT, read_event, repo_env, wait_for_port
 from gateway.runtime.ports import free_port
 from geyser_proto import geyser_pb2, geyser_pb2_grpc
 
@@ -111,12 +111,6 @@ def _python(*args: str) -> list[str]:
     return [sys.executable, "-m", "bench.grpc_processes", *args]
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    return env
-
-
 def cpu_seconds(pid: int) -> float:
     """User and system CPU seconds of a live process (Linux /proc)."""
     try:
@@ -129,7 +123,7 @@ def cpu_seconds(pid: int) -> float:
 
 @contextlib.contextmanager
 def process(*args: str) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(_python(*args), cwd=REPO_ROOT, env=_env(), stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(_python(*args), cwd=REPO_ROOT, env=repo_env(), stdout=subprocess.DEVNULL)
     try:
         yield proc
     finally:
@@ -250,31 +244,20 @@ def target(name: str, upstream: str, st: Stores, secret: str) -> Iterator[tuple[
         yield port, proc.pid
 
 
-async def _line(stream: asyncio.StreamReader, want: str, timeout_s: float) -> dict[str, Any]:
-    while True:
-        raw = await asyncio.wait_for(stream.readline(), timeout_s)
-        if not raw:
-            raise RuntimeError(f"the client process ended before {want!r}")
-        if raw.startswith(b"{"):
-            event: dict[str, Any] = orjson.loads(raw)
-            if event.get("event") == want:
-                return event
-
-
 @contextlib.asynccontextmanager
 async def client_process(port: int, streams: int, token: str, mode: str) -> AsyncIterator[asyncio.subprocess.Process]:
     args = ["clients", "--port", str(port), "--streams", str(streams), "--token", token, "--mode", mode]
     proc = await asyncio.create_subprocess_exec(
         *_python(*args),
         cwd=REPO_ROOT,
-        env=_env(),
+        env=repo_env(),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         limit=2**26,  # the report is one line, latency samples included
     )
     assert proc.stdout is not None
     try:
-        await _line(proc.stdout, "ready", 60 + streams / 10)
+        await read_event(proc.stdout, "ready", 60 + streams / 10)
         yield proc
     finally:
         if proc.returncode is None:
@@ -297,13 +280,13 @@ async def window(
     await asyncio.sleep(warmup_s)
     proc.stdin.write(b"start\n")
     await proc.stdin.drain()
-    await _line(proc.stdout, "started", 30)
+    await read_event(proc.stdout, "started", 30)
     cpu0 = cpu_seconds(server_pid)
     await asyncio.sleep(duration_s)
     cpu1 = cpu_seconds(server_pid)
     proc.stdin.write(b"stop\n")
     await proc.stdin.drain()
-    return await _line(proc.stdout, "done", 30), cpu1 - cpu0
+    return await read_event(proc.stdout, "done", 30), cpu1 - cpu0
 
 
 def set_rate(source_address: str, rate: float) -> None:

@@ -79,7 +79,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
-from bench._proc import LOOPBACK, REPO_ROOT, wait_for_port
+from bench._proc import LOOPBACK, REPO_ROOT, emit, read_event, repo_env, wait_for_port
 from gateway.runtime.ports import free_port
 
 if TYPE_CHECKING:
@@ -241,11 +241,6 @@ async def _stdin_line() -> str:
     return await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
 
 
-def _emit(event: dict[str, Any]) -> None:
-    sys.stdout.write(orjson.dumps(event).decode() + "\n")
-    sys.stdout.flush()
-
-
 async def clients(args: argparse.Namespace) -> None:
     """Connect and subscribe ``--subscribers`` clients; on ``go``, warm up, count, report (JSON lines)."""
     loop = asyncio.get_running_loop()
@@ -264,17 +259,17 @@ async def clients(args: argparse.Namespace) -> None:
             await asyncio.wait_for(sub.subscribed, 60)
 
     await asyncio.gather(*(one() for _ in range(args.subscribers)))
-    _emit({"event": "ready", "subscribers": len(subs), "deflated": sum(sub.deflated for sub in subs)})
+    emit({"event": "ready", "subscribers": len(subs), "deflated": sum(sub.deflated for sub in subs)})
     await _stdin_line()  # "go": the feed has started
     await asyncio.sleep(args.warmup)
     before = [sub.count for sub in subs]
     started = time.perf_counter()
-    _emit({"event": "start"})
+    emit({"event": "start"})
     await asyncio.sleep(args.duration)
     counts = [sub.count - b for sub, b in zip(subs, before, strict=True)]
     elapsed = time.perf_counter() - started
     closes = Counter(str(sub.close_code) for sub in subs if sub.close_code is not None or sub.lost)
-    _emit({"event": "done", "seconds": elapsed, "counts": counts, "closes": dict(closes)})
+    emit({"event": "done", "seconds": elapsed, "counts": counts, "closes": dict(closes)})
     for sub in subs:
         sub.close()
     await asyncio.sleep(0.2)
@@ -533,12 +528,6 @@ def _python(*args: str) -> list[str]:
     return [sys.executable, "-m", "bench.ws_fanout", *args]
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    return env
-
-
 @contextlib.contextmanager
 def stack(home: Path, database_url: str, redis_url: str, feed_interval_ms: int | None = None) -> Iterator[Stack]:
     """The devnode, the gateway and the baseline, each a process; a funded API key; a funded payer.
@@ -563,12 +552,12 @@ def stack(home: Path, database_url: str, redis_url: str, feed_interval_ms: int |
         gateway = ["serve", "--port", str(ports["gateway"]), "--home", str(home / "gateway")]
         gateway += ["--database-url", database_url, "--redis-url", redis_url, "--api-key-secret", secret]
         gateway += ["--upstream-rpc", node.rpc_url, "--upstream-ws", node.ws_url]
-        procs.append(subprocess.Popen(_python(*gateway), cwd=REPO_ROOT, env=_env(), stdout=subprocess.DEVNULL))
+        procs.append(subprocess.Popen(_python(*gateway), cwd=REPO_ROOT, env=repo_env(), stdout=subprocess.DEVNULL))
         base = ["baseline", "--port", str(ports["baseline"]), "--upstream-ws", node.ws_url]
-        procs.append(subprocess.Popen(_python(*base), cwd=REPO_ROOT, env=_env(), stdout=subprocess.DEVNULL))
+        procs.append(subprocess.Popen(_python(*base), cwd=REPO_ROOT, env=repo_env(), stdout=subprocess.DEVNULL))
         if feed:
             classify = ["classify", "--redis-url", redis_url, "--upstream-rpc", node.rpc_url]
-            procs.append(subprocess.Popen(_python(*classify), cwd=REPO_ROOT, env=_env(), stdout=subprocess.DEVNULL))
+            procs.append(subprocess.Popen(_python(*classify), cwd=REPO_ROOT, env=repo_env(), stdout=subprocess.DEVNULL))
         url = f"http://{LOOPBACK}:{ports['gateway']}"
         _wait_health(url, procs[0])
         asyncio.run(wait_for_port(LOOPBACK, ports["baseline"], 30))
@@ -685,17 +674,6 @@ def _wait_health(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60.
             time.sleep(0.2)
 
 
-async def _line(stream: asyncio.StreamReader, want: str, timeout_s: float) -> dict[str, Any]:
-    while True:
-        raw = await asyncio.wait_for(stream.readline(), timeout_s)
-        if not raw:
-            raise RuntimeError(f"the client process ended before {want!r}")
-        if raw.startswith(b"{"):
-            event: dict[str, Any] = orjson.loads(raw)
-            if event.get("event") == want:
-                return event
-
-
 @contextlib.asynccontextmanager
 async def client_process(target: str, st: Stack, options: Options) -> AsyncIterator[asyncio.subprocess.Process]:
     args = ["clients", "--port", str(st.ports[target]), "--account", str(st.watched)]
@@ -703,7 +681,7 @@ async def client_process(target: str, st: Stack, options: Options) -> AsyncItera
     args += ["--duration", str(options.duration_s), "--api-key", st.api_key if target == "gateway" else ""]
     args += ["--deflate"] if options.deflate else []
     proc = await asyncio.create_subprocess_exec(
-        *_python(*args), cwd=REPO_ROOT, env=_env(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+        *_python(*args), cwd=REPO_ROOT, env=repo_env(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
     )
     try:
         yield proc
@@ -718,19 +696,19 @@ async def measure(target: str, round_no: int, rate: float, st: Stack, options: O
     """One window: subscribe the clients, start the feed, count after the warm-up."""
     async with client_process(target, st, options) as clients_proc:
         assert clients_proc.stdout is not None and clients_proc.stdin is not None
-        ready = await _line(clients_proc.stdout, "ready", 120 + options.subscribers / 20)
+        ready = await read_event(clients_proc.stdout, "ready", 120 + options.subscribers / 20)
         if ready["deflated"] != (options.subscribers if options.deflate else 0):
             print(f"{target}: permessage-deflate on {ready['deflated']} of {options.subscribers}", file=sys.stderr)
         feed, stop = Feed(st.node_rpc, rate), asyncio.Event()
         feeding = asyncio.create_task(feed.run(st.payer, st.watched, stop))
         clients_proc.stdin.write(b"go\n")
         await clients_proc.stdin.drain()
-        await _line(clients_proc.stdout, "start", options.warmup_s + 30)
+        await read_event(clients_proc.stdout, "start", options.warmup_s + 30)
         server, client = st.pids[target], clients_proc.pid
         (user0, sys0), client0, landed0 = cpu_times(server), sum(cpu_times(client)), feed.landed
         profiling = target == "gateway" and round_no == 0 and rate == options.rates[0]
         sampler = _profile(server, options) if profiling else None
-        done = await _line(clients_proc.stdout, "done", options.duration_s + 30)
+        done = await read_event(clients_proc.stdout, "done", options.duration_s + 30)
         (user1, sys1), client1, landed1 = cpu_times(server), sum(cpu_times(client)), feed.landed
         stop.set()
         await feeding
