@@ -1,8 +1,9 @@
 """The contract between the chain and the launch-platform feed (devnode/feed/).
 
-LiteSVM cannot run programs we do not have the bytecode of (pump.fun and friends), so the feed
-computes their effects itself and hands the chain an `InjectedTransaction`; `Chain.inject` records
-it exactly like an executed transaction (block, history, indexes, PubSub notifications).
+LiteSVM cannot run programs we do not have the bytecode of (pump.fun and friends), so the feed (and the
+emulation of users' pump transactions, devnode/pump_exec/) computes their effects itself and hands the chain
+an `InjectedTransaction`; `Chain.inject` records it exactly like an executed transaction (block, history,
+indexes, PubSub notifications).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ class InjectedTransaction:
     is debited from the fee payer: do not subtract the fee in the fee payer's written lamports.
     When both token balance lists are empty the chain computes them from the account states before
     and after (for every account key of the message that is an SPL Token / Token-2022 account).
+    A transaction that failed (`err` in mainnet's JSON shape, e.g. `{"InstructionError": [3, {"Custom": 6002}]}`)
+    writes nothing and pays only its fee, as on mainnet (the devnode's pump emulation records failed trades so).
     """
 
     transaction: VersionedTransaction  # really signed by its signers
@@ -35,3 +38,4 @@ class InjectedTransaction:
     fee: int = 5_000
     pre_token_balances: list[dict[str, Any]] = field(default_factory=list)
     post_token_balances: list[dict[str, Any]] = field(default_factory=list)
+    err: Any = None  # None: succeeded

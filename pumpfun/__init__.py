@@ -15,7 +15,11 @@ follow every byte:
 * `fees` the fee rates and recipients of a trade, read from the `Global` account
 * `errors` the program and Anchor error codes a buy or sell fails with
 * `spl` SPL Token / Token-2022 layouts and system/token/ATA instruction data
-* `cpi`, `trace` the inner instructions, logs and inner-instruction JSON of a described execution
+* `wsol` wrapping SOL around a trade on a wrapped-SOL-quoted curve (fund and sync, then close)
+* `cpi`, `trace` the inner instructions, logs and inner-instruction JSON of a described execution (a failed
+  one too: `trace.FailedCall`)
+* `trades` the described execution of a legacy buy / sell (its CPIs and events), shared by the devnode's feed
+  and its emulation of the trades users sign
 """
 
 from __future__ import annotations

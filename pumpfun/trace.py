@@ -3,6 +3,8 @@
 
 A transaction's instructions are described as `Call`s whose `body` is an ordered mix of log lines the
 program prints and the CPIs it makes. Nothing is executed; the numbers are what the description says.
+A failed transaction ends in a `FailedCall` (its body may end in the failed CPI that caused it), rendered
+with the runtime's `Program <id> failed: <error>` line in place of `success`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pumpfun.ids import COMPUTE_BUDGET_PROGRAM_ID, SYSTEM_PROGRAM_ID
 
 __all__ = [
     "Call",
+    "FailedCall",
     "RenderedTrace",
     "render_trace",
     "token_balance",
@@ -47,6 +50,14 @@ class Call:
         return self
 
 
+@dataclass
+class FailedCall(Call):
+    """An invocation that failed: the runtime prints `Program <id> failed: <error>` after its body (which holds what
+    it logged and invoked before failing, possibly ending in the failed CPI that failed it)."""
+
+    error: str = ""  # the runtime's text of the InstructionError, e.g. "custom program error: 0x1772"
+
+
 @dataclass(frozen=True)
 class RenderedTrace:
     log_messages: list[str]
@@ -69,7 +80,9 @@ def _render_call(call: Call, depth: int, budget: int, lines: list[str]) -> int:
             consumed += _render_call(item, depth + 1, max(budget - consumed, 0), lines)
     if call.program not in _BUILTINS:
         lines.append(f"Program {program} consumed {consumed} of {budget} compute units")
-    lines.append(f"Program {program} success")
+    lines.append(
+        f"Program {program} failed: {call.error}" if isinstance(call, FailedCall) else f"Program {program} success"
+    )
     return consumed
 
 

@@ -1,6 +1,7 @@
 """Transactions on the chain: simulate, send (with mainnet's preflight rules), execute in LiteSVM,
 airdrop from the faucet, and inject what LiteSVM cannot run; each one that lands is recorded into the
-ledger and announced to the listeners."""
+ledger and announced to the listeners. A transaction with a pump.fun instruction is executed by the
+devnode's own emulation (devnode/pump_exec/) instead of LiteSVM, on the same paths."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from devnode.encoding import error_display, error_json, return_data_json
 from devnode.errors import TX_SIGNATURE_VERIFICATION_FAILURE, RpcError, preflight_failure
 from devnode.injected import InjectedTransaction
 from devnode.parsing import compute_budget_price_and_limit
+from devnode.pump_exec import Emulation, TxView, emulate, involves_pump
 from devnode.records import TxRecord
 from devnode.tokens import decode_token_account, ui_token_amount
 
@@ -200,6 +202,16 @@ class Chain(Ledger):
         return tx.uses_durable_nonce() or self.is_blockhash_valid(tx.message.recent_blockhash)
 
     @staticmethod
+    def _pump_view(tx: VersionedTransaction, keys: _Keys) -> TxView | None:
+        """The transaction as the pump emulation reads it, or None when it has no pump instruction."""
+        ixs = [(ix.program_id_index, bytes(ix.accounts), bytes(ix.data)) for ix in tx.message.instructions]
+        view = TxView(keys.keys, keys.writable, keys.signer, ixs)
+        return view if involves_pump(view) else None
+
+    def _emulate(self, tx: VersionedTransaction, view: TxView) -> Emulation:
+        return emulate(view, self.svm.get_account, fee=self.fee_for_message(tx.message), now=self._open_time)
+
+    @staticmethod
     def sim_value(
         err: Any,
         logs: list[str] | None = None,
@@ -238,6 +250,12 @@ class Chain(Ledger):
             }
         elif not self._blockhash_ok(tx):
             return self.sim_value("BlockhashNotFound"), []
+        view = self._pump_view(tx, self._resolve_keys(tx))
+        if view is not None:
+            em = self._emulate(tx, view)
+            inner = em.inner_instructions if inner_instructions else None
+            value = self.sim_value(em.err, em.logs, em.units, None, inner, replacement=replacement)
+            return value, em.post_accounts() if em.err is None else []
         if not sig_verify:
             self.svm.with_sigverify(False)
         try:
@@ -281,8 +299,13 @@ class Chain(Ledger):
         return sig
 
     def execute(self, tx: VersionedTransaction) -> TxRecord | None:
-        """Execute in LiteSVM and record if it landed (success, or failure with the fee charged)."""
+        """Execute in LiteSVM (a pump transaction: emulate it) and record if it landed (success, or failure with
+        the fee charged)."""
         keys = self._resolve_keys(tx)
+        view = self._pump_view(tx, keys)
+        if view is not None:
+            em = self._emulate(tx, view)
+            return self.txs[self.inject(em.injected(tx))] if em.landed else None
         pre = self._snapshot(keys.keys)
         res = self.svm.send_transaction(tx)
         if isinstance(res, FailedTransactionMetadata):
@@ -354,7 +377,7 @@ class Chain(Ledger):
             tx,
             keys,
             pre,
-            err=None,
+            err=itx.err,
             fee=itx.fee,
             logs=list(itx.log_messages),
             inner=list(itx.inner_instructions),

@@ -40,6 +40,10 @@ What is synthetic:
   * traders are funded by one airdrop each, plus another whenever one falls below 100 SOL; a restarted feed
     with the same seed replays the same wallets and mints and overwrites their accounts.
 
+Trades users sign on the feed's coins are executed by the devnode (devnode/pump_exec/); the chain tells the feed
+of every transaction it did not make, and the feed reads the accounts those changed back before its next step
+(`FeedState.refresh`), so it trades on from the curves, balances and token amounts they left.
+
 Layout: `launch` runs the stream (`LaunchFeed`, the entry point), `state` holds the wallets and the feed's
 view of their accounts, `create`, `trade` and `migrate` build each kind of transaction, and `assemble`
 signs one and turns it into the `InjectedTransaction` the chain records.

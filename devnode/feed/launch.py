@@ -1,6 +1,7 @@
 """The launch feed's scheduler: `LaunchFeed` decides what happens each step (a create, a buy, a whale buy
 that completes a curve, a sell, or a due graduation), has the builders produce it, and injects the result
-into the chain every `interval_ms`.
+into the chain every `interval_ms`. The chain tells it of every transaction it records (`_ForeignChanges`): the
+accounts that other transactions changed are read back at the start of the next step.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
+from solders.account import Account
 from solders.pubkey import Pubkey
 
 from devnode.feed.assemble import finish
@@ -19,8 +22,36 @@ from devnode.feed.migrate import migrate
 from devnode.feed.state import ChainLike, Coin, FeedState, Tx
 from devnode.feed.trade import buy, sell, whale_buy
 from devnode.injected import InjectedTransaction
+from devnode.records import TxRecord
 
 logger = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class _Observable(Protocol):
+    """A chain that tells listeners of each transaction it records (devnode.chain.Chain does)."""
+
+    def add_listener(self, listener: Any) -> None: ...
+
+
+class _ForeignChanges:
+    """Told by the chain of every transaction it records; keeps the accounts changed by those the feed did not
+    make (its own signatures are in `FeedState.seen`). Called inside the chain: it only takes note."""
+
+    def __init__(self, state: FeedState) -> None:
+        self._state = state
+        self._changed: dict[Pubkey, None] = {}
+
+    def on_transaction(self, rec: TxRecord, changed: list[tuple[Pubkey, Account | None]]) -> None:
+        if rec.signature not in self._state.seen:
+            self._changed.update(dict.fromkeys(key for key, _ in changed))
+
+    def on_slot(self, slot: int, parent: int, root: int) -> None:
+        pass
+
+    def take(self) -> list[Pubkey]:
+        changed, self._changed = list(self._changed), {}
+        return changed
 
 
 class LaunchFeed:
@@ -44,6 +75,10 @@ class LaunchFeed:
         self._clock = clock
         self._task: asyncio.Task[None] | None = None
         self.counts = self._state.counts
+        self._foreign = _ForeignChanges(self._state)
+        if isinstance(chain, _Observable):
+            # For the feed's life, started or not: a paused feed resumes from what the chain became meanwhile.
+            chain.add_listener(self._foreign)
 
     # ------------------------------------------------------------------ public
 
@@ -65,6 +100,7 @@ class LaunchFeed:
     def next_transactions(self) -> list[InjectedTransaction]:
         """One step of the stream: 1-3 transactions (plus a due graduation), not yet injected."""
         state = self._state
+        state.refresh(self._foreign.take())  # every transaction injected so far has landed: the chain is the truth
         state.fund_traders()
         state.step += 1
         blockhash = self._chain.latest_blockhash()

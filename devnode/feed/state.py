@@ -3,7 +3,9 @@ tracks and their token accounts, and the small types a transaction is assembled 
 
 The feed never reads its own writes back from the chain: it keeps lamports and token amounts here, in
 step with what it injects, and the builders (create, trade, migrate, assemble) read and update them
-through `FeedState`. One `random.Random(seed)` drives every draw, so a seed replays the same stream.
+through `FeedState`. What other transactions change (a user's buy on a feed coin, a transfer to a fee
+recipient) is read back by `refresh`, before the next step builds on it. One `random.Random(seed)` drives
+every draw, so a seed replays the same stream.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
@@ -23,10 +26,10 @@ from solders.signature import Signature
 
 from devnode.injected import InjectedTransaction
 from pumpfun import spl
-from pumpfun.accounts import BondingCurve, Global
+from pumpfun.accounts import BondingCurve, Global, decode_bonding_curve
 from pumpfun.curve import FeeRates
 from pumpfun.fees import buyback_fee_recipients, fee_rates, fee_recipients
-from pumpfun.ids import TOKEN_2022_PROGRAM_ID
+from pumpfun.ids import PUMP_PROGRAM_ID, TOKEN_2022_PROGRAM_ID
 from pumpfun.instructions import WITHDRAW_AUTHORITY
 from pumpfun.trace import Call
 
@@ -190,6 +193,29 @@ class FeedState:
         self.coins.pop(mint, None)
         for address in [a for a, t in self.tokens.items() if t.mint == mint]:
             del self.tokens[address]
+
+    def refresh(self, changed: Iterable[Pubkey]) -> None:
+        """Read back accounts that transactions the feed did not make have changed: lamports (re-read when next
+        needed), token amounts (a closed account is forgotten) and the curves of the coins it trades. A curve a
+        user's buy completed graduates at the next step, as the feed's own completing buys do."""
+        curves = {coin.bonding_curve: coin for coin in self.coins.values()}
+        for key in changed:
+            self.lamports.pop(key, None)
+            token = self.tokens.get(key)
+            if token is not None:
+                account = self.chain.get_account(key)
+                if account is None or account.owner != token.program:
+                    del self.tokens[key]
+                else:
+                    token.amount = spl.decode_token_account_amount(bytes(account.data))
+            coin = curves.get(key)
+            if coin is not None:
+                account = self.chain.get_account(key)
+                if account is not None and account.owner == PUMP_PROGRAM_ID:
+                    completed = not coin.curve.complete
+                    coin.curve = decode_bonding_curve(bytes(account.data))
+                    if completed and coin.curve.complete:
+                        self.graduations.append((self.step + 1, coin.mint))
 
     def fee_rates(self, curve: BondingCurve) -> FeeRates:
         """The protocol and creator fee rates a trade on `curve` pays, by the Global account."""

@@ -6,14 +6,13 @@ the fee recipients of the `Global` account the feed writes (`FeedState.pump_glob
 from __future__ import annotations
 
 from solders.keypair import Keypair
-from solders.pubkey import Pubkey
 
-from devnode.feed.state import RESERVE, Coin, FeedState, TokenAccount, Tx, top_call
+from devnode.feed.state import RESERVE, Coin, FeedState, TokenAccount, Tx
 from pumpfun import cpi, pda, spl
-from pumpfun.accounts import TOKEN_DECIMALS
+from pumpfun.accounts import TOKEN_DECIMALS, BondingCurve
 from pumpfun.curve import FeeRates, buy_quote, buy_tokens_out, sell_quote
-from pumpfun.events import CompleteEvent, TradeEvent
-from pumpfun.ids import PUMP_PROGRAM_ID, TOKEN_2022_PROGRAM_ID
+from pumpfun.events import CompleteEvent, Event, TradeEvent
+from pumpfun.ids import TOKEN_2022_PROGRAM_ID
 from pumpfun.instructions import (
     BuyArgs,
     SellArgs,
@@ -21,6 +20,7 @@ from pumpfun.instructions import (
     buy_instruction,
     sell_instruction,
 )
+from pumpfun.trades import TradeParties, buy_call, sell_call, trade_event
 
 
 def buy(state: FeedState, coin: Coin, now: int) -> Tx | None:
@@ -47,45 +47,31 @@ def whale_buy(state: FeedState, coin: Coin, now: int) -> Tx | None:
 
 def _trade_event(
     state: FeedState,
-    coin: Coin,
-    user: Pubkey,
+    parties: TradeParties,
+    curve: BondingCurve,
     is_buy: bool,
     sol_amount: int,
     token_amount: int,
-    fee_recipient: Pubkey,
     rates: FeeRates,
     fee: int,
     creator_fee: int,
     now: int,
 ) -> TradeEvent:
-    curve = coin.curve
+    user = parties.user
     if is_buy:
         state.volume[user] = state.volume.get(user, 0) + sol_amount
-    return TradeEvent(
-        mint=coin.mint,
+    return trade_event(
+        parties,
+        curve,
+        is_buy=is_buy,
         sol_amount=sol_amount,
         token_amount=token_amount,
-        is_buy=is_buy,
-        user=user,
-        timestamp=now,
-        virtual_sol_reserves=curve.virtual_sol_reserves,
-        virtual_token_reserves=curve.virtual_token_reserves,
-        real_sol_reserves=curve.real_sol_reserves,
-        real_token_reserves=curve.real_token_reserves,
-        fee_recipient=fee_recipient,
-        fee_basis_points=rates.protocol_bps,
-        fee=fee,
-        creator=curve.creator,
-        creator_fee_basis_points=rates.creator_bps,
+        rates=rates,
+        protocol_fee=fee,
         creator_fee=creator_fee,
         track_volume=is_buy,
         current_sol_volume=state.volume.get(user, 0),
-        last_update_timestamp=now,
-        ix_name="buy" if is_buy else "sell",
-        quote_mint=curve.quote_mint,
-        quote_amount=sol_amount,
-        virtual_quote_reserves=curve.virtual_sol_reserves,
-        real_quote_reserves=curve.real_sol_reserves,
+        now=now,
     )
 
 
@@ -120,38 +106,27 @@ def append_buy(state: FeedState, tx: Tx, coin: Coin, user_kp: Keypair, token_amo
     state.tokens[user_ata].amount += quote.token_amount
     tx.curves[coin.bonding_curve] = coin.curve
 
-    call = top_call(ix, state.rng.randint(24_000, 42_000)).log("Program log: Instruction: Buy")
-    call.cpi(
-        cpi.token_transfer(
-            program,
-            coin.associated_bonding_curve,
-            mint,
-            user_ata,
-            coin.bonding_curve,
-            quote.token_amount,
-            TOKEN_DECIMALS,
-        )
+    units = state.rng.randint(24_000, 42_000)
+    parties = TradeParties(
+        mint, program, coin.bonding_curve, coin.associated_bonding_curve, user, user_ata, fee_recipient, creator_vault
     )
-    call.cpi(cpi.system_transfer(user, coin.bonding_curve, quote.sol_amount))
-    call.cpi(cpi.system_transfer(user, fee_recipient, quote.protocol_fee))
-    call.cpi(cpi.system_transfer(user, creator_vault, quote.creator_fee))
     event = _trade_event(
         state,
-        coin,
-        user,
+        parties,
+        coin.curve,
         True,
         quote.sol_amount,
         quote.token_amount,
-        fee_recipient,
         rates,
         quote.protocol_fee,
         quote.creator_fee,
         now,
     )
-    cpi.emit_event(call, PUMP_PROGRAM_ID, pda.event_authority_pda(), event)
+    events: list[Event] = [event]
     if complete:
-        complete_event = CompleteEvent(user, mint, coin.bonding_curve, now, coin.curve.quote_mint)
-        cpi.emit_event(call, PUMP_PROGRAM_ID, pda.event_authority_pda(), complete_event)
+        events.append(CompleteEvent(user, mint, coin.bonding_curve, now, coin.curve.quote_mint))
+    call = buy_call(ix, units, parties, quote, events)
+    if complete:
         state.graduations.append((state.step + state.rng.randint(1, 3), mint))
     tx.add(ix, call)
 
@@ -186,22 +161,12 @@ def sell(state: FeedState, coin: Coin, holding: TokenAccount, now: int) -> Tx | 
     holding.amount -= amount
     tx.curves[coin.bonding_curve] = coin.curve
 
-    # The curve is owned by the pump program, which moves its lamports directly (no system CPI).
-    call = top_call(ix, state.rng.randint(20_000, 36_000)).log("Program log: Instruction: Sell")
-    call.cpi(cpi.token_transfer(program, user_ata, mint, coin.associated_bonding_curve, user, amount, TOKEN_DECIMALS))
-    event = _trade_event(
-        state,
-        coin,
-        user,
-        False,
-        quote.sol_amount,
-        amount,
-        fee_recipient,
-        rates,
-        quote.protocol_fee,
-        quote.creator_fee,
-        now,
+    units = state.rng.randint(20_000, 36_000)
+    parties = TradeParties(
+        mint, program, coin.bonding_curve, coin.associated_bonding_curve, user, user_ata, fee_recipient, creator_vault
     )
-    cpi.emit_event(call, PUMP_PROGRAM_ID, pda.event_authority_pda(), event)
-    tx.add(ix, call)
+    event = _trade_event(
+        state, parties, coin.curve, False, quote.sol_amount, amount, rates, quote.protocol_fee, quote.creator_fee, now
+    )
+    tx.add(ix, sell_call(ix, units, parties, amount, [event]))
     return tx
