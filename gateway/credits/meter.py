@@ -29,7 +29,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -132,11 +132,17 @@ class Meter:
         if not prices:
             return []
         known = self.accounts.get(pubkey)
-        if known is not None and known.leases:  # the common case: the active lease covers it, no await
-            newest, now = known.leases[-1], self.clock()
-            if newest.covers(total, now):
-                return [self._spend(known, pubkey, newest, price, now) for price in prices]
+        if known is not None and (admitted := self._spend_newest(known, pubkey, prices, total)) is not None:
+            return admitted  # the common case: the active lease covers it, no await
         acct = self.accounts.setdefault(pubkey, AccountState())
+        refilling = acct.refilling
+        if refilling is not None:
+            # A lease is being taken: wait for it with every other caller, then spend from it without the
+            # lock. Queueing on the lock instead hands it over one caller per event-loop pass, and a
+            # thousand WebSocket writers of one account then drain slower than the new lease runs out.
+            await refilling.wait()
+            if (admitted := self._spend_newest(acct, pubkey, prices, total)) is not None:
+                return admitted
         async with acct.lock:
             lease = acct.active
             now = self.clock()
@@ -149,6 +155,15 @@ class Meter:
                 if lease is not None and lease.covers(total, now):
                     return [self._spend(acct, pubkey, lease, price, now) for price in prices]
         return Admission(Outcome.INSUFFICIENT if acct.exists else Outcome.NO_ACCOUNT, total, acct)
+
+    def _spend_newest(self, acct: AccountState, pubkey: str, prices: list[int], total: int) -> list[Admission] | None:
+        """Spend ``prices`` from the newest lease when it covers their sum (no await), else None."""
+        if not acct.leases:
+            return None
+        newest, now = acct.leases[-1], self.clock()
+        if not newest.covers(total, now):
+            return None
+        return [self._spend(acct, pubkey, newest, price, now) for price in prices]
 
     def _spend(self, acct: AccountState, pubkey: str, lease: Lease, price: int, now: float) -> Admission:
         lease.spent += price
@@ -245,13 +260,14 @@ class Meter:
         if active is not None:
             active.closing = True
             self._learn_rate(acct, active)
-        await self._flush_account(acct, pubkey)
-        want = max(price, 20 * price, math.ceil(2 * acct.rate))  # about 2 s of this account's spending
-        started = self.clock()
-        grant = await ledger.lease(
-            self.pool, pubkey, self.replica_id, want, self.lease_ttl_s, at_least=price, replicas=self.replicas
-        )
-        self._adopt(acct, grant, started)
+        with _refilling(acct):
+            await self._flush_account(acct, pubkey)
+            want = max(price, 20 * price, math.ceil(2 * acct.rate))  # about 2 s of this account's spending
+            started = self.clock()
+            grant = await ledger.lease(
+                self.pool, pubkey, self.replica_id, want, self.lease_ttl_s, at_least=price, replicas=self.replicas
+            )
+            self._adopt(acct, grant, started)
 
     def _learn_rate(self, acct: AccountState, lease: Lease) -> None:
         """A lease used up quickly says more about the account's rate than the last flush did."""
@@ -299,12 +315,13 @@ class Meter:
                 self._learn_rate(acct, lease)
                 want = max(lease.granted, math.ceil(2 * acct.rate))
                 started = self.clock()
-                grant = await ledger.lease(
-                    self.pool, pubkey, self.replica_id, want, self.lease_ttl_s, at_least=1, replicas=self.replicas
-                )
-                if grant is not None and grant.lease_id is not None:
-                    lease.closing = True
-                self._adopt(acct, grant, started)
+                with _refilling(acct):
+                    grant = await ledger.lease(
+                        self.pool, pubkey, self.replica_id, want, self.lease_ttl_s, at_least=1, replicas=self.replicas
+                    )
+                    if grant is not None and grant.lease_id is not None:
+                        lease.closing = True
+                    self._adopt(acct, grant, started)
         except Exception:
             log.exception("taking the next credit lease of %s ahead of time failed; calls will refill it", pubkey)
 
@@ -432,3 +449,14 @@ class Meter:
             self._task = None
         for prefetch in list(self._prefetches):
             prefetch.cancel()
+
+
+@contextlib.contextmanager
+def _refilling(acct: AccountState) -> Iterator[None]:
+    """Mark a lease request under way (the account lock held), waking every waiter when it ends."""
+    done = acct.refilling = asyncio.Event()
+    try:
+        yield
+    finally:
+        acct.refilling = None
+        done.set()

@@ -432,3 +432,42 @@ async def test_a_deposit_announced_during_a_lease_request_is_not_hidden_by_its_e
     assert (await meter.admit(pubkey, 1)).outcome is Outcome.INSUFFICIENT
     monkeypatch.setattr(ledger, "lease", real_lease)
     assert (await meter.admit(pubkey, 1)).ok  # asked again at once, not after a doubled wait
+
+
+async def test_callers_short_of_credits_share_one_refill_and_proceed_together(
+    make_meter: MeterFactory, pool: asyncpg.Pool, pubkey: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the lease runs out under many callers (a thousand WebSocket writers of one account), they
+    wait for the one lease being taken and then all spend from it in the same event-loop pass, instead
+    of being handed the account lock one per pass."""
+    await fund(pool, pubkey, 100_000)
+    meter = make_meter()
+    assert (await meter.admit(pubkey, 1)).ok  # the first lease: 20 credits
+    await meter.prefetched()
+    meter.accounts[pubkey].leases[-1].spent = meter.accounts[pubkey].leases[-1].granted  # spent out
+    real_lease, leases = ledger.lease, []
+
+    async def slow(*args: Any, **kwargs: Any) -> Any:
+        leases.append(args[3])
+        await asyncio.sleep(0.05)
+        return await real_lease(*args, **kwargs)
+
+    monkeypatch.setattr(ledger, "lease", slow)
+    meter.accounts[pubkey].rate = 1_000.0  # ask for enough for all of them at once
+    passes, done_at = 0, []
+
+    async def ticker() -> None:
+        nonlocal passes
+        while True:
+            passes += 1
+            await asyncio.sleep(0)
+
+    async def caller() -> None:
+        assert (await meter.admit(pubkey, 1)).ok
+        done_at.append(passes)
+
+    ticking = asyncio.create_task(ticker())
+    await asyncio.gather(*(caller() for _ in range(200)))
+    ticking.cancel()
+    assert len(leases) == 1, leases  # one refill for all of them
+    assert max(done_at) - min(done_at) <= 2, (min(done_at), max(done_at))
