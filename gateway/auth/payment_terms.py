@@ -69,6 +69,7 @@ class PaymentTerms:
     usdc_mint: str
     network: str  # the name shown to depositors: "solana-mainnet", or "devnode" for the local test chain
     crediting_delay_s: int = 30  # after finalization; the spec's mainnet figure unless the deployment says
+    x402_settle: bool = False  # POST /x402/settle is served (the instructions name it)
 
     @property
     def test_chain(self) -> bool:
@@ -92,6 +93,11 @@ class PaymentTerms:
             f"to {self.deposit_address} from {sender}; {self.crediting()}, or at once with "
             'POST /account/confirm-deposit {"signature": "<transfer signature>"}.'
         )
+        if self.x402_settle:
+            how += (
+                " x402 clients may instead POST the signed payment transaction to /x402/settle "
+                '{"transaction": "<base64>"} (terms in the PAYMENT-REQUIRED header), then confirm the deposit.'
+            )
         if self.test_chain:
             how += " On this test deployment `gateway fund` mints test USDC, deposits it and prints an API key."
         return how

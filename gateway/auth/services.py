@@ -76,7 +76,9 @@ class AuthServices:
         deposit = str(load_or_create_keypair(home / DEPOSIT_WALLET).pubkey())
         fee_payer = str(load_or_create_keypair(home / FEE_PAYER).pubkey())
         s = self.settings
-        self.terms = PaymentTerms(deposit, fee_payer, s.usdc_mint, s.shown_network, s.crediting_delay_s)
+        self.terms = PaymentTerms(
+            deposit, fee_payer, s.usdc_mint, s.shown_network, s.crediting_delay_s, x402_settle=s.x402_settle
+        )
         self.funding = Funding(self.terms, s.credits_per_usdc, s.credit_expiry_seconds)
         if conn.db is None or conn.redis is None:
             log.error("authentication needs PostgreSQL and Redis; authenticated requests will get 503")

@@ -30,6 +30,7 @@ from gateway.runtime.actors import (
     stop_actors,
 )
 from gateway.runtime.devnode_proc import DevnodeProcess
+from gateway.runtime.devnode_settlement import prepare_sponsored_settlement
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.runtime.serve_runtime import ServeRuntime
 from gateway.storage.migrate import migrate_url
@@ -105,6 +106,8 @@ class Stack:
             updates["upstream_grpc_url"] = s.upstream_grpc_url or node.grpc_url
             feed = "with generated launch traffic" if s.devnode_feed else "no feed"
             self.report("chain", f"devnode RPC {node.rpc_url}, PubSub {node.ws_url}, geyser {node.grpc_url} ({feed})")
+            if s.x402_settle:  # the fee payer's SOL and the deposit account sponsored payments need
+                self.report("x402", prepare_sponsored_settlement(node.rpc_url, self.home, s.usdc_mint))
         else:
             updates["upstream_ws_url"] = s.derived_ws_url()
             self.report("chain", f"upstream {s.upstream_rpc_url}")

@@ -92,4 +92,5 @@ def test_the_defaults_are_the_documented_numbers() -> None:
         "account_read": (10, 50),
         "deposit_confirm": (1, 10),
         "webhooks": (5, 30),
+        "x402_settle": (0.1, 5),
     }

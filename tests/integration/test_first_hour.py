@@ -86,6 +86,7 @@ def test_gateway_fund_refuses_a_real_chain_and_bad_amounts(service: RunningServi
         ("websocket.py", ["slot ", "wallet balance now "]),
         ("grpc_stream.py", ["GetSlot: ", "slot ", "pong 1: the new filters are live", "transaction "]),
         ("mcp_client.py", ["MCP 2025-06-18 with solana-credit-gateway", "tools: rpc, getBalance", "getSlot: slot "]),
+        ("x402_pay.py", ["x402 terms: 10000 base units", "settled ", "credited 5000 credits to", "paid call: slot "]),
     ],
 )
 def test_each_example_runs(
@@ -121,7 +122,7 @@ def test_messages_say_what_this_deployment_is_and_what_to_do(service: RunningSer
     data = answer["error"]["data"]
     assert data["network"] == "devnode" and data["deposit_address"] == info["deposit_address"]
     assert "gateway fund" in data["instructions"] and "/account/confirm-deposit" in data["instructions"]
-    assert "/x402/settle" not in data["instructions"]  # not built: not named
+    assert "/x402/settle" in data["instructions"]  # x402 clients are told where to settle
     terms = orjson.loads(base64.b64decode(headers["payment-required"]))
     assert terms["accepts"][0]["network"] == "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1"  # devnet, for x402 SDKs
 
