@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,9 +78,14 @@ def health_document(upstream: HttpUpstream, profile: ServiceProfile, started_at:
 
 
 def pricing_document(
-    prices: PriceTable, credits_per_usdc: int, credit_expiry_seconds: int, not_available: frozenset[str]
+    prices: PriceTable,
+    credits_per_usdc: int,
+    credit_expiry_seconds: int,
+    not_available: frozenset[str],
+    trade_builders: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    return {
+    """``trade_builders``: the builders' fee, percentage and rate (``GatewayApp.trade_pricing``)."""
+    document: dict[str, Any] = {
         "ok": True,
         "credits_per_usdc": credits_per_usdc,
         "credit_expiry_seconds": credit_expiry_seconds,
@@ -99,6 +105,9 @@ def pricing_document(
         "websocket": pricing_view(Limits()),
         "grpc": grpc_pricing_view(StreamLimits()),
     }
+    if trade_builders is not None:
+        document["trade_builders"] = dict(trade_builders)
+    return document
 
 
 def capabilities_document(profile: ServiceProfile) -> dict[str, Any]:

@@ -120,7 +120,28 @@ def _get_transaction_history(a: Mapping[str, Any]) -> tuple[str, Any]:
     return "getTransactionHistory", _with_options([a["address"]], _options(a, "limit"))
 
 
+def _execute_snipe(a: Mapping[str, Any]) -> tuple[str, Any]:
+    return "executeSnipe", [_options(a, "mint", "amount_sol", "slippage_bps", "priority_fee_micro_lamports")]
+
+
+def _execute_sell(a: Mapping[str, Any]) -> tuple[str, Any]:
+    return "executeSell", [_options(a, "mint", "token_amount", "slippage_bps", "priority_fee_micro_lamports")]
+
+
 _TX_BASE64 = {"type": "string", "description": "Signed transaction, base64."}
+_MINT = {"type": "string", "description": "The pump.fun token's mint address, base58."}
+_SLIPPAGE = {
+    "type": "integer",
+    "minimum": 0,
+    "maximum": 10_000,
+    "description": "Allowed price move in basis points (default 500 = 5%).",
+}
+_CU_PRICE = {
+    "type": "integer",
+    "minimum": 0,
+    "maximum": 100_000_000,
+    "description": "Compute-unit price in micro-lamports (default 100000).",
+}
 
 TOOLS: tuple[Tool, ...] = (
     Tool(
@@ -271,6 +292,42 @@ TOOLS: tuple[Tool, ...] = (
             ("address",),
         ),
         _get_transaction_history,
+    ),
+    Tool(
+        "executeSnipe",
+        "Build an unsigned pump.fun buy (v0, base64) of a token's bonding curve for your wallet, spending up to "
+        "amount_sol; you sign and send it. Billed: build fee plus a share of amount_sol.",
+        _schema(
+            {
+                "mint": _MINT,
+                "amount_sol": {
+                    "type": ["number", "string"],
+                    "description": "SOL to spend, fees included (e.g. 0.05), at most 9 decimals.",
+                },
+                "slippage_bps": _SLIPPAGE,
+                "priority_fee_micro_lamports": _CU_PRICE,
+            },
+            ("mint", "amount_sol"),
+        ),
+        _execute_snipe,
+    ),
+    Tool(
+        "executeSell",
+        "Build an unsigned pump.fun sell (v0, base64) of tokens your wallet holds into their bonding curve; you "
+        "sign and send it. Billed: build fee plus a share of the SOL it returns.",
+        _schema(
+            {
+                "mint": _MINT,
+                "token_amount": {
+                    "type": ["integer", "string"],
+                    "description": "Raw base units to sell (6 decimals: 1 token = 1000000), a positive integer.",
+                },
+                "slippage_bps": _SLIPPAGE,
+                "priority_fee_micro_lamports": _CU_PRICE,
+            },
+            ("mint", "token_amount"),
+        ),
+        _execute_sell,
     ),
 )
 

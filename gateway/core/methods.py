@@ -20,6 +20,7 @@ class MethodClass(StrEnum):
     SEND_AND_CONFIRM = "SEND_AND_CONFIRM"
     SEND_BUNDLE = "SEND_BUNDLE"
     BUNDLE_STATUS = "BUNDLE_STATUS"
+    TRADE_BUILD = "TRADE_BUILD"
     ARCHIVE_HISTORY = "ARCHIVE_HISTORY"
     DENIED = "DENIED"
 
@@ -65,9 +66,15 @@ DEFAULT_CLASS_CREDITS: Mapping[MethodClass, int] = {
     MethodClass.SEND_AND_CONFIRM: 10,  # the landing price; a failed send pays SEND's price (the base fee)
     MethodClass.SEND_BUNDLE: 10,
     MethodClass.BUNDLE_STATUS: 2,
+    MethodClass.TRADE_BUILD: 50,  # the build fee; each build adds a share of its notional (core/trade_fees.py)
 }
 #: Classes billed by a durable hold at the store, settled when the outcome is known (not from a lease).
 HELD_CLASSES = frozenset({MethodClass.SEND_AND_CONFIRM})
+#: Classes whose handler prices each call from what it reads (the table's price is the fixed part), then
+#: admits that price from the lease and completes it itself (``Meter.admit`` / ``Meter.complete``).
+PRODUCT_PRICED_CLASSES = frozenset({MethodClass.TRADE_BUILD})
+#: Classes the metering stage takes only a rate unit for: their handlers bill them.
+SELF_BILLED_CLASSES = HELD_CLASSES | PRODUCT_PRICED_CLASSES
 
 #: Per-class upstream timeouts in seconds (spec, Limits).
 CLASS_TIMEOUT_S: Mapping[MethodClass, float] = {
@@ -79,6 +86,7 @@ CLASS_TIMEOUT_S: Mapping[MethodClass, float] = {
     MethodClass.SEND_AND_CONFIRM: 15.0,
     MethodClass.SEND_BUNDLE: 10.0,
     MethodClass.BUNDLE_STATUS: 10.0,
+    MethodClass.TRADE_BUILD: 10.0,  # each of a build's node reads
 }
 
 
@@ -92,6 +100,7 @@ def _build_index() -> dict[str, MethodClass]:
         (frozenset({"sendAndConfirm"}), MethodClass.SEND_AND_CONFIRM),
         (frozenset({"sendBundle"}), MethodClass.SEND_BUNDLE),
         (frozenset({"getBundleStatuses", "getInflightBundleStatuses"}), MethodClass.BUNDLE_STATUS),
+        (frozenset({"executeSnipe", "executeSell"}), MethodClass.TRADE_BUILD),
         (ARCHIVE_METHODS, MethodClass.ARCHIVE_HISTORY),
         (DENIED_METHODS, MethodClass.DENIED),
     ):

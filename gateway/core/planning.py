@@ -24,6 +24,7 @@ from gateway.core.errors import (
 from gateway.core.fees import ESTIMATE_PERCENTILES, MAX_FEE_ACCOUNTS, FeeQuery
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import MethodClass, PriceTable, method_class
+from gateway.core.trade_params import parse_sell, parse_snipe
 from gateway.core.transactions import MAX_V1_BYTES, decode_transaction, writable_accounts
 
 #: Methods the gateway answers itself (later issues); until built they are refused, free, with -32601.
@@ -41,6 +42,8 @@ GATEWAY_METHODS = frozenset(
         "getTipAccounts",
         "getTipFloor",
         "getSendStatus",
+        "executeSnipe",
+        "executeSell",
     }
 )
 URGENCIES = ("low", "medium", "high", "critical")
@@ -341,6 +344,15 @@ def _signature(item: RpcItem) -> RpcError | None:
     return None
 
 
+def _trade(item: RpcItem) -> RpcError | None:
+    """``executeSnipe`` / ``executeSell``: the params decoded (:mod:`gateway.core.trade_params`)."""
+    parsed = parse_snipe(item.params) if item.method == "executeSnipe" else parse_sell(item.params)
+    if isinstance(parsed, RpcError):
+        return parsed
+    item.decoded = parsed
+    return None
+
+
 _BUNDLE_ID = re.compile(r"[0-9a-f]{64}")
 _MAX_TX_CHARS = 4 * MAX_V1_BYTES // 3 + 4  # base64 of the largest transaction
 _PARAM_RULES = {
@@ -360,4 +372,6 @@ _ITEM_RULES = {
     "suggestPriorityFee": _suggest_priority_fee,
     "getPriorityFeeEstimate": _priority_fee_estimate,
     "getTransactionHistory": _transaction_history,
+    "executeSnipe": _trade,
+    "executeSell": _trade,
 }

@@ -6,7 +6,9 @@ Placed after parsing (items are priced) and before the forwarder::
 
 Per pending item, in order: one rate unit, then its price (every pending item has one: planning
 refuses what has none). An outcome-priced item (``HELD_CLASSES``) takes only the rate unit here: its
-handler holds its price at the store and settles it at the outcome (:mod:`gateway.storage.sends`).
+handler holds its price at the store and settles it at the outcome (:mod:`gateway.storage.sends`). So
+does a product-priced item (``PRODUCT_PRICED_CLASSES``, the trade builders): its handler computes its
+price, admits it from the lease and completes it (charged or refunded) itself.
 A rejected single request stops with its error; a rejected batch item gets its error and is not
 forwarded, the rest go on. However the call ends (answered, failed, cancelled by a client that went
 away), every admitted item is completed exactly once, charged or refunded by the one rule of
@@ -25,7 +27,7 @@ from gateway.core.credits import LOW_BALANCE_CREDITS
 from gateway.core.errors import ProxyError, service_unavailable
 from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload
 from gateway.core.limits import Allowed, Limiter, RateLimited
-from gateway.core.methods import HELD_CLASSES
+from gateway.core.methods import SELF_BILLED_CLASSES
 from gateway.core.refunds import refund_reason
 from gateway.credits.errors import (
     account_suspended,
@@ -110,7 +112,7 @@ class MeteringStage:
                 decision = self.limiter.take(pubkey, now, wall, rps)
                 if isinstance(decision, RateLimited):
                     error: ProxyError | None = rate_limited(decision)
-                elif item.method_class in HELD_CLASSES:  # held at the store by its handler, not leased
+                elif item.method_class in SELF_BILLED_CLASSES:  # billed by its handler (held, or product-priced)
                     rate, error = decision, None
                 else:
                     rate, error = decision, None

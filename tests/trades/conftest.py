@@ -1,0 +1,108 @@
+"""The trade builders' fixtures: a devnode with its launch feed on (real pump.fun-shaped curves, classic and
+v2, SOL- and USDC-quoted, some completed), a gateway in this process in front of it, and traders: wallets
+whose keypair the test holds (to sign what the gateway builds), funded with SOL on the chain and with
+credits at the gateway, and an API key each."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import asyncpg
+import pytest
+from solders.keypair import Keypair
+
+from devnode.node import Devnode
+from gateway.client import WalletSigner
+from tests.auth.helpers import create_account, create_api_key
+from tests.chain import airdrop
+from tests.feed import feed_devnode
+from tests.sending.conftest import sending_settings
+from tests.sending.helpers import Caller
+from tests.support import RunningGateway, serve_gateway
+from tests.trades.coins import Coin, coins
+
+#: 1 USDC: 100,000 credits, enough for any build these tests make.
+TRADER_USDC = 1_000_000
+TRADER_LAMPORTS = 20_000_000_000
+
+
+@dataclass
+class Trader:
+    keypair: Keypair
+    caller: Caller
+
+    @property
+    def pubkey(self) -> str:
+        return str(self.keypair.pubkey())
+
+
+@pytest.fixture(scope="package")
+async def feed_node(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Devnode]:
+    async with feed_devnode(tmp_path_factory.mktemp("trades-feed")) as node:
+        yield node
+
+
+@pytest.fixture(scope="package")
+async def node_url(feed_node: Devnode) -> str:
+    return feed_node.rpc_url
+
+
+@pytest.fixture(scope="package")
+async def trade_gateway(
+    feed_node: Devnode, tmp_path_factory: pytest.TempPathFactory, database_url: str, redis_url: str
+) -> AsyncIterator[RunningGateway]:
+    home: Path = tmp_path_factory.mktemp("trades-gateway")
+    async with serve_gateway(sending_settings(home, database_url, redis_url, feed_node.rpc_url)) as gw:
+        yield gw
+
+
+async def new_trader(
+    http: aiohttp.ClientSession, url: str, node: str, db: asyncpg.Connection, *, usdc: int = TRADER_USDC
+) -> Trader:
+    keypair = Keypair()
+    signer = WalletSigner(bytes(keypair))
+    key = await create_api_key(http, signer, url)
+    await create_account(db, signer.pubkey, usdc)
+    await airdrop(node, keypair.pubkey(), TRADER_LAMPORTS)
+    return Trader(keypair, Caller(http, url, signer, key))
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+@pytest.fixture
+async def trader(
+    http: aiohttp.ClientSession, trade_gateway: RunningGateway, node_url: str, db: asyncpg.Connection
+) -> Trader:
+    return await new_trader(http, trade_gateway.url, node_url, db)
+
+
+async def wait_for_coin(node_url: str, wanted: Callable[[Coin], bool], what: str, timeout_s: float = 90.0) -> Coin:
+    """The first coin on the chain that ``wanted`` accepts, waiting for the feed to make one."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        found = [c for c in await coins(node_url) if wanted(c)]
+        if found:
+            return found[0]
+        assert asyncio.get_running_loop().time() < deadline, f"the feed made no {what} within {timeout_s:g} s"
+        await asyncio.sleep(0.5)
+
+
+async def quiet_coin(node_url: str, wanted: Callable[[Coin], bool], what: str, timeout_s: float = 120.0) -> Coin:
+    """A live coin the feed no longer trades (it trades only its 12 newest): its curve did not move for
+    two seconds, so that a test's quote still holds when its transaction lands."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        before = {c.mint: c.curve for c in await coins(node_url) if wanted(c)}
+        await asyncio.sleep(2.0)
+        after = [c for c in await coins(node_url) if c.mint in before and before[c.mint] == c.curve]
+        if after:
+            return after[0]
+        assert asyncio.get_running_loop().time() < deadline, f"no quiet {what} within {timeout_s:g} s"
