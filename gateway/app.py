@@ -21,6 +21,7 @@ from gateway.core.limits import Limiter
 from gateway.core.methods import MethodClass, PriceTable
 from gateway.core.planning import GATEWAY_METHODS
 from gateway.core.subscriptions import Limits
+from gateway.core.trade_fees import TradeFees
 from gateway.credits.bulk import BulkMetering
 from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
 from gateway.credits.meter import Meter
@@ -36,6 +37,9 @@ from gateway.products.priority_fees import PriorityFeeEstimate, SuggestPriorityF
 from gateway.products.send_and_confirm import SendAndConfirm
 from gateway.products.send_status import SendStatusMethod
 from gateway.products.smart_send import SmartSend
+from gateway.products.sol_usd import ConfiguredRate, RateSource
+from gateway.products.trade_builders import ExecuteSell, ExecuteSnipe
+from gateway.products.x402_settle import X402Settle
 from gateway.public import ServiceProfile
 from gateway.pubsub.upstream import UpstreamPubSub
 from gateway.response_cache import ResponseCache
@@ -64,6 +68,7 @@ class GatewayApp:
         self.prices = PriceTable.default().with_overrides(settings.pricing)
         self.profile = ServiceProfile()
         self.profile.services["yellowstone_grpc"] = settings.grpc_stream  # gateway up serves it exactly then
+        self.profile.services["x402_settle"] = settings.x402_settle  # POST /x402/settle (docs/api.md, x402)
         self.upstream = HttpUpstream(settings.upstream_rpc_url or DEFAULT_UPSTREAM, settings.fallback_rpc_url)
         self.monitor = HealthMonitor(self.upstream, settings.health_poll_s)
         self.conn = Connections()
@@ -84,9 +89,16 @@ class GatewayApp:
             settings, self.upstream, lambda: self.conn.db, after_credit=self.notices.credited
         )
         self.confirm_deposit = ConfirmDepositEndpoint(self.deposits)
+        self.x402_settle = X402Settle.from_settings(
+            settings, self.upstream, lambda: self.conn.db, self.ip_limits.address
+        )
         self.webhooks = WebhookEndpoints(lambda: self.conn.db, settings.webhook_allow_private)
         self.engine = BlockEngine.from_settings(settings)
         self.racers = racers or LocalRacers(settings)
+        self.trade_fees = TradeFees(
+            self.prices.price(MethodClass.TRADE_BUILD) or 0, settings.trade_notional_fee_bps, settings.credits_per_usdc
+        )
+        self.sol_usd: RateSource = ConfiguredRate(settings.trade_sol_usd_micro)
         self.local = self._local_methods()
         self.implemented = frozenset(self.local)  # the gateway's own methods; the rest are refused free
         self.cache = self._response_cache()
@@ -109,6 +121,8 @@ class GatewayApp:
             "suggestPriorityFee": SuggestPriorityFee(self.upstream),
             "getPriorityFeeEstimate": PriorityFeeEstimate(self.upstream),
             "getTransactionHistory": TransactionHistory(self.upstream),
+            "executeSnipe": ExecuteSnipe(self.upstream, self.meter, self.trade_fees, self.sol_usd, self._top_up),
+            "executeSell": ExecuteSell(self.upstream, self.meter, self.trade_fees, self.sol_usd, self._top_up),
         }
         if self.engine is not None:
             local.update(BundleRelay(self.engine).handlers)
@@ -145,6 +159,10 @@ class GatewayApp:
     def not_available(self) -> frozenset[str]:
         """Methods of the price table this gateway refuses for now (published in /pricing)."""
         return GATEWAY_METHODS - self.implemented
+
+    async def trade_pricing(self) -> dict[str, Any]:
+        """The trade builders' part of ``GET /pricing``: build fee, notional share and the SOL/USD rate."""
+        return self.trade_fees.document(await self.sol_usd.rate())
 
     def account_stage(self, only: Only | None = None, *, require_account: bool = False) -> AuthStage:
         """The auth stage of the account routes: any credential mode (or ``only`` one), no account needed

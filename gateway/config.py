@@ -57,13 +57,15 @@ class IpLimit(BaseModel):
 #: Per-address limits of the routes a caller reaches before (or without) paying. Groups: ``session``
 #: (/auth/*), ``account_create`` (POST /account/api-key: creates accounts), ``account_read``
 #: (/account/info, /ledger, /history), ``deposit_confirm`` (POST /account/confirm-deposit: node reads),
-#: ``webhooks`` (the /webhooks management routes).
+#: ``webhooks`` (the /webhooks management routes), ``x402_settle`` (POST /x402/settle: node sends, and
+#: sponsored ones spend the fee payer's SOL).
 DEFAULT_IP_LIMITS: dict[str, IpLimit] = {
     "session": IpLimit(rps=5, burst=30),
     "account_create": IpLimit(rps=0.2, burst=10),
     "account_read": IpLimit(rps=10, burst=50),
     "deposit_confirm": IpLimit(rps=1, burst=10),
     "webhooks": IpLimit(rps=5, burst=30),
+    "x402_settle": IpLimit(rps=0.1, burst=5),
 }
 
 
@@ -183,6 +185,11 @@ class Settings(BaseSettings):
     credit_expiry_check_s: float = Field(
         60.0, ge=0, description="How often each replica sweeps expired credit batches; 0 turns the sweep off here."
     )
+    x402_settle: bool = Field(
+        True,
+        description="Serve POST /x402/settle (x402 payments, self-paid or with the fee paid by keys/fee-payer.json); "
+        "off: it answers 503 SETTLEMENT_NOT_CONFIGURED.",
+    )
     referral_bonus_percent: int = Field(10, ge=0, le=100, description="Default referral bonus on deposits.")
     deposit_poll_s: float = Field(2.0, gt=0, le=60, description="How often the deposit watcher polls the node.")
     signal_programs: list[str] = Field(
@@ -240,6 +247,20 @@ class Settings(BaseSettings):
         return value
 
     pricing: dict[str, int] = Field(default_factory=dict, description="Credits per method class, overriding the spec.")
+    trade_notional_fee_bps: int = Field(
+        10,
+        ge=0,
+        le=1_000,
+        description="executeSnipe / executeSell: the share of the trade's SOL notional billed on top of the build "
+        "fee (the TRADE_BUILD class price, pricing.TRADE_BUILD, default 50 credits), in basis points (10 = 0.10%).",
+    )
+    trade_sol_usd_micro: int = Field(
+        150_000_000,
+        ge=1,
+        le=1_000_000_000_000,
+        description="The SOL/USD rate the trade builders convert their notional share to credits at, in micro-USD "
+        "per SOL (150000000 = $150.00). A configured number, not a live price (/pricing: rate_source configured).",
+    )
     ip_limits: dict[str, IpLimit] = Field(
         default_factory=lambda: dict(DEFAULT_IP_LIMITS),
         description="Per-client-address limits of the account and session routes, by group (JSON in the "

@@ -19,11 +19,13 @@ from gateway.core.jsonrpc import MAX_BATCH
 from gateway.core.paging import MAX_LIMIT, MAX_OFFSET
 from gateway.core.signals import DEFAULT_RECENT_LIMIT, KINDS, MAX_RECENT_LIMIT
 from gateway.core.webhooks import FILTER_TYPES, LIFECYCLE_EVENTS, MAX_WEBHOOKS_PER_ACCOUNT
+from gateway.core.x402 import MAX_BODY_BYTES as X402_MAX_BODY_BYTES
 
 API_VERSION = "0.2"
 BASE58_KEY = "^[1-9A-HJ-NP-Za-km-z]{32,44}$"
 BASE58_SIGNATURE = "^[1-9A-HJ-NP-Za-km-z]{64,88}$"
 SIGNAL_ID = "^[0-9]{1,20}-[0-9]{1,20}$"
+X402_MAX_TRANSACTION_CHARS = X402_MAX_BODY_BYTES - 32  # the base64 string within the body's limit
 
 
 class _Open(BaseModel):
@@ -182,6 +184,27 @@ class ConfirmedDeposit(BaseModel):
     credited_to_caller: bool
     amount_base_units: int
     bonus_credits: int
+
+
+class SettleRequest(BaseModel):
+    """``POST /x402/settle``: a payment transaction (docs/api.md, x402)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"transaction": "AgAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}]}
+    )
+
+    transaction: str = Field(
+        max_length=X402_MAX_TRANSACTION_CHARS,
+        description="base64 of a signed (self-paid) or partially signed (sponsored: the fee payer's slot "
+        "empty) legacy, v0 or v1 transaction that pays the deposit wallet at least 0.01 USDC",
+    )
+
+
+class SettleAnswer(BaseModel):
+    success: bool = Field(description="true: the network accepted the payment (the message says if confirmed)")
+    transaction: str = Field(description="the transaction's signature: confirm the deposit with it")
+    network: str = Field(description="CAIP-2 id of the network, as in the payment terms")
+    message: str
 
 
 class Health(_Open):
@@ -506,6 +529,8 @@ _MODELS: tuple[type[BaseModel], ...] = (
     HistoryPage,
     ConfirmDepositRequest,
     ConfirmedDeposit,
+    SettleRequest,
+    SettleAnswer,
     Health,
     Pricing,
     Capabilities,
@@ -741,6 +766,7 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
             "/account/ledger": _account_read("Ledger entries, newest first", "LedgerPage", paged=True),
             "/account/history": _account_read("Usage history, one entry per call, newest first", "HistoryPage", True),
             **_webhook_paths(),
+            "/x402/settle": {"post": _settle_operation()},
             "/account/confirm-deposit": {
                 "post": _operation(
                     "Credit a finalized USDC deposit now (to the transfer's authority wallet)",
@@ -771,6 +797,36 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
     if server_url:
         document["servers"] = [{"url": server_url}]
     return document
+
+
+def _settle_operation() -> dict[str, Any]:
+    """``POST /x402/settle``: unauthenticated; every refusal is the HTTP error body with ``data.reason``."""
+    return _operation(
+        "x402: settle a USDC payment transaction to the deposit wallet, self-paid or sponsored (the service "
+        "co-signs as fee payer); credit it afterwards with /account/confirm-deposit (docs/api.md, x402)",
+        _json(_ref("SettleAnswer"), "broadcast; confirmed, or accepted and not yet confirmed (see message)"),
+        {
+            "400": _json(
+                _ref("ErrorBody"),
+                "INVALID_REQUEST; data.reason: unparseable_body, invalid_base64, invalid_transaction, "
+                "wrong_destination, wrong_mint, amount_below_minimum, no_payment_instruction, "
+                "unsignable_authority, sponsored_whitelist_violation, missing_signature, duplicate_settlement",
+            ),
+            **_errors(405, 413, 429, 500),
+            "502": _json(
+                _ref("ErrorBody"),
+                "UPSTREAM_ERROR: the network rejected the transaction (data.reason preflight_rejected, with the "
+                "node's reason), it landed and failed (transaction_failed), or the node could not be reached",
+            ),
+            "503": _json(
+                _ref("ErrorBody"),
+                "SETTLEMENT_NOT_CONFIGURED (settlement off, or the fee payer has no SOL for sponsored payments), "
+                "or SERVICE_TEMPORARILY_UNAVAILABLE (the database)",
+            ),
+        },
+        body="SettleRequest",
+        tag="x402",
+    )
 
 
 def _recent_signals_operation() -> dict[str, Any]:

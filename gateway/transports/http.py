@@ -28,6 +28,7 @@ from gateway.transports.routing import RPC_MAX_BODY_BYTES, RpcFirst, mount, to_r
 from gateway.transports.signal_routes import signal_routes
 from gateway.transports.webhook_routes import webhook_routes
 from gateway.transports.ws import WS_PATH, WsTransport
+from gateway.transports.x402_routes import x402_routes
 
 #: Where JSON-RPC is served over HTTP (docs/api.md).
 RPC_PATHS = ("/", "/rpc")
@@ -63,7 +64,9 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
 
     async def pricing(request: Request) -> Response:
         s = gw.settings
-        document = pricing_document(gw.prices, s.credits_per_usdc, s.credit_expiry_seconds, gw.not_available)
+        document = pricing_document(
+            gw.prices, s.credits_per_usdc, s.credit_expiry_seconds, gw.not_available, await gw.trade_pricing()
+        )
         return to_response(json_reply(200, document))
 
     async def capabilities(request: Request) -> Response:
@@ -108,6 +111,7 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
         *bulk_routes(gw),
         *signal_routes(gw),
         *webhook_routes(gw),
+        *x402_routes(gw),
         *(
             mount(
                 path,

@@ -7,6 +7,7 @@ One gateway on the real parts (PostgreSQL, Redis, the devnode) serves every exam
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from collections.abc import AsyncIterator
@@ -20,6 +21,10 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from solders.message import Message
+from solders.pubkey import Pubkey
+from solders.system_program import TransferParams, transfer
+from solders.transaction import Transaction
 
 from gateway.client import WalletSigner
 from gateway.config import Settings
@@ -48,6 +53,7 @@ ROUTES = [
     ("POST", "/bulk/getBalances"),
     ("POST", "/bulk/getTokenBalances"),
     ("POST", "/bulk/getTransactions"),
+    ("POST", "/x402/settle"),
 ]
 JSON_RPC_PATHS = {
     "/",
@@ -59,6 +65,14 @@ JSON_RPC_PATHS = {
     "/relay/tipFloor",
 }
 NODE_FAILURES = {502, 503, 504}
+#: A real transaction (a SOL transfer, fee payer's slot unsigned) in base64, as /x402/settle reads one.
+UNSIGNED_TX = base64.b64encode(
+    bytes(
+        Transaction.new_unsigned(
+            Message([transfer(TransferParams(from_pubkey=Pubkey.default(), to_pubkey=Pubkey.default(), lamports=1))])
+        )
+    )
+).decode()
 METHODS = ["getSlot", "getBalance", "getBlock", "getTransaction", "getTokenAccountsByOwner", "getAssetsByOwner"]
 METHODS += ["simulateBundle", "getMultipleAccounts", "getSignaturesForAddress", "sendTransaction", "noSuchMethod"]
 METHODS += ["sendSmartTransaction", "sendAndConfirm", "sendBundle", "getBundleStatuses", "getInflightBundleStatuses"]
@@ -66,6 +80,7 @@ METHODS += ["getTipAccounts", "getTipFloor", "getSendStatus", "suggestPriorityFe
 METHODS += ["getTransactionHistory"]
 METHODS += ["initialize", "ping", "tools/list", "tools/call", "notifications/initialized"]  # MCP's (/mcp)
 WORDS = ["", "2.0", "5VapWMVuzVSSNDsbA9XXTnAahcvUEUtL7szH7pT7a8GE", "z" * 88, "not base58 0OIl", "\x00", "é", *METHODS]
+WORDS += ["AQID", base64.b64encode(bytes(300)).decode(), UNSIGNED_TX]  # /x402/settle's transaction: base64
 KEYS = ["jsonrpc", "id", "method", "params", "signature", "pubkey", "challenge", "encoding", "ownerAddress"]
 KEYS += ["maxSupportedTransactionVersion", "transactions", "limit", "before"]
 KEYS += ["urgency", "accounts", "accountKeys", "transaction", "options", "priorityLevel"]
