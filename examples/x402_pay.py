@@ -117,7 +117,8 @@ async def main() -> None:
 
     async with GatewayClient(URL, signer=WalletSigner(bytes(wallet))) as gateway:  # signed requests
         confirmed = await gateway.confirm_deposit(signature)
-        print(f"credited {confirmed['credits_added']} credits to {confirmed['credited_pubkey']}")
+        first = " (the deposit watcher had credited it already)" if confirmed["already_processed"] else ""
+        print(f"credited {confirmed['credited_pubkey']}: {confirmed['new_balance']} credits{first}")
         slot = await gateway.rpc("getSlot")
         print(f"paid call: slot {slot}, {gateway.meter.credits_remaining} credits left")
 

@@ -86,7 +86,7 @@ def test_gateway_fund_refuses_a_real_chain_and_bad_amounts(service: RunningServi
         ("websocket.py", ["slot ", "wallet balance now "]),
         ("grpc_stream.py", ["GetSlot: ", "slot ", "pong 1: the new filters are live", "transaction "]),
         ("mcp_client.py", ["MCP 2025-06-18 with solana-credit-gateway", "tools: rpc, getBalance", "getSlot: slot "]),
-        ("x402_pay.py", ["x402 terms: 10000 base units", "settled ", "credited 5000 credits to", "paid call: slot "]),
+        ("x402_pay.py", ["x402 terms: 10000 base units", "settled ", ": 5000 credits", "paid call: slot "]),
     ],
 )
 def test_each_example_runs(

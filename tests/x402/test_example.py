@@ -32,7 +32,7 @@ async def test_the_example_pays_settles_confirms_and_calls(x402: Settle, devnode
         "x402 terms: 10000 base units of",
         "settled ",
         "sponsored",
-        "credited 5000 credits to",
+        ": 5000 credits",
         "paid call: slot",
     ):
         assert line in text, text
