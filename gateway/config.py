@@ -247,6 +247,12 @@ class Settings(BaseSettings):
         return value
 
     pricing: dict[str, int] = Field(default_factory=dict, description="Credits per method class, overriding the spec.")
+    mcp_allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Origins (scheme://host[:port]) whose browser pages may call /mcp; a request with any other "
+        "Origin header is refused 403 (the MCP transport's DNS-rebinding rule). Agents send no Origin and are "
+        "never refused for it. '*' allows every origin.",
+    )
     trade_notional_fee_bps: int = Field(
         10,
         ge=0,

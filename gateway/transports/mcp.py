@@ -34,6 +34,9 @@ one JSON object when the client accepts ``application/json``, an SSE stream when
   end and no server-initiated message to stream.
 - **Content-Type** other than ``application/json`` gets a JSON-RPC-shaped 415 here (the SDK answers
   it with a plain-text 400).
+- **Origin.** The transport spec's rule against DNS rebinding: a request whose ``Origin`` header is not
+  one of ``mcp_allowed_origins`` gets 403 before anything else runs. The SDK's own check also pins
+  the ``Host`` header to a list, which a gateway served under any name cannot give it.
 - **Bounds.** The body is read here with JSON-RPC's limit (``RPC_MAX_BODY_BYTES``, 413 above it),
   before any stage runs.
 """
@@ -151,6 +154,9 @@ class McpTransport:
 
     def __init__(self, gw: GatewayApp) -> None:
         auth, *after_auth = gw.rpc_stages()
+        origins = gw.settings.mcp_allowed_origins
+        self._any_origin = "*" in origins
+        self._origins = frozenset(origin.rstrip("/").lower() for origin in origins)
         self._authenticate: Handler = compose([error_boundary, auth], _admitted)
         self._pipeline: Handler = compose([error_boundary, *after_auth], gw.forwarder)
         self.server: Server[Any] = Server(
@@ -224,6 +230,11 @@ class McpTransport:
             return  # the client went away before sending its whole body
         call = call_from_scope(scope, body, ReplyStyle.JSONRPC)
         call.wire = Wire.MCP
+        origin = call.headers.get("origin")
+        if origin is not None and not self._any_origin and origin.rstrip("/").lower() not in self._origins:
+            message = f"Forbidden: Origin {origin!r} may not call /mcp (the gateway's mcp_allowed_origins)"
+            await send_reply(send, json_reply(403, _rpc_error(-32000, message)))
+            return
         reply = await self._authenticate(call)
         if call.identity is None:  # refused: exactly JSON-RPC's answer
             await send_reply(send, reply)

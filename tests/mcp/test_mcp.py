@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -21,8 +22,9 @@ from multidict import CIMultiDict
 from gateway.client import WalletSigner
 from gateway.core.mcp_tools import TOOLS
 from tests.auth.helpers import create_account, create_api_key
+from tests.sending.conftest import sending_settings
 from tests.sending.helpers import Caller
-from tests.support import RunningGateway
+from tests.support import RunningGateway, serve_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -256,3 +258,23 @@ async def test_structured_content_from_2025_06_18(gateway: RunningGateway, calle
     assert isinstance(new["result"]["structuredContent"]["result"], int)
     assert "structuredContent" not in old["result"]
     assert isinstance(json.loads(old["result"]["content"][0]["text"]), int)
+
+
+async def test_a_browser_origin_not_allowed_is_403(
+    gateway: RunningGateway, caller: Caller, tmp_path: Path, database_url: str, redis_url: str, devnode_url: str
+) -> None:
+    """The transport spec's DNS-rebinding rule: an Origin not configured is refused before anything runs;
+    agents send none; a configured one is served."""
+    app = {"Origin": "https://app.example"}
+    async with aiohttp.ClientSession() as http:
+        status, _, doc = await post(http, gateway.url, tools_call("getSlot", {}), {**caller.headers, **app})
+        assert status == 403 and "https://app.example" in doc["error"]["message"], doc
+        status, _, _ = await post(http, gateway.url, tools_call("getSlot", {}), caller.headers)
+        assert status == 200
+        settings = sending_settings(tmp_path, database_url, redis_url, devnode_url, mcp_allowed_origins=[app["Origin"]])
+        async with serve_gateway(settings) as allowing:
+            status, _, doc = await post(http, allowing.url, tools_call("getSlot", {}), {**caller.headers, **app})
+            assert status == 200 and not doc["result"]["isError"], doc
+            evil = {"Origin": "http://localhost:5173"}
+            status, _, _ = await post(http, allowing.url, tools_call("getSlot", {}), {**caller.headers, **evil})
+            assert status == 403
