@@ -58,7 +58,7 @@ class IpLimit(BaseModel):
 #: (/auth/*), ``account_create`` (POST /account/api-key: creates accounts), ``account_read``
 #: (/account/info, /ledger, /history), ``deposit_confirm`` (POST /account/confirm-deposit: node reads),
 #: ``webhooks`` (the /webhooks management routes), ``x402_settle`` (POST /x402/settle: node sends, and
-#: sponsored ones spend the fee payer's SOL).
+#: sponsored ones spend the fee payer's SOL), ``signals`` (GET /signals/recent: public Redis reads).
 DEFAULT_IP_LIMITS: dict[str, IpLimit] = {
     "session": IpLimit(rps=5, burst=30),
     "account_create": IpLimit(rps=0.2, burst=10),
@@ -66,6 +66,7 @@ DEFAULT_IP_LIMITS: dict[str, IpLimit] = {
     "deposit_confirm": IpLimit(rps=1, burst=10),
     "webhooks": IpLimit(rps=5, burst=30),
     "x402_settle": IpLimit(rps=0.1, burst=5),
+    "signals": IpLimit(rps=5, burst=30),
 }
 
 

@@ -858,6 +858,9 @@ def _recent_signals_operation() -> dict[str, Any]:
         "responses": {
             "200": _json(_ref("RecentSignals"), "the events"),
             "400": _json(_ref("ErrorBody"), "a bad parameter: INVALID_REQUEST"),
+            "429": _json(
+                _ref("ErrorBody"), "the per-address limit (ip_limits signals): RATE_LIMITED, with Retry-After"
+            ),
             "503": _json(_ref("ErrorBody"), "the signal log (Redis) is unavailable: SERVICE_TEMPORARILY_UNAVAILABLE"),
         },
     }

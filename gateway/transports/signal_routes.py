@@ -1,33 +1,32 @@
 """``GET /signals/recent``: a free snapshot of the signal log (docs/api.md, Signals).
 
-Public like ``/health``: no credentials, no credit or rate headers. What bounds the work of a caller
-is the answer itself: at most :data:`gateway.core.signals.MAX_RECENT_LIMIT` events, read with one
-``XREVRANGE`` of that count (a kind has a stream of its own, so a kind filter scans nothing else).
+Public like ``/health``: no credentials, no credit headers. What bounds the work of one request is the
+answer itself: at most :data:`gateway.core.signals.MAX_RECENT_LIMIT` events, read with one
+``XREVRANGE`` of that count (a kind has a stream of its own, so a kind filter scans nothing else); what
+bounds a caller's requests is the per-address limit ``signals`` (``ip_limits``, 429 with Retry-After).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 
 from gateway.app import GatewayApp
 from gateway.core.errors import ProxyError, invalid_request, service_unavailable
 from gateway.core.signals import RecentQuery
-from gateway.pipeline import json_reply
+from gateway.pipeline import Call, Reply, json_reply
 from gateway.storage.errors import StoreUnavailable
 from gateway.storage.signals import RecentSignals
-from gateway.transports.routing import to_response
+from gateway.transports.routing import mount
 
 RECENT_PATH = "/signals/recent"
 
 
 def signal_routes(gw: GatewayApp) -> list[BaseRoute]:
-    async def recent(request: Request) -> Response:
+    async def recent(call: Call) -> Reply:
         try:
-            query = RecentQuery.parse(request.query_params)
+            query = RecentQuery.parse(call.query)
         except ValueError as exc:
             return _refused(invalid_request(str(exc)))
         log = gw.signal_log
@@ -37,9 +36,9 @@ def signal_routes(gw: GatewayApp) -> list[BaseRoute]:
             found = await log.recent(query.limit, query.kind, query.since_slot, query.before)
         except StoreUnavailable:
             return _refused(service_unavailable("the signal log is unavailable; retry shortly", 5))
-        return to_response(json_reply(200, recent_document(found, log.retention)))
+        return json_reply(200, recent_document(found, log.retention))
 
-    return [Route(RECENT_PATH, recent, methods=["GET"])]
+    return [mount(RECENT_PATH, "GET", [gw.ip_limits.stage("signals")], recent)]
 
 
 def recent_document(found: RecentSignals, retention: int) -> dict[str, Any]:
@@ -55,5 +54,5 @@ def recent_document(found: RecentSignals, retention: int) -> dict[str, Any]:
     }
 
 
-def _refused(error: ProxyError) -> Response:
-    return to_response(json_reply(error.status, error.http_body(None), dict(error.headers)))
+def _refused(error: ProxyError) -> Reply:
+    return json_reply(error.status, error.http_body(None), dict(error.headers))

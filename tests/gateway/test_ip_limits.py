@@ -93,4 +93,5 @@ def test_the_defaults_are_the_documented_numbers() -> None:
         "deposit_confirm": (1, 10),
         "webhooks": (5, 30),
         "x402_settle": (0.1, 5),
+        "signals": (5, 30),
     }

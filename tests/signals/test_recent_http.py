@@ -25,7 +25,6 @@ UNWANTED_HEADERS = (
     "X-Credits-Low",
     "X-Ratelimit-Limit",
     "X-Ratelimit-Remaining",
-    "X-Request-Id",
 )
 
 
@@ -136,3 +135,18 @@ async def test_the_replica_feed_hands_new_events_to_its_listeners(
         await asyncio.sleep(0.02)
     feed.remove(token)
     assert got == [("105-0", event(105, "walletActivity").to_json())]
+
+
+async def test_a_caller_polling_too_fast_is_limited_per_address(
+    tmp_path: Path, database_url: str, redis_url: str, devnode_url: str
+) -> None:
+    """Public, but bounded: the per-address limit ``signals`` answers 429 with Retry-After."""
+    limits = {**TEST_IP_LIMITS, "signals": {"rps": 0.5, "burst": 3}}
+    settings = Settings(
+        home=tmp_path, database_url=database_url, redis_url=redis_url, upstream_rpc_url=devnode_url, ip_limits=limits
+    )
+    async with serve_gateway(settings) as gw:
+        answers = [await get(gw) for _ in range(4)]
+    assert [status for status, _, _ in answers] == [200, 200, 200, 429]
+    _, doc, headers = answers[-1]
+    assert doc["error"]["code"] == "RATE_LIMITED" and int(headers["Retry-After"]) >= 1, doc
