@@ -134,6 +134,9 @@ class Account(_Open):
     ok: bool
     pubkey: str
     balance: int
+    pending_send_credits: int = Field(
+        description="the part of balance held for sendAndConfirm calls whose outcome is not known yet"
+    )
     deposit_address: str
     funding: Funding
     status: str

@@ -5,6 +5,8 @@ Choices where the spec says 'not shown' (documented here, tested in tests/auth):
 * paging: see :mod:`gateway.core.paging`;
 * ``last_deposit``: ``{signature, amount_usdc (decimal string), credits, timestamp (ISO 8601 UTC)}``
   of the newest credited deposit, or null;
+* ``pending_send_credits``: the part of ``balance`` held for ``sendAndConfirm`` calls whose outcome is
+  not known yet (settled at the landing price, the base fee, or refunded); not spendable meanwhile;
 * ``credit_batches`` elements: ``{id, source, granted, remaining, expires_at (ISO 8601 UTC)}``, for
   unexpired batches with credits left, soonest expiry first;
 * timestamps: ISO 8601 in UTC with millisecond precision and a ``Z`` suffix.
@@ -96,6 +98,7 @@ def account_document(
     account: AccountRecord,
     *,
     balance: int,
+    pending_send_credits: int,
     total_consumed: int,
     funding: Funding,
     last_deposit: DepositRecord | None,
@@ -106,6 +109,7 @@ def account_document(
         "ok": True,
         "pubkey": account.pubkey,
         "balance": balance,
+        "pending_send_credits": pending_send_credits,
         "deposit_address": funding.deposit_address,
         "funding": funding.document(),
         "status": account.status,

@@ -134,6 +134,7 @@ class AccountEndpoints:
         document = account_document(
             record,
             balance=max(0, record.balance - unsettled),
+            pending_send_credits=await accounts.pending_send_credits(pubkey),
             total_consumed=record.total_consumed + max(0, unsettled),
             funding=_ready(self.services.funding),
             last_deposit=await accounts.last_deposit(pubkey),

@@ -15,6 +15,7 @@ import asyncpg
 from gateway.core.cache import TtlCache
 from gateway.core.paging import Page
 from gateway.core.webhook_events import API_KEY_ROTATED, api_key_rotated
+from gateway.storage import sends
 from gateway.storage.errors import postgres_call
 from gateway.storage.webhook_events import enqueue_lifecycle
 
@@ -108,6 +109,10 @@ class AccountStore:
         if row is None:
             return None
         return DepositRecord(row["signature"], row["amount_base_units"], row["credits"], row["created_at"])
+
+    async def pending_send_credits(self, pubkey: str) -> int:
+        """Credits held for ``sendAndConfirm`` outcomes not known yet (:func:`gateway.storage.sends.pending_held`)."""
+        return await sends.pending_held(self._db, pubkey)
 
     @postgres_call(WHAT)
     async def live_batches(self, pubkey: str) -> list[BatchRecord]:

@@ -64,6 +64,16 @@ class SendRecord:
 
 
 @postgres_call(WHAT)
+async def pending_held(db: asyncpg.Pool | asyncpg.Connection, pubkey: str) -> int:
+    """Credits held by this account's sends whose outcome is not settled yet (part of its balance,
+    not spendable: settled at the landing price, the base fee or nothing)."""
+    value = await db.fetchval(
+        "SELECT COALESCE(sum(held), 0) FROM sends WHERE pubkey = $1 AND status = 'pending'", pubkey
+    )
+    return int(value)
+
+
+@postgres_call(WHAT)
 async def hold(
     pool: asyncpg.Pool,
     pubkey: str,

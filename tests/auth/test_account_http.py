@@ -12,7 +12,9 @@ import pytest
 
 from gateway.client import WalletSigner
 from gateway.keys import DEPOSIT_WALLET, load_keypair
+from gateway.storage import sends
 from tests.auth.helpers import create_account, create_api_key, open_session, request, signed
+from tests.credits.helpers import fund, new_signature
 from tests.support import RunningGateway
 
 ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
@@ -51,7 +53,7 @@ async def test_info_of_a_fresh_account(
     settings = gateway.app.settings
     deposit = str(load_keypair(auth_home / DEPOSIT_WALLET).pubkey())
     assert info["ok"] is True and info["pubkey"] == signer.pubkey
-    assert info["balance"] == 0 and info["total_consumed_credits"] == 0
+    assert info["balance"] == 0 and info["total_consumed_credits"] == 0 and info["pending_send_credits"] == 0
     assert info["status"] == "active"
     assert info["deposit_address"] == deposit
     assert before - 2 <= info["created_at"] <= before + 5
@@ -222,3 +224,18 @@ async def test_account_reads_without_credentials_are_402(
     answer = await request(http, "GET", gateway.url + path)
     assert (answer.status, answer.code) == (402, -32002)
     assert "payment-required" in answer.headers
+
+
+async def test_info_shows_the_credits_held_for_sends_not_settled_yet(
+    gateway: RunningGateway, http: aiohttp.ClientSession, signer: WalletSigner, db: asyncpg.Connection
+) -> None:
+    """A sendAndConfirm whose outcome is unknown holds its landing price: part of the balance, not
+    spendable, and shown apart until it is settled."""
+    key = await create_api_key(http, signer, gateway.url)
+    await fund(gateway.app.conn.db, signer.pubkey, 100)
+    held = await sends.hold(
+        gateway.app.conn.db, signer.pubkey, new_signature(), "11111111111111111111111111111111", 10, 2, "r1"
+    )
+    assert held.outcome is sends.HoldOutcome.HELD, held
+    info = (await request(http, "GET", gateway.url + "/account/info", headers={"X-Api-Key": key})).json
+    assert (info["balance"], info["pending_send_credits"]) == (100, 10), info
