@@ -18,6 +18,7 @@ from gateway.config import Settings
 from gateway.pubsub.upstream import UpstreamPubSub
 from gateway.storage.signals import SignalLog
 from gateway.upstream import HttpUpstream
+from gateway.webhooks.retention import JobRetention
 from gateway.webhooks.sources import SignalWebhooks, TransactionWatches
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ class WebhookWatcherActor:
             raise ValueError("the webhook watcher needs resolved database_url and upstream_rpc_url settings")
         self.watches: TransactionWatches | None = None
         self.signals: SignalWebhooks | None = None
+        self.retention: JobRetention | None = None
         self._thread = LoopThread("webhook-watcher", self._serve)
         self._thread.start()
 
@@ -45,7 +47,8 @@ class WebhookWatcherActor:
             if conn is None or conn.db is None:
                 return
             self.watches = TransactionWatches(conn.db, upstream, pubsub)
-            work = [self.watches.run(stop)]
+            self.retention = JobRetention(conn.db, s.webhook_retention_days)
+            work = [self.watches.run(stop), self.retention.run(stop)]
             if conn.redis is not None:
                 self.signals = SignalWebhooks(conn.db, SignalLog(conn.redis, retention=s.signal_retention_events))
                 work.append(self.signals.run(stop))
@@ -63,7 +66,8 @@ class WebhookWatcherActor:
         watches = self.watches.stats.as_dict() if self.watches else {}
         signals = self.signals.stats.as_dict() if self.signals else {}
         addresses = len(self.watches.addresses) if self.watches else 0
-        return {"running": self._thread.alive, "addresses": addresses, **watches, **signals}
+        purged = self.retention.purged if self.retention else 0
+        return {"running": self._thread.alive, "addresses": addresses, "jobs_purged": purged, **watches, **signals}
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
         """Stop the loop and close the connections; the actor itself is ended by ``ray.kill``."""

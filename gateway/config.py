@@ -220,6 +220,13 @@ class Settings(BaseSettings):
     webhook_dispatchers: int = Field(
         1, ge=0, le=64, description="Webhook dispatcher actors started by gateway up (0: jobs wait in PostgreSQL)."
     )
+    webhook_retention_days: float = Field(
+        30.0,
+        gt=0,
+        le=3650,
+        description="Delivered, dead and cancelled webhook jobs older than this are deleted (hourly); a dead job "
+        "can be replayed until then.",
+    )
     webhook_concurrency: int = Field(64, ge=1, le=10_000, description="Deliveries in flight at once per dispatcher.")
     webhook_per_subscription: int = Field(
         16,

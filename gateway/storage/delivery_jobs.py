@@ -435,3 +435,25 @@ def _claimed(row: asyncpg.Record) -> ClaimedJob:
         price=int(row["price"]),
         charged=int(row["charged"]),
     )
+
+
+#: Statuses a job never leaves by itself (a dead one only by a replay, which its owner asks for).
+FINISHED = ("delivered", "dead", "cancelled")
+
+
+@postgres_call(WHAT)
+async def purge_finished(pool: asyncpg.Pool, older_than_days: float, batch: int = 5_000) -> int:
+    """Delete up to ``batch`` finished jobs created more than ``older_than_days`` ago; how many went.
+
+    Pending and delivering jobs are never deleted, however old. A job's dedupe key goes with it, which
+    is safe: the sources' cursors only move forward, so nothing offers that signature again."""
+    tag = await pool.execute(
+        """DELETE FROM delivery_jobs WHERE id IN (
+               SELECT id FROM delivery_jobs
+                WHERE status = ANY($1::text[]) AND created_at < now() - $2::float8 * interval '1 day'
+                LIMIT $3)""",
+        list(FINISHED),
+        float(older_than_days),
+        batch,
+    )
+    return int(tag.split()[-1])
