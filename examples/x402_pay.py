@@ -108,9 +108,8 @@ async def main() -> None:
 
         blockhash = (await node.get_latest_blockhash()).value.blockhash
         raw = sponsored_payment(terms, wallet, blockhash, max(PAYMENT, int(terms["amount"])))
-        async with http.post(f"{URL}/x402/settle", json={"transaction": base64.b64encode(raw).decode()}) as resp:
-            settled = await resp.json()
-            assert resp.status == 200, settled
+        async with GatewayClient(URL) as anonymous:  # settling needs no credentials
+            settled = await anonymous.x402_settle(raw)
         signature = settled["transaction"]
         print(f"settled {signature}: {settled['message']}")
         await node.confirm_transaction(Signature.from_string(signature), Finalized, sleep_seconds=0.2)

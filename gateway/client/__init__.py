@@ -31,8 +31,9 @@ from gateway.client.signals import SignalEvent, SignalFilter, SignalStream, Stre
 from gateway.client.signer import WalletSigner
 from gateway.client.solana import WalletAuth, gateway_error, solana_client
 
-#: Signal helpers (``GatewayClient.signals``) exist from 0.2.8 on (the spec's Versioning).
-__version__ = "0.2.8"
+#: Signal helpers (``GatewayClient.signals``) exist from 0.2.8 on (the spec's Versioning);
+#: ``GatewayClient.x402_settle`` from 0.2.9 on.
+__version__ = "0.2.9"
 
 __all__ = [
     "AuthFailed",

@@ -170,6 +170,16 @@ class GatewayClient:
         )
         return result
 
+    async def x402_settle(self, transaction: bytes | str) -> dict[str, Any]:
+        """``POST /x402/settle``: a signed x402 payment (the wire bytes, or their base64), self-paid or
+        sponsored (the service co-signs); ``{success, transaction, network, message}``. Needs no
+        credentials. Never retried: the gateway refuses the same transaction twice anyway. Credit it
+        afterwards with :meth:`confirm_deposit` (signed by the paying wallet) once it is finalized."""
+        encoded = transaction if isinstance(transaction, str) else base64.b64encode(transaction).decode()
+        body = orjson.dumps({"transaction": encoded})
+        result: dict[str, Any] = await self.request("POST", "/x402/settle", body, retry_unsafe=False)
+        return result
+
     # -- signals ---------------------------------------------------------------------------------
 
     def signals(

@@ -49,7 +49,7 @@ Key = tuple[Any, Any, Any]
 
 def test_the_client_version_is_the_distribution_version() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert client_version == project["version"] == "0.2.8"
+    assert client_version == project["version"] == "0.2.9"
 
 
 def test_filter_params_and_matching() -> None:

@@ -22,6 +22,7 @@ from spl.token.instructions import transfer as token_transfer
 from spl.token.models import TransferParams as TokenTransferParams
 
 from devnode.node import Devnode
+from gateway.client import GatewayClient, InvalidRequest
 from gateway.core.x402 import MAX_BODY_BYTES
 from gateway.public import capabilities_document
 from gateway.storage.x402 import SettlementStatus, status
@@ -313,3 +314,12 @@ def _pool(x402: Settle) -> asyncpg.Pool:
     pool = x402.app.conn.db
     assert pool is not None
     return pool
+
+
+async def test_the_client_library_settles_and_raises_the_documented_refusal(x402: Settle) -> None:
+    """``GatewayClient.x402_settle`` (no credentials needed): a refusal is InvalidRequest with its reason
+    (the success path runs in examples/x402_pay.py, tests/x402/test_example.py)."""
+    async with GatewayClient(x402.url, max_retries=0) as anonymous:
+        with pytest.raises(InvalidRequest) as refused:
+            await anonymous.x402_settle(b"not a transaction")
+    assert refused.value.status == 400 and refused.value.data["reason"] == "invalid_transaction", refused.value
