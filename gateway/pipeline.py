@@ -70,6 +70,12 @@ class Call:
             raise RuntimeError(f"{self.path} must be mounted behind the auth stage")
         return self.identity
 
+    def usage_id(self, index: int) -> str:
+        """The request id a JSON-RPC item's usage record carries: the call's, and in a batch ``:<index>``."""
+        if self.payload is not None and self.payload.is_batch:
+            return f"{self.request_id}:{index}"
+        return self.request_id
+
 
 @dataclass(slots=True)
 class Reply:

@@ -168,13 +168,11 @@ class MeteringStage:
     def _complete(self, call: Call, admitted: Admitted, failure: Failure | None = None) -> None:
         """Record each admitted item's outcome; ``failure`` is how the call ended when it raised (an
         item that already knows its own failure, e.g. a timeout at the forwarder, keeps it)."""
-        is_batch = call.payload is not None and call.payload.is_batch
         for item, admission in admitted:
             if failure is not None and item.response is None and item.failure is None:
                 item.failure = failure
             refunded = refund_reason(item) is not None
-            request_id = f"{call.request_id}:{item.index}" if is_batch else call.request_id
-            self.meter.complete(admission, item.method, request_id, refunded)
+            self.meter.complete(admission, item.method, call.usage_id(item.index), refunded)
 
     async def annotate(self, call: Call) -> None:
         """Set the headers on a call this stage did not meter (best effort: never fails the call)."""

@@ -11,13 +11,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.core.errors import RpcCode, RpcError
+from gateway.core.errors import ProxyError, RpcCode, RpcError
 from gateway.core.jsonrpc import Failure, RpcItem
+from gateway.pipeline import Call
 from gateway.upstream import ChainError, UpstreamTimeout, UpstreamUnavailable
 
 
 def answer(item: RpcItem, result: Any) -> None:
     item.response = {"jsonrpc": "2.0", "id": item.id, "result": result}
+
+
+def unpaid(item: RpcItem, call: Call, error: ProxyError) -> None:
+    """A product that bills its own price found the account short: a single call answers 402 like any
+    call short of credits (``error`` is raised); a batch item gets it as its answer."""
+    if call.payload is None or not call.payload.is_batch:
+        raise error
+    item.error = error.rpc_error()
 
 
 def refuse(item: RpcItem, error: RpcError, why: str) -> None:

@@ -28,7 +28,7 @@ from gateway.core.transactions import WireTx
 from gateway.credits.errors import insufficient_credits, payment_required
 from gateway.credits.meter import Meter
 from gateway.pipeline import Call
-from gateway.products import answer, config
+from gateway.products import answer, config, unpaid
 from gateway.sending.race import Outcome, RaceResult
 from gateway.sending.racers import Racers
 from gateway.storage import sends
@@ -73,7 +73,7 @@ class SendAndConfirm:
         pool = self.pool()
         if pool is None:
             raise StoreUnavailable("the credit ledger")
-        request_id = call.request_id if not _is_batch(call) else f"{call.request_id}:{item.index}"
+        request_id = call.usage_id(item.index)
 
         base_fee = min(self.base_fee, item.price)  # never more than the landing price, whatever the pricing
 
@@ -109,9 +109,7 @@ class SendAndConfirm:
             error = payment_required(self.top_up(pubkey))
         else:
             error = insufficient_credits(item.price, held.available, self.top_up(pubkey))
-        if not _is_batch(call):
-            raise error  # a single call answers 402 like any other call short of credits
-        item.error = error.rpc_error()
+        unpaid(item, call, error)
 
     async def _preflight(self, tx: WireTx) -> RpcError | None:
         """A signature-verifying simulation; the refusal when it failed or could not run."""
@@ -170,7 +168,3 @@ def result_fields(record: SendRecord | None, race: RaceResult | None = None) -> 
         "charged_credits": charged,
         "error": race.error if race is not None else (record.error if record else None),
     }
-
-
-def _is_batch(call: Call) -> bool:
-    return call.payload is not None and call.payload.is_batch

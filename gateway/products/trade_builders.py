@@ -48,7 +48,7 @@ from gateway.core.trades import (
 from gateway.credits.errors import insufficient_credits, payment_required
 from gateway.credits.meter import Admission, Meter, Outcome
 from gateway.pipeline import Call
-from gateway.products import answer, transport_failure
+from gateway.products import answer, transport_failure, unpaid
 from gateway.products.sol_usd import RateSource
 from gateway.upstream import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_batch, rpc_call
 from pumpfun import pda
@@ -128,9 +128,7 @@ class TradeBuilder:
             error = payment_required(top_up)
         else:
             error = insufficient_credits(price, self.meter.remaining(pubkey), top_up)
-        if call.payload is None or not call.payload.is_batch:
-            raise error  # a single call answers 402 like any other call short of credits
-        item.error = error.rpc_error()
+        unpaid(item, call, error)
         return None
 
     async def _latest(self, item: RpcItem, read: _Read, mint: Pubkey) -> tuple[Hash, int] | None:
@@ -179,9 +177,7 @@ class TradeBuilder:
                 answer(item, {**result(*latest), "fee_credits": admission.price})
                 charged = True
         finally:  # an error, our own failure or a caller gone away: no transaction, no charge
-            is_batch = call.payload is not None and call.payload.is_batch
-            request_id = f"{call.request_id}:{item.index}" if is_batch else call.request_id
-            self.meter.complete(admission, item.method, request_id, refunded=not charged)
+            self.meter.complete(admission, item.method, call.usage_id(item.index), refunded=not charged)
 
 
 class ExecuteSnipe(TradeBuilder):
