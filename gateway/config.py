@@ -59,6 +59,9 @@ class IpLimit(BaseModel):
 #: (/account/info, /ledger, /history), ``deposit_confirm`` (POST /account/confirm-deposit: node reads),
 #: ``webhooks`` (the /webhooks management routes), ``x402_settle`` (POST /x402/settle: node sends, and
 #: sponsored ones spend the fee payer's SOL), ``signals`` (GET /signals/recent: public Redis reads).
+#: Request slots of a replica that open WebSockets can never take (see ``max_ongoing_requests``).
+HTTP_HEADROOM = 256
+
 DEFAULT_IP_LIMITS: dict[str, IpLimit] = {
     "session": IpLimit(rps=5, burst=30),
     "account_create": IpLimit(rps=0.2, burst=10),
@@ -131,7 +134,47 @@ class Settings(BaseSettings):
         description="How HTTP reaches replicas: Serve's proxy, one replica on the port itself, or Ray's HAProxy.",
     )
     ingress_replicas: int = Field(1, ge=1, le=64, description="HTTP ingress replicas.")
-    max_ongoing_requests: int = Field(256, ge=8, le=100_000, description="Per-replica concurrency cap of Serve.")
+    max_ongoing_requests: int = Field(
+        1_280,
+        ge=8,
+        le=100_000,
+        description="Per-replica concurrency cap of Serve: every HTTP request and every open WebSocket holds one "
+        "slot. At least ws_max_connections + 256, so that sockets can never take the slots HTTP calls need.",
+    )
+    ws_max_connections: int = Field(
+        1_024,
+        ge=1,
+        le=99_000,
+        description="Open WebSockets per ingress replica; past it the upgrade is refused 503 with Retry-After.",
+    )
+    ws_max_connections_per_account: int = Field(
+        32,
+        ge=1,
+        le=100_000,
+        description="Open WebSockets per account over the service (each of R replicas allows ceil(n / R)); past it "
+        "the socket closes 4003.",
+    )
+    ws_max_connections_per_address: int = Field(
+        64,
+        ge=1,
+        le=100_000,
+        description="Open WebSockets per client address over the service (each of R replicas allows ceil(n / R)); "
+        "past it the upgrade is refused 429 with Retry-After, before any authentication.",
+    )
+    request_body_timeout_s: float = Field(
+        10.0,
+        ge=1,
+        le=300,
+        description="Deadline for a request's headers and body to arrive (HAProxy's, then the replica's); past it "
+        "the request is answered 408 and the connection closed.",
+    )
+    edge_secret: str | None = Field(
+        None,
+        repr=False,
+        description="Shared by the bundled HAProxy (gateway-haproxy) and the replicas: only a request carrying it "
+        "may name its client's address (X-Gateway-Client). Empty: gateway up makes one for each start. On a "
+        "cluster, set the same value in every machine's environment before `ray start` (cluster.yaml).",
+    )
     drain_s: float = Field(
         2.0,
         ge=0,
@@ -411,6 +454,15 @@ class Settings(BaseSettings):
         # Usage is settled at the flush: a lease must outlive several flushes, or a retired lease could
         # expire before its usage settles, and that usage would be dropped.
         if self.credit_flush_interval_s * 4 > self.lease_ttl_s:
+    def _check_socket_headroom(self) -> Self:
+        if self.max_ongoing_requests < self.ws_max_connections + HTTP_HEADROOM:
+            raise ValueError(
+                f"max_ongoing_requests ({self.max_ongoing_requests}) must be at least ws_max_connections "
+                f"({self.ws_max_connections}) + {HTTP_HEADROOM}: open sockets would take the slots HTTP calls need"
+            )
+        return self
+
+    @model_validator(mode="after")
             raise ValueError(
                 f"credit_flush_interval_s ({self.credit_flush_interval_s:g}) must be at most a quarter of "
                 f"lease_ttl_s ({self.lease_ttl_s:g})"

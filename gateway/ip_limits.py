@@ -6,10 +6,9 @@ a token bucket per client address and route group. Replica-local soft state like
 limits: each of R replicas enforces ``rps / R`` and ``ceil(burst / R)``.
 
 Which address: the peer, or behind trusted proxies the right-most forwarded one
-(:mod:`gateway.core.client_address`). Behind Ray's HAProxy (the default ingress) every request
-comes from HAProxy's own address and HAProxy adds no ``X-Forwarded-For``, so unless a front proxy
-that sets it is trusted, all callers share one bucket per group: still a bound, but a coarse one
-(README, Configuration).
+(:mod:`gateway.core.client_address`). Behind Ray's HAProxy (the default ingress) the peer is the
+address HAProxy saw, not HAProxy's own: HAProxy passes it with a secret the replica checks
+(:mod:`gateway.transports.ray_edge`, :mod:`gateway.runtime.haproxy_edge`).
 """
 
 from __future__ import annotations
@@ -44,6 +43,10 @@ class IpLimits:
 
     def address(self, call: Call) -> str:
         return client_address(call.client, call.headers.get(FORWARDED_FOR), self.trusted)
+
+    def client(self, peer: str | None, forwarded_for: str | None) -> str:
+        """The address of a caller whose peer is ``peer`` (before a :class:`Call` exists)."""
+        return client_address(peer, forwarded_for, self.trusted)
 
     def stage(self, group: str) -> Stage:
         """The stage limiting ``group``; it goes before authentication, so bad credentials count too."""

@@ -10,13 +10,13 @@ from typing import Any
 from ray import serve
 from ray.serve import Application
 from ray.serve.schema import LoggingConfig
+from starlette.types import ASGIApp
 
 from gateway.app import GatewayApp
 from gateway.config import Settings
 from gateway.runtime.racers import RayRacers
 from gateway.runtime.replica_process import tune_gc
 from gateway.transports.http import build_http_app
-from gateway.transports.routing import RpcFirst
 from gateway.transports.ws import UVICORN_WS_OPTIONS
 
 
@@ -62,7 +62,7 @@ class Ingress:
         racers = RayRacers(validated) if validated.send_racers > 0 else None  # None: races run here
         self.gateway = GatewayApp(validated, racers=racers)
 
-    def __serve_build_asgi_app__(self) -> RpcFirst:
+    def __serve_build_asgi_app__(self) -> ASGIApp:
         return build_http_app(self.gateway)
 
 

@@ -11,17 +11,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import psutil
 
 from gateway.config import Settings
+from gateway.runtime.haproxy_edge import TIMEOUT_ENV
 from gateway.runtime.ports import free_port
-from gateway.transports.ray_edge import CALLBACK_IMPORT_PATH
+from gateway.transports.ray_edge import CALLBACK_IMPORT_PATH, EDGE_SECRET_ENV
 
 SERVE_APP_NAME = "gateway"
 #: How long Serve's shutdown may take (it drains the replicas well within it).
@@ -122,6 +126,11 @@ def ingress_env(settings: Settings, haproxy_files: str) -> dict[str, str]:
         env["RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT"] = str(settings.port)
     if settings.ingress_mode == "haproxy":
         env["RAY_SERVE_ENABLE_HA_PROXY"] = "1"
+        # HAProxy runs through gateway-haproxy, which adds the client-address and body-deadline rules
+        # (the module says why); Ray finds the real binary through it.
+        env["RAY_SERVE_HAPROXY_BINARY_PATH"] = str(Path(sys.executable).with_name("gateway-haproxy"))
+        env[TIMEOUT_ENV] = f"{settings.request_body_timeout_s:g}"
+        env[EDGE_SECRET_ENV] = settings.edge_secret or secrets.token_hex(16)
         env["RAY_SERVE_HAPROXY_NBTHREAD"] = "1"
         env["RAY_SERVE_HAPROXY_METRICS_ENABLED"] = "0"
         env["RAY_SERVE_HAPROXY_CONFIG_FILE_LOC"] = f"{haproxy_files}/haproxy.cfg"

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
 from swagger_ui_bundle import swagger_ui_path
 
 from gateway.app import GatewayApp
@@ -23,6 +24,7 @@ from gateway.pipeline import ReplyStyle, json_reply
 from gateway.public import capabilities_document, health_document, pricing_document
 from gateway.transports.account_routes import account_routes
 from gateway.transports.bulk_routes import bulk_routes
+from gateway.transports.deadline import BodyDeadline
 from gateway.transports.mcp import MCP_PATH, McpTransport
 from gateway.transports.routing import RPC_MAX_BODY_BYTES, RpcFirst, mount, to_response
 from gateway.transports.signal_routes import signal_routes
@@ -52,9 +54,10 @@ DOCS_PAGE = """<!doctype html>
 """
 
 
-def build_http_app(gw: GatewayApp) -> RpcFirst:
-    """The gateway over HTTP: JSON-RPC ``POST``s straight to the pipeline, everything else by Starlette."""
-    return RpcFirst(build_starlette_app(gw), RPC_PATHS, gw.rpc)
+def build_http_app(gw: GatewayApp) -> ASGIApp:
+    """The gateway over HTTP: JSON-RPC ``POST``s straight to the pipeline, everything else by Starlette;
+    every body under one deadline."""
+    return BodyDeadline(RpcFirst(build_starlette_app(gw), RPC_PATHS, gw.rpc), gw.settings.request_body_timeout_s)
 
 
 def build_starlette_app(gw: GatewayApp) -> Starlette:

@@ -47,3 +47,37 @@ async def test_the_app_never_sees_them() -> None:
         scope = {"type": kind, "headers": [(b"x-request-timeout-seconds", b"0.2"), (b"host", b"h")]}
         await ServeEdge(app)(scope, receive, send)
     assert seen == [[(b"host", b"h")], [(b"host", b"h")]]
+
+
+async def _client_seen(edge: ServeEdge, headers: list[tuple[bytes, bytes]]) -> tuple[object, list[tuple[bytes, bytes]]]:
+    seen: list[Scope] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        seen.append(scope)
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: Message) -> None:
+        return None
+
+    await edge.__class__(app, edge_secret=edge.edge_secret.decode() if edge.edge_secret else "")(
+        {"type": "http", "headers": headers, "client": ("127.0.0.1", 5000)}, receive, send
+    )
+    return seen[0]["client"], seen[0]["headers"]
+
+
+async def test_the_edge_names_the_client_only_with_the_secret() -> None:
+    edge = ServeEdge(lambda *_: None, edge_secret="s3cret")  # type: ignore[arg-type,return-value]
+    vouched = [(b"X-Gateway-Client", b"203.0.113.7"), (b"x-gateway-edge", b"s3cret"), (b"host", b"h")]
+    assert await _client_seen(edge, vouched) == (("203.0.113.7", 0), [(b"host", b"h")])
+    forged = [(b"x-gateway-client", b"203.0.113.7"), (b"x-gateway-edge", b"guess"), (b"host", b"h")]
+    assert await _client_seen(edge, forged) == (("127.0.0.1", 5000), [(b"host", b"h")])
+    unvouched = [(b"x-gateway-client", b"203.0.113.7")]
+    assert await _client_seen(edge, unvouched) == (("127.0.0.1", 5000), [])
+
+
+async def test_without_a_secret_the_edge_headers_are_dropped_and_never_believed() -> None:
+    edge = ServeEdge(lambda *_: None, edge_secret="")  # type: ignore[arg-type,return-value]
+    headers = [(b"x-gateway-client", b"203.0.113.7"), (b"x-gateway-edge", b"")]
+    assert await _client_seen(edge, headers) == (("127.0.0.1", 5000), [])

