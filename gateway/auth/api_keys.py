@@ -16,6 +16,10 @@ give. So:
 * a lookup that raced with an invalidation does not store its (possibly stale) answer: every
   invalidation bumps a generation counter that the lookup compares before caching;
 * "no such key" is cached for one second only, so a fresh key is never refused for long.
+
+The same channel carries session logouts (``session:<token digest>``), and every revocation heard is
+handed on to :attr:`ApiKeyStore.revocations`, which ends the open connections that hold it
+(:mod:`gateway.auth.revocations`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from gateway.auth.revocations import Revocations
 from gateway.core.cache import TtlCache
 from gateway.core.webhook_events import key_prefix
 from gateway.storage.accounts import ApiKeyRows
@@ -43,6 +48,8 @@ POSITIVE_TTL_S = 60.0
 NEGATIVE_TTL_S = 1.0
 _NEW_FORMAT = re.compile(r"srpc_live_[A-Za-z0-9_-]{43}")  # base64url of 32 bytes, no padding
 _LEGACY_FORMAT = re.compile(r"[0-9a-fA-F]{64}")
+#: A logout's message on the channel: this prefix, then the session token's digest (hex).
+SESSION_MESSAGE_PREFIX = "session:"
 
 
 def generate_api_key() -> str:
@@ -92,6 +99,7 @@ class ApiKeyStore:
     ) -> None:
         self._rows = rows
         self._channel = channel
+        self.revocations = Revocations()
         self._secret = secret
         self.on_rotated: RotationHook = on_rotated or _no_hook
         self._cache: TtlCache[bytes, str | None] = TtlCache(cache_size)
@@ -164,6 +172,7 @@ class ApiKeyStore:
         hashes = await self._rows.rotate(pubkey, ref_code, hash_api_key(self._secret, key), key_prefix(key))
         for digest in hashes:
             self._invalidate(digest)
+            self.revocations.revoked(("key", digest.hex()))
         try:
             await self._channel.publish([digest.hex() for digest in hashes])
         except Exception:
@@ -174,6 +183,19 @@ class ApiKeyStore:
         except Exception:  # the key exists now: a hook failure must not hide it from its owner
             log.exception("api_key.rotated hook failed for %s", pubkey)
         return key
+
+    async def owner_of_digest(self, digest: bytes) -> str | None:
+        """The owner of the active key with this stored hash, from PostgreSQL (never the cache)."""
+        return await self._rows.owner(digest)
+
+    def digest(self, key: str) -> bytes:
+        """The stored hash of ``key`` (memoised, as for lookups)."""
+        return self._digests.get(key) or self._remember_digest(key)
+
+    async def publish_logout(self, session_digest: str) -> None:
+        """Tell every process that a session was logged out (its open connections end)."""
+        self.revocations.revoked(("session", session_digest))
+        await self._channel.publish([SESSION_MESSAGE_PREFIX + session_digest])
 
     def _remember_digest(self, key: str) -> bytes:
         """HMAC of ``key``, memoised: the hash is a pure function of the key, so the memo is never stale
@@ -195,17 +217,24 @@ class ApiKeyStore:
     def _on_live(self) -> None:
         """(Re)subscribed: messages may have been missed while away, so start from an empty cache."""
         self._invalidate_all()
+        if self._subscribed.is_set():  # a resubscription: open connections' credentials are checked again
+            self.revocations.resync()
         self._live = True
         self._subscribed.set()
 
     def _on_revoked(self, message: str) -> None:
+        if message.startswith(SESSION_MESSAGE_PREFIX):
+            self.revocations.revoked(("session", message[len(SESSION_MESSAGE_PREFIX) :]))
+            return
         try:
             digest = bytes.fromhex(message)
         except ValueError:
             log.warning("malformed API-key revocation message %r", message[:80])
             self._invalidate_all()  # cannot tell which key was meant: forget them all
+            self.revocations.resync()
             return
         self._invalidate(digest)
+        self.revocations.revoked(("key", digest.hex()))
 
     def _go_dark(self) -> None:
         self._live = False

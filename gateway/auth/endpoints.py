@@ -108,7 +108,7 @@ class AccountEndpoints:
         token = bearer_token(authorization) if authorization else None
         if token is None:
             raise bearer_token_required()
-        await _ready(self.services.sessions).revoke(token)
+        await self.services.logout(token)
         return json_reply(200, {"status": "ok"})
 
     async def create_api_key(self, call: Call) -> Reply:

@@ -13,6 +13,8 @@ never serves a paid call it cannot attribute.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -23,14 +25,17 @@ from gateway.auth.authenticator import Authenticator
 from gateway.auth.errors import not_started
 from gateway.auth.key_secret import SECRET_FILE, load_or_create_secret
 from gateway.auth.payment_terms import PaymentTerms
+from gateway.auth.revocations import RECHECK_S, Credential, Revocations
 from gateway.auth.strategies import ApiKeyStrategy, SessionStrategy, Strategy, TokenStrategy, WalletStrategy
 from gateway.config import Settings
+from gateway.core.credentials import Credentials, bearer_token
+from gateway.core.identity import Identity
 from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, load_or_create_keypair
 from gateway.storage.accounts import AccountStore, ApiKeyRows
 from gateway.storage.channels import REVOKED_KEYS, Channel
 from gateway.storage.connections import Connections
 from gateway.storage.nonces import NonceStore
-from gateway.storage.sessions import CHALLENGE_TTL_MS, TOKEN_TTL_MS, SessionStore
+from gateway.storage.sessions import CHALLENGE_TTL_MS, TOKEN_TTL_MS, SessionStore, token_digest
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +75,8 @@ class AuthServices:
         self.sessions: SessionStore | None = None
         self.api_keys: ApiKeyStore | None = None
         self.accounts: AccountStore | None = None
+        self.revocations = Revocations()  # replaced by the key store's once it starts
+        self._recheck: asyncio.Task[None] | None = None
 
     async def start(self, conn: Connections) -> None:
         home = self.settings.resolved_home
@@ -88,7 +95,10 @@ class AuthServices:
         self.sessions = SessionStore(conn.redis, self._challenge_ttl_ms, self._token_ttl_ms)
         channel = Channel(conn.redis, REVOKED_KEYS)
         self.api_keys = ApiKeyStore(ApiKeyRows(conn.db), channel, secret, on_rotated=self._on_rotated)
+        self.revocations = self.api_keys.revocations
+        self.revocations.verify = self._still_valid
         await self.api_keys.start()
+        self._recheck = asyncio.get_running_loop().create_task(self.revocations.run(RECHECK_S))
         self.accounts = AccountStore(conn.db)
         strategies: list[Strategy] = [
             ApiKeyStrategy(self.api_keys),
@@ -100,8 +110,39 @@ class AuthServices:
 
     async def stop(self) -> None:
         self._authenticator = None
+        if self._recheck is not None:
+            self._recheck.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._recheck
+            self._recheck = None
+        await self.revocations.stop()
         if self.api_keys is not None:
             await self.api_keys.stop()
+
+    def credential_of(self, credentials: Credentials, identity: Identity) -> Credential | None:
+        """What a long-lived connection holds, to be ended when it is revoked: its API key or session
+        token (a wallet's signature is proof enough for its lifetime; there is nothing to revoke)."""
+        if identity.mode == "api_key" and self.api_keys is not None:
+            key = credentials.api_key or credentials.token
+            return ("key", self.api_keys.digest(key).hex()) if key else None
+        if identity.mode == "session":
+            token = bearer_token(credentials.authorization) if credentials.authorization else credentials.token
+            return ("session", token_digest(token)) if token else None
+        return None
+
+    async def logout(self, token: str) -> None:
+        """End the session everywhere: its key in Redis, then every process's open connections."""
+        sessions, keys = self.sessions, self.api_keys
+        if sessions is None or keys is None:
+            raise not_started()
+        await sessions.revoke(token)
+        await keys.publish_logout(token_digest(token))
+
+    async def _still_valid(self, credential: Credential) -> bool:
+        kind, digest = credential
+        if kind == "key":
+            return self.api_keys is not None and await self.api_keys.owner_of_digest(bytes.fromhex(digest)) is not None
+        return self.sessions is not None and await self.sessions.live(digest)
 
     @property
     def authenticator(self) -> Authenticator:

@@ -58,6 +58,7 @@ class Limits:
     pong_timeout_s: float = 20.0
     balance_check_s: float = 5.0  # how often an idle connection's balance is looked at
     max_queued: int = 10_000  # undelivered messages before a slow client is dropped (close 1013)
+    max_pending_calls: int = 256  # plain calls running or waiting to run; past it: close 4003
 
 
 class Close:

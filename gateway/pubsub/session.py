@@ -13,8 +13,10 @@ Everything in between is here, and none of it knows of ASGI:
   is written (one usage record each, which the meter batches), so the client pays for exactly what
   it received; when a charge cannot be paid, every subscription ends with a ``subscriptionEnded``
   notice and the socket closes 4002, as it does whenever the balance falls below the minimum;
-- a frame-rate bucket per connection (close 4003), a subscription cap (-32000), a bounded queue
-  of undelivered messages (a client that does not read is closed 1013, never buffered without end).
+- a frame-rate bucket per connection (close 4003), a subscription cap (-32000), a bounded backlog of
+  plain calls (at most ``max_pending_calls`` running or waiting, 16 of them at once; past it close
+  4003), a bounded queue of undelivered messages (a client that does not read is closed 1013, never
+  buffered without end).
 """
 
 from __future__ import annotations
@@ -166,6 +168,8 @@ class WsSession:
                 await self._subscribe_native(req_id, method, params)
         elif method in UNSUBSCRIBE_OF or method == SIGNAL_UNSUBSCRIBE:
             self._unsubscribe(req_id, method, params)
+        elif len(self._tasks) >= self.limits.max_pending_calls:
+            self.close(Close.RATE_LIMITED, f"more than {self.limits.max_pending_calls} calls waiting for answers")
         else:
             self._spawn(self._call(req))
 

@@ -70,6 +70,11 @@ class SessionStore:
             return None
         return value.decode() if isinstance(value, bytes) else str(value)
 
+    async def live(self, digest: str) -> bool:
+        """Whether the session whose token has this digest is still valid (its TTL is not slid)."""
+        async with redis_errors(WHAT):
+            return bool(await self._redis.exists(f"session:{digest}"))
+
     async def revoke(self, token: str) -> bool:
         async with redis_errors(WHAT):
             removed = await self._redis.delete(f"session:{token_digest(token)}")

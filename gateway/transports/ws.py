@@ -8,6 +8,12 @@ failure (a bad or revoked key, none at all, no account), 4002 below the minimum 
 the service is starting. The session (:mod:`gateway.pubsub.session`) does the rest; this module
 only moves frames between it and ASGI.
 
+Sockets are capped (:mod:`gateway.pubsub.caps`): past the replica's cap or the client address's, the
+upgrade itself is refused (503 or 429 with ``Retry-After``, before any authentication); past the
+account's, the socket closes 4003 once authenticated. A socket opened with an API key or a session
+token closes 1008 as soon as that credential is revoked, wherever it was revoked
+(:mod:`gateway.auth.revocations`).
+
 Protocol pings are the server's (uvicorn's ``ws_ping_interval``/``ws_ping_timeout``, set to the
 spec's 25 s where this gateway configures the server: :data:`UVICORN_WS_OPTIONS`); a client that
 misses its pong is dropped by the server, which ends the session here and releases its
@@ -20,15 +26,19 @@ import asyncio
 import contextlib
 import logging
 import os
+from dataclasses import replace
 
 import orjson
+from starlette.responses import Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from gateway.app import GatewayApp
 from gateway.core.credentials import websocket_credentials
-from gateway.core.errors import ReplyStyle
+from gateway.core.errors import ProxyError, ReplyStyle, address_rate_limited, service_unavailable
 from gateway.core.subscriptions import Close, Limits
+from gateway.ip_limits import FORWARDED_FOR
 from gateway.pipeline import Call, Reply, Wire, compose, error_boundary
+from gateway.pubsub.caps import Refusal, SocketCaps
 from gateway.pubsub.session import SessionDeps, WsSession
 
 log = logging.getLogger(__name__)
@@ -38,6 +48,8 @@ WS_PATH = "/ws"
 UVICORN_WS_OPTIONS = {"ws_ping_interval": Limits.ping_interval_s, "ws_ping_timeout": Limits.pong_timeout_s}
 #: A close frame's reason is at most 123 bytes.
 MAX_REASON_BYTES = 123
+#: Retry-After of an upgrade refused for want of room: sockets are long-lived, room frees up slowly.
+FULL_RETRY_S = 30
 
 
 async def _admitted(call: Call) -> Reply:
@@ -51,6 +63,13 @@ class WsTransport:
         auth, *after_auth = gw.rpc_stages()
         self.gw = gw
         self.limits = gw.ws_limits
+        s = gw.settings
+        self.caps = SocketCaps.shared(
+            s.ws_max_connections,
+            s.ws_max_connections_per_address,
+            s.ws_max_connections_per_account,
+            s.ingress_replicas,
+        )
         self._authenticate = compose([error_boundary, auth], _admitted)
         self._pipeline = compose([error_boundary, *after_auth], gw.forwarder)
 
@@ -60,28 +79,63 @@ class WsTransport:
 
     async def serve(self, websocket: WebSocket) -> None:
         headers = {k.lower(): v for k, v in websocket.headers.items()}
+        peer = websocket.client.host if websocket.client else None
+        address = self.gw.ip_limits.client(peer, headers.get(FORWARDED_FOR))
+        refusal = self.caps.open(address)
+        if refusal is not None:
+            await _deny(websocket, self._full(refusal))
+            return
+        try:
+            await self._admit(websocket, headers, peer)
+        finally:
+            self.caps.close(address)
+
+    def _full(self, refusal: Refusal) -> ProxyError:
+        if refusal is Refusal.REPLICA_FULL:
+            message = f"no room for another WebSocket here ({self.caps.per_replica} open); retry"
+            return service_unavailable(message, FULL_RETRY_S)
+        message = f"too many open WebSockets from this address ({self.caps.per_address}); close one first"
+        return replace(address_rate_limited(FULL_RETRY_S), message=message)
+
+    async def _admit(self, websocket: WebSocket, headers: dict[str, str], peer: str | None) -> None:
         query = dict(websocket.query_params)
         upgrade = websocket_credentials(headers, query)
         await websocket.accept(subprotocol=upgrade.subprotocol)
-        peer = websocket.client.host if websocket.client else None
         call = Call("GET", WS_PATH, headers, query, b"", credentials=upgrade.credentials, client=peer)
         call.wire, call.style = Wire.WEBSOCKET, ReplyStyle.REST
+        auth = self.gw.auth
+        generation = auth.revocations.generation
         reply = await self._authenticate(call)
-        if call.identity is None:
+        identity = call.identity
+        if identity is None:
             await _close(websocket, self._refusal_code(call, reply), _message(reply))
             return
-        meter = self.gw.meter
-        await meter.prepare(call.identity.pubkey)
-        remaining = meter.remaining(call.identity.pubkey) or 0
-        if remaining < self.limits.min_balance:
-            reason = f"insufficient credits: {remaining} (minimum {self.limits.min_balance})"
-            await _close(websocket, Close.INSUFFICIENT_CREDITS, reason)
+        if not self.caps.join(identity.pubkey):
+            cap = self.caps.per_account
+            await _close(websocket, Close.RATE_LIMITED, f"connection limit reached: {cap} open WebSockets per account")
             return
-        session = WsSession(self.deps(), call.identity, upgrade.credentials, peer, f"ws-{os.urandom(8).hex()}")
         try:
-            await self._serve(websocket, session)
+            meter = self.gw.meter
+            await meter.prepare(identity.pubkey)
+            remaining = meter.remaining(identity.pubkey) or 0
+            if remaining < self.limits.min_balance:
+                reason = f"insufficient credits: {remaining} (minimum {self.limits.min_balance})"
+                await _close(websocket, Close.INSUFFICIENT_CREDITS, reason)
+                return
+            session = WsSession(self.deps(), identity, upgrade.credentials, peer, f"ws-{os.urandom(8).hex()}")
+            credential = auth.credential_of(upgrade.credentials, identity)
+            release = None
+            if credential is not None:
+                end = lambda reason: session.close(Close.POLICY_VIOLATION, reason)  # noqa: E731
+                release = auth.revocations.hold(credential, end, generation)
+            try:
+                await self._serve(websocket, session)
+            finally:
+                if release is not None:
+                    release()
+                await session.release()
         finally:
-            await session.release()
+            self.caps.leave(identity.pubkey)
 
     def _refusal_code(self, call: Call, reply: Reply) -> int:
         if reply.status == 503:
@@ -141,6 +195,16 @@ def _message(reply: Reply) -> str:
     error = body.get("error") if isinstance(body, dict) else None
     message = error.get("message") if isinstance(error, dict) else None
     return message if isinstance(message, str) else "refused"
+
+
+async def _deny(websocket: WebSocket, refusal: ProxyError) -> None:
+    """Refuse the upgrade with an HTTP answer (a server without ASGI's denial extension sends 403)."""
+    body = orjson.dumps(refusal.http_body(None))
+    response = Response(body, refusal.status, headers=refusal.headers, media_type="application/json")
+    try:
+        await websocket.send_denial_response(response)
+    except RuntimeError:
+        await websocket.close(Close.TRY_AGAIN_LATER)
 
 
 async def _close(websocket: WebSocket, code: int, reason: str) -> None:

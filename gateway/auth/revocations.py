@@ -1,0 +1,110 @@
+"""Open connections by the credential that opened them, so that a revoked credential ends them everywhere.
+
+HTTP refuses a rotated API key or a logged-out session token at once: every request is authenticated.
+A WebSocket or a gRPC stream is authenticated once, when it opens, and would outlive its credential.
+So each process keeps here which of its open connections hold which credential, by the credential's
+digest (never the credential itself), and ends them (docs/api.md, "Revoked credentials"):
+
+- when a revocation arrives on the ``REVOKED_KEYS`` channel (a key rotation or a logout, published by
+  whichever replica did it; :mod:`gateway.auth.api_keys` follows the channel);
+- when a re-check finds a held credential no longer valid: after the channel was lost (messages
+  published meanwhile were missed), every ``recheck_s`` (a session that expired), and at once for a
+  connection whose authentication straddled a revocation message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["key", "session"]
+#: A credential as held: its kind and its digest (hex; the API key's HMAC, the session token's SHA-256).
+Credential = tuple[Kind, str]
+#: Ends one connection; called with the reason, which the connection shows its client.
+End = Callable[[str], None]
+Verify = Callable[[Credential], Awaitable[bool]]
+
+REASONS: dict[Kind, str] = {
+    "key": "the API key was revoked (rotated); reconnect with the new key",
+    "session": "the session token is logged out or expired; sign in again",
+}
+RECHECK_S = 30.0
+
+
+class Revocations:
+    def __init__(self, verify: Verify | None = None) -> None:
+        self.verify = verify  # set once the stores exist; until then nothing can be re-checked
+        self.generation = 0  # moves with every revocation heard
+        self._held: dict[Credential, dict[int, End]] = {}
+        self._ids = itertools.count()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def hold(self, credential: Credential, end: End, generation: int) -> Callable[[], None]:
+        """Register an open connection; returns its release. ``generation`` is :attr:`generation` as it
+        was before the connection was authenticated: if a revocation was heard since, the credential is
+        checked again now, since the authentication may have read the store before the revocation."""
+        token = next(self._ids)
+        self._held.setdefault(credential, {})[token] = end
+        if generation != self.generation:
+            self._spawn(self._recheck([credential]))
+
+        def release() -> None:
+            holders = self._held.get(credential)
+            if holders is not None:
+                holders.pop(token, None)
+                if not holders:
+                    del self._held[credential]
+
+        return release
+
+    def revoked(self, credential: Credential) -> int:
+        """End every connection holding ``credential``; how many there were."""
+        self.generation += 1
+        holders = self._held.pop(credential, {})
+        for end in holders.values():
+            end(REASONS[credential[0]])
+        return len(holders)
+
+    def resync(self) -> None:
+        """Revocations may have been missed: check every held credential again."""
+        self.generation += 1
+        self._spawn(self._recheck(list(self._held)))
+
+    @property
+    def held(self) -> int:
+        return sum(len(holders) for holders in self._held.values())
+
+    async def run(self, recheck_s: float = RECHECK_S) -> None:
+        """Re-check every held credential each ``recheck_s``, until cancelled."""
+        while True:
+            await asyncio.sleep(recheck_s)
+            await self._recheck(list(self._held))
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _recheck(self, credentials: list[Credential]) -> None:
+        if self.verify is None:
+            return
+        for credential in credentials:
+            if credential not in self._held:
+                continue
+            try:
+                valid = await self.verify(credential)
+            except Exception as exc:  # a store down: keep the connection, check again next time
+                log.warning("could not re-check a held credential: %s", exc)
+                continue
+            if not valid:
+                self.revoked(credential)
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
