@@ -96,6 +96,19 @@ def tally(records: Sequence[UsageRecord]) -> tuple[int, int]:
     return gross, refunded
 
 
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """An account as a store transaction left it: its balance and what its unsettled sends hold.
+
+    Read under the account's row lock, which every credit writer takes, so ``as_of`` (the database's
+    clock at that reading) orders two readings as their transactions committed.
+    """
+
+    balance: int
+    pending_sends: int
+    as_of: float
+
+
 @dataclass(frozen=True)
 class LeaseGrant:
     """A hold of ``granted`` credits for one replica (``lease_id`` is None when nothing was granted)."""
@@ -107,6 +120,7 @@ class LeaseGrant:
     rate_limit_rps: int | None
     concurrency_limit: int | None
     suspended: bool = False  # a suspended account is granted nothing
+    standing: Standing | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +133,7 @@ class SettleResult:
     charged: int  # net credits taken from the balance (debits minus refunds)
     refunded: int
     duplicate: bool = False  # this flush sequence number was already applied
+    standing: Standing | None = None
 
 
 @dataclass(frozen=True)

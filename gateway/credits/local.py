@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from gateway.core.credits import UsageRecord
+from gateway.core.credits import Standing, UsageRecord
 
 
 class Outcome(StrEnum):
@@ -53,6 +53,7 @@ class AccountState:
     invalidated_at: float = -math.inf  # when a credited deposit was last announced for this account
     refilling: asyncio.Event | None = None  # set while a lease is being taken: callers short of credits wait on it
     store_available: int = 0  # balance minus all holds, as of the last store answer
+    standing: Standing | None = None  # the newest store answer's balance and pending sends
     rate_limit_rps: int | None = None
     concurrency_limit: int | None = None
     suspended: bool = False

@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from gateway.core.credits import EventHook, LeaseGrant, UsageRecord, no_events, tally
+from gateway.core.credits import EventHook, LeaseGrant, Standing, UsageRecord, no_events, tally
 from gateway.credits.local import AccountState, Admission, Lease, Outcome
 from gateway.storage import ledger
 from gateway.storage.connections import Pool
@@ -211,24 +211,42 @@ class Meter:
             return result
 
     def remaining(self, pubkey: str) -> int | None:
-        """X-Credits-Remaining: the store's last known available plus what this replica's leases hold.
+        """X-Credits-Remaining: the balance less what pending sends hold and what this replica spent
+        but has not settled yet (docs/api.md, Response headers).
 
-        It can lag other replicas' spending by one flush, and it leaves out what other replicas hold.
+        Leases are left out, this replica's and others': they are where credits wait to be spent, not
+        spending. Other processes' unsettled spending shows at the next store answer (one flush).
         """
         acct = self.accounts.get(pubkey)
-        return None if acct is None or not acct.exists else max(0, self._potential(acct))
+        if acct is None or not acct.exists or acct.standing is None:
+            return None
+        return max(0, acct.standing.balance - acct.standing.pending_sends - self._unsettled(acct))
+
+    def observe(self, pubkey: str, standing: Standing | None) -> None:
+        """Take in an account's standing from a store answer made outside the meter (a send's hold or
+        settlement), so that what it changed shows in the next header at once."""
+        acct = self.accounts.get(pubkey)
+        if acct is not None:
+            _observe(acct, standing)
 
     def unsettled(self, pubkey: str) -> int:
         """Credits this replica has taken but not yet charged at the store (in flight included)."""
         acct = self.accounts.get(pubkey)
-        if acct is None:
-            return 0
-        return sum(lease.spent - lease.settled for lease in acct.leases if not lease.dead) - acct.refunds_pending
+        return 0 if acct is None else self._unsettled(acct)
+
+    @staticmethod
+    def _unsettled(acct: AccountState) -> int:
+        spent = 0
+        for lease in acct.leases:  # a loop, not sum() over a generator: this runs for every call's headers
+            if not lease.dead:
+                spent += lease.spent - lease.settled
+        return spent - acct.refunds_pending
 
     @staticmethod
     def _potential(acct: AccountState) -> int:
+        """What this replica could still spend: the store's unheld credits and its own leases' rest."""
         local = 0
-        for lease in acct.leases:  # a loop, not sum() over a generator: this runs for every call's headers
+        for lease in acct.leases:
             if not lease.dead:
                 local += lease.granted - lease.spent
         return acct.store_available + local + acct.refunds_pending
@@ -290,6 +308,7 @@ class Meter:
             return
         acct.exists = True
         acct.store_available = grant.available_after
+        _observe(acct, grant.standing)
         acct.rate_limit_rps, acct.concurrency_limit = grant.rate_limit_rps, grant.concurrency_limit
         acct.suspended = grant.suspended
         if grant.lease_id is not None:
@@ -360,6 +379,7 @@ class Meter:
         lease.settled += gross if result.applied else 0
         acct.refunds_pending -= refunded
         acct.store_available, acct.checked_at = result.available, now
+        _observe(acct, result.standing)
         if release or not result.applied:
             lease.dead = True
             return
@@ -449,6 +469,13 @@ class Meter:
             self._task = None
         for prefetch in list(self._prefetches):
             prefetch.cancel()
+
+
+def _observe(acct: AccountState, standing: Standing | None) -> None:
+    """Keep the newest standing: answers can arrive out of the order their transactions committed in
+    (a flush's answer after a send's settlement that committed later)."""
+    if standing is not None and (acct.standing is None or standing.as_of >= acct.standing.as_of):
+        acct.standing = standing
 
 
 @contextlib.contextmanager

@@ -82,18 +82,21 @@ class SendAndConfirm:
             return held, held.from_lease
 
         held = await self.meter.carve(pubkey, item.price, take)
+        self.meter.observe(pubkey, held.standing)
         if held.outcome is not HoldOutcome.HELD:
             await self._not_held(item, call, held, pool, tx)
             return
         if not config(item).get("skipPreflight", True):
             refusal = await self._preflight(tx)
             if refusal is not None:
-                await sends.settle(pool, tx.signature, SendStatus.REFUSED, error=refusal.message)
+                refused = await sends.settle(pool, tx.signature, SendStatus.REFUSED, error=refusal.message)
+                self.meter.observe(pubkey, refused.standing if refused else None)
                 item.error = refusal
                 return
         item.sent = True
         result = await self._race(tx)
         record = await self._settle(pool, result)
+        self.meter.observe(pubkey, record.standing if record else None)  # the header shows the outcome at once
         answer(item, result_fields(record, result))
 
     async def _not_held(self, item: RpcItem, call: Call, held: sends.Hold, pool: Pool, tx: WireTx) -> None:

@@ -10,15 +10,16 @@ the racer and the reconciler may both try, the first wins.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
 import asyncpg
 
+from gateway.core.credits import Standing
 from gateway.core.webhook_events import LOW_BALANCE, crosses_low_balance, low_balance
 from gateway.storage.errors import postgres_call
-from gateway.storage.ledger.sql import add_entries, consume_batches, held, lock_account
+from gateway.storage.ledger.sql import add_entries, consume_batches, holds, lock_account
 from gateway.storage.webhook_events import enqueue_lifecycle
 
 WHAT = "the credit ledger"
@@ -44,6 +45,7 @@ class Hold:
     outcome: HoldOutcome
     available: int  # what the account could spend after this hold (before it, when not held)
     from_lease: bool = False  # the credits came out of the lease offered (it was shrunk by ``held``)
+    standing: Standing | None = None  # the account as this answer left it
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class SendRecord:
     retry_count: int
     created_at: datetime
     settled_at: datetime | None
+    standing: Standing | None = None  # the account as :func:`settle` left it; None when only read
 
 
 @postgres_call(WHAT)
@@ -90,9 +93,10 @@ async def hold(
         account = await lock_account(conn, pubkey)
         if account is None:
             return Hold(HoldOutcome.NO_ACCOUNT, 0)
-        available = int(account["balance"]) - await held(conn, pubkey)
+        held, standing = await holds(conn, pubkey, int(account["balance"]))
+        available = standing.balance - held
         if await conn.fetchval("SELECT 1 FROM sends WHERE signature = $1", signature):
-            return Hold(HoldOutcome.DUPLICATE, available)
+            return Hold(HoldOutcome.DUPLICATE, available, standing=standing)
         lease_has = from_lease is not None and await conn.fetchval(
             """SELECT 1 FROM credit_leases WHERE id = $1 AND pubkey = $2 AND NOT released
                AND expires_at > now() AND granted - used >= $3 FOR UPDATE""",
@@ -103,7 +107,7 @@ async def hold(
         if lease_has:
             available += landing  # the lease gives back what the send holds
         if account["status"] == "suspended" or available < landing:
-            return Hold(HoldOutcome.INSUFFICIENT, available)
+            return Hold(HoldOutcome.INSUFFICIENT, available, standing=standing)
         if lease_has:
             await conn.execute("UPDATE credit_leases SET granted = granted - $2 WHERE id = $1", from_lease, landing)
         await conn.execute(
@@ -116,7 +120,8 @@ async def hold(
             landing,
             base_fee,
         )
-        return Hold(HoldOutcome.HELD, available - landing, bool(lease_has))
+        pending = replace(standing, pending_sends=standing.pending_sends + landing)
+        return Hold(HoldOutcome.HELD, available - landing, bool(lease_has), pending)
 
 
 @postgres_call(WHAT)
@@ -151,8 +156,8 @@ async def settle(
         account = await lock_account(conn, pubkey)
         assert account is not None
         row = await conn.fetchrow("SELECT * FROM sends WHERE signature = $1 FOR UPDATE", signature)
-        if row["status"] != SendStatus.PENDING:
-            return _record(row)  # settled already: the first settlement stands
+        if row["status"] != SendStatus.PENDING:  # settled already: the first settlement stands
+            return replace(_record(row), standing=(await holds(conn, pubkey, int(account["balance"])))[1])
         charged = {SendStatus.CONFIRMED: row["held"], SendStatus.FAILED: row["base_fee"]}.get(status, 0)
         balance = int(account["balance"])
         if charged > 0:
@@ -191,7 +196,8 @@ async def settle(
             error,
             settled_by,
         )
-    return _record(settled)
+        _, standing = await holds(conn, pubkey, balance)
+    return replace(_record(settled), standing=standing)
 
 
 @postgres_call(WHAT)

@@ -352,6 +352,7 @@ async def test_a_send_hold_takes_the_credits_this_replica_has_leased(
         return held, held.from_lease
 
     held = await meter.carve(pubkey, 10, take)
+    meter.observe(pubkey, held.standing)  # as sendAndConfirm does
     assert held.outcome is sends.HoldOutcome.HELD and held.from_lease
     assert await db.fetchval("SELECT granted FROM credit_leases WHERE id = $1", lease["id"]) == 2
     assert meter.remaining(pubkey) == 1  # 12 - 1 spent - 10 held
@@ -471,3 +472,48 @@ async def test_callers_short_of_credits_share_one_refill_and_proceed_together(
     ticking.cancel()
     assert len(leases) == 1, leases  # one refill for all of them
     assert max(done_at) - min(done_at) <= 2, (min(done_at), max(done_at))
+
+
+async def test_another_meters_lease_does_not_lower_the_remaining_credits(
+    make_meter: MeterFactory, pool: asyncpg.Pool, pubkey: str
+) -> None:
+    """A lease is where credits wait to be spent, not spending: another process holding one (a second
+    replica, a gRPC server) leaves this one's figure alone; its spending shows once it is settled."""
+    await fund(pool, pubkey, 1_000)
+    other, meter = make_meter(), make_meter()
+    spent_there = await other.admit(pubkey, 1)  # the other process leases 20 and spends 1
+    assert spent_there.ok
+    spent_here = await meter.admit(pubkey, 1)  # this one leases too, after it
+    assert spent_here.ok and meter.remaining(pubkey) == 1_000 - 1  # the balance less what this replica spent
+    other.complete(spent_there, "grpc:GetSlot", "g1")
+    await other.flush()
+    meter.complete(spent_here, "getSlot", "r1")
+    await meter.flush()  # its answer shows the other's settled spending too
+    assert meter.remaining(pubkey) == 1_000 - 2 == await balance(pool, pubkey)
+    assert other.remaining(pubkey) == 1_000 - 1  # and the other's own: its lease is not spending either
+
+
+async def test_a_send_settled_here_stops_counting_at_once(
+    make_meter: MeterFactory, pool: asyncpg.Pool, pubkey: str
+) -> None:
+    """A pending send's hold counts until its settlement, whose answer shows at once; an older answer
+    that arrives after it (a flush that committed first) does not bring the hold back."""
+    await fund(pool, pubkey, 100)
+    meter = make_meter()
+    assert (await meter.admit(pubkey, 1)).ok
+    signature = new_signature()
+
+    async def take(lease_id: int | None) -> tuple[sends.Hold, bool]:
+        held = await sends.hold(pool, pubkey, signature, "11111111111111111111111111111111", 10, 2, "r", lease_id)
+        return held, held.from_lease
+
+    held = await meter.carve(pubkey, 10, take)
+    meter.observe(pubkey, held.standing)
+    assert meter.remaining(pubkey) == 100 - 1 - 10
+    before_settle = held.standing
+    settled = await sends.settle(pool, signature, sends.SendStatus.FAILED)
+    assert settled is not None and settled.standing is not None
+    meter.observe(pubkey, settled.standing)
+    assert meter.remaining(pubkey) == 100 - 1 - 2 == await balance(pool, pubkey) - 1
+    meter.observe(pubkey, before_settle)  # older: ignored
+    assert meter.remaining(pubkey) == 100 - 1 - 2

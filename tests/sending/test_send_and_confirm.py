@@ -55,6 +55,20 @@ async def test_a_transaction_that_fails_on_chain_is_failed_and_pays_the_base_fee
     assert await debits(db, result["signature"]) == [(-BASE_FEE, f"sendAndConfirm failed: {result['signature']}")]
 
 
+async def test_the_credits_header_of_a_failed_send_is_the_ledgers_balance(
+    caller: Caller, payer: Keypair, devnode_url: str, db: asyncpg.Connection
+) -> None:
+    """Settled as failed, the send charged the base fee and its hold is gone: the reply's
+    X-Credits-Remaining is the balance, neither the hold nor the replica's lease counted."""
+    tx = pay(payer, 10**15, await latest_blockhash(devnode_url))  # fails on chain: the base fee
+    status, doc, remaining = await caller.rpc("sendAndConfirm", [b64(tx)])
+
+    assert status == 200 and doc["result"]["status"] == "failed", doc
+    balance = await db.fetchval("SELECT balance FROM accounts WHERE pubkey = $1", caller.signer.pubkey)
+    assert remaining == balance, (remaining, balance)
+    assert await debits(db, str(tx.signatures[0])) == [(-BASE_FEE, f"sendAndConfirm failed: {tx.signatures[0]}")]
+
+
 async def test_a_failing_preflight_sends_nothing_and_charges_nothing(
     caller: Caller, payer: Keypair, devnode_url: str, db: asyncpg.Connection
 ) -> None:

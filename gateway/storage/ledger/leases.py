@@ -23,7 +23,7 @@ from gateway.core.credits import (
 )
 from gateway.core.webhook_events import LOW_BALANCE, crosses_low_balance, low_balance
 from gateway.storage.errors import postgres_call
-from gateway.storage.ledger.sql import add_entries, consume_batches, held, lock_account
+from gateway.storage.ledger.sql import add_entries, consume_batches, holds, lock_account
 from gateway.storage.webhook_events import enqueue_lifecycle
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,8 @@ async def lease(
         account = await lock_account(conn, pubkey)
         if account is None:
             return None
-        available = int(account["balance"]) - await held(conn, pubkey)
+        held, standing = await holds(conn, pubkey, int(account["balance"]))
+        available = standing.balance - held
         suspended = account["status"] == "suspended"
         granted = 0 if suspended else grant_size(available, want, at_least, replicas)
         lease_id: int | None = None
@@ -89,6 +90,7 @@ async def lease(
         account["rate_limit_rps"],
         account["concurrency_limit"],
         suspended,
+        standing,
     )
 
 
@@ -123,7 +125,8 @@ async def settle(
             if records:
                 log.warning("lease %s of %s ended before settle: %d credits of usage dropped", lease_id, pubkey, gross)
             await conn.execute("UPDATE credit_leases SET released = true WHERE id = $1", lease_id)
-            return SettleResult(False, balance_before, balance_before - await held(conn, pubkey), 0, 0, duplicate)
+            held, standing = await holds(conn, pubkey, balance_before)
+            return SettleResult(False, balance_before, balance_before - held, 0, 0, duplicate, standing)
         used = int(row["used"]) + gross
         if used > row["granted"]:
             raise OverspendError(f"lease {lease_id}: {used} used of {row['granted']} granted")
@@ -135,10 +138,10 @@ async def settle(
         await _update_account(conn, pubkey, balance_after, net, crossed)
         if crossed:
             await enqueue_lifecycle(conn, pubkey, LOW_BALANCE, low_balance(balance_after))
-        available = balance_after - await held(conn, pubkey)
+        held, standing = await holds(conn, pubkey, balance_after)
     if crossed:
         await fire(events, LOW_BALANCE, pubkey, low_balance(balance_after))
-    return SettleResult(True, balance_after, available, net, refunded, duplicate)
+    return SettleResult(True, balance_after, balance_after - held, net, refunded, duplicate, standing)
 
 
 async def _lock_lease(conn: asyncpg.Connection, lease_id: int) -> tuple[str, asyncpg.Record, asyncpg.Record]:

@@ -7,6 +7,7 @@ from datetime import datetime
 
 import asyncpg
 
+from gateway.core.credits import Standing
 from gateway.storage.errors import postgres_call
 
 #: (type, amount, balance_after, description, ref)
@@ -34,6 +35,20 @@ async def held(conn: asyncpg.Connection, pubkey: str, at: datetime | None = None
         at,
     )
     return int(value)
+
+
+async def holds(conn: asyncpg.Connection, pubkey: str, balance: int) -> tuple[int, Standing]:
+    """:func:`held` (at the database's now) and the account's :class:`Standing` at ``balance``, in one
+    query; call it holding the account lock, after the transaction's writes."""
+    row = await conn.fetchrow(
+        """SELECT (SELECT COALESCE(sum(granted - used), 0) FROM credit_leases
+                   WHERE pubkey = $1 AND NOT released AND expires_at > now()) AS leases,
+                  (SELECT COALESCE(sum(held), 0) FROM sends WHERE pubkey = $1 AND status = 'pending') AS sends,
+                  extract(epoch FROM clock_timestamp())::float8 AS as_of""",
+        pubkey,
+    )
+    pending = int(row["sends"])
+    return int(row["leases"]) + pending, Standing(balance, pending, float(row["as_of"]))
 
 
 async def add_entries(conn: asyncpg.Connection, pubkey: str, entries: Sequence[Entry]) -> None:
