@@ -13,6 +13,8 @@ process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`
   of each further interval and ends the stream ``RESOURCE_EXHAUSTED`` when that cannot be paid; it
   dies with the stream, so a client that goes away stops paying at once (a vanished peer is found by
   the server's HTTP/2 keepalive within 30 s, well inside an interval);
+- a stream opened with an API key or a session token ends ``UNAUTHENTICATED`` as soon as that
+  credential is rotated or logged out, on whichever replica (:mod:`gateway.auth.revocations`);
 - at most ``grpc_max_streams_per_account`` streams per account are open on this process; a stream's
   queue is bounded (:class:`geyser_proto.streaming.Outbound`), so a client too slow to read is cut off.
 """
@@ -30,6 +32,7 @@ from typing import Any, NoReturn
 
 import grpc
 
+from gateway.auth.revocations import Credential, Revocations
 from gateway.auth.services import AuthServices
 from gateway.core.credentials import grpc_credentials
 from gateway.core.errors import ProxyError, ReplyStyle
@@ -86,7 +89,10 @@ class GeyserGateway:
     # -- Subscribe ------------------------------------------------------------------------------
 
     async def Subscribe(self, requests: Any, context: grpc.aio.ServicerContext) -> None:
+        revocations = self.deps.auth.revocations
+        generation = revocations.generation
         identity = await self._authenticate(context, "Subscribe")
+        credential = self.deps.auth.credential_of(grpc_credentials(context.invocation_metadata() or ()), identity)
         pubkey, limits = identity.pubkey, self.deps.limits
         if self.open_streams[pubkey] >= limits.max_streams_per_account:
             await _abort(context, "RESOURCE_EXHAUSTED", stream_limit_message(limits.max_streams_per_account))
@@ -104,7 +110,8 @@ class GeyserGateway:
         try:
             stream_id = f"grpc-{os.urandom(8).hex()}"
             await self._pay(context, identity, SUBSCRIBE_CREDITS, "grpc:Subscribe", stream_id)
-            await self._stream(requests, context, identity, stream_id, uncount)
+            revoked = Revoked(revocations, credential, generation)
+            await self._stream(requests, context, identity, stream_id, uncount, revoked)
         finally:
             uncount()
 
@@ -115,10 +122,12 @@ class GeyserGateway:
         identity: Identity,
         stream_id: str,
         uncount: Callable[[], None],
+        revoked: Revoked,
     ) -> None:
         deps = self.deps
         out = Outbound(deps.limits.max_queued, deps.limits.max_queued_bytes)
         member = deps.fanout.attach(out)
+        revoked.watch(out)
 
         def apply(filters: Filters) -> None:
             deps.fanout.replace(member, filters)
@@ -140,6 +149,7 @@ class GeyserGateway:
             for task in tasks:
                 task.cancel()
             uncount()
+            revoked.release()
 
         try:
             await out.run(context, deps.limits.ping_interval_s, release)
@@ -269,6 +279,27 @@ class GeyserGateway:
         if complete:
             self.deps.meter.complete(admission, method, request_id)
         return admission
+
+
+@dataclass
+class Revoked:
+    """Ends a stream UNAUTHENTICATED once the API key or session token it was opened with is revoked
+    (docs/api.md, "Revoked credentials"); a wallet-less x-token is always one of the two."""
+
+    revocations: Revocations
+    credential: Credential | None
+    generation: int  # the revocations' generation before the stream was authenticated
+    _release: Callable[[], None] | None = None
+
+    def watch(self, out: Outbound) -> None:
+        if self.credential is not None:
+            end = lambda reason: out.end(grpc.StatusCode.UNAUTHENTICATED, reason)  # noqa: E731
+            self._release = self.revocations.hold(self.credential, end, self.generation)
+
+    def release(self) -> None:
+        if self._release is not None:
+            self._release()
+            self._release = None
 
 
 async def _abort(context: grpc.aio.ServicerContext, code: str, message: str) -> NoReturn:
