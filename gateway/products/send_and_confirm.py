@@ -6,8 +6,9 @@ stage took a rate unit but no credits (the class is held, not leased). Here, in 
 1. **Hold** the landing price at the store, durably, before anything is sent
    (:func:`gateway.storage.sends.hold`, out of this replica's lease when it has the credits). The
    same signature again is not held, raced or charged twice: the answer is the first send's state.
-2. ``skipPreflight: false``: a signature-verifying simulation; a failure, or no simulation at all,
-   settles the hold as ``refused`` (free) and nothing is broadcast.
+2. ``skipPreflight: false``: a signature-verifying simulation; a failure (answered with the
+   transaction error alone), or no simulation at all, settles the hold as ``refused`` (free) and
+   nothing is broadcast.
 3. **Race** it (:mod:`gateway.sending.race`, in a send-racer actor or in this replica).
 4. **Settle**: ``confirmed`` → the landing price; ``failed`` (landed, execution error) → the base
    fee (the SEND price); ``unknown`` → the hold stays pending and the reconciler settles it from the
@@ -29,13 +30,14 @@ from gateway.credits.errors import insufficient_credits, payment_required
 from gateway.credits.meter import Meter
 from gateway.pipeline import Call
 from gateway.products import answer, config, unpaid
+from gateway.products.preflight import simulate, simulation_failed
 from gateway.sending.race import Outcome, RaceResult
 from gateway.sending.racers import Racers
 from gateway.storage import sends
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
 from gateway.storage.sends import HoldOutcome, SendRecord, SendStatus
-from gateway.upstream import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
+from gateway.upstream import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -116,16 +118,14 @@ class SendAndConfirm:
 
     async def _preflight(self, tx: WireTx) -> RpcError | None:
         """A signature-verifying simulation; the refusal when it failed or could not run."""
-        options = {"encoding": "base64", "sigVerify": True, "commitment": "processed"}
         try:
-            result = await rpc_call(self.node, "simulateTransaction", [tx.base64, options], SIMULATE_TIMEOUT_S)
+            value = await simulate(self.node, tx, SIMULATE_TIMEOUT_S)
         except (ChainError, UpstreamUnavailable, UpstreamTimeout) as exc:
             return RpcError(-32002, f"preflight simulation unavailable, nothing was sent: {exc}")
-        value = result.get("value") if isinstance(result, dict) else None
-        if not isinstance(value, dict):
+        if value is None:
             return RpcError(-32002, "preflight simulation unavailable, nothing was sent: no simulation in the answer")
         if value.get("err") is not None:
-            return RpcError(-32002, f"Transaction simulation failed: {value['err']}; nothing was sent", value)
+            return simulation_failed(value["err"], "; nothing was sent")
         return None
 
     async def _race(self, tx: WireTx) -> RaceResult:

@@ -8,7 +8,8 @@ Planning already decoded it and verified every signature (refused free otherwise
   with an error naming both prices, and not sent. Rebuild it with a higher ``SetComputeUnitPrice``.
   The fee window is read at most once a second per replica (:data:`FEE_WINDOW_TTL_S`): free
   refusals cannot make the node work per request.
-- ``simulate: true``: a signature-verifying simulation first; a failure is refunded and not sent.
+- ``simulate: true``: a signature-verifying simulation first; a failure is refunded and not sent, and
+  answers the transaction error alone (:mod:`gateway.products.preflight`).
 - Sent to the node with ``skipPreflight`` (the caller chose whether to simulate), and answered with
   the signature; the caller polls ``getSignatureStatuses``.
 """
@@ -24,6 +25,7 @@ from gateway.core.jsonrpc import RpcItem
 from gateway.core.transactions import WireTx, compute_unit_price
 from gateway.pipeline import Call
 from gateway.products import answer, config, node_error, refuse, transport_failure
+from gateway.products.preflight import simulate, simulation_failed
 from gateway.upstream import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 
 SEND_TIMEOUT_S = 10.0
@@ -89,13 +91,14 @@ class SmartSend:
         return fees
 
     async def _simulates(self, item: RpcItem, tx: WireTx) -> bool:
-        config_ = {"encoding": "base64", "sigVerify": True, "commitment": "processed"}
-        result = await rpc_call(self.node, "simulateTransaction", [tx.base64, config_], READ_TIMEOUT_S)
-        value = result.get("value") if isinstance(result, dict) else None
-        err = value.get("err") if isinstance(value, dict) else "the node answered no simulation"
-        if err is None:
+        value = await simulate(self.node, tx, READ_TIMEOUT_S)
+        if value is None:
+            error = RpcError(-32002, "Transaction simulation failed: the node answered no simulation")
+        elif value.get("err") is None:
             return True
-        refuse(item, RpcError(-32002, f"Transaction simulation failed: {err}", value), "simulation failed: not sent")
+        else:
+            error = simulation_failed(value["err"])
+        refuse(item, error, "simulation failed: not sent")
         return False
 
 

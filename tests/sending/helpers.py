@@ -50,6 +50,14 @@ def pay(payer: Keypair, lamports: int, blockhash: Hash, *, tip: int = 0, cu_pric
     return signed(payer, ixs, blockhash)
 
 
+async def node_simulation(node_url: str, tx: Transaction) -> dict[str, Any]:
+    """The node's own ``simulateTransaction`` of ``tx`` (its ``value``): what 5 credits buy."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "simulateTransaction", "params": [b64(tx), {"encoding": "base64"}]}
+    async with aiohttp.ClientSession() as http, http.post(node_url, json=body) as resp:
+        value: dict[str, Any] = (await resp.json())["result"]["value"]
+    return value
+
+
 def unknown_blockhash() -> Hash:
     return Hash(os.urandom(32))
 

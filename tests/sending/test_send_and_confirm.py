@@ -13,7 +13,7 @@ from solders.signature import Signature
 
 from actors.send_reconciler import SendReconciler
 from gateway.upstream import HttpUpstream
-from tests.sending.helpers import Caller, b64, latest_blockhash, pay, unknown_blockhash
+from tests.sending.helpers import Caller, b64, latest_blockhash, node_simulation, pay, unknown_blockhash
 
 LANDING, BASE_FEE = 10, 2
 
@@ -82,6 +82,9 @@ async def test_a_failing_preflight_sends_nothing_and_charges_nothing(
     assert (send_status["status"], send_status["retry_safe"], send_status["charged_credits"]) == ("refused", True, 0)
     async with AsyncClient(devnode_url) as node:
         assert (await node.get_signature_statuses([tx.signatures[0]])).value[0] is None  # never broadcast
+    own = await node_simulation(devnode_url, tx)  # what simulateTransaction (5 credits) answers
+    assert own["err"] is not None and own["logs"] and own["unitsConsumed"], own
+    assert doc["error"]["data"] == {"err": own["err"]}, doc  # the free answer: the error alone
 
 
 async def test_an_unknown_blockhash_ends_unknown_then_the_reconciler_refunds_it(

@@ -23,7 +23,7 @@ from solders.transaction import Transaction, VersionedTransaction
 from gateway.client import solana_client
 from tests.chain import wait_confirmed
 from tests.sending.conftest import FailingRelay
-from tests.sending.helpers import Caller, b64, latest_blockhash, pay, transfer_ix
+from tests.sending.helpers import Caller, b64, latest_blockhash, node_simulation, pay, transfer_ix
 
 SEND_METHODS = ["sendTransaction", "sendSmartTransaction", "sendAndConfirm"]
 
@@ -57,6 +57,9 @@ async def test_a_failed_simulation_is_refunded_and_not_sent(caller: Caller, paye
     assert after == before
     async with solana_client(caller.url, api_key=caller.headers["X-Api-Key"]) as client:
         assert (await client.get_signature_statuses([tx.signatures[0]])).value[0] is None
+    own = await node_simulation(devnode_url, tx)  # what simulateTransaction (5 credits) answers
+    assert own["err"] is not None and own["logs"] and own["unitsConsumed"], own
+    assert doc["error"]["data"] == {"err": own["err"]}, doc  # the refunded answer: the error alone
 
 
 async def test_an_urgency_the_transaction_does_not_pay_is_refused_free(
