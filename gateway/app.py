@@ -106,7 +106,10 @@ class GatewayApp:
         self.rpc: Handler = compose([error_boundary, *self.rpc_stages()], self.forwarder)
         self.bulk: dict[str, BulkEndpoint] = bulk_endpoints(self.upstream, BulkMetering(self.metering))
         self.pubsub = UpstreamPubSub(settings.derived_ws_url() or DEFAULT_UPSTREAM_WS)  # connects on first use
-        self.ws_limits = Limits()
+        self.ws_limits = Limits(
+            max_connections_per_account=settings.ws_max_connections_per_account,
+            max_connections_per_address=settings.ws_max_connections_per_address,
+        )
         self.signal_log: SignalLog | None = None  # the signal log and the replica's feed, once started with Redis
         self.signal_feed: SignalFeed | None = None
 

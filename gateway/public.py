@@ -83,8 +83,10 @@ def pricing_document(
     credit_expiry_seconds: int,
     not_available: frozenset[str],
     trade_builders: Mapping[str, Any] | None = None,
+    ws_limits: Limits | None = None,
 ) -> dict[str, Any]:
-    """``trade_builders``: the builders' fee, percentage and rate (``GatewayApp.trade_pricing``)."""
+    """``trade_builders``: the builders' fee, percentage and rate (``GatewayApp.trade_pricing``);
+    ``ws_limits``: the WebSocket limits as configured (``GatewayApp.ws_limits``)."""
     document: dict[str, Any] = {
         "ok": True,
         "credits_per_usdc": credits_per_usdc,
@@ -102,7 +104,7 @@ def pricing_document(
             f"/bulk/{name}": {"credits_per_item": credits, "max_items": MAX_BULK_ITEMS}
             for name, credits in BULK_CREDITS.items()
         },
-        "websocket": pricing_view(Limits()),
+        "websocket": pricing_view(ws_limits or Limits()),
         "grpc": grpc_pricing_view(StreamLimits()),
     }
     if trade_builders is not None:

@@ -59,6 +59,8 @@ class Limits:
     balance_check_s: float = 5.0  # how often an idle connection's balance is looked at
     max_queued: int = 10_000  # undelivered messages before a slow client is dropped (close 1013)
     max_pending_calls: int = 256  # plain calls running or waiting to run; past it: close 4003
+    max_connections_per_account: int = 32  # open sockets over the service (settings ws_max_connections_*)
+    max_connections_per_address: int = 64
 
 
 class Close:
@@ -88,5 +90,7 @@ def pricing_view(limits: Limits) -> dict[str, int | float]:
         "minimum_balance": limits.min_balance,
         "max_subscriptions": limits.max_subscriptions,
         "max_messages_per_second": limits.messages_per_second,
+        "max_connections_per_account": limits.max_connections_per_account,
+        "max_connections_per_address": limits.max_connections_per_address,
         "ping_interval_s": limits.ping_interval_s,
     }

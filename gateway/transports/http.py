@@ -68,7 +68,12 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
     async def pricing(request: Request) -> Response:
         s = gw.settings
         document = pricing_document(
-            gw.prices, s.credits_per_usdc, s.credit_expiry_seconds, gw.not_available, await gw.trade_pricing()
+            gw.prices,
+            s.credits_per_usdc,
+            s.credit_expiry_seconds,
+            gw.not_available,
+            await gw.trade_pricing(),
+            ws_limits=gw.ws_limits,
         )
         return to_response(json_reply(200, document))
 

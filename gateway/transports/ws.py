@@ -63,12 +63,11 @@ class WsTransport:
         auth, *after_auth = gw.rpc_stages()
         self.gw = gw
         self.limits = gw.ws_limits
-        s = gw.settings
         self.caps = SocketCaps.shared(
-            s.ws_max_connections,
-            s.ws_max_connections_per_address,
-            s.ws_max_connections_per_account,
-            s.ingress_replicas,
+            gw.settings.ws_max_connections,
+            self.limits.max_connections_per_address,
+            self.limits.max_connections_per_account,
+            gw.settings.ingress_replicas,
         )
         self._authenticate = compose([error_boundary, auth], _admitted)
         self._pipeline = compose([error_boundary, *after_auth], gw.forwarder)

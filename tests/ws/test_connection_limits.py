@@ -276,3 +276,10 @@ def _read_answer(conn: stdlib_socket.socket) -> bytes:
     while chunk := conn.recv(65536):
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def test_pricing_shows_the_configured_socket_caps(gateway: RunningGateway) -> None:
+    async with aiohttp.ClientSession() as http:
+        pricing = await request(http, "GET", gateway.url + "/pricing")
+    websocket = pricing.json["websocket"]
+    assert (websocket["max_connections_per_account"], websocket["max_connections_per_address"]) == (2, 4)
