@@ -31,6 +31,8 @@ def dispatch_config(settings: Settings) -> DispatchConfig:
     return DispatchConfig(
         concurrency=settings.webhook_concurrency,
         per_webhook=settings.webhook_per_subscription,
+        per_account=settings.webhook_per_account,
+        pause_after_dead=settings.webhook_pause_after_dead,
         timeout_s=settings.webhook_delivery_timeout_s,
         lease_s=settings.webhook_lease_s,
         allow_private=settings.webhook_allow_private,
@@ -66,10 +68,11 @@ class WebhookDispatcherActor:
         try:
             self.dispatcher = Dispatcher(conn.db, self.dispatcher_id, self.config, retry=self.retry)
             log.info(
-                "webhook dispatcher %s: %d deliveries at once, %d per subscription",
+                "webhook dispatcher %s: %d deliveries at once, %d per subscription, %s per account",
                 self.dispatcher_id,
                 self.config.concurrency,
                 self.config.per_webhook,
+                self.config.per_account,
             )
             await self.dispatcher.run(stop)
         finally:

@@ -92,7 +92,7 @@ class GatewayApp:
         self.x402_settle = X402Settle.from_settings(
             settings, self.upstream, lambda: self.conn.db, self.ip_limits.address
         )
-        self.webhooks = WebhookEndpoints(lambda: self.conn.db, settings.webhook_allow_private)
+        self.webhooks = WebhookEndpoints.from_settings(lambda: self.conn.db, settings, self._top_up)
         self.engine = BlockEngine.from_settings(settings)
         self.racers = racers or LocalRacers(settings)
         self.trade_fees = TradeFees(

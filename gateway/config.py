@@ -23,6 +23,7 @@ from pydantic_settings import (
 )
 
 from gateway.core.signals import DEFAULT_LARGE_SWAP_LAMPORTS, DEFAULT_SIGNAL_PROGRAMS, is_pubkey
+from gateway.core.webhooks import MAX_WATCHED_ADDRESSES
 
 USDC_MAINNET_MINT = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
 MAINNET = "solana-mainnet"
@@ -277,6 +278,28 @@ class Settings(BaseSettings):
         le=10_000,
         description="Deliveries in flight at once to one subscription, over all dispatchers: a slow receiver "
         "cannot take every slot.",
+    )
+    webhook_per_account: int = Field(
+        16,
+        ge=1,
+        le=10_000,
+        description="Deliveries in flight at once to one account's subscriptions together, over all dispatchers: "
+        "one account's slow receivers cannot take the slots other accounts' deliveries need.",
+    )
+    webhook_watched_addresses_per_account: int = Field(
+        10,
+        ge=1,
+        le=MAX_WATCHED_ADDRESSES,
+        description="Distinct addresses one account's transaction watches (account, program, my_account webhooks) "
+        f"may follow, within the {MAX_WATCHED_ADDRESSES:,} the watcher follows over every account; a creation "
+        "past it is refused 400.",
+    )
+    webhook_pause_after_dead: int = Field(
+        10,
+        ge=0,
+        le=10_000,
+        description="A webhook whose deliveries end dead this many times in a row (none delivered in between) is "
+        "paused until POST /webhooks/{id}/resume (0: never).",
     )
     webhook_delivery_timeout_s: float = Field(
         10.0, gt=0, le=120, description="Time limit of one delivery attempt (connect, post, the answer's start)."

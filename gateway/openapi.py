@@ -333,7 +333,10 @@ class Webhook(BaseModel):
     lifecycle_events: list[str]
     signal_events: list[str]
     status: Literal["active", "paused"]
-    paused_reason: str | None = Field(description="why deliveries are paused (POST /webhooks/{id}/resume)")
+    paused_reason: str | None = Field(
+        description="why deliveries are paused: a delivery could not be paid, or too many in a row ended dead "
+        "(POST /webhooks/{id}/resume)"
+    )
     created_at: str = Field(description="ISO 8601 UTC")
     secret_rotated_at: str | None = Field(description="ISO 8601 UTC")
     deliveries: WebhookDeliveries
@@ -347,6 +350,9 @@ class WebhookCreated(Webhook):
 class WebhookList(BaseModel):
     webhooks: list[Webhook] = Field(description="newest first")
     max_webhooks: int = Field(description="how many subscriptions an account may hold")
+    max_watched_addresses: int = Field(
+        description="how many distinct addresses an account's account, program and my_account webhooks may watch"
+    )
 
 
 class WebhookSecret(BaseModel):
@@ -888,8 +894,8 @@ def _webhook_paths() -> dict[str, Any]:
     return {
         "/webhooks": {
             "post": _operation(
-                f"Subscribe a URL to events (at most {MAX_WEBHOOKS_PER_ACCOUNT} per account); the answer carries "
-                "the signing secret, shown this once",
+                f"Subscribe a URL to events (at most {MAX_WEBHOOKS_PER_ACCOUNT} per account; a positive balance "
+                "needed: 402 -32010 without); the answer carries the signing secret, shown this once",
                 created,
                 errors,
                 body="WebhookRequest",

@@ -13,6 +13,7 @@ from gateway.core.geyser import pricing_view as grpc_pricing_view
 from gateway.core.methods import MethodClass, PriceTable
 from gateway.core.signals import KINDS
 from gateway.core.subscriptions import UNAVAILABLE, Limits, pricing_view
+from gateway.core.webhooks import pricing_view as webhook_pricing_view
 from gateway.upstream import HttpUpstream
 
 
@@ -106,6 +107,7 @@ def pricing_document(
         },
         "websocket": pricing_view(ws_limits or Limits()),
         "grpc": grpc_pricing_view(StreamLimits()),
+        "webhooks": webhook_pricing_view(),
     }
     if trade_builders is not None:
         document["trade_builders"] = dict(trade_builders)

@@ -1,5 +1,5 @@
-"""Webhooks' rules: subscription kinds, the delivery signature, event ids, the retry schedule, and
-which addresses a delivery may never reach. Pure; storage, sources and the dispatcher build on it.
+"""Webhooks' rules: subscription kinds, prices and caps, the delivery signature, event ids, the retry
+schedule, and which addresses a delivery may never reach. Pure; storage, sources and the dispatcher build on it.
 
 Delivery headers (the spec's Events section)::
 
@@ -22,10 +22,22 @@ from typing import Any
 
 import orjson
 
+from gateway.core.subscriptions import NOTIFICATION_CREDITS, SIGNAL_EVENT_CREDITS
+
 FILTER_TYPES = ("account", "program", "my_account", "lifecycle", "signal")
 LIFECYCLE_EVENTS = ("low_balance", "deposit.credited", "credits.expiring", "api_key.rotated")
 #: Subscriptions an account may hold (deleted ones do not count). Chosen here.
 MAX_WEBHOOKS_PER_ACCOUNT = 25
+#: Addresses the transaction watches follow at most, over every account (the longest-watched first).
+MAX_WATCHED_ADDRESSES = 5_000
+#: A webhook is created only with a balance of at least this: its deliveries are paid (docs/api.md).
+MIN_BALANCE_TO_CREATE = 1
+
+#: Credits per delivery, charged once per event before its first attempt. A transaction delivery
+#: costs what a ``logsSubscribe`` notification of the same transaction costs on ``/ws``; a signal
+#: delivery what a ``signalNotification`` costs. Lifecycle deliveries are the account's own news: free.
+TRANSACTION_DELIVERY_CREDITS = NOTIFICATION_CREDITS
+SIGNAL_DELIVERY_CREDITS = SIGNAL_EVENT_CREDITS
 
 #: Event types: the lifecycle names, ``transaction`` (account, program and my_account watches) and
 #: ``signal.<kind>``.
@@ -43,6 +55,21 @@ RETRY_DELAYS_S = (5, 30, 120, 300, 600, 1200, 3600)
 MAX_ATTEMPTS = len(RETRY_DELAYS_S) + 1
 #: A receiver's Retry-After is honoured up to this many seconds.
 MAX_RETRY_AFTER_S = 3600
+
+
+def pricing_view() -> dict[str, Any]:
+    """The ``webhooks`` part of ``/pricing``."""
+    return {
+        "transaction_delivery_credits": TRANSACTION_DELIVERY_CREDITS,
+        "signal_delivery_credits": SIGNAL_DELIVERY_CREDITS,
+        "lifecycle_delivery_credits": 0,
+        "management_credits": 0,
+        "minimum_balance_to_create": MIN_BALANCE_TO_CREATE,
+        "charged": "once per event, before its first attempt, however many attempts it takes; refunded when the "
+        "delivery ends dead or is cancelled without any attempt having been answered by the receiver (connection "
+        "failures, timeouts before an answer, refused addresses); any HTTP answer, a 4xx included, means it was "
+        "received",
+    }
 
 
 def new_secret() -> str:

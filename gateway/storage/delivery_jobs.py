@@ -1,7 +1,7 @@
 """Webhook delivery jobs in PostgreSQL: claiming due jobs under a lease, recording what each attempt
-did, and the charge of priced (signal) deliveries.
+did, and the charge of paid deliveries.
 
-Table ``delivery_jobs`` (migrations 0001 and 0007), joined to ``webhooks``. A dispatcher
+Table ``delivery_jobs`` (migrations 0001, 0007 and 0010), joined to ``webhooks``. A dispatcher
 :func:`claim`\\ s due jobs of active subscriptions: each becomes ``delivering``, leased to that
 dispatcher until ``locked_until``, its ``attempts`` counted. ``(locked_by, attempts)`` is the claim's
 token: :func:`record` (and :func:`delivered`, :func:`retry_later`, :func:`dead`) change a job only
@@ -10,18 +10,24 @@ dispatcher claimed the job again is dropped, never written over the newer attemp
 dies leaves its jobs ``delivering``; the next claim after their lease passed puts them back.
 
 Claims are serialised by one transaction-level advisory lock (a claim is one short transaction), so
-the per-subscription cap counts every dispatcher's deliveries exactly. A claim reads the due jobs in
-``next_attempt_at`` order and skips those of subscriptions that are not active or are at their cap:
-due jobs of a paused subscription are stepped over by every claim until it is resumed (sources add
-none to a paused one).
+the caps count every dispatcher's deliveries exactly: at most ``per_webhook`` jobs of one subscription
+and ``per_account`` of one account's subscriptions together are out at once. A claim reads the due
+jobs in ``next_attempt_at`` order and skips those of subscriptions that are not active or whose
+subscription or account is at its cap: due jobs of a paused subscription are stepped over by every
+claim until it is resumed (sources add none to a paused one).
 
-Priced jobs (signal deliveries, ``price > 0``) are charged by :func:`charge` before their first
-attempt, once per job (``charged``), with a ``debit`` ledger entry under the account lock, as every
-credit writer does (:mod:`gateway.storage.ledger`). An account that cannot pay pauses its
+Paid jobs (transaction and signal deliveries, ``price > 0``) are charged by :func:`charge` before their
+first attempt, once per job (``charged``), with a ``debit`` ledger entry under the account lock, as
+every credit writer does (:mod:`gateway.storage.ledger`). An account that cannot pay pauses its
 subscription (``paused``, ``paused_reason``) and the job goes back to ``pending``, its attempt not
-counted: nothing was sent. A charged job that ends ``dead`` was never received: :func:`dead` gives the
-charge back with a ``refund`` ledger entry in the same transaction (``charged`` back to 0, so a replay
-of the dead job is charged again).
+counted: nothing was sent. An attempt the receiver answered (any HTTP status) marks the job
+``answered``: the event was received and its charge stays, whatever came of it. A charged job that ends
+``dead`` never answered was never received: :func:`dead` gives the charge back with a ``refund`` ledger
+entry in the same transaction (``charged`` back to 0, so a replay of the dead job is charged again).
+
+Each outcome also moves the subscription's ``consecutive_dead`` in its own statement: a delivered job
+resets it, a dead one adds one, and at ``pause_after`` the subscription is paused with the reason, so
+the next claim already skips it (docs/api.md, Deliveries).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import asyncpg
 from gateway.core.credits import EventHook, fire, no_events
 from gateway.core.webhook_events import LOW_BALANCE, crosses_low_balance, low_balance
 from gateway.storage import webhooks
+from gateway.storage.delivery_refunds import Refund, refund_deliveries
 from gateway.storage.errors import postgres_call
 from gateway.storage.ledger.sql import add_entries, consume_batches, held, lock_account
 from gateway.storage.webhook_events import enqueue_lifecycle
@@ -50,6 +57,8 @@ Db: TypeAlias = "asyncpg.Pool | asyncpg.Connection"
 CLAIM_LOCK = 0x57EB0001
 #: A claim looks at this many times ``limit`` due jobs, oldest first, to fill ``limit`` within the caps.
 SCAN_FACTOR = 2
+#: ``per_account`` when an account's deliveries are not capped (an int4 the claim can compare).
+NO_ACCOUNT_CAP = 2**31 - 1
 
 
 class Result(StrEnum):
@@ -96,8 +105,9 @@ class Outcome:
 # A claim is three round trips under the claim lock: the lock with its settings and the release of
 # passed leases, the claim itself, the commit. The due jobs are read in the due index's order from one
 # table, so the scan stops after the window it needs however long the queue is; a subscription's
-# status is a per-row check (a subquery, never a join that could reorder the scan), and subscriptions
-# already at their cap are left out of the scan, so one with a long backlog cannot fill the window.
+# status and owner are per-row checks (subqueries, never a join that could reorder the scan), and
+# subscriptions and accounts already at their cap are left out of the scan, so one with a long backlog
+# cannot fill the window. The window is then cut to each subscription's cap, then to each account's.
 _PREPARE = f"""
 SELECT pg_advisory_xact_lock({CLAIM_LOCK});
 SET LOCAL enable_sort = off;
@@ -106,23 +116,38 @@ WHERE status = 'delivering' AND locked_until < now();
 """
 _CLAIM = """
 WITH busy AS (
-    SELECT webhook_id, count(*) AS n FROM delivery_jobs WHERE status = 'delivering' GROUP BY webhook_id
+    SELECT j.webhook_id, min(w.pubkey) AS pubkey, count(*) AS n
+    FROM delivery_jobs j JOIN webhooks w ON w.id = j.webhook_id
+    WHERE j.status = 'delivering' GROUP BY j.webhook_id
+), busy_accounts AS (
+    SELECT pubkey, sum(n) AS n FROM busy GROUP BY pubkey
 ), due AS (
-    SELECT j.id, j.webhook_id, j.next_attempt_at FROM delivery_jobs j
+    SELECT j.id, j.webhook_id, j.next_attempt_at,
+           (SELECT w.pubkey FROM webhooks w WHERE w.id = j.webhook_id) AS pubkey
+    FROM delivery_jobs j
     WHERE j.status = 'pending' AND j.next_attempt_at <= now()
       AND j.webhook_id NOT IN (SELECT webhook_id FROM busy WHERE n >= $4::int)
-      AND (SELECT w.status FROM webhooks w WHERE w.id = j.webhook_id) = 'active'
+      AND (SELECT w.status = 'active' AND w.pubkey NOT IN (SELECT pubkey FROM busy_accounts WHERE n >= $6::int)
+           FROM webhooks w WHERE w.id = j.webhook_id)
     ORDER BY j.next_attempt_at
     LIMIT $3::int * $5::int
     FOR UPDATE OF j SKIP LOCKED
-), picked AS (
-    SELECT id FROM (
-        SELECT d.id, d.next_attempt_at,
+), within_webhook AS (
+    SELECT id, pubkey, next_attempt_at FROM (
+        SELECT d.id, d.pubkey, d.next_attempt_at,
                COALESCE((SELECT b.n FROM busy b WHERE b.webhook_id = d.webhook_id), 0)
                + row_number() OVER (PARTITION BY d.webhook_id ORDER BY d.next_attempt_at, d.id) AS slot
         FROM due d
     ) ranked
     WHERE slot <= $4::int
+), picked AS (
+    SELECT id FROM (
+        SELECT d.id, d.next_attempt_at,
+               COALESCE((SELECT a.n FROM busy_accounts a WHERE a.pubkey = d.pubkey), 0)
+               + row_number() OVER (PARTITION BY d.pubkey ORDER BY d.next_attempt_at, d.id) AS slot
+        FROM within_webhook d
+    ) ranked
+    WHERE slot <= $6::int
     ORDER BY next_attempt_at, id
     LIMIT $3::int
 )
@@ -135,19 +160,74 @@ RETURNING j.id, j.webhook_id, w.pubkey, w.url, w.secret, j.event_type, j.payload
           j.attempts, j.price, j.charged
 """
 
-_RECORD = """
-UPDATE delivery_jobs j
-SET status = CASE u.result WHEN 'retry' THEN 'pending' ELSE u.result END,
-    next_attempt_at = CASE WHEN u.result = 'retry' THEN now() + u.delay * interval '1 second'
-                           ELSE j.next_attempt_at END,
-    delivered_at = CASE WHEN u.result = 'delivered' THEN now() ELSE j.delivered_at END,
-    last_status = u.http_status, last_error = u.error, response_excerpt = u.excerpt,
-    locked_by = NULL, locked_until = NULL
-FROM unnest($2::bigint[], $3::int[], $4::text[], $5::float8[], $6::int[], $7::text[], $8::text[])
-     AS u(id, attempts, result, delay, http_status, error, excerpt)
-WHERE j.id = u.id AND j.status = 'delivering' AND j.locked_by = $1 AND j.attempts = u.attempts
-      AND (u.result <> 'dead' OR j.charged = 0)
-RETURNING j.id
+
+#: Why a subscription was paused after too many dead deliveries (a ``format()`` of the count, the last
+#: error and its id).
+PAUSE_REASON = "%s deliveries in a row ended dead (the last: %s): fix the receiver, then POST /webhooks/%s/resume"
+
+
+def _streaks(source: str, pause_after: str) -> str:
+    """CTEs moving ``consecutive_dead`` of the subscriptions in ``source`` (``webhook_id, reset, dead,
+    last_error``: reset by a delivery, then ``dead`` more), pausing an active one that reaches
+    ``pause_after`` (a parameter; 0: never). Rows are locked in id order, so two writers never wait
+    for each other's; one with nothing to change (no dead, nothing to reset) is neither locked nor
+    written."""
+    streak = "(CASE WHEN k.reset THEN 0 ELSE w.consecutive_dead END + k.dead)"
+    pauses = f"(w.status = 'active' AND k.dead > 0 AND {pause_after}::int > 0 AND {streak} >= {pause_after}::int)"
+    return f"""
+locked AS (
+    SELECT w.id, s.reset, s.dead, s.last_error FROM webhooks w JOIN {source} s ON s.webhook_id = w.id
+    WHERE s.dead > 0 OR (s.reset AND w.consecutive_dead > 0)
+    ORDER BY w.id
+    FOR UPDATE OF w
+), streaked AS (
+    UPDATE webhooks w
+    SET consecutive_dead = {streak},
+        status = CASE WHEN {pauses} THEN 'paused' ELSE w.status END,
+        paused_reason = CASE WHEN {pauses} THEN format('{PAUSE_REASON}', {streak}, k.last_error, w.id)
+            ELSE w.paused_reason END
+    FROM locked k
+    WHERE w.id = k.id
+    RETURNING w.id
+)"""
+
+
+# One statement: the outcomes, and the streaks of their subscriptions in outcome order (a delivered
+# job resets its subscription's streak; the dead ones after the last delivered add to it). A dead job
+# that was charged and never answered is left to :func:`_dead_refunded` (its refund needs the account
+# lock, taken before any job's).
+_RECORD = f"""
+WITH u AS (
+    SELECT * FROM unnest($2::bigint[], $3::int[], $4::text[], $5::float8[], $6::int[], $7::text[], $8::text[])
+         WITH ORDINALITY AS u(id, attempts, result, delay, http_status, error, excerpt, n)
+), done AS (
+    UPDATE delivery_jobs j
+    SET status = CASE u.result WHEN 'retry' THEN 'pending' ELSE u.result END,
+        next_attempt_at = CASE WHEN u.result = 'retry' THEN now() + u.delay * interval '1 second'
+                               ELSE j.next_attempt_at END,
+        delivered_at = CASE WHEN u.result = 'delivered' THEN now() ELSE j.delivered_at END,
+        last_status = u.http_status, last_error = u.error, response_excerpt = u.excerpt,
+        answered = j.answered OR u.http_status IS NOT NULL,
+        locked_by = NULL, locked_until = NULL
+    FROM u
+    WHERE j.id = u.id AND j.status = 'delivering' AND j.locked_by = $1 AND j.attempts = u.attempts
+          AND (u.result <> 'dead' OR j.charged = 0 OR j.answered OR u.http_status IS NOT NULL)
+    RETURNING j.id, j.webhook_id, u.result, u.error, u.n
+), ordered AS (
+    SELECT d.*, max(d.n) FILTER (WHERE d.result = 'delivered') OVER (PARTITION BY d.webhook_id) AS last_delivered
+    FROM done d
+), outcomes AS (
+    SELECT webhook_id, bool_or(result = 'delivered') AS reset,
+           count(*) FILTER (WHERE result = 'dead' AND n > COALESCE(last_delivered, 0))::int AS dead,
+           (array_agg(error ORDER BY n DESC) FILTER (WHERE result = 'dead'))[1] AS last_error
+    FROM ordered GROUP BY webhook_id
+), {_streaks("outcomes", "$9")}
+SELECT id FROM done
+"""
+_ONE_DEAD = f"""
+WITH outcomes AS (SELECT $1::bigint AS webhook_id, false AS reset, 1 AS dead, $2::text AS last_error),
+{_streaks("outcomes", "$3")}
+SELECT count(*) FROM streaked
 """
 
 
@@ -184,12 +264,15 @@ async def _connection(db: Db) -> AsyncIterator[asyncpg.Connection]:
 
 
 @postgres_call(WHAT)
-async def claim(db: Db, dispatcher_id: str, limit: int, lease_s: float, per_webhook: int) -> list[ClaimedJob]:
+async def claim(
+    db: Db, dispatcher_id: str, limit: int, lease_s: float, per_webhook: int, per_account: int | None = None
+) -> list[ClaimedJob]:
     """Lease up to ``limit`` due jobs of active subscriptions to ``dispatcher_id`` for ``lease_s``.
 
     Due: ``pending`` with ``next_attempt_at`` passed, or ``delivering`` under a lease that passed (its
     dispatcher died or stalled; the attempt it made counts). At most ``per_webhook`` jobs of one
-    subscription are ``delivering`` at once, counting those already out, so one slow receiver cannot
+    subscription, and ``per_account`` of one account's subscriptions together (None: no such cap), are
+    ``delivering`` at once, counting those already out, so one slow receiver, or one account's, cannot
     take every slot. Oldest due first.
     """
     if limit <= 0:
@@ -200,7 +283,8 @@ async def claim(db: Db, dispatcher_id: str, limit: int, lease_s: float, per_webh
             # short, the planner sorts every due job instead of reading the due index in order (11 ms
             # instead of 0.7 ms for a window of 128 in a queue of 10,000, measured): enable_sort off.
             await conn.execute("BEGIN;" + _PREPARE)
-            rows = await conn.fetch(_CLAIM, dispatcher_id, float(lease_s), limit, per_webhook, SCAN_FACTOR)
+            account_cap = NO_ACCOUNT_CAP if per_account is None else per_account
+            rows = await conn.fetch(_CLAIM, dispatcher_id, float(lease_s), limit, per_webhook, SCAN_FACTOR, account_cap)
             await conn.execute("COMMIT")
         except BaseException:
             if not conn.is_closed():
@@ -211,15 +295,16 @@ async def claim(db: Db, dispatcher_id: str, limit: int, lease_s: float, per_webh
 
 
 @postgres_call(WHAT)
-async def record(db: Db, dispatcher_id: str, outcomes: Sequence[Outcome]) -> set[int]:
+async def record(db: Db, dispatcher_id: str, outcomes: Sequence[Outcome], pause_after: int = 0) -> set[int]:
     """Record ``outcomes`` of ``dispatcher_id``'s claims; the ids of the jobs it still held (the others
     were claimed again after their lease passed, or cancelled: their outcome is dropped).
 
-    Delivered and retried jobs, and dead ones never charged, are written in one statement; a dead job
-    that was charged is written in a transaction of its own that refunds the charge.
+    Every outcome is written in one statement with the streaks of dead deliveries it moves (a
+    subscription reaching ``pause_after`` in a row is paused; 0: never), except a dead job that was
+    charged and never answered: that one is written in a transaction of its own that refunds the charge.
     """
     written: set[int] = set()
-    charged_dead: list[Outcome] = []
+    refunding: list[Outcome] = []
     if outcomes:
         rows = await db.fetch(
             _RECORD,
@@ -231,11 +316,12 @@ async def record(db: Db, dispatcher_id: str, outcomes: Sequence[Outcome]) -> set
             [o.http_status for o in outcomes],
             [o.error for o in outcomes],
             [o.excerpt for o in outcomes],
+            pause_after,
         )
         written = {int(r["id"]) for r in rows}
-        charged_dead = [o for o in outcomes if o.result is Result.DEAD and o.job_id not in written]
-    for outcome in charged_dead:
-        if await _dead_refunded(db, dispatcher_id, outcome):
+        refunding = [o for o in outcomes if o.result is Result.DEAD and o.job_id not in written]
+    for outcome in refunding:
+        if await _dead_refunded(db, dispatcher_id, outcome, pause_after):
             written.add(outcome.job_id)
     return written
 
@@ -291,23 +377,26 @@ async def dead(
     excerpt: str | None = None,
 ) -> bool:
     """No attempt will follow (refused target, a final answer, attempts exhausted); a charge is
-    refunded. False when the claim was lost."""
+    refunded when no attempt was answered. False when the claim was lost."""
     outcome = Outcome(job_id, attempts, Result.DEAD, http_status, error, excerpt)
     return job_id in await record(pool, dispatcher_id, [outcome])
 
 
 @postgres_call(WHAT)
-async def _dead_refunded(db: Db, dispatcher_id: str, outcome: Outcome) -> bool:
+async def _dead_refunded(db: Db, dispatcher_id: str, outcome: Outcome, pause_after: int) -> bool:
+    """Write a dead outcome of a charged job: its charge refunded unless some attempt was answered
+    (then it was received, and stays charged); its subscription's streak moved."""
     async with _connection(db) as conn, conn.transaction():
-        pubkey = await conn.fetchval(
-            "SELECT w.pubkey FROM delivery_jobs j JOIN webhooks w ON w.id = j.webhook_id WHERE j.id = $1",
+        owner = await conn.fetchrow(
+            "SELECT w.id, w.pubkey FROM delivery_jobs j JOIN webhooks w ON w.id = j.webhook_id WHERE j.id = $1",
             outcome.job_id,
         )
-        if pubkey is None:
+        if owner is None:
             return False
+        pubkey = owner["pubkey"]
         account = await lock_account(conn, pubkey)  # the account first, as every credit writer
         job = await conn.fetchrow(
-            """SELECT charged FROM delivery_jobs
+            """SELECT charged, answered FROM delivery_jobs
                WHERE id = $1 AND status = 'delivering' AND locked_by = $2 AND attempts = $3 FOR UPDATE""",
             outcome.job_id,
             dispatcher_id,
@@ -315,44 +404,26 @@ async def _dead_refunded(db: Db, dispatcher_id: str, outcome: Outcome) -> bool:
         )
         if job is None:
             return False
-        refund = int(job["charged"])
-        if refund > 0 and account is not None:
-            balance = int(account["balance"]) + refund
-            description = f"webhook delivery {outcome.job_id} failed: charge returned"
-            await add_entries(conn, pubkey, [("refund", refund, balance, description, f"delivery:{outcome.job_id}")])
-            await _restore_batches(conn, pubkey, refund)
-            await conn.execute(
-                "UPDATE accounts SET balance = $2, total_consumed = total_consumed - $3 WHERE pubkey = $1",
-                pubkey,
-                balance,
-                refund,
-            )
+        answered = bool(job["answered"]) or outcome.http_status is not None
+        charged = int(job["charged"])
+        if charged > 0 and not answered:
+            assert account is not None, f"a charged delivery of {pubkey}, who has no account"
+            why = f"webhook delivery {outcome.job_id} never reached the receiver: charge returned"
+            await refund_deliveries(conn, pubkey, int(account["balance"]), [Refund(outcome.job_id, charged, why)])
+            charged = 0
         await conn.execute(
-            """UPDATE delivery_jobs SET status = 'dead', charged = 0, last_status = $2, last_error = $3,
-                      response_excerpt = $4, locked_by = NULL, locked_until = NULL
+            """UPDATE delivery_jobs SET status = 'dead', charged = $2, answered = $3, last_status = $4,
+                      last_error = $5, response_excerpt = $6, locked_by = NULL, locked_until = NULL
                WHERE id = $1""",
             outcome.job_id,
+            charged,
+            answered,
             outcome.http_status,
             outcome.error,
             outcome.excerpt,
         )
+        await conn.fetchval(_ONE_DEAD, int(owner["id"]), outcome.error, pause_after)
     return True
-
-
-async def _restore_batches(conn: asyncpg.Connection, pubkey: str, amount: int) -> None:
-    """Put ``amount`` back into the account's batches, latest-expiring first (the reverse of
-    :func:`gateway.storage.ledger.sql.consume_batches`). There is always room: the batches were
-    granted every credit the balance ever held, and a charge took ``amount`` out of them. A batch
-    past its expiry that takes some back gives it up at the next expiry pass."""
-    await conn.execute(
-        """UPDATE credit_batches c
-           SET remaining = c.remaining + LEAST(c.granted - c.remaining, $2 - (b.cum - (c.granted - c.remaining)))
-           FROM (SELECT id, sum(granted - remaining) OVER (ORDER BY expires_at DESC, id DESC) AS cum
-                 FROM credit_batches WHERE pubkey = $1 AND remaining < granted) b
-           WHERE c.id = b.id AND b.cum - (c.granted - c.remaining) < $2""",
-        pubkey,
-        amount,
-    )
 
 
 @postgres_call(WHAT)

@@ -31,7 +31,7 @@ WHAT = "the webhook store"
 
 _ON_CONFLICT = "ON CONFLICT (webhook_id, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING"
 #: The address a watch subscription follows: its filter value; a ``my_account`` one's owner by default.
-_WATCHED = "CASE WHEN w.filter_type = 'my_account' THEN COALESCE(w.filter_value, w.pubkey) ELSE w.filter_value END"
+WATCHED = "CASE WHEN w.filter_type = 'my_account' THEN COALESCE(w.filter_value, w.pubkey) ELSE w.filter_value END"
 
 
 async def enqueue_lifecycle(
@@ -71,9 +71,9 @@ async def watch_targets(pool: asyncpg.Pool, limit: int) -> list[WatchTarget]:
     """The addresses of the active ``account``, ``program`` and ``my_account`` subscriptions, at most
     ``limit`` of them (the longest-watched first)."""
     rows = await pool.fetch(
-        f"""SELECT {_WATCHED} AS address, min(w.created_at) AS since FROM webhooks w
+        f"""SELECT {WATCHED} AS address, min(w.created_at) AS since FROM webhooks w
             WHERE w.status = 'active' AND w.filter_type IN ('account', 'program', 'my_account')
-            GROUP BY 1 HAVING {_WATCHED} IS NOT NULL
+            GROUP BY 1 HAVING {WATCHED} IS NOT NULL
             ORDER BY since, address LIMIT $1""",
         limit,
     )
@@ -89,10 +89,16 @@ async def watch_cursor(pool: asyncpg.Pool, address: str) -> str | None:
 
 @postgres_call(WHAT)
 async def record_transactions(
-    pool: asyncpg.Pool, address: str, payloads: Sequence[Mapping[str, Any]], cursor: str, cursor_slot: int | None
+    pool: asyncpg.Pool,
+    address: str,
+    payloads: Sequence[Mapping[str, Any]],
+    cursor: str,
+    cursor_slot: int | None,
+    price: int = 0,
 ) -> int:
-    """Jobs for ``payloads`` (oldest first, successful transactions of ``address``) and the cursor moved
-    to ``cursor``, in one transaction; how many jobs were added.
+    """Jobs for ``payloads`` (oldest first, successful transactions of ``address``), each priced
+    ``price`` (the dispatcher charges it), and the cursor moved to ``cursor``, in one transaction; how
+    many jobs were added.
 
     A transaction reaches the active watch subscriptions of ``address`` created before its block time
     (within :data:`BLOCK_TIME_SLACK_S`), so a new subscription never receives older history. The
@@ -106,11 +112,12 @@ async def record_transactions(
                                (t.payload ->> 'block_time')::bigint AS block_time, t.n
                         FROM unnest($2::jsonb[]) WITH ORDINALITY AS t(payload, n)
                     ), added AS (
-                        INSERT INTO delivery_jobs (webhook_id, event_type, payload, dedupe_key)
-                        SELECT w.id, $3, tx.payload || jsonb_build_object('filter_type', w.filter_type), tx.signature
+                        INSERT INTO delivery_jobs (webhook_id, event_type, payload, dedupe_key, price)
+                        SELECT w.id, $3, tx.payload || jsonb_build_object('filter_type', w.filter_type),
+                               tx.signature, $5
                         FROM tx JOIN webhooks w
                           ON w.status = 'active' AND w.filter_type IN ('account', 'program', 'my_account')
-                         AND {_WATCHED} = $1
+                         AND {WATCHED} = $1
                          AND (tx.block_time IS NULL
                               OR w.created_at <= to_timestamp(tx.block_time) + $4::float8 * interval '1 second')
                         ORDER BY tx.n, w.id
@@ -122,6 +129,7 @@ async def record_transactions(
                 [_json(p) for p in payloads],
                 TRANSACTION_EVENT,
                 float(BLOCK_TIME_SLACK_S),
+                price,
             )
         await conn.execute(
             """INSERT INTO webhook_watch_cursors (address, last_signature, last_slot) VALUES ($1, $2, $3)

@@ -1,9 +1,10 @@
 """Webhook subscriptions in PostgreSQL: their management, and the reads the dispatcher and sources share.
 
-Table ``webhooks`` (migrations 0001 and 0007), its jobs in ``delivery_jobs``. A subscription is
-deleted softly (``status = 'deleted'``, its waiting jobs cancelled). Every function taking the
-owner's ``pubkey`` sees only that owner's subscriptions that are not deleted, so a missing id,
-another account's id and a deleted one look alike to the caller.
+Table ``webhooks`` (migrations 0001, 0007 and 0010), its jobs in ``delivery_jobs``. A subscription is
+deleted softly (``status = 'deleted'``, its waiting jobs cancelled, the charges of those that never
+reached the receiver refunded). Every function taking the owner's ``pubkey`` sees only that owner's
+subscriptions that are not deleted, so a missing id, another account's id and a deleted one look
+alike to the caller.
 
 The signing secret is stored as text, in clear, like any signing secret a server must itself use:
 each delivery is signed with it. It leaves this module only through :func:`signing_secret` (for the
@@ -20,14 +21,18 @@ from enum import StrEnum
 
 import asyncpg
 
+from gateway.core.webhook_events import WATCH_FILTERS
+from gateway.storage.delivery_refunds import Refund, refund_deliveries
 from gateway.storage.errors import postgres_call
+from gateway.storage.ledger.sql import lock_account
+from gateway.storage.webhook_events import WATCHED
 
 WHAT = "the webhook store"
 
 
 class WebhookStatus(StrEnum):
     ACTIVE = "active"
-    PAUSED = "paused"  # deliveries wait (a signal delivery could not be paid); resume makes it active
+    PAUSED = "paused"  # deliveries wait (one could not be paid, or too many in a row died); resume makes it active
     DELETED = "deleted"
 
 
@@ -40,6 +45,20 @@ class NewWebhook:
     filter_value: str | None = None
     lifecycle_events: tuple[str, ...] = ()
     signal_events: tuple[str, ...] = ()
+
+
+class Refusal(StrEnum):
+    """Why :func:`create` stored nothing."""
+
+    TOO_MANY = "too_many"  # the account holds ``max_per_account`` subscriptions
+    TOO_MANY_ADDRESSES = "too_many_addresses"  # a new address past ``max_watched`` watched ones
+    NO_CREDITS = "no_credits"  # the balance is below ``min_balance``
+
+
+@dataclass(frozen=True)
+class Refused:
+    reason: Refusal
+    balance: int  # the account's balance when it was refused
 
 
 @dataclass(frozen=True)
@@ -92,17 +111,42 @@ _COLUMNS = """w.id, w.pubkey, w.url, w.filter_type, w.filter_value, w.lifecycle_
 
 
 @postgres_call(WHAT)
-async def create(pool: asyncpg.Pool, pubkey: str, new: NewWebhook, secret: str, max_per_account: int) -> Webhook | None:
-    """Store a subscription of ``pubkey``, or None when it holds ``max_per_account`` already.
+async def create(
+    pool: asyncpg.Pool,
+    pubkey: str,
+    new: NewWebhook,
+    secret: str,
+    max_per_account: int,
+    *,
+    max_watched: int | None = None,
+    min_balance: int = 0,
+) -> Webhook | Refused:
+    """Store a subscription of ``pubkey``, or say why not: the account holds ``max_per_account``
+    already, the subscription would watch an address beyond the ``max_watched`` distinct ones its
+    watches follow (None: no cap), or its balance is below ``min_balance``.
 
-    The count and the insert run under a per-account advisory lock, so concurrent creations cannot
-    pass the cap together.
+    The checks and the insert run under a per-account advisory lock, so concurrent creations cannot
+    pass a cap together.
     """
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", f"webhooks:{pubkey}")
+        balance = int(await conn.fetchval("SELECT balance FROM accounts WHERE pubkey = $1", pubkey) or 0)
+        if balance < min_balance:
+            return Refused(Refusal.NO_CREDITS, balance)
         held = await conn.fetchval("SELECT count(*) FROM webhooks WHERE pubkey = $1 AND status <> 'deleted'", pubkey)
         if held >= max_per_account:
-            return None
+            return Refused(Refusal.TOO_MANY, balance)
+        if max_watched is not None and new.filter_type in WATCH_FILTERS:
+            watched = await conn.fetchrow(
+                f"""SELECT count(DISTINCT {WATCHED}) AS n, coalesce(bool_or({WATCHED} = $2), false) AS already
+                    FROM webhooks w
+                    WHERE w.pubkey = $1 AND w.status <> 'deleted' AND w.filter_type = ANY($3::text[])""",
+                pubkey,
+                new.filter_value or pubkey,
+                list(WATCH_FILTERS),
+            )
+            if not watched["already"] and watched["n"] >= max_watched:
+                return Refused(Refusal.TOO_MANY_ADDRESSES, balance)
         row = await conn.fetchrow(
             f"""INSERT INTO webhooks AS w
                     (pubkey, url, filter_type, filter_value, lifecycle_events, signal_events, secret)
@@ -179,9 +223,21 @@ async def delete(pool: asyncpg.Pool, pubkey: str, webhook_id: int) -> int | None
     or None when it has no such subscription.
 
     Jobs being delivered (``delivering``) are cancelled too, so no retry follows; an attempt already
-    on its way to the receiver may still arrive.
+    on its way to the receiver may still arrive. A cancelled job that was charged and never answered
+    was never received: its charge is refunded in the same transaction (one ``refund`` entry each),
+    under the account lock taken first, as every credit writer does. The jobs are locked before the
+    subscription, as the dispatcher's writes lock them (jobs, then subscriptions): neither waits for
+    the other in turn.
     """
     async with pool.acquire() as conn, conn.transaction():
+        account = await lock_account(conn, pubkey)
+        if account is None or await _owned(conn, pubkey, webhook_id) is None:
+            return None
+        jobs = await conn.fetch(
+            """SELECT id, charged, answered FROM delivery_jobs
+               WHERE webhook_id = $1 AND status IN ('pending', 'delivering') ORDER BY id FOR UPDATE""",
+            webhook_id,
+        )
         found = await conn.fetchval(
             """UPDATE webhooks SET status = 'deleted', deleted_at = now()
                WHERE id = $1 AND pubkey = $2 AND status <> 'deleted' RETURNING id""",
@@ -190,12 +246,19 @@ async def delete(pool: asyncpg.Pool, pubkey: str, webhook_id: int) -> int | None
         )
         if found is None:
             return None
-        done = await conn.execute(
-            """UPDATE delivery_jobs SET status = 'cancelled', locked_by = NULL, locked_until = NULL
-               WHERE webhook_id = $1 AND status IN ('pending', 'delivering')""",
-            webhook_id,
+        refunds = [
+            Refund(int(j["id"]), int(j["charged"]), f"webhook delivery {j['id']} cancelled: charge returned")
+            for j in jobs
+            if j["charged"] > 0 and not j["answered"]
+        ]
+        await conn.execute(
+            """UPDATE delivery_jobs SET status = 'cancelled', locked_by = NULL, locked_until = NULL,
+                      charged = CASE WHEN answered THEN charged ELSE 0 END
+               WHERE id = ANY($1::bigint[])""",
+            [int(j["id"]) for j in jobs],
         )
-    return _affected(done)
+        await refund_deliveries(conn, pubkey, int(account["balance"]), refunds)
+    return len(jobs)
 
 
 @postgres_call(WHAT)
@@ -229,15 +292,19 @@ async def replay_dead(pool: asyncpg.Pool, pubkey: str, webhook_id: int) -> int |
 
 @postgres_call(WHAT)
 async def resume(pool: asyncpg.Pool, pubkey: str, webhook_id: int) -> bool | None:
-    """Make a paused subscription active, its waiting jobs due now: True if it was paused, False if
-    it was active already, None when ``pubkey`` has no such subscription."""
+    """Make a paused subscription active, its waiting jobs due now and its streak of dead deliveries
+    cleared: True if it was paused, False if it was active already, None when ``pubkey`` has no such
+    subscription."""
     async with pool.acquire() as conn, conn.transaction():
         status = await _lock_owned(conn, pubkey, webhook_id)
         if status is None:
             return None
         if status != WebhookStatus.PAUSED:
             return False
-        await conn.execute("UPDATE webhooks SET status = 'active', paused_reason = NULL WHERE id = $1", webhook_id)
+        await conn.execute(
+            "UPDATE webhooks SET status = 'active', paused_reason = NULL, consecutive_dead = 0 WHERE id = $1",
+            webhook_id,
+        )
         await conn.execute(
             """UPDATE delivery_jobs SET next_attempt_at = least(next_attempt_at, now())
                WHERE webhook_id = $1 AND status = 'pending'""",
@@ -248,14 +315,21 @@ async def resume(pool: asyncpg.Pool, pubkey: str, webhook_id: int) -> bool | Non
 
 @postgres_call(WHAT)
 async def pause(db: asyncpg.Pool | asyncpg.Connection, webhook_id: int, reason: str) -> bool:
-    """Pause an active subscription (the dispatcher, when a signal delivery cannot be paid, on the
-    charge's own connection); False when it was not active."""
+    """Pause an active subscription (the dispatcher, when a delivery cannot be paid, on the charge's
+    own connection); False when it was not active."""
     found = await db.fetchval(
         "UPDATE webhooks SET status = 'paused', paused_reason = $2 WHERE id = $1 AND status = 'active' RETURNING id",
         webhook_id,
         reason,
     )
     return found is not None
+
+
+async def _owned(conn: asyncpg.Connection, pubkey: str, webhook_id: int) -> WebhookStatus | None:
+    status = await conn.fetchval(
+        "SELECT status FROM webhooks WHERE id = $1 AND pubkey = $2 AND status <> 'deleted'", webhook_id, pubkey
+    )
+    return None if status is None else WebhookStatus(status)
 
 
 async def _lock_owned(conn: asyncpg.Connection, pubkey: str, webhook_id: int) -> WebhookStatus | None:

@@ -3,22 +3,25 @@ what came of it.
 
 One :class:`Dispatcher` runs many deliveries at once (``concurrency``) over one keep-alive
 ``aiohttp`` session; PostgreSQL decides which jobs (:func:`gateway.storage.delivery_jobs.claim`:
-oldest due first, at most ``per_webhook`` of one subscription out at once over every dispatcher),
-and each claimed job is leased to this dispatcher while it is attempted.
+oldest due first, at most ``per_webhook`` of one subscription and ``per_account`` of one account's
+subscriptions out at once over every dispatcher), and each claimed job is leased to this dispatcher
+while it is attempted.
 
 An attempt:
 
 1. the URL is checked (:mod:`gateway.webhooks.targets`: ``https://``, public addresses only, again
    at connect time on the resolved addresses), unless ``allow_private``;
-2. a priced (signal) job is charged once (:func:`gateway.storage.delivery_jobs.charge`); an account
-   that cannot pay pauses its subscription and nothing is sent;
+2. a paid (transaction or signal) job is charged once (:func:`gateway.storage.delivery_jobs.charge`);
+   an account that cannot pay pauses its subscription and nothing is sent;
 3. the body (:func:`gateway.core.webhooks.delivery_body`: the same bytes and event id on every
    attempt) is posted with the spec's headers, signed now with the subscription's current secret;
    no redirect is followed, and only the first ``EXCERPT_BYTES`` of the answer are read;
 4. the answer is judged (:func:`judge`): 2xx delivered; 408, 429 and 5xx, a timeout or a failed
    connection are retried on the ``retry`` schedule (the ``Retry-After`` of a 429 or 503 honoured), until it gives up
    and the job is dead; any other answer (3xx, 4xx) is final: dead at once. A refused target is
-   dead at once, the reason in ``last_error``.
+   dead at once, the reason in ``last_error``. A paid job that ends dead keeps its charge if any
+   attempt was answered (it was received), and is refunded otherwise; ``pause_after_dead`` dead jobs
+   of one subscription in a row pause it (:func:`gateway.storage.delivery_jobs.record`).
 
 Outcomes are written in batches (one statement for all the outcomes that came in during the last
 write). A dispatcher that dies loses only what it had not written: those jobs are claimed again once
@@ -112,6 +115,8 @@ def fixed_delays(delays: Sequence[float], max_retry_after_s: float = MAX_RETRY_A
 class DispatchConfig:
     concurrency: int = 64  # deliveries in flight in this dispatcher
     per_webhook: int = 8  # deliveries in flight to one subscription, over all dispatchers
+    per_account: int | None = None  # to one account's subscriptions together, over all dispatchers (None: no cap)
+    pause_after_dead: int = 0  # dead deliveries of one subscription in a row that pause it (0: never)
     timeout_s: float = 10.0  # one attempt, from connecting to the end of the answer's excerpt
     lease_s: float = 60.0  # how long a claim is this dispatcher's
     allow_private: bool = False  # development: http:// and loopback or private targets
@@ -120,8 +125,11 @@ class DispatchConfig:
     drain_s: float = 5.0  # on stop, how long deliveries in flight may still finish
 
     def __post_init__(self) -> None:
-        if self.concurrency < 1 or self.per_webhook < 1 or self.claim_batch < 1:
-            raise ValueError("concurrency, per_webhook and claim_batch must be at least 1")
+        account_cap = 1 if self.per_account is None else self.per_account
+        if min(self.concurrency, self.per_webhook, self.claim_batch, account_cap) < 1:
+            raise ValueError("concurrency, per_webhook, per_account and claim_batch must be at least 1")
+        if self.pause_after_dead < 0:
+            raise ValueError("pause_after_dead must be 0 (never) or more")
         if self.lease_s < 2 * self.timeout_s:
             # The lease covers the charge, the attempt and the write of its outcome: a lease that can
             # pass during an attempt lets a second dispatcher deliver the job at the same time.
@@ -286,7 +294,7 @@ class Dispatcher:
             return False
         want = min(room, c.claim_batch)
         try:
-            jobs = await claim(await self._claims.get(), self.id, want, c.lease_s, c.per_webhook)
+            jobs = await claim(await self._claims.get(), self.id, want, c.lease_s, c.per_webhook, c.per_account)
         except StoreUnavailable as exc:
             log.warning("webhook dispatcher %s: %s", self.id, exc)
             await self._claims.drop()
@@ -392,7 +400,7 @@ class Dispatcher:
             if not batch:
                 return
             try:
-                written = await record(await self._writes.get(), self.id, batch)
+                written = await record(await self._writes.get(), self.id, batch, self.config.pause_after_dead)
             except Exception as exc:
                 await self._writes.drop()
                 # Kept and written later; if the leases pass first, the jobs are delivered again.

@@ -9,58 +9,93 @@
 
 Only the owner sees a subscription: any other id (another account's, a deleted one, one that never
 existed, one that is not a number) is 404 ``NOT_FOUND``, never 403, so no answer says whether an id
-exists. The creation fields are checked by :mod:`gateway.webhooks.validation`; past the cap
-(:data:`~gateway.core.webhooks.MAX_WEBHOOKS_PER_ACCOUNT`) a creation is 400 INVALID_REQUEST, like
-any request the caller must change. Secrets are made by :func:`gateway.core.webhooks.new_secret`,
-answered to the caller and stored, never logged.
+exists. The creation fields are checked by :mod:`gateway.webhooks.validation`; then the account's
+standing: without a positive balance a creation is 402 -32010 (deliveries are paid), and past a cap
+(:data:`~gateway.core.webhooks.MAX_WEBHOOKS_PER_ACCOUNT` webhooks, ``webhook_watched_addresses_per_account``
+watched addresses) it is 400 INVALID_REQUEST naming the cap, like any request the caller must change.
+Secrets are made by :func:`gateway.core.webhooks.new_secret`, answered to the caller and stored,
+never logged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gateway.auth.account_views import iso8601
-from gateway.core.errors import ProxyError, invalid_request, not_found
-from gateway.core.webhooks import MAX_WEBHOOKS_PER_ACCOUNT, event_id, new_secret
+from gateway.config import Settings
+from gateway.core.errors import ProxyError, ReplyStyle, invalid_request, not_found
+from gateway.core.webhooks import MAX_WEBHOOKS_PER_ACCOUNT, MIN_BALANCE_TO_CREATE, event_id, new_secret
+from gateway.credits.errors import insufficient_credits
 from gateway.pipeline import Call, Reply, json_reply
 from gateway.storage import webhooks
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
-from gateway.storage.webhooks import DeliveryCounts, LastDelivery, WebhookView
+from gateway.storage.webhooks import DeliveryCounts, LastDelivery, Refusal, Refused, WebhookView
 from gateway.webhooks.validation import parse_creation, parse_empty
 
 PATH = "/webhooks"
 #: Ids are PostgreSQL BIGSERIALs.
 MAX_ID = 2**63 - 1
 NO_DELIVERIES = DeliveryCounts(pending=0, delivered=0, dead=0)
+#: Addresses an account's watches may follow when no setting says (the setting's default).
+DEFAULT_MAX_WATCHED = Settings.model_fields["webhook_watched_addresses_per_account"].default
+TopUp = Callable[[str | None], Mapping[str, Any]]
 
 
 class WebhookEndpoints:
     """Args:
     pool: the PostgreSQL pool, once the replica has started (503 before).
     allow_private: the ``webhook_allow_private`` setting (http:// and private hosts, for development).
+    max_watched: the ``webhook_watched_addresses_per_account`` setting.
+    top_up: how to pay, for the 402 of an account without credits (the deposit terms).
     """
 
-    def __init__(self, pool: Callable[[], Pool | None], allow_private: bool = False) -> None:
+    def __init__(
+        self,
+        pool: Callable[[], Pool | None],
+        allow_private: bool = False,
+        *,
+        max_watched: int = DEFAULT_MAX_WATCHED,
+        top_up: TopUp = lambda pubkey: {},
+    ) -> None:
         self.pool = pool
         self.allow_private = allow_private
+        self.max_watched = max_watched
+        self.top_up = top_up
+
+    @classmethod
+    def from_settings(cls, pool: Callable[[], Pool | None], settings: Settings, top_up: TopUp) -> WebhookEndpoints:
+        max_watched = settings.webhook_watched_addresses_per_account
+        return cls(pool, settings.webhook_allow_private, max_watched=max_watched, top_up=top_up)
 
     async def create(self, call: Call) -> Reply:
         caller = call.authenticated().pubkey
         new = parse_creation(call.body, caller, self.allow_private)
         secret = new_secret()
-        created = await webhooks.create(self._pool(), caller, new, secret, MAX_WEBHOOKS_PER_ACCOUNT)
-        if created is None:
-            raise invalid_request(
-                f"this account has {MAX_WEBHOOKS_PER_ACCOUNT} webhooks, the most it may hold: delete one first"
-            )
+        created = await webhooks.create(
+            self._pool(),
+            caller,
+            new,
+            secret,
+            MAX_WEBHOOKS_PER_ACCOUNT,
+            max_watched=self.max_watched,
+            min_balance=MIN_BALANCE_TO_CREATE,
+        )
+        if isinstance(created, Refused):
+            raise self._refusal(caller, created)
         return json_reply(201, {**webhook_document(WebhookView(created, NO_DELIVERIES, None)), "secret": secret})
 
     async def listing(self, call: Call) -> Reply:
         views = await webhooks.listing(self._pool(), call.authenticated().pubkey)
         return json_reply(
-            200, {"webhooks": [webhook_document(v) for v in views], "max_webhooks": MAX_WEBHOOKS_PER_ACCOUNT}
+            200,
+            {
+                "webhooks": [webhook_document(v) for v in views],
+                "max_webhooks": MAX_WEBHOOKS_PER_ACCOUNT,
+                "max_watched_addresses": self.max_watched,
+            },
         )
 
     async def delete(self, call: Call) -> Reply:
@@ -93,6 +128,21 @@ class WebhookEndpoints:
         if resumed is None:
             raise _not_found()
         return json_reply(200, {"ok": True, "id": target, "resumed": resumed, "status": "active"})
+
+    def _refusal(self, caller: str, refused: Refused) -> ProxyError:
+        if refused.reason is Refusal.NO_CREDITS:
+            # The 402 of any call an account cannot pay for: a JSON-RPC body on every route (docs/api.md, Errors).
+            error = insufficient_credits(MIN_BALANCE_TO_CREATE, refused.balance, self.top_up(caller))
+            message = "insufficient credits: creating a webhook needs a positive balance (its deliveries are paid)"
+            return dataclasses.replace(error, message=message, style=ReplyStyle.JSONRPC)
+        if refused.reason is Refusal.TOO_MANY_ADDRESSES:
+            return invalid_request(
+                f"this account's webhooks watch {self.max_watched} addresses, the most one account may watch: "
+                "delete a watch of another address first"
+            )
+        return invalid_request(
+            f"this account has {MAX_WEBHOOKS_PER_ACCOUNT} webhooks, the most it may hold: delete one first"
+        )
 
     def _pool(self) -> Pool:
         pool = self.pool()

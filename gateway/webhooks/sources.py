@@ -7,7 +7,8 @@ Both run in the ``webhook-watcher`` actor (:mod:`actors.webhook_watcher`), one p
 the watched addresses every ``refresh_s`` (new subscriptions are picked up, deleted ones dropped). The
 writer of jobs is one poll per address, ``getSignaturesForAddress`` (commitment confirmed) from the
 newest page down to the address's cursor, oldest first: successful transactions become jobs, and the
-cursor moves past them in the same transaction (:func:`~gateway.storage.webhook_events.record_transactions`).
+cursor moves past them in the same transaction (:func:`~gateway.storage.webhook_events.record_transactions`),
+each priced :data:`~gateway.core.webhooks.TRANSACTION_DELIVERY_CREDITS` (the dispatcher charges it).
 Two things start a poll:
 
 - the node's PubSub, for speed: a ``logsSubscribe`` with ``{"mentions": [address]}`` per address, whose
@@ -33,7 +34,7 @@ the node refuses is retried later and later (up to ten minutes).
 
 **Signals** (``signal``): :class:`SignalWebhooks` follows the signal log
 (:class:`~gateway.storage.signals.SignalLog`) from its position stored in PostgreSQL, and writes one job
-per event and matching subscription, priced :data:`~gateway.core.subscriptions.SIGNAL_EVENT_CREDITS`,
+per event and matching subscription, priced :data:`~gateway.core.webhooks.SIGNAL_DELIVERY_CREDITS`,
 with the new position in the same transaction; the dedupe key is the stream id. A restart resumes
 after the last event written, without loss or repetition (events trimmed from the log while it was
 down aside). Its first start begins at the newest event: the log's history is not replayed.
@@ -54,8 +55,8 @@ from typing import Any, Final, Protocol
 
 import orjson
 
-from gateway.core.subscriptions import SIGNAL_EVENT_CREDITS
 from gateway.core.webhook_events import BLOCK_TIME_SLACK_S, transaction
+from gateway.core.webhooks import MAX_WATCHED_ADDRESSES, SIGNAL_DELIVERY_CREDITS, TRANSACTION_DELIVERY_CREDITS
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
 from gateway.storage.signals import SignalLog
@@ -128,6 +129,7 @@ class TransactionWatches:
     """Args:
     pool: PostgreSQL. upstream: the node's JSON-RPC. pubsub: its PubSub, or None to poll only.
     poll_s: each address's poll period when nothing wakes it. refresh_s: how often subscriptions are re-read.
+    price: credits per delivery written on each job (the dispatcher charges it).
     Other arguments: the bounds above. clock: monotonic seconds.
     """
 
@@ -139,7 +141,8 @@ class TransactionWatches:
         *,
         poll_s: float = 15.0,
         refresh_s: float = 5.0,
-        max_addresses: int = 5_000,
+        price: int = TRANSACTION_DELIVERY_CREDITS,
+        max_addresses: int = MAX_WATCHED_ADDRESSES,
         max_polls_per_cycle: int = 64,
         concurrency: int = 8,
         page_limit: int = 200,
@@ -149,7 +152,7 @@ class TransactionWatches:
         timeout_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.pool, self.upstream, self.pubsub = pool, upstream, pubsub
+        self.pool, self.upstream, self.pubsub, self.price = pool, upstream, pubsub, price
         self.poll_s, self.refresh_s = poll_s, refresh_s
         self.max_addresses, self.max_polls_per_cycle = max_addresses, max_polls_per_cycle
         self.page_limit, self.max_pages = page_limit, max_pages
@@ -286,7 +289,12 @@ class TransactionWatches:
                 newest = ready[-1]
                 slot = newest.get("slot")
                 added = await record_transactions(
-                    self.pool, address, payloads, newest["signature"], slot if isinstance(slot, int) else None
+                    self.pool,
+                    address,
+                    payloads,
+                    newest["signature"],
+                    slot if isinstance(slot, int) else None,
+                    self.price,
                 )
                 self.stats.transactions += len(payloads)
                 self.stats.jobs_added += added
@@ -441,7 +449,7 @@ class SignalWebhooks:
         pool: Pool,
         signal_log: SignalLog,
         *,
-        price: int = SIGNAL_EVENT_CREDITS,
+        price: int = SIGNAL_DELIVERY_CREDITS,
         batch: int = 256,
         block_ms: int = 1_000,
     ) -> None:

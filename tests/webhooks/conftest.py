@@ -1,26 +1,46 @@
 """The webhook tests' fixtures: a gateway in this process in front of the session's devnode, with the
 real PostgreSQL and Redis and ``webhook_allow_private`` on (test receivers listen on 127.0.0.1), and
-account holders calling ``/webhooks``."""
+account holders (with credits) calling ``/webhooks``; a database of each module's own for tests that
+run dispatchers (``delivery_dsn``, ``pool``), and a real receiver."""
 
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
+import asyncpg
 import orjson
 import pytest
+from aiohttp import web
 
 from devnode.node import Devnode
 from gateway.client import WalletSigner
 from gateway.config import Settings
+from gateway.storage.migrate import migrate_url
 from tests.auth.helpers import Answer, create_api_key, request
+from tests.credits.helpers import fund
 from tests.sending.conftest import sending_settings
 from tests.support import RunningGateway, serve_gateway
+from tests.webhooks.support import Receiver
 
-__all__ = ["WebhookClient", "gateway", "http", "other", "owner", "webhook_settings"]
+__all__ = [
+    "WebhookClient",
+    "delivery_dsn",
+    "gateway",
+    "http",
+    "other",
+    "owner",
+    "pool",
+    "receiver",
+    "webhook_settings",
+]
+#: Credits a new account holder starts with: creating a webhook needs a positive balance.
+STARTING_CREDITS = 10_000
 
 
 def webhook_settings(home: Path, database_url: str, redis_url: str, devnode: Devnode, **extra: Any) -> Settings:
@@ -52,9 +72,16 @@ class WebhookClient:
         self.headers = {"X-Api-Key": api_key}
 
     @classmethod
-    async def new(cls, http: aiohttp.ClientSession, gateway: RunningGateway) -> WebhookClient:
+    async def new(
+        cls, http: aiohttp.ClientSession, gateway: RunningGateway, credits: int = STARTING_CREDITS
+    ) -> WebhookClient:
+        """A new account holder with ``credits`` deposited (0: none)."""
         signer = WalletSigner(os.urandom(32))
-        return cls(http, gateway.url, signer, await create_api_key(http, signer, gateway.url))
+        client = cls(http, gateway.url, signer, await create_api_key(http, signer, gateway.url))
+        if credits:
+            assert gateway.app.conn.db is not None
+            await fund(gateway.app.conn.db, client.pubkey, credits)
+        return client
 
     async def call(self, method: str, path: str, body: Any = None, raw: bytes | None = None) -> Answer:
         data = raw if raw is not None else b"" if body is None else orjson.dumps(body)
@@ -93,3 +120,51 @@ async def owner(gateway: RunningGateway, http: aiohttp.ClientSession) -> Webhook
 async def other(gateway: RunningGateway, http: aiohttp.ClientSession) -> WebhookClient:
     """A second account holder of the same gateway."""
     return await WebhookClient.new(http, gateway)
+
+
+# -- a database of the module's own, for tests that run dispatchers -----------------------------------
+
+
+@pytest.fixture(scope="module")
+async def delivery_dsn(database_url: str) -> AsyncIterator[str]:
+    name = f"delivery_{secrets.token_hex(4)}"
+    admin = await asyncpg.connect(database_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    dsn = urlunsplit(urlsplit(database_url)._replace(path=f"/{name}"))
+    await migrate_url(dsn)
+    yield dsn
+    admin = await asyncpg.connect(database_url)
+    try:
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture
+async def pool(delivery_dsn: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await asyncpg.create_pool(delivery_dsn, min_size=1, max_size=8)
+    # What an earlier test left waiting must not be delivered by this one's dispatchers.
+    await pool.execute("UPDATE delivery_jobs SET status = 'cancelled' WHERE status IN ('pending', 'delivering')")
+    yield pool
+    await pool.close()
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    rec = Receiver()
+    app = web.Application()
+    app.router.add_post("/hook", rec.handle)
+    app.router.add_post("/elsewhere", rec.elsewhere)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    rec.url = f"http://127.0.0.1:{port}/hook"
+    yield rec
+    for gate in rec.hold.values():
+        gate.set()
+    await runner.cleanup()

@@ -9,249 +9,47 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import secrets
 import socket
-import time
-from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 import asyncpg
 import orjson
 import pytest
-from aiohttp import web
 
-from actors.webhook_dispatcher import WebhookDispatcherActor
+from actors.webhook_dispatcher import WebhookDispatcherActor, dispatch_config
 from gateway.config import Settings
 from gateway.core.webhooks import delivery_body, new_secret, verify
+from gateway.runtime.ports import free_port
 from gateway.storage import delivery_jobs, webhooks
 from gateway.storage.delivery_jobs import Outcome, Result
-from gateway.storage.ledger.audit import check_conservation
-from gateway.storage.migrate import migrate_url
 from gateway.webhooks import targets
 from gateway.webhooks.dispatcher import (
     USER_AGENT,
     DispatchConfig,
     Dispatcher,
-    RetryPolicy,
     fixed_delays,
     judge,
     parse_retry_after,
 )
 from gateway.webhooks.validation import url_problem
-from tests.auth.helpers import create_account
-
-FAST = fixed_delays([0.05] * 7)
-CONFIG = DispatchConfig(
-    concurrency=16, per_webhook=16, timeout_s=2.0, lease_s=10.0, allow_private=True, poll_s=0.05, drain_s=2.0
+from tests.webhooks.support import (
+    FAST,
+    Answer,
+    Receiver,
+    account,
+    balance,
+    conserved,
+    dispatching,
+    enqueue,
+    eventually,
+    is_true,
+    job,
+    ledger,
+    port_of,
+    settled,
+    subscribe,
 )
-WAIT_S = 60.0
-
-
-# -- a database of our own, and what goes in it ------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-async def delivery_dsn(database_url: str) -> AsyncIterator[str]:
-    name = f"delivery_{secrets.token_hex(4)}"
-    admin = await asyncpg.connect(database_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    dsn = urlunsplit(urlsplit(database_url)._replace(path=f"/{name}"))
-    await migrate_url(dsn)
-    yield dsn
-    admin = await asyncpg.connect(database_url)
-    try:
-        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
-
-
-@pytest.fixture
-async def pool(delivery_dsn: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await asyncpg.create_pool(delivery_dsn, min_size=1, max_size=8)
-    # What an earlier test left waiting must not be delivered by this one's dispatchers.
-    await pool.execute("UPDATE delivery_jobs SET status = 'cancelled' WHERE status IN ('pending', 'delivering')")
-    yield pool
-    await pool.close()
-
-
-async def account(pool: asyncpg.Pool, usdc_base_units: int = 0) -> str:
-    pubkey = f"acct-{secrets.token_hex(12)}"
-    async with pool.acquire() as conn:
-        await create_account(conn, pubkey, usdc_base_units)
-    return pubkey
-
-
-@dataclass
-class Hook:
-    id: int
-    pubkey: str
-    secret: str
-
-
-async def subscribe(pool: asyncpg.Pool, url: str, pubkey: str | None = None, signal: bool = False) -> Hook:
-    pubkey = pubkey or await account(pool)
-    if signal:
-        new = webhooks.NewWebhook(url, "signal", signal_events=("newPair",))
-    else:
-        new = webhooks.NewWebhook(url, "lifecycle", lifecycle_events=("deposit.credited",))
-    secret = new_secret()
-    hook = await webhooks.create(pool, pubkey, new, secret, max_per_account=1_000)
-    assert hook is not None
-    return Hook(hook.id, pubkey, secret)
-
-
-async def enqueue(pool: asyncpg.Pool, hook: Hook, payload: Any = None, price: int = 0) -> int:
-    event_type = "signal.newPair" if price else "deposit.credited"
-    job_id: int = await pool.fetchval(
-        """INSERT INTO delivery_jobs (webhook_id, event_type, payload, price)
-           VALUES ($1, $2, $3::jsonb, $4) RETURNING id""",
-        hook.id,
-        event_type,
-        orjson.dumps(payload if payload is not None else {"n": secrets.token_hex(4)}).decode(),
-        price,
-    )
-    return job_id
-
-
-async def job(pool: asyncpg.Pool, job_id: int) -> asyncpg.Record:
-    row: asyncpg.Record = await pool.fetchrow("SELECT * FROM delivery_jobs WHERE id = $1", job_id)
-    return row
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s:g} s: {what}")
-        await asyncio.sleep(0.02)
-
-
-def settled(pool: asyncpg.Pool, *ids: int) -> Callable[[], Awaitable[bool]]:
-    async def check() -> bool:
-        done = await pool.fetchval(
-            "SELECT count(*) FROM delivery_jobs WHERE id = ANY($1::bigint[]) AND status IN ('delivered', 'dead')",
-            list(ids),
-        )
-        return bool(done == len(ids))
-
-    return check
-
-
-@asynccontextmanager
-async def dispatching(
-    pool: asyncpg.Pool, config: DispatchConfig = CONFIG, retry: RetryPolicy = FAST, name: str = "test"
-) -> AsyncIterator[Dispatcher]:
-    dispatcher = Dispatcher(pool, f"{name}:{secrets.token_hex(4)}", config, retry=retry)
-    stop = asyncio.Event()
-    task = asyncio.create_task(dispatcher.run(stop))
-    try:
-        yield dispatcher
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
-
-
-# -- a receiver ------------------------------------------------------------------------------------
-
-
-@dataclass
-class Received:
-    event_id: str
-    webhook_id: int
-    timestamp: int
-    signature: str
-    body: bytes
-    headers: dict[str, str]
-    at: float  # wall clock, as PostgreSQL's now()
-
-
-@dataclass
-class Answer:
-    status: int = 200
-    text: str = "ok"
-    headers: dict[str, str] = field(default_factory=dict)
-    wait_s: float = 0.0
-
-
-class Receiver:
-    """A real aiohttp server on 127.0.0.1 that records each delivery and answers as scripted."""
-
-    def __init__(self) -> None:
-        self.received: list[Received] = []
-        self.script: dict[str, list[Answer]] = {}  # per event id, consumed in order; then ``default``
-        self.default = Answer()
-        self.hold: dict[int, asyncio.Event] = {}  # per webhook id: answer once set
-        self.in_flight: Counter[int] = Counter()
-        self.most_in_flight: Counter[int] = Counter()
-        self.redirected = 0
-        self.url = ""
-
-    async def handle(self, request: web.Request) -> web.Response:
-        body = await request.read()
-        got = Received(
-            event_id=request.headers["X-Webhook-Event-Id"],
-            webhook_id=int(request.headers["X-Webhook-Id"]),
-            timestamp=int(request.headers["X-Webhook-Timestamp"]),
-            signature=request.headers["X-Webhook-Signature"],
-            body=body,
-            headers=dict(request.headers),
-            at=time.time(),
-        )
-        self.received.append(got)
-        self.in_flight[got.webhook_id] += 1
-        self.most_in_flight[got.webhook_id] = max(self.most_in_flight[got.webhook_id], self.in_flight[got.webhook_id])
-        try:
-            gate = self.hold.get(got.webhook_id)
-            if gate is not None:
-                await gate.wait()
-            script = self.script.get(got.event_id)
-            answer = script.pop(0) if script else self.default
-            if answer.wait_s:
-                await asyncio.sleep(answer.wait_s)
-            return web.Response(status=answer.status, text=answer.text, headers=answer.headers)
-        finally:
-            self.in_flight[got.webhook_id] -= 1
-
-    async def elsewhere(self, request: web.Request) -> web.Response:
-        self.redirected += 1
-        return web.Response(text="followed")
-
-    def events(self) -> Counter[str]:
-        return Counter(r.event_id for r in self.received)
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    rec = Receiver()
-    app = web.Application()
-    app.router.add_post("/hook", rec.handle)
-    app.router.add_post("/elsewhere", rec.elsewhere)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    rec.url = f"http://127.0.0.1:{port}/hook"
-    yield rec
-    for gate in rec.hold.values():
-        gate.set()
-    await runner.cleanup()
-
-
-def port_of(url: str) -> int:
-    port = urlsplit(url).port
-    assert port is not None
-    return port
-
 
 # -- the pure parts ----------------------------------------------------------------------------------
 
@@ -303,6 +101,19 @@ def test_a_lease_shorter_than_two_attempts_is_refused() -> None:
         DispatchConfig(timeout_s=10, lease_s=15)
     with pytest.raises(ValueError, match="webhook_lease_s"):
         Settings(webhook_delivery_timeout_s=30, webhook_lease_s=45)
+
+
+def test_the_fairness_settings_reach_the_dispatcher_and_bad_ones_are_refused() -> None:
+    config = dispatch_config(Settings(webhook_per_account=5, webhook_pause_after_dead=3))
+    assert (config.per_account, config.pause_after_dead) == (5, 3)
+    assert dispatch_config(Settings()).per_account == 16 and dispatch_config(Settings()).pause_after_dead == 10
+    with pytest.raises(ValueError, match="per_account"):
+        DispatchConfig(per_account=0)
+    with pytest.raises(ValueError, match="pause_after_dead"):
+        DispatchConfig(pause_after_dead=-1)
+    for bad in ({"webhook_per_account": 0}, {"webhook_watched_addresses_per_account": 5_001}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            Settings(**bad)
 
 
 @pytest.mark.parametrize(
@@ -481,7 +292,7 @@ async def test_a_slow_subscription_takes_at_most_its_share_of_slots(pool: asyncp
     config = DispatchConfig(concurrency=6, per_webhook=3, timeout_s=5, lease_s=30, allow_private=True, poll_s=0.05)
     async with dispatching(pool, config, name="a"), dispatching(pool, config, name="b"):
         await eventually(settled(pool, *fast_jobs), "the fast subscription's deliveries, the slow one stuck")
-        await eventually(lambda: _true(receiver.in_flight[slow.id] == 3), "the slow subscription's share out")
+        await eventually(lambda: is_true(receiver.in_flight[slow.id] == 3), "the slow subscription's share out")
         assert receiver.most_in_flight[slow.id] == 3  # over both dispatchers, never more
         receiver.hold[slow.id].set()
         await eventually(settled(pool, *slow_jobs), "the slow subscription's deliveries")
@@ -514,7 +325,7 @@ async def test_a_killed_dispatcher_loses_nothing(pool: asyncpg.Pool, receiver: R
     config = DispatchConfig(concurrency=8, per_webhook=8, timeout_s=1, lease_s=2, allow_private=True, poll_s=0.05)
     first = Dispatcher(pool, "first", config, retry=FAST)
     running = asyncio.create_task(first.run(asyncio.Event()))
-    await eventually(lambda: _true(len(receiver.received) == 8), "the first dispatcher's deliveries out")
+    await eventually(lambda: is_true(len(receiver.received) == 8), "the first dispatcher's deliveries out")
     running.cancel()
     await asyncio.gather(running, return_exceptions=True)
     held = {
@@ -536,10 +347,6 @@ async def test_a_killed_dispatcher_loses_nothing(pool: asyncpg.Pool, receiver: R
     assert twice <= held and max(counts.values()) <= 2
 
 
-async def _true(value: bool) -> bool:
-    return value
-
-
 async def test_a_stopping_dispatcher_gives_back_what_it_did_not_start(pool: asyncpg.Pool, receiver: Receiver) -> None:
     hook = await subscribe(pool, receiver.url)
     ids = [await enqueue(pool, hook) for _ in range(10)]
@@ -549,8 +356,8 @@ async def test_a_stopping_dispatcher_gives_back_what_it_did_not_start(pool: asyn
     )
     assert config.in_hand == 6  # two attempts under way, four queued
     async with dispatching(pool, config, name="stopping") as dispatcher:
-        await eventually(lambda: _true(len(receiver.received) == 2), "two deliveries out")
-        await eventually(lambda: _true(dispatcher.stats.claimed == 6), "four more jobs queued")
+        await eventually(lambda: is_true(len(receiver.received) == 2), "two deliveries out")
+        await eventually(lambda: is_true(dispatcher.stats.claimed == 6), "four more jobs queued")
     rows = await pool.fetch("SELECT status, attempts, locked_by FROM delivery_jobs WHERE id = ANY($1::bigint[])", ids)
     out = [r for r in rows if r["status"] == "delivering"]
     assert len(out) == 2 and {r["locked_by"] for r in out} == {dispatcher.id}  # cut off: left to their lease
@@ -629,17 +436,7 @@ async def test_private_targets_are_refused_and_the_reason_recorded(pool: asyncpg
     assert receiver.received == []
 
 
-# -- billing of signal deliveries ------------------------------------------------------------------
-
-
-async def ledger(pool: asyncpg.Pool, pubkey: str) -> list[tuple[str, int, str | None]]:
-    rows = await pool.fetch("SELECT type, amount, ref FROM ledger_entries WHERE pubkey = $1 ORDER BY id", pubkey)
-    return [(r["type"], int(r["amount"]), r["ref"]) for r in rows]
-
-
-async def conserved(pool: asyncpg.Pool, pubkey: str) -> bool:
-    async with pool.acquire() as conn:
-        return (await check_conservation(conn, pubkey)).ok
+# -- billing of paid deliveries --------------------------------------------------------------------
 
 
 async def test_a_priced_delivery_is_charged_once_however_many_attempts(pool: asyncpg.Pool, receiver: Receiver) -> None:
@@ -657,19 +454,43 @@ async def test_a_priced_delivery_is_charged_once_however_many_attempts(pool: asy
     assert orjson.loads(receiver.received[-1].body) == {"kind": "newPair", "slot": 7}  # a signal is its own body
 
 
-async def test_a_priced_delivery_that_dies_is_refunded(pool: asyncpg.Pool, receiver: Receiver) -> None:
+async def test_a_paid_delivery_the_receiver_answered_stays_charged(pool: asyncpg.Pool, receiver: Receiver) -> None:
+    """Any HTTP answer means the event reached the receiver: a 410 (dead at once) and a 500 on every
+    attempt (dead once the schedule gives up) were received, and their charges stay."""
     pubkey = await account(pool, 100_000)
     hook = await subscribe(pool, receiver.url, pubkey, signal=True)
-    job_id = await enqueue(pool, hook, price=5)
-    receiver.script[f"evt_{hook.id}_{job_id}"] = [Answer(410, "gone")]
-    async with dispatching(pool):
-        await eventually(settled(pool, job_id), "the dead delivery")
-    row = await job(pool, job_id)
-    assert (row["status"], row["charged"], row["last_status"]) == ("dead", 0, 410)
-    ref = f"delivery:{job_id}"
-    assert (await ledger(pool, pubkey))[1:] == [("debit", -5, ref), ("refund", 5, ref)]
-    assert await pool.fetchval("SELECT balance FROM accounts WHERE pubkey = $1", pubkey) == 10_000
-    assert await conserved(pool, pubkey)
+    refused, failing = await enqueue(pool, hook, price=5), await enqueue(pool, hook, price=5)
+    receiver.script[f"evt_{hook.id}_{refused}"] = [Answer(410, "gone")]
+    receiver.script[f"evt_{hook.id}_{failing}"] = [Answer(500, "down")] * 3
+    async with dispatching(pool, retry=fixed_delays([0.05, 0.05])):
+        await eventually(settled(pool, refused, failing), "two dead deliveries")
+    charges = sorted((await ledger(pool, pubkey))[1:], key=lambda e: str(e[2]))
+    assert charges == sorted([("debit", -5, f"delivery:{refused}"), ("debit", -5, f"delivery:{failing}")], key=str)
+    assert await balance(pool, pubkey) == 10_000 - 10 and await conserved(pool, pubkey)
+    for job_id, status in ((refused, 410), (failing, 500)):
+        row = await job(pool, job_id)
+        assert (row["status"], row["charged"], row["answered"], row["last_status"]) == ("dead", 5, True, status)
+
+
+async def test_a_paid_delivery_that_never_reached_the_receiver_is_refunded(
+    pool: asyncpg.Pool, receiver: Receiver
+) -> None:
+    """Nothing listening (connection refused every time) and a receiver that never answers in time:
+    dead without an answer, so never received: each charge comes back as a refund with its ref."""
+    pubkey = await account(pool, 100_000)
+    nowhere = await subscribe(pool, f"http://127.0.0.1:{free_port()}/hook", pubkey, signal=True)
+    silent = await subscribe(pool, receiver.url, pubkey, signal=True)
+    unreachable, unanswered = await enqueue(pool, nowhere, price=5), await enqueue(pool, silent, price=5)
+    receiver.script[f"evt_{silent.id}_{unanswered}"] = [Answer(200, "too late", wait_s=3.0)] * 2
+    config = DispatchConfig(concurrency=4, per_webhook=4, timeout_s=0.5, lease_s=5, allow_private=True, poll_s=0.05)
+    async with dispatching(pool, config, retry=fixed_delays([0.05])):
+        await eventually(settled(pool, unreachable, unanswered), "two dead deliveries")
+    for job_id in (unreachable, unanswered):
+        row = await job(pool, job_id)
+        assert (row["status"], row["attempts"], row["charged"], row["answered"]) == ("dead", 2, 0, False)
+        ref = f"delivery:{job_id}"
+        assert [e for e in await ledger(pool, pubkey) if e[2] == ref] == [("debit", -5, ref), ("refund", 5, ref)]
+    assert await balance(pool, pubkey) == 10_000 and await conserved(pool, pubkey)
 
 
 async def test_a_charge_that_crosses_the_low_balance_line_emits_low_balance(
@@ -678,7 +499,7 @@ async def test_a_charge_that_crosses_the_low_balance_line_emits_low_balance(
     pubkey = await account(pool, 10_000)  # 1,000 credits: the line
     watching = webhooks.NewWebhook(receiver.url, "lifecycle", lifecycle_events=("low_balance",))
     lifecycle = await webhooks.create(pool, pubkey, watching, new_secret(), max_per_account=1_000)
-    assert lifecycle is not None
+    assert isinstance(lifecycle, webhooks.Webhook)
     signals = await subscribe(pool, receiver.url, pubkey, signal=True)
     job_id = await enqueue(pool, signals, price=5)
     async with dispatching(pool):
@@ -706,7 +527,7 @@ async def test_an_account_that_cannot_pay_pauses_its_subscription(pool: asyncpg.
 
     async with dispatching(pool) as dispatcher:
         await eventually(paused, "the subscription paused")
-        await eventually(lambda: _true(dispatcher.in_flight == 0), "the claim let go")
+        await eventually(lambda: is_true(dispatcher.in_flight == 0), "the claim let go")
     hook_row = await pool.fetchrow("SELECT paused_reason FROM webhooks WHERE id = $1", hook.id)
     assert hook_row["paused_reason"] == "insufficient credits: a delivery costs 5, 2 available"
     row = await job(pool, job_id)

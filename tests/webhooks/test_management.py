@@ -19,8 +19,10 @@ from gateway.core.signals import KINDS
 from gateway.core.webhooks import MAX_WEBHOOKS_PER_ACCOUNT
 from gateway.openapi import WebhookCreated, WebhookList
 from gateway.storage import webhooks
+from gateway.webhooks.management import DEFAULT_MAX_WATCHED
 from gateway.webhooks.validation import parse_creation, url_problem
 from tests.auth.helpers import create_account, open_session, request, signed
+from tests.credits.helpers import fund
 from tests.support import RunningGateway
 from tests.webhooks.conftest import WebhookClient
 
@@ -179,6 +181,7 @@ async def test_the_listing_is_newest_first_and_never_shows_a_secret(owner: Webho
     assert answer.status == 200
     WebhookList.model_validate(answer.json)
     assert answer.json["max_webhooks"] == MAX_WEBHOOKS_PER_ACCOUNT
+    assert answer.json["max_watched_addresses"] == DEFAULT_MAX_WATCHED
     listed = answer.json["webhooks"]
     assert [h["id"] for h in listed] == [third["id"], second["id"], first["id"]]
     assert listed[1]["filter_value"] == owner.pubkey and listed[0]["signal_events"] == ["newPair"]
@@ -200,17 +203,61 @@ async def test_every_credential_mode_reaches_the_routes(gateway: RunningGateway,
     assert by_key_query.status == 200 and len(by_key_query.json["webhooks"]) == 1
 
 
-async def test_an_account_is_needed(
+async def test_an_account_with_credits_is_needed(
     gateway: RunningGateway, http: aiohttp.ClientSession, db: asyncpg.Connection
 ) -> None:
+    """No account: 402 -32002 with the payment terms. An account without credits: 402 -32010, in the
+    JSON-RPC body every 402 has, with what it needs and the deposit terms: webhooks' deliveries are
+    paid. One credit is enough, for every kind."""
     body = orjson.dumps({"url": HOOK, "filter_type": "signal"})
     anonymous = await request(http, "POST", gateway.url + "/webhooks", body=body)
     assert anonymous.status == 402 and anonymous.json["error"]["code"] == -32002
     stranger = WalletSigner(os.urandom(32))  # a valid signature, no account
     unknown = await signed(http, stranger, "POST", gateway.url, "/webhooks", body)
     assert unknown.status == 402 and unknown.json["error"]["code"] == -32002
-    await create_account(db, stranger.pubkey, usdc_base_units=0)  # an account with no credits is enough
+
+    await create_account(db, stranger.pubkey, usdc_base_units=0)  # an account, no credits
+    for kind in ({"filter_type": "signal"}, {"filter_type": "my_account"}, unwatched()):
+        broke = await signed(http, stranger, "POST", gateway.url, "/webhooks", orjson.dumps({"url": HOOK, **kind}))
+        assert broke.status == 402, broke
+        error = broke.json["error"]
+        assert error["code"] == -32010 and "creating a webhook needs a positive balance" in error["message"]
+        assert error["data"]["required"] == 1 and error["data"]["available"] == 0
+        assert error["data"]["deposit_address"] and broke.json["jsonrpc"] == "2.0"
+    assert await db.fetchval("SELECT count(*) FROM webhooks WHERE pubkey = $1", stranger.pubkey) == 0
+
+    await fund(gateway_pool(gateway), stranger.pubkey, 1)
     assert (await signed(http, stranger, "POST", gateway.url, "/webhooks", body)).status == 201
+
+
+async def test_an_account_watches_at_most_so_many_addresses(owner: WebhookClient) -> None:
+    """Distinct addresses over the account's watches (my_account is its own key); concurrent creations
+    cannot pass the cap together; other kinds and another watch of an address already watched are not
+    counted; a deleted watch frees its address."""
+    cap = DEFAULT_MAX_WATCHED
+    mine = await owner.created(url=HOOK, filter_type="my_account")
+    answers = await asyncio.gather(*(owner.create(**unwatched()) for _ in range(cap + 2)))
+    assert sorted(a.status for a in answers) == [201] * (cap - 1) + [400] * 3
+    refused = next(a for a in answers if a.status == 400).json["error"]
+    assert refused["code"] == "INVALID_REQUEST"
+    assert refused["message"] == (
+        f"this account's webhooks watch {cap} addresses, the most one account may watch: "
+        "delete a watch of another address first"
+    )
+    watched = next(a.json for a in answers if a.status == 201)
+    again = {"url": HOOK, "filter_type": watched["filter_type"], "filter_value": watched["filter_value"]}
+    assert (await owner.create(**again)).status == 201  # an address already watched
+    assert (await owner.create(url=HOOK, filter_type="program", filter_value=owner.pubkey)).status == 201  # its key
+    assert (await owner.create(url=HOOK, filter_type="signal")).status == 201
+    assert (await owner.create(**unwatched())).status == 400
+    listing = await owner.call("GET", "/webhooks")
+    assert listing.json["max_watched_addresses"] == cap
+    assert (await owner.delete(mine["id"])).status == 200  # its address is still watched by the program one
+    assert (await owner.create(**unwatched())).status == 400
+    alone = [a.json for a in answers if a.status == 201][1]  # the only watch of its address
+    assert (await owner.delete(alone["id"])).status == 200
+    assert (await owner.create(**unwatched())).status == 201
+    assert (await owner.create(**unwatched())).status == 400
 
 
 async def test_delete_cancels_what_was_not_delivered(owner: WebhookClient, db: asyncpg.Connection) -> None:
@@ -339,6 +386,12 @@ async def test_the_cap_holds_under_concurrent_creations(owner: WebhookClient) ->
 
 
 # ------------------------------------------------------------------------------------------ helpers
+
+
+def gateway_pool(gateway: RunningGateway) -> asyncpg.Pool:
+    pool = gateway.app.conn.db
+    assert pool is not None
+    return pool
 
 
 def unwatched() -> dict[str, Any]:

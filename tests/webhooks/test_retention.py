@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncpg
 
 from gateway.webhooks.retention import JobRetention
-from tests.webhooks.test_delivery import delivery_dsn, enqueue, pool, subscribe
-
-__all__ = ["delivery_dsn", "pool"]  # its own database, as the delivery tests have
+from tests.webhooks.support import enqueue, subscribe
 
 
 async def test_finished_jobs_past_retention_are_deleted_and_nothing_else(pool: asyncpg.Pool) -> None:
+    """On the module's own database (conftest's ``pool``), as the delivery tests."""
     hook = await subscribe(pool, "https://hooks.example.com/x")
     jobs: dict[tuple[str, int], int] = {}
     for status in ("pending", "delivering", "delivered", "dead", "cancelled"):

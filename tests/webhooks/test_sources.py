@@ -39,6 +39,7 @@ from gateway.core.credits import CreditPolicy, DepositCredit, UsageRecord
 from gateway.core.signals import SignalEvent
 from gateway.core.subscriptions import SIGNAL_EVENT_CREDITS
 from gateway.core.webhook_events import iso8601
+from gateway.core.webhooks import TRANSACTION_DELIVERY_CREDITS
 from gateway.credits.confirm import confirm_deposit
 from gateway.credits.watcher import DepositWatcher
 from gateway.pubsub.upstream import UpstreamPubSub
@@ -358,7 +359,7 @@ async def test_a_transfer_to_a_watched_account_makes_one_job_a_failed_one_none(
             "filter_type": "account",
         },
         str(ok),
-        0,
+        TRANSACTION_DELIVERY_CREDITS,  # paid, as a logsSubscribe notification of it would be
         "pending",
     )
     own = await signatures(db, mine)
