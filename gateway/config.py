@@ -462,6 +462,15 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
+    def _check_socket_headroom(self) -> Self:
+        if self.max_ongoing_requests < self.ws_max_connections + HTTP_HEADROOM:
+            raise ValueError(
+                f"max_ongoing_requests ({self.max_ongoing_requests}) must be at least ws_max_connections "
+                f"({self.ws_max_connections}) + {HTTP_HEADROOM}: open sockets would take the slots HTTP calls need"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _check_grpc_tls(self) -> Self:
         if (self.grpc_tls_cert is None) != (self.grpc_tls_key is None):
             raise ValueError("grpc_tls_cert and grpc_tls_key go together: set both (TLS) or neither (plaintext)")
@@ -477,15 +486,6 @@ class Settings(BaseSettings):
         # Usage is settled at the flush: a lease must outlive several flushes, or a retired lease could
         # expire before its usage settles, and that usage would be dropped.
         if self.credit_flush_interval_s * 4 > self.lease_ttl_s:
-    def _check_socket_headroom(self) -> Self:
-        if self.max_ongoing_requests < self.ws_max_connections + HTTP_HEADROOM:
-            raise ValueError(
-                f"max_ongoing_requests ({self.max_ongoing_requests}) must be at least ws_max_connections "
-                f"({self.ws_max_connections}) + {HTTP_HEADROOM}: open sockets would take the slots HTTP calls need"
-            )
-        return self
-
-    @model_validator(mode="after")
             raise ValueError(
                 f"credit_flush_interval_s ({self.credit_flush_interval_s:g}) must be at most a quarter of "
                 f"lease_ttl_s ({self.lease_ttl_s:g})"
