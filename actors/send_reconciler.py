@@ -7,6 +7,9 @@ actor settles the pending sends older than ``min_age_s`` (longer than a race las
 expired and never landed → ``expired``, free. So a pending charge lasts at most about a blockhash
 lifetime (150 blocks) plus ``min_age_s`` and one interval.
 
+Beside it, once an hour, it deletes settled sends and usage rows past their retention
+(:mod:`gateway.credits.retention`, which says why this actor owns both).
+
 Like the deposit watcher, it runs its loop on its own thread from ``__init__`` (a Ray restart only
 re-runs ``__init__``) and is one named, detached, restarting actor per cluster.
 """
@@ -20,6 +23,7 @@ from typing import Any
 
 from actors.loop_thread import LoopThread, connect_when_up
 from gateway.config import Settings
+from gateway.credits.retention import SettledRetention
 from gateway.sending.reconcile import reconcile
 from gateway.storage import sends
 from gateway.storage.connections import Pool
@@ -75,6 +79,7 @@ class SendReconcilerActor:
         self.interval_s = interval_s
         self.min_age_s = min_age_s
         self.reconciler: SendReconciler | None = None
+        self.retention: SettledRetention | None = None
         self._thread = LoopThread("send-reconciler", self._serve)
         self._thread.start()
 
@@ -84,17 +89,25 @@ class SendReconcilerActor:
         try:
             if conn is None or conn.db is None:
                 return
+            s = self.settings
             self.reconciler = SendReconciler(conn.db, node, self.min_age_s)
+            self.retention = SettledRetention(conn.db, s.send_retention_days, s.usage_retention_days)
             self._thread.ready.set()
-            await self.reconciler.run(self.interval_s, stop)
+            await asyncio.gather(self.reconciler.run(self.interval_s, stop), self.retention.run(stop))
         finally:
             await node.close()
             if conn is not None:
                 await conn.close()
 
     def status(self) -> dict[str, Any]:
-        r = self.reconciler
-        return {"running": self._thread.alive, "passes": r.passes if r else 0, "settled": r.settled if r else 0}
+        r, kept = self.reconciler, self.retention
+        return {
+            "running": self._thread.alive,
+            "passes": r.passes if r else 0,
+            "settled": r.settled if r else 0,
+            "sends_purged": kept.sends_purged if kept else 0,
+            "usage_purged": kept.usage_purged if kept else 0,
+        }
 
     def reconcile_now(self, timeout_s: float = 60.0) -> int:
         """Run one pass at once (besides the loop's own); the number of sends settled."""

@@ -271,6 +271,20 @@ class Settings(BaseSettings):
         description="Delivered, dead and cancelled webhook jobs older than this are deleted (hourly); a dead job "
         "can be replayed until then.",
     )
+    send_retention_days: float = Field(
+        30.0,
+        ge=1,
+        le=3650,
+        description="sendAndConfirm records settled longer ago than this are deleted (hourly, by the send "
+        "reconciler); getSendStatus answers null for them. Pending sends are never deleted.",
+    )
+    usage_retention_days: float = Field(
+        90.0,
+        ge=1,
+        le=3650,
+        description="Usage history rows (one per call, GET /account/history) older than this are deleted "
+        "(hourly, by the send reconciler). Ledger entries and balances are kept.",
+    )
     webhook_concurrency: int = Field(64, ge=1, le=10_000, description="Deliveries in flight at once per dispatcher.")
     webhook_per_subscription: int = Field(
         16,

@@ -218,6 +218,23 @@ async def pending(pool: asyncpg.Pool, older_than_s: float, limit: int = 500) -> 
     return [_record(r) for r in rows]
 
 
+@postgres_call(WHAT)
+async def purge_settled(pool: asyncpg.Pool, older_than_days: float, batch: int = 5_000) -> int:
+    """Delete up to ``batch`` sends settled more than ``older_than_days`` ago; how many went.
+
+    A pending send is never deleted, however old: its hold is still counted. The same transaction sent
+    after its row went is a new send (docs/api.md, Sending)."""
+    tag = await pool.execute(
+        """DELETE FROM sends WHERE signature IN (
+               SELECT signature FROM sends
+                WHERE status <> 'pending' AND settled_at < now() - $1::float8 * interval '1 day'
+                LIMIT $2)""",
+        float(older_than_days),
+        batch,
+    )
+    return int(tag.split()[-1])
+
+
 def _record(row: asyncpg.Record) -> SendRecord:
     return SendRecord(
         signature=row["signature"],

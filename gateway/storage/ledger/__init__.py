@@ -19,5 +19,15 @@ from gateway.storage.ledger.audit import check_conservation
 from gateway.storage.ledger.expiry import expire_due
 from gateway.storage.ledger.leases import OverspendError, grant_size, lease, settle
 from gateway.storage.ledger.sql import balance
+from gateway.storage.ledger.usage import purge_usage
 
-__all__ = ["OverspendError", "balance", "check_conservation", "expire_due", "grant_size", "lease", "settle"]
+__all__ = [
+    "OverspendError",
+    "balance",
+    "check_conservation",
+    "expire_due",
+    "grant_size",
+    "lease",
+    "purge_usage",
+    "settle",
+]

@@ -1,0 +1,101 @@
+"""Settled sends and usage rows past their retention are deleted, in batches, by the send reconciler;
+recent rows and pending sends stay, and so do the balance and the ledger."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+
+from actors.send_reconciler import SendReconcilerActor
+from gateway.credits import retention
+from gateway.credits.retention import SettledRetention
+from gateway.storage import sends
+from gateway.storage.ledger import check_conservation
+from gateway.storage.sends import SendStatus
+from tests.credits.helpers import fund, new_signature
+
+BLOCKHASH = "11111111111111111111111111111111"
+
+
+async def aged_send(pool: asyncpg.Pool, pubkey: str, status: SendStatus, age_days: float) -> str:
+    """A send held and, unless ``status`` is pending, settled; then dated ``age_days`` back."""
+    signature = new_signature()
+    held = await sends.hold(pool, pubkey, signature, BLOCKHASH, 10, 2, f"r-{signature[:8]}")
+    assert held.outcome is sends.HoldOutcome.HELD
+    if status is not SendStatus.PENDING:
+        await sends.settle(pool, signature, status)
+    await pool.execute(
+        """UPDATE sends SET created_at = now() - $2::float8 * interval '1 day',
+                  settled_at = CASE WHEN settled_at IS NULL THEN NULL ELSE now() - $2::float8 * interval '1 day' END
+           WHERE signature = $1""",
+        signature,
+        float(age_days),
+    )
+    return signature
+
+
+async def aged_usage(pool: asyncpg.Pool, pubkey: str, age_days: float) -> int:
+    row_id: int = await pool.fetchval(
+        """INSERT INTO usage_history (pubkey, method, credits, request_id, created_at)
+           VALUES ($1, 'getSlot', 1, 'r', now() - $2::float8 * interval '1 day') RETURNING id""",
+        pubkey,
+        float(age_days),
+    )
+    return row_id
+
+
+async def kept_sends(pool: asyncpg.Pool, signatures: list[str]) -> set[str]:
+    rows = await pool.fetch("SELECT signature FROM sends WHERE signature = ANY($1::text[])", signatures)
+    return {row["signature"] for row in rows}
+
+
+async def kept_usage(pool: asyncpg.Pool, ids: list[int]) -> set[int]:
+    rows = await pool.fetch("SELECT id FROM usage_history WHERE id = ANY($1::bigint[])", ids)
+    return {row["id"] for row in rows}
+
+
+async def test_old_settled_rows_go_recent_and_pending_stay(
+    pool: asyncpg.Pool, pubkey: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(retention, "BATCH", 2)  # several batches per table
+    await fund(pool, pubkey, 1_000)
+    settled = [SendStatus.CONFIRMED, SendStatus.FAILED, SendStatus.EXPIRED, SendStatus.REFUSED]
+    old = [await aged_send(pool, pubkey, status, 40) for status in settled]
+    recent = [await aged_send(pool, pubkey, status, 10) for status in settled]
+    pending = [await aged_send(pool, pubkey, SendStatus.PENDING, age) for age in (400, 1)]
+    old_usage = [await aged_usage(pool, pubkey, 100) for _ in range(5)]
+    recent_usage = [await aged_usage(pool, pubkey, 80) for _ in range(3)]
+    balance = await pool.fetchval("SELECT balance FROM accounts WHERE pubkey = $1", pubkey)
+
+    keeper = SettledRetention(pool, send_days=30, usage_days=90)
+    gone_sends, gone_usage = await keeper.purge_once()
+
+    assert gone_sends >= len(old) and gone_usage >= len(old_usage)  # (other tests' old rows may go too)
+    assert await kept_sends(pool, old + recent + pending) == set(recent + pending)
+    assert await kept_usage(pool, old_usage + recent_usage) == set(recent_usage)
+    assert await sends.pending_held(pool, pubkey) == 20  # both pending holds still count
+    assert await pool.fetchval("SELECT balance FROM accounts WHERE pubkey = $1", pubkey) == balance
+    async with pool.acquire() as conn:
+        assert (await check_conservation(conn, pubkey)).ok
+    assert await keeper.purge_once() == (0, 0)
+
+
+async def test_the_send_reconciler_actor_runs_the_retention(
+    pool: asyncpg.Pool, pubkey: str, database_url: str, devnode_url: str
+) -> None:
+    await fund(pool, pubkey, 1_000)
+    old = await aged_send(pool, pubkey, SendStatus.CONFIRMED, 40)
+    old_usage = await aged_usage(pool, pubkey, 100)
+    actor = SendReconcilerActor({"database_url": database_url, "upstream_rpc_url": devnode_url})
+    try:
+        for _ in range(150):  # its first pass runs as it starts
+            if not (await kept_sends(pool, [old]) or await kept_usage(pool, [old_usage])):
+                break
+            await asyncio.sleep(0.2)
+        assert await kept_sends(pool, [old]) == set() and await kept_usage(pool, [old_usage]) == set()
+        status = actor.status()
+        assert status["running"] and status["sends_purged"] >= 1 and status["usage_purged"] >= 1, status
+    finally:
+        actor.shutdown()
