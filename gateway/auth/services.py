@@ -102,7 +102,7 @@ class AuthServices:
         self.accounts = AccountStore(conn.db)
         strategies: list[Strategy] = [
             ApiKeyStrategy(self.api_keys),
-            WalletStrategy(self.nonces, self._clock),
+            WalletStrategy(self.nonces, self.accounts, self.terms, self._clock),
             SessionStrategy(self.sessions),
             TokenStrategy(self.api_keys, self.sessions),
         ]

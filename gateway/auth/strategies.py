@@ -13,12 +13,14 @@ from collections.abc import Callable
 from typing import Protocol
 
 from gateway.auth.api_keys import KEY_PREFIX, ApiKeyStore, is_api_key_format
+from gateway.auth.payment_terms import PaymentTerms, resource_url
 from gateway.core.credentials import Credentials, bearer_token
 from gateway.core.errors import ProxyError, auth_failed, nonce_reused
 from gateway.core.identity import Identity
 from gateway.core.signing import signing_message
 from gateway.core.wallet_headers import TIMESTAMP, HeaderFailure, parse_wallet_headers, verify_signature
 from gateway.pipeline import Call
+from gateway.storage.accounts import AccountStore
 from gateway.storage.nonces import Claim, NonceStore
 from gateway.storage.sessions import SessionStore
 
@@ -52,16 +54,29 @@ class ApiKeyStrategy:
 
 
 class WalletStrategy:
-    """Per-request signature. Order: headers, timestamp window, signature, and only then the nonce.
+    """Per-request signature. Order: headers, timestamp window, signature, account, and only then the nonce.
 
     The nonce is recorded last so that a forged or stale request cannot burn its owner's nonce, and
-    nothing at all is recorded for a request that fails.
+    nothing at all is recorded for a request that fails. A keypair without an account is refused 402
+    before its nonce is recorded, except on the account and session routes, which serve such keypairs
+    (``POST /account/api-key`` creates the account: its replay protection must hold) and which
+    per-address limits bound: fresh keypairs cannot fill Redis with nonces (docs/api.md, Authentication).
     """
 
     kind = "wallet"
+    #: Path prefixes of the routes that serve a keypair without an account; every other route needs one.
+    WITHOUT_ACCOUNT = ("/account/", "/auth/")
 
-    def __init__(self, nonces: NonceStore, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        nonces: NonceStore,
+        accounts: AccountStore,
+        terms: PaymentTerms,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._nonces = nonces
+        self._accounts = accounts  # a "yes" is cached: an account's own calls do not reach PostgreSQL
+        self._terms = terms
         self._clock = clock
 
     def supports(self, credentials: Credentials) -> bool:
@@ -76,6 +91,12 @@ class WalletStrategy:
         if not verify_signature(parsed.pubkey_bytes, message.encode("utf-8", "replace"), parsed.signature):
             raise auth_failed(
                 "X-Signature does not verify: sign ledger-svc:v2:{METHOD}:{PATH}:{TIMESTAMP}:{NONCE}:{BODY_HASH}"
+            )
+        if not call.path.startswith(self.WITHOUT_ACCOUNT) and not await self._accounts.exists(parsed.pubkey):
+            raise self._terms.error(
+                "Payment required: no account for this public key yet; deposit USDC to activate it",
+                resource_url(call),
+                parsed.pubkey,
             )
         claim = await self._nonces.claim(parsed.pubkey, parsed.nonce, parsed.timestamp)
         if claim is Claim.REPLAYED:
