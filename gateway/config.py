@@ -112,6 +112,21 @@ class Settings(BaseSettings):
     grpc_ping_interval_s: float = Field(
         15.0, gt=0, le=300, description="A stream with nothing to send for this long gets a ping update."
     )
+    grpc_account_filter_share: float = Field(
+        0.25,
+        gt=0,
+        le=1,
+        description="The part of upstream_grpc_max_filters one account's streams on a gRPC server process may use "
+        "together, per kind (0.25: 16 of 64); a stream that would exceed it is refused RESOURCE_EXHAUSTED.",
+    )
+    upstream_grpc_max_filters: int = Field(
+        64,
+        ge=1,
+        le=100_000,
+        description="Filters of one kind (accounts, transactions) the node accepts in one Subscribe request: the "
+        "budget of each gRPC server process's one upstream subscription (the devnode accepts 64; Yellowstone sets "
+        "no limit unless its config does: set it to the node's).",
+    )
     upstream_grpc_url: str | None = Field(
         None,
         description="The node's Yellowstone geyser endpoint (http:// or https://host:port) that the gRPC stream "

@@ -16,7 +16,8 @@ once, filtered by ``filter_by_commitment``. ``transactions_status`` updates are 
 transaction updates, as the public server derives them.
 
 :meth:`Fanout.wanted` is the union of every stream's filters as one request at processed, for a server
-that re-serves an upstream's stream (the gateway): the upstream sends a superset, matched here.
+that re-serves an upstream's stream (the gateway): the upstream sends a superset, matched here
+(:func:`union_request` builds it for any set of streams' filters).
 
 Pure: no I/O, no clock; a sink's ``deliver`` must not block (a server queues what it is handed).
 """
@@ -186,17 +187,7 @@ class Fanout:
 
     def wanted(self) -> geyser_pb2.SubscribeRequest:
         """One request at processed whose updates are a superset of what every stream wants."""
-        if self._dirty:
-            self._rebuild()
-        request = geyser_pb2.SubscribeRequest(commitment=geyser_pb2.PROCESSED)
-        request.slots["slots"].interslot_updates = True  # the commitment of held updates follows them
-        for i, af in enumerate(self._accounts):
-            request.accounts[f"accounts-{i}"].CopyFrom(af.to_proto())
-        for i, tf in enumerate(self._txs):
-            request.transactions[f"transactions-{i}"].CopyFrom(tf.to_proto())
-        if self._block_meta:
-            request.blocks_meta["blocks_meta"].SetInParent()
-        return request
+        return union_request(member.filters for member in self.members)
 
     # -- updates ----------------------------------------------------------------------------------
 
@@ -321,6 +312,27 @@ class Fanout:
         if status == FINALIZED:  # what is older and still held was on a fork that will not be finalized
             for older in [s for s in self._pending if s < slot]:
                 del self._pending[older]
+
+
+def union_request(streams: Iterable[Filters]) -> geyser_pb2.SubscribeRequest:
+    """One request at processed whose updates are a superset of what each of ``streams`` wants: each
+    distinct account and transaction filter once (a status filter is a transaction filter upstream)."""
+    accounts: dict[AccountFilter, None] = {}
+    txs: dict[TransactionFilter, None] = {}
+    block_meta = False
+    for f in streams:
+        accounts.update(dict.fromkeys(af for _, af in f.accounts))
+        txs.update(dict.fromkeys(tf for _, tf in (*f.transactions, *f.transactions_status)))
+        block_meta = block_meta or bool(f.blocks_meta)
+    request = geyser_pb2.SubscribeRequest(commitment=geyser_pb2.PROCESSED)
+    request.slots["slots"].interslot_updates = True  # the commitment of held updates follows them
+    for i, af in enumerate(accounts):
+        request.accounts[f"accounts-{i}"].CopyFrom(af.to_proto())
+    for i, tf in enumerate(txs):
+        request.transactions[f"transactions-{i}"].CopyFrom(tf.to_proto())
+    if block_meta:
+        request.blocks_meta["blocks_meta"].SetInParent()
+    return request
 
 
 def status_of(update: geyser_pb2.SubscribeUpdate) -> geyser_pb2.SubscribeUpdate:

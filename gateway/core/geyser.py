@@ -11,13 +11,19 @@ line for Yellowstone-type gRPC, in credits like every other price, and are publi
   A stream whose account cannot pay the next interval ends with ``RESOURCE_EXHAUSTED``.
 
 Refusals map onto gRPC's codes: no or a bad ``x-token`` is ``UNAUTHENTICATED``; no account, no
-credits, a rate limit, the per-account stream cap and a client too slow to read are
+credits, a rate limit, the per-account stream cap, the filter budget and a client too slow to read are
 ``RESOURCE_EXHAUSTED`` (a quota ran out: the status message says which); a suspended account is
 ``PERMISSION_DENIED``; the stores or the node being down is ``UNAVAILABLE``.
+
+The filter budget: a process asks the node for the union of its streams' filters in one subscription,
+so the union may hold no more distinct filters of a kind than the node accepts in one request
+(``max_filters``), and one account's streams together at most ``account_filters`` of them, so that no
+account can take the whole budget (docs/api.md, gRPC).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from gateway.core.errors import ProxyError, RpcCode
@@ -41,6 +47,27 @@ class StreamLimits:
     ping_interval_s: float = 15.0
     max_queued: int = 10_000
     max_queued_bytes: int = MAX_QUEUED_BYTES
+    max_filters: int = 64  # distinct filters of a kind in the process's upstream subscription
+    account_filters: int = 16  # of which one account's streams may use together
+
+
+def account_share(max_filters: int, share: float) -> int:
+    """One account's part of ``max_filters`` (at least one filter)."""
+    return max(1, math.floor(max_filters * share))
+
+
+def account_budget_message(kind: str, count: int, limits: StreamLimits) -> str:
+    return (
+        f"filter budget exceeded: this account's streams on this server would use {count} distinct {kind} "
+        f"filters (at most {limits.account_filters} per account; the stream is closed: ask for fewer)"
+    )
+
+
+def process_budget_message(kind: str, count: int, limits: StreamLimits) -> str:
+    return (
+        f"filter budget exceeded: this server's streams would use {count} distinct {kind} filters (at most "
+        f"{limits.max_filters}, what the node accepts in one subscription; the stream is closed: retry later)"
+    )
 
 
 def stream_limit_message(limit: int) -> str:
@@ -83,4 +110,6 @@ def pricing_view(limits: StreamLimits) -> dict[str, int | float]:
         "max_streams_per_account": limits.max_streams_per_account,
         "ping_interval_s": limits.ping_interval_s,
         "max_queued_updates": limits.max_queued,
+        "max_filters_per_server": limits.max_filters,
+        "max_filters_per_account": limits.account_filters,
     }

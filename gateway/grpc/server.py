@@ -21,10 +21,11 @@ import grpc
 
 from gateway.auth.services import AuthServices
 from gateway.config import Settings
-from gateway.core.geyser import StreamLimits
+from gateway.core.geyser import StreamLimits, account_share
 from gateway.core.limits import Limiter
 from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
+from gateway.grpc.budget import FilterBudget
 from gateway.grpc.service import GeyserGateway, ServiceDeps
 from gateway.grpc.upstream import MAX_MESSAGE_BYTES, UpstreamGeyser
 from gateway.storage.channels import CREDITED, Channel
@@ -43,6 +44,8 @@ def limits_of(settings: Settings) -> StreamLimits:
         billing_interval_s=settings.grpc_billing_interval_s,
         ping_interval_s=settings.grpc_ping_interval_s,
         max_queued=settings.grpc_max_queued,
+        max_filters=settings.upstream_grpc_max_filters,
+        account_filters=account_share(settings.upstream_grpc_max_filters, settings.grpc_account_filter_share),
     )
 
 
@@ -95,8 +98,10 @@ class GrpcStreamServer:
         self.notices = CreditNotices(None, self.meter)
         self.fanout = Fanout()
         self.upstream = UpstreamGeyser(settings.upstream_grpc_url, self.fanout, token=settings.upstream_grpc_token)
+        limits = limits_of(settings)
+        self.budget = FilterBudget(limits)
         self.service = GeyserGateway(
-            ServiceDeps(self.auth, self.meter, self.limiter, self.fanout, self.upstream, limits_of(settings))
+            ServiceDeps(self.auth, self.meter, self.limiter, self.fanout, self.upstream, limits, self.budget)
         )
         self._server: grpc.aio.Server | None = None
 

@@ -16,7 +16,10 @@ process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`
 - a stream opened with an API key or a session token ends ``UNAUTHENTICATED`` as soon as that
   credential is rotated or logged out, on whichever replica (:mod:`gateway.auth.revocations`);
 - at most ``grpc_max_streams_per_account`` streams per account are open on this process; a stream's
-  queue is bounded (:class:`geyser_proto.streaming.Outbound`), so a client too slow to read is cut off.
+  queue is bounded (:class:`geyser_proto.streaming.Outbound`), so a client too slow to read is cut off;
+- each request's filters are claimed from the process's filter budget (:mod:`gateway.grpc.budget`) before
+  they join the fan-out: a stream whose request would take the upstream subscription past what the node
+  accepts, or its account past its share, ends ``RESOURCE_EXHAUSTED`` and the others never notice.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from gateway.core.geyser import (
 from gateway.core.identity import Identity
 from gateway.core.limits import Limiter, RateLimited
 from gateway.credits.meter import Admission, Meter, Outcome
+from gateway.grpc.budget import FilterBudget
 from gateway.grpc.upstream import UpstreamGeyser
 from gateway.pipeline import Call, Wire
 from gateway.storage.errors import StoreUnavailable
@@ -78,6 +82,7 @@ class ServiceDeps:
     fanout: Fanout
     upstream: UpstreamGeyser
     limits: StreamLimits
+    budget: FilterBudget
     filter_limits: FilterLimits = DEFAULT_LIMITS
 
 
@@ -130,6 +135,12 @@ class GeyserGateway:
         revoked.watch(out)
 
         def apply(filters: Filters) -> None:
+            if out.ended:
+                return  # the stream is ending: a later request changes nothing
+            refused = deps.budget.claim(member, identity.pubkey, filters)
+            if refused is not None:
+                out.end(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
+                return
             deps.fanout.replace(member, filters)
             deps.upstream.refresh()
 
@@ -146,6 +157,7 @@ class GeyserGateway:
             if member.alive:
                 deps.fanout.detach(member)
                 deps.upstream.refresh()
+            deps.budget.release(member)
             for task in tasks:
                 task.cancel()
             uncount()

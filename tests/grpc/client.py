@@ -53,12 +53,14 @@ class Subscription:
             before.append(update)
 
     async def error(self) -> grpc.aio.AioRpcError:
-        """Read until the stream ends with an error status; that status."""
-        while True:
-            try:
-                await self.read()
-            except grpc.aio.AioRpcError as exc:
-                return exc
+        """Read until the stream ends with an error status (within WAIT_S: the server's pings would keep a
+        stream that never ends reading forever); that status."""
+        async with asyncio.timeout(WAIT_S):
+            while True:
+                try:
+                    await self.read()
+                except grpc.aio.AioRpcError as exc:
+                    return exc
 
 
 async def eventually(condition: Callable[[], Awaitable[bool] | bool], what: str, poll_s: float = 0.02) -> None:

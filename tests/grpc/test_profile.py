@@ -25,3 +25,4 @@ def test_pricing_publishes_the_stream_prices() -> None:
     grpc = pricing_document(PriceTable.default(), 100_000, 3600, frozenset())["grpc"]
     assert (grpc["unary_credits"], grpc["subscribe_credits"], grpc["interval_credits"]) == (1, 1, 60)
     assert (grpc["interval_s"], grpc["max_streams_per_account"]) == (60.0, 10)
+    assert (grpc["max_filters_per_server"], grpc["max_filters_per_account"]) == (64, 16)
