@@ -145,7 +145,7 @@ class GeyserGateway:
             deps.upstream.refresh()
 
         async def pong(ping_id: int) -> None:
-            await deps.upstream.sync(SYNC_TIMEOUT_S)
+            await deps.upstream.sync(member, SYNC_TIMEOUT_S)
             out.deliver(pong_update(ping_id))
 
         tasks = [

@@ -2,15 +2,25 @@
 
 :class:`UpstreamGeyser` keeps one ``Subscribe`` stream open to ``upstream_grpc_url`` (the devnode's
 geyser server in the embedded default), asking for the union of what the process's streams want
-(:meth:`geyser_proto.fanout.Fanout.wanted`, at processed: commitment is applied here) and handing
+(:func:`geyser_proto.fanout.union_request`, at processed: commitment is applied here) and handing
 every update to the fan-out. When the streams' filters change it sends the new union on the same
 stream, as the public server allows (a request replaces the filters), coalescing the changes of one
 loop turn into one request. A dropped stream is opened again with the current union after a short
 backoff; the client streams stay open meanwhile and simply receive nothing.
 
-:meth:`UpstreamGeyser.sync` pings the upstream on the same stream and waits for the pong: every
-request sent before it has been applied, so a client's filters are live upstream once its own ping is
-answered (the gateway answers a client ping only after that).
+Each filter request is followed by a ping on the same stream: its pong says the node took the request
+(:attr:`UpstreamGeyser.accepted`, each stream's filters it has), and :meth:`UpstreamGeyser.sync` waits
+for that for one stream, so a client's filters are live upstream once its own ping is answered (the
+gateway answers a client ping only after that).
+
+A request the node refuses as such (``INVALID_ARGUMENT`` and the like, :data:`REFUSED`) is never sent
+again: the filter budget (:mod:`gateway.grpc.budget`) keeps the union within what the node is known to
+accept, and when it refuses anyway, the streams whose filters changed since its last pong are the
+suspects. One suspect: that stream ends with the node's status and the subscription opens again at once
+without it. Several: the subscription opens again with what the node took, then sends one stream's
+change at a time (the one that waited longest), each with its own pong, until none is left, so the next
+refusal names one stream. The other streams keep their filters throughout and miss only the moment of
+reopening.
 
 The unary calls are forwarded on the same channel (:meth:`UpstreamGeyser.unary`).
 """
@@ -28,7 +38,9 @@ from urllib.parse import urlparse
 import grpc
 
 from geyser_proto import geyser_pb2
-from geyser_proto.fanout import Fanout
+from geyser_proto.fanout import Fanout, Member, union_request
+from geyser_proto.filters import EMPTY, Filters
+from geyser_proto.streaming import Outbound
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +49,15 @@ UNARY_TIMEOUT_S = 10.0
 #: Updates of up to this size are accepted (an account's data is up to 10 MiB).
 MAX_MESSAGE_BYTES = 64 * 2**20
 _PING_IDS = 2**31 - 1
+#: The node's answers to a request it will never take: sending the same one again is refused again.
+REFUSED = frozenset(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.OUT_OF_RANGE,
+    }
+)
 
 
 def grpc_target(url: str) -> tuple[str, bool]:
@@ -68,6 +89,9 @@ class UpstreamGeyser:
         self.connected = False
         self.updates = 0  # received from upstream
         self.requests = 0  # filter requests sent upstream
+        self.refused = 0  # client streams ended because the node refused their filters
+        #: Each stream's filters as the node last took them (its last pong), on any subscription so far.
+        self.accepted: dict[Member, Filters] = {}
         self._subscribe = self.channel.stream_stream(
             SERVICE + "Subscribe",
             request_serializer=geyser_pb2.SubscribeRequest.SerializeToString,
@@ -77,7 +101,12 @@ class UpstreamGeyser:
         self._sent_version = -1
         self._refresh_scheduled = False
         self._ping_ids = itertools.count(1)
-        self._pongs: dict[int, asyncio.Future[None]] = {}
+        self._inflight: dict[int, dict[Member, Filters]] = {}  # ping id -> the filters of the request before it
+        self._acked = False  # the node took a request on the current subscription
+        self._acks = asyncio.Event()  # replaced by a new one at each pong: waiters hold the one they saw
+        self._careful = False  # one stream's change per request (after a refusal with several suspects)
+        self._turns: dict[Member, int] = {}  # careful mode: when each stream's change was last sent alone
+        self._turn = itertools.count(1)
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -100,27 +129,79 @@ class UpstreamGeyser:
             self._refresh_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
+    @property
+    def careful(self) -> bool:
+        """Whether changes go one stream at a time (after a refusal with several suspects)."""
+        return self._careful
+
     def _flush(self) -> None:
         self._refresh_scheduled = False
-        if self.fanout.version != self._sent_version:
+        if self._careful:
+            self._probe()
+        elif self.fanout.version != self._sent_version:
             self._sent_version = self.fanout.version
-            self._outgoing.put_nowait(self.fanout.wanted())
-            self.requests += 1
+            self._send({member: member.filters for member in self.fanout.members})
 
-    async def sync(self, timeout_s: float = 5.0) -> bool:
-        """Wait until the upstream has applied every request sent so far (a ping answered on the stream);
-        False if it did not answer in time (not connected, or slow)."""
-        self._flush()
+    def _probe(self) -> None:
+        """Careful mode: what the node took, plus one stream's change, once the previous one was answered."""
+        if self._inflight:
+            return
+        members = self.fanout.members
+        took = {member: filters for member, filters in self.accepted.items() if member in members}
+        if not self._acked:
+            self._send(took)  # a new subscription opens with nothing the node has not taken
+            return
+        changed = [member for member in members if member.filters != took.get(member, EMPTY)]
+        if not changed:
+            self._careful, self._sent_version = False, -1
+            self._turns.clear()
+            self._flush()
+            return
+        probe = min(changed, key=lambda member: self._turns.get(member, 0))
+        self._turns[probe] = next(self._turn)
+        self._send({**took, probe: probe.filters})
+
+    def _send(self, target: dict[Member, Filters]) -> None:
         ping_id = next(self._ping_ids) % _PING_IDS
-        pong = self._pongs[ping_id] = asyncio.get_running_loop().create_future()
+        self._inflight[ping_id] = target
+        self._outgoing.put_nowait(union_request(target.values()))
         self._outgoing.put_nowait(geyser_pb2.SubscribeRequest(ping=geyser_pb2.SubscribeRequestPing(id=ping_id)))
+        self.requests += 1
+
+    def _took(self, ping_id: int) -> None:
+        """A pong: the node took the request before it, and every one sent earlier (it applies them in order)."""
+        if ping_id not in self._inflight:
+            return
+        while True:
+            sent = next(iter(self._inflight))
+            target = self._inflight.pop(sent)
+            if sent == ping_id:
+                break
+        self.accepted = {member: filters for member, filters in target.items() if member.alive}
+        self._acked = True
+        self._wake()
+        if self._careful:
+            self._probe()
+
+    def live(self, member: Member) -> bool:
+        """Whether the node has this stream's current filters on the open subscription."""
+        return self._acked and self.accepted.get(member, EMPTY) == member.filters
+
+    async def sync(self, member: Member, timeout_s: float = 5.0) -> bool:
+        """Wait until the node has ``member``'s current filters (or the stream ended); False if that did
+        not happen in time (not connected, slow, or its change still waiting its turn)."""
+        self._flush()
         try:
-            await asyncio.wait_for(pong, timeout_s)
-            return True
+            async with asyncio.timeout(timeout_s):
+                while member.alive and not self.live(member):
+                    await self._acks.wait()
         except TimeoutError:
             return False
-        finally:
-            self._pongs.pop(ping_id, None)
+        return self.live(member)
+
+    def _wake(self) -> None:
+        acks, self._acks = self._acks, asyncio.Event()
+        acks.set()
 
     @staticmethod
     async def _requests(
@@ -132,8 +213,10 @@ class UpstreamGeyser:
     async def _run(self) -> None:
         while True:
             self._outgoing = asyncio.Queue()
-            self._sent_version = -1
-            self._flush()  # the current union opens the stream
+            self._inflight.clear()
+            self._acked, self._sent_version = False, -1
+            self._flush()  # the streams' filters open the subscription
+            delay = self.retry_s
             try:
                 call = self._subscribe(self._requests(self._outgoing), metadata=self.metadata)
                 async for update in call:
@@ -141,19 +224,53 @@ class UpstreamGeyser:
                     self._on_update(update)
                 log.warning("upstream geyser %s ended the stream; reconnecting", self.url)
             except grpc.aio.AioRpcError as exc:
-                log.warning("upstream geyser %s: %s %s; reconnecting", self.url, exc.code().name, exc.details())
+                if exc.code() in REFUSED and self._isolate(exc):
+                    delay = 0.0  # reopen at once without what was refused
+                else:
+                    log.warning("upstream geyser %s: %s %s; reconnecting", self.url, exc.code().name, exc.details())
             except Exception:
                 log.exception("upstream geyser %s failed; reconnecting", self.url)
-            self.connected = False
-            await asyncio.sleep(self.retry_s)
+            self.connected = self._acked = False
+            await asyncio.sleep(delay)
+
+    def _isolate(self, exc: grpc.aio.AioRpcError) -> bool:
+        """The node refused a request: set aside the streams that could have caused it; True when there
+        were any (the subscription can reopen at once without them)."""
+        suspects = {
+            member
+            for target in self._inflight.values()
+            for member, filters in target.items()
+            if filters != self.accepted.get(member, EMPTY)
+        }
+        why = f"{exc.code().name} {exc.details()}"
+        if len(suspects) == 1:
+            (member,) = suspects
+            log.warning("upstream geyser %s refused a stream's filters (%s): that stream is ended", self.url, why)
+            self._refuse(member, exc)
+            return True
+        if suspects:
+            log.warning(
+                "upstream geyser %s refused the filters of one of %d streams (%s)", self.url, len(suspects), why
+            )
+            self._careful = True
+            return True
+        # Nothing new in what it refused (its limits changed?): try every stream again, one at a time.
+        log.error("upstream geyser %s refused a request with no new filters (%s); reconnecting", self.url, why)
+        self.accepted, self._careful = {}, True
+        return False
+
+    def _refuse(self, member: Member, exc: grpc.aio.AioRpcError) -> None:
+        self.refused += 1
+        self.fanout.detach(member)
+        if isinstance(member.sink, Outbound):
+            member.sink.end(exc.code(), f"the node's geyser endpoint refused this stream's filters: {exc.details()}")
+        self._wake()
 
     def _on_update(self, update: geyser_pb2.SubscribeUpdate) -> None:
         self.updates += 1
         kind = update.WhichOneof("update_oneof")
         if kind == "pong":
-            pong = self._pongs.get(update.pong.id)
-            if pong is not None and not pong.done():
-                pong.set_result(None)
+            self._took(update.pong.id)
         elif kind != "ping":
             self.fanout.publish(update)
 

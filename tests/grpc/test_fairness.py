@@ -1,6 +1,7 @@
 """One caller's filters never stop another's stream: the process's one upstream subscription asks the node
-only for what it accepts (the filter budget, docs/api.md gRPC), through the gateway's server, the
-devnode's geyser server and the generated client."""
+only for what it accepts (the filter budget, docs/api.md gRPC), and a request the node refuses anyway
+ends only the stream that asked for it (through the gateway's server, the devnode's geyser server and
+the generated client)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import Any
 import asyncpg
 import grpc
 from solders.keypair import Keypair
+from solders.pubkey import Pubkey
 
+from devnode.node import Devnode
 from tests.grpc.client import Subscription, kind
 from tests.grpc.conftest import GeyserClient, StreamFactory
 
@@ -102,3 +105,32 @@ async def test_the_budget_gives_each_account_a_share_and_checks_a_bigger_replace
             await first.ping()  # the streams within their share go on
             await other.ping()
             assert stream.server.budget.used() == (8, 1)
+
+
+async def test_a_union_the_node_refuses_ends_only_the_stream_that_made_it(
+    geyser: GeyserClient, serve_stream: StreamFactory, db: asyncpg.Connection, devnode: Devnode
+) -> None:
+    pb2 = geyser.pb2
+    # Settings that promise more than the devnode takes (64 per kind): the node refuses the union of 80.
+    async with serve_stream(upstream_grpc_max_filters=1_000, grpc_account_filter_share=1.0) as stream:
+        _, greedy_key = await stream.customer(db, 10_000)
+        _, other_key = await stream.customer(db, 10_000)
+        async with grpc.aio.insecure_channel(stream.address) as channel:
+            slots = Subscription(geyser, channel, other_key)
+            await slots.send(slots={"s": pb2.SubscribeRequestFilterSlots()})
+            await slots.ping()
+            first, second = Subscription(geyser, channel, greedy_key), Subscription(geyser, channel, greedy_key)
+            filters, first_keys = watched(pb2, 40)
+            await first.send(accounts=filters)
+            await first.ping()
+            watching = asyncio.create_task(longest_slot_gap(slots, 3.0))
+            await second.send(accounts=watched(pb2, 40)[0])
+            error = await second.error()
+            assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "the node's geyser endpoint refused this stream's filters" in error.details()
+            assert "too many `accounts` filters: 80 (max 64)" in error.details()
+            assert await watching < MAX_SLOT_GAP_S
+            await first.ping()  # live upstream again
+            devnode.chain.airdrop(Pubkey.from_string(first_keys[7]), 1_000_000)
+            update = await first.until(lambda u: kind(u) == "account")
+            assert list(update.filters) == ["a7"]
