@@ -36,6 +36,11 @@ NONCE_TTL_S = 180
 WHAT = "the nonce store"
 
 
+def nonce_key(pubkey: str, nonce: str) -> str:
+    """The Redis key that records the pair."""
+    return f"nonce:{pubkey}:{nonce}"
+
+
 class Claim(StrEnum):
     ACCEPTED = "accepted"
     REPLAYED = "replayed"  # the pair was accepted before
@@ -69,7 +74,7 @@ class NonceStore:
         if self._connects() != self._checked_at_connects:
             await self._learn_start()
         async with redis_errors(WHAT):
-            created = await self._redis.set(f"nonce:{pubkey}:{nonce}", b"1", nx=True, ex=self.ttl_s)
+            created = await self._redis.set(nonce_key(pubkey, nonce), b"1", nx=True, ex=self.ttl_s)
         if not created:
             return Claim.REPLAYED
         return Claim.ACCEPTED if timestamp > self.started_at else Claim.BEFORE_RESTART
