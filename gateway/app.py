@@ -28,6 +28,7 @@ from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
 from gateway.credits.stage import CreditHeaders, MeteringStage
 from gateway.forward import Forwarder, LocalMethod, ParseStage
+from gateway.grpc.server import limits_of
 from gateway.ip_limits import IpLimits
 from gateway.pipeline import Call, Handler, Reply, Stage, compose, error_boundary
 from gateway.products.bulk import BulkEndpoint, bulk_endpoints
@@ -106,6 +107,7 @@ class GatewayApp:
         self.rpc: Handler = compose([error_boundary, *self.rpc_stages()], self.forwarder)
         self.bulk: dict[str, BulkEndpoint] = bulk_endpoints(self.upstream, BulkMetering(self.metering))
         self.pubsub = UpstreamPubSub(settings.derived_ws_url() or DEFAULT_UPSTREAM_WS)  # connects on first use
+        self.grpc_limits = limits_of(settings)  # what /pricing shows of the gRPC stream's server processes
         self.ws_limits = Limits(
             max_connections_per_account=settings.ws_max_connections_per_account,
             max_connections_per_address=settings.ws_max_connections_per_address,

@@ -103,6 +103,12 @@ class Settings(BaseSettings):
     grpc_max_streams_per_account: int = Field(
         10, ge=1, le=10_000, description="Open Subscribe streams per account on one gRPC server process."
     )
+    grpc_max_streams_per_address: int = Field(
+        40,
+        ge=1,
+        le=100_000,
+        description="Open Subscribe streams from one client address on one gRPC server process (any accounts).",
+    )
     grpc_max_queued: int = Field(
         10_000,
         ge=10,

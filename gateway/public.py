@@ -85,9 +85,10 @@ def pricing_document(
     not_available: frozenset[str],
     trade_builders: Mapping[str, Any] | None = None,
     ws_limits: Limits | None = None,
+    grpc_limits: StreamLimits | None = None,
 ) -> dict[str, Any]:
     """``trade_builders``: the builders' fee, percentage and rate (``GatewayApp.trade_pricing``);
-    ``ws_limits``: the WebSocket limits as configured (``GatewayApp.ws_limits``)."""
+    ``ws_limits``, ``grpc_limits``: the WebSocket's and the gRPC stream's limits as configured."""
     document: dict[str, Any] = {
         "ok": True,
         "credits_per_usdc": credits_per_usdc,
@@ -106,7 +107,7 @@ def pricing_document(
             for name, credits in BULK_CREDITS.items()
         },
         "websocket": pricing_view(ws_limits or Limits()),
-        "grpc": grpc_pricing_view(StreamLimits()),
+        "grpc": grpc_pricing_view(grpc_limits or StreamLimits()),
         "webhooks": webhook_pricing_view(),
     }
     if trade_builders is not None:

@@ -43,6 +43,7 @@ class StreamLimits:
     """One gRPC server process's limits (settings ``grpc_*``)."""
 
     max_streams_per_account: int = 10
+    max_streams_per_address: int = 40  # open streams from one client address on this process
     billing_interval_s: float = 60.0
     ping_interval_s: float = 15.0
     max_queued: int = 10_000
@@ -68,6 +69,20 @@ def process_budget_message(kind: str, count: int, limits: StreamLimits) -> str:
         f"filter budget exceeded: this server's streams would use {count} distinct {kind} filters (at most "
         f"{limits.max_filters}, what the node accepts in one subscription; the stream is closed: retry later)"
     )
+
+
+def address_limit_message(limit: int) -> str:
+    return f"stream limit reached: {limit} open Subscribe streams from this address ({limit}/{limit})"
+
+
+def peer_address(peer: str) -> str:
+    """The address of a gRPC peer as grpc names it (``ipv4:1.2.3.4:port``, ``ipv6:[::1]:port``)."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6" and rest.startswith("["):
+        return rest[1 : rest.find("]")]
+    if kind == "ipv4":
+        return rest.rpartition(":")[0]
+    return peer  # unix sockets and the like: the whole name
 
 
 def stream_limit_message(limit: int) -> str:
@@ -108,6 +123,7 @@ def pricing_view(limits: StreamLimits) -> dict[str, int | float]:
         "interval_credits": INTERVAL_CREDITS,
         "interval_s": limits.billing_interval_s,
         "max_streams_per_account": limits.max_streams_per_account,
+        "max_streams_per_address": limits.max_streams_per_address,
         "ping_interval_s": limits.ping_interval_s,
         "max_queued_updates": limits.max_queued,
         "max_filters_per_server": limits.max_filters,

@@ -41,6 +41,7 @@ STOP_GRACE_S = 1.0
 def limits_of(settings: Settings) -> StreamLimits:
     return StreamLimits(
         max_streams_per_account=settings.grpc_max_streams_per_account,
+        max_streams_per_address=settings.grpc_max_streams_per_address,
         billing_interval_s=settings.grpc_billing_interval_s,
         ping_interval_s=settings.grpc_ping_interval_s,
         max_queued=settings.grpc_max_queued,

@@ -15,7 +15,8 @@ process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`
   the server's HTTP/2 keepalive within 30 s, well inside an interval);
 - a stream opened with an API key or a session token ends ``UNAUTHENTICATED`` as soon as that
   credential is rotated or logged out, on whichever replica (:mod:`gateway.auth.revocations`);
-- at most ``grpc_max_streams_per_account`` streams per account are open on this process; a stream's
+- at most ``grpc_max_streams_per_account`` streams per account and ``grpc_max_streams_per_address``
+  per client address are open on this process; a stream's
   queue is bounded (:class:`geyser_proto.streaming.Outbound`), so a client too slow to read is cut off;
 - each request's filters are claimed from the process's filter budget (:mod:`gateway.grpc.budget`) before
   they join the fan-out: a stream whose request would take the upstream subscription past what the node
@@ -46,7 +47,9 @@ from gateway.core.geyser import (
     SUBSCRIBE_CREDITS,
     UNARY_CREDITS,
     StreamLimits,
+    address_limit_message,
     interval_unpaid_message,
+    peer_address,
     refusal,
     stream_limit_message,
 )
@@ -90,6 +93,7 @@ class GeyserGateway:
     def __init__(self, deps: ServiceDeps) -> None:
         self.deps = deps
         self.open_streams: Counter[str] = Counter()  # per account, on this process
+        self.open_by_address: Counter[str] = Counter()  # per client address, on this process
 
     # -- Subscribe ------------------------------------------------------------------------------
 
@@ -98,19 +102,21 @@ class GeyserGateway:
         generation = revocations.generation
         identity = await self._authenticate(context, "Subscribe")
         credential = self.deps.auth.credential_of(grpc_credentials(context.invocation_metadata() or ()), identity)
-        pubkey, limits = identity.pubkey, self.deps.limits
+        pubkey, limits, address = identity.pubkey, self.deps.limits, peer_address(context.peer() or "")
         if self.open_streams[pubkey] >= limits.max_streams_per_account:
             await _abort(context, "RESOURCE_EXHAUSTED", stream_limit_message(limits.max_streams_per_account))
+        if self.open_by_address[address] >= limits.max_streams_per_address:
+            await _abort(context, "RESOURCE_EXHAUSTED", address_limit_message(limits.max_streams_per_address))
         self.open_streams[pubkey] += 1
+        self.open_by_address[address] += 1
         counted = True
 
         def uncount() -> None:  # once the stream ends, even while its status is still on its way
             nonlocal counted
             if counted:
                 counted = False
-                self.open_streams[pubkey] -= 1
-                if self.open_streams[pubkey] <= 0:
-                    del self.open_streams[pubkey]
+                _drop(self.open_streams, pubkey)
+                _drop(self.open_by_address, address)
 
         try:
             stream_id = f"grpc-{os.urandom(8).hex()}"
@@ -312,6 +318,12 @@ class Revoked:
         if self._release is not None:
             self._release()
             self._release = None
+
+
+def _drop(counts: Counter[str], key: str) -> None:
+    counts[key] -= 1
+    if counts[key] <= 0:
+        del counts[key]
 
 
 async def _abort(context: grpc.aio.ServicerContext, code: str, message: str) -> NoReturn:

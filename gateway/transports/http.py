@@ -74,6 +74,7 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
             gw.not_available,
             await gw.trade_pricing(),
             ws_limits=gw.ws_limits,
+            grpc_limits=gw.grpc_limits,
         )
         return to_response(json_reply(200, document))
 

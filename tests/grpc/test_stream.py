@@ -192,3 +192,23 @@ async def test_an_idle_stream_gets_server_pings(
             await sub.send(accounts={"quiet": quiet})  # nothing will match
             pings = [await sub.until(lambda u: kind(u) == "ping") for _ in range(2)]
             assert all(p.HasField("created_at") and not p.filters for p in pings)
+
+
+async def test_open_streams_per_client_address_are_capped_whatever_the_accounts(
+    geyser: GeyserClient, serve_stream: StreamFactory, db: asyncpg.Connection
+) -> None:
+    async with serve_stream(grpc_max_streams_per_address=2) as stream:
+        keys = [(await stream.customer(db, 10_000))[1] for _ in range(3)]
+        async with grpc.aio.insecure_channel(stream.address) as channel:
+            open_ = [Subscription(geyser, channel, key) for key in keys[:2]]
+            for sub in open_:
+                await sub.send(slots={"s": geyser.pb2.SubscribeRequestFilterSlots()})
+                await sub.ping()
+            third = Subscription(geyser, channel, keys[2])  # another account, the same address
+            error = await third.error()
+            assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
+            assert "from this address (2/2)" in (error.details() or "")
+            open_[0].call.cancel()
+            await eventually(lambda: stream.server.service.open_by_address == {"127.0.0.1": 1}, "the cancel seen")
+            again = Subscription(geyser, channel, keys[2])
+            await again.ping()
