@@ -6,6 +6,11 @@ reached the receiver refunded). Every function taking the owner's ``pubkey`` see
 subscriptions that are not deleted, so a missing id, another account's id and a deleted one look
 alike to the caller.
 
+A transaction watch (``account``, ``program``, ``my_account``) of an account whose balance is below the
+price of one delivery is paused by :func:`pause_unfunded_watches` (the watcher, before each read of the
+watched addresses): paused, it holds no place among the addresses the watcher follows, and it waits for
+its owner to resume it, as any paused subscription does.
+
 The signing secret is stored as text, in clear, like any signing secret a server must itself use:
 each delivery is signed with it. It leaves this module only through :func:`signing_secret` (for the
 dispatcher); :func:`create` and :func:`rotate_secret` take it from the caller, who made it. No
@@ -32,7 +37,9 @@ WHAT = "the webhook store"
 
 class WebhookStatus(StrEnum):
     ACTIVE = "active"
-    PAUSED = "paused"  # deliveries wait (one could not be paid, or too many in a row died); resume makes it active
+    # Deliveries wait (one could not be paid, too many in a row died, or a watch's account has less than one
+    # delivery's price: :func:`pause_unfunded_watches`); resume makes it active.
+    PAUSED = "paused"
     DELETED = "deleted"
 
 
@@ -323,6 +330,48 @@ async def pause(db: asyncpg.Pool | asyncpg.Connection, webhook_id: int, reason: 
         reason,
     )
     return found is not None
+
+
+#: Why a transaction watch was paused for want of credits (a ``format()`` of the price, the balance and its id).
+UNFUNDED_REASON = (
+    "insufficient credits: a transaction delivery costs %s and the balance is %s, so its address is not watched: "
+    "deposit, then POST /webhooks/%s/resume"
+)
+
+
+@postgres_call(WHAT)
+async def pause_unfunded_watches(pool: asyncpg.Pool, price: int) -> list[int]:
+    """Pause the active transaction watches (``account``, ``program``, ``my_account``) of accounts whose
+    balance is below ``price`` (one delivery), with :data:`UNFUNDED_REASON`; their ids.
+
+    A watch on a quiet address makes no delivery whose charge could fail, so without this an account
+    that spent its credits would keep its addresses among those the watcher follows for good. Paused,
+    it is no longer a watch target (:func:`gateway.storage.webhook_events.watch_targets` reads active
+    subscriptions only) and receives no job; its owner resumes it after a deposit. The balance is the
+    account's (credits held by leases and pending sends included: they are still the account's), read
+    without the account lock: a deposit committed during the statement may come too late to spare a
+    watch, which the owner then resumes. Only subscription rows are locked, in id order, as
+    :mod:`gateway.storage.delivery_jobs` locks them, so no writer here waits on it in a cycle.
+    Nothing is paused when deliveries are free (``price`` 0).
+    """
+    if price <= 0:
+        return []
+    rows = await pool.fetch(
+        """WITH unfunded AS (
+               SELECT w.id, a.balance FROM webhooks w JOIN accounts a ON a.pubkey = w.pubkey
+               WHERE w.status = 'active' AND w.filter_type = ANY($2::text[]) AND a.balance < $1::bigint
+               ORDER BY w.id
+               FOR UPDATE OF w
+           )
+           UPDATE webhooks w SET status = 'paused', paused_reason = format($3::text, $1::bigint, u.balance, w.id)
+           FROM unfunded u
+           WHERE w.id = u.id
+           RETURNING w.id""",
+        price,
+        list(WATCH_FILTERS),
+        UNFUNDED_REASON,
+    )
+    return sorted(int(row["id"]) for row in rows)
 
 
 async def _owned(conn: asyncpg.Connection, pubkey: str, webhook_id: int) -> WebhookStatus | None:

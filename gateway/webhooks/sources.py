@@ -4,7 +4,11 @@
 Both run in the ``webhook-watcher`` actor (:mod:`actors.webhook_watcher`), one per cluster.
 
 **Transaction watches** (``account``, ``program``, ``my_account``): :class:`TransactionWatches` re-reads
-the watched addresses every ``refresh_s`` (new subscriptions are picked up, deleted ones dropped). The
+the watched addresses every ``refresh_s`` (new subscriptions are picked up, deleted and paused ones
+dropped). Each refresh first pauses the watches of accounts whose balance is below one delivery's price
+(:func:`~gateway.storage.webhooks.pause_unfunded_watches`): a quiet address makes no delivery whose
+charge could fail, so this is what keeps an account that spent its credits from holding its addresses
+among the ``max_addresses`` followed, streamed and polled; its owner resumes it after a deposit. The
 writer of jobs is one poll per address, ``getSignaturesForAddress`` (commitment confirmed) from the
 newest page down to the address's cursor, oldest first: successful transactions become jobs, and the
 cursor moves past them in the same transaction (:func:`~gateway.storage.webhook_events.record_transactions`),
@@ -69,6 +73,7 @@ from gateway.storage.webhook_events import (
     watch_cursor,
     watch_targets,
 )
+from gateway.storage.webhooks import pause_unfunded_watches
 from gateway.upstream import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 
 log = logging.getLogger(__name__)
@@ -102,6 +107,7 @@ class WatchStats:
     transactions: int = 0  # successful transactions read by polls (repeats included)
     jobs_added: int = 0
     notifications: int = 0  # stream notifications of successful transactions
+    paused_unfunded: int = 0  # watches paused because their account's balance was below one delivery's price
     last_error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -185,7 +191,13 @@ class TransactionWatches:
     # -- the subscriptions ------------------------------------------------------------------------
 
     async def refresh(self) -> None:
-        """Re-read the watched addresses: follow the new ones (polled at once), drop the gone ones."""
+        """Pause the watches of accounts that cannot pay one delivery, then re-read the watched addresses:
+        follow the new ones (polled at once), drop the gone ones (deleted, paused)."""
+        paused = await pause_unfunded_watches(self.pool, self.price)
+        if paused:
+            self.stats.paused_unfunded += len(paused)
+            shown = ", ".join(map(str, paused[:20])) + (", ..." if len(paused) > 20 else "")
+            log.info("webhook watches: %d paused, their accounts' balance below %d: %s", len(paused), self.price, shown)
         targets = await watch_targets(self.pool, self.max_addresses + 1)
         if len(targets) > self.max_addresses:
             log.warning("webhook watches: more than %d addresses watched; the newest wait", self.max_addresses)

@@ -32,6 +32,7 @@ __all__ = [
     "WebhookClient",
     "delivery_dsn",
     "gateway",
+    "gateway_here",
     "http",
     "other",
     "owner",
@@ -52,6 +53,16 @@ def webhook_settings(home: Path, database_url: str, redis_url: str, devnode: Dev
 @pytest.fixture
 async def gateway(tmp_path: Path, database_url: str, redis_url: str, devnode: Devnode) -> AsyncIterator[RunningGateway]:
     async with serve_gateway(webhook_settings(tmp_path, database_url, redis_url, devnode)) as gw:
+        yield gw
+
+
+@pytest.fixture
+async def gateway_here(
+    tmp_path: Path, delivery_dsn: str, redis_url: str, devnode: Devnode
+) -> AsyncIterator[RunningGateway]:
+    """A gateway on the module's own database (``delivery_dsn``): its routes and the test's dispatchers
+    or watches see the same webhooks."""
+    async with serve_gateway(webhook_settings(tmp_path, delivery_dsn, redis_url, devnode)) as gw:
         yield gw
 
 

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -18,8 +19,10 @@ import asyncpg
 import orjson
 from aiohttp import web
 
+from gateway.core.credits import UsageRecord
 from gateway.core.webhooks import new_secret
 from gateway.storage import webhooks
+from gateway.storage.ledger import lease, settle
 from gateway.storage.ledger.audit import check_conservation
 from gateway.webhooks.dispatcher import DispatchConfig, Dispatcher, RetryPolicy, fixed_delays
 from tests.auth.helpers import create_account
@@ -204,6 +207,14 @@ async def ledger(pool: asyncpg.Pool, pubkey: str) -> list[tuple[str, int, str | 
 
 async def balance(pool: asyncpg.Pool, pubkey: str) -> int:
     return int(await pool.fetchval("SELECT balance FROM accounts WHERE pubkey = $1", pubkey))
+
+
+async def spend(pool: asyncpg.Pool, pubkey: str, credits: int) -> None:
+    """Spend ``credits`` of ``pubkey``'s balance on a call, as a replica does: a lease, then its settle."""
+    grant = await lease(pool, pubkey, "test-replica", credits, 30)
+    assert grant is not None and grant.lease_id is not None and grant.granted == credits, grant
+    usage = UsageRecord("getBlock", credits, False, f"req-{secrets.token_hex(4)}", datetime.now(UTC))
+    await settle(pool, grant.lease_id, [usage], release=True)
 
 
 async def conserved(pool: asyncpg.Pool, pubkey: str) -> bool:

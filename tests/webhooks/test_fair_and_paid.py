@@ -11,13 +11,11 @@ database or the receiver shows, and their limits only bound a hang.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 
 import aiohttp
 import asyncpg
 import orjson
-import pytest
 from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
 
@@ -29,8 +27,8 @@ from gateway.upstream import HttpUpstream
 from gateway.webhooks.dispatcher import DispatchConfig, fixed_delays
 from gateway.webhooks.sources import TransactionWatches
 from tests.chain import airdrop, send_sol
-from tests.support import RunningGateway, serve_gateway
-from tests.webhooks.conftest import STARTING_CREDITS, WebhookClient, webhook_settings
+from tests.support import RunningGateway
+from tests.webhooks.conftest import STARTING_CREDITS, WebhookClient
 from tests.webhooks.support import (
     Answer,
     Hook,
@@ -45,17 +43,9 @@ from tests.webhooks.support import (
     job,
     ledger,
     settled,
+    spend,
     subscribe,
 )
-
-
-@pytest.fixture
-async def gateway_here(
-    tmp_path: Path, delivery_dsn: str, redis_url: str, devnode: Devnode
-) -> AsyncIterator[RunningGateway]:
-    """A gateway on this module's database: the routes and the dispatchers see the same webhooks."""
-    async with serve_gateway(webhook_settings(tmp_path, delivery_dsn, redis_url, devnode)) as gw:
-        yield gw
 
 
 def event(hook_id: int, job_id: int) -> str:
@@ -113,12 +103,12 @@ async def test_a_transaction_delivery_is_charged_and_an_account_that_cannot_pay_
 ) -> None:
     """A real transfer to a watched address: the watch writes a priced job per webhook, the dispatcher
     charges the paying account before posting it, and pauses the webhook of an account with nothing
-    left (created while it had credits), sending nothing."""
+    left (it spent its credits on calls after the watch had written the job), sending nothing."""
     client, upstream = AsyncClient(devnode.rpc_url), HttpUpstream(devnode.rpc_url)
     try:
         payer, target = Keypair(), Keypair().pubkey()
         await airdrop(devnode.rpc_url, payer.pubkey(), 5 * 10**9)
-        paying, broke = await account(pool, 100_000), await account(pool)  # 10,000 credits; none
+        paying, broke = await account(pool, 100_000), await account(pool, 10_000)  # 10,000 credits; 1,000
         watch = webhooks.NewWebhook(receiver.url, "account", filter_value=str(target))
         hooks = {}
         for owner in (paying, broke):
@@ -127,6 +117,7 @@ async def test_a_transaction_delivery_is_charged_and_an_account_that_cannot_pay_
             hooks[owner] = created.id
         signature = await send_sol(client, payer, target, 1_000_000)
         assert await TransactionWatches(pool, upstream).poll_all() == 2
+        await spend(pool, broke, 1_000)  # all its credits, on calls, before the deliveries go out
     finally:
         await upstream.close()
         await client.close()
@@ -150,7 +141,8 @@ async def test_a_transaction_delivery_is_charged_and_an_account_that_cannot_pay_
     assert (waiting["status"], waiting["attempts"], waiting["charged"]) == ("pending", 0, 0)
     reason = await pool.fetchval("SELECT paused_reason FROM webhooks WHERE id = $1", hooks[broke])
     assert reason == f"insufficient credits: a delivery costs {TRANSACTION_DELIVERY_CREDITS}, 0 available"
-    assert await ledger(pool, broke) == [] and await conserved(pool, broke)
+    assert [entry for entry in await ledger(pool, broke) if entry[2] == f"delivery:{unpaid}"] == []
+    assert await balance(pool, broke) == 0 and await conserved(pool, broke)
 
 
 async def test_pricing_publishes_the_webhook_prices(gateway_here: RunningGateway, http: aiohttp.ClientSession) -> None:

@@ -120,6 +120,14 @@ async def account(db: asyncpg.Connection, pubkey: str | Keypair) -> str:
     return key
 
 
+async def paying(pool: asyncpg.Pool, payer: Keypair) -> str:
+    """An account with credits for its transaction watches' deliveries: the watcher pauses the watches of
+    an account whose balance is below one delivery's price."""
+    key = str(payer.pubkey())
+    await fund(pool, key, 1_000)
+    return key
+
+
 async def webhook(
     db: asyncpg.Connection,
     pubkey: str,
@@ -333,7 +341,7 @@ async def test_a_transfer_to_a_watched_account_makes_one_job_a_failed_one_none(
     chain: Chain, pool: asyncpg.Pool, db: asyncpg.Connection
 ) -> None:
     payer, target = await funded(chain.url), Keypair().pubkey()
-    owner = await account(db, payer)
+    owner = await paying(pool, payer)
     watched = await webhook(db, owner, "account", filter_value=str(target))
     mine = await webhook(db, owner, "my_account")  # the owner's own key, filter_value left out
     ok = await send_sol(chain.client, payer, target, 5_000_000)
@@ -371,7 +379,7 @@ async def test_a_transfer_to_a_watched_account_makes_one_job_a_failed_one_none(
 
 async def test_a_program_watch(chain: Chain, pool: asyncpg.Pool, db: asyncpg.Connection) -> None:
     payer = await funded(chain.url)
-    owner = await account(db, payer)
+    owner = await paying(pool, payer)
     hook = await webhook(db, owner, "program", filter_value=str(MEMO_PROGRAM_ID))
     memo = MemoParams(program_id=MEMO_PROGRAM_ID, signer=payer.pubkey(), message=b"hello webhook")
     ok = await send(chain.client, payer, [create_memo(memo)])
@@ -390,7 +398,7 @@ async def test_a_program_watch(chain: Chain, pool: asyncpg.Pool, db: asyncpg.Con
 async def test_the_stream_wakes_the_poll(chain: Chain, pool: asyncpg.Pool, db: asyncpg.Connection) -> None:
     """With the timer an hour away, only the stream's notification can start the poll that finds it."""
     payer, target = await funded(chain.url), Keypair().pubkey()
-    owner = await account(db, payer)
+    owner = await paying(pool, payer)
     hook = await webhook(db, owner, "account", filter_value=str(target))
     pubsub = UpstreamPubSub(chain.ws_url)
     watches = TransactionWatches(pool, chain.upstream, pubsub, poll_s=3600, refresh_s=0.2)
@@ -422,7 +430,7 @@ async def test_a_restarted_watcher_catches_up_without_duplicates(
     chain: Chain, pool: asyncpg.Pool, db: asyncpg.Connection
 ) -> None:
     payer, target = await funded(chain.url), Keypair().pubkey()
-    owner = await account(db, payer)
+    owner = await paying(pool, payer)
     hook = await webhook(db, owner, "account", filter_value=str(target))
     first = await send_sol(chain.client, payer, target, 1_000_000)
     stop = asyncio.Event()
@@ -459,7 +467,7 @@ async def test_a_subscription_never_receives_older_transactions(
     chain: Chain, pool: asyncpg.Pool, db: asyncpg.Connection
 ) -> None:
     payer, target = await funded(chain.url), Keypair().pubkey()
-    owner = await account(db, payer)
+    owner = await paying(pool, payer)
     early = await webhook(db, owner, "account", filter_value=str(target))
     old = await send_sol(chain.client, payer, target, 1_000_000)
     watches = TransactionWatches(pool, chain.upstream)
@@ -477,7 +485,7 @@ async def test_the_actor_runs_the_watches_from_settings(
     chain: Chain, pool: asyncpg.Pool, db: asyncpg.Connection, database_url: str, redis_url: str, tmp_path: Path
 ) -> None:
     payer, target = await funded(chain.url), Keypair().pubkey()
-    owner = await account(db, payer)
+    owner = await paying(pool, payer)
     hook = await webhook(db, owner, "account", filter_value=str(target))
     settings = Settings(
         home=tmp_path,
