@@ -34,6 +34,7 @@ from gateway.forward import Forwarder, ParseStage
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, compose, error_boundary
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.storage.migrate import migrate_url
+from gateway.transports.deadline import BodyDeadline
 from gateway.transports.routing import RPC_MAX_BODY_BYTES, RpcFirst, http_call, mount
 
 BODY = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
@@ -52,7 +53,7 @@ def over_asgi(handler: Handler) -> Handler:
     """The same handler behind the gateway's HTTP transport (ASGI messages → Call, Reply → response), called
     as an ASGI app without a socket: adds what the HTTP transport costs per call."""
     routes = [mount("/", "POST", [], handler, RPC_MAX_BODY_BYTES, ReplyStyle.JSONRPC)]
-    app = RpcFirst(Starlette(routes=routes), ["/"], handler)
+    app = BodyDeadline(RpcFirst(Starlette(routes=routes), ["/"], handler), 10.0)  # as build_http_app serves it
 
     async def handle(call: Call) -> Reply:
         scope = {
