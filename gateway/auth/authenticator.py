@@ -17,7 +17,7 @@ from typing import Literal
 
 from gateway.auth.api_keys import ApiKeyStore
 from gateway.auth.errors import bearer_token_required, wallet_signature_required
-from gateway.auth.payment_terms import PaymentTerms, resource_url
+from gateway.auth.payment_terms import PaymentTerms, no_account, resource_url
 from gateway.auth.strategies import Strategy
 from gateway.core.credentials import Credentials
 from gateway.core.errors import ProxyError
@@ -74,14 +74,10 @@ class Authenticator:
             raise self.terms.error("Payment required: no credentials presented", resource_url(call))
         if only is not None and strategy.kind != only:
             raise _only_error(only)
-        identity = await strategy.authenticate(credentials, call)
-        if require_account and identity.mode != "api_key" and not await self.accounts.exists(identity.pubkey):
-            # An API key implies an account (the key row references it); the others need a look.
-            raise self.terms.error(
-                "Payment required: no account for this public key yet; deposit USDC to activate it",
-                resource_url(call),
-                identity.pubkey,
-            )
+        identity = await strategy.authenticate(credentials, call, require_account=require_account)
+        if require_account and identity.mode == "session" and not await self.accounts.exists(identity.pubkey):
+            # An API key implies an account (the key row references it); the wallet strategy looked already.
+            raise no_account(self.terms, call, identity.pubkey)
         return identity
 
 

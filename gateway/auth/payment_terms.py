@@ -151,6 +151,12 @@ class PaymentTerms:
         return payment_required(message, self.rpc_data(pubkey), headers, x402)
 
 
+def no_account(terms: PaymentTerms, call: Call, pubkey: str) -> ProxyError:
+    """402 -32002 for a proven key that has no account record (yet)."""
+    message = "Payment required: no account for this public key yet; deposit USDC to activate it"
+    return terms.error(message, resource_url(call), pubkey)
+
+
 def resource_url(call: Call) -> str:
     """The URL the caller asked for, as well as the request shows it (behind a proxy: forwarded headers)."""
     host = call.headers.get("x-forwarded-host") or call.headers.get("host") or "localhost"

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from gateway.auth.api_keys import KEY_PREFIX, ApiKeyStore, is_api_key_format
-from gateway.auth.payment_terms import PaymentTerms, resource_url
+from gateway.auth.payment_terms import PaymentTerms, no_account
 from gateway.core.credentials import Credentials, bearer_token
 from gateway.core.errors import ProxyError, auth_failed, nonce_reused
 from gateway.core.identity import Identity
@@ -33,7 +33,10 @@ class Strategy(Protocol):
 
     def supports(self, credentials: Credentials) -> bool: ...
 
-    async def authenticate(self, credentials: Credentials, call: Call) -> Identity: ...
+    async def authenticate(self, credentials: Credentials, call: Call, *, require_account: bool) -> Identity:
+        """``require_account``: the route needs an account record (a strategy that records something,
+        as the wallet's nonce, checks it first; the :class:`Authenticator` checks the others)."""
+        ...
 
 
 class ApiKeyStrategy:
@@ -45,7 +48,7 @@ class ApiKeyStrategy:
     def supports(self, credentials: Credentials) -> bool:
         return credentials.api_key is not None
 
-    async def authenticate(self, credentials: Credentials, call: Call) -> Identity:
+    async def authenticate(self, credentials: Credentials, call: Call, *, require_account: bool) -> Identity:
         assert credentials.api_key is not None
         pubkey = await self._keys.lookup(credentials.api_key)
         if pubkey is None:
@@ -57,15 +60,14 @@ class WalletStrategy:
     """Per-request signature. Order: headers, timestamp window, signature, account, and only then the nonce.
 
     The nonce is recorded last so that a forged or stale request cannot burn its owner's nonce, and
-    nothing at all is recorded for a request that fails. A keypair without an account is refused 402
-    before its nonce is recorded, except on the account and session routes, which serve such keypairs
-    (``POST /account/api-key`` creates the account: its replay protection must hold) and which
-    per-address limits bound: fresh keypairs cannot fill Redis with nonces (docs/api.md, Authentication).
+    nothing at all is recorded for a request that fails. On a route that needs an account, a keypair
+    without one is refused 402 before its nonce is recorded, so fresh keypairs cannot fill Redis with
+    nonces; the routes that serve keypairs without an account (the account and session routes:
+    ``POST /account/api-key`` creates the account, and its replay protection must hold) are bound by
+    per-address limits instead (docs/api.md, Authentication).
     """
 
     kind = "wallet"
-    #: Path prefixes of the routes that serve a keypair without an account; every other route needs one.
-    WITHOUT_ACCOUNT = ("/account/", "/auth/")
 
     def __init__(
         self,
@@ -82,7 +84,7 @@ class WalletStrategy:
     def supports(self, credentials: Credentials) -> bool:
         return credentials.wallet is not None
 
-    async def authenticate(self, credentials: Credentials, call: Call) -> Identity:
+    async def authenticate(self, credentials: Credentials, call: Call, *, require_account: bool) -> Identity:
         assert credentials.wallet is not None
         parsed = parse_wallet_headers(credentials.wallet, self._clock())
         if isinstance(parsed, HeaderFailure):
@@ -92,12 +94,8 @@ class WalletStrategy:
             raise auth_failed(
                 "X-Signature does not verify: sign ledger-svc:v2:{METHOD}:{PATH}:{TIMESTAMP}:{NONCE}:{BODY_HASH}"
             )
-        if not call.path.startswith(self.WITHOUT_ACCOUNT) and not await self._accounts.exists(parsed.pubkey):
-            raise self._terms.error(
-                "Payment required: no account for this public key yet; deposit USDC to activate it",
-                resource_url(call),
-                parsed.pubkey,
-            )
+        if require_account and not await self._accounts.exists(parsed.pubkey):
+            raise no_account(self._terms, call, parsed.pubkey)
         claim = await self._nonces.claim(parsed.pubkey, parsed.nonce, parsed.timestamp)
         if claim is Claim.REPLAYED:
             raise nonce_reused()
@@ -115,7 +113,7 @@ class SessionStrategy:
     def supports(self, credentials: Credentials) -> bool:
         return credentials.authorization is not None
 
-    async def authenticate(self, credentials: Credentials, call: Call) -> Identity:
+    async def authenticate(self, credentials: Credentials, call: Call, *, require_account: bool) -> Identity:
         assert credentials.authorization is not None
         token = bearer_token(credentials.authorization)
         if token is None:
@@ -151,7 +149,7 @@ class TokenStrategy:
     def supports(self, credentials: Credentials) -> bool:
         return credentials.token is not None
 
-    async def authenticate(self, credentials: Credentials, call: Call) -> Identity:
+    async def authenticate(self, credentials: Credentials, call: Call, *, require_account: bool) -> Identity:
         token = credentials.token
         assert token is not None
         if is_api_key_format(token):
