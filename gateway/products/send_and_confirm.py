@@ -4,8 +4,9 @@ Planning decoded the transaction and verified its signatures (refused free other
 stage took a rate unit but no credits (the class is held, not leased). Here, in order:
 
 1. **Hold** the landing price at the store, durably, before anything is sent
-   (:func:`gateway.storage.sends.hold`, out of this replica's lease when it has the credits). The
-   same signature again is not held, raced or charged twice: the answer is the first send's state.
+   (:func:`gateway.storage.sends.hold`, out of this replica's lease when it has the credits), with
+   the node's slot read just before it (no slot, no hold: nothing is sent). The same signature again
+   is not held, raced or charged twice: the answer is the first send's state.
 2. ``skipPreflight: false``: a signature-verifying simulation; a failure (answered with the
    transaction error alone), or no simulation at all, settles the hold as ``refused`` (free) and
    nothing is broadcast.
@@ -13,7 +14,10 @@ stage took a rate unit but no credits (the class is held, not leased). Here, in 
 4. **Settle**: ``confirmed`` → the landing price; ``failed`` (landed, execution error) → the base
    fee (the SEND price); ``unknown`` → the hold stays pending and the reconciler settles it from the
    chain once its blockhash has expired. A racer that goes away, a client that disconnects or a
-   ledger that cannot be written leaves the hold pending too: reconciled, never lost.
+   ledger that cannot be written leaves the hold pending too: reconciled, never lost. A landing at a
+   slot before the hold's is not this send's (the same transaction landed before, e.g. through a send
+   whose record retention deleted): settled at its status, charged nothing
+   (:func:`gateway.storage.sends.landed_before`), by the race's settlement and the reconciler alike.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gateway.core.errors import RpcError
+from gateway.core.errors import RpcCode, RpcError
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.transactions import WireTx
 from gateway.credits.errors import insufficient_credits, payment_required
@@ -37,11 +41,12 @@ from gateway.storage import sends
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
 from gateway.storage.sends import HoldOutcome, SendRecord, SendStatus
-from gateway.upstream import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable
+from gateway.upstream import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 
 log = logging.getLogger(__name__)
 
 SIMULATE_TIMEOUT_S = 5.0
+SLOT_TIMEOUT_S = 2.0
 #: How a settled send reads in the result's ``status`` (pending is ``unknown``: not proven yet).
 _STATUS = {
     SendStatus.PENDING: "unknown",
@@ -78,9 +83,14 @@ class SendAndConfirm:
         request_id = call.usage_id(item.index)
 
         base_fee = min(self.base_fee, item.price)  # never more than the landing price, whatever the pricing
+        hold_slot = await self._slot(item)
+        if hold_slot is None:
+            return
 
         async def take(lease: int | None) -> tuple[sends.Hold, bool]:
-            held = await sends.hold(pool, pubkey, tx.signature, tx.blockhash, item.price, base_fee, request_id, lease)
+            held = await sends.hold(
+                pool, pubkey, tx.signature, tx.blockhash, item.price, base_fee, request_id, lease, hold_slot=hold_slot
+            )
             return held, held.from_lease
 
         held = await self.meter.carve(pubkey, item.price, take)
@@ -115,6 +125,22 @@ class SendAndConfirm:
         else:
             error = insufficient_credits(item.price, held.available, self.top_up(pubkey))
         unpaid(item, call, error)
+
+    async def _slot(self, item: RpcItem) -> int | None:
+        """The node's slot now, before the hold: only a landing at or after it is charged. None when
+        the node cannot say (``item`` is answered so): then nothing is held or sent."""
+        try:
+            slot = await rpc_call(self.node, "getSlot", [{"commitment": "processed"}], SLOT_TIMEOUT_S)
+        except (ChainError, UpstreamUnavailable, UpstreamTimeout) as exc:
+            why = str(exc) or type(exc).__name__
+        else:
+            if isinstance(slot, int) and not isinstance(slot, bool) and slot >= 0:
+                return slot
+            why = f"getSlot answered {slot!r}"
+        item.error = RpcError(
+            RpcCode.BACKEND_UNAVAILABLE, f"sendAndConfirm: the node could not say its slot, nothing was sent: {why}"
+        )
+        return None
 
     async def _preflight(self, tx: WireTx) -> RpcError | None:
         """A signature-verifying simulation; the refusal when it failed or could not run."""
@@ -159,13 +185,14 @@ def result_fields(record: SendRecord | None, race: RaceResult | None = None) -> 
     if record is not None:
         charged = record.charged if record.charged is not None else record.held
     slot = race.slot if race is not None and race.slot is not None else (record.slot if record else None)
+    landed_before = record is not None and record.landed_before_hold  # not landed by this send: no landing time
     return {
         "signature": race.signature if race is not None else (record.signature if record else None),
         "status": status,
         "confirmed": status == "confirmed",
         "slot": slot,
         "confirmations": race.confirmations if race is not None else None,
-        "landing_time_ms": race.landing_time_ms if race is not None else None,
+        "landing_time_ms": race.landing_time_ms if race is not None and not landed_before else None,
         "legs_attempted": race.legs_attempted if race is not None else (record.legs if record else []),
         "retry_count": race.retry_count if race is not None else (record.retry_count if record else 0),
         "charged_credits": charged,

@@ -5,7 +5,9 @@ the chain, never by a clock alone: it landed (``confirmed`` or ``failed``, at it
 blockhash is no longer valid and it is nowhere to be found, so it can never land (``expired``, free).
 The order of the two reads matters: the blockhash is checked first, so a status read after it that
 finds nothing proves the transaction will not land later. Anything else (the node cannot say, only
-``processed`` so far) leaves it pending for the next pass.
+``processed`` so far) leaves it pending for the next pass. A landing at a slot before the send's hold
+(the history read finds an earlier send's landing of the same transaction) settles it at that status
+with nothing charged, as the race's settlement does (:func:`gateway.storage.sends.landed_before`).
 
 Used by the reconciler actor (:mod:`actors.send_reconciler`) for every stale pending send, and by
 ``getSendStatus`` for the one a caller asks about.

@@ -5,10 +5,18 @@ spend (it counts in :func:`gateway.storage.ledger.sql.held`) in one transaction 
 lock, before anything is sent; :func:`settle` charges the outcome's price once, with a ``debit``
 ledger entry that names the outcome and a usage row, and releases the hold. Settling is idempotent:
 the racer and the reconciler may both try, the first wins.
+
+A send is charged only for a landing at or after ``hold_slot``, the node's slot read before its hold
+(migration 0013): the same signed transaction may have landed before, through an earlier send whose
+record retention deleted (:func:`purge_settled`) or another route, and a node that keeps history
+answers that old landing to whoever asks. Such a send is settled at the old landing's status
+(``confirmed`` or ``failed``, its slot) with nothing charged (:func:`landed_before`), whichever
+settles it: the race's result or the reconciler.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -21,6 +29,8 @@ from gateway.core.webhook_events import LOW_BALANCE, crosses_low_balance, low_ba
 from gateway.storage.errors import postgres_call
 from gateway.storage.ledger.sql import add_entries, consume_batches, holds, lock_account
 from gateway.storage.webhook_events import enqueue_lifecycle
+
+log = logging.getLogger(__name__)
 
 WHAT = "the credit ledger"
 
@@ -63,7 +73,22 @@ class SendRecord:
     retry_count: int
     created_at: datetime
     settled_at: datetime | None
+    hold_slot: int | None = None  # the node's slot before the hold; None for sends held before it was kept
     standing: Standing | None = None  # the account as :func:`settle` left it; None when only read
+
+    @property
+    def landed_before_hold(self) -> bool:
+        """It landed, but before this send was held: settled at that landing's status, charged nothing."""
+        landed = self.status in (SendStatus.CONFIRMED, SendStatus.FAILED)
+        return landed and landed_before(self.hold_slot, self.slot)
+
+
+def landed_before(hold_slot: int | None, slot: int | None) -> bool:
+    """Whether a landing at ``slot`` cannot be the send held at ``hold_slot``: the transaction landed
+    before anything of this send was sent, so it is not charged. Charging needs the proof: a landing
+    whose slot the node did not say counts as earlier. A send held without a slot (before migration
+    0013) is charged for any landing, as it was."""
+    return hold_slot is not None and (slot is None or slot < hold_slot)
 
 
 @postgres_call(WHAT)
@@ -86,9 +111,12 @@ async def hold(
     base_fee: int,
     request_id: str,
     from_lease: int | None = None,
+    *,
+    hold_slot: int | None = None,
 ) -> Hold:
     """Hold ``landing`` credits for the send ``signature``, out of the lease ``from_lease`` (a replica's
-    own, unused credits) when it still has them, else out of what no lease or send holds."""
+    own, unused credits) when it still has them, else out of what no lease or send holds.
+    ``hold_slot``: the node's slot read before this hold; only a landing at or after it is charged."""
     async with pool.acquire() as conn, conn.transaction():
         account = await lock_account(conn, pubkey)
         if account is None:
@@ -111,14 +139,15 @@ async def hold(
         if lease_has:
             await conn.execute("UPDATE credit_leases SET granted = granted - $2 WHERE id = $1", from_lease, landing)
         await conn.execute(
-            """INSERT INTO sends (signature, pubkey, request_id, blockhash, held, base_fee)
-               VALUES ($1, $2, $3, $4, $5, $6)""",
+            """INSERT INTO sends (signature, pubkey, request_id, blockhash, held, base_fee, hold_slot)
+               VALUES ($1, $2, $3, $4, $5, $6, $7)""",
             signature,
             pubkey,
             request_id,
             blockhash,
             landing,
             base_fee,
+            hold_slot,
         )
         pending = replace(standing, pending_sends=standing.pending_sends + landing)
         return Hold(HoldOutcome.HELD, available - landing, bool(lease_has), pending)
@@ -146,7 +175,8 @@ async def settle(
     settled_by: str = "racer",
 ) -> SendRecord | None:
     """Charge the outcome's price and release the hold; the record as settled (by this call or an
-    earlier one), or None for an unknown signature."""
+    earlier one), or None for an unknown signature. A landing (``confirmed``, ``failed``) at a ``slot``
+    before the send's ``hold_slot`` is settled at its status with nothing charged (:func:`landed_before`)."""
     if status is SendStatus.PENDING:
         raise ValueError("a send is settled with its outcome, not pending")
     async with pool.acquire() as conn, conn.transaction():
@@ -159,6 +189,15 @@ async def settle(
         if row["status"] != SendStatus.PENDING:  # settled already: the first settlement stands
             return replace(_record(row), standing=(await holds(conn, pubkey, int(account["balance"])))[1])
         charged = {SendStatus.CONFIRMED: row["held"], SendStatus.FAILED: row["base_fee"]}.get(status, 0)
+        if charged and landed_before(row["hold_slot"], slot):
+            log.info(
+                "send %s landed at slot %s, before its hold at slot %s: settled %s, nothing charged",
+                signature,
+                slot,
+                row["hold_slot"],
+                status.value,
+            )
+            charged = 0
         balance = int(account["balance"])
         if charged > 0:
             balance -= charged
@@ -223,7 +262,8 @@ async def purge_settled(pool: asyncpg.Pool, older_than_days: float, batch: int =
     """Delete up to ``batch`` sends settled more than ``older_than_days`` ago; how many went.
 
     A pending send is never deleted, however old: its hold is still counted. The same transaction sent
-    after its row went is a new send (docs/api.md, Sending)."""
+    after its row went is a new send (docs/api.md, Sending), which the old landing does not charge
+    again: it is at a slot before the new hold (:func:`landed_before`)."""
     tag = await pool.execute(
         """DELETE FROM sends WHERE signature IN (
                SELECT signature FROM sends
@@ -250,4 +290,5 @@ def _record(row: asyncpg.Record) -> SendRecord:
         retry_count=int(row["retry_count"]),
         created_at=row["created_at"],
         settled_at=row["settled_at"],
+        hold_slot=row["hold_slot"],
     )

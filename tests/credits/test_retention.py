@@ -99,3 +99,43 @@ async def test_the_send_reconciler_actor_runs_the_retention(
         assert status["running"] and status["sends_purged"] >= 1 and status["usage_purged"] >= 1, status
     finally:
         actor.shutdown()
+
+
+async def test_a_send_held_again_after_its_row_went_is_not_charged_for_the_old_landing(
+    pool: asyncpg.Pool, pubkey: str
+) -> None:
+    """The old landing is at a slot before the new hold's: settled at its status, nothing charged
+    (whoever settles it); a landing at the hold's slot or later is charged; a send held without a
+    slot (before migration 0013) is charged for any landing, as it was."""
+    await fund(pool, pubkey, 1_000)
+    signature = new_signature()
+    held = await sends.hold(pool, pubkey, signature, BLOCKHASH, 10, 2, f"{signature}-1", hold_slot=100)
+    assert held.outcome is sends.HoldOutcome.HELD
+    first = await sends.settle(pool, signature, SendStatus.CONFIRMED, slot=103)
+    assert first is not None and (first.charged, first.landed_before_hold) == (10, False)
+    await pool.execute("UPDATE sends SET settled_at = now() - interval '40 days' WHERE signature = $1", signature)
+    await SettledRetention(pool, send_days=30, usage_days=90).purge_once()
+    assert await kept_sends(pool, [signature]) == set()
+    balance = await pool.fetchval("SELECT balance FROM accounts WHERE pubkey = $1", pubkey)
+
+    held = await sends.hold(pool, pubkey, signature, BLOCKHASH, 10, 2, f"{signature}-2", hold_slot=5_000)
+    assert held.outcome is sends.HoldOutcome.HELD  # a new send: its record went
+    again = await sends.settle(pool, signature, SendStatus.CONFIRMED, slot=103, settled_by="reconciler")
+    assert again is not None and (again.status, again.charged, again.slot) == (SendStatus.CONFIRMED, 0, 103)
+    assert again.landed_before_hold and again.hold_slot == 5_000
+    assert await pool.fetchval("SELECT balance FROM accounts WHERE pubkey = $1", pubkey) == balance
+    entries = await pool.fetch("SELECT amount FROM ledger_entries WHERE ref = $1", signature)
+    assert [e["amount"] for e in entries] == [-10]  # the first landing's charge alone
+    usage = await pool.fetchrow("SELECT credits, refunded FROM usage_history WHERE request_id = $1", f"{signature}-2")
+    assert (usage["credits"], usage["refunded"]) == (0, True)
+
+    at_hold, legacy = new_signature(), new_signature()
+    await sends.hold(pool, pubkey, at_hold, BLOCKHASH, 10, 2, f"{signature}-3", hold_slot=5_000)
+    await sends.hold(pool, pubkey, legacy, BLOCKHASH, 10, 2, f"{signature}-4")
+    failed = await sends.settle(pool, at_hold, SendStatus.FAILED, slot=5_000, error="InstructionError")
+    landed = await sends.settle(pool, legacy, SendStatus.CONFIRMED, slot=1)
+    assert failed is not None and landed is not None and (failed.charged, landed.charged) == (2, 10)
+    assert await pool.fetchval("SELECT balance FROM accounts WHERE pubkey = $1", pubkey) == balance - 12
+    assert await sends.pending_held(pool, pubkey) == 0
+    async with pool.acquire() as conn:
+        assert (await check_conservation(conn, pubkey)).ok
