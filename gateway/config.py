@@ -224,13 +224,26 @@ class Settings(BaseSettings):
         "upstream (a test chain with test USDC), else 'solana-mainnet'.",
     )
     usdc_mint: str = Field(USDC_MAINNET_MINT, description="The only mint whose deposits are credited.")
+    deposit_address: str | None = Field(
+        None,
+        description="The deposit wallet's public key, advertised in 402 terms and watched for deposits. Empty: "
+        "gateway up reads (or first creates) <home>/keys/deposit-wallet.json and hands its key to every process it "
+        "starts; a process given it never creates a wallet of its own.",
+    )
+    fee_payer_address: str | None = Field(
+        None,
+        description="The public key of <home>/keys/fee-payer.json, which co-signs sponsored x402 payments. Empty: "
+        "resolved by gateway up like deposit_address; a machine without the file serves no sponsored payment "
+        "(503) and never creates another fee payer.",
+    )
     credits_per_usdc: int = Field(100_000, ge=1, description="Credits granted per 1 USDC (10^6 base units).")
     credit_expiry_seconds: int = Field(90 * 86_400, ge=60, description="Lifetime of a credit batch.")
     api_key_secret: str | None = Field(
         None,
         repr=False,
         description="64 hex chars: HMAC key of stored API-key hashes; shared by all machines of a cluster. "
-        "Empty: generated once in <home>/keys/api-key-secret (enough for one machine).",
+        "Empty: gateway up reads (or first creates) <home>/keys/api-key-secret and hands it to every process it "
+        "starts, on any machine.",
     )
     rate_limit_rps: int = Field(
         50,
@@ -469,6 +482,13 @@ class Settings(BaseSettings):
             if credits <= 0:
                 raise ValueError(f"pricing: {name} must be a positive integer (a free class would be an open door)")
         return value
+
+    @field_validator("deposit_address", "fee_payer_address")
+    @classmethod
+    def _check_address(cls, value: str | None) -> str | None:
+        if value is not None and value != "" and not is_pubkey(value):
+            raise ValueError(f"{value!r} is not a base58 public key")
+        return value or None
 
     @field_validator("signal_programs", "signal_wallets")
     @classmethod

@@ -30,7 +30,7 @@ from gateway.auth.strategies import ApiKeyStrategy, SessionStrategy, Strategy, T
 from gateway.config import Settings
 from gateway.core.credentials import Credentials, bearer_token
 from gateway.core.identity import Identity
-from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, load_or_create_keypair
+from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, service_pubkey
 from gateway.storage.accounts import AccountStore, ApiKeyRows
 from gateway.storage.channels import REVOKED_KEYS, Channel
 from gateway.storage.connections import Connections
@@ -80,9 +80,9 @@ class AuthServices:
 
     async def start(self, conn: Connections) -> None:
         home = self.settings.resolved_home
-        deposit = str(load_or_create_keypair(home / DEPOSIT_WALLET).pubkey())
-        fee_payer = str(load_or_create_keypair(home / FEE_PAYER).pubkey())
         s = self.settings
+        deposit = str(service_pubkey(s.deposit_address, home, DEPOSIT_WALLET))
+        fee_payer = str(service_pubkey(s.fee_payer_address, home, FEE_PAYER))
         self.terms = PaymentTerms(
             deposit, fee_payer, s.usdc_mint, s.shown_network, s.crediting_delay_s, x402_settle=s.x402_settle
         )

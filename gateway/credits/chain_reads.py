@@ -12,7 +12,7 @@ from solders.pubkey import Pubkey
 from gateway.config import Settings
 from gateway.core.credits import CreditPolicy, DepositCredit
 from gateway.core.deposits import DepositTransfer, deposit_token_account
-from gateway.keys import DEPOSIT_WALLET, load_keypair, load_or_create_keypair
+from gateway.keys import DEPOSIT_WALLET, service_pubkey
 from gateway.upstream import ChainError, Upstream, rpc_call
 
 RPC_TIMEOUT_S = 15.0
@@ -69,14 +69,9 @@ def credit_policy(settings: Settings) -> CreditPolicy:
 
 
 def deposit_ata_for(settings: Settings) -> Pubkey:
-    """The deposit wallet's USDC token account: the wallet is the public key of ``<home>/keys/deposit-wallet.json``.
-
-    The stack creates the key before anything starts; a replica started some other way (tests,
-    ``serve run``) creates it on first use, and if another process wins that race, reads theirs.
+    """The deposit wallet's USDC token account: the wallet is ``deposit_address``, which ``gateway up``
+    resolves for every process it starts; a replica started some other way (tests, ``serve run`` on
+    one machine) reads ``<home>/keys/deposit-wallet.json``, creating it on first use (gateway/keys.py).
     """
-    path = settings.resolved_home / DEPOSIT_WALLET
-    try:
-        wallet = load_or_create_keypair(path).pubkey()
-    except FileExistsError:
-        wallet = load_keypair(path).pubkey()
+    wallet = service_pubkey(settings.deposit_address, settings.resolved_home, DEPOSIT_WALLET)
     return deposit_token_account(wallet, Pubkey.from_string(settings.usdc_mint))

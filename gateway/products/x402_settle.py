@@ -49,7 +49,7 @@ from gateway.core.x402 import (
     signed_transaction,
     sponsor_violation,
 )
-from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, load_or_create_keypair
+from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, service_keypair, service_pubkey
 from gateway.pipeline import Call, Reply, json_reply
 from gateway.storage import x402 as settlements
 from gateway.storage.connections import Pool
@@ -135,14 +135,16 @@ class X402Settle:
         get_pool: Callable[[], Pool | None],
         client_address: Callable[[Call], str | None],
     ) -> X402Settle:
-        """Reads (or creates, as the auth services do) ``<home>/keys/fee-payer.json`` and the deposit wallet."""
+        """Reads ``<home>/keys/fee-payer.json`` (created only where no address is configured: gateway/keys.py)."""
         home = settings.resolved_home
         try:
-            fee_payer: Keypair | None = load_or_create_keypair(home / FEE_PAYER)
-            deposit_wallet = load_or_create_keypair(home / DEPOSIT_WALLET).pubkey()
+            fee_payer = service_keypair(settings.fee_payer_address, home, FEE_PAYER)
+            deposit_wallet = service_pubkey(settings.deposit_address, home, DEPOSIT_WALLET)
         except (OSError, ValueError) as exc:  # an unreadable key file: settle answers 503, the rest runs
             log.error("x402 settlement off: cannot read the service's keys in %s: %s", home / "keys", exc)
             fee_payer = None
+        if fee_payer is None:
+            log.error("x402 settlement off: no fee payer key %s on this machine", home / FEE_PAYER)
         rules = None
         if fee_payer is not None:
             ata = deposit_token_account(deposit_wallet, Pubkey.from_string(settings.usdc_mint))

@@ -16,8 +16,9 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from gateway.auth.key_secret import SECRET_FILE, load_or_create_secret
 from gateway.config import DEVNODE, Settings
-from gateway.keys import ensure_service_keys
+from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, ensure_service_keys
 from gateway.runtime.actors import (
     service_actor_names,
     start_deposit_watcher,
@@ -68,8 +69,15 @@ class Stack:
             raise RuntimeError(f"already in use: {', '.join(busy)} (another gateway or devnode running?)")
         self.home.mkdir(parents=True, exist_ok=True)
         keys = ensure_service_keys(self.home)
-        self.report("keys", f"deposit wallet {keys['keys/deposit-wallet.json']} (in {self.home / 'keys'})")
-        updates: dict[str, Any] = {"home": self.home}
+        deposit = s.deposit_address or keys[DEPOSIT_WALLET]
+        self.report("keys", f"deposit wallet {deposit} (keys in {self.home / 'keys'})")
+        # every process this starts, on any machine, uses these and never creates a key (gateway/keys.py)
+        updates: dict[str, Any] = {
+            "home": self.home,
+            "deposit_address": deposit,
+            "fee_payer_address": s.fee_payer_address or keys[FEE_PAYER],
+            "api_key_secret": s.api_key_secret or load_or_create_secret(self.home / SECRET_FILE).hex(),
+        }
 
         database_url = s.database_url
         if database_url is None:
