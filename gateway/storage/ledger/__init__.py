@@ -8,6 +8,9 @@ batches move with it, so at commit:
 
     balance == sum(ledger amounts) == sum(batch remainders) >= sum(live lease holds)
 
+Every charge (a lease's settlement, a send's, a webhook delivery's) and the refund of one go through
+the one primitive of :mod:`gateway.storage.ledger.moves`; deposits and expiry add and retire batches.
+
 The webhook jobs of the lifecycle events they cause (``low_balance``, ``credits.expiring``) are written
 in the same transaction (:mod:`gateway.storage.webhook_events`); the in-process hooks fire after
 commit and never fail the operation (:func:`gateway.core.credits.fire`).

@@ -90,6 +90,22 @@ async def consume_batches(conn: asyncpg.Connection, pubkey: str, amount: int) ->
         raise AssertionError(f"no credit batches to consume {amount} credits of {pubkey}")
 
 
+async def restore_batches(conn: asyncpg.Connection, pubkey: str, amount: int) -> None:
+    """Put ``amount`` back into the account's batches, latest-expiring first (the reverse of
+    :func:`consume_batches`). There is always room: the batches were granted every credit the balance
+    ever held, and a charge took ``amount`` out of them. A batch past its expiry that takes some back
+    gives it up at the next expiry pass."""
+    await conn.execute(
+        """UPDATE credit_batches c
+           SET remaining = c.remaining + LEAST(c.granted - c.remaining, $2 - (b.cum - (c.granted - c.remaining)))
+           FROM (SELECT id, sum(granted - remaining) OVER (ORDER BY expires_at DESC, id DESC) AS cum
+                 FROM credit_batches WHERE pubkey = $1 AND remaining < granted) b
+           WHERE c.id = b.id AND b.cum - (c.granted - c.remaining) < $2""",
+        pubkey,
+        amount,
+    )
+
+
 @postgres_call("the credit ledger")
 async def balance(pool: asyncpg.Pool, pubkey: str) -> int | None:
     """The account's balance (leased credits included), or None when there is no account."""
