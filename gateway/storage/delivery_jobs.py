@@ -18,7 +18,7 @@ claim until it is resumed (sources add none to a paused one).
 
 Paid jobs (transaction and signal deliveries, ``price > 0``) are charged by :func:`charge` before their
 first attempt, once per job (``charged``), with a ``debit`` ledger entry under the account lock, as
-every credit writer does (:mod:`gateway.storage.ledger`). An account that cannot pay pauses its
+every credit writer does (:func:`gateway.storage.ledger.moves.debit`). An account that cannot pay pauses its
 subscription (``paused``, ``paused_reason``) and the job goes back to ``pending``, its attempt not
 counted: nothing was sent. An attempt the receiver answered (any HTTP status) marks the job
 ``answered``: the event was received and its charge stays, whatever came of it. A charged job that ends
@@ -43,12 +43,12 @@ from typing import TypeAlias
 import asyncpg
 
 from gateway.core.credits import EventHook, fire, no_events
-from gateway.core.webhook_events import LOW_BALANCE, crosses_low_balance, low_balance
+from gateway.core.webhook_events import LOW_BALANCE, low_balance
 from gateway.storage import webhooks
 from gateway.storage.delivery_refunds import Refund, refund_deliveries
 from gateway.storage.errors import postgres_call
-from gateway.storage.ledger.sql import add_entries, consume_batches, held, lock_account
-from gateway.storage.webhook_events import enqueue_lifecycle
+from gateway.storage.ledger.moves import Move, debit
+from gateway.storage.ledger.sql import held, lock_account
 
 WHAT = "the webhook delivery queue"
 #: A pool, or one connection taken from it and kept (:class:`HeldConnection`).
@@ -409,7 +409,7 @@ async def _dead_refunded(db: Db, dispatcher_id: str, outcome: Outcome, pause_aft
         if charged > 0 and not answered:
             assert account is not None, f"a charged delivery of {pubkey}, who has no account"
             why = f"webhook delivery {outcome.job_id} never reached the receiver: charge returned"
-            await refund_deliveries(conn, pubkey, int(account["balance"]), [Refund(outcome.job_id, charged, why)])
+            await refund_deliveries(conn, account, [Refund(outcome.job_id, charged, why)])
             charged = 0
         await conn.execute(
             """UPDATE delivery_jobs SET status = 'dead', charged = $2, answered = $3, last_status = $4,
@@ -457,26 +457,11 @@ async def charge(pool: asyncpg.Pool, dispatcher_id: str, job: ClaimedJob, events
         if account is None or account["status"] == "suspended" or available < price:
             await _pause_unpaid(conn, job, price, available)
             return Charge.UNPAID
-        balance = int(account["balance"]) - price
-        ref = f"delivery:{job.id}"
         description = f"webhook delivery {job.id} ({job.event_type})"
-        await add_entries(conn, job.pubkey, [("debit", -price, balance, description, ref)])
-        await consume_batches(conn, job.pubkey, price)
-        crossed = crosses_low_balance(price, balance, account["low_balance_notified"])
-        await conn.execute(
-            """UPDATE accounts SET balance = $2, total_consumed = total_consumed + $3,
-                      low_balance_notified = low_balance_notified OR $4
-               WHERE pubkey = $1""",
-            job.pubkey,
-            balance,
-            price,
-            crossed,
-        )
-        if crossed:
-            await enqueue_lifecycle(conn, job.pubkey, LOW_BALANCE, low_balance(balance))
+        debited = await debit(conn, account, [Move("debit", -price, description, f"delivery:{job.id}")])
         await conn.execute("UPDATE delivery_jobs SET charged = $2 WHERE id = $1", job.id, price)
-    if crossed:
-        await fire(events, LOW_BALANCE, job.pubkey, low_balance(balance))
+    if debited.crossed_low:
+        await fire(events, LOW_BALANCE, job.pubkey, low_balance(debited.balance))
     return Charge.CHARGED
 
 

@@ -264,7 +264,7 @@ async def delete(pool: asyncpg.Pool, pubkey: str, webhook_id: int) -> int | None
                WHERE id = ANY($1::bigint[])""",
             [int(j["id"]) for j in jobs],
         )
-        await refund_deliveries(conn, pubkey, int(account["balance"]), refunds)
+        await refund_deliveries(conn, account, refunds)
     return len(jobs)
 
 
