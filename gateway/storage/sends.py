@@ -25,10 +25,9 @@ from enum import StrEnum
 import asyncpg
 
 from gateway.core.credits import Standing
-from gateway.core.webhook_events import LOW_BALANCE, crosses_low_balance, low_balance
 from gateway.storage.errors import postgres_call
-from gateway.storage.ledger.sql import add_entries, consume_batches, holds, lock_account
-from gateway.storage.webhook_events import enqueue_lifecycle
+from gateway.storage.ledger.moves import Move, debit
+from gateway.storage.ledger.sql import holds, lock_account
 
 log = logging.getLogger(__name__)
 
@@ -200,22 +199,10 @@ async def settle(
             charged = 0
         balance = int(account["balance"])
         if charged > 0:
-            balance -= charged
-            entry = ("debit", -charged, balance, f"sendAndConfirm {status.value}: {signature}", signature)
-            await add_entries(conn, pubkey, [entry])
-            await consume_batches(conn, pubkey, charged)
-            crossed = crosses_low_balance(charged, balance, account["low_balance_notified"])
-            await conn.execute(
-                """UPDATE accounts SET balance = $2, total_consumed = total_consumed + $3,
-                          low_balance_notified = low_balance_notified OR $4
-                   WHERE pubkey = $1""",
-                pubkey,
-                balance,
-                charged,
-                crossed,
-            )
-            if crossed:
-                await enqueue_lifecycle(conn, pubkey, LOW_BALANCE, low_balance(balance))
+            # No in-process low_balance hook after commit here (settle takes none): the event's
+            # webhook jobs, which debit writes, are all a send's crossing announces.
+            entry = Move("debit", -charged, f"sendAndConfirm {status.value}: {signature}", signature)
+            balance = (await debit(conn, account, [entry])).balance
         await conn.execute(
             """INSERT INTO usage_history (pubkey, method, credits, request_id, refunded)
                VALUES ($1, 'sendAndConfirm', $2, $3, $4)""",
