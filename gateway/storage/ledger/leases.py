@@ -21,10 +21,10 @@ from gateway.core.credits import (
     no_events,
     tally,
 )
-from gateway.core.webhook_events import LOW_BALANCE, crosses_low_balance, low_balance
+from gateway.core.webhook_events import LOW_BALANCE, low_balance
 from gateway.storage.errors import postgres_call
-from gateway.storage.ledger.sql import add_entries, consume_batches, holds, lock_account
-from gateway.storage.webhook_events import enqueue_lifecycle
+from gateway.storage.ledger.moves import Move, debit
+from gateway.storage.ledger.sql import holds, lock_account
 
 log = logging.getLogger(__name__)
 
@@ -130,18 +130,16 @@ async def settle(
         used = int(row["used"]) + gross
         if used > row["granted"]:
             raise OverspendError(f"lease {lease_id}: {used} used of {row['granted']} granted")
-        balance_after = await _charge(conn, pubkey, lease_id, records, balance_before) if records else balance_before
-        net = balance_before - balance_after
+        if records:
+            await _record_usage(conn, pubkey, records)
+        debited = await debit(conn, account, _moves(lease_id, records))
+        balance_after = debited.balance
         granted = row["granted"] if shrink_to is None else max(used, min(int(row["granted"]), shrink_to))
         await _update_lease(conn, lease_id, used, granted, release, seq, renew_ttl_s)
-        crossed = crosses_low_balance(net, balance_after, account["low_balance_notified"])
-        await _update_account(conn, pubkey, balance_after, net, crossed)
-        if crossed:
-            await enqueue_lifecycle(conn, pubkey, LOW_BALANCE, low_balance(balance_after))
         held, standing = await holds(conn, pubkey, balance_after)
-    if crossed:
+    if debited.crossed_low:
         await fire(events, LOW_BALANCE, pubkey, low_balance(balance_after))
-    return SettleResult(True, balance_after, balance_after - held, net, refunded, duplicate, standing)
+    return SettleResult(True, balance_after, balance_after - held, debited.charged, refunded, duplicate, standing)
 
 
 async def _lock_lease(conn: asyncpg.Connection, lease_id: int) -> tuple[str, asyncpg.Record, asyncpg.Record]:
@@ -183,28 +181,19 @@ async def _update_lease(
     )
 
 
-async def _update_account(conn: asyncpg.Connection, pubkey: str, balance: int, charged: int, crossed: bool) -> None:
-    """The cached balance and lifetime consumption; ``crossed`` marks the low-balance notice as sent."""
-    await conn.execute(
-        """UPDATE accounts SET balance = $2, total_consumed = total_consumed + $3,
-                  low_balance_notified = low_balance_notified OR $4
-           WHERE pubkey = $1""",
-        pubkey,
-        balance,
-        charged,
-        crossed,
-    )
-
-
-async def _charge(
-    conn: asyncpg.Connection, pubkey: str, lease_id: int, records: Sequence[UsageRecord], balance: int
-) -> int:
-    """Usage rows, per-method debit entries, one refund entry, batch consumption; returns the new balance."""
+async def _record_usage(conn: asyncpg.Connection, pubkey: str, records: Sequence[UsageRecord]) -> None:
+    """One usage row per call, a refunded one at 0 credits."""
     await conn.copy_records_to_table(
         "usage_history",
         columns=USAGE_COLUMNS,
         records=[(pubkey, r.method, 0 if r.refunded else r.credits, r.request_id, r.refunded, r.at) for r in records],
     )
+
+
+def _moves(lease_id: int, records: Sequence[UsageRecord]) -> list[Move]:
+    """The flush's ledger entries: a ``debit`` per method covering every admitted call, then one
+    ``refund`` of the refunded ones, so refunds stay visible in the ledger (the debit consumes only the
+    net: the refunded calls never left the batches)."""
     per_method: dict[str, list[int]] = {}
     refunds: dict[str, int] = {}
     for r in records:
@@ -214,17 +203,13 @@ async def _charge(
         if r.refunded:
             refunds[r.method] = refunds.get(r.method, 0) + r.credits
     ref = f"lease:{lease_id}"
-    entries: list[tuple[str, int, int, str, str | None]] = []
-    start = balance
-    for method, (count, credits) in per_method.items():
-        if credits > 0:
-            balance -= credits
-            entries.append(("debit", -credits, balance, f"{count} × {method}", ref))
+    moves = [
+        Move("debit", -credits, f"{count} × {method}", ref)
+        for method, (count, credits) in per_method.items()
+        if credits > 0
+    ]
     refunded = sum(refunds.values())
     if refunded > 0:
-        balance += refunded
         detail = ", ".join(f"{m} {c}" for m, c in refunds.items())
-        entries.append(("refund", refunded, balance, f"refunded calls: {detail}", ref))
-    await add_entries(conn, pubkey, entries)
-    await consume_batches(conn, pubkey, start - balance)
-    return balance
+        moves.append(Move("refund", refunded, f"refunded calls: {detail}", ref))
+    return moves
