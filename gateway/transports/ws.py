@@ -33,8 +33,9 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from gateway.app import GatewayApp
-from gateway.core.credentials import websocket_credentials
+from gateway.core.credentials import Credentials, websocket_credentials
 from gateway.core.errors import ProxyError, ReplyStyle, address_rate_limited, service_unavailable
+from gateway.core.identity import Identity
 from gateway.core.subscriptions import Close, Limits
 from gateway.ip_limits import FORWARDED_FOR
 from gateway.pipeline import Call, Reply, Wire, compose, error_boundary
@@ -114,27 +115,34 @@ class WsTransport:
             await _close(websocket, Close.RATE_LIMITED, f"connection limit reached: {cap} open WebSockets per account")
             return
         try:
-            meter = self.gw.meter
-            await meter.prepare(identity.pubkey)
-            remaining = meter.remaining(identity.pubkey) or 0
-            if remaining < self.limits.min_balance:
-                reason = f"insufficient credits: {remaining} (minimum {self.limits.min_balance})"
-                await _close(websocket, Close.INSUFFICIENT_CREDITS, reason)
-                return
-            session = WsSession(self.deps(), identity, upgrade.credentials, peer, f"ws-{os.urandom(8).hex()}")
-            credential = auth.credential_of(upgrade.credentials, identity)
-            release = None
-            if credential is not None:
-                end = lambda reason: session.close(Close.POLICY_VIOLATION, reason)  # noqa: E731
-                release = auth.revocations.hold(credential, end, generation)
-            try:
-                await self._serve(websocket, session)
-            finally:
-                if release is not None:
-                    release()
-                await session.release()
+            await self._session(websocket, upgrade.credentials, identity, peer, generation)
         finally:
             self.caps.leave(identity.pubkey)
+
+    async def _session(
+        self, websocket: WebSocket, credentials: Credentials, identity: Identity, peer: str | None, generation: int
+    ) -> None:
+        """Serve an admitted socket until it ends; its credential's revocation closes it 1008."""
+        meter, auth = self.gw.meter, self.gw.auth
+        await meter.prepare(identity.pubkey)
+        remaining = meter.remaining(identity.pubkey) or 0
+        if remaining < self.limits.min_balance:
+            reason = f"insufficient credits: {remaining} (minimum {self.limits.min_balance})"
+            await _close(websocket, Close.INSUFFICIENT_CREDITS, reason)
+            return
+        session = WsSession(self.deps(), identity, credentials, peer, f"ws-{os.urandom(8).hex()}")
+        credential = auth.credential_of(credentials, identity)
+        release = None
+        if credential is not None:
+            release = auth.revocations.hold(
+                credential, lambda why: session.close(Close.POLICY_VIOLATION, why), generation
+            )
+        try:
+            await self._serve(websocket, session)
+        finally:
+            if release is not None:
+                release()
+            await session.release()
 
     def _refusal_code(self, call: Call, reply: Reply) -> int:
         if reply.status == 503:
