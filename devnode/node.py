@@ -8,7 +8,8 @@ Simplified: one validator and no votes, every slot produces a block; commitment 
 (processed in the landing slot, confirmed one slot later, finalized two slots later) and commitment
 parameters are otherwise ignored; account / program / logs notifications are sent on landing.
 Blocks and transaction history are kept in memory for `retention_slots` and lost on restart; the
-accounts touched by transactions are persisted to <data_dir>/accounts.json on stop.
+accounts touched by transactions are persisted to <data_dir>/accounts.json on stop, and the launch feed
+counts its starts in <data_dir>/feed.json (a restarted feed launches new coins, never the same ones again).
 
 The sending side, as a leader and a block engine offer it: the TPU QUIC listener (devnode/tpu.py,
 its address in getClusterNodes' `tpuQuic`) and the local block engine (devnode/block_engine/,
@@ -31,7 +32,7 @@ from devnode.chain import Chain
 from devnode.chain.constants import IDENTITY
 from devnode.config import DevnodeConfig
 from devnode.geyser import GeyserServer
-from devnode.persist import USDC_AUTHORITY_FILE, load_or_create_keypair, load_state, save_state
+from devnode.persist import FEED_RUN_FILE, USDC_AUTHORITY_FILE, load_or_create_keypair, load_state, save_state
 from devnode.pubsub import PubSub
 from devnode.rpc import NodeInfo, RpcDispatcher
 from devnode.server import HttpServer
@@ -144,7 +145,10 @@ class Devnode:
         try:
             module = importlib.import_module("devnode.feed")
             self._feed = module.LaunchFeed(
-                chain=self.chain, seed=self.config.feed_seed, interval_ms=self.config.feed_interval_ms
+                chain=self.chain,
+                seed=self.config.feed_seed,
+                interval_ms=self.config.feed_interval_ms,
+                run_file=self.config.data_dir / FEED_RUN_FILE,
             )
             await self._feed.start()
         except Exception:

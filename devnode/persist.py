@@ -1,6 +1,6 @@
 """Account state across restarts: <data_dir>/accounts.json holds the slot position and every
-account a transaction, airdrop or injection has touched (plus the genesis mints). Transaction
-history and blocks are not persisted."""
+account a transaction, airdrop or injection has touched (plus the genesis mints); <data_dir>/feed.json
+counts the launch feed's runs. Transaction history and blocks are not persisted."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from solders.pubkey import Pubkey
 
 STATE_FILE = "accounts.json"
 USDC_AUTHORITY_FILE = "usdc-mint-authority.json"
+#: The launch feed's run counter (devnode/feed/launch.py `next_run`): each start of the feed is a new run.
+FEED_RUN_FILE = "feed.json"
 
 
 def account_to_json(account: Account) -> dict[str, Any]:

@@ -38,7 +38,10 @@ What is synthetic:
     example values, fees 95 + 30 bps, the published fee and buyback recipients) is written by the first
     transaction of each run;
   * traders are funded by one airdrop each, plus another whenever one falls below 100 SOL; a restarted feed
-    with the same seed replays the same wallets and mints and overwrites their accounts.
+    keeps the seed's wallets and launches new coins: the devnode counts the feed's starts in
+    <data_dir>/feed.json and each start is a new run of the seed (`state.run_seed`), and a mint that already
+    has an account on the chain is never drawn (`FeedState.new_mint`). The coins of an earlier run are not
+    traded by the feed again (it keeps no memory of them).
 
 Trades users sign on the feed's coins are executed by the devnode (devnode/pump_exec/); the chain tells the feed
 of every transaction it did not make, and the feed reads the accounts those changed back before its next step

@@ -45,7 +45,7 @@ def _coin_metadata(state: FeedState) -> tuple[str, str, str]:
 
 def create(state: FeedState, now: int) -> Tx:
     user = state.pick_trader()
-    mint_kp = Keypair.from_seed(state.rng.randbytes(32))
+    mint_kp = state.new_mint()
     name, symbol, uri = _coin_metadata(state)
     coin: Coin | None
     if state.rng.random() < 0.45:

@@ -1,16 +1,21 @@
 """The launch feed's scheduler: `LaunchFeed` decides what happens each step (a create, a buy, a whale buy
 that completes a curve, a sell, or a due graduation), has the builders produce it, and injects the result
 into the chain every `interval_ms`. The chain tells it of every transaction it records (`_ForeignChanges`): the
-accounts that other transactions changed are read back at the start of the next step.
+accounts that other transactions changed are read back at the start of the next step. With a `run_file` (the
+devnode's `<data_dir>/feed.json`) each start is a new run of the seed (`next_run`), so a restarted devnode goes
+on with new coins instead of launching the same ones again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from solders.account import Account
@@ -54,11 +59,25 @@ class _ForeignChanges:
         return changed
 
 
+def next_run(run_file: Path) -> int:
+    """The number of this start of the feed on the chain `run_file` sits beside (0 for the first), written
+    back before anything is injected: a crash after it still moves the next start on to a new run."""
+    try:
+        run = int(json.loads(run_file.read_text())["runs"])
+    except FileNotFoundError:
+        run = 0
+    tmp = run_file.with_name(run_file.name + ".tmp")
+    tmp.write_text(json.dumps({"version": 1, "runs": run + 1}))
+    os.replace(tmp, run_file)
+    return run
+
+
 class LaunchFeed:
     """A steady, seeded stream of pump.fun-shaped transactions injected into the chain.
 
     `next_transactions()` is the pure step (it only reads the chain, plus airdrops to fund the generated
-    traders once); `start()` runs it every `interval_ms` and injects what it returns.
+    traders once); `start()` runs it every `interval_ms` and injects what it returns. `run_file` (a JSON
+    file kept with the chain's state) counts the feed's starts: without it every feed of a seed is run 0.
     """
 
     def __init__(
@@ -68,9 +87,11 @@ class LaunchFeed:
         interval_ms: int = 1000,
         *,
         clock: Callable[[], float] = time.time,
+        run_file: Path | None = None,
     ) -> None:
         self._chain = chain
-        self._state = FeedState(chain, seed)
+        self.run = 0 if run_file is None else next_run(run_file)
+        self._state = FeedState(chain, seed, self.run)
         self._interval_ms = interval_ms
         self._clock = clock
         self._task: asyncio.Task[None] | None = None

@@ -5,7 +5,8 @@ The feed never reads its own writes back from the chain: it keeps lamports and t
 step with what it injects, and the builders (create, trade, migrate, assemble) read and update them
 through `FeedState`. What other transactions change (a user's buy on a feed coin, a transfer to a fee
 recipient) is read back by `refresh`, before the next step builds on it. One `random.Random(seed)` drives
-every draw, so a seed replays the same stream.
+every draw, so a seed replays the same stream; the wallets come from the seed alone, and every draw after
+them from the seed and the run (`run_seed`): a restarted devnode keeps its wallets and launches new coins.
 """
 
 from __future__ import annotations
@@ -122,14 +123,25 @@ def top_call(ix: Instruction, units: int) -> Call:
     return Call(ix.program_id, [m.pubkey for m in ix.accounts], bytes(ix.data), units=units)
 
 
-class FeedState:
-    """The seeded random source, the generated wallets and what the feed knows of their accounts."""
+def run_seed(seed: int, run: int) -> str:
+    """What seeds the draws after the wallets in run `run` of a feed seeded `seed` (run 0 goes on from the
+    wallets' own stream, so that a fresh data dir still gives what the seed always gave)."""
+    return f"devnode-feed:{seed}:run-{run}"
 
-    def __init__(self, chain: ChainLike, seed: int) -> None:
+
+class FeedState:
+    """The seeded random source, the generated wallets and what the feed knows of their accounts.
+
+    `run` counts the feed's starts on one chain (`LaunchFeed`'s `run_file`): the wallets are the seed's in
+    every run, the coins are new in each."""
+
+    def __init__(self, chain: ChainLike, seed: int, run: int = 0) -> None:
         self.chain = chain
         self.rng = random.Random(seed)
         self.traders = [Keypair.from_seed(self.rng.randbytes(32)) for _ in range(TRADER_COUNT)]
         self.migrator = Keypair.from_seed(self.rng.randbytes(32))
+        if run:
+            self.rng.seed(run_seed(seed, run))
         self.lamports: dict[Pubkey, int] = {}
         self.coins: dict[Pubkey, Coin] = {}
         self.tokens: dict[Pubkey, TokenAccount] = {}
@@ -180,6 +192,14 @@ class FeedState:
         for pubkey in pubkeys:
             self.balance(pubkey)
             tx.wallets[pubkey] = None
+
+    def new_mint(self) -> Keypair:
+        """A mint keypair for a new coin, never one with an account on the chain: a coin is created once,
+        whatever the chain kept from earlier runs."""
+        while True:
+            mint = Keypair.from_seed(self.rng.randbytes(32))
+            if self.chain.get_account(mint.pubkey()) is None:
+                return mint
 
     def live_coins(self) -> list[Coin]:
         return [c for c in self.coins.values() if not c.curve.complete]

@@ -12,6 +12,7 @@ import asyncio
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import base58
 import pytest
@@ -508,3 +509,57 @@ async def test_start_and_stop_inject_in_the_background() -> None:
     assert count >= 5
     await asyncio.sleep(0.05)
     assert len(chain.injected) == count
+
+
+# ------------------------------------------------------------------ restarts: new coins, the same wallets
+
+
+def created_mints(txs: list[InjectedTransaction]) -> list[Pubkey]:
+    """The mint of every CreateEvent the transactions log, in order."""
+    return [
+        event.mint
+        for tx in txs
+        for line in tx.log_messages
+        if line.startswith("Program data: ") and isinstance(event := decode_program_data_log(line), CreateEvent)
+    ]
+
+
+def steps(feed: LaunchFeed, chain: StandInChain, count: int) -> list[InjectedTransaction]:
+    txs = []
+    for _ in range(count):
+        for tx in feed.next_transactions():
+            chain.inject(tx)
+            txs.append(tx)
+    return txs
+
+
+def test_a_restarted_feed_launches_new_coins_with_the_same_wallets(tmp_path: Path) -> None:
+    run_file = tmp_path / "feed.json"
+    chain = StandInChain()
+    first = LaunchFeed(chain, clock=lambda: NOW, run_file=run_file)
+    before = created_mints(steps(first, chain, 40))
+    again = LaunchFeed(chain, clock=lambda: NOW, run_file=run_file)  # the devnode started again
+    after = created_mints(steps(again, chain, 40))
+    assert (first.run, again.run) == (0, 1)
+    assert again.traders == first.traders
+    assert len(before) >= 3 and len(after) >= 3
+    assert len(set(before + after)) == len(before) + len(after)
+
+
+def test_a_crash_still_moves_the_next_start_to_a_new_run(tmp_path: Path) -> None:
+    """The run is counted when the feed starts: a chain that lost what the last run wrote (no state saved)
+    still gets new coins, so a gateway that logged the lost run's signals never sees a mint twice."""
+    run_file = tmp_path / "feed.json"
+    crashed = StandInChain()
+    lost = created_mints(steps(LaunchFeed(crashed, clock=lambda: NOW, run_file=run_file), crashed, 40))
+    chain = StandInChain()
+    after = created_mints(steps(LaunchFeed(chain, clock=lambda: NOW, run_file=run_file), chain, 40))
+    assert lost and after and not set(lost) & set(after)
+
+
+def test_a_mint_the_chain_already_holds_is_never_created_again() -> None:
+    """Without a run file (run 0 every time) the chain's accounts still keep a second feed off the first's coins."""
+    chain = StandInChain()
+    before = created_mints(steps(LaunchFeed(chain, clock=lambda: NOW), chain, 40))
+    after = created_mints(steps(LaunchFeed(chain, clock=lambda: NOW), chain, 40))
+    assert before and after and not set(before) & set(after)
