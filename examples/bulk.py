@@ -11,17 +11,16 @@ import asyncio
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import orjson
 from solders.keypair import Keypair
 
-from gateway.client import GatewayClient
+from gateway.client import GatewayClient, dev_wallet_path, require_dev_api_key
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
-API_KEY = os.environ["GATEWAY_API_KEY"]
-WALLET = Path(os.environ.get("GATEWAY_WALLET", ".gateway/wallets/dev-wallet.json"))
+API_KEY = require_dev_api_key()  # $GATEWAY_API_KEY, else the key gateway fund saved beside the wallet
+WALLET = dev_wallet_path()  # $GATEWAY_WALLET, else $GATEWAY_HOME/wallets/dev-wallet.json
 
 
 def addresses() -> list[str]:

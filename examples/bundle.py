@@ -2,7 +2,7 @@
 account, sent with POST /relay/sendBundle and followed with /relay/getBundleStatuses.
 
 export GATEWAY_API_KEY=$(.venv/bin/gateway fund)
-export GATEWAY_WALLET=.gateway/wallets/dev-wallet.json
+# the wallet: $GATEWAY_WALLET, else gateway fund's, $GATEWAY_HOME/wallets/dev-wallet.json
 .venv/bin/python examples/bundle.py
 """
 
@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import random
-from pathlib import Path
 
 from solders.hash import Hash
 from solders.instruction import Instruction
@@ -22,11 +21,11 @@ from solders.pubkey import Pubkey
 from solders.system_program import TransferParams, transfer
 from solders.transaction import Transaction
 
-from gateway.client import GatewayClient, solana_client
+from gateway.client import GatewayClient, dev_wallet_path, require_dev_api_key, solana_client
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
-API_KEY = os.environ["GATEWAY_API_KEY"]
-WALLET = Path(os.environ.get("GATEWAY_WALLET", ".gateway/wallets/dev-wallet.json"))
+API_KEY = require_dev_api_key()  # $GATEWAY_API_KEY, else the key gateway fund saved beside the wallet
+WALLET = dev_wallet_path()  # $GATEWAY_WALLET, else $GATEWAY_HOME/wallets/dev-wallet.json
 TIP_LAMPORTS = 10_000  # at least 1,000
 
 

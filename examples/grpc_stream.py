@@ -4,7 +4,7 @@ project's own modules is imported). A unary call, slot updates, a ping, then the
 transfer seen as a transaction update. 1 credit per call and per stream, then 60 a minute.
 
 export GATEWAY_API_KEY=$(.venv/bin/gateway fund)          # on the embedded devnode: also gives the wallet SOL
-export GATEWAY_WALLET=.gateway/wallets/dev-wallet.json
+# the wallet: $GATEWAY_WALLET, else gateway fund's, $GATEWAY_HOME/wallets/dev-wallet.json
 .venv/bin/python examples/grpc_stream.py                  # GATEWAY_GRPC: host:port, default 127.0.0.1:10000
 """
 
@@ -28,12 +28,12 @@ from solders.message import Message
 from solders.system_program import TransferParams, transfer
 from solders.transaction import Transaction
 
-from gateway.client import solana_client
+from gateway.client import dev_wallet_path, require_dev_api_key, solana_client
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
 GRPC = os.environ.get("GATEWAY_GRPC", f"127.0.0.1:{os.environ.get('GATEWAY_GRPC_PORT', '10000')}")
-API_KEY = os.environ["GATEWAY_API_KEY"]
-WALLET = Path(os.environ.get("GATEWAY_WALLET", ".gateway/wallets/dev-wallet.json"))
+API_KEY = require_dev_api_key()  # $GATEWAY_API_KEY, else the key gateway fund saved beside the wallet
+WALLET = dev_wallet_path()  # $GATEWAY_WALLET, else $GATEWAY_HOME/wallets/dev-wallet.json
 PROTOS = Path(__file__).resolve().parents[1] / "geyser_proto"  # or the public geyser.proto + solana-storage.proto
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import os
 
-from gateway.client import GatewayClient
+from gateway.client import GatewayClient, require_dev_api_key
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
-API_KEY = os.environ["GATEWAY_API_KEY"]
+API_KEY = require_dev_api_key()  # $GATEWAY_API_KEY, else the key gateway fund saved beside the wallet
 USDC_MINT = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"  # any accounts your transaction writes
 
 

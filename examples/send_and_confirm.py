@@ -2,7 +2,7 @@
 and getSendStatus, which says whether sending again would be safe.
 
 export GATEWAY_API_KEY=$(.venv/bin/gateway fund)          # on the embedded devnode: also gives the wallet SOL
-export GATEWAY_WALLET=.gateway/wallets/dev-wallet.json
+# the wallet: $GATEWAY_WALLET, else gateway fund's, $GATEWAY_HOME/wallets/dev-wallet.json
 .venv/bin/python examples/send_and_confirm.py
 """
 
@@ -11,18 +11,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from pathlib import Path
 
 from solders.keypair import Keypair
 from solders.message import Message
 from solders.system_program import TransferParams, transfer
 from solders.transaction import Transaction
 
-from gateway.client import GatewayClient, solana_client
+from gateway.client import GatewayClient, dev_wallet_path, require_dev_api_key, solana_client
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
-API_KEY = os.environ["GATEWAY_API_KEY"]
-WALLET = Path(os.environ.get("GATEWAY_WALLET", ".gateway/wallets/dev-wallet.json"))
+API_KEY = require_dev_api_key()  # $GATEWAY_API_KEY, else the key gateway fund saved beside the wallet
+WALLET = dev_wallet_path()  # $GATEWAY_WALLET, else $GATEWAY_HOME/wallets/dev-wallet.json
 
 
 async def main(payer: Keypair) -> None:

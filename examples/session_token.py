@@ -1,6 +1,6 @@
 """A session token: sign a challenge once, then send the token with solana-py; log out at the end.
 
-export GATEWAY_WALLET=.gateway/wallets/dev-wallet.json  # a Solana keypair file (gateway fund makes one)
+.venv/bin/gateway fund        # once: the wallet, $GATEWAY_HOME/wallets/dev-wallet.json ($GATEWAY_WALLET: another)
 .venv/bin/python examples/session_token.py
 """
 
@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-from pathlib import Path
 
 import aiohttp
 from solders.pubkey import Pubkey
 
-from gateway.client import WalletSigner, solana_client
+from gateway.client import WalletSigner, dev_wallet_path, solana_client
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
-WALLET = Path(os.environ.get("GATEWAY_WALLET", ".gateway/wallets/dev-wallet.json"))
+WALLET = dev_wallet_path()  # $GATEWAY_WALLET, else $GATEWAY_HOME/wallets/dev-wallet.json
 
 
 async def main(signer: WalletSigner) -> None:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import os
 
-from gateway.client import GatewayClient, InsufficientCredits, SignalEvent
+from gateway.client import GatewayClient, InsufficientCredits, SignalEvent, require_dev_api_key
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
-API_KEY = os.environ["GATEWAY_API_KEY"]
+API_KEY = require_dev_api_key()  # $GATEWAY_API_KEY, else the key gateway fund saved beside the wallet
 SECONDS = float(os.environ.get("SIGNALS_SECONDS", "15"))
 EVENTS = int(os.environ.get("SIGNALS_EVENTS", "5"))
 

@@ -1,7 +1,7 @@
 """Per-request wallet signatures (no key, no session): each solana-py request carries X-Pubkey,
 X-Signature, X-Timestamp and X-Nonce, signed over the method, path and body.
 
-    export GATEWAY_WALLET=.gateway/wallets/dev-wallet.json
+    .venv/bin/gateway fund        # once: the wallet, $GATEWAY_HOME/wallets/dev-wallet.json ($GATEWAY_WALLET: another)
     .venv/bin/python examples/signed_requests.py
 """
 
@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-from pathlib import Path
 
-from gateway.client import WalletSigner, solana_client
+from gateway.client import WalletSigner, dev_wallet_path, solana_client
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
-WALLET = Path(os.environ.get("GATEWAY_WALLET", ".gateway/wallets/dev-wallet.json"))
+WALLET = dev_wallet_path()  # $GATEWAY_WALLET, else $GATEWAY_HOME/wallets/dev-wallet.json
 
 
 async def main(signer: WalletSigner) -> None:

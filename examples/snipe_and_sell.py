@@ -2,7 +2,7 @@
 send it; then executeSell builds the sale of what it bought. The gateway never holds your key.
 
 export GATEWAY_API_KEY=$(.venv/bin/gateway fund)          # on the embedded devnode: also gives the wallet SOL
-export GATEWAY_WALLET=.gateway/wallets/dev-wallet.json    # the wallet the key belongs to: it trades and signs
+# the wallet the key belongs to (it trades and signs): $GATEWAY_WALLET, else $GATEWAY_HOME/wallets/dev-wallet.json
 .venv/bin/python examples/snipe_and_sell.py [<mint>]      # default: a coin the devnode's launch feed trades now
 
 Each build costs its `fee_credits`: the TRADE_BUILD fee plus a share of the SOL it moves (`GET /pricing`,
@@ -16,7 +16,6 @@ import base64
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import base58
@@ -27,12 +26,12 @@ from solders.keypair import Keypair
 from solders.signature import Signature
 from solders.transaction import VersionedTransaction
 
-from gateway.client import GatewayClient, solana_client
+from gateway.client import GatewayClient, dev_wallet_path, require_dev_api_key, solana_client
 from gateway.client.errors import RpcError
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
-API_KEY = os.environ["GATEWAY_API_KEY"]
-WALLET = Path(os.environ.get("GATEWAY_WALLET", ".gateway/wallets/dev-wallet.json"))
+API_KEY = require_dev_api_key()  # $GATEWAY_API_KEY, else the key gateway fund saved beside the wallet
+WALLET = dev_wallet_path()  # $GATEWAY_WALLET, else $GATEWAY_HOME/wallets/dev-wallet.json
 PUMP = "6EF8rrecthR5Dkzon8Nwu78hRvfCKubJ14M5uBEwF6P"
 BUY = bytes([102, 6, 61, 18, 1, 218, 235, 234])  # the pump `buy` instruction's discriminator
 

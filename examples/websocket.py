@@ -3,7 +3,7 @@ header, then a slot subscription and a watch on the wallet's account, which a tr
 through the gateway changes. 1 credit per subscription and per notification received.
 
 export GATEWAY_API_KEY=$(.venv/bin/gateway fund)          # on the embedded devnode: also gives the wallet SOL
-export GATEWAY_WALLET=.gateway/wallets/dev-wallet.json
+# the wallet: $GATEWAY_WALLET, else gateway fund's, $GATEWAY_HOME/wallets/dev-wallet.json
 .venv/bin/python examples/websocket.py
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from pathlib import Path
 
 from solana.rpc.websocket_api import SolanaWsClient
 from solders.keypair import Keypair
@@ -21,11 +20,11 @@ from solders.rpc.responses import AccountNotification, SlotNotification
 from solders.system_program import TransferParams, transfer
 from solders.transaction import Transaction
 
-from gateway.client import solana_client
+from gateway.client import dev_wallet_path, require_dev_api_key, solana_client
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
-API_KEY = os.environ["GATEWAY_API_KEY"]
-WALLET = Path(os.environ.get("GATEWAY_WALLET", ".gateway/wallets/dev-wallet.json"))
+API_KEY = require_dev_api_key()  # $GATEWAY_API_KEY, else the key gateway fund saved beside the wallet
+WALLET = dev_wallet_path()  # $GATEWAY_WALLET, else $GATEWAY_HOME/wallets/dev-wallet.json
 
 
 async def main(payer: Keypair) -> None:

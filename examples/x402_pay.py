@@ -19,7 +19,6 @@ import asyncio
 import base64
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -39,10 +38,10 @@ from spl.token.instructions import (
 )
 from spl.token.models import MintToCheckedParams, TransferCheckedParams
 
-from gateway.client import GatewayClient, WalletSigner
+from gateway.client import GatewayClient, WalletSigner, gateway_home
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
-HOME = Path(os.environ.get("GATEWAY_HOME", ".gateway"))
+HOME = gateway_home()  # $GATEWAY_HOME, else .gateway
 NODE = f"http://127.0.0.1:{os.environ.get('GATEWAY_DEVNODE_RPC_PORT', '8899')}"
 USDC_DECIMALS = 6
 PAYMENT = 50_000  # 0.05 USDC: 5,000 credits at the default rate

@@ -79,17 +79,28 @@ def up(config: ConfigOption = None) -> None:
 @app.command()
 def fund(
     config: ConfigOption = None,
-    usdc: Annotated[str, typer.Option(help="Test USDC to deposit (1 USDC buys credits_per_usdc credits).")] = "10",
+    usdc: Annotated[
+        str | None,
+        typer.Option(
+            help="Test USDC to deposit (1 USDC buys credits_per_usdc credits). Default: 10 if the wallet has no "
+            "credits yet, else nothing (the key is printed again)."
+        ),
+    ] = None,
     wallet: Annotated[
-        Path | None, typer.Option(help="Keypair file to use or create (default <home>/wallets/dev-wallet.json).")
+        Path | None,
+        typer.Option(
+            help="Keypair file to use or create (default $GATEWAY_WALLET, else <home>/wallets/dev-wallet.json)."
+        ),
     ] = None,
 ) -> None:
-    """Test credits in one command (embedded devnode only): wallet, test USDC, deposit, API key."""
+    """Test credits in one command (embedded devnode only): wallet, test USDC, deposit, API key.
+
+    Run again, it prints the same key and deposits only with --usdc (or when the wallet has no credits)."""
     from gateway.fund import FundError, run
 
     settings = _settings(config)
     try:
-        with console.status("minting test USDC, depositing, confirming…"):
+        with console.status("the wallet's key and balance; a deposit if one is due…"):
             funded = run(settings, usdc, wallet)
     except FundError as exc:
         console.print(f"[red]{escape(str(exc))}[/red]")
@@ -99,7 +110,10 @@ def fund(
         raise typer.Exit(1) from exc
     console.print(f"wallet   {funded.wallet_path}  ({funded.pubkey})")
     console.print(f"api key  {funded.api_key}  (saved in {funded.key_path})")
-    console.print(f"deposit  {funded.deposit_signature}: +{funded.credits_added} credits")
+    if funded.deposit_signature is None:
+        console.print("deposit  none: the wallet has credits (--usdc N to buy more)")
+    else:
+        console.print(f"deposit  {funded.deposit_signature}: +{funded.credits_added} credits")
     console.print(f"balance  {funded.balance} credits")
     print(funded.api_key)  # alone on stdout, for scripts: KEY=$(gateway fund 2>/dev/null)
 

@@ -1,7 +1,10 @@
 """``gateway fund``: test credits in one command, on the embedded devnode only.
 
 What a new user would otherwise do by hand: make a wallet, get SOL, mint test USDC with the devnode's
-mint authority, send it to the deposit address, confirm the deposit, create an API key. It talks to
+mint authority, send it to the deposit address, confirm the deposit, create an API key. Run again, it
+deposits only when asked (``--usdc``) or when the wallet has no credits yet: otherwise it only gives
+the key again. The wallet and the key's file are where :mod:`gateway.client.dev_wallet` says, the
+rule the examples and the notebook follow too. It talks to
 the running gateway over its public API (the deposit address comes from a 402 answer, the deposit is
 confirmed through ``POST /account/confirm-deposit``) and to the devnode over its RPC, as a user's
 own script would. Refused against any other chain: real USDC is never minted.
@@ -32,14 +35,15 @@ from spl.token.instructions import (
 )
 from spl.token.models import MintToCheckedParams, TransferCheckedParams
 
-from gateway.client import AuthFailed, GatewayClient, PaymentRequired, WalletSigner
+from gateway.client import AuthFailed, GatewayClient, PaymentRequired, WalletSigner, api_key_path, dev_wallet_path
 from gateway.config import Settings
 from gateway.keys import load_keypair, load_or_create_keypair
 
 USDC_DECIMALS = 6
 AIRDROP_LAMPORTS = 2_000_000_000
 MINT_AUTHORITY_FILE = "devnode/usdc-mint-authority.json"
-DEFAULT_WALLET = "wallets/dev-wallet.json"
+#: What a wallet without credits gets when no amount is asked for.
+DEFAULT_USDC = "10"
 
 
 class FundError(Exception):
@@ -52,7 +56,7 @@ class Funded:
     pubkey: str
     api_key: str
     key_path: Path
-    deposit_signature: str
+    deposit_signature: str | None  # None: nothing deposited (the wallet had credits, none were asked for)
     credits_added: int
     balance: int
 
@@ -74,8 +78,17 @@ def usdc_base_units(amount: str) -> int:
     return int(base_units)
 
 
-async def fund(settings: Settings, base_units: int, wallet_path: Path | None = None) -> Funded:
-    """Mint ``base_units`` of test USDC to the wallet, deposit them, return the wallet's key and balance."""
+def to_deposit(asked: int | None, balance: int) -> int | None:
+    """Base units to deposit: what was asked for; if nothing was, the default for a wallet without
+    credits (a new one, or one that spent them all), else none (None)."""
+    if asked is not None:
+        return asked
+    return usdc_base_units(DEFAULT_USDC) if balance <= 0 else None
+
+
+async def fund(settings: Settings, base_units: int | None, wallet_path: Path | None = None) -> Funded:
+    """The wallet's API key and balance, after minting and depositing ``base_units`` of test USDC; with
+    ``base_units`` None, :data:`DEFAULT_USDC` only if the wallet has no credits yet (:func:`to_deposit`)."""
     if settings.upstream_rpc_url:
         raise FundError(
             "gateway fund mints test USDC on the embedded devnode only; this gateway's upstream is "
@@ -85,21 +98,26 @@ async def fund(settings: Settings, base_units: int, wallet_path: Path | None = N
     authority_file = home / MINT_AUTHORITY_FILE
     if not authority_file.exists():
         raise FundError(f"no devnode data in {home}: start the gateway first (make up), with the same GATEWAY_HOME")
-    wallet_path = wallet_path or home / DEFAULT_WALLET
+    wallet_path = wallet_path or dev_wallet_path(home)  # $GATEWAY_WALLET, else <home>/wallets/dev-wallet.json
     wallet = load_or_create_keypair(wallet_path)
     url = gateway_url(settings)
     node_url = f"http://127.0.0.1:{settings.devnode_rpc_port}"
+    key_path = api_key_path(wallet_path)
     async with GatewayClient(url, signer=WalletSigner(bytes(wallet)), max_retries=0) as gw:
-        deposit_address = await _deposit_address(url)
-        key_path = wallet_path.with_suffix(".api-key")
-        api_key = await _api_key(gw, url, key_path)
-        async with AsyncClient(node_url) as node:
-            authority = load_keypair(authority_file)
-            mint = Pubkey.from_string(settings.usdc_mint)  # the devnode's test USDC has the mainnet address
-            signature = await _deposit(node, wallet, authority, mint, deposit_address, base_units)
-        async with GatewayClient(url, api_key=api_key, max_retries=0) as keyed:
-            confirmed = await keyed.confirm_deposit(str(signature))  # finalized already: credited now
-            info = await keyed.account_info()
+        api_key = await _api_key(gw, url, key_path)  # a new key makes the account
+    async with GatewayClient(url, api_key=api_key, max_retries=0) as keyed:
+        balance = int((await keyed.account_info())["balance"])
+    amount = to_deposit(base_units, balance)
+    if amount is None:
+        return Funded(wallet_path, str(wallet.pubkey()), api_key, key_path, None, 0, balance)
+    deposit_address = await _deposit_address(url)
+    async with AsyncClient(node_url) as node:
+        authority = load_keypair(authority_file)
+        mint = Pubkey.from_string(settings.usdc_mint)  # the devnode's test USDC has the mainnet address
+        signature = await _deposit(node, wallet, authority, mint, deposit_address, amount)
+    async with GatewayClient(url, api_key=api_key, max_retries=0) as keyed:
+        confirmed = await keyed.confirm_deposit(str(signature))  # finalized already: credited now
+        info = await keyed.account_info()
     added = 0 if confirmed["already_processed"] else int(confirmed["credits_added"])  # the watcher may be first
     return Funded(wallet_path, str(wallet.pubkey()), api_key, key_path, str(signature), added, int(info["balance"]))
 
@@ -191,5 +209,6 @@ async def _send(node: AsyncClient, instructions: list[Instruction], payer: Keypa
     return signature
 
 
-def run(settings: Settings, usdc: str, wallet_path: Path | None) -> Funded:
-    return asyncio.run(fund(settings, usdc_base_units(usdc), wallet_path))
+def run(settings: Settings, usdc: str | None, wallet_path: Path | None) -> Funded:
+    """``usdc`` None: deposit only if the wallet has no credits yet (see :func:`to_deposit`)."""
+    return asyncio.run(fund(settings, None if usdc is None else usdc_base_units(usdc), wallet_path))

@@ -7,11 +7,21 @@ Needs nothing of the server side (an import contract of ``make check``)::
     SignalStream        ``GatewayClient.signals()``: the /ws signal stream, resumed and de-duplicated
                         (signals.py; its parts without I/O in signal_parts.py)
     solana_client       solana-py's AsyncClient with gateway credentials; gateway_error (solana.py)
+    dev_wallet_path     where the dev wallet and its API key are: GATEWAY_WALLET, GATEWAY_HOME,
+                        GATEWAY_API_KEY (dev_wallet.py)
     errors              one exception per documented error (errors.py)
 """
 
 from __future__ import annotations
 
+from gateway.client.dev_wallet import (
+    api_key_path,
+    dev_api_key,
+    dev_wallet_path,
+    gateway_home,
+    require_dev_api_key,
+    saved_api_key,
+)
 from gateway.client.errors import (
     AuthFailed,
     BackendUnavailable,
@@ -56,6 +66,12 @@ __all__ = [
     "StreamOptions",
     "WalletAuth",
     "WalletSigner",
+    "api_key_path",
+    "dev_api_key",
+    "dev_wallet_path",
     "gateway_error",
+    "gateway_home",
+    "require_dev_api_key",
+    "saved_api_key",
     "solana_client",
 ]

@@ -62,6 +62,32 @@ def test_gateway_fund_gives_a_key_that_pays(service: RunningService, funded: tup
     assert "+1000 credits" in again.stderr or "+0 credits" in again.stderr, again.stderr
 
 
+def test_gateway_fund_run_again_only_prints_the_key(
+    service: RunningService, funded: tuple[str, Path], tmp_path: Path
+) -> None:
+    key, _ = funded
+    before = balance_of(service, key)
+    plain = gateway_fund(service)  # no --usdc: the wallet has credits, so nothing is deposited
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.strip().splitlines()[-1] == key
+    assert "deposit  none" in plain.stderr and ": +" not in plain.stderr, plain.stderr
+    assert balance_of(service, key) <= before
+
+    other = tmp_path / "elsewhere" / "wallet.json"  # GATEWAY_WALLET names the wallet, for fund as for the examples
+    new = gateway_fund(service, GATEWAY_WALLET=str(other))  # no credits yet: the default 10 USDC
+    assert new.returncode == 0, new.stderr
+    new_key = new.stdout.strip().splitlines()[-1]
+    assert new_key != key and other.with_suffix(".api-key").read_text().strip() == new_key
+    assert "+1000000 credits" in new.stderr or "+0 credits" in new.stderr, new.stderr  # the watcher may be first
+    assert balance_of(service, new_key) >= 1_000_000 - 10
+
+
+def balance_of(service: RunningService, key: str) -> int:
+    status, info, _ = fetch(f"{service.url}/account/info", None, {"X-Api-Key": key})
+    assert status == 200, info
+    return int(info["balance"])
+
+
 def test_gateway_fund_refuses_a_real_chain_and_bad_amounts(service: RunningService) -> None:
     real = gateway_fund(service, GATEWAY_UPSTREAM_RPC_URL="https://api.mainnet-beta.solana.com")
     assert real.returncode == 2 and "embedded devnode only" in real.stderr, real.stderr
@@ -90,13 +116,16 @@ def test_gateway_fund_refuses_a_real_chain_and_bad_amounts(service: RunningServi
     ],
 )
 def test_each_example_runs(
-    service: RunningService, funded: tuple[str, Path], example: str, expected: list[str]
+    service: RunningService, funded: tuple[str, Path], example: str, expected: list[str], tmp_path: Path
 ) -> None:
-    key, wallet = funded
-    env = {**service.env, "GATEWAY_URL": service.url, "GATEWAY_API_KEY": key, "GATEWAY_WALLET": str(wallet)}
+    """As a user runs them after `gateway fund`: the wallet and its key found in the data dir, which is
+    not ./.gateway (service.env's GATEWAY_HOME is a temporary one, and the working directory has none)."""
+    env = {**service.env, "GATEWAY_URL": service.url}
+    assert "GATEWAY_WALLET" not in env and "GATEWAY_API_KEY" not in env and env["GATEWAY_HOME"] == str(service.home)
     env["SIGNALS_SECONDS"] = "3"  # examples/signals.py's live window
     done = subprocess.run(
         [sys.executable, str(REPO / "examples" / example)],
+        cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,
