@@ -328,6 +328,15 @@ class Dispatcher:
                 if self._room() >= self.config.min_claim:  # wake the claim loop only when it has work
                     self._freed.set()
             if outcome is not None:
+                if outcome.result is not Result.DELIVERED:  # the reason last_error records; never the secret
+                    log.warning(
+                        "webhook %s delivery %s attempt %d failed (%s): %s",
+                        job.webhook_id,
+                        job.id,
+                        job.attempts,
+                        outcome.result.value,
+                        outcome.error,
+                    )
                 self._unwritten += 1
                 self._outcomes.append(outcome)
                 self._to_write.set()
