@@ -190,6 +190,11 @@ class Settings(BaseSettings):
         description="Deadline for a request's headers and body to arrive (HAProxy's, then the replica's); past it "
         "the request is answered 408 and the connection closed.",
     )
+    access_log: bool = Field(
+        False,
+        description="Each replica logs one line per HTTP request (logger gateway.access): client address, method, "
+        "path, status, duration, request id; never the query string, headers or body. Off: nothing is done.",
+    )
     edge_secret: str | None = Field(
         None,
         repr=False,

@@ -22,6 +22,7 @@ from gateway.core.errors import ProxyError
 from gateway.openapi import openapi_document
 from gateway.pipeline import ReplyStyle, json_reply
 from gateway.public import capabilities_document, health_document, pricing_document
+from gateway.transports.access_log import with_access_log
 from gateway.transports.account_routes import account_routes
 from gateway.transports.bulk_routes import bulk_routes
 from gateway.transports.deadline import BodyDeadline
@@ -57,7 +58,8 @@ DOCS_PAGE = """<!doctype html>
 def build_http_app(gw: GatewayApp) -> ASGIApp:
     """The gateway over HTTP: JSON-RPC ``POST``s straight to the pipeline, everything else by Starlette;
     every body under one deadline."""
-    return BodyDeadline(RpcFirst(build_starlette_app(gw), RPC_PATHS, gw.rpc), gw.settings.request_body_timeout_s)
+    app = BodyDeadline(RpcFirst(build_starlette_app(gw), RPC_PATHS, gw.rpc), gw.settings.request_body_timeout_s)
+    return with_access_log(app, gw.settings.access_log, gw.settings.trusted_proxies)  # off: app itself
 
 
 def build_starlette_app(gw: GatewayApp) -> Starlette:
