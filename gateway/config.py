@@ -298,7 +298,8 @@ class Settings(BaseSettings):
     webhook_allow_private: bool = Field(
         False,
         description="Development only: webhook URLs may be http:// and name loopback or private hosts "
-        "(localhost, 10.x, 192.168.x...). Off: https:// to public addresses only.",
+        "(localhost, 10.x, 192.168.x...). Off: https:// to public addresses only. Unset, gateway up turns it on "
+        "with the embedded devnode (no upstream_rpc_url) and leaves it off with a real node; set, it wins.",
     )
     webhook_dispatchers: int = Field(
         1, ge=0, le=64, description="Webhook dispatcher actors started by gateway up (0: jobs wait in PostgreSQL)."

@@ -35,6 +35,7 @@ from gateway.runtime.devnode_settlement import prepare_sponsored_settlement
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.runtime.serve_runtime import ServeRuntime
 from gateway.storage.migrate import migrate_url
+from gateway.webhooks.targets import allow_private, receivers_report
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,7 @@ class Stack:
             "deposit_address": deposit,
             "fee_payer_address": s.fee_payer_address or keys[FEE_PAYER],
             "api_key_secret": s.api_key_secret or load_or_create_secret(self.home / SECRET_FILE).hex(),
+            "webhook_allow_private": allow_private(s),  # on by default with the embedded devnode only
         }
 
         database_url = s.database_url
@@ -142,6 +144,7 @@ class Stack:
         self.report("webhooks", "watcher actor writing transaction and signal delivery jobs")
         start_webhook_dispatchers(resolved.model_dump(mode="json"), resolved.webhook_dispatchers)
         self.report("webhooks", f"{resolved.webhook_dispatchers} dispatcher actor(s) delivering them")
+        self.report("webhooks", receivers_report(s))
         self._start_grpc(resolved)
         self.report("Serve", f"http://{resolved.host}:{resolved.port} ({resolved.ingress_replicas} ingress replica(s))")
         return resolved

@@ -13,8 +13,10 @@ connects, on the addresses it connects to:
   connection the connector opens (IP literals skip the resolver) and refuses a forbidden one.
 
 A refusal raises :class:`RefusedTarget` (an ``OSError``, which aiohttp wraps in
-``ClientConnectorError``); :func:`refusal_of` finds it again. With ``webhook_allow_private`` (a
-development setting) none of this applies and ``http://`` is allowed.
+``ClientConnectorError``); :func:`refusal_of` finds it again; its reason names the setting that
+would accept the target. With ``webhook_allow_private`` (a development setting) none of this
+applies and ``http://`` is allowed: :func:`allow_private` is whether it is on, which ``gateway up``
+decides once (explicitly set, as set; else on exactly with the embedded devnode) and hands on.
 """
 
 from __future__ import annotations
@@ -26,7 +28,34 @@ from aiohappyeyeballs import AddrInfoType
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
+from gateway.config import Settings
 from gateway.core.webhooks import forbidden_address
+from gateway.webhooks.validation import LOCAL_RECEIVERS
+
+SETTING = "webhook_allow_private"
+
+
+def allow_private(settings: Settings) -> bool:
+    """Whether the gateway ``settings`` describe accepts local receivers (``http://``, loopback and
+    private hosts): ``webhook_allow_private`` as set (environment, TOML file or argument), either way;
+    unset, on exactly when there is no ``upstream_rpc_url``, so ``gateway up`` starts the embedded
+    devnode: a test chain on the developer's machine, whose receivers are local too. Call it on the
+    settings as configured, before the stack fills in the devnode's URL."""
+    if SETTING in settings.model_fields_set:
+        return settings.webhook_allow_private
+    return settings.upstream_rpc_url is None
+
+
+def receivers_report(settings: Settings) -> str:
+    """``gateway up``'s line about which receivers webhooks may post to (``settings`` as configured)."""
+    explicit = SETTING in settings.model_fields_set
+    if allow_private(settings):
+        local = "local receivers accepted (http://, loopback and private hosts)"
+        if explicit:
+            return f"{local}: {SETTING} = true, for development only"
+        return f"{local}: the embedded devnode's default (GATEWAY_WEBHOOK_ALLOW_PRIVATE=false refuses them)"
+    why = f"{SETTING} = false" if explicit else "a real network's default"
+    return f"receivers must be https:// at public addresses ({why}; local ones: {LOCAL_RECEIVERS})"
 
 
 class RefusedTarget(OSError):
@@ -59,7 +88,7 @@ class GuardedResolver(AbstractResolver):
         for result in results:
             why = address_refusal(result["host"])
             if why is not None:
-                raise RefusedTarget(f"{host} resolves to {why}")
+                raise RefusedTarget(f"{host} resolves to {why} ({LOCAL_RECEIVERS})")
         return results
 
     async def close(self) -> None:
@@ -71,7 +100,7 @@ def guarded_socket(addr_info: AddrInfoType) -> socket.socket:
     family, kind, proto, _, sockaddr = addr_info
     why = address_refusal(str(sockaddr[0]))
     if why is not None:
-        raise RefusedTarget(why)
+        raise RefusedTarget(f"{why} ({LOCAL_RECEIVERS})")
     return socket.socket(family, kind, proto)
 
 

@@ -8,7 +8,9 @@ refuses fields it does not know; the values are checked here, so each rule has i
   (``127.1`` and the other forms a resolver reads as one included) must be public
   (:func:`gateway.core.webhooks.forbidden_address`), and ``localhost`` names are refused. A name is
   not resolved here: each delivery checks the addresses it resolves to. With the development
-  setting ``webhook_allow_private``, ``http://`` and any host are accepted.
+  setting ``webhook_allow_private`` (on by default with the embedded devnode:
+  :func:`gateway.webhooks.targets.allow_private`), ``http://`` and any host are accepted; a refusal
+  names the setting (:data:`LOCAL_RECEIVERS`).
 - ``filter_type``: one of :data:`gateway.core.webhooks.FILTER_TYPES`.
 - ``filter_value``: a base58 32-byte key for ``account`` and ``program`` (required); for
   ``my_account`` the caller's own key or absent (stored as the caller's key either way); refused
@@ -42,6 +44,8 @@ _MISSING = {
     "filter_type": f"filter_type is required: one of {', '.join(FILTER_TYPES)}",
 }
 _SHOWN = 64  # characters of a refused value quoted in a message
+#: How a refusal of a local receiver says what would accept it.
+LOCAL_RECEIVERS = "set GATEWAY_WEBHOOK_ALLOW_PRIVATE=true on a development gateway"
 
 
 def parse_creation(body: bytes, caller: str, allow_private: bool) -> NewWebhook:
@@ -100,7 +104,7 @@ def url_problem(url: str, allow_private: bool) -> str | None:
     scheme = parts.scheme.lower()
     if scheme != "https" and not (allow_private and scheme == "http"):
         if scheme == "http":
-            return "url must start with https:// (http:// is accepted by development gateways only)"
+            return f"url must start with https://: http:// is for development gateways only ({LOCAL_RECEIVERS})"
         return "url must start with https://"
     host = parts.hostname
     if not host:
@@ -108,7 +112,10 @@ def url_problem(url: str, allow_private: bool) -> str | None:
     if allow_private:
         return None
     why = host_problem(host)
-    return None if why is None else f"url's host {_quoted(host)} is {why}: deliveries go to public addresses only"
+    if why is None:
+        return None
+    public = "deliveries go to public addresses only"
+    return f"url's host {_quoted(host)} is {why}: {public} (local receivers: {LOCAL_RECEIVERS})"
 
 
 def host_problem(host: str) -> str | None:
