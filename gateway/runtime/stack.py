@@ -193,7 +193,10 @@ def _wait_healthy(url: str, timeout_s: float = 120.0) -> None:
         except OSError:
             pass
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the gateway did not become healthy at {url} within {timeout_s:g} s")
+            raise RuntimeError(
+                f"Serve: the gateway did not become healthy at {url} within {timeout_s:g} s "
+                "(a replica did not start, or the node does not answer)"
+            )
         time.sleep(0.25)
 
 

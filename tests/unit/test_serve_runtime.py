@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 import psutil
+import pytest
 
 from gateway.config import Settings
-from gateway.runtime.serve_runtime import ingress_env, processes_naming, stop_processes_naming
+from gateway.runtime.ports import free_port
+from gateway.runtime.serve_runtime import (
+    ServeRuntime,
+    ingress_env,
+    processes_naming,
+    ray_address_unreachable,
+    start_bounded,
+    stop_processes_naming,
+)
 
 
 def test_processes_naming_finds_and_stops_a_process_by_its_command_line() -> None:
@@ -55,3 +66,48 @@ def test_ray_http_servers_never_believe_forwarded_addresses_themselves() -> None
     the gateway's trusted_proxies decides instead."""
     env = ingress_env(Settings(), "/tmp/haproxy-files")
     assert env["FORWARDED_ALLOW_IPS"] == ""
+
+
+def test_a_cluster_address_nothing_answers_at_is_unreachable() -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    assert ray_address_unreachable(dead, timeout_s=2) is not None and dead in str(ray_address_unreachable(dead))
+    assert ray_address_unreachable(f"ray://{dead}", timeout_s=2) is not None
+    assert ray_address_unreachable("auto") is None and ray_address_unreachable("local") is None
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        assert ray_address_unreachable(f"127.0.0.1:{server.getsockname()[1]}") is None
+
+
+def test_joining_a_cluster_that_is_gone_fails_at_once_naming_ray() -> None:
+    """Ray itself would wait for the address forever ("Failed to connect to GCS at address ...")."""
+    dead = f"127.0.0.1:{free_port()}"
+    runtime = ServeRuntime(Settings(ray_address=dead))
+    before = dict(os.environ)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"^Ray: cannot join the cluster") as info:
+        runtime.start_ray()
+    assert time.monotonic() - started < 10
+    assert dead in str(info.value) and "RAY_ADDRESS" in str(info.value)
+    assert dict(os.environ) == before  # refused before anything was set up for Ray
+    runtime.stop()
+
+
+def test_a_start_step_that_does_not_finish_fails_naming_the_part() -> None:
+    release = threading.Event()
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"^Ray did not start within 0.2 s: the hint$"):
+        start_bounded(lambda: time.sleep(30), 0.2, "Ray", "the hint", release)
+    assert time.monotonic() - started < 5
+
+
+def test_a_start_step_s_thread_lives_until_released() -> None:
+    """Ray's local processes die with the thread that started them (PR_SET_PDEATHSIG)."""
+    release = threading.Event()
+    threads: list[threading.Thread] = []
+    start_bounded(lambda: threads.append(threading.current_thread()), 5, "Ray", "", release)
+    time.sleep(0.05)
+    assert threads[0].is_alive()
+    release.set()
+    threads[0].join(5)
+    assert not threads[0].is_alive()
+    with pytest.raises(ValueError, match="boom"):
+        start_bounded(lambda: (_ for _ in ()).throw(ValueError("boom")), 5, "Ray", "", threading.Event())
