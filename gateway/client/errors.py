@@ -103,6 +103,8 @@ def error_from_answer(status: int, headers: Mapping[str, str], body: Any) -> Gat
         if isinstance(error, dict):
             return RpcError(200, error.get("code"), str(error.get("message", "")), None, error.get("data"))
         return None
+    if 200 < status < 300:
+        return None  # 201 Created (a new webhook) and the like: a success with no JSON-RPC inside
     if not isinstance(error, dict):
         return GatewayError(status, None, str(body)[:300])
     code = error.get("code")

@@ -15,6 +15,7 @@ from gateway.fund import FundError, usdc_base_units
     [
         (200, {"jsonrpc": "2.0", "id": 1, "result": 5}, {}, None),
         (200, [{"jsonrpc": "2.0", "id": 1, "result": 5}], {}, None),
+        (201, {"id": "wh_1", "secret": "s"}, {}, None),  # POST /webhooks creates
         (200, {"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "no"}}, {}, errors.RpcError),
         (400, {"error": {"code": "INVALID_REQUEST", "message": "bad"}}, {}, errors.InvalidRequest),
         (401, {"error": {"code": "AUTH_FAILED", "message": "bad key"}}, {}, errors.AuthFailed),
