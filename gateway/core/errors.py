@@ -4,15 +4,16 @@ Two families, matching the spec's two error shapes::
 
     RpcError            a JSON-RPC error object, answered inside HTTP 200 (per item in a batch)
     ProxyError          stops a request before the node; has an HTTP status and renders either
-                        as a JSON-RPC body (when it has a JSON-RPC code, e.g. -32010 at 402) or as
-                        the HTTP body {error: {code, message, requestId}} (AUTH_FAILED, NONCE_REUSED...)
+                        as a JSON-RPC body (when it has a JSON-RPC code, e.g. -32010 at 402, -32700 at
+                        400, on the JSON-RPC routes) or as the HTTP body {error: {code, message,
+                        requestId}} (AUTH_FAILED, NONCE_REUSED...)
 
 Constructors below name each documented error once, so codes, statuses and messages live here only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import Any
@@ -58,8 +59,17 @@ class RpcError:
         return out
 
 
-def method_not_found(method: str) -> RpcError:
-    return RpcError(RpcCode.METHOD_NOT_FOUND, f"Method not found: {method}")
+#: Where the methods and their prices are listed (what an unknown method's answer points to).
+PRICING_PATH = "/pricing"
+
+
+def method_not_found(method: str, suggestions: Sequence[str] = ()) -> RpcError:
+    """-32601 for a method the gateway does not know, with the closest known names (all in the message:
+    solders' ``MethodNotFoundMessage`` keeps only the message) and where the known ones are listed."""
+    names = ", ".join(suggestions[:-1]) + " or " + suggestions[-1] if len(suggestions) > 1 else "".join(suggestions)
+    hint = f" Did you mean {names}?" if names else ""
+    message = f"Method not found: {method}.{hint} The methods and their prices: GET {PRICING_PATH}"
+    return RpcError(RpcCode.METHOD_NOT_FOUND, message, {"did_you_mean": list(suggestions), "pricing": PRICING_PATH})
 
 
 def method_denied(method: str) -> RpcError:
@@ -112,6 +122,19 @@ class ProxyError(Exception):
 
 def invalid_request(message: str) -> ProxyError:
     return ProxyError(400, "INVALID_REQUEST", message)
+
+
+def parse_error(detail: str) -> ProxyError:
+    """400 for a JSON-RPC body that is not JSON. Answered as a JSON-RPC error (-32700, id null) on the
+    JSON-RPC routes: the shape Solana clients parse (solders reads it as ``ParseErrorMessage``; the REST
+    body matches none of its types); the spec's ``INVALID_REQUEST`` body elsewhere."""
+    return ProxyError(400, "INVALID_REQUEST", f"Parse error (-32700): {detail}", rpc_code=RpcCode.PARSE_ERROR)
+
+
+def invalid_rpc_request(detail: str) -> ProxyError:
+    """400 for a JSON-RPC body that is not a valid request or batch (an empty batch, one over 100):
+    -32600 on the JSON-RPC routes (solders: ``InvalidRequestMessage``), as :func:`parse_error`."""
+    return ProxyError(400, "INVALID_REQUEST", f"Invalid Request (-32600): {detail}", rpc_code=RpcCode.INVALID_REQUEST)
 
 
 def auth_failed(message: str) -> ProxyError:

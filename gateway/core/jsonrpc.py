@@ -1,9 +1,11 @@
 """JSON-RPC 2.0 envelope parsing: raw bytes in, a list of items out. Pure, no I/O.
 
 Whole-request faults (not JSON, not an object or array, empty or over-long batch, an invalid single
-request) stop the request with HTTP 400 ``INVALID_REQUEST``; the message names the JSON-RPC code
-(-32700 or -32600) so JSON-RPC-minded clients can still tell them apart. Inside a batch an invalid
-item does not sink its neighbours: it gets its own -32600 error object, as JSON-RPC 2.0 prescribes.
+request) stop the request with HTTP 400: on the JSON-RPC routes as a JSON-RPC error (-32700 or -32600,
+id null unless the request's id could be read), which Solana clients parse (solders'
+``ParseErrorMessage`` / ``InvalidRequestMessage``); elsewhere as ``INVALID_REQUEST``, the message
+naming the code. Inside a batch an invalid item does not sink its neighbours: it gets its own -32600
+error object, as JSON-RPC 2.0 prescribes.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from gateway.core.errors import RpcError, invalid_request, invalid_request_item
+from gateway.core.errors import RpcError, invalid_request_item, invalid_rpc_request, parse_error
 from gateway.core.methods import MethodClass
 
 MAX_BATCH = 100
@@ -92,24 +94,24 @@ def _item(index: int, obj: dict[str, Any]) -> RpcItem:
 
 
 def parse_payload(raw: bytes) -> RpcPayload:
-    """Parse a request body; raise :class:`ProxyError` (400) for whole-request faults."""
+    """Parse a request body; raise :class:`ProxyError` (400, -32700 or -32600) for whole-request faults."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise invalid_request(f"Parse error (-32700): body is not valid JSON: {exc}") from exc
+        raise parse_error(f"body is not valid JSON: {exc}") from exc
     if isinstance(body, list):
         return _parse_batch(body)
     fault = _envelope_fault(body)
     if fault is not None:
-        raise invalid_request(f"Invalid Request (-32600): {fault}")
+        raise invalid_rpc_request(fault)
     return RpcPayload([_item(0, body)], is_batch=False)
 
 
 def _parse_batch(body: list[Any]) -> RpcPayload:
     if not body:
-        raise invalid_request("Invalid Request (-32600): empty batch")
+        raise invalid_rpc_request("empty batch")
     if len(body) > MAX_BATCH:
-        raise invalid_request(f"Invalid Request (-32600): batch of {len(body)} exceeds the maximum of {MAX_BATCH}")
+        raise invalid_rpc_request(f"batch of {len(body)} exceeds the maximum of {MAX_BATCH}")
     items: list[RpcItem] = []
     for index, obj in enumerate(body):
         fault = _envelope_fault(obj)

@@ -23,7 +23,7 @@ from gateway.core.errors import (
 )
 from gateway.core.fees import ESTIMATE_PERCENTILES, MAX_FEE_ACCOUNTS, FeeQuery
 from gateway.core.jsonrpc import RpcItem
-from gateway.core.methods import MethodClass, PriceTable, method_class
+from gateway.core.methods import MethodClass, PriceTable, closest_methods, method_class
 from gateway.core.trade_params import parse_sell, parse_snipe
 from gateway.core.transactions import MAX_V1_BYTES, decode_transaction, writable_accounts
 
@@ -73,7 +73,7 @@ def plan_item(item: RpcItem, prices: PriceTable, implemented: frozenset[str] = f
 
 def _class_error(method: str, cls: MethodClass | None, implemented: frozenset[str]) -> RpcError | None:
     if cls is None:
-        return method_not_found(method)
+        return method_not_found(method, closest_methods(method))
     if cls is MethodClass.DENIED:
         return method_denied(method)
     if cls is MethodClass.ARCHIVE_HISTORY:

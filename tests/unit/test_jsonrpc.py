@@ -6,9 +6,12 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from solders.rpc.errors import InvalidRequestMessage, ParseErrorMessage
+from solders.rpc.responses import GetSlotResp
 
 from gateway.core.errors import ProxyError
 from gateway.core.jsonrpc import MAX_BATCH, parse_payload
+from gateway.pipeline import Call, ReplyStyle, render_proxy_error
 
 
 def call(method: str = "getSlot", id_: object = 1, **extra: object) -> dict[str, object]:
@@ -70,3 +73,28 @@ def test_arbitrary_json_never_escapes_as_another_error(value: object) -> None:
         assert exc.status == 400
     else:
         assert payload.items
+
+
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        (b"{not json", -32700),
+        (b"[]", -32600),
+        (orjson.dumps({"jsonrpc": "2.0", "method": "getSlot"}), -32600),
+        (orjson.dumps([call(id_=i) for i in range(MAX_BATCH + 1)]), -32600),
+    ],
+)
+def test_whole_request_faults_answer_a_json_rpc_error_on_the_json_rpc_routes(raw: bytes, code: int) -> None:
+    """HTTP 400 either way; on the JSON-RPC routes the body is a JSON-RPC error a Solana client parses
+    (solders' ParseErrorMessage / InvalidRequestMessage), elsewhere the spec's INVALID_REQUEST body."""
+    with pytest.raises(ProxyError) as info:
+        parse_payload(raw)
+    rpc = render_proxy_error(Call("POST", "/rpc", {}, {}, raw, style=ReplyStyle.JSONRPC), info.value)
+    assert rpc.status == 400
+    body = orjson.loads(rpc.body)
+    assert (body["jsonrpc"], body["id"], body["error"]["code"]) == ("2.0", None, code), body
+    parsed = GetSlotResp.from_json(rpc.body.decode())
+    assert isinstance(parsed, ParseErrorMessage if code == -32700 else InvalidRequestMessage), parsed
+    rest = render_proxy_error(Call("POST", "/bulk/getBalances", {}, {}, raw), info.value)
+    assert rest.status == 400 and orjson.loads(rest.body)["error"]["code"] == "INVALID_REQUEST"
+    assert str(code) in orjson.loads(rest.body)["error"]["message"]

@@ -136,3 +136,32 @@ def test_a_class_without_a_price_is_refused_not_forwarded_free() -> None:
 def test_prices_are_positive_integers(credits: Any) -> None:
     with pytest.raises(ValueError, match="positive integer"):
         PriceTable.default().with_overrides({"READ_CHEAP": credits})
+
+
+@pytest.mark.parametrize(
+    ("method", "suggested"),
+    [
+        ("getSlott", ["getSlot"]),
+        ("getbalance", ["getBalance"]),
+        ("getRecentBlockhash", ["getLatestBlockhash"]),
+        ("getProgramAccount", []),  # denied methods are never suggested
+        ("fooBar", []),
+        ("x" * 200, []),
+    ],
+)
+def test_an_unknown_method_names_the_closest_known_ones_and_pricing(method: str, suggested: list[str]) -> None:
+    item = plan(method, [])
+    assert item.error is not None and item.error.code == -32601
+    assert item.error.data == {"did_you_mean": suggested, "pricing": "/pricing"}
+    assert item.error.message.startswith(f"Method not found: {method}.")
+    assert item.error.message.endswith(" The methods and their prices: GET /pricing")
+    for name in suggested:
+        assert f"Did you mean {name}" in item.error.message
+    assert "Did you mean" in item.error.message if suggested else "Did you mean" not in item.error.message
+    assert item.method_class is None and item.price == 0  # refused free
+
+
+def test_several_suggestions_read_as_a_list() -> None:
+    item = plan("sendTransacton", [])
+    assert item.error is not None
+    assert "Did you mean sendTransaction, sendSmartTransaction or getTransaction?" in item.error.message
