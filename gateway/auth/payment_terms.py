@@ -86,12 +86,15 @@ class PaymentTerms:
         return f"credits arrive about {self.crediting_delay_s} seconds after the transfer is finalized"
 
     def top_up(self, pubkey: str | None) -> str:
-        """How to get (more) credits: the instructions of the 402 answers."""
+        """How to get (more) credits: the instructions of the 402 answers, one sentence first."""
         sender = f"the wallet {pubkey}" if pubkey else "the wallet whose public key you will sign with"
+        chain = (
+            "the local devnode (a test chain whose USDC is free and of no value)" if self.test_chain else self.network
+        )
         how = (
-            f"Send at least {MINIMUM_DEPOSIT_USDC} USDC (mint {self.usdc_mint}) on {self.network_description} "
-            f"to {self.deposit_address} from {sender}; {self.crediting()}, or at once with "
-            'POST /account/confirm-deposit {"signature": "<transfer signature>"}.'
+            f"Send at least {MINIMUM_DEPOSIT_USDC} USDC (mint {self.usdc_mint}) on {chain} to the deposit address "
+            f"{self.deposit_address} from {sender}; {self.crediting()}, or at once when you POST the transfer's "
+            'signature to /account/confirm-deposit as {"signature": "<transfer signature>"}.'
         )
         if self.x402_settle:
             how += (

@@ -101,7 +101,7 @@ class AuthServices:
         self._recheck = asyncio.get_running_loop().create_task(self.revocations.run(RECHECK_S))
         self.accounts = AccountStore(conn.db)
         strategies: list[Strategy] = [
-            ApiKeyStrategy(self.api_keys),
+            ApiKeyStrategy(self.api_keys, self.terms.test_chain),
             WalletStrategy(self.nonces, self.accounts, self.terms, self._clock),
             SessionStrategy(self.sessions),
             TokenStrategy(self.api_keys, self.sessions),

@@ -39,11 +39,18 @@ class Strategy(Protocol):
         ...
 
 
+#: How to get a key that works, by whether the gateway runs on the embedded devnode (a dev gateway).
+NEW_KEY = "POST /account/api-key (signed by the account's wallet) issues a new one, shown once"
+DEV_KEY = f"on this dev gateway `gateway fund` prints its wallet's current key; {NEW_KEY}"
+
+
 class ApiKeyStrategy:
     kind = "api_key"
 
-    def __init__(self, keys: ApiKeyStore) -> None:
+    def __init__(self, keys: ApiKeyStore, test_chain: bool = False) -> None:
         self._keys = keys
+        how = DEV_KEY if test_chain else NEW_KEY
+        self._refusal = f"invalid or revoked API key (a new key revokes the previous one); {how}"
 
     def supports(self, credentials: Credentials) -> bool:
         return credentials.api_key is not None
@@ -52,7 +59,7 @@ class ApiKeyStrategy:
         assert credentials.api_key is not None
         pubkey = await self._keys.lookup(credentials.api_key)
         if pubkey is None:
-            raise auth_failed("invalid or revoked API key")
+            raise auth_failed(self._refusal)
         return Identity(pubkey, "api_key")
 
 
