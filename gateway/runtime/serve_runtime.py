@@ -30,9 +30,6 @@ from gateway.transports.ray_edge import CALLBACK_IMPORT_PATH, EDGE_SECRET_ENV
 SERVE_APP_NAME = "gateway"
 #: How long Serve's shutdown may take (it drains the replicas well within it).
 STOP_TIMEOUT_S = 30.0
-#: How long Ray may take to start, or to be joined, before ``gateway up`` gives up saying so (a local
-#: start takes a few seconds; Ray itself waits for an unreachable cluster forever).
-RAY_START_TIMEOUT_S = 120.0
 #: How long a cluster to join has to accept a connection before it counts as unreachable.
 RAY_PROBE_TIMEOUT_S = 5.0
 #: ``ray_address`` values that are not a cluster to join ("local" starts one; "auto" finds one).
@@ -91,35 +88,6 @@ def bounded(step: Callable[[], None], timeout_s: float, what: str) -> None:
     if not done.wait(timeout_s):
         log.warning("%s did not finish within %.0f s (the Ray cluster stopped answering); going on", what, timeout_s)
         return
-    if failure:
-        raise failure[0]
-
-
-def start_bounded(start: Callable[[], None], timeout_s: float, what: str, hint: str, release: threading.Event) -> None:
-    """Run a start step, failing with a message that names ``what`` when it takes over ``timeout_s``: a
-    start-up that waits forever for a part that cannot start (a Ray cluster that is gone) never tells the
-    operator what is wrong. The step runs in a daemon thread, so one that never returns does not hold
-    up the exit; its exception is re-raised here.
-
-    After the step the thread waits for ``release``: Ray starts its local processes (GCS, raylet) with
-    ``PR_SET_PDEATHSIG``, which Linux ties to the thread that forked them, so that thread must live as
-    long as they do (when it ends, Linux kills them: the stack's GCS died a minute after such a start)."""
-    done = threading.Event()
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            start()
-        except BaseException as exc:  # handed to the caller below
-            failure.append(exc)
-            return
-        finally:
-            done.set()
-        release.wait()
-
-    threading.Thread(target=run, name=f"start {what}", daemon=True).start()
-    if not done.wait(timeout_s):
-        raise RuntimeError(f"{what} did not start within {timeout_s:g} s: {hint}")
     if failure:
         raise failure[0]
 
@@ -195,26 +163,21 @@ def ingress_env(settings: Settings, haproxy_files: str) -> dict[str, str]:
     return env
 
 
-def _no_sigterm_warning(record: logging.LogRecord) -> bool:
-    return not record.getMessage().startswith("SIGTERM handler is not set")
-
-
 class ServeRuntime:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.ray_description = ""
         self._started_ray = False
-        self._ray_thread_release = threading.Event()  # ends the thread that started Ray (start_bounded)
         self._haproxy_files: str | None = None
 
-    def start_ray(self, timeout_s: float = RAY_START_TIMEOUT_S) -> None:
+    def start_ray(self) -> None:
         """Join the configured cluster, or else start a local Ray of this stack's own.
 
         The local start passes ``address="local"``: without an address, ``ray.init`` joins the cluster
         named in Ray's last-cluster file (``<ray temp dir>/ray_current_cluster``, left by ``ray start``),
         and after that cluster ended without ``ray stop`` it waits for the dead address forever. A
         cluster is joined only when ``ray_address`` (or ``RAY_ADDRESS``) names one, and one that does
-        not answer fails the start at once, saying so. Either way Ray gets ``timeout_s`` to start."""
+        not answer fails the start at once, saying so (Ray itself would wait for it without end)."""
         address = self.settings.ray_address
         join = bool(address) and address != "local"
         if join:
@@ -232,41 +195,19 @@ class ServeRuntime:
         self._haproxy_files = tempfile.mkdtemp(prefix="gw-haproxy-")
         os.environ.update(ingress_env(self.settings, self._haproxy_files))
         if join:
-            self._init_ray(
-                lambda: ray.init(address=address, namespace="gateway", logging_level=logging.WARNING),
-                timeout_s,
-                f"the cluster at {address} (ray_address, RAY_ADDRESS) accepts connections but did not let "
-                "this process join",
-            )
+            ray.init(address=address, namespace="gateway", logging_level=logging.WARNING)
             self.ray_description = f"joined cluster {address}"
         else:
             os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-            self._init_ray(
-                lambda: ray.init(
-                    address="local",
-                    namespace="gateway",
-                    include_dashboard=False,
-                    logging_level=logging.WARNING,
-                    _node_ip_address="127.0.0.1",
-                ),
-                timeout_s,
-                "the local Ray instance did not come up (its logs: session_latest/logs in Ray's temp dir)",
+            ray.init(
+                address="local",
+                namespace="gateway",
+                include_dashboard=False,
+                logging_level=logging.WARNING,
+                _node_ip_address="127.0.0.1",
             )
             self.ray_description = "local Ray instance"
-
-    def _init_ray(self, init: Callable[[], object], timeout_s: float, hint: str) -> None:
-        def start() -> None:
-            init()
-            self._started_ray = True  # from here on stop() shuts Ray down
-
-        # Off the main thread ray.init cannot set its SIGTERM handler, and says so: `gateway up` keeps its
-        # own handlers (gateway/cli.py) anyway.
-        worker_log = logging.getLogger("ray._private.worker")
-        worker_log.addFilter(_no_sigterm_warning)
-        try:
-            start_bounded(start, timeout_s, "Ray", hint, self._ray_thread_release)
-        finally:
-            worker_log.removeFilter(_no_sigterm_warning)
+        self._started_ray = True
 
     def deploy(self) -> None:
         from ray import serve
@@ -302,4 +243,3 @@ class ServeRuntime:
         finally:
             ray.shutdown()
             self._started_ray = False
-            self._ray_thread_release.set()

@@ -7,7 +7,6 @@ import secrets
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 import psutil
@@ -20,7 +19,6 @@ from gateway.runtime.serve_runtime import (
     ingress_env,
     processes_naming,
     ray_address_unreachable,
-    start_bounded,
     stop_processes_naming,
 )
 
@@ -89,25 +87,3 @@ def test_joining_a_cluster_that_is_gone_fails_at_once_naming_ray() -> None:
     assert dead in str(info.value) and "RAY_ADDRESS" in str(info.value)
     assert dict(os.environ) == before  # refused before anything was set up for Ray
     runtime.stop()
-
-
-def test_a_start_step_that_does_not_finish_fails_naming_the_part() -> None:
-    release = threading.Event()
-    started = time.monotonic()
-    with pytest.raises(RuntimeError, match=r"^Ray did not start within 0.2 s: the hint$"):
-        start_bounded(lambda: time.sleep(30), 0.2, "Ray", "the hint", release)
-    assert time.monotonic() - started < 5
-
-
-def test_a_start_step_s_thread_lives_until_released() -> None:
-    """Ray's local processes die with the thread that started them (PR_SET_PDEATHSIG)."""
-    release = threading.Event()
-    threads: list[threading.Thread] = []
-    start_bounded(lambda: threads.append(threading.current_thread()), 5, "Ray", "", release)
-    time.sleep(0.05)
-    assert threads[0].is_alive()
-    release.set()
-    threads[0].join(5)
-    assert not threads[0].is_alive()
-    with pytest.raises(ValueError, match="boom"):
-        start_bounded(lambda: (_ for _ in ()).throw(ValueError("boom")), 5, "Ray", "", threading.Event())
