@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from gateway.core.errors import invalid_request
+from gateway.core.errors import invalid_rpc_request
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.transactions import WireTx
 from gateway.pipeline import Call, Handler, Reply
@@ -97,5 +97,5 @@ class RelayRoute:
         except orjson.JSONDecodeError:
             request = None  # the parse stage answers it
         if isinstance(request, list) or (isinstance(request, dict) and request.get("method") != self.method):
-            raise invalid_request(f"Invalid Request (-32600): {call.path} takes one request with method {self.method}")
+            raise invalid_rpc_request(f"{call.path} takes one request with method {self.method}")
         return await next_handler(call)
