@@ -577,21 +577,30 @@ def _schemas() -> dict[str, Any]:
     return schemas
 
 
+_RPC_OR_HTTP_ERROR = {"anyOf": [_ref("RpcResponse"), _ref("ErrorBody")]}
+#: A malformed JSON-RPC body on the JSON-RPC routes (docs/api.md, Errors).
+_RPC_400 = {
+    "400": _json(
+        _RPC_OR_HTTP_ERROR,
+        "malformed JSON-RPC: a JSON-RPC error, -32700 (not JSON) or -32600 (not a request or batch: empty, over 100 "
+        "items, or another method than the route's)",
+    )
+}
+
+
 def _rpc_operation() -> dict[str, Any]:
     return _operation(
         f"JSON-RPC 2.0: one call or a batch of up to {MAX_BATCH}, each billed by its method's class",
         _json(_ref("RpcAnswer"), "the node's (or the gateway's) JSON-RPC answers; errors of single items inside"),
         {
-            **_errors(400, 401, 403, 405, 413, 500),
+            **_RPC_400,
+            **_errors(401, 403, 405, 413, 500),
             **_errors(402, 429, 502, 503, 504, rpc=(402, 429, 502, 503, 504)),
         },
         body="RpcBody",
         secured=True,
         tag="JSON-RPC",
     )
-
-
-_RPC_OR_HTTP_ERROR = {"anyOf": [_ref("RpcResponse"), _ref("ErrorBody")]}
 
 
 def _mcp_operation() -> dict[str, Any]:
@@ -629,7 +638,8 @@ def _relay_operation(summary: str, body: bool) -> dict[str, Any]:
         f"{summary} (bundle relay: present when a block engine is configured, as in the embedded default)",
         _json(_ref("RpcResponse"), "the block engine's JSON-RPC answer"),
         {
-            **_errors(400, 401, 403, 405, 413, 500),
+            **_RPC_400,
+            **_errors(401, 403, 405, 413, 500),
             **_errors(402, 429, 502, 503, 504, rpc=(402, 429, 502, 503, 504)),
         },
         body="RpcRequest" if body else None,
