@@ -47,10 +47,15 @@ async def test_public_documents(gateway_url: str) -> None:
 async def test_one_request_id_per_response(gateway_url: str, rpc_headers: dict[str, str]) -> None:
     """Ray Serve adds an X-Request-ID of its own; the gateway's must be the only one (and the body's)."""
     async with aiohttp.ClientSession() as s:
-        async with s.post(f"{gateway_url}/rpc", data=b"{oops", headers=rpc_headers) as resp:
-            body = await resp.json()
+        async with s.post(f"{gateway_url}/account/confirm-deposit", data=b"{oops", headers=rpc_headers) as resp:
+            body = await resp.json()  # a REST error body carries the request id too
             assert resp.status == 400
             assert resp.headers.getall("X-Request-Id") == [body["error"]["requestId"]]
+        async with s.post(f"{gateway_url}/rpc", data=b"{oops", headers=rpc_headers) as resp:
+            body = await resp.json()  # a JSON-RPC error body (-32700) has no place for it: the header alone
+            assert resp.status == 400 and body["error"]["code"] == -32700
+            (request_id,) = resp.headers.getall("X-Request-Id")
+            assert len(request_id) == 32
         ok = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
         async with s.post(f"{gateway_url}/rpc", data=ok, headers=rpc_headers) as resp:
             assert resp.status == 200 and len(resp.headers.getall("X-Request-Id")) == 1
