@@ -60,15 +60,9 @@ def service_env(home: Path, **extra: str) -> dict[str, str]:
         GATEWAY_DEVNODE_FEED="false",
         GATEWAY_DEPOSIT_POLL_S="0.5",
         GATEWAY_DEVNODE_RETENTION_SLOTS="50",  # 5 s of blocks, so a purged getBlock can be tested
-        # the webhooks group small, so that tests/integration/test_edge.py can tell two addresses apart
-        GATEWAY_IP_LIMITS=orjson.dumps({**TEST_IP_LIMITS, "webhooks": {"rps": 0.01, "burst": 20}}).decode(),
-        GATEWAY_WS_MAX_CONNECTIONS_PER_ACCOUNT="4",
-        GATEWAY_WS_MAX_CONNECTIONS_PER_ADDRESS="8",
-        GATEWAY_WS_MAX_CONNECTIONS="12",
-        GATEWAY_MAX_ONGOING_REQUESTS=str(12 + 256),
-        GATEWAY_REQUEST_BODY_TIMEOUT_S="2",
-        **extra,
+        GATEWAY_IP_LIMITS=orjson.dumps(TEST_IP_LIMITS).decode(),
     )
+    env.update(extra)  # a test's own values win over these
     return env
 
 
