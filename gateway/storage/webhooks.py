@@ -337,12 +337,16 @@ UNFUNDED_REASON = (
     "insufficient credits: a transaction delivery costs %s and the balance is %s, so its address is not watched: "
     "deposit, then POST /webhooks/%s/resume"
 )
+SUSPENDED_REASON = (
+    "the account is suspended, so its address is not watched: POST /webhooks/%s/resume once it is active again"
+)
 
 
 @postgres_call(WHAT)
 async def pause_unfunded_watches(pool: asyncpg.Pool, price: int) -> list[int]:
     """Pause the active transaction watches (``account``, ``program``, ``my_account``) of accounts whose
-    balance is below ``price`` (one delivery), with :data:`UNFUNDED_REASON`; their ids.
+    balance is below ``price`` (one delivery), with :data:`UNFUNDED_REASON`, and of suspended accounts,
+    with :data:`SUSPENDED_REASON` (they can pay for nothing either); their ids.
 
     A watch on a quiet address makes no delivery whose charge could fail, so without this an account
     that spent its credits would keep its addresses among those the watcher follows for good. Paused,
@@ -352,24 +356,27 @@ async def pause_unfunded_watches(pool: asyncpg.Pool, price: int) -> list[int]:
     without the account lock: a deposit committed during the statement may come too late to spare a
     watch, which the owner then resumes. Only subscription rows are locked, in id order, as
     :mod:`gateway.storage.delivery_jobs` locks them, so no writer here waits on it in a cycle.
-    Nothing is paused when deliveries are free (``price`` 0).
+    No watch is paused for its balance when deliveries are free (``price`` 0).
     """
-    if price <= 0:
-        return []
     rows = await pool.fetch(
-        """WITH unfunded AS (
-               SELECT w.id, a.balance FROM webhooks w JOIN accounts a ON a.pubkey = w.pubkey
-               WHERE w.status = 'active' AND w.filter_type = ANY($2::text[]) AND a.balance < $1::bigint
+        """WITH unpaying AS (
+               SELECT w.id, a.balance, a.status = 'suspended' AS suspended
+               FROM webhooks w JOIN accounts a ON a.pubkey = w.pubkey
+               WHERE w.status = 'active' AND w.filter_type = ANY($2::text[])
+                 AND (a.status = 'suspended' OR a.balance < $1::bigint)
                ORDER BY w.id
                FOR UPDATE OF w
            )
-           UPDATE webhooks w SET status = 'paused', paused_reason = format($3::text, $1::bigint, u.balance, w.id)
-           FROM unfunded u
+           UPDATE webhooks w SET status = 'paused', paused_reason = CASE
+               WHEN u.suspended THEN format($4::text, w.id)
+               ELSE format($3::text, $1::bigint, u.balance, w.id) END
+           FROM unpaying u
            WHERE w.id = u.id
            RETURNING w.id""",
         price,
         list(WATCH_FILTERS),
         UNFUNDED_REASON,
+        SUSPENDED_REASON,
     )
     return sorted(int(row["id"]) for row in rows)
 

@@ -180,3 +180,27 @@ async def test_a_drained_accounts_watch_of_a_shared_address_receives_nothing(
     assert await signatures(pool, drained_hook) == []
     (listed,) = await drained.listed()
     assert (listed["status"], listed["paused_reason"]) == ("paused", unfunded_reason(drained_hook))
+
+
+async def test_a_suspended_accounts_watch_holds_no_watched_address(
+    pool: asyncpg.Pool, gateway_here: RunningGateway, http: aiohttp.ClientSession, node: Node
+) -> None:
+    """A suspended account can pay for nothing, whatever its balance: its watch is paused like a drained one's."""
+    suspended = await WebhookClient.new(http, gateway_here)
+    x = Keypair().pubkey()
+    hook = await watch(suspended, x)
+    watches = TransactionWatches(pool, node.upstream)
+    try:
+        await watches.poll_all()
+        assert watches.addresses == [str(x)]
+        await pool.execute("UPDATE accounts SET status = 'suspended' WHERE pubkey = $1", suspended.pubkey)
+        await watches.poll_all()
+        assert watches.addresses == []
+        row = await pool.fetchrow("SELECT status, paused_reason FROM webhooks WHERE id = $1", hook)
+        assert row["status"] == "paused"
+        assert row["paused_reason"] == (
+            "the account is suspended, so its address is not watched: "
+            f"POST /webhooks/{hook}/resume once it is active again"
+        )
+    finally:
+        await watches.close()
