@@ -8,17 +8,10 @@ job can be replayed until then. Pending and delivering jobs are never deleted.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 
 from gateway.storage.connections import Pool
 from gateway.storage.delivery_jobs import purge_finished
-from gateway.storage.errors import StoreUnavailable
-
-log = logging.getLogger(__name__)
-
-INTERVAL_S = 3600.0
-BATCH = 5_000
+from gateway.storage.purge import INTERVAL_S, drain, every
 
 
 class JobRetention:
@@ -30,27 +23,13 @@ class JobRetention:
 
     async def purge_once(self) -> int:
         """Delete every finished job past retention, a batch per transaction; how many went."""
-        total = 0
-        while True:
-            gone = await purge_finished(self.pool, self.retention_days, BATCH)
-            total += gone
-            if gone < BATCH:
-                break
-            await asyncio.sleep(0)  # let the other loops of the actor run between batches
-        self.purged += total
-        return total
+        gone = await drain(purge_finished, self.pool, self.retention_days)
+        self.purged += gone
+        return gone
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                gone = await self.purge_once()
-                if gone:
-                    log.info(
-                        "webhook retention: %d finished jobs older than %g days deleted", gone, self.retention_days
-                    )
-            except StoreUnavailable as exc:
-                log.warning("webhook retention: %s", exc)
-            except Exception:  # a bug: logged, tried again at the next interval
-                log.exception("webhook retention pass failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval_s)
+        async def once() -> str | None:
+            gone = await self.purge_once()
+            return f"{gone} finished jobs older than {self.retention_days:g} days deleted" if gone else None
+
+        await every(self.interval_s, stop, "webhook retention", once)

@@ -6,10 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import asyncpg
-import pytest
 
 from actors.send_reconciler import SendReconcilerActor
-from gateway.credits import retention
 from gateway.credits.retention import SettledRetention
 from gateway.storage import sends
 from gateway.storage.ledger import check_conservation
@@ -56,10 +54,7 @@ async def kept_usage(pool: asyncpg.Pool, ids: list[int]) -> set[int]:
     return {row["id"] for row in rows}
 
 
-async def test_old_settled_rows_go_recent_and_pending_stay(
-    pool: asyncpg.Pool, pubkey: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(retention, "BATCH", 2)  # several batches per table
+async def test_old_settled_rows_go_recent_and_pending_stay(pool: asyncpg.Pool, pubkey: str) -> None:
     await fund(pool, pubkey, 1_000)
     settled = [SendStatus.CONFIRMED, SendStatus.FAILED, SendStatus.EXPIRED, SendStatus.REFUSED]
     old = [await aged_send(pool, pubkey, status, 40) for status in settled]
@@ -69,7 +64,7 @@ async def test_old_settled_rows_go_recent_and_pending_stay(
     recent_usage = [await aged_usage(pool, pubkey, 80) for _ in range(3)]
     balance = await pool.fetchval("SELECT balance FROM accounts WHERE pubkey = $1", pubkey)
 
-    keeper = SettledRetention(pool, send_days=30, usage_days=90)
+    keeper = SettledRetention(pool, send_days=30, usage_days=90, batch=2)  # several batches per table
     gone_sends, gone_usage = await keeper.purge_once()
 
     assert gone_sends >= len(old) and gone_usage >= len(old_usage)  # (other tests' old rows may go too)
