@@ -91,10 +91,20 @@ async def sign_and_send(client: AsyncClient, unsigned_tx: str, wallet: Keypair) 
 async def main(wallet: Keypair) -> None:
     async with GatewayClient(URL, api_key=API_KEY) as gateway, solana_client(URL, api_key=API_KEY) as client:
         mints = sys.argv[1:] or await recent_mints(gateway)
-        snipe = await snipe_one(gateway, client, mints, wallet)
-        mint, tokens = snipe["mint"], snipe["tokens_out"]
+        while True:
+            snipe = await snipe_one(gateway, client, mints, wallet)
+            mint, tokens = snipe["mint"], snipe["tokens_out"]
+            params = {"mint": mint, "token_amount": str(tokens), "slippage_bps": 1000}
+            try:
+                sell = await gateway.rpc("executeSell", [params])
+                break
+            except RpcError as exc:
+                if "graduated" not in str(exc):
+                    raise
+                # the coin completed its curve after the buy: it trades on PumpSwap now, not on its curve
+                print(f"  {mint} graduated before the sell (refused, free): the next coin")
+                mints = mints[mints.index(mint) + 1 :]
 
-        sell = await gateway.rpc("executeSell", [{"mint": mint, "token_amount": str(tokens), "slippage_bps": 1000}])
         print(f"sell {tokens} units: about {sell['sol_out_lamports']} lamports")
         print(f"  at least {sell['min_sol_output_lamports']}; fee_credits {sell['fee_credits']}")
         before = (await client.get_balance(wallet.pubkey(), Confirmed)).value
