@@ -93,13 +93,14 @@ class ApiKeyStore:
         secret: bytes,
         *,
         on_rotated: RotationHook | None = None,
+        revocations: Revocations | None = None,
         cache_size: int = 10_000,
         positive_ttl_s: float = POSITIVE_TTL_S,
         negative_ttl_s: float = NEGATIVE_TTL_S,
     ) -> None:
         self._rows = rows
         self._channel = channel
-        self.revocations = Revocations()
+        self.revocations = revocations or Revocations()  # the process's open connections, by credential
         self._secret = secret
         self.on_rotated: RotationHook = on_rotated or _no_hook
         self._cache: TtlCache[bytes, str | None] = TtlCache(cache_size)

@@ -38,7 +38,7 @@ RECHECK_S = 30.0
 
 class Revocations:
     def __init__(self, verify: Verify | None = None) -> None:
-        self.verify = verify  # set once the stores exist; until then nothing can be re-checked
+        self.verify = verify  # None: nothing can be re-checked (a key store without its services)
         self.generation = 0  # moves with every revocation heard
         self._held: dict[Credential, dict[int, End]] = {}
         self._ids = itertools.count()

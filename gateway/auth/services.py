@@ -75,7 +75,7 @@ class AuthServices:
         self.sessions: SessionStore | None = None
         self.api_keys: ApiKeyStore | None = None
         self.accounts: AccountStore | None = None
-        self.revocations = Revocations()  # replaced by the key store's once it starts
+        self.revocations = Revocations(self._still_valid)  # told of revocations by the key store's channel
         self._recheck: asyncio.Task[None] | None = None
 
     async def start(self, conn: Connections) -> None:
@@ -94,9 +94,9 @@ class AuthServices:
         self.nonces = NonceStore(conn.redis, conn.redis_connects)
         self.sessions = SessionStore(conn.redis, self._challenge_ttl_ms, self._token_ttl_ms)
         channel = Channel(conn.redis, REVOKED_KEYS)
-        self.api_keys = ApiKeyStore(ApiKeyRows(conn.db), channel, secret, on_rotated=self._on_rotated)
-        self.revocations = self.api_keys.revocations
-        self.revocations.verify = self._still_valid
+        self.api_keys = ApiKeyStore(
+            ApiKeyRows(conn.db), channel, secret, on_rotated=self._on_rotated, revocations=self.revocations
+        )
         await self.api_keys.start()
         self._recheck = asyncio.get_running_loop().create_task(self.revocations.run(RECHECK_S))
         self.accounts = AccountStore(conn.db)
