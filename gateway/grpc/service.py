@@ -36,7 +36,7 @@ from typing import Any, NoReturn
 
 import grpc
 
-from gateway.auth.revocations import Credential, Revocations
+from gateway.auth.revocations import Credential
 from gateway.auth.services import AuthServices
 from gateway.core.credentials import grpc_credentials
 from gateway.core.errors import ProxyError, ReplyStyle
@@ -98,8 +98,7 @@ class GeyserGateway:
     # -- Subscribe ------------------------------------------------------------------------------
 
     async def Subscribe(self, requests: Any, context: grpc.aio.ServicerContext) -> None:
-        revocations = self.deps.auth.revocations
-        generation = revocations.generation
+        generation = self.deps.auth.revocations.generation
         identity = await self._authenticate(context, "Subscribe")
         credential = self.deps.auth.credential_of(grpc_credentials(context.invocation_metadata() or ()), identity)
         pubkey, limits, address = identity.pubkey, self.deps.limits, peer_address(context.peer() or "")
@@ -121,8 +120,7 @@ class GeyserGateway:
         try:
             stream_id = f"grpc-{os.urandom(8).hex()}"
             await self._pay(context, identity, SUBSCRIBE_CREDITS, "grpc:Subscribe", stream_id)
-            revoked = Revoked(revocations, credential, generation)
-            await self._stream(requests, context, identity, stream_id, uncount, revoked)
+            await self._stream(requests, context, identity, stream_id, uncount, credential, generation)
         finally:
             uncount()
 
@@ -133,12 +131,18 @@ class GeyserGateway:
         identity: Identity,
         stream_id: str,
         uncount: Callable[[], None],
-        revoked: Revoked,
+        credential: Credential | None,
+        generation: int,
     ) -> None:
+        """``credential`` (None: a wallet's, nothing to revoke) ends the stream UNAUTHENTICATED once it is
+        revoked; ``generation`` is the revocations' generation before the stream was authenticated."""
         deps = self.deps
         out = Outbound(deps.limits.max_queued, deps.limits.max_queued_bytes)
         member = deps.fanout.attach(out)
-        revoked.watch(out)
+        unhold = _nothing
+        if credential is not None:
+            end = lambda why: out.end(grpc.StatusCode.UNAUTHENTICATED, why)  # noqa: E731
+            unhold = deps.auth.revocations.hold(credential, end, generation)
 
         def apply(filters: Filters) -> None:
             if out.ended:
@@ -167,7 +171,7 @@ class GeyserGateway:
             for task in tasks:
                 task.cancel()
             uncount()
-            revoked.release()
+            unhold()
 
         try:
             await out.run(context, deps.limits.ping_interval_s, release)
@@ -299,25 +303,8 @@ class GeyserGateway:
         return admission
 
 
-@dataclass
-class Revoked:
-    """Ends a stream UNAUTHENTICATED once the API key or session token it was opened with is revoked
-    (docs/api.md, "Revoked credentials"); a wallet-less x-token is always one of the two."""
-
-    revocations: Revocations
-    credential: Credential | None
-    generation: int  # the revocations' generation before the stream was authenticated
-    _release: Callable[[], None] | None = None
-
-    def watch(self, out: Outbound) -> None:
-        if self.credential is not None:
-            end = lambda reason: out.end(grpc.StatusCode.UNAUTHENTICATED, reason)  # noqa: E731
-            self._release = self.revocations.hold(self.credential, end, self.generation)
-
-    def release(self) -> None:
-        if self._release is not None:
-            self._release()
-            self._release = None
+def _nothing() -> None:
+    return None
 
 
 def _drop(counts: Counter[str], key: str) -> None:
