@@ -167,3 +167,21 @@ def confirm_deposit(service: RunningService, signature: str, headers: dict[str, 
             assert status == 200, doc
             return doc
         time.sleep(0.3)
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_example(name: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``examples/<name>`` run as a user runs it, with ``env``; it must exit 0 (its output in the message)."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "examples" / name)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done

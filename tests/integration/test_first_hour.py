@@ -15,11 +15,10 @@ import pytest
 from solders.keypair import Keypair
 
 from gateway.client import GatewayClient, WalletSigner
-from tests.integration.service import RunningService, fetch
+from tests.integration.service import RunningService, fetch, run_example
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 GATEWAY = Path(sys.executable).with_name("gateway")
 
 
@@ -123,16 +122,7 @@ def test_each_example_runs(
     env = {**service.env, "GATEWAY_URL": service.url}
     assert "GATEWAY_WALLET" not in env and "GATEWAY_API_KEY" not in env and env["GATEWAY_HOME"] == str(service.home)
     env["SIGNALS_SECONDS"] = "3"  # examples/signals.py's live window
-    done = subprocess.run(
-        [sys.executable, str(REPO / "examples" / example)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_example(example, env, cwd=tmp_path)
     for line in expected:
         assert line in done.stdout, done.stdout
 

@@ -5,18 +5,14 @@ accepts a loopback receiver without any setting (and says so in its report and `
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from solders.keypair import Keypair
 
-from tests.integration.service import RunningService, confirm_deposit, create_api_key, deposit_usdc, fetch
+from tests.integration.service import RunningService, confirm_deposit, create_api_key, deposit_usdc, fetch, run_example
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_devnode_stack_says_it_accepts_local_receivers(service: RunningService) -> None:
@@ -36,15 +32,7 @@ def test_the_webhook_example_receives_and_verifies_a_delivery(service: RunningSe
     wallet.with_suffix(".api-key").write_text(key + "\n")  # as gateway fund saves it
     env = {**service.env, "GATEWAY_URL": service.url, "GATEWAY_WALLET": str(wallet), "WEBHOOK_WAIT_S": "60"}
     env.pop("GATEWAY_API_KEY", None)
-    done = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "webhook_receiver.py")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_example("webhook_receiver.py", env)
     for line in ("posts api_key.rotated to http://127.0.0.1:", "received api_key.rotated evt_", "signature verified"):
         assert line in done.stdout, done.stdout
     assert '"replaced_previous": true' in done.stdout and "deleted" in done.stdout, done.stdout
