@@ -15,6 +15,7 @@ import pytest
 from gateway.client import WalletSigner
 from gateway.config import Settings
 from tests.auth.helpers import RPC_BODY, create_account, create_api_key, request
+from tests.grpc.client import eventually
 from tests.support import RunningGateway, serve_gateway
 
 
@@ -49,7 +50,11 @@ async def test_rotation_on_one_replica_is_refused_by_the_other_at_once(
         assert warm.status == 200, warm
     assert replica_b.app.auth.api_keys.cache_live  # type: ignore[attr-defined]
 
+    heard = replica_b.app.auth.revocations.generation
     new = await create_api_key(http, signer, gateway.url)  # rotated through replica A
+    # the revocation reaches B on the Redis channel, not with A's answer: wait for B to hear it (not for
+    # any cache to expire) before asking B, or the test races the channel's delivery
+    await eventually(lambda: replica_b.app.auth.revocations.generation != heard, "B heard the revocation")
     refused = await request(http, "POST", replica_b.url + "/", body=RPC_BODY, headers={"X-Api-Key": old})
     assert (refused.status, refused.code) == (401, "AUTH_FAILED"), refused
     accepted = await request(http, "POST", replica_b.url + "/", body=RPC_BODY, headers={"X-Api-Key": new})
