@@ -17,8 +17,8 @@ from gateway.config import Settings
 from gateway.credits.chain_reads import credit_policy, deposit_ata_for
 from gateway.credits.notices import CreditNotices
 from gateway.credits.watcher import DepositWatcher
+from gateway.node.http import HttpUpstream
 from gateway.storage.channels import CREDITED, Channel
-from gateway.upstream import HttpUpstream
 
 log = logging.getLogger(__name__)
 

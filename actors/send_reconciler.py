@@ -24,12 +24,12 @@ from typing import Any
 from actors.loop_thread import LoopThread, connect_when_up
 from gateway.config import Settings
 from gateway.credits.retention import SettledRetention
+from gateway.node.http import HttpUpstream
 from gateway.sending.reconcile import reconcile
 from gateway.storage import sends
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
 from gateway.storage.sends import SendStatus
-from gateway.upstream import HttpUpstream
 
 log = logging.getLogger(__name__)
 

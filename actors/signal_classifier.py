@@ -3,7 +3,7 @@
 A plain class, testable without Ray; :mod:`gateway.runtime.actors` makes it one named, detached,
 restarting Ray actor per cluster (``signal-classifier``), so one poller reads the node's blocks and
 every replica follows its log. Two at once would still be safe: the log's cursor lets only one of them
-append a slot (:class:`gateway.storage.signals.CursorConflict` for the other). Its poll loop runs on a
+append a slot (:class:`gateway.signals.store.CursorConflict` for the other). Its poll loop runs on a
 :class:`actors.loop_thread.LoopThread` from ``__init__`` (a restart re-runs only ``__init__``, and the
 classifier resumes from the stored cursor).
 """
@@ -16,11 +16,11 @@ from typing import Any
 
 from actors.loop_thread import LoopThread
 from gateway.config import Settings
-from gateway.core.signals import SignalRules
+from gateway.node.http import HttpUpstream
 from gateway.signals.classifier import SignalClassifier
+from gateway.signals.rules import SignalRules
+from gateway.signals.store import SignalLog
 from gateway.storage.connections import Connections
-from gateway.storage.signals import SignalLog
-from gateway.upstream import HttpUpstream
 
 log = logging.getLogger(__name__)
 

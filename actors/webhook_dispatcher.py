@@ -18,8 +18,8 @@ from typing import Any
 
 from actors.loop_thread import LoopThread, connect_when_up
 from gateway.config import Settings
-from gateway.core.webhooks import retry_delay_s
 from gateway.webhooks.dispatcher import DispatchConfig, Dispatcher, RetryPolicy, fixed_delays
+from gateway.webhooks.rules import retry_delay_s
 
 log = logging.getLogger(__name__)
 

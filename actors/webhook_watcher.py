@@ -15,9 +15,9 @@ from typing import Any
 
 from actors.loop_thread import LoopThread, connect_when_up
 from gateway.config import Settings
-from gateway.pubsub.upstream import UpstreamPubSub
-from gateway.storage.signals import SignalLog
-from gateway.upstream import HttpUpstream
+from gateway.node.http import HttpUpstream
+from gateway.node.pubsub import UpstreamPubSub
+from gateway.signals.store import SignalLog
 from gateway.webhooks.retention import JobRetention
 from gateway.webhooks.sources import SignalWebhooks, TransactionWatches
 

@@ -30,12 +30,12 @@ from bench.metered import fund_account
 from gateway.app import GatewayApp
 from gateway.client import WalletSigner
 from gateway.config import Settings
-from gateway.forward import Forwarder, ParseStage
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, compose, error_boundary
+from gateway.routing import RPC_MAX_BODY_BYTES, RpcFirst, http_call, mount
+from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.storage.migrate import migrate_url
 from gateway.transports.deadline import BodyDeadline
-from gateway.transports.routing import RPC_MAX_BODY_BYTES, RpcFirst, http_call, mount
 
 BODY = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
 ANSWER = b'{"jsonrpc":"2.0","id":0,"result":123456789}'  # the forwarder sends item positions as ids
@@ -60,7 +60,7 @@ def over_asgi(handler: Handler) -> Handler:
             "type": "http",
             "asgi": {"version": "3.0"},
             "http_version": "1.1",
-            "method": call.method,
+            "method": call.verb,
             "scheme": "http",
             "path": call.path,
             "raw_path": call.path.encode(),

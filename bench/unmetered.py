@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from ray.serve import Deployment
 
-from gateway.forward import Forwarder, ParseStage
 from gateway.pipeline import compose, error_boundary
+from gateway.routing import RpcFirst
+from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.runtime.ingress import Ingress
-from gateway.transports.routing import RpcFirst
 
 UNMETERED_PATH = "/unmetered"
 

@@ -53,7 +53,11 @@ import orjson
 import psutil
 
 from bench._proc import LOOPBACK, ServerProcess, process_cpu_s, spawn_server
-from gateway.core.webhooks import (
+from gateway.runtime.embedded import EmbeddedPostgres
+from gateway.runtime.ports import free_port
+from gateway.storage.migrate import migrate_url
+from gateway.webhooks.dispatcher import USER_AGENT, DispatchConfig, Dispatcher, RetryPolicy, fixed_delays
+from gateway.webhooks.rules import (
     EVENT_ID_HEADER,
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
@@ -64,10 +68,6 @@ from gateway.core.webhooks import (
     retry_delay_s,
     signature,
 )
-from gateway.runtime.embedded import EmbeddedPostgres
-from gateway.runtime.ports import free_port
-from gateway.storage.migrate import migrate_url
-from gateway.webhooks.dispatcher import USER_AGENT, DispatchConfig, Dispatcher, RetryPolicy, fixed_delays
 
 #: What one delivery carries: a deposit.credited event as the sources write it (about 200 bytes).
 PAYLOAD = {

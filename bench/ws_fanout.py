@@ -18,7 +18,7 @@ and a target that delivered what it was offered at every rate is told to raise i
 Targets, each in a process of its own and each holding ONE upstream subscription to the node:
 
 - ``gateway``: one :class:`gateway.app.GatewayApp` on uvicorn (uvloop, httptools, uvicorn's default
-  WebSocket implementation, the spec's 25 s pings, the replica's GC setting), no Ray: the app one
+  WebSocket implementation, docs/api.md's 25 s pings, the replica's GC setting), no Ray: the app one
   Serve replica runs. Clients authenticate with the API key of a funded account (``auth.<key>``
   subprotocol); the replica shares one upstream subscription among the sessions, each re-addresses
   the notification to its own subscription id and charges it 1 credit through the replica's meter
@@ -359,9 +359,9 @@ def serve_gateway(args: argparse.Namespace) -> None:
 
     from gateway.app import GatewayApp
     from gateway.config import Settings
+    from gateway.pubsub.ws import UVICORN_WS_OPTIONS
     from gateway.runtime.replica_process import tune_gc
     from gateway.transports.http import build_http_app
-    from gateway.transports.ws import UVICORN_WS_OPTIONS
 
     settings = Settings(
         home=Path(args.home),
@@ -877,14 +877,14 @@ SOCKET_WRITES = "socket writes (transport.write of each frame: the kernel's send
 #: Where a sample's time is put: the first rule matching its innermost Python frame with a source
 #: file (file path substring, function name substrings or None for any), after SOCKET_WRITES.
 BUCKETS: tuple[tuple[str, tuple[str, ...] | None, str], ...] = (
-    ("gateway/pubsub/upstream.py", None, "fan-in: the share hands the notification to each session"),
+    ("gateway/node/pubsub.py", None, "fan-in: the share hands the notification to each session"),
     (
         "gateway/pubsub/session.py",
         ("deliver", "_notify", "_put"),
         "fan-in: the share hands the notification to each session",
     ),
     ("gateway/pubsub/session.py", None, "session writer (next_message, balance check)"),
-    ("gateway/transports/ws.py", None, "session writer (next_message, balance check)"),
+    ("gateway/pubsub/ws.py", None, "session writer (next_message, balance check)"),
     ("gateway/credits", None, "meter (spend, complete: a usage record each)"),
     ("gateway/storage", None, "usage flush (ledger, asyncpg)"),
     ("asyncpg", None, "usage flush (ledger, asyncpg)"),

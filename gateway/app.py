@@ -14,45 +14,45 @@ from gateway.auth.authenticator import Only
 from gateway.auth.endpoints import AccountEndpoints
 from gateway.auth.services import AuthServices
 from gateway.auth.stage import AuthStage
+from gateway.bulk.endpoints import BulkEndpoint, bulk_endpoints
+from gateway.bulk.metering import BulkMetering
 from gateway.config import DEFAULT_UPSTREAM, DEFAULT_UPSTREAM_WS, Settings
 from gateway.core.client_address import TrustedProxies
 from gateway.core.errors import service_unavailable
 from gateway.core.limits import Limiter
 from gateway.core.methods import MethodClass, PriceTable
-from gateway.core.planning import GATEWAY_METHODS
 from gateway.core.subscriptions import Limits
-from gateway.core.trade_fees import TradeFees
-from gateway.credits.bulk import BulkMetering
 from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
 from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
 from gateway.credits.stage import CreditHeaders, MeteringStage
-from gateway.forward import Forwarder, LocalMethod, ParseStage
+from gateway.fees.method import PriorityFeeEstimate, SuggestPriorityFee
 from gateway.grpc.server import limits_of
+from gateway.history.method import TransactionHistory
 from gateway.ip_limits import IpLimits
+from gateway.node.http import HealthMonitor, HttpUpstream
+from gateway.node.pubsub import UpstreamPubSub
 from gateway.pipeline import Call, Handler, Reply, Stage, compose, error_boundary
-from gateway.products.bulk import BulkEndpoint, bulk_endpoints
-from gateway.products.bundles import BundleRelay, RelayRoute
-from gateway.products.history import TransactionHistory
-from gateway.products.priority_fees import PriorityFeeEstimate, SuggestPriorityFee
-from gateway.products.send_and_confirm import SendAndConfirm
-from gateway.products.send_status import SendStatusMethod
-from gateway.products.smart_send import SmartSend
-from gateway.products.sol_usd import ConfiguredRate, RateSource
-from gateway.products.trade_builders import ExecuteSell, ExecuteSnipe
-from gateway.products.x402_settle import X402Settle
 from gateway.public import ServiceProfile
-from gateway.pubsub.upstream import UpstreamPubSub
-from gateway.response_cache import ResponseCache
+from gateway.rpc.cache_store import SharedResponses
+from gateway.rpc.forward import Forwarder, LocalMethod, ParseStage
+from gateway.rpc.planning import GATEWAY_METHODS
+from gateway.rpc.response_cache import ResponseCache
 from gateway.sending.block_engine import BlockEngine
 from gateway.sending.racers import LocalRacers, Racers
+from gateway.sending.relay import BundleRelay, RelayRoute
+from gateway.sending.send_and_confirm import SendAndConfirm
+from gateway.sending.send_status import SendStatusMethod
+from gateway.sending.smart_send import SmartSend
 from gateway.signals.feed import SignalFeed
+from gateway.signals.store import SignalLog
 from gateway.storage.channels import CREDITED, Channel
 from gateway.storage.connections import Connections, warn_unless_noeviction
-from gateway.storage.response_cache import SharedResponses
-from gateway.storage.signals import SignalLog
-from gateway.upstream import HealthMonitor, HttpUpstream
+from gateway.trades.builders import ExecuteSell, ExecuteSnipe
+from gateway.trades.fees import TradeFees
+from gateway.trades.sol_usd import ConfiguredRate, RateSource
 from gateway.webhooks.management import WebhookEndpoints
+from gateway.x402.settle import X402Settle
 
 
 class GatewayApp:
@@ -159,7 +159,7 @@ class GatewayApp:
 
     def bulk_stages(self) -> list[Stage]:
         """The stages of a ``/bulk/*`` route: JSON-RPC's auth (an account needed), credit headers and
-        readiness; the endpoint meters its items itself (:mod:`gateway.credits.bulk`)."""
+        readiness; the endpoint meters its items itself (:mod:`gateway.bulk.metering`)."""
         return [AuthStage(self.auth), CreditHeaders(self.metering), self._readiness_gate]
 
     @property
@@ -170,6 +170,10 @@ class GatewayApp:
     async def trade_pricing(self) -> dict[str, Any]:
         """The trade builders' part of ``GET /pricing``: build fee, notional share and the SOL/USD rate."""
         return self.trade_fees.document(await self.sol_usd.rate())
+
+    def limit(self, group: str) -> Stage:
+        """The per-address limit of ``group`` (settings ``ip_limits``)."""
+        return self.ip_limits.stage(group)
 
     def account_stage(self, only: Only | None = None, *, require_account: bool = False) -> AuthStage:
         """The auth stage of the account routes: any credential mode (or ``only`` one), no account needed

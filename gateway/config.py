@@ -22,8 +22,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from gateway.core.signals import DEFAULT_LARGE_SWAP_LAMPORTS, DEFAULT_SIGNAL_PROGRAMS, is_pubkey
-from gateway.core.webhooks import MAX_WATCHED_ADDRESSES
+from gateway.signals.rules import DEFAULT_LARGE_SWAP_LAMPORTS, DEFAULT_SIGNAL_PROGRAMS, is_pubkey
+from gateway.webhooks.rules import MAX_WATCHED_ADDRESSES
 
 USDC_MAINNET_MINT = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
 MAINNET = "solana-mainnet"
@@ -374,7 +374,9 @@ class Settings(BaseSettings):
             raise ValueError(f"must be at least twice webhook_delivery_timeout_s ({timeout:g} s)")
         return value
 
-    pricing: dict[str, int] = Field(default_factory=dict, description="Credits per method class, overriding the spec.")
+    pricing: dict[str, int] = Field(
+        default_factory=dict, description="Credits per method class, overriding the defaults."
+    )
     mcp_allowed_origins: list[str] = Field(
         default_factory=list,
         description="Origins (scheme://host[:port]) whose browser pages may call /mcp; a request with any other "
@@ -582,7 +584,7 @@ class Settings(BaseSettings):
     @property
     def crediting_delay_s(self) -> int:
         """About when a deposit is credited after it is sent: the devnode finalizes two slots after
-        landing and the watcher polls every ``deposit_poll_s``; on mainnet the spec's 30 s."""
+        landing and the watcher polls every ``deposit_poll_s``; on mainnet docs/api.md's 30 s."""
         if self.shown_network != DEVNODE:
             return 30
         return math.ceil(2 * self.devnode_slot_ms / 1000 + self.deposit_poll_s) + 1

@@ -4,27 +4,44 @@ The bodies are pydantic models, so the document carries real JSON Schemas; the r
 their answers as plain dicts, and ``make test`` runs schemathesis against the running stack to check
 that every answer has a documented status and matches its schema (tests/integration/test_openapi.py).
 Written out rather than derived from the routes: they are raw Starlette routes around the pipeline,
-and the spec's error shapes (a JSON-RPC error on some statuses, the HTTP error body on others) are
+and docs/api.md's error shapes (a JSON-RPC error on some statuses, the HTTP error body on others) are
 the part worth stating precisely.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.core.bulk import BULK_CREDITS, MAX_BULK_ITEMS
+from gateway.bulk.models import (
+    BalancesAnswer,
+    BalancesRequest,
+    TokenBalancesAnswer,
+    TokenBalancesRequest,
+    TransactionsAnswer,
+    TransactionsRequest,
+)
+from gateway.bulk.rules import BULK_CREDITS, MAX_BULK_ITEMS
 from gateway.core.jsonrpc import MAX_BATCH
 from gateway.core.paging import MAX_LIMIT, MAX_OFFSET
-from gateway.core.signals import DEFAULT_RECENT_LIMIT, KINDS, MAX_RECENT_LIMIT
-from gateway.core.webhooks import FILTER_TYPES, LIFECYCLE_EVENTS, MAX_WEBHOOKS_PER_ACCOUNT
-from gateway.core.x402 import MAX_BODY_BYTES as X402_MAX_BODY_BYTES
+from gateway.core.patterns import BASE58_KEY, BASE58_SIGNATURE, SIGNAL_ID
+from gateway.signals.models import RecentSignals
+from gateway.signals.rules import DEFAULT_RECENT_LIMIT, KINDS, MAX_RECENT_LIMIT
+from gateway.webhooks.models import (
+    EmptyRequest,
+    WebhookCreated,
+    WebhookDeleted,
+    WebhookList,
+    WebhookReplayed,
+    WebhookRequest,
+    WebhookResumed,
+    WebhookSecret,
+)
+from gateway.webhooks.rules import MAX_WEBHOOKS_PER_ACCOUNT
+from gateway.x402.rules import MAX_BODY_BYTES as X402_MAX_BODY_BYTES
 
 API_VERSION = "0.2"
-BASE58_KEY = "^[1-9A-HJ-NP-Za-km-z]{32,44}$"
-BASE58_SIGNATURE = "^[1-9A-HJ-NP-Za-km-z]{64,88}$"
-SIGNAL_ID = "^[0-9]{1,20}-[0-9]{1,20}$"
 X402_MAX_TRANSACTION_CHARS = X402_MAX_BODY_BYTES - 32  # the base64 string within the body's limit
 
 
@@ -40,7 +57,7 @@ class ErrorDetail(_Open):
 
 
 class ErrorBody(_Open):
-    """The HTTP error body of the spec."""
+    """The HTTP error body of docs/api.md."""
 
     error: ErrorDetail
 
@@ -141,7 +158,7 @@ class Account(_Open):
     funding: Funding
     status: str
     total_consumed_credits: int
-    created_at: int = Field(description="Unix seconds (the spec's type)")
+    created_at: int = Field(description="Unix seconds (docs/api.md's type)")
     last_deposit: LastDeposit | None
     credit_batches: list[CreditBatch]
 
@@ -227,235 +244,6 @@ class Pricing(_Open):
 class Capabilities(_Open):
     ok: bool
     service_profile: dict[str, Any]
-
-
-# ------------------------------------------------------------------------------------------ signals
-
-
-class SignalEvent(BaseModel):
-    """A signal, as ``/signals/recent`` lists it and ``signalNotification`` delivers it (without ``id``)."""
-
-    id: str = Field(pattern=SIGNAL_ID, description="its id in the signal log, <slot>-<n>; orders by slot")
-    kind: Literal["newPair", "graduation", "largeSwap", "walletActivity"]
-    program: str = Field(description="the program that emitted the event")
-    signature: str
-    slot: int
-    mint: str | None
-    accounts: list[str] = Field(description="the accounts the event names: mint, bonding curve or pool, user")
-    quote_asset: str | None = Field(description="SOL for classic curves, else a quote-mint address")
-    curve_type: Literal["classic", "v2"] | None
-    complete: bool | None = Field(description="newPair: false (created at this slot); graduation: true")
-    block_time: int | None = Field(description="unix seconds (chosen here)")
-    sol_amount: int | None = Field(description="lamports: a trade's or a migration's size (chosen here)")
-    side: Literal["buy", "sell"] | None = Field(description="a trade's side (chosen here)")
-
-
-class RecentSignals(BaseModel):
-    events: list[SignalEvent] = Field(description="newest first")
-    more: bool = Field(description="older events matched but were left out: page with before=<last id>")
-    next_since_slot: int | None = Field(description="pass as since_slot to get only what came after this answer")
-    retention_events: int = Field(description="how many events the log keeps (per kind too)")
-
-
-# ----------------------------------------------------------------------------------------- webhooks
-
-#: The longest webhook URL accepted.
-MAX_WEBHOOK_URL_LENGTH = 2048
-
-
-def _documented(schema: dict[str, Any]) -> Any:
-    """A string accepted as any string by the model, documented with ``schema``: the values are checked
-    by :mod:`gateway.webhooks.management`, whose refusals name the field and the value."""
-    return WithJsonSchema({"type": "string", **schema})
-
-
-class WebhookRequest(BaseModel):
-    """``POST /webhooks``: the creation fields (docs/api.md, Webhooks)."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {
-                    "url": "https://hooks.example.com/solana",
-                    "filter_type": "lifecycle",
-                    "lifecycle_events": ["api_key.rotated"],
-                }
-            ]
-        },
-    )
-
-    url: Annotated[str, _documented({"pattern": "^https?://", "maxLength": MAX_WEBHOOK_URL_LENGTH})] = Field(
-        description="https:// URL deliveries are posted to (http:// and private hosts: development setting only)"
-    )
-    filter_type: Annotated[str, _documented({"enum": list(FILTER_TYPES)})]
-    filter_value: Annotated[str, _documented({"pattern": BASE58_KEY})] | None = Field(
-        None, description="account, program: the address watched (required); my_account: your own key or absent"
-    )
-    lifecycle_events: list[Annotated[str, _documented({"enum": list(LIFECYCLE_EVENTS)})]] | None = Field(
-        None, description="lifecycle: the events delivered (required, at least one)"
-    )
-    signal_events: list[Annotated[str, _documented({"enum": list(KINDS)})]] | None = Field(
-        None, description="signal: the kinds delivered; absent or empty: every kind"
-    )
-
-
-class EmptyRequest(BaseModel):
-    """``{}`` (an empty body is accepted too)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-class WebhookDeliveries(BaseModel):
-    pending: int = Field(description="waiting for their first or next attempt, or being delivered")
-    delivered: int
-    dead: int = Field(description="every attempt failed; POST /webhooks/{id}/replay retries them")
-
-
-class WebhookLastDelivery(BaseModel):
-    event_id: str = Field(description="evt_{webhook_id}_{job_id}, the X-Webhook-Event-Id of its deliveries")
-    event_type: str
-    status: Literal["pending", "delivering", "delivered", "dead", "cancelled"]
-    attempts: int
-    http_status: int | None = Field(description="the receiver's last HTTP status")
-    error: str | None = Field(description="why the last attempt failed")
-    created_at: str = Field(description="ISO 8601 UTC: when the event happened")
-    delivered_at: str | None = Field(description="ISO 8601 UTC")
-
-
-class Webhook(BaseModel):
-    """A subscription as listed (never with its secret)."""
-
-    id: int
-    url: str
-    filter_type: Annotated[str, _documented({"enum": list(FILTER_TYPES)})]
-    filter_value: str | None
-    lifecycle_events: list[str]
-    signal_events: list[str]
-    status: Literal["active", "paused"]
-    paused_reason: str | None = Field(
-        description="why deliveries are paused: a delivery could not be paid, or too many in a row ended dead "
-        "(POST /webhooks/{id}/resume)"
-    )
-    created_at: str = Field(description="ISO 8601 UTC")
-    secret_rotated_at: str | None = Field(description="ISO 8601 UTC")
-    deliveries: WebhookDeliveries
-    last_delivery: WebhookLastDelivery | None = Field(description="the newest event attempted, or null")
-
-
-class WebhookCreated(Webhook):
-    secret: str = Field(description="the signing secret: shown now and at rotation only")
-
-
-class WebhookList(BaseModel):
-    webhooks: list[Webhook] = Field(description="newest first")
-    max_webhooks: int = Field(description="how many subscriptions an account may hold")
-    max_watched_addresses: int = Field(
-        description="how many distinct addresses an account's account, program and my_account webhooks may watch"
-    )
-
-
-class WebhookSecret(BaseModel):
-    secret: str
-
-
-class WebhookDeleted(BaseModel):
-    ok: bool
-    id: int
-    cancelled_jobs: int = Field(description="deliveries that will not be made")
-
-
-class WebhookReplayed(BaseModel):
-    ok: bool
-    id: int
-    replayed: int = Field(description="dead deliveries moved back to pending")
-
-
-class WebhookResumed(BaseModel):
-    ok: bool
-    id: int
-    resumed: bool = Field(description="false when it was not paused")
-    status: Literal["active"]
-
-
-# ------------------------------------------------------------------------------------- bulk lookups
-
-
-class BalancesRequest(BaseModel):
-    addresses: list[str] = Field(
-        min_length=1, max_length=MAX_BULK_ITEMS, description="base58 public keys; duplicates are looked up once"
-    )
-
-
-class TokenBalancesRequest(BaseModel):
-    owners: list[str] = Field(
-        min_length=1, max_length=MAX_BULK_ITEMS, description="base58 wallet addresses; duplicates are looked up once"
-    )
-
-
-class TransactionsRequest(BaseModel):
-    signatures: list[str] = Field(
-        min_length=1, max_length=MAX_BULK_ITEMS, description="base58 signatures; duplicates are looked up once"
-    )
-
-
-class BulkItemError(BaseModel):
-    code: Literal["INVALID_ADDRESS", "INVALID_SIGNATURE", "UPSTREAM_ERROR", "TIMEOUT"]
-    message: str
-
-
-class Balance(BaseModel):
-    address: str
-    lamports: int = Field(ge=0, description="0 for an account that does not exist")
-
-
-class AddressError(BaseModel):
-    address: str
-    error: BulkItemError
-
-
-class BalancesAnswer(BaseModel):
-    results: list[Balance]
-    errors: list[AddressError] = Field(description="invalid addresses and failed lookups: not charged")
-
-
-class TokenAccount(BaseModel):
-    address: str = Field(description="the token account")
-    mint: str
-    amount: str = Field(pattern="^[0-9]+$", description="raw amount in base units, an integer string")
-    decimals: int
-    ui_amount: str = Field(pattern="^[0-9]+(\\.[0-9]+)?$", description="amount / 10^decimals, exact")
-    program: Literal["spl-token", "spl-token-2022"]
-
-
-class OwnerTokens(BaseModel):
-    owner: str
-    token_accounts: list[TokenAccount]
-
-
-class OwnerError(BaseModel):
-    owner: str
-    error: BulkItemError
-
-
-class TokenBalancesAnswer(BaseModel):
-    results: list[OwnerTokens]
-    errors: list[OwnerError] = Field(description="invalid owners and failed lookups: not charged")
-
-
-class FoundTransaction(BaseModel):
-    signature: str
-    transaction: dict[str, Any] | None = Field(description="getTransaction's json encoding; null when absent")
-
-
-class SignatureError(BaseModel):
-    signature: str
-    error: BulkItemError
-
-
-class TransactionsAnswer(BaseModel):
-    results: list[FoundTransaction]
-    errors: list[SignatureError] = Field(description="invalid signatures and failed lookups: not charged")
 
 
 # -------------------------------------------------------------------------------------- the document

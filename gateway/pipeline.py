@@ -50,7 +50,7 @@ class Wire(StrEnum):
 class Call:
     """One inbound request as the stages see it."""
 
-    method: str  # HTTP method (transports without one use "POST")
+    verb: str  # the HTTP method (transports without one use "POST"); the signed message includes it
     path: str
     headers: Mapping[str, str]  # lower-case names
     query: Mapping[str, str]

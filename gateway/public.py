@@ -7,14 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.core.bulk import BULK_CREDITS, MAX_BULK_ITEMS
-from gateway.core.geyser import StreamLimits
-from gateway.core.geyser import pricing_view as grpc_pricing_view
+from gateway.bulk.rules import BULK_CREDITS, MAX_BULK_ITEMS
 from gateway.core.methods import MethodClass, PriceTable
-from gateway.core.signals import KINDS
 from gateway.core.subscriptions import UNAVAILABLE, Limits, pricing_view
-from gateway.core.webhooks import pricing_view as webhook_pricing_view
-from gateway.upstream import HttpUpstream
+from gateway.grpc.rules import StreamLimits
+from gateway.grpc.rules import pricing_view as grpc_pricing_view
+from gateway.node.http import HttpUpstream
+from gateway.signals.rules import KINDS
+from gateway.webhooks.rules import pricing_view as webhook_pricing_view
 
 
 @dataclass

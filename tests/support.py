@@ -12,9 +12,9 @@ import uvicorn
 
 from gateway.app import GatewayApp
 from gateway.config import DEFAULT_IP_LIMITS, Settings
+from gateway.pubsub.ws import UVICORN_WS_OPTIONS
 from gateway.runtime.ports import free_port
 from gateway.transports.http import build_http_app
-from gateway.transports.ws import UVICORN_WS_OPTIONS
 
 #: Per-address limits high enough for suites that create many accounts and sessions from 127.0.0.1;
 #: the limits themselves are tested with their defaults (tests/gateway/test_ip_limits.py).

@@ -6,7 +6,7 @@ drag in the database or Redis clients. Import the parts you need from their modu
     signing      the signing message and body hash (pure)
     headers      parsing and verifying the X-Pubkey / X-Signature / X-Timestamp / X-Nonce headers (pure)
     credentials  which credentials a request carries, per transport (HTTP, WebSocket, gRPC)
-    strategies   one strategy per credential type, tried in the spec's priority order
+    strategies   one strategy per credential type, tried in docs/api.md's priority order
     stage        ``AuthStage``, the pipeline stage that sets ``call.identity``
     services     ``AuthServices``: every store the stage and the account routes need, started together
 """

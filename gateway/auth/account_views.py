@@ -1,6 +1,6 @@
 """The account resources as JSON, and the paging parameters of the listings. Pure.
 
-Choices where the spec says 'not shown' (documented here, tested in tests/auth):
+Choices where docs/api.md says 'not shown' (documented here, tested in tests/auth):
 
 * paging: see :mod:`gateway.core.paging`;
 * ``last_deposit``: ``{signature, amount_usdc (decimal string), credits, timestamp (ISO 8601 UTC)}``
@@ -55,7 +55,7 @@ class Funding:
         return self.terms.deposit_address
 
     def document(self) -> dict[str, Any]:
-        """The spec's fields, and (beyond it) the minimum, what happens below it, and when credits arrive."""
+        """docs/api.md's fields, and (beyond it) the minimum, what happens below it, and when credits arrive."""
         terms = self.terms
         return {
             "asset": "USDC",
@@ -121,7 +121,7 @@ def account_document(
 
 
 def ledger_entry(entry: LedgerRecord) -> dict[str, Any]:
-    """The spec's fields, and the transaction signature of deposit and bonus entries (else null)."""
+    """docs/api.md's fields, and the transaction signature of deposit and bonus entries (else null)."""
     return {
         "type": entry.type,
         "amount": entry.amount,
@@ -133,7 +133,7 @@ def ledger_entry(entry: LedgerRecord) -> dict[str, Any]:
 
 
 def history_entry(entry: CallRecord) -> dict[str, Any]:
-    """The spec's fields, and the call's ``request_id`` (its ``X-Request-Id``; ``<id>:<n>`` for item n
+    """docs/api.md's fields, and the call's ``request_id`` (its ``X-Request-Id``; ``<id>:<n>`` for item n
     of a batch) and whether it was refunded (then ``credits`` is 0)."""
     return {
         "method": entry.method,

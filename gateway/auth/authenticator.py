@@ -1,4 +1,4 @@
-"""The strategies composed in the spec's priority order, plus the 402 rules. Transport-neutral.
+"""The strategies composed in docs/api.md's priority order, plus the 402 rules. Transport-neutral.
 
     the call's credentials (as its transport extracted them) -> the first strategy that supports them decides:
         API key  >  wallet signature (any X-Pubkey/X-Signature/X-Timestamp/X-Nonce header)  >  bearer

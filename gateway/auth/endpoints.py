@@ -1,7 +1,7 @@
 """Handlers of the session and account endpoints, as pipeline endpoints (``Call -> Reply``).
 
-Transport-neutral: :mod:`gateway.transports.account_routes` mounts them on HTTP behind
-``error_boundary`` (and ``AuthStage`` where the spec asks for credentials). Request bodies are small
+Transport-neutral: :mod:`gateway.auth.routes` mounts them on HTTP behind
+``error_boundary`` (and ``AuthStage`` where docs/api.md asks for credentials). Request bodies are small
 JSON objects; anything else is 400 INVALID_REQUEST, a failed proof is 401 AUTH_FAILED.
 
 Balances: ``accounts.balance`` as the ledger last settled it, less what this replica has spent and

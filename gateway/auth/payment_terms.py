@@ -1,11 +1,11 @@
-"""The 402 payment terms: the spec's -32002 ``data`` and the x402 v2 ``PaymentRequired`` document.
+"""The 402 payment terms: docs/api.md's -32002 ``data`` and the x402 v2 ``PaymentRequired`` document.
 
 A 402 answers a caller who brought no credentials, or proved a key that has no account yet, and
 tells both kinds of client how to pay:
 
 * JSON-RPC clients read ``error`` (code -32002) and its ``data``: ``deposit_address``, ``usdc_mint``,
   ``minimum_deposit_usdc`` ("0.01"), ``network``, ``instructions`` (plus ``payTo`` and
-  ``extra.feePayer``, the two x402 items the spec names);
+  ``extra.feePayer``, the two x402 items docs/api.md names);
 * x402 v2 clients read the base64 ``PAYMENT-REQUIRED`` header, whose JSON is the full
   ``PaymentRequired`` (``x402Version``, ``error``, ``resource``, ``accepts``).
 
@@ -68,7 +68,7 @@ class PaymentTerms:
     fee_payer: str
     usdc_mint: str
     network: str  # the name shown to depositors: "solana-mainnet", or "devnode" for the local test chain
-    crediting_delay_s: int = 30  # after finalization; the spec's mainnet figure unless the deployment says
+    crediting_delay_s: int = 30  # after finalization; docs/api.md's mainnet figure unless the deployment says
     x402_settle: bool = False  # POST /x402/settle is served (the instructions name it)
 
     @property
@@ -131,7 +131,7 @@ class PaymentTerms:
         }
 
     def rpc_data(self, pubkey: str | None) -> dict[str, Any]:
-        """The -32002 ``data`` object of the spec, plus ``payTo`` and ``extra.feePayer``."""
+        """The -32002 ``data`` object of docs/api.md, plus ``payTo`` and ``extra.feePayer``."""
         return {
             "deposit_address": self.deposit_address,
             "usdc_mint": self.usdc_mint,

@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 
 class AuthServices:
-    """One replica's auth state. Options exist for tests (tiny TTLs) and for the issues that follow.
+    """One replica's auth state. Options exist for tests (tiny TTLs).
 
     Args:
         settings: the gateway's settings (data dir, network, USDC mint, credit terms).

@@ -6,10 +6,10 @@ with its payment terms included.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from gateway.auth.authenticator import Only
-from gateway.pipeline import Call, Handler, Reply
+from gateway.pipeline import Call, Handler, Reply, Stage
 
 if TYPE_CHECKING:
     from gateway.auth.services import AuthServices
@@ -30,3 +30,12 @@ class AuthStage:
             identity = await authenticator.authenticate(call, require_account=self.require_account, only=self.only)
         call.identity = identity
         return await next_handler(call)
+
+
+class Gates(Protocol):
+    """What a feature's routes put in front of their endpoints: the per-address limit of a group and the
+    auth stage (:class:`gateway.app.GatewayApp` is one)."""
+
+    def limit(self, group: str) -> Stage: ...
+
+    def account_stage(self, only: Only | None = None, *, require_account: bool = False) -> AuthStage: ...

@@ -96,7 +96,7 @@ class WalletStrategy:
         parsed = parse_wallet_headers(credentials.wallet, self._clock())
         if isinstance(parsed, HeaderFailure):
             raise auth_failed(parsed.reason)
-        message = signing_message(call.method, call.path, credentials.wallet[TIMESTAMP], parsed.nonce, call.body)
+        message = signing_message(call.verb, call.path, credentials.wallet[TIMESTAMP], parsed.nonce, call.body)
         if not verify_signature(parsed.pubkey_bytes, message.encode("utf-8", "replace"), parsed.signature):
             raise auth_failed(
                 "X-Signature does not verify: sign ledger-svc:v2:{METHOD}:{PATH}:{TIMESTAMP}:{NONCE}:{BODY_HASH}"

@@ -2,7 +2,7 @@
 
 Needs nothing of the server side (an import contract of ``make check``)::
 
-    WalletSigner        the spec's per-request signature and session challenges (signer.py)
+    WalletSigner        docs/api.md's per-request signature and session challenges (signer.py)
     GatewayClient       async HTTP client: JSON-RPC and account routes, retries, credit headers (http.py)
     SignalStream        ``GatewayClient.signals()``: the /ws signal stream, resumed and de-duplicated
                         (signals.py; its parts without I/O in signal_parts.py)
@@ -41,7 +41,7 @@ from gateway.client.signals import SignalEvent, SignalFilter, SignalStream, Stre
 from gateway.client.signer import WalletSigner
 from gateway.client.solana import WalletAuth, gateway_error, solana_client
 
-#: Signal helpers (``GatewayClient.signals``) exist from 0.2.8 on (the spec's Versioning);
+#: Signal helpers (``GatewayClient.signals``) exist from 0.2.8 on (docs/api.md's Versioning);
 #: ``GatewayClient.x402_settle`` from 0.2.9 on.
 __version__ = "0.2.9"
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Final, NotRequired, TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
-#: The signal kinds of the spec (``newPair`` first; the others once their classifiers are live).
+#: The signal kinds of docs/api.md (``newPair`` first; the others once their classifiers are live).
 KINDS: Final = ("newPair", "graduation", "largeSwap", "walletActivity")
 WS_PATH: Final = "/ws"
 

@@ -2,7 +2,7 @@
 
 Input is a ``getTransaction`` result in ``jsonParsed`` encoding (``maxSupportedTransactionVersion`` 0).
 A deposit is a top-level or inner SPL Token / Token-2022 ``transfer`` or ``transferChecked`` whose
-destination is the deposit wallet's USDC associated token account (ATA). The spec's funding rule
+destination is the deposit wallet's USDC associated token account (ATA). docs/api.md's funding rule
 attributes it to the transfer's *authority* (the wallet that signed for the tokens), not to the fee
 payer and not to whoever later asks for it to be confirmed.
 

@@ -1,6 +1,6 @@
 """Error vocabulary of the gateway.
 
-Two families, matching the spec's two error shapes::
+Two families, matching docs/api.md's two error shapes::
 
     RpcError            a JSON-RPC error object, answered inside HTTP 200 (per item in a batch)
     ProxyError          stops a request before the node; has an HTTP status and renders either
@@ -37,7 +37,7 @@ class RpcCode(IntEnum):
 
 
 class ReplyStyle(StrEnum):
-    """How a refusal is rendered: as a JSON-RPC error object where the spec gives one a code
+    """How a refusal is rendered: as a JSON-RPC error object where docs/api.md gives one a code
     (``jsonrpc``), or as the HTTP error body ``{error: {code, message, requestId}}`` (``rest``)."""
 
     JSONRPC = "jsonrpc"
@@ -127,7 +127,7 @@ def invalid_request(message: str) -> ProxyError:
 def parse_error(detail: str) -> ProxyError:
     """400 for a JSON-RPC body that is not JSON. Answered as a JSON-RPC error (-32700, id null) on the
     JSON-RPC routes: the shape Solana clients parse (solders reads it as ``ParseErrorMessage``; the REST
-    body matches none of its types); the spec's ``INVALID_REQUEST`` body elsewhere."""
+    body matches none of its types); docs/api.md's ``INVALID_REQUEST`` body elsewhere."""
     return ProxyError(400, "INVALID_REQUEST", f"Parse error (-32700): {detail}", rpc_code=RpcCode.PARSE_ERROR)
 
 

@@ -71,7 +71,8 @@ class RpcPayload:
         return orjson.dumps(self.items[0].answer())
 
 
-def _envelope_fault(obj: Any) -> str | None:
+def envelope_fault(obj: Any) -> str | None:
+    """What is wrong with one request's envelope (JSON-RPC 2.0), or None; every transport checks with it."""
     if not isinstance(obj, dict):
         return "request must be a JSON object"
     if obj.get("jsonrpc") != "2.0":
@@ -101,7 +102,7 @@ def parse_payload(raw: bytes) -> RpcPayload:
         raise parse_error(f"body is not valid JSON: {exc}") from exc
     if isinstance(body, list):
         return _parse_batch(body)
-    fault = _envelope_fault(body)
+    fault = envelope_fault(body)
     if fault is not None:
         raise invalid_rpc_request(fault)
     return RpcPayload([_item(0, body)], is_batch=False)
@@ -114,7 +115,7 @@ def _parse_batch(body: list[Any]) -> RpcPayload:
         raise invalid_rpc_request(f"batch of {len(body)} exceeds the maximum of {MAX_BATCH}")
     items: list[RpcItem] = []
     for index, obj in enumerate(body):
-        fault = _envelope_fault(obj)
+        fault = envelope_fault(obj)
         if fault is None:
             items.append(_item(index, obj))
             continue

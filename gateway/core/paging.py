@@ -2,7 +2,7 @@
 
 ``limit`` default 50, at most 1000; ``cursor`` (the ``next_cursor`` of the previous page, opaque)
 pages by key, at the same cost however deep; ``offset`` (default 0, at most 10,000, not with a
-cursor) is kept for the spec's clients. Anything else is 400 INVALID_REQUEST rather than silently
+cursor) is kept for docs/api.md's clients. Anything else is 400 INVALID_REQUEST rather than silently
 clamped, so a client never mistakes a short page for the end; ``next_cursor`` is null on the last page.
 """
 

@@ -1,4 +1,4 @@
-"""The per-request signing message of the spec. Pure: the server and :mod:`gateway.client` share it.
+"""The per-request signing message of docs/api.md. Pure: the server and :mod:`gateway.client` share it.
 
 Both sides building the message with one function is what keeps them from drifting apart, e.g. on
 whether the query string is signed (it is not) or what a GET's body hash is (the empty string).

@@ -8,7 +8,7 @@ credits, like every other price, and are published in ``/pricing`` (``websocket`
   did work for every one of them, and a flat per-message price is one a client can predict
   (``slotSubscribe`` at 2.5 slots per second is 9,000 credits an hour, $0.09 at the default rate);
 - ``subscribeSignal`` costs :data:`SIGNAL_SUBSCRIBE_CREDITS` and each delivered event
-  :data:`SIGNAL_EVENT_CREDITS` (the spec's Signal billing);
+  :data:`SIGNAL_EVENT_CREDITS` (docs/api.md's Signal billing);
 - unsubscribing is free.
 """
 
@@ -47,7 +47,7 @@ SIGNAL_EVENT_CREDITS = 1
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-connection limits (the spec's where it gives one)."""
+    """Per-connection limits (docs/api.md's where it gives one)."""
 
     min_balance: int = 10  # close 4002 below this
     max_subscriptions: int = 100  # per connection, signals included
@@ -64,7 +64,7 @@ class Limits:
 
 
 class Close:
-    """Close codes (the spec's Errors section, and 1013 for a client too slow to read)."""
+    """Close codes (docs/api.md's Errors section, and 1013 for a client too slow to read)."""
 
     NORMAL = 1000
     POLICY_VIOLATION = 1008  # invalid or expired session token

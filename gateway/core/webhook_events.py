@@ -33,7 +33,11 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from gateway.core.credits import LOW_BALANCE_CREDITS
-from gateway.core.webhooks import SIGNAL_EVENT_PREFIX
+
+#: Event types: the lifecycle names, ``transaction`` (account, program and my_account watches) and
+#: ``signal.<kind>``.
+TRANSACTION_EVENT: Final = "transaction"
+SIGNAL_EVENT_PREFIX: Final = "signal."
 
 LOW_BALANCE: Final = "low_balance"
 DEPOSIT_CREDITED: Final = "deposit.credited"

@@ -13,7 +13,7 @@ from gateway.config import Settings
 from gateway.core.credits import CreditPolicy, DepositCredit
 from gateway.core.deposits import DepositTransfer, deposit_token_account
 from gateway.keys import DEPOSIT_WALLET, service_pubkey
-from gateway.upstream import ChainError, Upstream, rpc_call
+from gateway.node.http import ChainError, Upstream, rpc_call
 
 RPC_TIMEOUT_S = 15.0
 UNSUPPORTED_TX_VERSION = -32015

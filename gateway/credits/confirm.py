@@ -21,11 +21,11 @@ from gateway.credits.chain_reads import (
     deposit_credits,
     get_finalized_transaction,
 )
+from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.pipeline import Call, Reply, json_reply
 from gateway.storage.connections import Pool
 from gateway.storage.deposits import credit_deposit, ignored_reason
 from gateway.storage.ledger import balance
-from gateway.upstream import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 
 # ------------------------------------------------------------------------------------ confirm-deposit
 

@@ -1,4 +1,4 @@
-"""The credit and limit errors of the spec's error table, named once (see :mod:`gateway.core.errors`).
+"""The credit and limit errors of docs/api.md's error table, named once (see :mod:`gateway.core.errors`).
 
 Each is a :class:`ProxyError` (a single request stops with its HTTP status); inside a batch the
 same error becomes the item's JSON-RPC error via ``ProxyError.rpc_error()``.

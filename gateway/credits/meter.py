@@ -114,6 +114,12 @@ class Meter:
             return self._spend(acct, pubkey, lease, price, now)
         return None
 
+    async def reserve(self, pubkey: str, price: int) -> Admission:
+        """Reserve ``price`` for a product that bills itself (a subscription, a notification, a gRPC
+        call, a build): from the active lease without touching the store when it covers it, else as
+        :meth:`admit`. Completed, charged or refunded, with :meth:`complete`."""
+        return self.spend_local(pubkey, price) or await self.admit(pubkey, price)
+
     async def admit(self, pubkey: str, price: int) -> Admission:
         """Reserve ``price`` credits: from the local lease, else from a new one taken from the store."""
         admitted = await self.admit_all(pubkey, [price])

@@ -2,7 +2,7 @@
 
 Placed after parsing (items are priced) and before the forwarder::
 
-    boundary → auth → CreditHeaders → parse+plan → MeteringStage → Forwarder
+    error_boundary → AuthStage → CreditHeaders → readiness gate → ParseStage → MeteringStage → Forwarder
 
 Per pending item, in order: one rate unit, then its price (every pending item has one: planning
 refuses what has none). An outcome-priced item (``HELD_CLASSES``) takes only the rate unit here: its
@@ -12,7 +12,7 @@ price, admits it from the lease and completes it (charged or refunded) itself.
 A rejected single request stops with its error; a rejected batch item gets its error and is not
 forwarded, the rest go on. However the call ends (answered, failed, cancelled by a client that went
 away), every admitted item is completed exactly once, charged or refunded by the one rule of
-:mod:`gateway.core.refunds`: what may have reached the node is charged unless the node failed.
+:mod:`gateway.credits.refunds`: what may have reached the node is charged unless the node failed.
 Credit and rate headers go on every reply, errors included.
 """
 
@@ -28,7 +28,6 @@ from gateway.core.errors import ProxyError, service_unavailable
 from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload
 from gateway.core.limits import Allowed, Limiter, RateLimited
 from gateway.core.methods import SELF_BILLED_CLASSES
-from gateway.core.refunds import refund_reason
 from gateway.credits.errors import (
     account_suspended,
     concurrency_limited,
@@ -37,6 +36,7 @@ from gateway.credits.errors import (
     rate_limited,
 )
 from gateway.credits.meter import AccountState, Admission, Meter, Outcome
+from gateway.credits.refunds import refund_reason
 from gateway.pipeline import Call, Handler, Reply
 from gateway.storage.errors import StoreUnavailable
 
@@ -212,7 +212,7 @@ class MeteringStage:
 
 class CreditHeaders:
     """Outer stage, right after auth: the credit and rate headers also go on errors raised before
-    metering (a 400 from parsing), as the spec wants them on every authenticated response."""
+    metering (a 400 from parsing), as docs/api.md wants them on every authenticated response."""
 
     def __init__(self, metering: MeteringStage) -> None:
         self.metering = metering

@@ -34,10 +34,10 @@ from gateway.credits.chain_reads import (
     deposit_credits,
     get_finalized_transaction,
 )
+from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.storage.connections import Pool
 from gateway.storage.deposits import credit_deposit, save_watch_cursor, watch_cursor
 from gateway.storage.errors import StoreUnavailable
-from gateway.upstream import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Hashable
 
-from gateway.core.geyser import StreamLimits, account_budget_message, process_budget_message
+from gateway.grpc.rules import StreamLimits, account_budget_message, process_budget_message
 from geyser_proto.filters import Filters
 
 #: The kinds the budget counts, as a client's message names them.

@@ -21,13 +21,13 @@ import grpc
 
 from gateway.auth.services import AuthServices
 from gateway.config import Settings
-from gateway.core.geyser import StreamLimits, account_share
 from gateway.core.limits import Limiter
 from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
 from gateway.grpc.budget import FilterBudget
+from gateway.grpc.rules import StreamLimits, account_share
 from gateway.grpc.service import GeyserGateway, ServiceDeps
-from gateway.grpc.upstream import MAX_MESSAGE_BYTES, UpstreamGeyser
+from gateway.node.geyser import MAX_MESSAGE_BYTES, UpstreamGeyser
 from gateway.storage.channels import CREDITED, Channel
 from gateway.storage.connections import Connections
 from geyser_proto.fanout import Fanout

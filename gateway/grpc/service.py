@@ -2,13 +2,13 @@
 
 Every call first proves its caller with the HTTP path's own auth services (``x-token`` metadata: a
 session token or an API key, :func:`gateway.core.credentials.grpc_credentials`), then pays through the
-process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`gateway.core.geyser`):
+process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`gateway.grpc.rules`):
 
 - a unary call pays 1 credit, then is forwarded to the node's geyser endpoint (``Ping`` is answered
   here); a failure of the node is refunded;
 - ``Subscribe`` pays 1 credit when established, then joins the process's fan-out
   (:mod:`geyser_proto.fanout`): each request the client sends replaces its filters, which the one
-  upstream subscription then also asks for (:mod:`gateway.grpc.upstream`); a client ``ping`` is
+  upstream subscription then also asks for (:mod:`gateway.node.geyser`); a client ``ping`` is
   answered once the upstream has its latest filters. A billing task charges 60 credits at the start
   of each further interval and ends the stream ``RESOURCE_EXHAUSTED`` when that cannot be paid; it
   dies with the stream, so a client that goes away stops paying at once (a vanished peer is found by
@@ -40,7 +40,11 @@ from gateway.auth.revocations import Credential
 from gateway.auth.services import AuthServices
 from gateway.core.credentials import grpc_credentials
 from gateway.core.errors import ProxyError, ReplyStyle
-from gateway.core.geyser import (
+from gateway.core.identity import Identity
+from gateway.core.limits import Limiter, RateLimited
+from gateway.credits.meter import Admission, Meter, Outcome
+from gateway.grpc.budget import FilterBudget
+from gateway.grpc.rules import (
     INSUFFICIENT,
     INTERVAL_CREDITS,
     MISSING_TOKEN,
@@ -53,11 +57,7 @@ from gateway.core.geyser import (
     refusal,
     stream_limit_message,
 )
-from gateway.core.identity import Identity
-from gateway.core.limits import Limiter, RateLimited
-from gateway.credits.meter import Admission, Meter, Outcome
-from gateway.grpc.budget import FilterBudget
-from gateway.grpc.upstream import UpstreamGeyser
+from gateway.node.geyser import UpstreamGeyser
 from gateway.pipeline import Call, Wire
 from gateway.storage.errors import StoreUnavailable
 from geyser_proto import geyser_pb2
@@ -188,7 +188,7 @@ class GeyserGateway:
             await asyncio.sleep(max(0.0, due - loop.time()))
             due += interval
             try:
-                admission = await self._admit(identity.pubkey, INTERVAL_CREDITS)
+                admission = await self.deps.meter.reserve(identity.pubkey, INTERVAL_CREDITS)
             except StoreUnavailable as exc:
                 out.end(grpc.StatusCode.UNAVAILABLE, f"{exc.what} is unavailable, the stream cannot be billed; retry")
                 return
@@ -272,10 +272,6 @@ class GeyserGateway:
         except StoreUnavailable as exc:
             await _abort(context, "UNAVAILABLE", f"{exc.what} is unavailable; retry shortly")
 
-    async def _admit(self, pubkey: str, price: int) -> Admission:
-        meter = self.deps.meter
-        return meter.spend_local(pubkey, price) or await meter.admit(pubkey, price)
-
     async def _pay(
         self,
         context: grpc.aio.ServicerContext,
@@ -288,7 +284,7 @@ class GeyserGateway:
     ) -> Admission:
         """Reserve ``price`` (and record it unless the caller completes it) or end the call."""
         try:
-            admission = await self._admit(identity.pubkey, price)
+            admission = await self.deps.meter.reserve(identity.pubkey, price)
         except StoreUnavailable as exc:
             await _abort(context, "UNAVAILABLE", f"{exc.what} is unavailable; retry shortly")
         if not admission.ok:

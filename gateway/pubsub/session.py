@@ -1,10 +1,10 @@
 """One authenticated WebSocket connection: its subscriptions, their billing, and its limits.
 
-The transport (:mod:`gateway.transports.ws`) authenticates the upgrade, then feeds the session each
+The transport (:mod:`gateway.pubsub.ws`) authenticates the upgrade, then feeds the session each
 client frame (:meth:`WsSession.on_frame`) and writes what :meth:`WsSession.next_message` hands it.
 Everything in between is here, and none of it knows of ASGI:
 
-- native subscriptions join the replica's shared upstream subscription (:mod:`gateway.pubsub.upstream`)
+- native subscriptions join the replica's shared upstream subscription (:mod:`gateway.node.pubsub`)
   and get this connection's own ids; ``subscribeSignal`` listens to the replica's signal feed;
 - other JSON-RPC methods run through the same stages as ``POST /`` after auth (limits, billing, the
   forward), so the socket is no cheaper or freer a way to the node;
@@ -34,8 +34,8 @@ import orjson
 from gateway.core.credentials import Credentials
 from gateway.core.errors import ReplyStyle, RpcCode
 from gateway.core.identity import Identity
+from gateway.core.jsonrpc import MAX_BATCH, envelope_fault
 from gateway.core.limits import TokenBucket
-from gateway.core.signals import SignalFilter
 from gateway.core.subscriptions import (
     ENDED_NOTIFICATION,
     NATIVE,
@@ -53,8 +53,9 @@ from gateway.core.subscriptions import (
     subscription_limit_message,
 )
 from gateway.credits.meter import Admission, Meter
+from gateway.node.pubsub import Handle, SubscribeError, UpstreamPubSub, signature_final
 from gateway.pipeline import Call, Handler, Wire
-from gateway.pubsub.upstream import Handle, SubscribeError, UpstreamPubSub, signature_final
+from gateway.signals.rules import SignalFilter
 
 log = logging.getLogger(__name__)
 
@@ -145,17 +146,18 @@ class WsSession:
         if isinstance(payload, list):
             if not payload:
                 self._error(None, RpcCode.INVALID_REQUEST, "empty batch")
-            for item in payload[:100]:
+            for item in payload[:MAX_BATCH]:
                 await self._request(item)
             return
         await self._request(payload)
 
     async def _request(self, req: Any) -> None:
-        req_id = req.get("id") if isinstance(req, dict) else None
-        method = req.get("method") if isinstance(req, dict) else None
-        if not isinstance(method, str) or req.get("jsonrpc") != "2.0":
-            self._error(req_id, RpcCode.INVALID_REQUEST, "Invalid request: jsonrpc 2.0, method and id required")
+        fault = envelope_fault(req)
+        if fault is not None:
+            req_id = req.get("id") if isinstance(req, dict) else None
+            self._error(req_id, RpcCode.INVALID_REQUEST, f"Invalid request: {fault}")
             return
+        req_id, method = req["id"], req["method"]
         params = req.get("params", [])
         if params is None:
             params = []
@@ -243,7 +245,7 @@ class WsSession:
         return True
 
     async def _reserve(self, req_id: Any, method: str, price: int) -> Admission | None:
-        admission = self.deps.meter.spend_local(self.pubkey, price) or await self.deps.meter.admit(self.pubkey, price)
+        admission = await self.deps.meter.reserve(self.pubkey, price)
         if not admission.ok:
             self._error(req_id, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits")
             self.close(Close.INSUFFICIENT_CREDITS, "insufficient credits")
@@ -284,7 +286,7 @@ class WsSession:
             )
             reply = await self.deps.pipeline(call)
             body = reply.body
-            if reply.status == 403:  # a denied method is -32601 on the socket (the spec's Errors)
+            if reply.status == 403:  # a denied method is -32601 on the socket (docs/api.md's Errors)
                 answer = orjson.loads(body)
                 error = answer.get("error") if isinstance(answer, dict) else None
                 if isinstance(error, dict) and error.get("code") == RpcCode.METHOD_NOT_ALLOWED:
@@ -342,7 +344,7 @@ class WsSession:
             if self.close_code is not None:
                 continue  # closing: answers and notices still go out, paid deliveries do not
             meter = self.deps.meter
-            admission = meter.spend_local(self.pubkey, message.price) or await meter.admit(self.pubkey, message.price)
+            admission = await meter.reserve(self.pubkey, message.price)
             if not admission.ok:
                 self._run_dry()
                 continue  # the notices are queued; the sentinel after them ends the loop

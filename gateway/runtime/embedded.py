@@ -2,7 +2,7 @@
 
 Both listen on Unix sockets under the data dir only, so nothing is exposed on the network and two
 data dirs never collide on a port. Redis runs with an append-only file (fsync every second) so the
-nonce set and sessions survive a restart, as the spec requires of replay protection, and with a
+nonce set and sessions survive a restart, as docs/api.md requires of replay protection, and with a
 memory bound under ``noeviction``: a full Redis refuses new keys (the request gets 503) rather than
 evicting a nonce or a session early. The second of writes a crash can lose is covered by the nonce
 store (:mod:`gateway.storage.nonces`).

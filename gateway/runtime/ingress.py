@@ -14,14 +14,14 @@ from starlette.types import ASGIApp
 
 from gateway.app import GatewayApp
 from gateway.config import Settings
+from gateway.pubsub.ws import UVICORN_WS_OPTIONS
 from gateway.runtime.racers import RayRacers
 from gateway.runtime.replica_process import tune_gc
 from gateway.transports.http import build_http_app
-from gateway.transports.ws import UVICORN_WS_OPTIONS
 
 
 def ping_websockets_as_the_spec_says() -> None:
-    """Make the uvicorn server Serve starts in this replica ping WebSockets every 25 s (the spec's).
+    """Make the uvicorn server Serve starts in this replica ping WebSockets every 25 s (docs/api.md's).
 
     Serve builds ``uvicorn.Config`` itself, after the replica's class is constructed, and has no
     WebSocket ping option; uvicorn's default is 20 s. Idempotent; only this process is affected.

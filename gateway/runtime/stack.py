@@ -31,11 +31,11 @@ from gateway.runtime.actors import (
     stop_actors,
 )
 from gateway.runtime.devnode_proc import DevnodeProcess
-from gateway.runtime.devnode_settlement import prepare_sponsored_settlement
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.runtime.serve_runtime import ServeRuntime
 from gateway.storage.migrate import migrate_url
 from gateway.webhooks.targets import allow_private, receivers_report
+from gateway.x402.devnode_settlement import prepare_sponsored_settlement
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,9 @@
 """A client of a block engine's JSON-RPC API (Jito's shape): bundles, their statuses, tip accounts,
 the tip floor. The gateway's relay routes and its bundle-relay send leg use it.
 
-Transport failures are :class:`gateway.upstream.UpstreamUnavailable` / ``UpstreamTimeout`` (with
+Transport failures are :class:`gateway.node.http.UpstreamUnavailable` / ``UpstreamTimeout`` (with
 ``sent`` telling whether the request can have reached the engine), JSON-RPC errors are
-:class:`gateway.upstream.ChainError`, as for the node.
+:class:`gateway.node.http.ChainError`, as for the node.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from gateway.config import Settings
-from gateway.upstream import ChainError, HttpUpstream, rpc_call
+from gateway.node.http import ChainError, HttpUpstream, rpc_call
 
 TIMEOUT_S = 10.0
 

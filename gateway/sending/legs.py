@@ -27,10 +27,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.x509.oid import NameOID
 
-from gateway.core.bundles import MIN_TIP_LAMPORTS, TIP_ACCOUNTS
 from gateway.core.transactions import WireTx, tips
+from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.sending.block_engine import BlockEngine
-from gateway.upstream import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
+from gateway.sending.bundles import MIN_TIP_LAMPORTS, TIP_ACCOUNTS
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from enum import StrEnum
 from typing import Any
 
 from gateway.core.transactions import WireTx
+from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.sending.legs import LEG_TIMEOUT_S, Leg
-from gateway.upstream import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 
 RESEND_AFTER_SLOTS = 8
 MAX_RESENDS = 2

@@ -12,10 +12,10 @@ from typing import Protocol
 
 from gateway.config import DEFAULT_UPSTREAM, Settings
 from gateway.core.transactions import WireTx
+from gateway.node.http import HttpUpstream
 from gateway.sending.block_engine import BlockEngine
 from gateway.sending.legs import LOCAL_RPC, RELAY, TPU_QUIC, Leg, LocalRpcLeg, RelayLeg, TpuQuicLeg
 from gateway.sending.race import Racer, RaceResult
-from gateway.upstream import HttpUpstream
 
 
 class Racers(Protocol):

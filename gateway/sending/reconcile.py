@@ -18,11 +18,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.sending.race import LANDED
 from gateway.storage import sends
 from gateway.storage.connections import Pool
 from gateway.storage.sends import SendRecord, SendStatus
-from gateway.upstream import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Each poll reads the node's confirmed slot (the tip), lists the confirmed blocks after the cursor
 (``getBlocks``: a skipped slot is simply not listed), fetches them (``getBlock``, ``json``, full
 details, ``maxSupportedTransactionVersion: 0``, a few at a time) and appends each one's signals with
-:meth:`gateway.storage.signals.SignalLog.append_slot`, which moves the cursor in the same transaction:
+:meth:`gateway.signals.store.SignalLog.append_slot`, which moves the cursor in the same transaction:
 after a crash the next classifier resumes from the stored cursor with no slot lost or written twice.
 
 - **First start** (no cursor stored): from the tip of the first poll; earlier blocks are not read.
@@ -17,7 +17,7 @@ after a crash the next classifier resumes from the stored cursor with no slot lo
   ``missing_retries`` polls is skipped (logged as an error). Slots below the tip that no listed block
   covers are settled (nothing will ever be confirmed there), and the cursor moves past them.
 - **A node behind the cursor** (a lagging fallback) is waited for: the cursor never moves back. To
-  follow another chain, delete the log's keys (:mod:`gateway.storage.signals`).
+  follow another chain, delete the log's keys (:mod:`gateway.signals.store`).
 - **Failures**: the node or Redis unreachable, or any other error answer of the node (unhealthy,
   behind), raises out of :meth:`SignalClassifier.run_once` with nothing skipped;
   :meth:`SignalClassifier.run` waits with backoff and polls again from the stored cursor.
@@ -32,10 +32,10 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
-from gateway.core.signals import SignalRules, classify_block
+from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
+from gateway.signals.rules import SignalRules, classify_block
+from gateway.signals.store import CursorConflict, SignalLog
 from gateway.storage.errors import StoreUnavailable
-from gateway.storage.signals import CursorConflict, SignalLog
-from gateway.upstream import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 
 log = logging.getLogger(__name__)
 

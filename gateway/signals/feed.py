@@ -21,8 +21,8 @@ import logging
 from collections.abc import Callable
 from typing import Any, Final
 
+from gateway.signals.store import SignalLog
 from gateway.storage.errors import StoreUnavailable
-from gateway.storage.signals import SignalLog
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The storage boundary's one failure: a store that cannot be reached or cannot serve right now.
 
 PostgreSQL's and Redis's client exceptions meaning "unreachable, shutting down, overloaded, try
-again" become :class:`StoreUnavailable` here, the way :mod:`gateway.upstream` maps the node's
+again" become :class:`StoreUnavailable` here, the way :mod:`gateway.node.http` maps the node's
 transport errors, so nothing above storage catches a driver exception. The pipeline's error
 boundary answers it with 503 and a retry hint. A query that is wrong (a bug, a violated
 constraint) is not mapped: it stays an internal error.

@@ -23,8 +23,7 @@ from typing import Any
 import asyncpg
 import orjson
 
-from gateway.core.webhook_events import BLOCK_TIME_SLACK_S, signal_event_type
-from gateway.core.webhooks import TRANSACTION_EVENT
+from gateway.core.webhook_events import BLOCK_TIME_SLACK_S, TRANSACTION_EVENT, signal_event_type
 from gateway.storage.errors import postgres_call
 
 WHAT = "the webhook store"

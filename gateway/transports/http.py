@@ -18,20 +18,20 @@ from starlette.types import ASGIApp
 from swagger_ui_bundle import swagger_ui_path
 
 from gateway.app import GatewayApp
+from gateway.auth.routes import account_routes
+from gateway.bulk.routes import bulk_routes
 from gateway.core.errors import ProxyError
+from gateway.mcp.server import MCP_PATH, McpTransport
 from gateway.openapi import openapi_document
 from gateway.pipeline import ReplyStyle, json_reply
 from gateway.public import capabilities_document, health_document, pricing_document
+from gateway.pubsub.ws import WS_PATH, WsTransport
+from gateway.routing import RPC_MAX_BODY_BYTES, RpcFirst, mount, to_response
+from gateway.signals.routes import signal_routes
 from gateway.transports.access_log import with_access_log
-from gateway.transports.account_routes import account_routes
-from gateway.transports.bulk_routes import bulk_routes
 from gateway.transports.deadline import BodyDeadline
-from gateway.transports.mcp import MCP_PATH, McpTransport
-from gateway.transports.routing import RPC_MAX_BODY_BYTES, RpcFirst, mount, to_response
-from gateway.transports.signal_routes import signal_routes
-from gateway.transports.webhook_routes import webhook_routes
-from gateway.transports.ws import WS_PATH, WsTransport
-from gateway.transports.x402_routes import x402_routes
+from gateway.webhooks.routes import webhook_routes
+from gateway.x402.routes import x402_routes
 
 #: Where JSON-RPC is served over HTTP (docs/api.md).
 RPC_PATHS = ("/", "/rpc")
@@ -118,11 +118,11 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
         Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]),
         WebSocketRoute(WS_PATH, WsTransport(gw).serve),
         Mount("/docs/static", StaticFiles(directory=swagger_ui_path), name="docs-static"),
-        *account_routes(gw),
-        *bulk_routes(gw),
-        *signal_routes(gw),
-        *webhook_routes(gw),
-        *x402_routes(gw),
+        *account_routes(gw, gw.accounts, gw.confirm_deposit),
+        *bulk_routes(gw.bulk, gw.bulk_stages()),
+        *signal_routes(gw, lambda: gw.signal_log),
+        *webhook_routes(gw, gw.webhooks),
+        *x402_routes(gw, gw.x402_settle),
         *(
             mount(
                 path,

@@ -7,7 +7,7 @@ Requests. Ray reads per-request control headers before the gateway sees the requ
 as Ray's own request id). They are Serve's, not the API's: a client must not choose when its own
 request is cancelled. :class:`ServeEdge` removes them before Ray reads them; the gateway keeps none
 (documented in docs/api.md). Cancellation by a client that goes away still happens, and is billed
-by the one refund rule (:mod:`gateway.core.refunds`).
+by the one refund rule (:mod:`gateway.credits.refunds`).
 
 Responses. Ray's ``RequestIdMiddleware`` appends an ``X-Request-ID`` of Ray's to every response. The
 gateway sets its own on authenticated responses (the ``requestId`` of error bodies and usage

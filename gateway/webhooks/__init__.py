@@ -1,3 +1,3 @@
 """Webhooks: subscriptions' management (``management``), the sources that turn what happens into
 delivery jobs, and the dispatcher that delivers them. The rules they share are pure, in
-:mod:`gateway.core.webhooks`; their tables are in :mod:`gateway.storage`."""
+:mod:`gateway.webhooks.rules`; their tables are in :mod:`gateway.storage`."""

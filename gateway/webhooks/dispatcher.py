@@ -2,7 +2,7 @@
 what came of it.
 
 One :class:`Dispatcher` runs many deliveries at once (``concurrency``) over one keep-alive
-``aiohttp`` session; PostgreSQL decides which jobs (:func:`gateway.storage.delivery_jobs.claim`:
+``aiohttp`` session; PostgreSQL decides which jobs (:func:`gateway.webhooks.jobs.claim`:
 oldest due first, at most ``per_webhook`` of one subscription and ``per_account`` of one account's
 subscriptions out at once over every dispatcher), and each claimed job is leased to this dispatcher
 while it is attempted.
@@ -11,17 +11,17 @@ An attempt:
 
 1. the URL is checked (:mod:`gateway.webhooks.targets`: ``https://``, public addresses only, again
    at connect time on the resolved addresses), unless ``allow_private``;
-2. a paid (transaction or signal) job is charged once (:func:`gateway.storage.delivery_jobs.charge`);
+2. a paid (transaction or signal) job is charged once (:func:`gateway.webhooks.jobs.charge`);
    an account that cannot pay pauses its subscription and nothing is sent;
-3. the body (:func:`gateway.core.webhooks.delivery_body`: the same bytes and event id on every
-   attempt) is posted with the spec's headers, signed now with the subscription's current secret;
+3. the body (:func:`gateway.webhooks.rules.delivery_body`: the same bytes and event id on every
+   attempt) is posted with docs/api.md's headers, signed now with the subscription's current secret;
    no redirect is followed, and only the first ``EXCERPT_BYTES`` of the answer are read;
 4. the answer is judged (:func:`judge`): 2xx delivered; 408, 429 and 5xx, a timeout or a failed
    connection are retried on the ``retry`` schedule (the ``Retry-After`` of a 429 or 503 honoured), until it gives up
    and the job is dead; any other answer (3xx, 4xx) is final: dead at once. A refused target is
    dead at once, the reason in ``last_error``. A paid job that ends dead keeps its charge if any
    attempt was answered (it was received), and is refunded otherwise; ``pause_after_dead`` dead jobs
-   of one subscription in a row pause it (:func:`gateway.storage.delivery_jobs.record`).
+   of one subscription in a row pause it (:func:`gateway.webhooks.jobs.record`).
 
 Outcomes are written in batches (one statement for all the outcomes that came in during the last
 write). A dispatcher that dies loses only what it had not written: those jobs are claimed again once
@@ -46,19 +46,10 @@ import aiohttp
 import orjson
 
 from gateway.core.credits import EventHook, no_events
-from gateway.core.webhooks import (
-    EVENT_ID_HEADER,
-    MAX_RETRY_AFTER_S,
-    SIGNATURE_HEADER,
-    TIMESTAMP_HEADER,
-    WEBHOOK_ID_HEADER,
-    delivery_body,
-    event_id,
-    retry_delay_s,
-    signature,
-)
 from gateway.storage.connections import Pool
-from gateway.storage.delivery_jobs import (
+from gateway.storage.errors import StoreUnavailable
+from gateway.webhooks import targets
+from gateway.webhooks.jobs import (
     Charge,
     ClaimedJob,
     HeldConnection,
@@ -69,8 +60,17 @@ from gateway.storage.delivery_jobs import (
     record,
     release,
 )
-from gateway.storage.errors import StoreUnavailable
-from gateway.webhooks import targets
+from gateway.webhooks.rules import (
+    EVENT_ID_HEADER,
+    MAX_RETRY_AFTER_S,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    WEBHOOK_ID_HEADER,
+    delivery_body,
+    event_id,
+    retry_delay_s,
+    signature,
+)
 from gateway.webhooks.validation import url_problem
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ RetryPolicy = Callable[[int, float | None], float | None]
 def fixed_delays(delays: Sequence[float], max_retry_after_s: float = MAX_RETRY_AFTER_S) -> RetryPolicy:
     """A schedule without jitter: ``delays[n - 1]`` after the n-th failed attempt, dead after
     ``len(delays) + 1`` attempts; a longer ``Retry-After`` wins up to ``max_retry_after_s``.
-    (Tests and benchmarks; the service uses :func:`gateway.core.webhooks.retry_delay_s`.)"""
+    (Tests and benchmarks; the service uses :func:`gateway.webhooks.rules.retry_delay_s`.)"""
     schedule = tuple(float(d) for d in delays)
 
     def retry(attempts: int, retry_after_s: float | None) -> float | None:

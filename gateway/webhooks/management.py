@@ -11,9 +11,9 @@ Only the owner sees a subscription: any other id (another account's, a deleted o
 existed, one that is not a number) is 404 ``NOT_FOUND``, never 403, so no answer says whether an id
 exists. The creation fields are checked by :mod:`gateway.webhooks.validation`; then the account's
 standing: without a positive balance a creation is 402 -32010 (deliveries are paid), and past a cap
-(:data:`~gateway.core.webhooks.MAX_WEBHOOKS_PER_ACCOUNT` webhooks, ``webhook_watched_addresses_per_account``
+(:data:`~gateway.webhooks.rules.MAX_WEBHOOKS_PER_ACCOUNT` webhooks, ``webhook_watched_addresses_per_account``
 watched addresses) it is 400 INVALID_REQUEST naming the cap, like any request the caller must change.
-Secrets are made by :func:`gateway.core.webhooks.new_secret`, answered to the caller and stored,
+Secrets are made by :func:`gateway.webhooks.rules.new_secret`, answered to the caller and stored,
 never logged.
 """
 
@@ -26,13 +26,13 @@ from typing import Any
 from gateway.auth.account_views import iso8601
 from gateway.config import Settings
 from gateway.core.errors import ProxyError, ReplyStyle, invalid_request, not_found
-from gateway.core.webhooks import MAX_WEBHOOKS_PER_ACCOUNT, MIN_BALANCE_TO_CREATE, event_id, new_secret
 from gateway.credits.errors import insufficient_credits
 from gateway.pipeline import Call, Reply, json_reply
-from gateway.storage import webhooks
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
-from gateway.storage.webhooks import DeliveryCounts, LastDelivery, Refusal, Refused, WebhookView
+from gateway.webhooks import store as webhooks
+from gateway.webhooks.rules import MAX_WEBHOOKS_PER_ACCOUNT, MIN_BALANCE_TO_CREATE, event_id, new_secret
+from gateway.webhooks.store import DeliveryCounts, LastDelivery, Refusal, Refused, WebhookView
 from gateway.webhooks.validation import parse_creation, parse_empty
 
 PATH = "/webhooks"

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 
 from gateway.storage.connections import Pool
-from gateway.storage.delivery_jobs import purge_finished
 from gateway.storage.purge import INTERVAL_S, drain, every
+from gateway.webhooks.jobs import purge_finished
 
 
 class JobRetention:

@@ -6,13 +6,13 @@ Both run in the ``webhook-watcher`` actor (:mod:`actors.webhook_watcher`), one p
 **Transaction watches** (``account``, ``program``, ``my_account``): :class:`TransactionWatches` re-reads
 the watched addresses every ``refresh_s`` (new subscriptions are picked up, deleted and paused ones
 dropped). Each refresh first pauses the watches of accounts whose balance is below one delivery's price
-(:func:`~gateway.storage.webhooks.pause_unfunded_watches`): a quiet address makes no delivery whose
+(:func:`~gateway.webhooks.store.pause_unfunded_watches`): a quiet address makes no delivery whose
 charge could fail, so this is what keeps an account that spent its credits from holding its addresses
 among the ``max_addresses`` followed, streamed and polled; its owner resumes it after a deposit. The
 writer of jobs is one poll per address, ``getSignaturesForAddress`` (commitment confirmed) from the
 newest page down to the address's cursor, oldest first: successful transactions become jobs, and the
 cursor moves past them in the same transaction (:func:`~gateway.storage.webhook_events.record_transactions`),
-each priced :data:`~gateway.core.webhooks.TRANSACTION_DELIVERY_CREDITS` (the dispatcher charges it).
+each priced :data:`~gateway.webhooks.rules.TRANSACTION_DELIVERY_CREDITS` (the dispatcher charges it).
 Two things start a poll:
 
 - the node's PubSub, for speed: a ``logsSubscribe`` with ``{"mentions": [address]}`` per address, whose
@@ -37,8 +37,8 @@ stream. A node or database outage stops the cycle and backs off (1 s doubling to
 the node refuses is retried later and later (up to ten minutes).
 
 **Signals** (``signal``): :class:`SignalWebhooks` follows the signal log
-(:class:`~gateway.storage.signals.SignalLog`) from its position stored in PostgreSQL, and writes one job
-per event and matching subscription, priced :data:`~gateway.core.webhooks.SIGNAL_DELIVERY_CREDITS`,
+(:class:`~gateway.signals.store.SignalLog`) from its position stored in PostgreSQL, and writes one job
+per event and matching subscription, priced :data:`~gateway.webhooks.rules.SIGNAL_DELIVERY_CREDITS`,
 with the new position in the same transaction; the dedupe key is the stream id. A restart resumes
 after the last event written, without loss or repetition (events trimmed from the log while it was
 down aside). Its first start begins at the newest event: the log's history is not replayed.
@@ -60,10 +60,10 @@ from typing import Any, Final, Protocol
 import orjson
 
 from gateway.core.webhook_events import BLOCK_TIME_SLACK_S, transaction
-from gateway.core.webhooks import MAX_WATCHED_ADDRESSES, SIGNAL_DELIVERY_CREDITS, TRANSACTION_DELIVERY_CREDITS
+from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
+from gateway.signals.store import SignalLog
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
-from gateway.storage.signals import SignalLog
 from gateway.storage.webhook_events import (
     WatchTarget,
     record_signals,
@@ -73,8 +73,8 @@ from gateway.storage.webhook_events import (
     watch_cursor,
     watch_targets,
 )
-from gateway.storage.webhooks import pause_unfunded_watches
-from gateway.upstream import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
+from gateway.webhooks.rules import MAX_WATCHED_ADDRESSES, SIGNAL_DELIVERY_CREDITS, TRANSACTION_DELIVERY_CREDITS
+from gateway.webhooks.store import pause_unfunded_watches
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ MAX_REFUSED_BACKOFF_S: Final = 600.0
 
 
 class PubSub(Protocol):
-    """What the watches use of the node's PubSub (:class:`gateway.pubsub.upstream.UpstreamPubSub`)."""
+    """What the watches use of the node's PubSub (:class:`gateway.node.pubsub.UpstreamPubSub`)."""
 
     async def subscribe(
         self,

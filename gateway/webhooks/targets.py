@@ -29,7 +29,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
 from gateway.config import Settings
-from gateway.core.webhooks import forbidden_address
+from gateway.webhooks.rules import forbidden_address
 from gateway.webhooks.validation import LOCAL_RECEIVERS
 
 SETTING = "webhook_allow_private"

@@ -6,12 +6,12 @@ refuses fields it does not know; the values are checked here, so each rule has i
 
 - ``url``: ``https://`` with a host, at most 2,048 characters. A host given as an IP address
   (``127.1`` and the other forms a resolver reads as one included) must be public
-  (:func:`gateway.core.webhooks.forbidden_address`), and ``localhost`` names are refused. A name is
+  (:func:`gateway.webhooks.rules.forbidden_address`), and ``localhost`` names are refused. A name is
   not resolved here: each delivery checks the addresses it resolves to. With the development
   setting ``webhook_allow_private`` (on by default with the embedded devnode:
   :func:`gateway.webhooks.targets.allow_private`), ``http://`` and any host are accepted; a refusal
   names the setting (:data:`LOCAL_RECEIVERS`).
-- ``filter_type``: one of :data:`gateway.core.webhooks.FILTER_TYPES`.
+- ``filter_type``: one of :data:`gateway.webhooks.rules.FILTER_TYPES`.
 - ``filter_value``: a base58 32-byte key for ``account`` and ``program`` (required); for
   ``my_account`` the caller's own key or absent (stored as the caller's key either way); refused
   with ``lifecycle`` and ``signal``.
@@ -32,10 +32,10 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from gateway.core.errors import invalid_request
-from gateway.core.signals import KINDS, is_pubkey
-from gateway.core.webhooks import FILTER_TYPES, LIFECYCLE_EVENTS, forbidden_address
-from gateway.openapi import MAX_WEBHOOK_URL_LENGTH, EmptyRequest, WebhookRequest
-from gateway.storage.webhooks import NewWebhook
+from gateway.signals.rules import KINDS, is_pubkey
+from gateway.webhooks.models import MAX_WEBHOOK_URL_LENGTH, EmptyRequest, WebhookRequest
+from gateway.webhooks.rules import FILTER_TYPES, LIFECYCLE_EVENTS, forbidden_address
+from gateway.webhooks.store import NewWebhook
 
 WATCHES_AN_ADDRESS = ("account", "program")
 _FIELDS = ", ".join(WebhookRequest.model_fields)

@@ -15,8 +15,8 @@ import redis.asyncio as aioredis
 from actors.signal_classifier import SignalClassifierActor
 from devnode.node import Devnode
 from gateway.config import Settings
-from gateway.core.signals import KINDS, PUMP, PUMP_AMM
-from gateway.storage.signals import SignalLog
+from gateway.signals.rules import KINDS, PUMP, PUMP_AMM
+from gateway.signals.store import SignalLog
 from tests.feed import feed_devnode
 from tests.sending.conftest import sending_settings
 from tests.support import RunningGateway, serve_gateway

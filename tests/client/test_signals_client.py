@@ -33,9 +33,9 @@ from gateway.client import signals as client_signals
 from gateway.client.errors import error_from_close
 from gateway.client.signals import Backoff, SeenEvents, websocket_url
 from gateway.config import Settings
-from gateway.core.signals import KINDS, PUMP, PUMP_AMM, WSOL
 from gateway.runtime.ports import free_port
-from gateway.storage.signals import SignalLog
+from gateway.signals.rules import KINDS, PUMP, PUMP_AMM, WSOL
+from gateway.signals.store import SignalLog
 from tests.client.conftest import COMPUTE_BUDGET
 from tests.support import RunningGateway, serve_gateway
 from tests.ws.conftest import new_caller

@@ -45,7 +45,7 @@ from gateway.core.errors import ProxyError
 from gateway.credits.chain_reads import NOT_FINALIZED
 from gateway.credits.confirm import confirm_deposit
 from gateway.credits.watcher import DepositWatcher
-from gateway.upstream import HttpUpstream
+from gateway.node.http import HttpUpstream
 from tests.chain import (
     USDC_MINT,
     airdrop,

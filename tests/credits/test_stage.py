@@ -16,11 +16,11 @@ from gateway.core.limits import Limiter
 from gateway.core.methods import PriceTable
 from gateway.credits.meter import Meter
 from gateway.credits.stage import CreditHeaders, MeteringStage
-from gateway.forward import Forwarder, ParseStage
+from gateway.node.http import UpstreamTimeout, UpstreamUnavailable
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, Stage, compose, error_boundary
+from gateway.routing import http_call
+from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.storage.ledger import balance, check_conservation
-from gateway.transports.routing import http_call
-from gateway.upstream import UpstreamTimeout, UpstreamUnavailable
 from tests.credits.helpers import ScriptedNode, fund, signed_tx
 
 PAYMENT = {"deposit_address": "Dep1", "usdc_mint": "Mint1", "minimum_deposit_usdc": "0.01"}

@@ -12,7 +12,7 @@ import orjson
 from gateway.app import GatewayApp
 from gateway.config import Settings
 from gateway.pipeline import ReplyStyle
-from gateway.transports.routing import http_call
+from gateway.routing import http_call
 from tests.credits.helpers import fund, new_pubkey
 
 GET_SLOT = b'{"jsonrpc":"2.0","id":7,"method":"getSlot"}'

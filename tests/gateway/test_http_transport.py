@@ -14,7 +14,7 @@ from solana.rpc.async_api import AsyncClient
 
 from gateway.client import WalletSigner
 from gateway.config import Settings
-from gateway.transports.routing import RPC_MAX_BODY_BYTES, route_path
+from gateway.routing import RPC_MAX_BODY_BYTES, route_path
 from tests.auth.helpers import create_account, create_api_key
 from tests.support import RunningGateway, serve_gateway
 

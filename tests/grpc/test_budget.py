@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-from gateway.core.geyser import StreamLimits, account_share
 from gateway.grpc.budget import FilterBudget
+from gateway.grpc.rules import StreamLimits, account_share
 from geyser_proto import geyser_pb2 as pb
 from geyser_proto.fanout import union_request
 from geyser_proto.filters import Filters, b58encode, compile_request

@@ -1,4 +1,4 @@
-"""The gateway's upstream subscription (gateway.grpc.upstream) against the devnode's geyser server, which
+"""The gateway's upstream subscription (gateway.node.geyser) against the devnode's geyser server, which
 refuses a request with more than 64 filters of a kind: a refused union is never sent again; when several
 streams' changes could have caused it, they are sent one at a time until the one at fault is found, and
 only that stream ends."""
@@ -9,7 +9,7 @@ import grpc
 from solders.keypair import Keypair
 
 from devnode.node import Devnode
-from gateway.grpc.upstream import UpstreamGeyser
+from gateway.node.geyser import UpstreamGeyser
 from geyser_proto import geyser_pb2 as pb
 from geyser_proto.fanout import Fanout
 from geyser_proto.filters import Filters, compile_request

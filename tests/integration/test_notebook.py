@@ -24,7 +24,7 @@ from nbclient import NotebookClient
 from devnode.node import Devnode
 from gateway.client import GatewayClient, RpcError
 from gateway.client.account import read_history, read_ledger
-from gateway.storage.signals import SignalLog
+from gateway.signals.store import SignalLog
 from tests.client.conftest import api_key, chain, settings, signal_gateway, signal_log
 from tests.support import RunningGateway
 

@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from multidict import CIMultiDict
 
 from gateway.client import WalletSigner
-from gateway.core.mcp_tools import TOOLS
+from gateway.mcp.tools import TOOLS
 from tests.auth.helpers import create_account, create_api_key
 from tests.sending.conftest import sending_settings
 from tests.sending.helpers import Caller

@@ -25,9 +25,9 @@ from solders.keypair import Keypair
 from solders.transaction import Transaction
 
 from gateway.client import WalletSigner
-from gateway.core.response_cache import cache_key
+from gateway.rpc.cache_rules import cache_key
+from gateway.rpc.cache_store import PREFIX, SharedResponses
 from gateway.runtime.ports import free_port
-from gateway.storage.response_cache import PREFIX, SharedResponses
 from tests.auth.helpers import create_account, create_api_key
 from tests.chain import send_sol, signed_transfer, wait_landed
 from tests.reads.conftest import FailingRelay

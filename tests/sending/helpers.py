@@ -19,7 +19,7 @@ from solders.system_program import TransferParams, transfer
 from solders.transaction import Transaction
 
 from gateway.client import WalletSigner
-from gateway.core.bundles import TIP_ACCOUNTS
+from gateway.sending.bundles import TIP_ACCOUNTS
 
 TIP_ACCOUNT = Pubkey.from_string(sorted(TIP_ACCOUNTS)[0])
 

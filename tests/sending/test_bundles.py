@@ -10,7 +10,7 @@ from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
 from solders.signature import Signature
 
-from gateway.core.bundles import TIP_ACCOUNTS
+from gateway.sending.bundles import TIP_ACCOUNTS
 from tests.sending.helpers import Caller, b64, latest_blockhash, pay
 
 TIP = 10_000

@@ -25,7 +25,7 @@ from solders.keypair import Keypair
 
 from actors.send_reconciler import SendReconciler
 from gateway.credits.retention import SettledRetention
-from gateway.upstream import HttpUpstream, rpc_call
+from gateway.node.http import HttpUpstream, rpc_call
 from tests.chain import wait_confirmed
 from tests.sending.conftest import FailingRelay, caller_at
 from tests.sending.helpers import Caller, b64, latest_blockhash, pay

@@ -21,7 +21,7 @@ from solders.keypair import Keypair
 
 from actors.send_reconciler import SendReconciler
 from gateway.client import WalletSigner
-from gateway.upstream import HttpUpstream
+from gateway.node.http import HttpUpstream
 from tests.auth.helpers import create_account, create_api_key
 from tests.sending.conftest import sending_settings
 from tests.sending.helpers import Caller, b64, latest_blockhash, pay

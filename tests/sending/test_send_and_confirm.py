@@ -12,7 +12,7 @@ from solders.keypair import Keypair
 from solders.signature import Signature
 
 from actors.send_reconciler import SendReconciler
-from gateway.upstream import HttpUpstream
+from gateway.node.http import HttpUpstream
 from tests.sending.helpers import Caller, b64, latest_blockhash, node_simulation, pay, unknown_blockhash
 
 LANDING, BASE_FEE = 10, 2

@@ -14,10 +14,10 @@ import redis.asyncio as aioredis
 
 from actors.signal_classifier import SignalClassifierActor
 from gateway.config import Settings
-from gateway.core.signals import SignalRules, classify_block
+from gateway.node.http import HttpUpstream, UpstreamUnavailable
 from gateway.signals.classifier import SignalClassifier
-from gateway.storage.signals import SignalLog
-from gateway.upstream import HttpUpstream, UpstreamUnavailable
+from gateway.signals.rules import SignalRules, classify_block
+from gateway.signals.store import SignalLog
 from tests.gateway.test_upstream_failures import Relay
 from tests.signals.conftest import Recorded, clear_default_log
 

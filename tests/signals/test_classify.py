@@ -1,4 +1,4 @@
-"""The signal rules (gateway.core.signals.classify) over real blocks of a feed devnode.
+"""The signal rules (gateway.signals.rules.classify) over real blocks of a feed devnode.
 
 What each signal should say is established apart from the classifier: from the signed top-level
 instructions (their discriminators and account lists), from the accounts the chain holds now (mint
@@ -16,8 +16,8 @@ from typing import Any
 import base58
 from solders.pubkey import Pubkey
 
-from gateway.core.signals import SignalEvent, SignalRules, classify, classify_block
-from gateway.core.tx_events import signers
+from gateway.signals.rules import SignalEvent, SignalRules, classify, classify_block
+from gateway.signals.tx_events import signers
 from pumpfun import pda
 from pumpfun.accounts import decode_bonding_curve, decode_pool
 from pumpfun.events import EVENT_IX_TAG_LE, CompleteEvent, Event, TradeEvent, decode_program_data_log

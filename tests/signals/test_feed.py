@@ -11,9 +11,9 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from gateway.core.signals import SignalEvent
 from gateway.signals.feed import SignalFeed
-from gateway.storage.signals import SignalLog
+from gateway.signals.rules import SignalEvent
+from gateway.signals.store import SignalLog
 
 PUMP = "6EF8rrecthR5Dkzon8Nwu78hRvfCKubJ14M5uBEwF6P"
 

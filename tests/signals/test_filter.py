@@ -1,4 +1,4 @@
-"""subscribeSignal's filter and /signals/recent's query (gateway.core.signals): parsing, its messages,
+"""subscribeSignal's filter and /signals/recent's query (gateway.signals.rules): parsing, its messages,
 and AND matching."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gateway.core.signals import KINDS, RecentQuery, SignalEvent, SignalFilter, parse_event_id
+from gateway.signals.rules import KINDS, RecentQuery, SignalEvent, SignalFilter, parse_event_id
 from pumpfun.ids import PUMP_AMM_PROGRAM_ID, PUMP_PROGRAM_ID, USDC_MINT
 
 PUMP, AMM, MINT = str(PUMP_PROGRAM_ID), str(PUMP_AMM_PROGRAM_ID), str(USDC_MINT)

@@ -1,4 +1,4 @@
-"""The signal log (gateway.storage.signals) on the embedded Redis: atomic slot appends with the
+"""The signal log (gateway.signals.store) on the embedded Redis: atomic slot appends with the
 cursor, newest-first reads with their bounds, retention, reads after an id."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.core.signals import SignalEvent
-from gateway.storage.signals import CursorConflict, SignalLog
+from gateway.signals.rules import SignalEvent
+from gateway.signals.store import CursorConflict, SignalLog
 
 PUMP = "6EF8rrecthR5Dkzon8Nwu78hRvfCKubJ14M5uBEwF6P"
 

@@ -13,8 +13,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.config import Settings
-from gateway.core.signals import KINDS, SignalEvent
-from gateway.storage.signals import SignalLog
+from gateway.signals.rules import KINDS, SignalEvent
+from gateway.signals.store import SignalLog
 from tests.signals.conftest import clear_default_log
 from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway
 

@@ -1,4 +1,4 @@
-"""From accounts to a refusal or an unsigned transaction (gateway.core.trades), on made-up curves: the
+"""From accounts to a refusal or an unsigned transaction (gateway.trades.rules), on made-up curves: the
 shapes every kind of curve gets (classic SPL Token, v2 Token-2022, mayhem mode, wrapped SOL), and the
 refusals that name their cause."""
 
@@ -14,8 +14,8 @@ from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 
 from gateway.core.errors import RpcError
-from gateway.core.trade_params import SellParams, SnipeParams
-from gateway.core.trades import (
+from gateway.trades.params import SellParams, SnipeParams
+from gateway.trades.rules import (
     SELL_COMPUTE_UNITS,
     SNIPE_COMPUTE_UNITS,
     AccountData,

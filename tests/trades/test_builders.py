@@ -17,8 +17,8 @@ import pytest
 from solders.compute_budget import set_compute_unit_limit, set_compute_unit_price
 from solders.pubkey import Pubkey
 
-from gateway.core.mcp_tools import BY_NAME
-from gateway.core.trades import SNIPE_COMPUTE_UNITS, graduated_pool
+from gateway.mcp.tools import BY_NAME
+from gateway.trades.rules import SNIPE_COMPUTE_UNITS, graduated_pool
 from pumpfun.curve import buy_quote, max_tokens_for_sol
 from pumpfun.fees import buyback_fee_recipients, fee_rates, fee_recipients
 from pumpfun.ids import TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID, USDC_MINT

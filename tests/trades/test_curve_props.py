@@ -1,4 +1,4 @@
-"""Properties of the curve math the builders quote with (pumpfun.curve, through gateway.core.trades), over
+"""Properties of the curve math the builders quote with (pumpfun.curve, through gateway.trades.rules), over
 any curve state and fee rates: a buy then a sell of everything never returns more SOL than was paid, a
 fee never rounds in the trader's favour, and the slippage bounds only ever protect the trader."""
 
@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from solders.pubkey import Pubkey
 
-from gateway.core.trade_params import SellParams, SnipeParams
-from gateway.core.trades import Market, SellPlan, SnipePlan, min_sale_lamports, plan_sell, plan_snipe
+from gateway.trades.params import SellParams, SnipeParams
+from gateway.trades.rules import Market, SellPlan, SnipePlan, min_sale_lamports, plan_sell, plan_snipe
 from pumpfun import pda
 from pumpfun.accounts import INITIAL_REAL_TOKEN_RESERVES, BondingCurve, Global
 from pumpfun.curve import CurveReserves, FeeRates, buy_quote, max_tokens_for_sol, sell_quote

@@ -1,4 +1,4 @@
-"""What a build costs (gateway.core.trade_fees) and where the rate comes from (gateway.products.sol_usd)."""
+"""What a build costs (gateway.trades.fees) and where the rate comes from (gateway.trades.sol_usd)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.core.trade_fees import SolUsdRate, TradeFees
-from gateway.products.sol_usd import CachedRate, ConfiguredRate
+from gateway.trades.fees import SolUsdRate, TradeFees
+from gateway.trades.sol_usd import CachedRate, ConfiguredRate
 
 RATE = SolUsdRate(150_000_000, "configured")
 FEES = TradeFees(build_fee_credits=50, notional_fee_bps=10, credits_per_usdc=100_000)

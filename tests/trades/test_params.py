@@ -1,4 +1,4 @@
-"""The builders' params (gateway.core.trade_params) and how planning applies them: exact lamports, the
+"""The builders' params (gateway.trades.params) and how planning applies them: exact lamports, the
 spec's defaults, and a -32602 naming the cause for everything else."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from solders.pubkey import Pubkey
 from gateway.core.errors import RpcError
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import MethodClass, PriceTable
-from gateway.core.planning import plan_item
-from gateway.core.trade_params import SellParams, SnipeParams, parse_sell, parse_snipe, sol_to_lamports, token_units
+from gateway.rpc.planning import plan_item
+from gateway.trades.params import SellParams, SnipeParams, parse_sell, parse_snipe, sol_to_lamports, token_units
 
 MINT = str(Pubkey.new_unique())
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from gateway.cli.fund import FundError, usdc_base_units
 from gateway.client import errors
-from gateway.fund import FundError, usdc_base_units
 
 
 @pytest.mark.parametrize(

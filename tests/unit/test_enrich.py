@@ -1,4 +1,4 @@
-"""gateway.core.enrich, pure, over the node's own JSON: every transaction here is made on the session
+"""gateway.history.enrich, pure, over the node's own JSON: every transaction here is made on the session
 devnode (or read from a feed devnode's pump.fun trades) and fetched with getTransaction in the test,
 then handed to the pure functions. Expected values follow from what was sent."""
 
@@ -13,7 +13,7 @@ from solders.keypair import Keypair
 from solders.system_program import TransferParams, transfer
 
 from devnode.node import Devnode
-from gateway.core.enrich import (
+from gateway.history.enrich import (
     account_keys,
     describe_error,
     enrich,

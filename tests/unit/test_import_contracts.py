@@ -42,20 +42,22 @@ def test_the_tree_as_it_is_keeps_every_contract(tree: Path) -> None:
     ("module", "planted", "contract"),
     [
         ("gateway/core/limits.py", "import asyncpg", "core-is-pure"),
-        ("gateway/core/planning.py", "import gateway.storage.accounts", "core-is-pure"),
-        ("gateway/credits/stage.py", "import gateway.transports.routing", "layers"),
+        ("gateway/rpc/planning.py", "import gateway.storage.accounts", "core-is-pure"),
+        ("gateway/credits/stage.py", "import gateway.rpc.forward", "layers"),
+        ("gateway/sending/race.py", "import gateway.trades.rules", "layers"),  # features are independent
+        ("gateway/trades/rules.py", "import gateway.node.http", "core-is-pure"),  # a feature's rules are pure
         ("gateway/storage/ledger/sql.py", "import gateway.credits.meter", "layers"),
         ("gateway/auth/endpoints.py", "import redis", "drivers-behind-storage"),
         ("actors/deposit_watcher.py", "import gateway.runtime.serve_runtime", "actors-are-plain"),
         ("gateway/credits/meter.py", "import ray", "ray-in-runtime"),
         ("gateway/client.py", "import gateway.storage.errors", "client-standalone"),
-        ("gateway/upstream.py", "import devnode.node", "devnode-independent"),
+        ("gateway/node/http.py", "import devnode.node", "devnode-independent"),
         ("devnode/node.py", "import gateway.core.errors", "devnode-imports-nothing"),
         ("pumpfun/curve.py", "import devnode.chain", "pumpfun-pure"),
         ("pumpfun/pda.py", "import aiohttp", "pumpfun-pure"),
-        ("gateway/grpc/service.py", "import gateway.transports.routing", "layers"),
+        ("gateway/grpc/service.py", "import gateway.pubsub.session", "layers"),
         ("gateway/grpc/server.py", "import ray", "ray-in-runtime"),
-        ("gateway/grpc/upstream.py", "import redis", "drivers-behind-storage"),
+        ("gateway/node/geyser.py", "import redis", "drivers-behind-storage"),
         ("geyser_proto/filters.py", "import devnode.chain", "geyser-proto-standalone"),
     ],
 )

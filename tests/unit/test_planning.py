@@ -8,7 +8,7 @@ import pytest
 
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import MethodClass, PriceTable, method_class
-from gateway.core.planning import plan_item
+from gateway.rpc.planning import plan_item
 from tests.credits.helpers import signed_tx
 
 OWNER = "11111111111111111111111111111111"

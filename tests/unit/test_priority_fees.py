@@ -18,8 +18,8 @@ from solders.transaction import Transaction, VersionedTransaction
 from gateway.core.fees import FeeQuery, estimate, fee_sample, percentile, slot_fees, suggestion
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import PriceTable
-from gateway.core.planning import plan_item
 from gateway.core.transactions import writable_accounts
+from gateway.rpc.planning import plan_item
 
 FEE_METHODS = frozenset({"suggestPriorityFee", "getPriorityFeeEstimate"})
 KEY = str(Pubkey.new_unique())

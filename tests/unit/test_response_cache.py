@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 
 from gateway.core.jsonrpc import RpcItem
-from gateway.core.response_cache import (
+from gateway.rpc.cache_rules import (
     FINAL_TTL_S,
     MAX_ENTRY_BYTES,
     ResponseLru,

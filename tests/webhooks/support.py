@@ -20,11 +20,11 @@ import orjson
 from aiohttp import web
 
 from gateway.core.credits import UsageRecord
-from gateway.core.webhooks import new_secret
-from gateway.storage import webhooks
 from gateway.storage.ledger import lease, settle
 from gateway.storage.ledger.audit import check_conservation
+from gateway.webhooks import store as webhooks
 from gateway.webhooks.dispatcher import DispatchConfig, Dispatcher, RetryPolicy, fixed_delays
+from gateway.webhooks.rules import new_secret
 from tests.auth.helpers import create_account
 
 FAST = fixed_delays([0.05] * 7)

@@ -19,10 +19,9 @@ import pytest
 
 from actors.webhook_dispatcher import WebhookDispatcherActor, dispatch_config
 from gateway.config import Settings
-from gateway.core.webhooks import delivery_body, new_secret, verify
 from gateway.runtime.ports import free_port
-from gateway.storage import delivery_jobs, webhooks
-from gateway.storage.delivery_jobs import Outcome, Result
+from gateway.webhooks import jobs as delivery_jobs
+from gateway.webhooks import store as webhooks
 from gateway.webhooks import targets
 from gateway.webhooks.dispatcher import (
     USER_AGENT,
@@ -32,6 +31,8 @@ from gateway.webhooks.dispatcher import (
     judge,
     parse_retry_after,
 )
+from gateway.webhooks.jobs import Outcome, Result
+from gateway.webhooks.rules import delivery_body, new_secret, verify
 from gateway.webhooks.validation import url_problem
 from tests.webhooks.support import (
     FAST,

@@ -20,11 +20,11 @@ from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
 
 from devnode.node import Devnode
-from gateway.core.webhooks import TRANSACTION_DELIVERY_CREDITS, new_secret, pricing_view
+from gateway.node.http import HttpUpstream
 from gateway.runtime.ports import free_port
-from gateway.storage import webhooks
-from gateway.upstream import HttpUpstream
+from gateway.webhooks import store as webhooks
 from gateway.webhooks.dispatcher import DispatchConfig, fixed_delays
+from gateway.webhooks.rules import TRANSACTION_DELIVERY_CREDITS, new_secret, pricing_view
 from gateway.webhooks.sources import TransactionWatches
 from tests.chain import airdrop, send_sol
 from tests.support import RunningGateway

@@ -13,9 +13,9 @@ import pytest
 from gateway.app import GatewayApp
 from gateway.client.webhooks import verify_webhook, webhook_signature
 from gateway.config import Settings, load_settings
-from gateway.core.webhooks import signature
 from gateway.public import capabilities_document
 from gateway.webhooks import targets
+from gateway.webhooks.rules import signature
 from gateway.webhooks.validation import url_problem
 
 REAL_NODE = "https://rpc.example.com"

@@ -15,11 +15,11 @@ from solders.keypair import Keypair
 
 from gateway.client import WalletSigner
 from gateway.core.errors import ProxyError
-from gateway.core.signals import KINDS
-from gateway.core.webhooks import MAX_WEBHOOKS_PER_ACCOUNT
-from gateway.openapi import WebhookCreated, WebhookList
-from gateway.storage import webhooks
+from gateway.signals.rules import KINDS
+from gateway.webhooks import store as webhooks
 from gateway.webhooks.management import DEFAULT_MAX_WATCHED
+from gateway.webhooks.models import WebhookCreated, WebhookList
+from gateway.webhooks.rules import MAX_WEBHOOKS_PER_ACCOUNT
 from gateway.webhooks.validation import parse_creation, url_problem
 from tests.auth.helpers import create_account, open_session, request, signed
 from tests.credits.helpers import fund

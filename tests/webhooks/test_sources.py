@@ -36,20 +36,20 @@ from devnode.node import Devnode
 from gateway.auth.api_keys import ApiKeyStore
 from gateway.config import Settings
 from gateway.core.credits import CreditPolicy, DepositCredit, UsageRecord
-from gateway.core.signals import SignalEvent
 from gateway.core.subscriptions import SIGNAL_EVENT_CREDITS
 from gateway.core.webhook_events import iso8601
-from gateway.core.webhooks import TRANSACTION_DELIVERY_CREDITS
 from gateway.credits.confirm import confirm_deposit
 from gateway.credits.watcher import DepositWatcher
-from gateway.pubsub.upstream import UpstreamPubSub
+from gateway.node.http import HttpUpstream
+from gateway.node.pubsub import UpstreamPubSub
+from gateway.signals.rules import SignalEvent
+from gateway.signals.store import SignalLog
 from gateway.storage import sends
 from gateway.storage.accounts import ApiKeyRows
 from gateway.storage.channels import Channel
 from gateway.storage.deposits import credit_deposit, credit_deposit_on
 from gateway.storage.ledger import expire_due, lease, settle
-from gateway.storage.signals import SignalLog
-from gateway.upstream import HttpUpstream
+from gateway.webhooks.rules import TRANSACTION_DELIVERY_CREDITS
 from gateway.webhooks.sources import SignalWebhooks, TransactionWatches
 from tests.chain import (
     USDC_MINT,

@@ -26,9 +26,9 @@ from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 
 from devnode.node import Devnode
-from gateway.core.webhooks import TRANSACTION_DELIVERY_CREDITS
-from gateway.pubsub.upstream import UpstreamPubSub
-from gateway.upstream import HttpUpstream
+from gateway.node.http import HttpUpstream
+from gateway.node.pubsub import UpstreamPubSub
+from gateway.webhooks.rules import TRANSACTION_DELIVERY_CREDITS
 from gateway.webhooks.sources import TransactionWatches
 from tests.chain import airdrop, send_sol
 from tests.credits.helpers import fund

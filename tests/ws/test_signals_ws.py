@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 from websockets.asyncio.client import ClientConnection
 
-from gateway.core.signals import SignalEvent
+from gateway.signals.rules import SignalEvent
 from tests.sending.helpers import Caller
 from tests.support import RunningGateway
 from tests.ws.test_ws import ask, credits_of, socket

@@ -17,11 +17,11 @@ from solders.transaction import VersionedTransaction
 
 from gateway.core.deposits import deposit_token_account
 from gateway.core.errors import ProxyError
-from gateway.core.x402 import SettleRules, co_sign
+from gateway.node.http import UpstreamTimeout, UpstreamUnavailable
 from gateway.pipeline import Call
-from gateway.products.x402_settle import SettleOptions, X402Settle
-from gateway.storage.x402 import SettlementStatus, status
-from gateway.upstream import UpstreamTimeout, UpstreamUnavailable
+from gateway.x402.rules import SettleRules, co_sign
+from gateway.x402.settle import SettleOptions, X402Settle
+from gateway.x402.store import SettlementStatus, status
 from tests.chain import USDC_MINT
 from tests.x402.helpers import body, build, pay
 

@@ -1,4 +1,4 @@
-"""The settle rules alone (:mod:`gateway.core.x402`, pure): which transactions pay, and which sponsored
+"""The settle rules alone (:mod:`gateway.x402.rules`, pure): which transactions pay, and which sponsored
 ones keep the fee payer's exposure to its fee. No chain: blockhashes are the default hash."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from solders.transaction import VersionedTransaction
 from spl.token.instructions import create_idempotent_associated_token_account
 
 from gateway.core.deposits import deposit_token_account
-from gateway.core.x402 import (
+from gateway.x402.rules import (
     MAX_SPONSORED_CU_LIMIT,
     MEMO_PROGRAM,
     Payment,

@@ -22,7 +22,7 @@ from x402 import NoMatchingRequirementsError, PaymentRequired, x402ClientSync
 from x402.http.utils import decode_payment_required_header
 
 from devnode.node import Devnode
-from gateway.core.x402 import MEMO_PROGRAM
+from gateway.x402.rules import MEMO_PROGRAM
 from tests.auth.helpers import RPC_BODY, Answer, request
 from tests.chain import USDC_MINT
 from tests.x402 import sdk_shim

@@ -23,9 +23,9 @@ from spl.token.models import TransferParams as TokenTransferParams
 
 from devnode.node import Devnode
 from gateway.client import GatewayClient, InvalidRequest
-from gateway.core.x402 import MAX_BODY_BYTES
 from gateway.public import capabilities_document
-from gateway.storage.x402 import SettlementStatus, status
+from gateway.x402.rules import MAX_BODY_BYTES
+from gateway.x402.store import SettlementStatus, status
 from tests.auth.helpers import request
 from tests.chain import airdrop, mint_usdc, usdc_account, wait_confirmed
 from tests.support import serve_gateway

@@ -1,0 +1,38 @@
+"""HTTP routes of the session and account endpoints, mounted beside the JSON-RPC routes.
+
+Each route turns the request into a :class:`Call` and runs it through ``error_boundary``, the
+per-address limit of its group, and the auth stage where docs/api.md wants credentials, so its errors
+have exactly the shapes of the JSON-RPC endpoint's. The endpoints are built by
+:class:`gateway.app.GatewayApp`.
+"""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute
+
+from gateway.auth.endpoints import AccountEndpoints
+from gateway.auth.stage import Gates
+from gateway.pipeline import Handler
+from gateway.routing import mount
+
+
+def account_routes(gates: Gates, endpoints: AccountEndpoints, confirm_deposit: Handler) -> list[BaseRoute]:
+    """``/auth/*`` and ``/account/*``."""
+    limit = gates.limit
+    any_mode = gates.account_stage()
+    session, reads = limit("session"), limit("account_read")
+    return [
+        mount("/auth/challenge", "POST", [session], endpoints.challenge),
+        mount("/auth/verify", "POST", [session], endpoints.verify),
+        mount("/auth/logout", "POST", [session, gates.account_stage("session")], endpoints.logout),
+        mount(
+            "/account/api-key",
+            "POST",
+            [limit("account_create"), gates.account_stage("wallet")],
+            endpoints.create_api_key,
+        ),
+        mount("/account/info", "GET", [reads, any_mode], endpoints.info),
+        mount("/account/ledger", "GET", [reads, any_mode], endpoints.ledger),
+        mount("/account/history", "GET", [reads, any_mode], endpoints.history),
+        mount("/account/confirm-deposit", "POST", [limit("deposit_confirm"), any_mode], confirm_deposit),
+    ]

@@ -1,0 +1,1 @@
+"""Bulk lookups (``/bulk/*``): item rules, metering, endpoints and routes."""

@@ -1,0 +1,1 @@
+"""``getPriorityFeeEstimate``: priority-fee suggestions from recent fees."""

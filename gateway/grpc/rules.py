@@ -1,0 +1,131 @@
+"""The gRPC stream's rules: its prices, its limits, and how a refusal reads as a gRPC status.
+
+Pure data and small functions; :mod:`gateway.grpc` applies them. Prices are docs/api.md's "Signal billing"
+line for Yellowstone-type gRPC, in credits like every other price, and are published in ``/pricing``
+(``grpc``):
+
+- each unary call costs :data:`UNARY_CREDITS` (refunded when the node failed it);
+- a ``Subscribe`` stream costs :data:`SUBSCRIBE_CREDITS` when it is established, which pays its first
+  interval, then :data:`INTERVAL_CREDITS` at the start of each further interval while it is open (60 s
+  by default): an hour of one stream is 1 + 59 × 60 = 3,541 credits, about $0.035 at the default rate.
+  A stream whose account cannot pay the next interval ends with ``RESOURCE_EXHAUSTED``.
+
+Refusals map onto gRPC's codes: no or a bad ``x-token`` is ``UNAUTHENTICATED``; no account, no
+credits, a rate limit, the per-account stream cap, the filter budget and a client too slow to read are
+``RESOURCE_EXHAUSTED`` (a quota ran out: the status message says which); a suspended account is
+``PERMISSION_DENIED``; the stores or the node being down is ``UNAVAILABLE``.
+
+The filter budget: a process asks the node for the union of its streams' filters in one subscription,
+so the union may hold no more distinct filters of a kind than the node accepts in one request
+(``max_filters``), and one account's streams together at most ``account_filters`` of them, so that no
+account can take the whole budget (docs/api.md, gRPC).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gateway.core.errors import ProxyError, RpcCode
+
+SUBSCRIBE_CREDITS = 1
+INTERVAL_CREDITS = 60
+UNARY_CREDITS = 1
+#: Bytes waiting for one stream before it is cut off (besides the count, ``grpc_max_queued``).
+MAX_QUEUED_BYTES = 64 * 2**20
+
+MISSING_TOKEN = "missing x-token metadata: send a session token or an API key as `x-token`"
+INSUFFICIENT = f"insufficient credits ({int(RpcCode.INSUFFICIENT_CREDITS)})"
+
+
+@dataclass(frozen=True)
+class StreamLimits:
+    """One gRPC server process's limits (settings ``grpc_*``)."""
+
+    max_streams_per_account: int = 10
+    max_streams_per_address: int = 40  # open streams from one client address on this process
+    billing_interval_s: float = 60.0
+    ping_interval_s: float = 15.0
+    max_queued: int = 10_000
+    max_queued_bytes: int = MAX_QUEUED_BYTES
+    max_filters: int = 64  # distinct filters of a kind in the process's upstream subscription
+    account_filters: int = 16  # of which one account's streams may use together
+
+
+def account_share(max_filters: int, share: float) -> int:
+    """One account's part of ``max_filters`` (at least one filter)."""
+    return max(1, math.floor(max_filters * share))
+
+
+def account_budget_message(kind: str, count: int, limits: StreamLimits) -> str:
+    return (
+        f"filter budget exceeded: this account's streams on this server would use {count} distinct {kind} "
+        f"filters (at most {limits.account_filters} per account; the stream is closed: ask for fewer)"
+    )
+
+
+def process_budget_message(kind: str, count: int, limits: StreamLimits) -> str:
+    return (
+        f"filter budget exceeded: this server's streams would use {count} distinct {kind} filters (at most "
+        f"{limits.max_filters}, what the node accepts in one subscription; the stream is closed: retry later)"
+    )
+
+
+def address_limit_message(limit: int) -> str:
+    return f"stream limit reached: {limit} open Subscribe streams from this address ({limit}/{limit})"
+
+
+def peer_address(peer: str) -> str:
+    """The address of a gRPC peer as grpc names it (``ipv4:1.2.3.4:port``, ``ipv6:[::1]:port``)."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6" and rest.startswith("["):
+        return rest[1 : rest.find("]")]
+    if kind == "ipv4":
+        return rest.rpartition(":")[0]
+    return peer  # unix sockets and the like: the whole name
+
+
+def stream_limit_message(limit: int) -> str:
+    return f"stream limit reached: {limit} open Subscribe streams per account ({limit}/{limit})"
+
+
+def interval_unpaid_message(interval_s: float) -> str:
+    return (
+        f"{INSUFFICIENT}: the stream's next {interval_s:g} s interval costs {INTERVAL_CREDITS} credits; "
+        "the stream is closed (deposit USDC, then subscribe again)"
+    )
+
+
+def refusal(exc: ProxyError) -> tuple[str, str]:
+    """The gRPC status (code name, message) of a refusal of the shared auth and billing stages."""
+    if exc.status == 401:
+        return "UNAUTHENTICATED", exc.message
+    if exc.status == 402:
+        if exc.rpc_code == RpcCode.PAYMENT_REQUIRED:
+            deposit = exc.data.get("deposit_address") if isinstance(exc.data, dict) else None
+            where = f" (deposit address {deposit})" if deposit else ""
+            return "RESOURCE_EXHAUSTED", f"payment required ({int(RpcCode.PAYMENT_REQUIRED)}): {exc.message}{where}"
+        return "RESOURCE_EXHAUSTED", f"{INSUFFICIENT}: {exc.message}"
+    if exc.status == 403:
+        return "PERMISSION_DENIED", exc.message
+    if exc.status == 429:
+        return "RESOURCE_EXHAUSTED", exc.message
+    if exc.status in (502, 503, 504):
+        return "UNAVAILABLE", exc.message
+    return "INTERNAL", exc.message
+
+
+def pricing_view(limits: StreamLimits) -> dict[str, int | float]:
+    """The ``grpc`` part of ``/pricing``."""
+    return {
+        "unary_credits": UNARY_CREDITS,
+        "subscribe_credits": SUBSCRIBE_CREDITS,
+        "interval_credits": INTERVAL_CREDITS,
+        "interval_s": limits.billing_interval_s,
+        "max_streams_per_account": limits.max_streams_per_account,
+        "max_streams_per_address": limits.max_streams_per_address,
+        "ping_interval_s": limits.ping_interval_s,
+        "max_queued_updates": limits.max_queued,
+        "max_filters_per_server": limits.max_filters,
+        "max_filters_per_account": limits.account_filters,
+    }

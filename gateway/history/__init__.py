@@ -1,0 +1,1 @@
+"""``getTransactionsForAddress``: the enriched history of an address."""

@@ -1,0 +1,220 @@
+"""The WebSocket transport: ``/ws``, the node's PubSub methods and the signals stream, metered.
+
+The upgrade is always accepted (echoing only the JSON-RPC subprotocol entry, never ``auth.<key>``),
+then authenticated by JSON-RPC's own auth stage; a refusal closes the socket with docs/api.md's code
+and the error's message as the reason, so a client can tell why (an HTTP 403 at the handshake would
+tell it nothing): 1008 for an invalid or expired session token, 4001 for any other credential
+failure (a bad or revoked key, none at all, no account), 4002 below the minimum balance, 1013 while
+the service is starting. The session (:mod:`gateway.pubsub.session`) does the rest; this module
+only moves frames between it and ASGI.
+
+Sockets are capped (:mod:`gateway.pubsub.caps`): past the replica's cap or the client address's, the
+upgrade itself is refused (503 or 429 with ``Retry-After``, before any authentication); past the
+account's, the socket closes 4003 once authenticated. A socket opened with an API key or a session
+token closes 1008 as soon as that credential is revoked, wherever it was revoked
+(:mod:`gateway.auth.revocations`).
+
+Protocol pings are the server's (uvicorn's ``ws_ping_interval``/``ws_ping_timeout``, set to
+docs/api.md's 25 s where this gateway configures the server: :data:`UVICORN_WS_OPTIONS`); a client that
+misses its pong is dropped by the server, which ends the session here and releases its
+subscriptions upstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from dataclasses import replace
+
+import orjson
+from starlette.responses import Response
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from gateway.app import GatewayApp
+from gateway.core.credentials import Credentials, websocket_credentials
+from gateway.core.errors import ProxyError, ReplyStyle, address_rate_limited, service_unavailable
+from gateway.core.identity import Identity
+from gateway.core.subscriptions import Close, Limits
+from gateway.ip_limits import FORWARDED_FOR
+from gateway.pipeline import Call, Reply, Wire, compose, error_boundary
+from gateway.pubsub.caps import Refusal, SocketCaps
+from gateway.pubsub.session import SessionDeps, WsSession
+
+log = logging.getLogger(__name__)
+
+WS_PATH = "/ws"
+#: uvicorn's WebSocket ping settings for docs/api.md's 25 s ping (tests and ``gateway.runtime.ingress``).
+UVICORN_WS_OPTIONS = {"ws_ping_interval": Limits.ping_interval_s, "ws_ping_timeout": Limits.pong_timeout_s}
+#: A close frame's reason is at most 123 bytes.
+MAX_REASON_BYTES = 123
+#: Retry-After of an upgrade refused for want of room: sockets are long-lived, room frees up slowly.
+FULL_RETRY_S = 30
+
+
+async def _admitted(call: Call) -> Reply:
+    return Reply(200, b"")
+
+
+class WsTransport:
+    """One replica's ``/ws``: :meth:`serve` is the Starlette ``WebSocketRoute`` endpoint."""
+
+    def __init__(self, gw: GatewayApp) -> None:
+        auth, *after_auth = gw.rpc_stages()
+        self.gw = gw
+        self.limits = gw.ws_limits
+        self.caps = SocketCaps.shared(
+            gw.settings.ws_max_connections,
+            self.limits.max_connections_per_address,
+            self.limits.max_connections_per_account,
+            gw.settings.ingress_replicas,
+        )
+        self._authenticate = compose([error_boundary, auth], _admitted)
+        self._pipeline = compose([error_boundary, *after_auth], gw.forwarder)
+
+    def deps(self) -> SessionDeps:
+        gw = self.gw  # the signal feed exists once the app has started
+        return SessionDeps(gw.meter, gw.pubsub, self._pipeline, gw.signal_feed, self.limits)
+
+    async def serve(self, websocket: WebSocket) -> None:
+        headers = {k.lower(): v for k, v in websocket.headers.items()}
+        peer = websocket.client.host if websocket.client else None
+        address = self.gw.ip_limits.client(peer, headers.get(FORWARDED_FOR))
+        refusal = self.caps.open(address)
+        if refusal is not None:
+            await _deny(websocket, self._full(refusal))
+            return
+        try:
+            await self._admit(websocket, headers, peer)
+        finally:
+            self.caps.close(address)
+
+    def _full(self, refusal: Refusal) -> ProxyError:
+        if refusal is Refusal.REPLICA_FULL:
+            message = f"no room for another WebSocket here ({self.caps.per_replica} open); retry"
+            return service_unavailable(message, FULL_RETRY_S)
+        message = f"too many open WebSockets from this address ({self.caps.per_address}); close one first"
+        return replace(address_rate_limited(FULL_RETRY_S), message=message)
+
+    async def _admit(self, websocket: WebSocket, headers: dict[str, str], peer: str | None) -> None:
+        query = dict(websocket.query_params)
+        upgrade = websocket_credentials(headers, query)
+        await websocket.accept(subprotocol=upgrade.subprotocol)
+        call = Call("GET", WS_PATH, headers, query, b"", credentials=upgrade.credentials, client=peer)
+        call.wire, call.style = Wire.WEBSOCKET, ReplyStyle.REST
+        auth = self.gw.auth
+        generation = auth.revocations.generation
+        reply = await self._authenticate(call)
+        identity = call.identity
+        if identity is None:
+            await _close(websocket, self._refusal_code(call, reply), _message(reply))
+            return
+        if not self.caps.join(identity.pubkey):
+            cap = self.caps.per_account
+            await _close(websocket, Close.RATE_LIMITED, f"connection limit reached: {cap} open WebSockets per account")
+            return
+        try:
+            await self._session(websocket, upgrade.credentials, identity, peer, generation)
+        finally:
+            self.caps.leave(identity.pubkey)
+
+    async def _session(
+        self, websocket: WebSocket, credentials: Credentials, identity: Identity, peer: str | None, generation: int
+    ) -> None:
+        """Serve an admitted socket until it ends; its credential's revocation closes it 1008."""
+        meter, auth = self.gw.meter, self.gw.auth
+        await meter.prepare(identity.pubkey)
+        remaining = meter.remaining(identity.pubkey) or 0
+        if remaining < self.limits.min_balance:
+            reason = f"insufficient credits: {remaining} (minimum {self.limits.min_balance})"
+            await _close(websocket, Close.INSUFFICIENT_CREDITS, reason)
+            return
+        session = WsSession(self.deps(), identity, credentials, peer, f"ws-{os.urandom(8).hex()}")
+        credential = auth.credential_of(credentials, identity)
+        release = None
+        if credential is not None:
+            release = auth.revocations.hold(
+                credential, lambda why: session.close(Close.POLICY_VIOLATION, why), generation
+            )
+        try:
+            await self._serve(websocket, session)
+        finally:
+            if release is not None:
+                release()
+            await session.release()
+
+    def _refusal_code(self, call: Call, reply: Reply) -> int:
+        if reply.status == 503:
+            return Close.TRY_AGAIN_LATER
+        strategy = self.gw.auth.authenticator.select(call.credentials)
+        if reply.status == 401 and strategy is not None and strategy.kind == "session":
+            return Close.POLICY_VIOLATION
+        return Close.AUTH_FAILED
+
+    async def _serve(self, websocket: WebSocket, session: WsSession) -> None:
+        reader = asyncio.create_task(self._read(websocket, session))
+        writer = asyncio.create_task(self._write(websocket, session))
+        ticker = asyncio.create_task(self._tick(session))
+        try:
+            await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (reader, writer, ticker):
+                task.cancel()
+            await asyncio.gather(reader, writer, ticker, return_exceptions=True)
+        if not reader.cancelled() and reader.exception() is None and reader.result():
+            return  # the client went away: nothing to close
+        await _close(websocket, session.close_code or Close.NORMAL, session.close_reason)
+
+    @staticmethod
+    async def _read(websocket: WebSocket, session: WsSession) -> bool:
+        """Feed the session the client's frames; True once the client disconnected."""
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return True
+            frame = message.get("text")
+            if frame is None:
+                frame = message.get("bytes") or b""
+            await session.on_frame(frame)
+            if session.close_code is not None:
+                await asyncio.Event().wait()  # the writer sends what is queued, then ends the connection
+
+    @staticmethod
+    async def _write(websocket: WebSocket, session: WsSession) -> None:
+        with contextlib.suppress(WebSocketDisconnect):
+            while (body := await session.next_message()) is not None:
+                await websocket.send_text(body.decode())
+
+    async def _tick(self, session: WsSession) -> None:
+        """Look at the balance now and then: credits spent elsewhere also count."""
+        while True:
+            await asyncio.sleep(self.limits.balance_check_s)
+            session.check_balance()
+
+
+def _message(reply: Reply) -> str:
+    """The refusal's message, for the close reason (the body is JSON-RPC's or the REST error shape)."""
+    try:
+        body = orjson.loads(reply.body)
+    except orjson.JSONDecodeError:
+        return "refused"
+    error = body.get("error") if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if isinstance(message, str) else "refused"
+
+
+async def _deny(websocket: WebSocket, refusal: ProxyError) -> None:
+    """Refuse the upgrade with an HTTP answer (a server without ASGI's denial extension sends 403)."""
+    body = orjson.dumps(refusal.http_body(None))
+    response = Response(body, refusal.status, headers=refusal.headers, media_type="application/json")
+    try:
+        await websocket.send_denial_response(response)
+    except RuntimeError:
+        await websocket.close(Close.TRY_AGAIN_LATER)
+
+
+async def _close(websocket: WebSocket, code: int, reason: str) -> None:
+    encoded = reason.encode()[:MAX_REASON_BYTES]
+    with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+        await websocket.close(code, encoded.decode(errors="ignore"))

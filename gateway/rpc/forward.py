@@ -1,0 +1,151 @@
+"""The last JSON-RPC stages: parse and plan the body, then answer what is left.
+
+Items already answered (invalid, denied, refused by a later stage) are not sent. Methods the gateway
+answers itself (``local``: :mod:`gateway.answers`) run their handlers; the rest go to the node in
+one request, with ids replaced by their positions so duplicate client ids cannot mix answers up; the
+client's ids are put back on the way out. In a batch, both run at once, and a failure of one part
+(the node down, a handler's error) becomes those items' errors: it never takes the others' answers.
+With the response cache on (:mod:`gateway.rpc.response_cache`), the node's items are first looked up
+there: a cached answer answers its item, which is then not sent, and the node's answers are kept
+after; ``X-Cache`` says whether the cache answered the call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import orjson
+
+from gateway.core.errors import ProxyError, RpcError, backend_unavailable, service_unavailable, timed_out
+from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload, parse_payload
+from gateway.core.methods import CLASS_TIMEOUT_S, MethodClass, PriceTable
+from gateway.node.http import Upstream, UpstreamTimeout, UpstreamUnavailable
+from gateway.pipeline import Call, Handler, Reply
+from gateway.rpc.planning import plan_item
+from gateway.rpc.response_cache import HEADER, ResponseCache
+from gateway.storage.errors import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+#: A method the gateway answers itself: it sets the item's ``response`` or ``error`` (and what billing
+#: needs: ``sent``, ``failure``, ``refund``); it may raise a ``ProxyError`` for a single call.
+LocalMethod = Callable[[RpcItem, Call], Awaitable[None]]
+
+
+class ParseStage:
+    """Parse the body and apply per-method rules; free rejections happen here."""
+
+    def __init__(self, prices: PriceTable, implemented: frozenset[str] = frozenset()) -> None:
+        self.prices = prices
+        self.implemented = implemented
+
+    async def __call__(self, call: Call, next_handler: Handler) -> Reply:
+        payload = parse_payload(call.body)
+        call.payload = payload
+        for item in payload.items:
+            if item.error is None:
+                plan_item(item, self.prices, self.implemented)
+        return await next_handler(call)
+
+
+class Forwarder:
+    """Endpoint: answer pending items (the gateway's own methods here, the rest at the node)."""
+
+    def __init__(
+        self, upstream: Upstream, local: Mapping[str, LocalMethod] | None = None, cache: ResponseCache | None = None
+    ) -> None:
+        self.upstream = upstream
+        self.local = dict(local or {})
+        self.cache = cache
+
+    async def __call__(self, call: Call) -> Reply:
+        payload = call.payload
+        assert payload is not None
+        pending = [item for item in payload.items if item.pending]
+        local = [item for item in pending if item.method in self.local]
+        remote = [item for item in pending if item.method not in self.local]
+        cached = None
+        if self.cache is not None and pending:
+            cached = await self.cache.answer(remote)
+            call.response_headers[HEADER] = cached.header(len(pending))
+            remote = [item for item in remote if item.pending]
+        if not payload.is_batch and local:
+            await self.local[local[0].method](local[0], call)  # a single call: its errors are the call's
+        elif local:
+            await asyncio.gather(self._forward_part(remote, payload), *(self._run_local(i, call) for i in local))
+        elif remote:
+            await self._forward(remote, payload)
+        if self.cache is not None and cached is not None and cached.lookups:
+            self.cache.keep(cached)
+        return Reply(200, payload.answer_bytes())
+
+    async def _run_local(self, item: RpcItem, call: Call) -> None:
+        """A batch item's handler; what it raises is that item's error."""
+        try:
+            await self.local[item.method](item, call)
+        except ProxyError as exc:
+            item.error = exc.rpc_error()
+        except StoreUnavailable as exc:
+            item.failure = item.failure or Failure.INTERNAL
+            item.error = service_unavailable(f"{exc}; retry later", 5).rpc_error()
+        except Exception:
+            log.exception("%s failed", item.method)
+            item.failure = item.failure or Failure.INTERNAL
+            item.error = RpcError(-32603, f"Internal error: {item.method} failed")
+
+    async def _forward_part(self, items: list[RpcItem], payload: RpcPayload) -> None:
+        """The node's part of a batch that also has local items: a failure is these items' errors."""
+        if not items:
+            return
+        try:
+            await self._forward(items, payload)
+        except ProxyError as exc:
+            for item in items:
+                item.error = exc.rpc_error()
+
+    async def _forward(self, items: list[RpcItem], payload: RpcPayload) -> None:
+        timeout = max(CLASS_TIMEOUT_S.get(i.method_class or MethodClass.READ_CHEAP, 5.0) for i in items)
+        calls = [{"jsonrpc": "2.0", "id": i.index, "method": i.method, "params": i.params} for i in items]
+        body = orjson.dumps(calls if payload.is_batch else calls[0])
+        for item in items:
+            item.sent = True  # from here on the node may see it, whatever happens next
+        try:
+            raw = await self.upstream.post(body, timeout)
+        except UpstreamTimeout as exc:
+            _failed(items, Failure.TIMED_OUT)
+            raise timed_out(items[0].method if len(items) == 1 else "batch", timeout) from exc
+        except UpstreamUnavailable as exc:
+            _failed(items, Failure.LOST if exc.sent else Failure.UNREACHABLE)
+            raise backend_unavailable(f"upstream node unavailable: {exc}") from exc
+        try:
+            answers = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            _failed(items, Failure.LOST)
+            raise backend_unavailable("upstream node sent a body that is not JSON") from exc
+        _attach(items, answers)
+
+
+def _failed(items: list[RpcItem], failure: Failure) -> None:
+    for item in items:
+        item.failure = failure
+
+
+def _attach(items: list[RpcItem], answers: Any) -> None:
+    by_index: dict[int, dict[str, Any]] = {}
+    if isinstance(answers, list):
+        by_index = {a["id"]: a for a in answers if isinstance(a, dict) and isinstance(a.get("id"), int)}
+    elif isinstance(answers, dict) and isinstance(answers.get("id"), int):
+        by_index = {answers["id"]: answers}
+    whole_error = answers.get("error") if isinstance(answers, dict) and answers.get("id") is None else None
+    for item in items:
+        answer = by_index.get(item.index)
+        if answer is not None:
+            answer["id"] = item.id
+            item.response = answer
+        elif isinstance(whole_error, dict):
+            item.error = RpcError(whole_error.get("code", -32603), str(whole_error.get("message", "")))
+        else:
+            item.error = RpcError(-32603, "Internal error: the node sent no answer for this call")

@@ -1,0 +1,1 @@
+"""Unsigned pump.fun buy/sell builders: parameters, curve rules, the trade fee, SOL/USD."""

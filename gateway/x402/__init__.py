@@ -1,0 +1,1 @@
+"""x402 pay-per-request settlement: its terms, the settle endpoint and route, its storage."""
