@@ -18,7 +18,7 @@ from solders.pubkey import Pubkey
 from solders.system_program import ID as SYSTEM_PROGRAM_ID
 from solders.transaction import VersionedTransaction
 
-# The same list as gateway/core/bundles.py TIP_ACCOUNTS, duplicated: the devnode never imports the gateway.
+# The same list as gateway/sending/bundles.py TIP_ACCOUNTS, duplicated: the devnode never imports the gateway.
 TIP_ACCOUNTS: tuple[Pubkey, ...] = tuple(
     Pubkey.from_string(a)
     for a in (
