@@ -1,3 +1,3 @@
-"""Webhooks: subscriptions' management (``management``), the sources that turn what happens into
-delivery jobs, and the dispatcher that delivers them. The rules they share are pure, in
-:mod:`gateway.webhooks.rules`; their tables are in :mod:`gateway.storage`."""
+"""Webhooks: the rules (prices, signatures, retries; pure), subscriptions' management and routes, the
+sources that turn what happens into delivery jobs, the dispatcher that delivers them, and their tables
+(``store``, ``jobs``, ``refunds``)."""
