@@ -153,7 +153,7 @@ async def measure(
 async def compare(
     gw: GatewayApp, key: str, signer: WalletSigner, calls: int, rounds: int, profile: str | None, sort: str
 ) -> None:
-    unmetered = compose([error_boundary, ParseStage(gw.prices)], Forwarder(ConstantNode()))
+    unmetered = compose([error_boundary, ParseStage(gw.methods, gw.prices)], Forwarder(ConstantNode()))
     metered = compose([error_boundary, *gw.rpc_stages()], Forwarder(ConstantNode()))
 
     def plain() -> Call:

@@ -28,7 +28,7 @@ class _Paired(Ingress.func_or_class):  # type: ignore[misc,name-defined]  # the 
 
     def __serve_build_asgi_app__(self) -> RpcFirst:
         gw = self.gateway
-        unmetered = compose([error_boundary, ParseStage(gw.prices)], Forwarder(gw.upstream))
+        unmetered = compose([error_boundary, ParseStage(gw.methods, gw.prices)], Forwarder(gw.upstream))
         return RpcFirst(super().__serve_build_asgi_app__(), [UNMETERED_PATH], unmetered)
 
 

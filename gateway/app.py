@@ -8,6 +8,7 @@ deployment (``gateway.runtime.ingress``) wraps this in the HTTP transport.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from gateway.auth.authenticator import Only
@@ -20,24 +21,27 @@ from gateway.config import DEFAULT_UPSTREAM, DEFAULT_UPSTREAM_WS, Settings
 from gateway.core.client_address import TrustedProxies
 from gateway.core.errors import service_unavailable
 from gateway.core.limits import Limiter
-from gateway.core.methods import MethodClass, PriceTable
+from gateway.core.methods import MethodClass, PriceTable, Registry
 from gateway.core.subscriptions import Limits
 from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
 from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
 from gateway.credits.stage import CreditHeaders, MeteringStage
+from gateway.fees import methods as fee_methods
 from gateway.fees.method import PriorityFeeEstimate, SuggestPriorityFee
 from gateway.grpc.server import limits_of
+from gateway.history import methods as history_methods
 from gateway.history.method import TransactionHistory
 from gateway.ip_limits import IpLimits
 from gateway.node.http import HealthMonitor, HttpUpstream
 from gateway.node.pubsub import UpstreamPubSub
 from gateway.pipeline import Call, Handler, Reply, Stage, compose, error_boundary
 from gateway.public import ServiceProfile
+from gateway.rpc import methods as rpc_methods
 from gateway.rpc.cache_store import SharedResponses
 from gateway.rpc.forward import Forwarder, LocalMethod, ParseStage
-from gateway.rpc.planning import GATEWAY_METHODS
 from gateway.rpc.response_cache import ResponseCache
+from gateway.sending import methods as send_methods
 from gateway.sending.block_engine import BlockEngine
 from gateway.sending.racers import LocalRacers, Racers
 from gateway.sending.relay import BundleRelay, RelayRoute
@@ -48,11 +52,23 @@ from gateway.signals.feed import SignalFeed
 from gateway.signals.store import SignalLog
 from gateway.storage.channels import CREDITED, Channel
 from gateway.storage.connections import Connections, warn_unless_noeviction
+from gateway.trades import methods as trade_methods
 from gateway.trades.builders import ExecuteSell, ExecuteSnipe
 from gateway.trades.fees import TradeFees
 from gateway.trades.sol_usd import ConfiguredRate, RateSource
 from gateway.webhooks.management import WebhookEndpoints
 from gateway.x402.settle import X402Settle
+
+
+def method_registry(handlers: Mapping[str, LocalMethod] | None = None) -> Registry[LocalMethod]:
+    """Every JSON-RPC method, each declared once by its package (a name declared twice is refused here,
+    at start), with ``handlers`` registered for the ones the gateway answers itself."""
+    methods: Registry[LocalMethod] = Registry(
+        rpc_methods.SPECS, send_methods.SPECS, fee_methods.SPECS, history_methods.SPECS, trade_methods.SPECS
+    )
+    for name, handler in (handlers or {}).items():
+        methods.register(name, handler)
+    return methods
 
 
 class GatewayApp:
@@ -102,10 +118,9 @@ class GatewayApp:
             self.prices.price(MethodClass.TRADE_BUILD) or 0, settings.trade_notional_fee_bps, settings.credits_per_usdc
         )
         self.sol_usd: RateSource = ConfiguredRate(settings.trade_sol_usd_micro)
-        self.local = self._local_methods()
-        self.implemented = frozenset(self.local)  # the gateway's own methods; the rest are refused free
+        self.methods = method_registry(self._local_methods())  # a local method not registered is refused free
         self.cache = self._response_cache()
-        self.forwarder = Forwarder(self.upstream, self.local, self.cache)
+        self.forwarder = Forwarder(self.upstream, self.methods.handlers, self.cache)
         self.rpc: Handler = compose([error_boundary, *self.rpc_stages()], self.forwarder)
         self.bulk: dict[str, BulkEndpoint] = bulk_endpoints(self.upstream, BulkMetering(self.metering))
         self.pubsub = UpstreamPubSub(settings.derived_ws_url() or DEFAULT_UPSTREAM_WS)  # connects on first use
@@ -153,7 +168,7 @@ class GatewayApp:
             AuthStage(self.auth),
             CreditHeaders(self.metering),
             self._readiness_gate,
-            ParseStage(self.prices, self.implemented),
+            ParseStage(self.methods, self.prices),
             self.metering,
         ]
 
@@ -161,11 +176,6 @@ class GatewayApp:
         """The stages of a ``/bulk/*`` route: JSON-RPC's auth (an account needed), credit headers and
         readiness; the endpoint meters its items itself (:mod:`gateway.bulk.metering`)."""
         return [AuthStage(self.auth), CreditHeaders(self.metering), self._readiness_gate]
-
-    @property
-    def not_available(self) -> frozenset[str]:
-        """Methods of the price table this gateway refuses for now (published in /pricing)."""
-        return GATEWAY_METHODS - self.implemented
 
     async def trade_pricing(self) -> dict[str, Any]:
         """The trade builders' part of ``GET /pricing``: build fee, notional share and the SOL/USD rate."""

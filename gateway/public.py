@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.bulk.rules import BULK_CREDITS, MAX_BULK_ITEMS
-from gateway.core.methods import MethodClass, PriceTable
+from gateway.core.methods import MethodClass, PriceTable, Registry
 from gateway.core.subscriptions import UNAVAILABLE, Limits, pricing_view
 from gateway.grpc.rules import StreamLimits
 from gateway.grpc.rules import pricing_view as grpc_pricing_view
@@ -82,19 +82,20 @@ def pricing_document(
     prices: PriceTable,
     credits_per_usdc: int,
     credit_expiry_seconds: int,
-    not_available: frozenset[str],
+    methods: Registry[Any],
     trade_builders: Mapping[str, Any] | None = None,
     ws_limits: Limits | None = None,
     grpc_limits: StreamLimits | None = None,
 ) -> dict[str, Any]:
-    """``trade_builders``: the builders' fee, percentage and rate (``GatewayApp.trade_pricing``);
+    """``methods``: every method, by class (those not available yet marked); ``trade_builders``: the
+    builders' fee, percentage and rate (``GatewayApp.trade_pricing``);
     ``ws_limits``, ``grpc_limits``: the WebSocket's and the gRPC stream's limits as configured."""
     document: dict[str, Any] = {
         "ok": True,
         "credits_per_usdc": credits_per_usdc,
         "credit_expiry_seconds": credit_expiry_seconds,
         "minimum_deposit_usdc": "0.01",
-        "classes": prices.document(not_available),
+        "classes": prices.document(methods),
         "send_and_confirm": {
             "landing_credits": prices.price(MethodClass.SEND_AND_CONFIRM),
             "base_fee_credits": prices.price(MethodClass.SEND),

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 URGENCY_PERCENTILES = {"low": 25, "medium": 50, "high": 75, "critical": 90}
+#: The urgencies a call may name (suggestPriorityFee; sendSmartTransaction's ``priority_fee_urgency``).
+URGENCIES = tuple(URGENCY_PERCENTILES)
 VERY_HIGH_PERCENTILE = 95
 #: ``all_levels`` of ``suggestPriorityFee``: the urgencies' percentiles, and veryHigh.
 LEVEL_PERCENTILES = {"low": 25, "medium": 50, "high": 75, "veryHigh": VERY_HIGH_PERCENTILE}
@@ -80,7 +82,7 @@ def slot_fees(answer: object) -> list[int] | None:
 
 @dataclass(frozen=True, slots=True)
 class FeeQuery:
-    """What planning read from a fee method's params (kept on the item as ``item.decoded``)."""
+    """What planning read from a fee method's params (``item.parsed(FeeQuery)``)."""
 
     level: str  # an urgency (suggestPriorityFee) or a priority level (getPriorityFeeEstimate)
     accounts: tuple[str, ...] = ()  # empty: the global window

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -20,6 +20,7 @@ from gateway.core.errors import RpcError, invalid_request_item, invalid_rpc_requ
 from gateway.core.methods import MethodClass
 
 MAX_BATCH = 100
+T = TypeVar("T")
 
 
 class Failure(StrEnum):
@@ -46,12 +47,19 @@ class RpcItem:
     response: dict[str, Any] | None = None  # the node's answer, id already restored
     sent: bool = False  # handed to the node's connection: from here on it may have reached the node
     failure: Failure | None = None  # why a sent call got no answer
-    decoded: Any = None  # what planning decoded (a send's transaction), for the gateway's own handlers
+    parsed_value: object = None  # what planning parsed from the params (the method's parser), for its handler
     refund: str | None = None  # set by a gateway handler: why this call is refunded whatever it answers
 
     @property
     def pending(self) -> bool:
         return self.error is None and self.response is None
+
+    def parsed(self, kind: type[T]) -> T:
+        """What planning parsed from the params, checked to be a ``kind`` (the method's parser's type)."""
+        value = self.parsed_value
+        if not isinstance(value, kind):
+            raise TypeError(f"{self.method}: planning parsed {type(value).__name__}, expected {kind.__name__}")
+        return value
 
     def answer(self) -> dict[str, Any]:
         if self.error is not None:

@@ -60,7 +60,7 @@ class _FeeMethod:
 
 class SuggestPriorityFee(_FeeMethod):
     async def __call__(self, item: RpcItem, call: Call) -> None:
-        query: FeeQuery = item.decoded
+        query = item.parsed(FeeQuery)
         sample = await self._sample(item, query)
         if sample is not None:
             answer(item, suggestion(sample, query.level))
@@ -68,7 +68,7 @@ class SuggestPriorityFee(_FeeMethod):
 
 class PriorityFeeEstimate(_FeeMethod):
     async def __call__(self, item: RpcItem, call: Call) -> None:
-        query: FeeQuery = item.decoded
+        query = item.parsed(FeeQuery)
         sample = await self._sample(item, query)
         if sample is not None:
             answer(item, estimate(sample, query.level, query.include_all))

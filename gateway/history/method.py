@@ -35,7 +35,7 @@ class TransactionHistory:
         self.node = node
 
     async def __call__(self, item: RpcItem, call: Call) -> None:
-        query: HistoryQuery = item.decoded
+        query = item.parsed(HistoryQuery)
         timeout = CLASS_TIMEOUT_S[item.method_class or MethodClass.READ_HEAVY]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout

@@ -21,7 +21,7 @@ import orjson
 
 from gateway.core.errors import ProxyError, RpcError, backend_unavailable, service_unavailable, timed_out
 from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload, parse_payload
-from gateway.core.methods import CLASS_TIMEOUT_S, MethodClass, PriceTable
+from gateway.core.methods import CLASS_TIMEOUT_S, MethodClass, PriceTable, Registry
 from gateway.node.http import Upstream, UpstreamTimeout, UpstreamUnavailable
 from gateway.pipeline import Call, Handler, Reply
 from gateway.rpc.planning import plan_item
@@ -38,16 +38,16 @@ LocalMethod = Callable[[RpcItem, Call], Awaitable[None]]
 class ParseStage:
     """Parse the body and apply per-method rules; free rejections happen here."""
 
-    def __init__(self, prices: PriceTable, implemented: frozenset[str] = frozenset()) -> None:
+    def __init__(self, methods: Registry[Any], prices: PriceTable) -> None:
+        self.methods = methods
         self.prices = prices
-        self.implemented = implemented
 
     async def __call__(self, call: Call, next_handler: Handler) -> Reply:
         payload = parse_payload(call.body)
         call.payload = payload
         for item in payload.items:
             if item.error is None:
-                plan_item(item, self.prices, self.implemented)
+                plan_item(item, self.methods, self.prices)
         return await next_handler(call)
 
 

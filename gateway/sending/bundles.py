@@ -8,6 +8,7 @@ refused before it is billed, since the block engine would drop it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from gateway.core.transactions import WireTx, decode_transaction, tips
@@ -27,6 +28,13 @@ TIP_ACCOUNTS = frozenset(
         "3AVi9Tg9Uo68tJfuvoKvqKNWKkC5wPdSSdeBnizKZ6jT",
     }
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Bundle:
+    """A bundle's transactions, in order, decoded and verified (:func:`check_bundle`)."""
+
+    txs: tuple[WireTx, ...]
 
 
 def bundle_encoding(params: list[Any]) -> str | None:

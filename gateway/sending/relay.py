@@ -18,10 +18,10 @@ import orjson
 from gateway.answers import answer, config, node_error, transport_failure
 from gateway.core.errors import invalid_rpc_request
 from gateway.core.jsonrpc import RpcItem
-from gateway.core.transactions import WireTx
 from gateway.node.http import ChainError, UpstreamTimeout, UpstreamUnavailable
 from gateway.pipeline import Call, Handler, Reply
 from gateway.sending.block_engine import BlockEngine
+from gateway.sending.bundles import Bundle
 
 
 class BundleRelay:
@@ -42,8 +42,8 @@ class BundleRelay:
         }
 
     async def send_bundle(self, item: RpcItem, call: Call) -> None:
-        txs: list[WireTx] = item.decoded
-        await self._engine_call(item, "sendBundle", [[tx.base64 for tx in txs], {"encoding": "base64"}])
+        bundle = item.parsed(Bundle)
+        await self._engine_call(item, "sendBundle", [[tx.base64 for tx in bundle.txs], {"encoding": "base64"}])
 
     async def simulate_bundle(self, item: RpcItem, call: Call) -> None:
         spec = item.params[0]

@@ -75,7 +75,7 @@ class SendAndConfirm:
         self.top_up = top_up
 
     async def __call__(self, item: RpcItem, call: Call) -> None:
-        tx: WireTx = item.decoded
+        tx = item.parsed(WireTx)
         pubkey = call.authenticated().pubkey
         pool = self.pool()
         if pool is None:

@@ -42,7 +42,7 @@ class SmartSend:
         self._window: tuple[float, list[int]] | None = None  # (read at, the slots' fees)
 
     async def __call__(self, item: RpcItem, call: Call) -> None:
-        tx: WireTx = item.decoded
+        tx = item.parsed(WireTx)
         options = config(item)
         try:
             urgency = options.get("priority_fee_urgency")

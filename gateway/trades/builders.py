@@ -182,7 +182,7 @@ class TradeBuilder:
 
 class ExecuteSnipe(TradeBuilder):
     async def __call__(self, item: RpcItem, call: Call) -> None:
-        params: SnipeParams = item.decoded
+        params = item.parsed(SnipeParams)
         user = Pubkey.from_string(call.authenticated().pubkey)
         found = await self._market(item, params.mint, None)
         if found is None:
@@ -213,7 +213,7 @@ class ExecuteSnipe(TradeBuilder):
 
 class ExecuteSell(TradeBuilder):
     async def __call__(self, item: RpcItem, call: Call) -> None:
-        params: SellParams = item.decoded
+        params = item.parsed(SellParams)
         user = Pubkey.from_string(call.authenticated().pubkey)
         found = await self._market(item, params.mint, user)
         if found is None:

@@ -73,7 +73,7 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
             gw.prices,
             s.credits_per_usdc,
             s.credit_expiry_seconds,
-            gw.not_available,
+            gw.methods,
             await gw.trade_pricing(),
             ws_limits=gw.ws_limits,
             grpc_limits=gw.grpc_limits,

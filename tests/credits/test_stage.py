@@ -11,6 +11,7 @@ import asyncpg
 import orjson
 import pytest
 
+from gateway.app import method_registry
 from gateway.core.identity import Identity
 from gateway.core.limits import Limiter
 from gateway.core.methods import PriceTable
@@ -62,7 +63,7 @@ async def gateway(pool: asyncpg.Pool, pubkey: str) -> AsyncIterator[Callable[...
             error_boundary,
             authenticate,
             CreditHeaders(stage),
-            ParseStage(PriceTable.default()),
+            ParseStage(method_registry(), PriceTable.default()),
             stage,
         ]
         return Gateway(meter, node, compose(stages, Forwarder(node)), pubkey)
@@ -306,7 +307,7 @@ async def test_errors_before_metering_carry_the_headers(gateway: Callable[..., G
 async def test_unauthenticated_calls_are_never_forwarded(pool: asyncpg.Pool) -> None:
     node = ScriptedNode()
     stage = MeteringStage(Meter(pool), Limiter(50, 4), top_up)
-    handler = compose([error_boundary, ParseStage(PriceTable.default()), stage], Forwarder(node))
+    handler = compose([error_boundary, ParseStage(method_registry(), PriceTable.default()), stage], Forwarder(node))
     reply = await handler(
         http_call("POST", "/", {}, style=ReplyStyle.JSONRPC, body=b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}')
     )
@@ -324,7 +325,9 @@ async def test_ledger_outage_is_503_and_free(database_url: str, pubkey: str) -> 
         return await next_handler(call)
 
     node = ScriptedNode()
-    handler = compose([error_boundary, authenticate, ParseStage(PriceTable.default()), stage], Forwarder(node))
+    handler = compose(
+        [error_boundary, authenticate, ParseStage(method_registry(), PriceTable.default()), stage], Forwarder(node)
+    )
     reply = await handler(
         http_call("POST", "/", {}, style=ReplyStyle.JSONRPC, body=b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}')
     )

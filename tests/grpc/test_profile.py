@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.app import GatewayApp
+from gateway.app import GatewayApp, method_registry
 from gateway.config import Settings
 from gateway.core.methods import PriceTable
 from gateway.public import capabilities_document, pricing_document
@@ -22,7 +22,7 @@ async def test_the_profile_follows_the_stream(tmp_path: Path) -> None:
 
 
 def test_pricing_publishes_the_stream_prices() -> None:
-    grpc = pricing_document(PriceTable.default(), 100_000, 3600, frozenset())["grpc"]
+    grpc = pricing_document(PriceTable.default(), 100_000, 3600, method_registry())["grpc"]
     assert (grpc["unary_credits"], grpc["subscribe_credits"], grpc["interval_credits"]) == (1, 1, 60)
     assert (grpc["interval_s"], grpc["max_streams_per_account"]) == (60.0, 10)
     assert (grpc["max_filters_per_server"], grpc["max_filters_per_account"]) == (64, 16)
@@ -33,6 +33,6 @@ async def test_pricing_shows_the_configured_stream_limits(tmp_path: Path) -> Non
         home=tmp_path, grpc_max_streams_per_account=3, grpc_max_streams_per_address=7, upstream_grpc_max_filters=32
     )
     app = GatewayApp(settings)
-    grpc = pricing_document(PriceTable.default(), 100_000, 3600, frozenset(), grpc_limits=app.grpc_limits)["grpc"]
+    grpc = pricing_document(PriceTable.default(), 100_000, 3600, method_registry(), grpc_limits=app.grpc_limits)["grpc"]
     assert (grpc["max_streams_per_account"], grpc["max_streams_per_address"]) == (3, 7)
     assert (grpc["max_filters_per_server"], grpc["max_filters_per_account"]) == (32, 8)

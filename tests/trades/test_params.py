@@ -9,10 +9,9 @@ import pytest
 from solders.pubkey import Pubkey
 
 from gateway.core.errors import RpcError
-from gateway.core.jsonrpc import RpcItem
-from gateway.core.methods import MethodClass, PriceTable
-from gateway.rpc.planning import plan_item
+from gateway.core.methods import MethodClass
 from gateway.trades.params import SellParams, SnipeParams, parse_sell, parse_snipe, sol_to_lamports, token_units
+from tests.methods import planned
 
 MINT = str(Pubkey.new_unique())
 
@@ -122,15 +121,12 @@ def test_snipe_shape_refusals(params: Any, cause: str) -> None:
 @pytest.mark.parametrize("method", ["executeSnipe", "executeSell"])
 def test_planning_classes_prices_and_decodes_them(method: str) -> None:
     field = {"amount_sol": "0.25"} if method == "executeSnipe" else {"token_amount": 5}
-    item = RpcItem(0, 1, method, [{"mint": MINT, **field}])
-    plan_item(item, PriceTable.default(), frozenset({method}))
+    item = planned(method, [{"mint": MINT, **field}], method)
     assert item.error is None and item.method_class is MethodClass.TRADE_BUILD and item.price == 50
-    assert isinstance(item.decoded, SnipeParams if method == "executeSnipe" else SellParams)
+    item.parsed(SnipeParams if method == "executeSnipe" else SellParams)  # a TypeError if planning parsed another
 
-    refused = RpcItem(0, 1, method, [{"mint": MINT, **field, "extra": 1}])
-    plan_item(refused, PriceTable.default(), frozenset({method}))
+    refused = planned(method, [{"mint": MINT, **field, "extra": 1}], method)
     assert refused.error is not None and refused.error.code == -32602 and "extra" in refused.error.message
 
-    unbuilt = RpcItem(0, 1, method, [{"mint": MINT, **field}])
-    plan_item(unbuilt, PriceTable.default())
+    unbuilt = planned(method, [{"mint": MINT, **field}])
     assert unbuilt.error is not None and unbuilt.error.code == -32601 and "not available" in unbuilt.error.message

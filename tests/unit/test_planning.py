@@ -7,18 +7,16 @@ from typing import Any
 import pytest
 
 from gateway.core.jsonrpc import RpcItem
-from gateway.core.methods import MethodClass, PriceTable, method_class
-from gateway.rpc.planning import plan_item
+from gateway.core.methods import MethodClass, PriceTable
 from tests.credits.helpers import signed_tx
+from tests.methods import planned, registry
 
 OWNER = "11111111111111111111111111111111"
 PRICES = PriceTable.default()
 
 
 def plan(method: str, params: Any = None) -> RpcItem:
-    item = RpcItem(index=0, id=1, method=method, params=params)
-    plan_item(item, PRICES)
-    return item
+    return planned(method, params)
 
 
 @pytest.mark.parametrize(
@@ -90,14 +88,12 @@ def test_assets_by_owner_keeps_paging_and_rejects_garbage() -> None:
 
 
 def test_simulate_bundle_needs_the_object_form() -> None:
-    def planned(params: Any) -> RpcItem:
-        item = RpcItem(index=0, id=1, method="simulateBundle", params=params)
-        plan_item(item, PRICES, frozenset({"simulateBundle"}))  # the gateway answers it (with a block engine)
-        return item
+    def simulate(params: Any) -> RpcItem:
+        return planned("simulateBundle", params, "simulateBundle")  # the gateway answers it (with a block engine)
 
-    assert planned([{"transactions": ["AQID"]}]).error is None
+    assert simulate([{"transactions": ["AQID"]}]).error is None
     for bad in ([["AQID"]], [], [{"transactions": []}], [{"transactions": [1]}], [{"transactions": ["AQID"] * 6}]):
-        item = planned(bad)
+        item = simulate(bad)
         assert item.error is not None and item.error.code == -32602
 
 
@@ -118,14 +114,13 @@ def test_params_must_be_an_array() -> None:
 def test_price_overrides() -> None:
     prices = PriceTable.default().with_overrides({"READ_CHEAP": 3})
     assert prices.price(MethodClass.READ_CHEAP) == 3
-    assert method_class("getBalance") is MethodClass.READ_CHEAP
+    assert registry().class_of("getBalance") is MethodClass.READ_CHEAP
 
 
 def test_a_class_without_a_price_is_refused_not_forwarded_free() -> None:
     """Fail closed: a table that does not sell SEND makes sendTransaction a free refusal, never price 0."""
     without_send = PriceTable({cls: credits for cls, credits in PRICES.class_credits.items() if cls != "SEND"})
-    item = RpcItem(index=0, id=1, method="sendTransaction", params=["tx"])
-    plan_item(item, without_send)
+    item = planned("sendTransaction", ["tx"], prices=without_send)
     assert item.error is not None and item.error.code == -32601
     assert not item.pending and item.price == 0 and item.method_class is None
     for method in ("sendAndConfirm", "getConfirmedTransaction", "requestAirdrop"):  # classes with no price

@@ -17,18 +17,15 @@ from solders.transaction import Transaction, VersionedTransaction
 
 from gateway.core.fees import FeeQuery, estimate, fee_sample, percentile, slot_fees, suggestion
 from gateway.core.jsonrpc import RpcItem
-from gateway.core.methods import PriceTable
 from gateway.core.transactions import writable_accounts
-from gateway.rpc.planning import plan_item
+from tests.methods import planned
 
-FEE_METHODS = frozenset({"suggestPriorityFee", "getPriorityFeeEstimate"})
+FEE_METHODS = ("suggestPriorityFee", "getPriorityFeeEstimate")
 KEY = str(Pubkey.new_unique())
 
 
 def plan(method: str, params: Any) -> RpcItem:
-    item = RpcItem(index=0, id=1, method=method, params=params)
-    plan_item(item, PriceTable.default(), FEE_METHODS)
-    return item
+    return planned(method, params, *FEE_METHODS)
 
 
 def window(*fees: int) -> list[dict[str, int]]:
@@ -99,7 +96,7 @@ def test_a_broken_fee_window_is_no_window(answer: Any) -> None:
 def test_suggest_priority_fee_params(params: list[Any], query: FeeQuery) -> None:
     item = plan("suggestPriorityFee", params)
     assert item.error is None and item.price == 5
-    assert item.decoded == query
+    assert item.parsed(FeeQuery) == query
 
 
 @pytest.mark.parametrize(
@@ -165,7 +162,7 @@ def test_priority_fee_estimate_params() -> None:
     for params, query in cases:
         item = plan("getPriorityFeeEstimate", params)
         assert item.error is None and item.price == 1, (params, item.error)
-        assert item.decoded == query, params
+        assert item.parsed(FeeQuery) == query, params
 
 
 @pytest.mark.parametrize(
