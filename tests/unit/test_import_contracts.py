@@ -44,6 +44,8 @@ def test_the_tree_as_it_is_keeps_every_contract(tree: Path) -> None:
         ("gateway/core/limits.py", "import asyncpg", "core-is-pure"),
         ("gateway/rpc/planning.py", "import gateway.storage.accounts", "core-is-pure"),
         ("gateway/credits/stage.py", "import gateway.rpc.forward", "layers"),
+        ("gateway/rpc/planning.py", "import gateway.fees.methods", "layers"),  # rpc plans from the registry
+        ("gateway/sending/methods.py", "import gateway.node.http", "core-is-pure"),  # declarations are pure
         ("gateway/sending/race.py", "import gateway.trades.rules", "layers"),  # features are independent
         ("gateway/trades/rules.py", "import gateway.node.http", "core-is-pure"),  # a feature's rules are pure
         ("gateway/storage/ledger/sql.py", "import gateway.credits.meter", "layers"),
