@@ -13,6 +13,7 @@ MetadataPointer and TokenMetadata.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Final
 
 from solders.account import Account
@@ -26,7 +27,7 @@ from pumpfun import cpi, pda, spl
 from pumpfun.ids import ASSOCIATED_TOKEN_PROGRAM_ID, SYSTEM_PROGRAM_ID, TOKEN_2022_PROGRAM_ID
 from pumpfun.trace import Call
 
-__all__ = ["associated_token_account"]
+__all__ = ["associated_token_account", "create_associated_account"]
 
 _RENT_EPOCH_EXEMPT: Final = 2**64 - 1
 _EXISTING_UNITS: Final = 4_300
@@ -109,3 +110,14 @@ def associated_token_account(scratch: Scratch, ix: Ix, now: int) -> Call:
     except Failed as failure:
         raise Failed(failure.err, [log, *failure.logs]) from failure
     return cpi.ata_create(payer, ata, owner, mint, token_program, idempotent=idempotent, space=space)
+
+
+def create_associated_account(
+    scratch: Scratch, payer: Pubkey, owner: Pubkey, mint: Pubkey, program: Pubkey
+) -> tuple[Call, Callable[[], None]]:
+    """A program's CPI creating `owner`'s associated token account for `mint` (an `init_if_needed`), paid by
+    `payer` (who signed the transaction): its rendering, and its effect to apply when the CPI runs."""
+    ata = pda.associated_token_address(owner, mint, program)
+    space = _account_space(scratch, mint, program)
+    call = cpi.ata_create(payer, ata, owner, mint, program, idempotent=False, space=space)
+    return call, lambda: _create(scratch, payer, True, ata, owner, mint, program, space)

@@ -75,6 +75,7 @@ def unsupported(what: str) -> Failed:
         [
             f"devnode: cannot emulate {what} in a transaction with a pump.fun instruction; emulated next to pump: "
             "ComputeBudget, System Transfer, Associated Token Account Create/CreateIdempotent, SPL Token / Token-2022 "
-            "Transfer/TransferChecked/SyncNative/CloseAccount, pump buy/sell"
+            "Transfer/TransferChecked/SyncNative/CloseAccount, pump buy/sell/buy_exact_sol_in/buy_v2/sell_v2/"
+            "buy_exact_quote_in_v2"
         ],
     )

@@ -10,8 +10,8 @@ buy with its own error, e.g. the System program's "insufficient lamports"), the 
 the real token reserves reach zero) and the TradeEvent (and CompleteEvent).
 
 A buy of `amount` tokens is `pumpfun.curve.buy_quote` (capped, as there, at the real token reserves); a sell is
-`sell_quote`. Not emulated: `buy_exact_sol_in` (pumpfun has no layout for its arguments), the other pump
-instructions, curves quoted in a token other than SOL (their trades are `buy_v2` / `sell_v2`), the volume
+`sell_quote`. `buy_exact_sol_in` and the v2 trades (`buy_v2`, `sell_v2`, `buy_exact_quote_in_v2`) are
+`pump_v2`'s, which reuses the checks and effects here. Not emulated: the other pump instructions, the volume
 accumulators (`current_sol_volume` is the trade's own volume) and the buyback fee (`Global.buyback_basis_points`,
 which `pumpfun.fees` does not model either).
 
@@ -23,6 +23,7 @@ trade's fee into a fresh one would otherwise fail with `InsufficientFundsForRent
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Final
 
 from solders.pubkey import Pubkey
@@ -36,14 +37,13 @@ from devnode.pump_exec.token import move_tokens, token_account
 from pumpfun import pda
 from pumpfun._borsh import BorshError
 from pumpfun.accounts import BONDING_CURVE_ACCOUNT_SIZE, TOKEN_DECIMALS, BondingCurve, encode_bonding_curve
-from pumpfun.curve import buy_quote, sell_quote
+from pumpfun.curve import BuyQuote, buy_quote, sell_quote
 from pumpfun.errors import AnchorError, PumpError
 from pumpfun.events import CompleteEvent, Event
 from pumpfun.fees import buyback_fee_recipients, fee_rates, fee_recipients
 from pumpfun.ids import TOKEN_2022_PROGRAM_ID
 from pumpfun.instructions import (
     BUY_DISCRIMINATOR,
-    BUY_EXACT_SOL_IN_DISCRIMINATOR,
     CREATE_DISCRIMINATOR,
     CREATE_V2_DISCRIMINATOR,
     MIGRATE_DISCRIMINATOR,
@@ -55,7 +55,7 @@ from pumpfun.instructions import (
 from pumpfun.trace import Call, FailedCall
 from pumpfun.trades import buy_call, sell_call, trade_event
 
-__all__ = ["pump"]
+__all__ = ["buy_effects", "program_checks", "pump", "run_cpis", "write_curve"]
 
 #: Compute units the program spends itself (its CPIs add theirs): typical figures, as the feed's.
 _BUY_UNITS: Final = 33_000
@@ -66,11 +66,10 @@ _NOT_EMULATED: Final = {
     CREATE_DISCRIMINATOR: "pump create",
     CREATE_V2_DISCRIMINATOR: "pump create_v2",
     MIGRATE_DISCRIMINATOR: "pump migrate",
-    BUY_EXACT_SOL_IN_DISCRIMINATOR: "pump buy_exact_sol_in",
 }
 
 
-def _program_checks(accounts: TradeAccounts) -> None:
+def program_checks(accounts: TradeAccounts) -> None:
     """What the program checks itself before trading, in its order."""
     g, curve, parties = accounts.global_, accounts.curve, accounts.parties
     if not g.initialized:
@@ -87,10 +86,10 @@ def _program_checks(accounts: TradeAccounts) -> None:
     if curve.complete:
         raise anchor_failure(PumpError.BondingCurveComplete)
     if not curve.is_sol_quoted:
-        raise unsupported(f"a legacy trade on a curve quoted in {curve.quote_mint} (buy_v2/sell_v2 are not modelled)")
+        raise unsupported(f"a legacy trade on a curve quoted in {curve.quote_mint} (it trades through buy_v2/sell_v2)")
 
 
-def _run_cpis(call: Call, effects: list[Callable[[], None]]) -> None:
+def run_cpis(call: Call, effects: list[Callable[[], None]]) -> None:
     """Apply the effect of each CPI of `call` in order; when one fails, fail `call` there, with the CPIs before
     it and the failed one (its own lines, then why it failed) in its rendering."""
     cpis = [item for item in call.body if isinstance(item, Call)]
@@ -105,7 +104,7 @@ def _run_cpis(call: Call, effects: list[Callable[[], None]]) -> None:
             raise Failed(failure.err, call=failed) from failure
 
 
-def _write_curve(scratch: Scratch, address: Pubkey, curve: BondingCurve) -> None:
+def write_curve(scratch: Scratch, address: Pubkey, curve: BondingCurve) -> None:
     account = scratch.get(address)
     assert account is not None  # checked as the instruction's bonding_curve
     size = max(len(bytes(account.data)), BONDING_CURVE_ACCOUNT_SIZE)
@@ -120,39 +119,53 @@ def _token_cpi_checks(accounts: TradeAccounts) -> tuple[Pubkey | None, int | Non
 
 
 def _buy(scratch: Scratch, ix: Ix, now: int, args: BuyArgs, accounts: TradeAccounts) -> Call:
-    g, curve, p = accounts.global_, accounts.curve, accounts.parties
-    scratch.waive_rent_rule(p.fee_recipient, p.creator_vault)
     if args.amount == 0:
         raise anchor_failure(PumpError.BuyZeroAmount)
-    rates = fee_rates(g, curve)
-    quote = buy_quote(curve.reserves, args.amount, rates)
+    quote = buy_quote(accounts.curve.reserves, args.amount, fee_rates(accounts.global_, accounts.curve))
     if quote.token_amount == 0:
         raise anchor_failure(PumpError.NotEnoughTokensToBuy)
     if quote.total_cost > args.max_sol_cost:
         raise anchor_failure(PumpError.TooMuchSolRequired)
+    return buy_effects(scratch, ix, now, accounts, quote, args.track_volume)
+
+
+def buy_effects(
+    scratch: Scratch,
+    ix: Ix,
+    now: int,
+    accounts: TradeAccounts,
+    quote: BuyQuote,
+    track_volume: bool,
+    ix_name: str = "buy",
+    units: int = _BUY_UNITS,
+) -> Call:
+    """A legacy-accounts buy whose checks passed (`buy`, `buy_exact_sol_in`): tokens to the user, lamports to the
+    curve and the fee recipients, the events, the curve's new reserves."""
+    g, curve, p = accounts.global_, accounts.curve, accounts.parties
+    scratch.waive_rent_rule(p.fee_recipient, p.creator_vault)
+    rates = fee_rates(g, curve)
     after = curve.with_reserves(quote.after, complete=quote.completes)
-    volume = quote.sol_amount if args.track_volume else 0
-    events: list[Event] = [
-        trade_event(
-            p,
-            after,
-            is_buy=True,
-            sol_amount=quote.sol_amount,
-            token_amount=quote.token_amount,
-            rates=rates,
-            protocol_fee=quote.protocol_fee,
-            creator_fee=quote.creator_fee,
-            track_volume=args.track_volume,
-            current_sol_volume=volume,
-            now=now,
-        )
-    ]
+    volume = quote.sol_amount if track_volume else 0
+    event = trade_event(
+        p,
+        after,
+        is_buy=True,
+        sol_amount=quote.sol_amount,
+        token_amount=quote.token_amount,
+        rates=rates,
+        protocol_fee=quote.protocol_fee,
+        creator_fee=quote.creator_fee,
+        track_volume=track_volume,
+        current_sol_volume=volume,
+        now=now,
+    )
+    events: list[Event] = [replace(event, ix_name=ix_name)]
     if quote.completes:
         events.append(CompleteEvent(p.user, p.mint, p.bonding_curve, now, after.quote_mint))
-    call = buy_call(ix.instruction(), _BUY_UNITS, p, quote, events)
+    call = buy_call(ix.instruction(), units, p, quote, events)
     mint, decimals = _token_cpi_checks(accounts)
     tp, abc, user_ata, bc = p.token_program, p.associated_bonding_curve, p.user_token_account, p.bonding_curve
-    _run_cpis(
+    run_cpis(
         call,
         [
             lambda: move_tokens(
@@ -163,7 +176,7 @@ def _buy(scratch: Scratch, ix: Ix, now: int, args: BuyArgs, accounts: TradeAccou
             lambda: transfer_lamports(scratch, p.user, p.creator_vault, quote.creator_fee, signed=True),
         ],
     )
-    _write_curve(scratch, p.bonding_curve, after)
+    write_curve(scratch, p.bonding_curve, after)
     return call
 
 
@@ -197,7 +210,7 @@ def _sell(scratch: Scratch, ix: Ix, now: int, args: SellArgs, accounts: TradeAcc
     call = sell_call(ix.instruction(), _SELL_UNITS, p, args.amount, [event])
     mint, decimals = _token_cpi_checks(accounts)
     tp, user_ata, abc = p.token_program, p.user_token_account, p.associated_bonding_curve
-    _run_cpis(
+    run_cpis(
         call,
         [
             lambda: move_tokens(
@@ -213,7 +226,7 @@ def _sell(scratch: Scratch, ix: Ix, now: int, args: SellArgs, accounts: TradeAcc
         (p.creator_vault, quote.creator_fee),
     ):
         scratch.set_lamports(recipient, scratch.lamports(recipient) + lamports)
-    _write_curve(scratch, p.bonding_curve, after)
+    write_curve(scratch, p.bonding_curve, after)
     return call
 
 
@@ -227,7 +240,7 @@ def _trade(scratch: Scratch, ix: Ix, now: int, is_buy: bool) -> Call:
             raise anchor_failure(AnchorError.InstructionDidNotDeserialize) from None
         accounts = check_trade_accounts(scratch, ix, is_buy)
         units = _PROGRAM_CHECK_UNITS
-        _program_checks(accounts)
+        program_checks(accounts)
         if isinstance(args, BuyArgs):
             return _buy(scratch, ix, now, args, accounts)
         assert isinstance(args, SellArgs)

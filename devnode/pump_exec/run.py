@@ -25,7 +25,7 @@ from devnode.parsing import compute_budget_price_and_limit
 from devnode.pump_exec.ata import associated_token_account
 from devnode.pump_exec.context import AccountLoader, Failed, Ix, Meta, Scratch, account_with
 from devnode.pump_exec.errors import instruction_error_text, unsupported
-from devnode.pump_exec.pump import pump
+from devnode.pump_exec.pump_v2 import pump_any
 from devnode.pump_exec.system import compute_budget, system
 from devnode.pump_exec.token import token
 from pumpfun import spl
@@ -49,7 +49,7 @@ _HANDLERS: Final[dict[Pubkey, Handler]] = {
     ASSOCIATED_TOKEN_PROGRAM_ID: associated_token_account,
     TOKEN_PROGRAM_ID: token,
     TOKEN_2022_PROGRAM_ID: token,
-    PUMP_PROGRAM_ID: pump,
+    PUMP_PROGRAM_ID: pump_any,
 }
 #: Units a failed instruction reports when its handler gave none: builtins spend 150, programs a little.
 _FAILED_UNITS: Final = {COMPUTE_BUDGET_PROGRAM_ID: 150, SYSTEM_PROGRAM_ID: 150}
