@@ -27,9 +27,12 @@ What is synthetic:
     from a `random.Random(seed)`; mints are plain generated keypairs (no "...pump" vanity suffix);
   * accounts the stream does not need are not written: Metaplex metadata, user/global volume
     accumulators, bonding_curve_v2, mayhem state, fee config;
-  * coins quoted in USDC are created (create_v2 with the quote remaining accounts) but never traded (their
-    trades use buy_v2/sell_v2, whose account tables are not modelled); coins created with wrapped SOL as
-    the explicit quote are SOL coins (`quote_mint` stays `Pubkey::default()`, as the docs say) and trade;
+  * coins with a quote mint of their own are created (create_v2 with the quote remaining accounts) but never
+    traded by the feed (their trades are buy_v2/sell_v2, which the devnode executes when users sign them:
+    devnode/pump_exec/pump_v2.py): USDC coins, and curves whose quote mint is wrapped SOL. The latter are the
+    devnode's stand-in for mainnet's quote-mint coins in a currency every test wallet has (on mainnet a coin
+    created with wrapped SOL as the explicit quote is a SOL coin, and the feed makes those too: `quote_mint`
+    stays `Pubkey::default()`, as the docs say, and they trade like any SOL coin);
   * the USDC curve's initial virtual quote reserves are an assumption (`USDC_INITIAL_VIRTUAL_QUOTE_RESERVES`);
   * graduation: `migrate`'s 24-account order comes from public copies of the pump IDL (it is not in the
     reference); for Token-2022 coins SPL Token is appended as a remaining account (see `migrate_accounts`);

@@ -1,6 +1,7 @@
 """Coin creation: pump `create` (SPL Token mint + Metaplex metadata) and `create_v2` (Token-2022 mint
 with MetadataPointer + TokenMetadata, optionally quoted in wrapped SOL or USDC), with the creator's
-optional first buy in the same transaction.
+optional first buy in the same transaction. Of the `create_v2`s passing wrapped SOL, some make a SOL coin (as
+on mainnet) and some a curve whose own quote mint is wrapped SOL (see the package docstring).
 """
 
 from __future__ import annotations
@@ -52,8 +53,9 @@ def create(state: FeedState, now: int) -> Tx:
         tx, coin = _create_classic(state, user, mint_kp, name, symbol, uri, now)
     else:
         quote_roll = state.rng.random()
-        quote = None if quote_roll < 0.7 else WSOL_MINT if quote_roll < 0.85 else USDC_MINT
-        tx, coin = _create_v2(state, user, mint_kp, name, symbol, uri, quote, now)
+        quote = None if quote_roll < 0.6 else WSOL_MINT if quote_roll < 0.88 else USDC_MINT
+        wsol_curve = quote_roll >= 0.75 and quote == WSOL_MINT  # wSOL as the curve's own quote mint
+        tx, coin = _create_v2(state, user, mint_kp, name, symbol, uri, quote, now, wsol_curve=wsol_curve)
     if coin is not None:
         state.coins[coin.mint] = coin
         if state.rng.random() < 0.5:  # the creator's own first buy, in the same transaction
@@ -145,6 +147,8 @@ def _create_v2(
     uri: str,
     quote: Pubkey | None,
     now: int,
+    *,
+    wsol_curve: bool = False,
 ) -> tuple[Tx, Coin | None]:
     user, mint = user_kp.pubkey(), mint_kp.pubkey()
     tx = Tx("create_v2", user_kp)
@@ -153,8 +157,11 @@ def _create_v2(
     abc = pda.associated_bonding_curve_pda(mint, TOKEN_2022_PROGRAM_ID)
     mint_authority = pda.mint_authority_pda()
     usdc = quote == USDC_MINT
+    quoted = usdc or wsol_curve  # a curve with a quote mint of its own, traded through buy_v2/sell_v2
     if usdc:
         curve = BondingCurve.new(user, quote_mint=USDC_MINT, virtual_quote_reserves=USDC_INITIAL_VIRTUAL_QUOTE_RESERVES)
+    elif wsol_curve:
+        curve = BondingCurve.new(user, quote_mint=WSOL_MINT)
     else:
         curve = BondingCurve.new(user)  # wrapped SOL passed as the quote still makes a SOL coin
     mint_data = spl.pack_mint_2022_with_metadata(
@@ -184,21 +191,27 @@ def _create_v2(
         )
     )
     state.touch_token(tx, abc)
-    if usdc and quote_accounts is not None:
+    if quoted and quote is not None and quote_accounts is not None:
         aqbc = quote_accounts.associated_quote_bonding_curve(mint)
         call.cpi(
             cpi.ata_create(
                 user,
                 aqbc,
                 bonding_curve,
-                USDC_MINT,
+                quote,
                 TOKEN_PROGRAM_ID,
                 idempotent=True,
                 space=spl.TOKEN_ACCOUNT_SIZE,
             )
         )
         state.touch_token(tx, aqbc)
-        state.tokens[aqbc] = TokenAccount(USDC_MINT, bonding_curve, TOKEN_PROGRAM_ID, _USDC_DECIMALS, 0)
+        state.tokens[aqbc] = (
+            TokenAccount(USDC_MINT, bonding_curve, TOKEN_PROGRAM_ID, _USDC_DECIMALS, 0)
+            if usdc
+            else TokenAccount(
+                WSOL_MINT, bonding_curve, TOKEN_PROGRAM_ID, 9, 0, spl.rent_exempt_minimum(spl.TOKEN_ACCOUNT_SIZE)
+            )
+        )
         rent_total += spl.rent_exempt_minimum(spl.TOKEN_ACCOUNT_SIZE)
     call.cpi(cpi.token_mint_to(TOKEN_2022_PROGRAM_ID, mint, abc, mint_authority, TOKEN_TOTAL_SUPPLY))
     call.cpi(cpi.token_revoke_mint_authority(TOKEN_2022_PROGRAM_ID, mint, mint_authority))
@@ -210,7 +223,7 @@ def _create_v2(
     state.tokens[abc] = TokenAccount(mint, bonding_curve, TOKEN_2022_PROGRAM_ID, TOKEN_DECIMALS, TOKEN_TOTAL_SUPPLY)
     tx.extra[mint] = Account(rent_mint, mint_data, TOKEN_2022_PROGRAM_ID, False, RENT_EPOCH_EXEMPT)
     tx.curves[bonding_curve] = curve
-    if usdc:  # not traded by this feed (see the module docstring): written once, then forgotten
-        tx.forget_mints += [mint, USDC_MINT]
+    if quoted:  # not traded by this feed (see the module docstring): written once, then forgotten
+        tx.forget_mints += [mint, quote or USDC_MINT]
         return tx, None
     return tx, Coin(mint, "create_v2", TOKEN_2022_PROGRAM_ID, curve, bonding_curve, abc)

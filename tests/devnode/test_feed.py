@@ -247,6 +247,7 @@ def test_compute_budget_comes_first_and_the_fee_follows_from_it(run: Run) -> Non
 def test_curve_accounts_hold_the_state_the_signed_trades_imply(run: Run) -> None:
     global_ = written_global(run)
     curves: dict[Pubkey, BondingCurve] = {}
+    wsol_curves: set[Pubkey] = set()
     for tx in run.txs:
         writes = dict(tx.account_writes)
         touched: dict[Pubkey, BondingCurve] = {}
@@ -254,14 +255,17 @@ def test_curve_accounts_hold_the_state_the_signed_trades_imply(run: Run) -> None
             args = decode_pump_instruction(data)
             if isinstance(args, CreateArgs | CreateV2Args):
                 address = accounts[2]
-                usdc = len(accounts) > 16 and accounts[16] == USDC_MINT
-                touched[address] = (
-                    BondingCurve.new(
+                quote = accounts[16] if len(accounts) > 16 else None
+                written = decode_bonding_curve(bytes(writes[address].data))
+                if quote == USDC_MINT:
+                    touched[address] = BondingCurve.new(
                         args.creator, quote_mint=USDC_MINT, virtual_quote_reserves=USDC_INITIAL_VIRTUAL_QUOTE_RESERVES
                     )
-                    if usdc
-                    else BondingCurve.new(args.creator)
-                )
+                elif quote == WSOL_MINT and written.quote_mint == WSOL_MINT:  # a wSOL-quoted curve
+                    touched[address] = BondingCurve.new(args.creator, quote_mint=WSOL_MINT)
+                    wsol_curves.add(address)
+                else:  # wSOL passed as the quote still makes a SOL coin
+                    touched[address] = BondingCurve.new(args.creator)
                 assert address == pda.bonding_curve_pda(accounts[0])
                 continue
             address = accounts[3]
@@ -287,6 +291,7 @@ def test_curve_accounts_hold_the_state_the_signed_trades_imply(run: Run) -> None
             assert account.lamports == rent + (expected.real_sol_reserves if expected.is_sol_quoted else 0)
             curves[address] = expected
     assert any(c.complete for c in curves.values())
+    assert wsol_curves and any(c.is_sol_quoted for c in curves.values() if c.creator != Pubkey.default())
 
 
 def test_the_curve_token_account_holds_what_was_not_sold(run: Run) -> None:
@@ -479,6 +484,8 @@ def test_signal_fields_can_be_read_from_a_create(run: Run) -> None:
             assert quote_asset in ("SOL", str(WSOL_MINT), str(USDC_MINT))
             if quote_asset == str(USDC_MINT):
                 assert event.quote_mint == USDC_MINT
+            elif quote_asset == str(WSOL_MINT):  # a SOL coin, or a curve whose own quote mint is wSOL
+                assert event.quote_mint in (Pubkey.default(), WSOL_MINT)
             else:
                 assert event.quote_mint == Pubkey.default()
             assert tx.transaction.signatures[0] == Signature.from_string(str(tx.transaction.signatures[0]))
