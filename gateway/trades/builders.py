@@ -37,8 +37,6 @@ from gateway.pipeline import Call
 from gateway.trades.fees import TradeFees
 from gateway.trades.params import SellParams, SnipeParams
 from gateway.trades.rules import (
-    SELL_COMPUTE_UNITS,
-    SNIPE_COMPUTE_UNITS,
     AccountData,
     Market,
     account_data,
@@ -195,7 +193,7 @@ class ExecuteSnipe(TradeBuilder):
 
         def result(blockhash: Hash, last_valid: int) -> dict[str, Any]:
             tx = unsigned_v0(user, snipe_instructions(plan, user, self.rng), blockhash)
-            return {
+            built: dict[str, Any] = {
                 "unsigned_tx_base64": tx,
                 "tokens_out": plan.tokens_out,
                 "max_sol_cost_lamports": plan.max_sol_cost,
@@ -204,9 +202,13 @@ class ExecuteSnipe(TradeBuilder):
                 "bonding_curve": str(mkt.bonding_curve),
                 "token_program": str(mkt.token_program),
                 "quote": "wSOL" if mkt.wrapped_sol else "SOL",
-                "compute_unit_limit": SNIPE_COMPUTE_UNITS,
+                "instruction": plan.instruction,
+                "compute_unit_limit": plan.compute_unit_limit,
                 "last_valid_block_height": last_valid,
             }
+            if plan.min_tokens_out is not None:
+                built["min_tokens_out"] = plan.min_tokens_out
+            return built
 
         await self._build(item, call, read, mkt, plan.notional_lamports, result)
 
@@ -240,7 +242,8 @@ class ExecuteSell(TradeBuilder):
                 "bonding_curve": str(mkt.bonding_curve),
                 "token_program": str(mkt.token_program),
                 "quote": "wSOL" if mkt.wrapped_sol else "SOL",
-                "compute_unit_limit": SELL_COMPUTE_UNITS,
+                "instruction": plan.instruction,
+                "compute_unit_limit": plan.compute_unit_limit,
                 "last_valid_block_height": last_valid,
             }
 

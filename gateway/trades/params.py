@@ -2,7 +2,7 @@
 
 Shapes (docs/api.md's, with the choices made here for what it leaves open)::
 
-    executeSnipe [{mint, amount_sol, slippage_bps?, priority_fee_micro_lamports?}]
+    executeSnipe [{mint, amount_sol, slippage_bps?, priority_fee_micro_lamports?, exact_in?}]
     executeSell  [{mint, token_amount, slippage_bps?, priority_fee_micro_lamports?}]
 
 - ``mint``: a base58 public key (32 bytes).
@@ -14,6 +14,9 @@ Shapes (docs/api.md's, with the choices made here for what it leaves open)::
   integer or a string of decimal digits, positive, at most u64. ``'all'``, fractions, zero and negatives
   are refused, each with its own message.
 - ``slippage_bps``: an integer from 0 to 10,000 (default 500, i.e. 5%).
+- ``exact_in`` (snipe only): ``true`` spends exactly ``amount_sol`` (the program's budget buy,
+  ``buy_exact_sol_in`` / ``buy_exact_quote_in_v2``) with ``slippage_bps`` taken off the tokens instead of
+  added to the cost; default ``false``. A JSON boolean.
 - ``priority_fee_micro_lamports``: the compute-unit price, an integer from 0 to
   :data:`MAX_PRIORITY_FEE_MICRO_LAMPORTS` (default 100,000).
 
@@ -59,7 +62,7 @@ _SOL_DECIMALS: Final = 9
 _DIGITS = re.compile(r"[0-9]+")
 _DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?|\.[0-9]+")
 _COMMON = ("slippage_bps", "priority_fee_micro_lamports")
-_SNIPE_USAGE = "params are [{mint, amount_sol, slippage_bps?, priority_fee_micro_lamports?}]"
+_SNIPE_USAGE = "params are [{mint, amount_sol, slippage_bps?, priority_fee_micro_lamports?, exact_in?}]"
 _SELL_USAGE = "params are [{mint, token_amount, slippage_bps?, priority_fee_micro_lamports?}]"
 
 
@@ -69,6 +72,7 @@ class SnipeParams:
     amount_lamports: int
     slippage_bps: int
     priority_fee_micro_lamports: int
+    exact_in: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +85,12 @@ class SellParams:
 
 def parse_snipe(params: Any) -> SnipeParams | RpcError:
     """``executeSnipe``'s params, or the ``-32602`` refusing them."""
-    fields = _fields(params, ("mint", "amount_sol"), _SNIPE_USAGE)
+    fields = _fields(params, ("mint", "amount_sol"), _SNIPE_USAGE, ("exact_in",))
     if isinstance(fields, RpcError):
         return fields
+    exact_in = fields.get("exact_in", False)
+    if not isinstance(exact_in, bool):
+        return invalid_params(f"exact_in must be true or false, got {_shown(exact_in)}")
     mint, common = _mint(fields["mint"]), _common(fields)
     if isinstance(mint, RpcError):
         return mint
@@ -92,7 +99,7 @@ def parse_snipe(params: Any) -> SnipeParams | RpcError:
         return invalid_params(lamports)
     if isinstance(common, RpcError):
         return common
-    return SnipeParams(mint, lamports, *common)
+    return SnipeParams(mint, lamports, *common, exact_in=exact_in)
 
 
 def parse_sell(params: Any) -> SellParams | RpcError:
@@ -111,11 +118,13 @@ def parse_sell(params: Any) -> SellParams | RpcError:
     return SellParams(mint, amount, *common)
 
 
-def _fields(params: Any, required: tuple[str, str], usage: str) -> dict[str, Any] | RpcError:
+def _fields(
+    params: Any, required: tuple[str, str], usage: str, optional: tuple[str, ...] = ()
+) -> dict[str, Any] | RpcError:
     if not isinstance(params, list) or len(params) != 1 or not isinstance(params[0], dict):
         return invalid_params(usage)
     fields: dict[str, Any] = params[0]
-    unknown = sorted(set(fields) - {*required, *_COMMON})
+    unknown = sorted(set(fields) - {*required, *_COMMON, *optional})
     if unknown:
         return invalid_params(f"unknown field {unknown[0]!r}: {usage}")
     missing = next((name for name in required if fields.get(name) is None), None)

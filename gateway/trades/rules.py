@@ -21,7 +21,15 @@ The pump.fun facts (PDAs, account layouts, instruction encoders, fee rates, curv
     sell:  SetComputeUnitLimit, SetComputeUnitPrice, [wSOL: ATA CreateIdempotent], pump sell,
            [wSOL: CloseAccount]
 
-Compute-unit limits: :data:`SNIPE_COMPUTE_UNITS` and :data:`SELL_COMPUTE_UNITS`. A pump buy or sell
+  The pump buy or sell by curve kind (docs/api.md, Trade builders): a SOL coin (``quote_mint`` the default
+  key, classic or v2) trades through the legacy ``buy`` / ``sell`` (``buy_exact_sol_in`` for an ``exact_in``
+  snipe); a curve whose own quote mint is wrapped SOL through ``buy_v2`` / ``sell_v2``
+  (``buy_exact_quote_in_v2``), which move the quote as wSOL tokens out of and into the wallet's wSOL account.
+  An ``exact_in`` snipe spends the budget whole (:func:`pumpfun.exact_in.exact_in_quote`) and sets
+  ``min_tokens_out`` to the tokens it buys now less ``slippage_bps`` of them, rounded up.
+
+Compute-unit limits: :data:`SNIPE_COMPUTE_UNITS` and :data:`SELL_COMPUTE_UNITS` (legacy instructions),
+:data:`SNIPE_V2_COMPUTE_UNITS` and :data:`SELL_V2_COMPUTE_UNITS` (v2 ones). A pump buy or sell
 (its fee-program and event self-CPIs included) takes tens of thousands of units, an idempotent ATA
 creation up to about 30,000 more when it creates (Token-2022's is the larger), the wSOL steps a few
 thousand each; the limits leave headroom over that sum. The priority fee is ``limit x price``, so the
@@ -48,6 +56,7 @@ from gateway.trades.params import SellParams, SnipeParams
 from pumpfun import pda, wsol
 from pumpfun.accounts import BondingCurve, Global, decode_bonding_curve, decode_global
 from pumpfun.curve import BPS_DENOMINATOR, BuyQuote, FeeRates, SellQuote, buy_quote, fee, max_tokens_for_sol, sell_quote
+from pumpfun.exact_in import exact_in_quote
 from pumpfun.fees import buyback_fee_recipients, fee_rates, fee_recipients
 from pumpfun.ids import PUMP_AMM_PROGRAM_ID, TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID, USDC_MINT, WSOL_MINT
 from pumpfun.instructions import (
@@ -57,11 +66,24 @@ from pumpfun.instructions import (
     buy_instruction,
     sell_instruction,
 )
+from pumpfun.instructions_v2 import (
+    BuyExactQuoteInV2Args,
+    BuyExactSolInArgs,
+    BuyV2Args,
+    SellV2Args,
+    buy_exact_quote_in_v2_instruction,
+    buy_exact_sol_in_instruction,
+    buy_v2_instruction,
+    quote_side,
+    sell_v2_instruction,
+)
 from pumpfun.spl import decode_token_account_amount
 
 __all__ = [
     "SELL_COMPUTE_UNITS",
+    "SELL_V2_COMPUTE_UNITS",
     "SNIPE_COMPUTE_UNITS",
+    "SNIPE_V2_COMPUTE_UNITS",
     "AccountData",
     "Market",
     "SellPlan",
@@ -81,6 +103,9 @@ __all__ = [
 
 SNIPE_COMPUTE_UNITS: Final = 150_000
 SELL_COMPUTE_UNITS: Final = 120_000
+#: A v2 trade on a quote-mint curve moves its quote as tokens and may create two fee accounts on the way.
+SNIPE_V2_COMPUTE_UNITS: Final = 240_000
+SELL_V2_COMPUTE_UNITS: Final = 200_000
 _TOKEN_PROGRAMS: Final = (TOKEN_PROGRAM_ID, TOKEN_2022_PROGRAM_ID)
 _QUOTE_NAMES: Final = {USDC_MINT: "USDC"}
 _TOKEN_ACCOUNT_MIN: Final = 165
@@ -122,6 +147,8 @@ class Market:
 
     @property
     def wrapped_sol(self) -> bool:
+        """The curve's own quote mint is wrapped SOL: it trades through ``buy_v2`` / ``sell_v2``, its quote
+        moved as wSOL tokens (a SOL coin, quote mint the default key, trades through the legacy ones)."""
         return self.curve.quote_mint == WSOL_MINT
 
 
@@ -202,11 +229,23 @@ class SnipePlan:
     market: Market
     params: SnipeParams
     quote: BuyQuote  # buying ``tokens_out`` at the state read
-    max_sol_cost: int
+    max_sol_cost: int  # exact_in: the budget itself, spent whole
+    min_tokens_out: int | None = None  # exact_in only
 
     @property
     def tokens_out(self) -> int:
         return self.quote.token_amount
+
+    @property
+    def instruction(self) -> str:
+        """The pump instruction the snipe uses."""
+        if self.market.wrapped_sol:
+            return "buy_exact_quote_in_v2" if self.params.exact_in else "buy_v2"
+        return "buy_exact_sol_in" if self.params.exact_in else "buy"
+
+    @property
+    def compute_unit_limit(self) -> int:
+        return SNIPE_V2_COMPUTE_UNITS if self.market.wrapped_sol else SNIPE_COMPUTE_UNITS
 
     @property
     def notional_lamports(self) -> int:
@@ -225,8 +264,18 @@ class SellPlan:
         """The gross SOL the curve pays, before the protocol and creator fees."""
         return self.quote.sol_amount
 
+    @property
+    def instruction(self) -> str:
+        return "sell_v2" if self.market.wrapped_sol else "sell"
+
+    @property
+    def compute_unit_limit(self) -> int:
+        return SELL_V2_COMPUTE_UNITS if self.market.wrapped_sol else SELL_COMPUTE_UNITS
+
 
 def plan_snipe(params: SnipeParams, mkt: Market) -> SnipePlan | RpcError:
+    if params.exact_in:
+        return _plan_exact_in(params, mkt)
     reserves, rates = mkt.curve.reserves, mkt.rates
     tokens = max_tokens_for_sol(reserves, params.amount_lamports, rates)
     if tokens <= 0:
@@ -238,6 +287,30 @@ def plan_snipe(params: SnipeParams, mkt: Market) -> SnipePlan | RpcError:
     quote = buy_quote(reserves, tokens, rates)
     max_cost = quote.total_cost + quote.total_cost * params.slippage_bps // BPS_DENOMINATOR
     return SnipePlan(mkt, params, quote, max_cost)
+
+
+def _plan_exact_in(params: SnipeParams, mkt: Market) -> SnipePlan | RpcError:
+    """The budget buy: exactly ``amount_sol`` (or one lamport less, the program's fee rounding), for the tokens
+    it buys now less ``slippage_bps`` of them (rounded up) at the least."""
+    reserves = mkt.curve.reserves
+    quote = exact_in_quote(reserves, params.amount_lamports, mkt.rates)
+    if quote.token_amount <= 0:
+        cheapest = buy_quote(reserves, 1, mkt.rates).total_cost
+        return refusal(
+            f"amount_sol ({params.amount_lamports} lamports) buys no token of {mkt.mint} at the curve's price: "
+            f"the smallest buy (1 raw unit) costs {cheapest} lamports, fees included"
+        )
+    if quote.token_amount > reserves.real_token_reserves:
+        most = buy_quote(reserves, reserves.real_token_reserves, mkt.rates).total_cost
+        return refusal(
+            f"amount_sol ({params.amount_lamports} lamports) would buy {quote.token_amount} raw units of {mkt.mint}; "
+            f"the curve has {reserves.real_token_reserves} left (they cost {most} lamports): with exact_in the "
+            "budget must fit what is left",
+            {"real_token_reserves": reserves.real_token_reserves, "max_amount_lamports": most},
+        )
+    kept = BPS_DENOMINATOR - params.slippage_bps
+    min_tokens = -(-quote.token_amount * kept // BPS_DENOMINATOR)
+    return SnipePlan(mkt, params, quote, params.amount_lamports, min_tokens)
 
 
 def plan_sell(params: SellParams, mkt: Market, held: int) -> SellPlan | RpcError:
@@ -306,15 +379,31 @@ def _budget(units: int, micro_lamports: int) -> list[Instruction]:
     return [set_compute_unit_limit(units), set_compute_unit_price(micro_lamports)]
 
 
+def _buy(plan: SnipePlan, user: Pubkey, fee_recipient: Pubkey, buyback: Pubkey) -> Instruction:
+    """The pump buy of the plan: legacy (``buy`` / ``buy_exact_sol_in``) on a SOL coin, v2 (``buy_v2`` /
+    ``buy_exact_quote_in_v2``) on a quote-mint curve."""
+    mkt, exact = plan.market, plan.min_tokens_out is not None
+    parties = (mkt.mint, user, mkt.curve.creator, fee_recipient, buyback)
+    if mkt.wrapped_sol:
+        quote = quote_side(mkt.curve.quote_mint)
+        if exact:
+            args_in = BuyExactQuoteInV2Args(plan.max_sol_cost, plan.min_tokens_out or 0)
+            return buy_exact_quote_in_v2_instruction(*parties, quote, mkt.token_program, args_in)
+        return buy_v2_instruction(*parties, quote, mkt.token_program, BuyV2Args(plan.tokens_out, plan.max_sol_cost))
+    if exact:
+        budget = BuyExactSolInArgs(plan.max_sol_cost, plan.min_tokens_out or 0, track_volume=True)
+        return buy_exact_sol_in_instruction(*parties, budget, mkt.token_program)
+    return buy_instruction(*parties, BuyArgs(plan.tokens_out, plan.max_sol_cost, track_volume=True), mkt.token_program)
+
+
 def snipe_instructions(plan: SnipePlan, user: Pubkey, rng: random.Random) -> list[Instruction]:
     mkt = plan.market
     fee_recipient, buyback = _recipients(mkt, rng)
-    args = BuyArgs(plan.tokens_out, plan.max_sol_cost, track_volume=True)
-    ixs = _budget(SNIPE_COMPUTE_UNITS, plan.params.priority_fee_micro_lamports)
+    ixs = _budget(plan.compute_unit_limit, plan.params.priority_fee_micro_lamports)
     ixs.append(associated_token_account_instruction(user, user, mkt.mint, mkt.token_program))
     if mkt.wrapped_sol:
         ixs += wsol.wrap_sol_instructions(user, plan.max_sol_cost)
-    ixs.append(buy_instruction(mkt.mint, user, mkt.curve.creator, fee_recipient, buyback, args, mkt.token_program))
+    ixs.append(_buy(plan, user, fee_recipient, buyback))
     if mkt.wrapped_sol:
         ixs.append(wsol.unwrap_sol_instruction(user))
     return ixs
@@ -323,13 +412,16 @@ def snipe_instructions(plan: SnipePlan, user: Pubkey, rng: random.Random) -> lis
 def sell_instructions(plan: SellPlan, user: Pubkey, rng: random.Random) -> list[Instruction]:
     mkt = plan.market
     fee_recipient, buyback = _recipients(mkt, rng)
-    args = SellArgs(plan.params.token_amount, plan.min_sol_output)
-    ixs = _budget(SELL_COMPUTE_UNITS, plan.params.priority_fee_micro_lamports)
+    parties = (mkt.mint, user, mkt.curve.creator, fee_recipient, buyback)
+    ixs = _budget(plan.compute_unit_limit, plan.params.priority_fee_micro_lamports)
     if mkt.wrapped_sol:
         ixs.append(associated_token_account_instruction(user, user, WSOL_MINT, TOKEN_PROGRAM_ID))
-    ixs.append(sell_instruction(mkt.mint, user, mkt.curve.creator, fee_recipient, buyback, args, mkt.token_program))
-    if mkt.wrapped_sol:
+        args_v2 = SellV2Args(plan.params.token_amount, plan.min_sol_output)
+        ixs.append(sell_v2_instruction(*parties, quote_side(mkt.curve.quote_mint), mkt.token_program, args_v2))
         ixs.append(wsol.unwrap_sol_instruction(user))
+    else:
+        args = SellArgs(plan.params.token_amount, plan.min_sol_output)
+        ixs.append(sell_instruction(*parties, args, mkt.token_program))
     return ixs
 
 

@@ -16,8 +16,9 @@ from solders.pubkey import Pubkey
 from gateway.core.errors import RpcError
 from gateway.trades.params import SellParams, SnipeParams
 from gateway.trades.rules import (
-    SELL_COMPUTE_UNITS,
+    SELL_V2_COMPUTE_UNITS,
     SNIPE_COMPUTE_UNITS,
+    SNIPE_V2_COMPUTE_UNITS,
     AccountData,
     Market,
     SellPlan,
@@ -49,16 +50,14 @@ from pumpfun.ids import (
 )
 from pumpfun.instructions import (
     BuyArgs,
-    SellArgs,
     associated_token_account_instruction,
     buy_instruction,
-    sell_instruction,
 )
+from pumpfun.instructions_v2 import BuyV2Args, SellV2Args, buy_v2_instruction, quote_side, sell_v2_instruction
 from pumpfun.spl import TokenAccountState, pack_token_account
 from tests.trades.decode import (
     BUY_BUYBACK_AT,
     FEE_RECIPIENT_AT,
-    SELL_BUYBACK_AT,
     assert_same,
     instructions_of,
     unsigned,
@@ -146,19 +145,27 @@ def test_a_wrapped_sol_curve_funds_syncs_and_closes_the_wsol_account() -> None:
     assert got[4] == wsol.system_transfer_instruction(user, account, plan.max_sol_cost)
     assert got[5] == wsol.sync_native_instruction(account) and bytes(got[5].data) == bytes([17])
     assert got[7] == wsol.close_account_instruction(account, user, user) and bytes(got[7].data) == bytes([9])
+    fee_recipient, buyback = got[6].accounts[6].pubkey, got[6].accounts[8].pubkey  # buy_v2's positions
+    assert got[0] == set_compute_unit_limit(SNIPE_V2_COMPUTE_UNITS)
+    assert got[6] == buy_v2_instruction(
+        MINT, user, CREATOR, fee_recipient, buyback, quote_side(WSOL_MINT), TOKEN_2022_PROGRAM_ID,
+        BuyV2Args(plan.tokens_out, plan.max_sol_cost),
+    )  # fmt: skip
 
     held = plan.tokens_out
     after = traded(curve.with_reserves(plan.quote.after), TOKEN_2022_PROGRAM_ID)
     sell = plan_sell(SellParams(MINT, held, 100, 0), after, held)
     assert isinstance(sell, SellPlan), sell
     ixs = sell_instructions(sell, user, random.Random(3))
-    assert ixs[:2] == [set_compute_unit_limit(SELL_COMPUTE_UNITS), set_compute_unit_price(0)]
+    assert ixs[:2] == [set_compute_unit_limit(SELL_V2_COMPUTE_UNITS), set_compute_unit_price(0)]
     assert ixs[2] == associated_token_account_instruction(user, user, WSOL_MINT, TOKEN_PROGRAM_ID)
-    fee_recipient, buyback = ixs[3].accounts[FEE_RECIPIENT_AT].pubkey, ixs[3].accounts[SELL_BUYBACK_AT].pubkey
-    expected = sell_instruction(
-        MINT, user, CREATOR, fee_recipient, buyback, SellArgs(held, sell.min_sol_output), TOKEN_2022_PROGRAM_ID
-    )
+    fee_recipient, buyback = ixs[3].accounts[6].pubkey, ixs[3].accounts[8].pubkey  # sell_v2's positions
+    expected = sell_v2_instruction(
+        MINT, user, CREATOR, fee_recipient, buyback, quote_side(WSOL_MINT), TOKEN_2022_PROGRAM_ID,
+        SellV2Args(held, sell.min_sol_output),
+    )  # fmt: skip
     assert ixs[3] == expected and ixs[4] == wsol.unwrap_sol_instruction(user) and len(ixs) == 5
+    assert fee_recipient in FEE_RECIPIENTS and buyback in BUYBACK_FEE_RECIPIENTS
 
 
 def test_a_sell_quotes_net_of_fees_with_a_guarded_minimum() -> None:
