@@ -10,6 +10,7 @@ parameters are otherwise ignored; account / program / logs notifications are sen
 Blocks and transaction history are kept in memory for `retention_slots` and lost on restart; the
 accounts touched by transactions are persisted to <data_dir>/accounts.json on stop, and the launch feed
 counts its starts in <data_dir>/feed.json (a restarted feed launches new coins, never the same ones again).
+A SOL/USDC pool (devnode/sol_usd_pool.py) is written at the first start, for the gateway's SOL/USD rate.
 
 The sending side, as a leader and a block engine offer it: the TPU QUIC listener (devnode/tpu.py,
 its address in getClusterNodes' `tpuQuic`) and the local block engine (devnode/block_engine/,
@@ -36,6 +37,7 @@ from devnode.persist import FEED_RUN_FILE, USDC_AUTHORITY_FILE, load_or_create_k
 from devnode.pubsub import PubSub
 from devnode.rpc import NodeInfo, RpcDispatcher
 from devnode.server import HttpServer
+from devnode.sol_usd_pool import install_sol_usd_pool
 from devnode.tpu import TpuListener
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,7 @@ class Devnode:
             saved_state=state,
             saved_accounts=accounts,
         )
+        install_sol_usd_pool(self.chain)
         self._pubsub = PubSub(self.chain)
         self.tpu = TpuListener(self.chain, IDENTITY) if config.tpu else None
         self.block_engine = BlockEngine(self.chain) if config.block_engine else None

@@ -11,6 +11,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from solders.pubkey import Pubkey
+
 from gateway.auth.authenticator import Only
 from gateway.auth.endpoints import AccountEndpoints
 from gateway.auth.services import AuthServices
@@ -55,7 +57,7 @@ from gateway.storage.connections import Connections, warn_unless_noeviction
 from gateway.trades import methods as trade_methods
 from gateway.trades.builders import ExecuteSell, ExecuteSnipe
 from gateway.trades.fees import TradeFees
-from gateway.trades.sol_usd import ConfiguredRate, RateSource
+from gateway.trades.sol_usd import CachedRate, ConfiguredRate, PoolRate, RateSource
 from gateway.webhooks.management import WebhookEndpoints
 from gateway.x402.settle import X402Settle
 
@@ -117,7 +119,7 @@ class GatewayApp:
         self.trade_fees = TradeFees(
             self.prices.price(MethodClass.TRADE_BUILD) or 0, settings.trade_notional_fee_bps, settings.credits_per_usdc
         )
-        self.sol_usd: RateSource = ConfiguredRate(settings.trade_sol_usd_micro)
+        self.sol_usd: RateSource = self._sol_usd_rate()
         self.methods = method_registry(self._local_methods())  # a local method not registered is refused free
         self.cache = self._response_cache()
         self.forwarder = Forwarder(self.upstream, self.methods.handlers, self.cache)
@@ -131,6 +133,17 @@ class GatewayApp:
         )
         self.signal_log: SignalLog | None = None  # the signal log and the replica's feed, once started with Redis
         self.signal_feed: SignalFeed | None = None
+
+    def _sol_usd_rate(self) -> RateSource:
+        """The pool's live rate with the configured one as its fallback, or the configured one alone."""
+        configured = ConfiguredRate(self.settings.trade_sol_usd_micro)
+        pool = self.settings.trade_sol_usd_pool
+        if not pool:
+            return configured
+        live = PoolRate(
+            self.upstream, Pubkey.from_string(pool), Pubkey.from_string(self.settings.usdc_mint), configured
+        )
+        return CachedRate(live, self.settings.trade_sol_usd_ttl_s)
 
     def _local_methods(self) -> dict[str, LocalMethod]:
         """The methods this gateway answers itself (bundle ones only with a block engine)."""

@@ -30,6 +30,8 @@ MAINNET = "solana-mainnet"
 #: The node when none is configured and no stack filled one in (the devnode's default port).
 DEFAULT_UPSTREAM = "http://127.0.0.1:8899"
 DEFAULT_UPSTREAM_WS = "ws://127.0.0.1:8900"  # Solana's convention: the RPC port + 1
+#: The SOL/USDC pool the embedded devnode hosts (devnode/sol_usd_pool.py; a test checks the two agree).
+DEVNODE_SOL_USD_POOL = "HVXZega2t3QuANhHfnZRCvXtR5XQYLqxnrYcJMC96gxh"
 #: The network name of the embedded local chain (test USDC, no value).
 DEVNODE = "devnode"
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -394,8 +396,18 @@ class Settings(BaseSettings):
         150_000_000,
         ge=1,
         le=1_000_000_000_000,
-        description="The SOL/USD rate the trade builders convert their notional share to credits at, in micro-USD "
-        "per SOL (150000000 = $150.00). A configured number, not a live price (/pricing: rate_source configured).",
+        description="The SOL/USD rate the trade builders convert their notional share to credits at when the "
+        "SOL/USD pool (trade_sol_usd_pool) cannot be read, in micro-USD per SOL (150000000 = $150.00; /pricing: "
+        "rate_source configured).",
+    )
+    trade_sol_usd_pool: str | None = Field(
+        DEVNODE_SOL_USD_POOL,
+        description="A PumpSwap pool of wrapped SOL against usdc_mint whose reserves give the live SOL/USD rate "
+        "(/pricing: rate_source pool:<address>), read at most every trade_sol_usd_ttl_s. Default: the pool the "
+        "embedded devnode hosts; on another chain, a real pool's address, or empty for the configured rate only.",
+    )
+    trade_sol_usd_ttl_s: float = Field(
+        10.0, gt=0, le=3_600, description="How long a SOL/USD rate read from the pool is used before it is read again."
     )
     ip_limits: dict[str, IpLimit] = Field(
         default_factory=lambda: dict(DEFAULT_IP_LIMITS),

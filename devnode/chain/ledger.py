@@ -218,6 +218,12 @@ class Ledger:
     def get_account(self, pubkey: Pubkey) -> Account | None:
         return self.svm.get_account(pubkey)
 
+    def set_genesis_account(self, pubkey: Pubkey, account: Account) -> None:
+        """Write an account outside any transaction, as genesis does (kept across restarts like a touched one)."""
+        self.svm.set_account(pubkey, account)
+        self.touched.add(pubkey)
+        self._index_token_account(pubkey, account)
+
     def commitment_of(self, rec: TxRecord) -> int:
         return min(self.slot - rec.slot, FINALIZED)
 

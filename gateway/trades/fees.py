@@ -11,7 +11,8 @@
   gross SOL the curve pays for the tokens, before the protocol and creator fees (its estimate at build).
 - ``notional_fee_bps``: the percentage, in basis points (10 = 0.10%).
 - ``micro_usd_per_sol``: the SOL/USD rate, in millionths of a dollar per SOL, from a rate source
-  (``ConfiguredRate``: a configured number, not a live price, on this build).
+  (``PoolRate``: a SOL/USDC pool's reserves on the node; ``ConfiguredRate``, the operator's number, when the
+  pool cannot be read).
 - ``credits_per_usdc``: what one USDC buys (the deposit rate).
 
 One division, at the end, rounded up: every intermediate is an exact integer, and the service never
@@ -35,7 +36,7 @@ _MICRO: Final = 1_000_000
 @dataclass(frozen=True, slots=True)
 class SolUsdRate:
     """A SOL/USD rate: ``micro_usd_per_sol`` millionths of a dollar per SOL, and where it comes from
-    (``configured``: a number set by the operator; a live source would name itself)."""
+    (``pool:<address>``: a SOL/USDC pool's reserves read from the node; ``configured``: the operator's number)."""
 
     micro_usd_per_sol: int
     source: str
@@ -72,6 +73,12 @@ class TradeFees:
             "sol_usd_micro": rate.micro_usd_per_sol,
             "rate_source": rate.source,
             "rate_as_of": rate.as_of,
+            "sol_usd": {
+                "rate": rate.micro_usd_per_sol,
+                "unit": "micro-USD per SOL",
+                "source": rate.source,
+                "as_of": rate.as_of,
+            },
             "credits_per_usdc": self.credits_per_usdc,
             "notional": "executeSnipe: amount_sol; executeSell: the gross SOL the curve pays, before its fees",
             "fee_credits": "build_fee_credits + ceil(notional_lamports * notional_fee_bps * sol_usd_micro "

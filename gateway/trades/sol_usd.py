@@ -1,21 +1,32 @@
 """The SOL/USD rate the trade builders bill their notional fee at: a small source interface.
 
-No price feed exists offline, so this build has one source, :class:`ConfiguredRate`: the operator's
-number (``trade_sol_usd_micro``, integer micro-USD per SOL). It is not a live price, and ``/pricing``
-says so (``rate_source: "configured"``). A live source (an oracle account read from the node, an
-exchange's API) would implement :class:`RateSource` and sit behind :class:`CachedRate`, so that a build
-never waits on it more than once per ``ttl_s``.
+Two sources: :class:`PoolRate`, the live rate of a SOL/USDC pool read from the node (``trade_sol_usd_pool``; the
+embedded devnode hosts one), named ``pool:<address>``; and :class:`ConfiguredRate`, the operator's number
+(``trade_sol_usd_micro``, integer micro-USD per SOL), named ``configured``, which is also the pool's fallback
+whenever the pool cannot be read. Either sits behind :class:`CachedRate`, so that a build never waits on the
+node for it more than once per ``ttl_s``. ``/pricing`` names the source of the rate it shows (docs/api.md).
 """
 
 from __future__ import annotations
 
+import base64
+import logging
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Final, Protocol
 
+from solders.pubkey import Pubkey
+
+from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.trades.fees import SolUsdRate
+from gateway.trades.pool import PoolUnreadable, micro_usd_per_sol, pool_of, reserves_to_read
 
-__all__ = ["CachedRate", "ConfiguredRate", "RateSource"]
+__all__ = ["CachedRate", "ConfiguredRate", "PoolRate", "RateSource"]
+
+log = logging.getLogger(__name__)
+
+_READ: Final = {"encoding": "base64", "commitment": "confirmed"}
+_TIMEOUT_S: Final = 5.0
 
 
 class RateSource(Protocol):
@@ -52,3 +63,47 @@ class CachedRate:
         fresh = await self.source.rate()
         self._cached = (now, fresh)
         return fresh
+
+
+class PoolRate:
+    """The live rate of a SOL/USDC pool on the node (``rate_source: "pool:<address>"``), or ``fallback``'s when
+    the pool cannot be read (missing, not such a pool, no liquidity, the node failing): two reads, the pool and
+    then its token accounts and mints."""
+
+    def __init__(self, node: Upstream, pool: Pubkey, usd_mint: Pubkey, fallback: RateSource) -> None:
+        self.node = node
+        self.pool = pool
+        self.usd_mint = usd_mint
+        self.fallback = fallback
+
+    async def rate(self) -> SolUsdRate:
+        try:
+            return SolUsdRate(await self._read(), f"pool:{self.pool}", int(time.time()))
+        except (
+            PoolUnreadable,
+            ChainError,
+            UpstreamUnavailable,
+            UpstreamTimeout,
+            ValueError,
+            KeyError,
+            TypeError,
+        ) as exc:
+            log.debug("SOL/USD pool %s unreadable (%s): the configured rate instead", self.pool, exc)
+            return await self.fallback.rate()
+
+    async def _read(self) -> int:
+        (pool_account,) = await self._accounts([self.pool])
+        if pool_account is None:
+            raise PoolUnreadable(f"no account at {self.pool}")
+        owner, data = pool_account
+        sides = reserves_to_read(pool_of(owner, data), self.usd_mint)
+        found = await self._accounts([sides.sol_account, sides.usd_account, sides.sol_mint, sides.usd_mint])
+        sol, usd, sol_mint, usd_mint = (None if a is None else a[1] for a in found)
+        return micro_usd_per_sol(sol, usd, sol_mint, usd_mint)
+
+    async def _accounts(self, keys: list[Pubkey]) -> list[tuple[Pubkey, bytes] | None]:
+        found = await rpc_call(self.node, "getMultipleAccounts", [[str(k) for k in keys], _READ], _TIMEOUT_S)
+        values: list[Any] = found["value"]
+        if len(values) != len(keys):
+            raise PoolUnreadable("the node answered another number of accounts")
+        return [None if v is None else (Pubkey.from_string(v["owner"]), base64.b64decode(v["data"][0])) for v in values]

@@ -36,6 +36,7 @@ from solders.transaction import VersionedTransaction
 from devnode.chain.constants import USDC_MINT
 from devnode.injected import InjectedTransaction
 from devnode.node import Devnode
+from devnode.sol_usd_pool import POOL_USDC_UNITS
 from devnode.tokens import ATA_PROGRAM_ID, TOKEN_PROGRAM_ID
 from tests.devnode.helpers import read_keypair, start_node, wait_for, wait_landed
 
@@ -181,7 +182,7 @@ async def test_usdc_mint_then_transfer(node: Devnode, client: AsyncClient, funde
 
     balance = (await client.get_token_account_balance(ata_b)).value
     assert balance.amount == "1250000" and balance.decimals == 6 and balance.ui_amount_string == "1.25"
-    assert (await client.get_token_supply(USDC_MINT)).value.amount == "5000000"
+    assert (await client.get_token_supply(USDC_MINT)).value.amount == str(5_000_000 + POOL_USDC_UNITS)  # + the pool's
 
     by_mint = (await client.get_token_accounts_by_owner(bob, TokenAccountOpts(mint=USDC_MINT))).value
     assert [a.pubkey for a in by_mint] == [ata_b]

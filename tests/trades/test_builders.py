@@ -17,6 +17,7 @@ import pytest
 from solders.compute_budget import set_compute_unit_limit, set_compute_unit_price
 from solders.pubkey import Pubkey
 
+from devnode.sol_usd_pool import SOL_USD_POOL
 from gateway.mcp.tools import BY_NAME
 from gateway.trades.rules import SNIPE_COMPUTE_UNITS, graduated_pool
 from pumpfun.curve import buy_quote, max_tokens_for_sol
@@ -229,7 +230,7 @@ async def test_in_a_batch_each_build_is_billed_on_its_own(trader: Trader, node_u
     assert fees == (expected_fee(10_000_000), expected_fee(20_000_000)) and before - after == sum(fees)
 
 
-async def test_pricing_publishes_the_fee_the_share_and_a_configured_rate(trade_gateway: RunningGateway) -> None:
+async def test_pricing_publishes_the_fee_the_share_and_the_pools_rate(trade_gateway: RunningGateway) -> None:
     async with aiohttp.ClientSession() as http, http.get(trade_gateway.url + "/pricing") as resp:
         doc = await resp.json()
     assert doc["classes"]["TRADE_BUILD"] == {
@@ -243,7 +244,8 @@ async def test_pricing_publishes_the_fee_the_share_and_a_configured_rate(trade_g
         NOTIONAL_BPS,
         RATE_MICRO_USD,
     )
-    assert trade["rate_source"] == "configured" and trade["credits_per_usdc"] == doc["credits_per_usdc"]
+    # the devnode's SOL/USDC pool is priced at $150.00, the configured rate too (tests/trades/test_sol_usd.py)
+    assert trade["rate_source"] == f"pool:{SOL_USD_POOL}" and trade["credits_per_usdc"] == doc["credits_per_usdc"]
 
 
 async def test_the_mcp_tools_build_the_same(trade_gateway: RunningGateway, trader: Trader, node_url: str) -> None:
