@@ -29,6 +29,7 @@ from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
 from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
 from gateway.credits.stage import CreditHeaders, MeteringStage
+from gateway.entry import Entry
 from gateway.fees import methods as fee_methods
 from gateway.fees.method import PriorityFeeEstimate, SuggestPriorityFee
 from gateway.grpc.server import limits_of
@@ -124,6 +125,8 @@ class GatewayApp:
         self.cache = self._response_cache()
         self.forwarder = Forwarder(self.upstream, self.methods.handlers, self.cache)
         self.rpc: Handler = compose([error_boundary, *self.rpc_stages()], self.forwarder)
+        _, *after_auth = self.rpc_stages()  # what WebSocket and MCP run after their one authentication
+        self.entry = Entry(self.auth, self.meter, compose([error_boundary, *after_auth], self.forwarder))
         self.bulk: dict[str, BulkEndpoint] = bulk_endpoints(self.upstream, BulkMetering(self.metering))
         self.pubsub = UpstreamPubSub(settings.derived_ws_url() or DEFAULT_UPSTREAM_WS)  # connects on first use
         self.grpc_limits = limits_of(settings)  # what /pricing shows of the gRPC stream's server processes

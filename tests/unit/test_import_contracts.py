@@ -58,6 +58,8 @@ def test_the_tree_as_it_is_keeps_every_contract(tree: Path) -> None:
         ("pumpfun/curve.py", "import devnode.chain", "pumpfun-pure"),
         ("pumpfun/pda.py", "import aiohttp", "pumpfun-pure"),
         ("gateway/grpc/service.py", "import gateway.pubsub.session", "layers"),
+        ("gateway/entry.py", "import gateway.rpc.forward", "layers"),  # the entry is handed its stages
+        ("gateway/auth/services.py", "import gateway.entry", "layers"),
         ("gateway/grpc/server.py", "import ray", "ray-in-runtime"),
         ("gateway/node/geyser.py", "import redis", "drivers-behind-storage"),
         ("geyser_proto/filters.py", "import devnode.chain", "geyser-proto-standalone"),
