@@ -1,18 +1,20 @@
 """One authenticated WebSocket connection: its subscriptions, their billing, and its limits.
 
-The transport (:mod:`gateway.pubsub.ws`) authenticates the upgrade, then feeds the session each
-client frame (:meth:`WsSession.on_frame`) and writes what :meth:`WsSession.next_message` hands it.
+The transport (:mod:`gateway.pubsub.ws`) authenticates the upgrade through the transports' one entry
+(:mod:`gateway.entry`), then feeds the session each client frame (:meth:`WsSession.on_frame`) and
+writes what :meth:`WsSession.next_message` hands it.
 Everything in between is here, and none of it knows of ASGI:
 
 - native subscriptions join the replica's shared upstream subscription (:mod:`gateway.node.pubsub`)
   and get this connection's own ids; ``subscribeSignal`` listens to the replica's signal feed;
 - other JSON-RPC methods run through the same stages as ``POST /`` after auth (limits, billing, the
   forward), so the socket is no cheaper or freer a way to the node;
-- billing goes through the replica's :class:`~gateway.credits.meter.Meter`: a subscription is
-  reserved before the node is asked (refunded if it refuses), every notification is charged as it
-  is written (one usage record each, which the meter batches), so the client pays for exactly what
-  it received; when a charge cannot be paid, every subscription ends with a ``subscriptionEnded``
-  notice and the socket closes 4002, as it does whenever the balance falls below the minimum;
+- billing goes through the entry's session (:class:`gateway.entry.EntrySession`, the replica's
+  :class:`~gateway.credits.meter.Meter` behind it): a subscription is reserved before the node is asked
+  (refunded if it refuses), every notification is charged as it is written (one usage record each,
+  which the meter batches), so the client pays for exactly what it received; when a charge cannot be
+  paid, every subscription ends with a ``subscriptionEnded`` notice and the socket closes 4002, as it
+  does whenever the balance falls below the minimum;
 - a frame-rate bucket per connection (close 4003), a subscription cap (-32000), a bounded backlog of
   plain calls (at most ``max_pending_calls`` running or waiting, 16 of them at once; past it close
   4003), a bounded queue of undelivered messages (a client that does not read is closed 1013, never
@@ -31,9 +33,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from gateway.core.credentials import Credentials
 from gateway.core.errors import ReplyStyle, RpcCode
-from gateway.core.identity import Identity
 from gateway.core.jsonrpc import MAX_BATCH, envelope_fault
 from gateway.core.limits import TokenBucket
 from gateway.core.subscriptions import (
@@ -52,9 +52,10 @@ from gateway.core.subscriptions import (
     Limits,
     subscription_limit_message,
 )
-from gateway.credits.meter import Admission, Meter
+from gateway.credits.meter import Admission
+from gateway.entry import EntrySession
 from gateway.node.pubsub import Handle, SubscribeError, UpstreamPubSub, signature_final
-from gateway.pipeline import Call, Handler, Wire
+from gateway.pipeline import Call, Wire
 from gateway.signals.rules import SignalFilter
 
 log = logging.getLogger(__name__)
@@ -91,9 +92,7 @@ class _Sub:
 class SessionDeps:
     """What a session uses of its replica (built once by the transport)."""
 
-    meter: Meter
     upstream: UpstreamPubSub
-    pipeline: Handler  # the JSON-RPC stages after auth, and the forwarder
     signals: SignalSource | None
     limits: Limits
 
@@ -102,16 +101,15 @@ class WsSession:
     def __init__(
         self,
         deps: SessionDeps,
-        identity: Identity,
-        credentials: Credentials,
+        entered: EntrySession,
         client: str | None,
         connection_id: str,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.deps = deps
-        self.identity = identity
-        self.pubkey = identity.pubkey
-        self.credentials = credentials
+        self.entered = entered  # the connection's authentication: its billing and its JSON-RPC stages
+        self.identity = entered.identity
+        self.pubkey = entered.pubkey
         self.client = client
         self.connection_id = connection_id
         self.limits = deps.limits
@@ -202,10 +200,10 @@ class WsSession:
             sub.handle = await self.deps.upstream.subscribe(method, params, deliver, lost, final_when)
         except SubscribeError as exc:
             self.subs.pop(sub_id, None)
-            self.deps.meter.complete(admission, method, self.connection_id, refunded=True)
+            self.entered.complete(admission, method, self.connection_id, refunded=True)
             self._error(req_id, exc.code, exc.message, exc.data)
             return
-        self.deps.meter.complete(admission, method, self.connection_id)
+        self.entered.complete(admission, method, self.connection_id)
         self._confirm(req_id, sub_id, sub)
 
     async def _subscribe_signal(self, req_id: Any, params: list[Any]) -> None:
@@ -223,7 +221,7 @@ class WsSession:
         admission = await self._reserve(req_id, SIGNAL_SUBSCRIBE, SIGNAL_SUBSCRIBE_CREDITS)
         if admission is None:
             return
-        self.deps.meter.complete(admission, SIGNAL_SUBSCRIBE, self.connection_id)
+        self.entered.complete(admission, SIGNAL_SUBSCRIBE, self.connection_id)
         sub_id = f"sig_sub_{next(self._signal_ids)}"
         sub = _Sub(SIGNAL_SUBSCRIBE)
         head = b'{"jsonrpc":"2.0","method":"signalNotification","params":{"result":'
@@ -245,7 +243,7 @@ class WsSession:
         return True
 
     async def _reserve(self, req_id: Any, method: str, price: int) -> Admission | None:
-        admission = await self.deps.meter.reserve(self.pubkey, price)
+        admission = await self.entered.reserve(price)
         if not admission.ok:
             self._error(req_id, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits")
             self.close(Close.INSUFFICIENT_CREDITS, "insufficient credits")
@@ -278,13 +276,11 @@ class WsSession:
                 {},
                 {},
                 orjson.dumps(req),
-                credentials=self.credentials,
                 client=self.client,
                 wire=Wire.WEBSOCKET,
                 style=ReplyStyle.JSONRPC,
-                identity=self.identity,
             )
-            reply = await self.deps.pipeline(call)
+            reply = await self.entered.rpc(call)
             body = reply.body
             if reply.status == 403:  # a denied method is -32601 on the socket (docs/api.md's Errors)
                 answer = orjson.loads(body)
@@ -343,12 +339,12 @@ class WsSession:
                 return message.body
             if self.close_code is not None:
                 continue  # closing: answers and notices still go out, paid deliveries do not
-            meter = self.deps.meter
-            admission = await meter.reserve(self.pubkey, message.price)
+            entered = self.entered
+            admission = await entered.reserve(message.price)
             if not admission.ok:
                 self._run_dry()
                 continue  # the notices are queued; the sentinel after them ends the loop
-            meter.complete(admission, message.method, self.connection_id)
+            entered.complete(admission, message.method, self.connection_id)
             self._check_balance()
             return message.body
 
@@ -357,7 +353,7 @@ class WsSession:
         self._check_balance()
 
     def _check_balance(self) -> None:
-        remaining = self.deps.meter.remaining(self.pubkey)
+        remaining = self.entered.remaining()
         if remaining is not None and remaining < self.limits.min_balance and self.close_code is None:
             self._run_dry()
 

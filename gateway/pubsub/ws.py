@@ -1,12 +1,13 @@
 """The WebSocket transport: ``/ws``, the node's PubSub methods and the signals stream, metered.
 
 The upgrade is always accepted (echoing only the JSON-RPC subprotocol entry, never ``auth.<key>``),
-then authenticated by JSON-RPC's own auth stage; a refusal closes the socket with docs/api.md's code
-and the error's message as the reason, so a client can tell why (an HTTP 403 at the handshake would
-tell it nothing): 1008 for an invalid or expired session token, 4001 for any other credential
-failure (a bad or revoked key, none at all, no account), 4002 below the minimum balance, 1013 while
-the service is starting. The session (:mod:`gateway.pubsub.session`) does the rest; this module
-only moves frames between it and ASGI.
+then authenticated through the transports' one entry (:mod:`gateway.entry`: JSON-RPC's authentication,
+the credential held for revocation, the stages after auth for the socket's calls); a refusal closes the
+socket with docs/api.md's code and the error's message as the reason, so a client can tell why (an HTTP
+403 at the handshake would tell it nothing): 1008 for an invalid or expired session token, 4001 for any
+other credential failure (a bad or revoked key, none at all, no account), 4002 below the minimum
+balance, 1013 while the service is starting. The session (:mod:`gateway.pubsub.session`) does the rest;
+this module only moves frames between it and ASGI.
 
 Sockets are capped (:mod:`gateway.pubsub.caps`): past the replica's cap or the client address's, the
 upgrade itself is refused (503 or 429 with ``Retry-After``, before any authentication); past the
@@ -33,12 +34,12 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from gateway.app import GatewayApp
-from gateway.core.credentials import Credentials, websocket_credentials
+from gateway.core.credentials import websocket_credentials
 from gateway.core.errors import ProxyError, ReplyStyle, address_rate_limited, service_unavailable
-from gateway.core.identity import Identity
 from gateway.core.subscriptions import Close, Limits
+from gateway.entry import EntrySession
 from gateway.ip_limits import FORWARDED_FOR
-from gateway.pipeline import Call, Reply, Wire, compose, error_boundary
+from gateway.pipeline import Call, Reply, Wire
 from gateway.pubsub.caps import Refusal, SocketCaps
 from gateway.pubsub.session import SessionDeps, WsSession
 
@@ -53,15 +54,10 @@ MAX_REASON_BYTES = 123
 FULL_RETRY_S = 30
 
 
-async def _admitted(call: Call) -> Reply:
-    return Reply(200, b"")
-
-
 class WsTransport:
     """One replica's ``/ws``: :meth:`serve` is the Starlette ``WebSocketRoute`` endpoint."""
 
     def __init__(self, gw: GatewayApp) -> None:
-        auth, *after_auth = gw.rpc_stages()
         self.gw = gw
         self.limits = gw.ws_limits
         self.caps = SocketCaps.shared(
@@ -70,12 +66,10 @@ class WsTransport:
             self.limits.max_connections_per_account,
             gw.settings.ingress_replicas,
         )
-        self._authenticate = compose([error_boundary, auth], _admitted)
-        self._pipeline = compose([error_boundary, *after_auth], gw.forwarder)
 
     def deps(self) -> SessionDeps:
         gw = self.gw  # the signal feed exists once the app has started
-        return SessionDeps(gw.meter, gw.pubsub, self._pipeline, gw.signal_feed, self.limits)
+        return SessionDeps(gw.pubsub, gw.signal_feed, self.limits)
 
     async def serve(self, websocket: WebSocket) -> None:
         headers = {k.lower(): v for k, v in websocket.headers.items()}
@@ -103,45 +97,37 @@ class WsTransport:
         await websocket.accept(subprotocol=upgrade.subprotocol)
         call = Call("GET", WS_PATH, headers, query, b"", credentials=upgrade.credentials, client=peer)
         call.wire, call.style = Wire.WEBSOCKET, ReplyStyle.REST
-        auth = self.gw.auth
-        generation = auth.revocations.generation
-        reply = await self._authenticate(call)
-        identity = call.identity
-        if identity is None:
+        reply, entered = await self.gw.entry.admit(call)
+        if entered is None:
             await _close(websocket, self._refusal_code(call, reply), _message(reply))
             return
-        if not self.caps.join(identity.pubkey):
-            cap = self.caps.per_account
-            await _close(websocket, Close.RATE_LIMITED, f"connection limit reached: {cap} open WebSockets per account")
-            return
         try:
-            await self._session(websocket, upgrade.credentials, identity, peer, generation)
+            if not self.caps.join(entered.pubkey):
+                cap = self.caps.per_account
+                reason = f"connection limit reached: {cap} open WebSockets per account"
+                await _close(websocket, Close.RATE_LIMITED, reason)
+                return
+            try:
+                await self._session(websocket, entered, peer)
+            finally:
+                self.caps.leave(entered.pubkey)
         finally:
-            self.caps.leave(identity.pubkey)
+            entered.close()
 
-    async def _session(
-        self, websocket: WebSocket, credentials: Credentials, identity: Identity, peer: str | None, generation: int
-    ) -> None:
+    async def _session(self, websocket: WebSocket, entered: EntrySession, peer: str | None) -> None:
         """Serve an admitted socket until it ends; its credential's revocation closes it 1008."""
-        meter, auth = self.gw.meter, self.gw.auth
-        await meter.prepare(identity.pubkey)
-        remaining = meter.remaining(identity.pubkey) or 0
+        await entered.prepare()
+        remaining = entered.remaining() or 0
         if remaining < self.limits.min_balance:
             reason = f"insufficient credits: {remaining} (minimum {self.limits.min_balance})"
             await _close(websocket, Close.INSUFFICIENT_CREDITS, reason)
             return
-        session = WsSession(self.deps(), identity, credentials, peer, f"ws-{os.urandom(8).hex()}")
-        credential = auth.credential_of(credentials, identity)
-        release = None
-        if credential is not None:
-            release = auth.revocations.hold(
-                credential, lambda why: session.close(Close.POLICY_VIOLATION, why), generation
-            )
+        session = WsSession(self.deps(), entered, peer, f"ws-{os.urandom(8).hex()}")
+        entered.bind(lambda why: session.close(Close.POLICY_VIOLATION, why))
         try:
             await self._serve(websocket, session)
         finally:
-            if release is not None:
-                release()
+            entered.bind(None)
             await session.release()
 
     def _refusal_code(self, call: Call, reply: Reply) -> int:
