@@ -8,17 +8,18 @@ session) parses the messages, answers protocol faults as JSON-RPC errors and wri
 one JSON object when the client accepts ``application/json``, an SSE stream when it accepts only
 ``text/event-stream``. What is hand-written here, and why the SDK's own does not fit:
 
-- **Credentials before MCP.** :class:`McpTransport` runs JSON-RPC's own auth stage on the HTTP
-  request first, so a request without (or with bad) credentials gets exactly what ``POST /`` gets
-  (the 402 with its ``PAYMENT-REQUIRED`` terms, the 401), never an MCP answer. The SDK's auth is
-  OAuth bearer tokens, which is not this gateway's identity. A wallet signature signs the HTTP body,
-  which is the MCP message: it is checked (and its nonce claimed) once, here.
+- **Credentials before MCP.** :class:`McpTransport` authenticates the HTTP request first, through the
+  transports' one entry (:mod:`gateway.entry`, JSON-RPC's own authentication), so a request without (or
+  with bad) credentials gets exactly what ``POST /`` gets (the 402 with its ``PAYMENT-REQUIRED`` terms,
+  the 401), never an MCP answer. The SDK's auth is OAuth bearer tokens, which is not this gateway's
+  identity. A wallet signature signs the HTTP body, which is the MCP message: it is checked (and its
+  nonce claimed) once, here.
 - **A tool call is a JSON-RPC call.** The handler makes the tool's JSON-RPC request the body of a
-  :class:`Call` with the HTTP request's credentials, identity and request id, and runs JSON-RPC's
-  stages after auth (credit headers, readiness, parse and plan, metering, forward): the same
-  prices, limits, refunds and errors, no second implementation. A refusal (402, 429, -32602, a node
-  error) becomes a tool result with ``isError`` and the error (its ``data`` included: the deposit
-  terms of a 402) as JSON text, which an agent can act on.
+  :class:`Call` with the HTTP request's request id, and runs it through the entry's session: JSON-RPC's
+  stages after auth (credit headers, readiness, parse and plan, metering, forward): the same prices,
+  limits, refunds and errors, no second implementation. A refusal (402, 429, -32602, a node error)
+  becomes a tool result with ``isError`` and the error (its ``data`` included: the deposit terms of a
+  402) as JSON text, which an agent can act on.
 - **The call's headers on the HTTP response.** The SDK writes the response itself, from another
   task. The wrapper puts a per-request :class:`Exchange` in a context variable (the SDK's tasks run
   in copies of the request's context, so they see the same object), the tool handler stores the
@@ -59,8 +60,9 @@ from starlette.types import Message, Receive, Scope, Send
 
 from gateway.app import GatewayApp
 from gateway.core.errors import ReplyStyle
+from gateway.entry import Entry, EntrySession
 from gateway.mcp.tools import BY_NAME, TOOLS, ToolArgumentError, jsonrpc_request
-from gateway.pipeline import Call, Handler, Reply, Wire, compose, error_boundary, json_reply
+from gateway.pipeline import Call, Reply, Wire, json_reply
 from gateway.routing import (
     RPC_MAX_BODY_BYTES,
     BodyTooLarge,
@@ -89,18 +91,15 @@ _SDK_OWNED = frozenset({"content-type", "content-length"})
 
 @dataclass(slots=True)
 class Exchange:
-    """One HTTP request to ``/mcp``: the authenticated call, and the headers its response must carry."""
+    """One HTTP request to ``/mcp``: the authenticated call, its entry's session, and the headers its
+    response must carry."""
 
     call: Call
+    entered: EntrySession
     headers: dict[str, str] = field(default_factory=dict)
 
 
 _exchange: contextvars.ContextVar[Exchange | None] = contextvars.ContextVar("mcp_exchange", default=None)
-
-
-async def _admitted(call: Call) -> Reply:
-    """The end of the auth-only pipeline: the credentials are good; the MCP layer answers."""
-    return Reply(200, b"")
 
 
 async def _negotiate_version(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -153,12 +152,10 @@ class McpTransport:
     """ASGI app for ``/mcp``; :meth:`run` must be entered in the app's lifespan."""
 
     def __init__(self, gw: GatewayApp) -> None:
-        auth, *after_auth = gw.rpc_stages()
         origins = gw.settings.mcp_allowed_origins
         self._any_origin = "*" in origins
         self._origins = frozenset(origin.rstrip("/").lower() for origin in origins)
-        self._authenticate: Handler = compose([error_boundary, auth], _admitted)
-        self._pipeline: Handler = compose([error_boundary, *after_auth], gw.forwarder)
+        self._entry: Entry = gw.entry
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version="0.1.0",
@@ -209,15 +206,13 @@ class McpTransport:
             http.headers,
             http.query,
             orjson.dumps(jsonrpc_request(method, rpc_params)),
-            credentials=http.credentials,
             client=http.client,
             wire=Wire.MCP,
             style=ReplyStyle.JSONRPC,
             request_id=http.request_id,
-            identity=http.identity,
         )
-        reply = await self._pipeline(call)
-        exchange.headers.update({k: v for k, v in reply.headers.items() if k.lower() not in _SDK_OWNED})
+        reply = await exchange.entered.rpc(call)
+        exchange.headers.update(_own(reply.headers))
         return tool_result(reply, structured)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -235,11 +230,18 @@ class McpTransport:
             message = f"Forbidden: Origin {origin!r} may not call /mcp (the gateway's mcp_allowed_origins)"
             await send_reply(send, json_reply(403, _rpc_error(-32000, message)))
             return
-        reply = await self._authenticate(call)
-        if call.identity is None:  # refused: exactly JSON-RPC's answer
+        reply, entered = await self._entry.admit(call)
+        if entered is None:  # refused: exactly JSON-RPC's answer
             await send_reply(send, reply)
             return
-        exchange = Exchange(call, {k: v for k, v in reply.headers.items() if k.lower() not in _SDK_OWNED})
+        try:
+            await self._serve(scope, body, receive, send, Exchange(call, entered, _own(reply.headers)))
+        finally:
+            entered.close()
+
+    async def _serve(self, scope: Scope, body: bytes, receive: Receive, send: Send, exchange: Exchange) -> None:
+        """An authenticated request: refused here, or handed to the SDK."""
+        call = exchange.call
         refusal = _refusal(scope["method"], call.headers)
         if refusal is not None:
             refusal.headers.update(exchange.headers)
@@ -269,6 +271,11 @@ def _refusal(method: str, headers: Mapping[str, str]) -> Reply | None:
         message = f"Bad Request: unsupported MCP-Protocol-Version {version!r}; supported: {list(SUPPORTED_VERSIONS)}"
         return json_reply(400, _rpc_error(-32600, message))
     return None
+
+
+def _own(headers: Mapping[str, str]) -> dict[str, str]:
+    """The pipeline's headers the HTTP response carries (not those the SDK sets itself)."""
+    return {k: v for k, v in headers.items() if k.lower() not in _SDK_OWNED}
 
 
 def _rpc_error(code: int, message: str) -> dict[str, Any]:
