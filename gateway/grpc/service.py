@@ -1,7 +1,8 @@
 """The ``geyser.Geyser`` service as this gateway serves it: authenticated, metered, limited.
 
-Every call first proves its caller with the HTTP path's own auth services (``x-token`` metadata: a
-session token or an API key, :func:`gateway.core.credentials.grpc_credentials`), then pays through the
+Every call first proves its caller through the transports' one entry (:mod:`gateway.entry`: the HTTP
+path's own authentication of ``x-token`` metadata, a session token or an API key,
+:func:`gateway.core.credentials.grpc_credentials`), then pays through the entry's session, from the
 process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`gateway.grpc.rules`):
 
 - a unary call pays 1 credit, then is forwarded to the node's geyser endpoint (``Ping`` is answered
@@ -36,13 +37,12 @@ from typing import Any, NoReturn
 
 import grpc
 
-from gateway.auth.revocations import Credential
 from gateway.auth.services import AuthServices
 from gateway.core.credentials import grpc_credentials
 from gateway.core.errors import ProxyError, ReplyStyle
-from gateway.core.identity import Identity
 from gateway.core.limits import Limiter, RateLimited
 from gateway.credits.meter import Admission, Meter, Outcome
+from gateway.entry import Entry, EntrySession
 from gateway.grpc.budget import FilterBudget
 from gateway.grpc.rules import (
     INSUFFICIENT,
@@ -92,16 +92,21 @@ class ServiceDeps:
 class GeyserGateway:
     def __init__(self, deps: ServiceDeps) -> None:
         self.deps = deps
+        self.entry = Entry(deps.auth, deps.meter)  # no JSON-RPC here: only self-billed units
         self.open_streams: Counter[str] = Counter()  # per account, on this process
         self.open_by_address: Counter[str] = Counter()  # per client address, on this process
 
     # -- Subscribe ------------------------------------------------------------------------------
 
     async def Subscribe(self, requests: Any, context: grpc.aio.ServicerContext) -> None:
-        generation = self.deps.auth.revocations.generation
-        identity = await self._authenticate(context, "Subscribe")
-        credential = self.deps.auth.credential_of(grpc_credentials(context.invocation_metadata() or ()), identity)
-        pubkey, limits, address = identity.pubkey, self.deps.limits, peer_address(context.peer() or "")
+        entered = await self._authenticate(context, "Subscribe")
+        try:
+            await self._subscribe(requests, context, entered)
+        finally:
+            entered.close()
+
+    async def _subscribe(self, requests: Any, context: grpc.aio.ServicerContext, entered: EntrySession) -> None:
+        pubkey, limits, address = entered.pubkey, self.deps.limits, peer_address(context.peer() or "")
         if self.open_streams[pubkey] >= limits.max_streams_per_account:
             await _abort(context, "RESOURCE_EXHAUSTED", stream_limit_message(limits.max_streams_per_account))
         if self.open_by_address[address] >= limits.max_streams_per_address:
@@ -119,8 +124,8 @@ class GeyserGateway:
 
         try:
             stream_id = f"grpc-{os.urandom(8).hex()}"
-            await self._pay(context, identity, SUBSCRIBE_CREDITS, "grpc:Subscribe", stream_id)
-            await self._stream(requests, context, identity, stream_id, uncount, credential, generation)
+            await self._pay(context, entered, SUBSCRIBE_CREDITS, "grpc:Subscribe", stream_id)
+            await self._stream(requests, context, entered, stream_id, uncount)
         finally:
             uncount()
 
@@ -128,26 +133,21 @@ class GeyserGateway:
         self,
         requests: Any,
         context: grpc.aio.ServicerContext,
-        identity: Identity,
+        entered: EntrySession,
         stream_id: str,
         uncount: Callable[[], None],
-        credential: Credential | None,
-        generation: int,
     ) -> None:
-        """``credential`` (None: a wallet's, nothing to revoke) ends the stream UNAUTHENTICATED once it is
-        revoked; ``generation`` is the revocations' generation before the stream was authenticated."""
+        """The revocation of the credential ``entered`` holds (a wallet's: nothing to revoke) ends the
+        stream UNAUTHENTICATED."""
         deps = self.deps
         out = Outbound(deps.limits.max_queued, deps.limits.max_queued_bytes)
         member = deps.fanout.attach(out)
-        unhold = _nothing
-        if credential is not None:
-            end = lambda why: out.end(grpc.StatusCode.UNAUTHENTICATED, why)  # noqa: E731
-            unhold = deps.auth.revocations.hold(credential, end, generation)
+        entered.bind(lambda why: out.end(grpc.StatusCode.UNAUTHENTICATED, why))
 
         def apply(filters: Filters) -> None:
             if out.ended:
                 return  # the stream is ending: a later request changes nothing
-            refused = deps.budget.claim(member, identity.pubkey, filters)
+            refused = deps.budget.claim(member, entered.pubkey, filters)
             if refused is not None:
                 out.end(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
                 return
@@ -160,7 +160,7 @@ class GeyserGateway:
 
         tasks = [
             asyncio.create_task(read_requests(requests, out, apply, pong, deps.filter_limits)),
-            asyncio.create_task(self._bill(identity, out, stream_id)),
+            asyncio.create_task(self._bill(entered, out, stream_id)),
         ]
 
         def release() -> None:  # no more updates, no more charges
@@ -171,7 +171,7 @@ class GeyserGateway:
             for task in tasks:
                 task.cancel()
             uncount()
-            unhold()
+            entered.close()
 
         try:
             await out.run(context, deps.limits.ping_interval_s, release)
@@ -179,7 +179,7 @@ class GeyserGateway:
             release()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _bill(self, identity: Identity, out: Outbound, stream_id: str) -> None:
+    async def _bill(self, entered: EntrySession, out: Outbound, stream_id: str) -> None:
         """Charge each further interval at its start, while the stream is open (this task dies with it)."""
         interval = self.deps.limits.billing_interval_s
         loop = asyncio.get_running_loop()
@@ -188,14 +188,14 @@ class GeyserGateway:
             await asyncio.sleep(max(0.0, due - loop.time()))
             due += interval
             try:
-                admission = await self.deps.meter.reserve(identity.pubkey, INTERVAL_CREDITS)
+                admission = await entered.reserve(INTERVAL_CREDITS)
             except StoreUnavailable as exc:
                 out.end(grpc.StatusCode.UNAVAILABLE, f"{exc.what} is unavailable, the stream cannot be billed; retry")
                 return
             if not admission.ok:
                 out.end(grpc.StatusCode.RESOURCE_EXHAUSTED, interval_unpaid_message(interval))
                 return
-            self.deps.meter.complete(admission, "grpc:Subscribe:interval", stream_id)
+            entered.complete(admission, "grpc:Subscribe:interval", stream_id)
 
     # -- unary calls ----------------------------------------------------------------------------
 
@@ -234,38 +234,46 @@ class GeyserGateway:
         return await self._unary(context, rpc, lambda: self.deps.upstream.unary(rpc, request, response_type))
 
     async def _unary(self, context: grpc.aio.ServicerContext, rpc: str, work: Callable[[], Awaitable[Any]]) -> Any:
-        identity = await self._authenticate(context, rpc)
-        deps = self.deps
-        known = deps.meter.accounts.get(identity.pubkey)
-        taken = deps.limiter.take(
-            identity.pubkey, time.monotonic(), time.time(), known.rate_limit_rps if known else None
+        entered = await self._authenticate(context, rpc)
+        try:
+            return await self._paid(context, entered, rpc, work)
+        finally:
+            entered.close()
+
+    async def _paid(
+        self, context: grpc.aio.ServicerContext, entered: EntrySession, rpc: str, work: Callable[[], Awaitable[Any]]
+    ) -> Any:
+        known = entered.account()
+        taken = self.deps.limiter.take(
+            entered.pubkey, time.monotonic(), time.time(), known.rate_limit_rps if known else None
         )
         if isinstance(taken, RateLimited):
             await _abort(context, "RESOURCE_EXHAUSTED", f"rate limit exceeded ({taken.limit} calls/s); retry shortly")
         request_id = f"grpc-{os.urandom(8).hex()}"
-        admission = await self._pay(context, identity, UNARY_CREDITS, f"grpc:{rpc}", request_id, complete=False)
+        admission = await self._pay(context, entered, UNARY_CREDITS, f"grpc:{rpc}", request_id, complete=False)
         try:
             response = await work()
         except grpc.aio.AioRpcError as exc:
-            deps.meter.complete(admission, f"grpc:{rpc}", request_id, refunded=exc.code() in NODE_FAILURES)
+            entered.complete(admission, f"grpc:{rpc}", request_id, refunded=exc.code() in NODE_FAILURES)
             await context.abort(exc.code(), f"upstream geyser: {exc.details()}")
             raise  # not reached: abort raises
         except BaseException:
-            deps.meter.complete(admission, f"grpc:{rpc}", request_id, refunded=True)
+            entered.complete(admission, f"grpc:{rpc}", request_id, refunded=True)
             raise
-        deps.meter.complete(admission, f"grpc:{rpc}", request_id)
+        entered.complete(admission, f"grpc:{rpc}", request_id)
         return response
 
     # -- auth and money -------------------------------------------------------------------------
 
-    async def _authenticate(self, context: grpc.aio.ServicerContext, rpc: str) -> Identity:
+    async def _authenticate(self, context: grpc.aio.ServicerContext, rpc: str) -> EntrySession:
+        """The call's entry: authenticated, its credential held (:meth:`EntrySession.close` releases it)."""
         credentials = grpc_credentials(context.invocation_metadata() or ())
         if credentials.empty:
             await _abort(context, "UNAUTHENTICATED", MISSING_TOKEN)
         call = Call("POST", f"/geyser.Geyser/{rpc}", {}, {}, b"", credentials, context.peer(), Wire.GRPC)
         call.style = ReplyStyle.REST
         try:
-            return await self.deps.auth.authenticator.authenticate(call, require_account=True)
+            return await self.entry.open(call)
         except ProxyError as exc:
             code, message = refusal(exc)
             await _abort(context, code, message)
@@ -275,7 +283,7 @@ class GeyserGateway:
     async def _pay(
         self,
         context: grpc.aio.ServicerContext,
-        identity: Identity,
+        entered: EntrySession,
         price: int,
         method: str,
         request_id: str,
@@ -284,7 +292,7 @@ class GeyserGateway:
     ) -> Admission:
         """Reserve ``price`` (and record it unless the caller completes it) or end the call."""
         try:
-            admission = await self.deps.meter.reserve(identity.pubkey, price)
+            admission = await entered.reserve(price)
         except StoreUnavailable as exc:
             await _abort(context, "UNAVAILABLE", f"{exc.what} is unavailable; retry shortly")
         if not admission.ok:
@@ -295,12 +303,8 @@ class GeyserGateway:
                 await _abort(context, "RESOURCE_EXHAUSTED", "payment required: no account for this public key")
             await _abort(context, "RESOURCE_EXHAUSTED", f"{INSUFFICIENT}: {method} costs {price} credits")
         if complete:
-            self.deps.meter.complete(admission, method, request_id)
+            entered.complete(admission, method, request_id)
         return admission
-
-
-def _nothing() -> None:
-    return None
 
 
 def _drop(counts: Counter[str], key: str) -> None:
