@@ -14,6 +14,7 @@ import asyncpg
 import orjson
 import pytest
 
+from gateway.app import method_registry
 from gateway.auth.services import AuthServices
 from gateway.auth.stage import AuthStage
 from gateway.config import Settings
@@ -68,7 +69,7 @@ async def stack(tmp_path: Path, database_url: str, redis_url: str) -> AsyncItera
     meter = Meter(conn.db)
     node = ScriptedNode()
     metering = MeteringStage(meter, Limiter(100, 8))
-    after_auth = [CreditHeaders(metering), ParseStage(PriceTable.default()), metering]
+    after_auth = [CreditHeaders(metering), ParseStage(method_registry(), PriceTable.default()), metering]
     forwarder = Forwarder(node)
     entry = Entry(services, meter, compose([error_boundary, *after_auth], forwarder))
     http = compose([error_boundary, AuthStage(services), *after_auth], forwarder)
