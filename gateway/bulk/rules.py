@@ -25,7 +25,7 @@ from gateway.core.deposits import TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID
 
 #: The most keys one bulk request may carry (more: 400 INVALID_REQUEST, before billing).
 MAX_BULK_ITEMS = 100
-#: Credits per looked-up item of each bulk route (spec, Bulk endpoints).
+#: Credits per looked-up item of each bulk route (docs/api.md, Bulk endpoints).
 BULK_CREDITS: Mapping[str, int] = {"getBalances": 1, "getTokenBalances": 5, "getTransactions": 5}
 #: The node's ``getMultipleAccounts`` takes at most this many addresses per call.
 ACCOUNTS_PER_CALL = 100

@@ -13,9 +13,9 @@ from typing import Any, NamedTuple
 
 log = logging.getLogger(__name__)
 
-#: Below this balance ``X-Credits-Low: true`` is set and ``low_balance`` fires (spec, Limits).
+#: Below this balance ``X-Credits-Low: true`` is set and ``low_balance`` fires (docs/api.md, Limits).
 LOW_BALANCE_CREDITS = 1_000
-#: ``credits.expiring`` fires for a batch this close to its expiry (spec, Events).
+#: ``credits.expiring`` fires for a batch this close to its expiry (docs/api.md, Events).
 EXPIRING_WINDOW_S = 24 * 3600
 USDC_BASE_UNITS = 10**6
 

@@ -44,7 +44,7 @@ DEFAULT_CLASS_CREDITS: Mapping[MethodClass, int] = {
     MethodClass.SEND_AND_CONFIRM: 10,  # the landing price; a failed send pays SEND's price (the base fee)
     MethodClass.SEND_BUNDLE: 10,
     MethodClass.BUNDLE_STATUS: 2,
-    MethodClass.TRADE_BUILD: 50,  # the build fee; each build adds a share of its notional (core/trade_fees.py)
+    MethodClass.TRADE_BUILD: 50,  # the build fee; each build adds a share of its notional (gateway/trades/fees.py)
 }
 #: Classes billed by a durable hold at the store, settled when the outcome is known (not from a lease).
 HELD_CLASSES = frozenset({MethodClass.SEND_AND_CONFIRM})
@@ -54,7 +54,7 @@ PRODUCT_PRICED_CLASSES = frozenset({MethodClass.TRADE_BUILD})
 #: Classes the metering stage takes only a rate unit for: their handlers bill them.
 SELF_BILLED_CLASSES = HELD_CLASSES | PRODUCT_PRICED_CLASSES
 
-#: Per-class upstream timeouts in seconds (spec, Limits).
+#: Per-class upstream timeouts in seconds (docs/api.md, Limits).
 CLASS_TIMEOUT_S: Mapping[MethodClass, float] = {
     MethodClass.READ_CHEAP: 5.0,
     MethodClass.READ_MEDIUM: 15.0,

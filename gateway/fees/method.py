@@ -54,7 +54,7 @@ class _FeeMethod:
 
     @staticmethod
     def _timeout(item: RpcItem) -> float:
-        """The class's timeout (spec, Limits): 5 s READ_CHEAP, 15 s READ_MEDIUM."""
+        """The class's timeout (docs/api.md, Limits): 5 s READ_CHEAP, 15 s READ_MEDIUM."""
         return CLASS_TIMEOUT_S.get(item.method_class, DEFAULT_TIMEOUT_S) if item.method_class else DEFAULT_TIMEOUT_S
 
 
