@@ -290,12 +290,24 @@ class Fanout:
         if commitment == PROCESSED:
             member.sink.deliver(data)
             return
+        self._hold(slot, (member, member.generation, commitment, data))
+
+    def _hold(self, slot: int, entry: _Held) -> None:
         held = self._pending.get(slot)
         if held is None:
             held = self._pending[slot] = []
             while len(self._pending) > self.pending_slots:
                 del self._pending[next(iter(self._pending))]
-        held.append((member, member.generation, commitment, data))
+        held.append(entry)
+
+    def take_held(self, source: Fanout, old: Member, member: Member) -> None:
+        """Hold for ``member`` what ``source`` holds for ``old`` under its current filters: a stream handed over
+        from a replay of the feed (matched by a fan-out of its own) to this one. They are released like the
+        updates held here, after those already held for their slot."""
+        for slot, held in source._pending.items():
+            for holder, generation, commitment, data in held:
+                if holder is old and generation == old.generation:
+                    self._hold(slot, (member, member.generation, commitment, data))
 
     def _release(self, slot: int, status: int) -> None:
         held = self._pending.pop(slot, None)

@@ -18,8 +18,8 @@ streams are one value and a fan-out can evaluate each distinct filter once per u
   until their slot reaches it; ``accounts_data_slice`` sends only those parts of account data.
 
 What this project's servers do not offer raises :class:`Unsupported` (answered ``UNIMPLEMENTED``):
-``blocks``, ``entry`` and ``block_footer`` filters, ``from_slot`` replay, cuckoo filters and the
-``token_accounts`` expansion.
+``blocks``, ``entry`` and ``block_footer`` filters, cuckoo filters and the ``token_accounts`` expansion;
+``from_slot`` unless the server keeps a replay log (``FilterLimits.from_slot``: the gateway's).
 
 Only protobuf and the generated messages are imported here (the gateway and the devnode both use it,
 and neither may import the other).
@@ -100,6 +100,7 @@ class FilterLimits:
     max_memcmp_bytes: int = 128
     max_data_slices: int = 16
     max_name_length: int = 128
+    from_slot: bool = False  # the server keeps a replay log, so a request may ask for ``from_slot``
 
 
 DEFAULT_LIMITS = FilterLimits()
@@ -246,6 +247,7 @@ class Filters:
     blocks_meta: tuple[str, ...] = ()
     commitment: int = PROCESSED
     data_slices: tuple[tuple[int, int], ...] = ()
+    from_slot: int | None = None  # a replay the request asked for, not a filter: the server takes it off
 
     @property
     def empty(self) -> bool:
@@ -263,7 +265,7 @@ EMPTY = Filters()
 
 def compile_request(request: geyser_pb2.SubscribeRequest, limits: FilterLimits = DEFAULT_LIMITS) -> Filters:
     """The filters a request sets (it replaces all of a stream's filters), or :class:`FilterError`."""
-    _refuse_unsupported(request)
+    _refuse_unsupported(request, limits)
     commitment = request.commitment if request.HasField("commitment") else PROCESSED
     if commitment not in COMMITMENTS:
         raise FilterError(f"failed to create CommitmentLevel from {commitment}")
@@ -283,14 +285,15 @@ def compile_request(request: geyser_pb2.SubscribeRequest, limits: FilterLimits =
         blocks_meta=tuple(name for name, _ in _named(request.blocks_meta, "blocks_meta", limits)),
         commitment=commitment,
         data_slices=_data_slices(request.accounts_data_slice, limits),
+        from_slot=request.from_slot if request.HasField("from_slot") else None,
     )
 
 
-def _refuse_unsupported(request: geyser_pb2.SubscribeRequest) -> None:
+def _refuse_unsupported(request: geyser_pb2.SubscribeRequest, limits: FilterLimits) -> None:
     for kind in ("blocks", "entry", "block_footer"):
         if len(getattr(request, kind)):
             raise Unsupported(f"`{kind}` filters are not supported by this server")
-    if request.HasField("from_slot"):
+    if request.HasField("from_slot") and not limits.from_slot:
         raise Unsupported("`from_slot` replay is not supported by this server")
     for f in request.accounts.values():
         if f.HasField("cuckoo_accounts_filter"):

@@ -84,6 +84,7 @@ class Outbound:
         self._queue: deque[bytes] = deque()
         self._bytes = 0
         self._wake = asyncio.Event()
+        self._wrote = asyncio.Event()  # set at each write (and at the end): room() waits on it
         self._ended: tuple[grpc.StatusCode, str] | None = None
         self._writer: asyncio.Task[None] | None = None
         self._last_write = 0.0
@@ -95,6 +96,17 @@ class Outbound:
     @property
     def queued(self) -> int:
         return len(self._queue)
+
+    @property
+    def queued_bytes(self) -> int:
+        return self._bytes
+
+    async def room(self, messages: int, nbytes: int) -> None:
+        """Wait until at most ``messages`` updates and ``nbytes`` bytes wait, or the stream ended: a producer
+        that may not outrun the client (a replay) fills the queue no further than that."""
+        while self._ended is None and (len(self._queue) > messages or self._bytes > nbytes):
+            self._wrote.clear()
+            await self._wrote.wait()
 
     def deliver(self, data: bytes) -> None:
         if self._ended is not None:
@@ -117,6 +129,7 @@ class Outbound:
         self._ended = (code, details)
         self._queue.clear()
         self._bytes = 0
+        self._wrote.set()
         if self._writer is not None:
             self._writer.cancel()  # a write blocked on a client that does not read ends too
 
@@ -157,6 +170,7 @@ class Outbound:
                 self._bytes -= len(data)
                 await context.write(data)
                 self.written += 1
+                self._wrote.set()
                 self._last_write = loop.time()
         finally:
             keepalive.cancel()
