@@ -120,6 +120,28 @@ class Settings(BaseSettings):
     grpc_ping_interval_s: float = Field(
         15.0, gt=0, le=300, description="A stream with nothing to send for this long gets a ping update."
     )
+    grpc_replay_slots: int = Field(
+        150,
+        ge=0,
+        le=10_000,
+        description="The replay log of each gRPC server process: the node's whole feed over the newest this many "
+        "slots, which a Subscribe request's from_slot replays (docs/api.md, gRPC). 0: no log, from_slot is "
+        "UNIMPLEMENTED and the upstream subscription asks only for the streams' filters.",
+    )
+    grpc_replay_max_bytes: int = Field(
+        256 * 2**20,
+        ge=2**20,
+        le=64 * 2**30,
+        description="The replay log's bytes of updates (as the node sent them), whatever grpc_replay_slots says: "
+        "the oldest slots go first.",
+    )
+    grpc_replay_max_updates: int = Field(
+        500_000,
+        ge=1_000,
+        le=100_000_000,
+        description="The replay log's updates, whatever grpc_replay_slots says (each costs about 40 bytes beyond its "
+        "size): the oldest slots go first.",
+    )
     grpc_account_filter_share: float = Field(
         0.25,
         gt=0,

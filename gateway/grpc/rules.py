@@ -96,6 +96,35 @@ def interval_unpaid_message(interval_s: float) -> str:
     )
 
 
+def replay_out_of_range_message(from_slot: int, oldest: int, newest: int, commitment: int, window: int) -> str:
+    level = ("processed", "confirmed", "finalized")[commitment]
+    return (
+        f"from_slot {from_slot} is not available: the oldest slot available is {oldest} (at {level} commitment; "
+        f"newest {newest}; this server keeps the last {window} slots of the feed, less under a flood, and none "
+        "from before it started); subscribe with a from_slot from it on, or without from_slot"
+    )
+
+
+def replay_unavailable_message() -> str:
+    return (
+        "from_slot: this server's replay log holds no slot yet (it just started, or its feed from the node just "
+        "resumed); retry in a moment"
+    )
+
+
+def replay_gap_refusal(emptied: bool, oldest: int | None) -> tuple[str, str]:
+    """How a replay that lost the updates it had still to send ends (the status's name, its message)."""
+    now = f"the oldest slot available is now {oldest}" if oldest is not None else "no slot is held now"
+    if emptied:
+        return "UNAVAILABLE", (
+            "the replay log was emptied before this replay was sent (the feed from the node was interrupted, or one "
+            f"slot outgrew the log): {now}; subscribe again with from_slot"
+        )
+    return "OUT_OF_RANGE", (
+        f"the client read its replay too slowly: the updates it had still to receive left the replay log; {now}"
+    )
+
+
 def refusal(exc: ProxyError) -> tuple[str, str]:
     """The gRPC status (code name, message) of a refusal of the shared auth and billing stages."""
     if exc.status == 401:
