@@ -2,7 +2,8 @@
 
 Why a log of the whole feed: a client that went away had no filters in the process's upstream subscription
 while it was gone, so only a record of everything the node sent can give it what it missed. With a log,
-the upstream subscription asks for the whole feed (:func:`whole_feed`) and :class:`ReplayLog` keeps every
+the upstream subscription asks for the whole feed (:func:`gateway.node.geyser.whole_feed`) and
+:class:`ReplayLog` keeps every
 update as the bytes the node sent, in the order received, in segments: a segment begins with the first
 update of a slot newer than every slot before it (the slot's boundary) and holds all that came until the
 next one. ``from_slot`` S replays from the boundary of the first held slot at or after S: a suffix of
@@ -30,10 +31,10 @@ from dataclasses import dataclass, field, replace
 
 import grpc
 
-from gateway.core.geyser import replay_gap_refusal, replay_out_of_range_message, replay_unavailable_message
+from gateway.grpc.rules import replay_gap_refusal, replay_out_of_range_message, replay_unavailable_message
 from geyser_proto import geyser_pb2
-from geyser_proto.fanout import Fanout, Member, union_request
-from geyser_proto.filters import CONFIRMED, EMPTY, FINALIZED, PROCESSED, AccountFilter, Filters, TransactionFilter
+from geyser_proto.fanout import Fanout, Member
+from geyser_proto.filters import CONFIRMED, EMPTY, FINALIZED, PROCESSED, Filters
 from geyser_proto.streaming import Outbound
 
 log = logging.getLogger(__name__)
@@ -42,15 +43,6 @@ log = logging.getLogger(__name__)
 CHUNK = 256
 _NEVER = 2**64
 _SLOTTED = ("slot", "account", "transaction", "transaction_status", "block_meta", "block", "entry", "block_footer")
-
-
-def whole_feed() -> geyser_pb2.SubscribeRequest:
-    """The upstream request of a process that keeps a log: every slot status, account, transaction and block
-    meta, at processed (the streams' own filters are applied here, as they always are)."""
-    everything = Filters(
-        accounts=(("all", AccountFilter()),), transactions=(("all", TransactionFilter()),), blocks_meta=("all",)
-    )
-    return union_request([everything])
 
 
 def slot_of(update: geyser_pb2.SubscribeUpdate) -> int | None:

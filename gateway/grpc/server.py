@@ -25,12 +25,14 @@ from gateway.core.limits import Limiter
 from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
 from gateway.grpc.budget import FilterBudget
+from gateway.grpc.replay import ReplayLog
 from gateway.grpc.rules import StreamLimits, account_share
 from gateway.grpc.service import GeyserGateway, ServiceDeps
 from gateway.node.geyser import MAX_MESSAGE_BYTES, UpstreamGeyser
 from gateway.storage.channels import CREDITED, Channel
 from gateway.storage.connections import Connections
 from geyser_proto.fanout import Fanout
+from geyser_proto.filters import FilterLimits
 from geyser_proto.streaming import service_handler
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,13 @@ def limits_of(settings: Settings) -> StreamLimits:
         max_filters=settings.upstream_grpc_max_filters,
         account_filters=account_share(settings.upstream_grpc_max_filters, settings.grpc_account_filter_share),
     )
+
+
+def replay_log_of(settings: Settings) -> ReplayLog | None:
+    """The process's replay log (``grpc_replay_*``; none when ``grpc_replay_slots`` is 0)."""
+    if settings.grpc_replay_slots == 0:
+        return None
+    return ReplayLog(settings.grpc_replay_slots, settings.grpc_replay_max_bytes, settings.grpc_replay_max_updates)
 
 
 def tune_gc(settings: Settings) -> None:
@@ -98,12 +107,16 @@ class GrpcStreamServer:
         self.limiter = Limiter(settings.rate_limit_rps, settings.concurrency_limit, replicas=settings.ingress_replicas)
         self.notices = CreditNotices(None, self.meter)
         self.fanout = Fanout()
-        self.upstream = UpstreamGeyser(settings.upstream_grpc_url, self.fanout, token=settings.upstream_grpc_token)
+        self.replay_log = replay_log_of(settings)
+        self.upstream = UpstreamGeyser(
+            settings.upstream_grpc_url, self.fanout, token=settings.upstream_grpc_token, log=self.replay_log
+        )
         limits = limits_of(settings)
         self.budget = FilterBudget(limits)
-        self.service = GeyserGateway(
-            ServiceDeps(self.auth, self.meter, self.limiter, self.fanout, self.upstream, limits, self.budget)
-        )
+        deps = ServiceDeps(self.auth, self.meter, self.limiter, self.fanout, self.upstream, limits, self.budget)
+        if self.replay_log is not None:
+            deps.filter_limits, deps.replay_log = FilterLimits(from_slot=True), self.replay_log
+        self.service = GeyserGateway(deps)
         self._server: grpc.aio.Server | None = None
 
     @property
@@ -158,4 +171,9 @@ class GrpcStreamServer:
             "streams": len(self.fanout.members),
             "upstream_connected": self.upstream.connected,
             "upstream_updates": self.upstream.updates,
+            "replay": None if (log := self.replay_log) is None else replay_status(log),
         }
+
+
+def replay_status(log: ReplayLog) -> dict[str, int | None]:
+    return {"oldest": log.oldest(), "newest": log.newest, "updates": log.count, "bytes": log.nbytes}

@@ -21,7 +21,10 @@ process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`
   queue is bounded (:class:`geyser_proto.streaming.Outbound`), so a client too slow to read is cut off;
 - each request's filters are claimed from the process's filter budget (:mod:`gateway.grpc.budget`) before
   they join the fan-out: a stream whose request would take the upstream subscription past what the node
-  accepts, or its account past its share, ends ``RESOURCE_EXHAUSTED`` and the others never notice.
+  accepts, or its account past its share, ends ``RESOURCE_EXHAUSTED`` and the others never notice;
+- a request with ``from_slot`` is replayed from the process's replay log before the stream goes live
+  (:mod:`gateway.grpc.replay`); the replayed updates cost nothing more than live ones (the stream is billed
+  by the interval, whatever it carries), and a ping is answered once the replay before it is sent.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from gateway.core.limits import Limiter, RateLimited
 from gateway.credits.meter import Admission, Meter, Outcome
 from gateway.entry import Entry, EntrySession
 from gateway.grpc.budget import FilterBudget
+from gateway.grpc.replay import ReplayLog, Resume
 from gateway.grpc.rules import (
     INSUFFICIENT,
     INTERVAL_CREDITS,
@@ -87,6 +91,7 @@ class ServiceDeps:
     limits: StreamLimits
     budget: FilterBudget
     filter_limits: FilterLimits = DEFAULT_LIMITS
+    replay_log: ReplayLog | None = None  # from_slot is served from it (None: UNIMPLEMENTED)
 
 
 class GeyserGateway:
@@ -143,6 +148,9 @@ class GeyserGateway:
         out = Outbound(deps.limits.max_queued, deps.limits.max_queued_bytes)
         member = deps.fanout.attach(out)
         entered.bind(lambda why: out.end(grpc.StatusCode.UNAUTHENTICATED, why))
+        refresh = deps.upstream.refresh
+
+        resume = None if deps.replay_log is None else Resume(deps.replay_log, deps.fanout, member, out, refresh)
 
         def apply(filters: Filters) -> None:
             if out.ended:
@@ -151,10 +159,14 @@ class GeyserGateway:
             if refused is not None:
                 out.end(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
                 return
-            deps.fanout.replace(member, filters)
-            deps.upstream.refresh()
+            live = filters if resume is None else resume.take(filters)
+            if live is not None:
+                deps.fanout.replace(member, live)
+                deps.upstream.refresh()
 
         async def pong(ping_id: int) -> None:
+            if resume is not None:
+                await resume.settled()
             await deps.upstream.sync(member, SYNC_TIMEOUT_S)
             out.deliver(pong_update(ping_id))
 
@@ -170,6 +182,8 @@ class GeyserGateway:
             deps.budget.release(member)
             for task in tasks:
                 task.cancel()
+            if resume is not None:
+                resume.cancel()
             uncount()
             entered.close()
 
@@ -224,6 +238,18 @@ class GeyserGateway:
         self, request: geyser_pb2.IsBlockhashValidRequest, context: grpc.aio.ServicerContext
     ) -> geyser_pb2.IsBlockhashValidResponse:
         return await self._forward(context, "IsBlockhashValid", request, geyser_pb2.IsBlockhashValidResponse)  # type: ignore[no-any-return]
+
+    async def SubscribeReplayInfo(
+        self, request: geyser_pb2.SubscribeReplayInfoRequest, context: grpc.aio.ServicerContext
+    ) -> geyser_pb2.SubscribeReplayInfoResponse:
+        log = self.deps.replay_log
+        if log is None:
+            await _abort(context, "UNIMPLEMENTED", "SubscribeReplayInfo is not implemented by this gateway")
+
+        async def answer() -> geyser_pb2.SubscribeReplayInfoResponse:
+            return geyser_pb2.SubscribeReplayInfoResponse(first_available=log.oldest())
+
+        return await self._unary(context, "SubscribeReplayInfo", answer)  # type: ignore[no-any-return]
 
     async def GetVersion(
         self, request: geyser_pb2.GetVersionRequest, context: grpc.aio.ServicerContext

@@ -22,6 +22,10 @@ change at a time (the one that waited longest), each with its own pong, until no
 refusal names one stream. The other streams keep their filters throughout and miss only the moment of
 reopening.
 
+With a replay log (:mod:`gateway.grpc.replay`) the subscription asks for the node's whole feed instead of
+the union, and each update goes into the log, as the node's bytes, before the fan-out; the log is emptied
+when the subscription reopens, as what came meanwhile is lost.
+
 The unary calls are forwarded on the same channel (:meth:`UpstreamGeyser.unary`).
 """
 
@@ -32,17 +36,36 @@ import contextlib
 import itertools
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlparse
 
 import grpc
 
 from geyser_proto import geyser_pb2
 from geyser_proto.fanout import Fanout, Member, union_request
-from geyser_proto.filters import EMPTY, Filters
+from geyser_proto.filters import EMPTY, AccountFilter, Filters, TransactionFilter
 from geyser_proto.streaming import Outbound
 
 log = logging.getLogger(__name__)
+
+
+class FeedLog(Protocol):
+    """What keeps the node's recent feed (:class:`gateway.grpc.replay.ReplayLog`): every update, as the
+    node's bytes, before the fan-out; emptied when the subscription reopens."""
+
+    def append(self, raw: bytes, update: geyser_pb2.SubscribeUpdate) -> None: ...
+
+    def reset(self) -> None: ...
+
+
+def whole_feed() -> geyser_pb2.SubscribeRequest:
+    """The upstream request of a process that keeps a log: every slot status, account, transaction and block
+    meta, at processed (the streams' own filters are applied here, as they always are)."""
+    everything = Filters(
+        accounts=(("all", AccountFilter()),), transactions=(("all", TransactionFilter()),), blocks_meta=("all",)
+    )
+    return union_request([everything])
+
 
 SERVICE = "/geyser.Geyser/"
 UNARY_TIMEOUT_S = 10.0
@@ -71,9 +94,18 @@ def grpc_target(url: str) -> tuple[str, bool]:
 
 
 class UpstreamGeyser:
-    def __init__(self, url: str, fanout: Fanout, *, token: str | None = None, retry_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        fanout: Fanout,
+        *,
+        token: str | None = None,
+        retry_s: float = 1.0,
+        log: FeedLog | None = None,
+    ) -> None:
         self.url = url
         self.fanout = fanout
+        self.log = log
         self.retry_s = retry_s
         target, secure = grpc_target(url)
         options = [
@@ -95,7 +127,7 @@ class UpstreamGeyser:
         self._subscribe = self.channel.stream_stream(
             SERVICE + "Subscribe",
             request_serializer=geyser_pb2.SubscribeRequest.SerializeToString,
-            response_deserializer=geyser_pb2.SubscribeUpdate.FromString,
+            response_deserializer=None,  # the node's bytes: parsed in _on_update, kept as they are by the log
         )
         self._outgoing: asyncio.Queue[geyser_pb2.SubscribeRequest] = asyncio.Queue()
         self._sent_version = -1
@@ -164,7 +196,7 @@ class UpstreamGeyser:
     def _send(self, target: dict[Member, Filters]) -> None:
         ping_id = next(self._ping_ids) % _PING_IDS
         self._inflight[ping_id] = target
-        self._outgoing.put_nowait(union_request(target.values()))
+        self._outgoing.put_nowait(union_request(target.values()) if self.log is None else whole_feed())
         self._outgoing.put_nowait(geyser_pb2.SubscribeRequest(ping=geyser_pb2.SubscribeRequestPing(id=ping_id)))
         self.requests += 1
 
@@ -215,6 +247,8 @@ class UpstreamGeyser:
             self._outgoing = asyncio.Queue()
             self._inflight.clear()
             self._acked, self._sent_version = False, -1
+            if self.log is not None:
+                self.log.reset()  # what comes after a reopening is not the continuation of what it holds
             self._flush()  # the streams' filters open the subscription
             delay = self.retry_s
             try:
@@ -266,12 +300,15 @@ class UpstreamGeyser:
             member.sink.end(exc.code(), f"the node's geyser endpoint refused this stream's filters: {exc.details()}")
         self._wake()
 
-    def _on_update(self, update: geyser_pb2.SubscribeUpdate) -> None:
+    def _on_update(self, raw: bytes) -> None:
         self.updates += 1
+        update = geyser_pb2.SubscribeUpdate.FromString(raw)
         kind = update.WhichOneof("update_oneof")
         if kind == "pong":
             self._took(update.pong.id)
         elif kind != "ping":
+            if self.log is not None:
+                self.log.append(raw, update)
             self.fanout.publish(update)
 
     # -- unary calls --------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.grpc.replay import Gap, NothingYet, OutOfRange, ReplayLog, whole_feed
+from gateway.grpc.replay import Gap, NothingYet, OutOfRange, ReplayLog
+from gateway.node.geyser import whole_feed
 from geyser_proto import geyser_pb2 as pb
 from geyser_proto.filters import CONFIRMED, FINALIZED, PROCESSED, compile_request
 

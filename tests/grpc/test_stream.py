@@ -151,12 +151,14 @@ async def test_invalid_and_unsupported_requests_end_the_stream_with_a_clear_stat
         error = await blocks.error()
         assert error.code() == grpc.StatusCode.UNIMPLEMENTED and "`blocks` filters" in error.details()
         try:
-            await geyser.grpc.GeyserStub(channel).SubscribeReplayInfo(
-                pb2.SubscribeReplayInfoRequest(), metadata=(("x-token", key),)
+            await (
+                geyser.grpc.GeyserStub(channel)
+                .SubscribeGossip(pb2.SubscribeGossipRequest(), metadata=(("x-token", key),))
+                .read()
             )
-            raise AssertionError("SubscribeReplayInfo answered")
+            raise AssertionError("SubscribeGossip answered")
         except grpc.aio.AioRpcError as exc:
-            assert exc.code() == grpc.StatusCode.UNIMPLEMENTED and "SubscribeReplayInfo" in exc.details()
+            assert exc.code() == grpc.StatusCode.UNIMPLEMENTED and "SubscribeGossip" in exc.details()
 
 
 async def test_open_streams_per_account_are_capped(
