@@ -150,6 +150,8 @@ class Outbound:
                     writer.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await writer
+                elif not writer.cancelled():
+                    writer.exception()  # taken: a write that failed as the client went away is no news
             if not writer.cancelled() and writer.exception() is not None:
                 raise writer.exception()  # type: ignore[misc]
         if on_end is not None:
