@@ -3,6 +3,7 @@
 ``rules.py``     prices, limits and status codes (pure)
 ``service.py``   the service: ``x-token`` auth, billing through the meter, per-account limits, the streams
 ``budget.py``    the filter budget: what the streams may ask of the one upstream subscription, a share per account
+``replay.py``    the replay log of the node's recent feed, and ``from_slot``: a replay, then live, with no gap
 ``server.py``    one server process built from settings (run by ``actors/grpc_stream.py``)
 
 The process's one subscription to the node's geyser endpoint is :mod:`gateway.node.geyser`; the
