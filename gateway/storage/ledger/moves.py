@@ -3,10 +3,11 @@
 :func:`debit` is how sends (:func:`gateway.storage.sends.settle`), paid webhook deliveries
 (:func:`gateway.webhooks.jobs.charge`) and lease settlement (:func:`gateway.storage.ledger.settle`)
 take credits; :func:`refund` is how a delivery's charge is given back
-(:mod:`gateway.webhooks.refunds`). Both run in the caller's transaction, holding the account
-lock the caller took with :func:`gateway.storage.ledger.sql.lock_account` before locking its own rows
-(the lease, the send, the job): every credit writer locks the account first, so they serialise per
-account and never wait for each other in turn. Each writes its ledger entries, moves the batches and
+(:mod:`gateway.webhooks.refunds`); :func:`credit` is an operator's grant of new credits. All run in
+the caller's transaction, holding the account lock the caller took with
+:func:`gateway.storage.ledger.sql.lock_account` before locking its own rows (the lease, the send,
+the job): every credit writer locks the account first, so they serialise per account and never wait
+for each other in turn. Each writes its ledger entries, moves the batches and
 the ``accounts`` row together, so the conservation of :mod:`gateway.storage.ledger` holds at commit.
 
 Whether the account can pay is the caller's to decide before it debits, as each proved it its own way:
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from gateway.core.credits import LOW_BALANCE_CREDITS
 from gateway.core.webhook_events import LOW_BALANCE, crosses_low_balance, low_balance
 from gateway.storage.ledger.sql import Entry, add_entries, consume_batches, restore_batches
 from gateway.storage.webhook_events import enqueue_lifecycle
@@ -106,6 +108,37 @@ async def refund(conn: asyncpg.Connection, account: asyncpg.Record, moves: Seque
         pubkey,
         balance,
         balance - start,
+    )
+    return balance
+
+
+async def credit(
+    conn: asyncpg.Connection, account: asyncpg.Record, amount: int, expires_s: int, description: str, ref: str | None
+) -> int:
+    """Grant ``amount`` new credits (an operator's correction) to the account whose row ``account`` is, as
+    :func:`lock_account` returned it in this transaction; the balance after.
+
+    Like a deposit: a batch of its own (source ``adjustment``, expiring ``expires_s`` from now), one
+    ``adjustment`` ledger entry, the balance moved, and the low-balance notice re-armed once the balance
+    is back at the line or above.
+    """
+    assert amount > 0 and expires_s > 0, (amount, expires_s)
+    pubkey: str = account["pubkey"]
+    balance = int(account["balance"]) + amount
+    await conn.execute(
+        """INSERT INTO credit_batches (pubkey, source, granted, remaining, expires_at)
+           VALUES ($1, 'adjustment', $2, $2, now() + $3::bigint * interval '1 second')""",
+        pubkey,
+        amount,
+        expires_s,
+    )
+    await add_entries(conn, pubkey, [("adjustment", amount, balance, description, ref)])
+    await conn.execute(
+        """UPDATE accounts SET balance = $2, low_balance_notified = low_balance_notified AND $2::bigint < $3::bigint
+           WHERE pubkey = $1""",
+        pubkey,
+        balance,
+        LOW_BALANCE_CREDITS,
     )
     return balance
 
