@@ -23,12 +23,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 import asyncpg
 
 from gateway.core.webhook_events import WATCH_FILTERS
 from gateway.storage.errors import postgres_call
 from gateway.storage.ledger.sql import lock_account
+from gateway.storage.operator import OperatorRefusal, record_action
 from gateway.storage.webhook_events import WATCHED
 from gateway.webhooks.refunds import Refund, refund_deliveries
 
@@ -295,6 +297,55 @@ async def replay_dead(pool: asyncpg.Pool, pubkey: str, webhook_id: int) -> int |
             webhook_id,
         )
     return _affected(done)
+
+
+@postgres_call(WHAT)
+async def dead_jobs(pool: asyncpg.Pool, pubkey: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    """Dead delivery jobs of subscriptions not deleted (of ``pubkey``'s alone, when given), newest
+    first: what an operator may replay (:func:`replay_dead_job`)."""
+    rows = await pool.fetch(
+        """SELECT j.id, j.webhook_id, w.pubkey, w.url, w.status AS webhook_status, j.event_type, j.attempts,
+                  j.last_status, j.last_error, j.price, j.charged, j.answered, j.created_at
+           FROM delivery_jobs j JOIN webhooks w ON w.id = j.webhook_id
+           WHERE j.status = 'dead' AND w.status <> 'deleted' AND ($1::text IS NULL OR w.pubkey = $1)
+           ORDER BY j.id DESC LIMIT $2""",
+        pubkey,
+        limit,
+    )
+    return [dict(r) for r in rows]
+
+
+@postgres_call(WHAT)
+async def replay_dead_job(pool: asyncpg.Pool, job_id: int, reason: str, operator: str) -> dict[str, Any]:
+    """An operator's replay of one dead job, by the rules of :func:`replay_dead`: back to pending,
+    attempts reset, due now (its subscription's status decides when it goes out: a paused one waits
+    for its owner's resume). A charge refunded when it died is charged again by the dispatcher before
+    the first attempt; a charge kept (some attempt was answered) is not charged twice
+    (docs/api.md, Deliveries). Written with an ``operator_actions`` row; raises
+    :class:`gateway.storage.operator.OperatorRefusal` when the job is not a dead job of a subscription
+    that is not deleted (a replayed job is pending, so a second replay is refused)."""
+    async with pool.acquire() as conn, conn.transaction():
+        owner = await conn.fetchrow(
+            "SELECT w.id, w.pubkey FROM delivery_jobs j JOIN webhooks w ON w.id = j.webhook_id WHERE j.id = $1",
+            job_id,
+        )
+        if owner is None:
+            raise OperatorRefusal(f"no delivery job {job_id}")
+        status = await _lock_owned(conn, owner["pubkey"], owner["id"])  # a concurrent delete waits
+        if status is None:
+            raise OperatorRefusal(f"delivery job {job_id}: its webhook {owner['id']} is deleted")
+        job = await conn.fetchrow(
+            """UPDATE delivery_jobs
+               SET status = 'pending', attempts = 0, next_attempt_at = now(), locked_by = NULL, locked_until = NULL
+               WHERE id = $1 AND status = 'dead' RETURNING charged, price""",
+            job_id,
+        )
+        if job is None:
+            current = await conn.fetchval("SELECT status FROM delivery_jobs WHERE id = $1", job_id)
+            raise OperatorRefusal(f"delivery job {job_id} is {current}, not dead: only a dead job is replayed")
+        detail = {"job_id": job_id, "webhook_id": int(owner["id"]), "webhook_status": str(status)}
+        await record_action(conn, owner["pubkey"], "webhook_replay", detail, reason, operator)
+    return {**detail, "pubkey": owner["pubkey"], "charged": int(job["charged"]), "price": int(job["price"])}
 
 
 @postgres_call(WHAT)
