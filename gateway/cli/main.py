@@ -1,4 +1,5 @@
-"""The ``gateway`` command: ``up`` runs the whole service, ``devnode`` the local chain alone."""
+"""The ``gateway`` command: ``up`` runs the whole service, ``devnode`` the local chain alone; the operator's
+commands (``status``, ``account``, ``audit``, ``webhooks``, ``sends``) are in ops.py and status.py."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from gateway.cli.ops import register as register_operator_commands
+from gateway.cli.status import status
 from gateway.config import DEVNODE, ConfigError, Settings, load_settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Credit-metered Solana RPC gateway.")
@@ -158,6 +161,10 @@ def migrate(config: ConfigOption = None) -> None:
         raise typer.Exit(2)
     applied = asyncio.run(migrate_url(s.database_url))
     console.print(f"applied: {applied or 'nothing, up to date'}")
+
+
+register_operator_commands(app)
+app.command()(status)
 
 
 def main() -> None:

@@ -1,0 +1,63 @@
+"""The running stack's stores, found the way ``gateway up`` sets them: the settings' URLs, else the
+embedded ones of the data dir (never started here)."""
+
+from __future__ import annotations
+
+import getpass
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import asyncpg
+
+from gateway.config import Settings
+from gateway.runtime.inspect import embedded_database_url, embedded_redis_url
+
+
+class StoreNotFound(Exception):
+    """The store is not configured and the data dir's embedded one is not running."""
+
+
+def database_url(settings: Settings) -> str:
+    if settings.database_url:
+        return settings.database_url
+    url = embedded_database_url(settings.resolved_home)
+    if url is None:
+        raise StoreNotFound(
+            f"PostgreSQL: the embedded database of {settings.resolved_home} is not running "
+            "(start the gateway with `gateway up`, or set GATEWAY_DATABASE_URL)"
+        )
+    return url
+
+
+def redis_url(settings: Settings) -> str:
+    if settings.redis_url:
+        return settings.redis_url
+    url = embedded_redis_url(settings.resolved_home)
+    if url is None:
+        raise StoreNotFound(
+            f"Redis: the embedded Redis of {settings.resolved_home} is not running "
+            "(start the gateway with `gateway up`, or set GATEWAY_REDIS_URL)"
+        )
+    return url
+
+
+def node_url(settings: Settings) -> str:
+    return settings.upstream_rpc_url or f"http://127.0.0.1:{settings.devnode_rpc_port}"
+
+
+def default_operator() -> str:
+    """``$USER``, else the login name, else empty (then the command asks for ``--operator``)."""
+    try:
+        return os.environ.get("USER") or getpass.getuser()
+    except (KeyError, OSError):
+        return ""
+
+
+@asynccontextmanager
+async def pool(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
+    p = await asyncpg.create_pool(database_url(settings), min_size=1, max_size=2, timeout=10)
+    try:
+        yield p
+    finally:
+        await p.close()
