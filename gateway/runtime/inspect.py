@@ -72,11 +72,11 @@ def ray_report(address: str, actor_names: list[str], timeout_s: float = 30.0) ->
             report["nodes"] = [
                 {"id": n["NodeID"], "address": n["NodeManagerAddress"], "alive": bool(n["Alive"])} for n in nodes
             ]
-            table = ray_state.actors()
+            ours = {a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == NAMESPACE}
             by_name = {
                 info.get("Name"): info
-                for info in table.values()
-                if info.get("RayNamespace") == NAMESPACE and info.get("State") != "DEAD"
+                for info in ray_state.actors().values()
+                if info.get("Name") in ours and info.get("State") != "DEAD"
             }
             actors: dict[str, Any] = {}
             for name in actor_names:
