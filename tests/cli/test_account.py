@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
+from gateway.app import method_registry
 from gateway.core.identity import Identity
 from gateway.core.limits import Limiter
 from gateway.core.methods import PriceTable
@@ -106,7 +107,10 @@ def pipeline(pool: asyncpg.Pool, pubkey: str, meter: Meter) -> Handler:
         return await next_handler(call)
 
     stage = MeteringStage(meter, Limiter(50, 4), lambda _: {"deposit_address": "Dep1"})
-    return compose([error_boundary, authenticate, ParseStage(PriceTable.default()), stage], Forwarder(ScriptedNode()))
+    return compose(
+        [error_boundary, authenticate, ParseStage(method_registry(), PriceTable.default()), stage],
+        Forwarder(ScriptedNode()),
+    )
 
 
 async def call(handler: Handler) -> tuple[int, dict[str, object]]:
