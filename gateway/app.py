@@ -22,12 +22,13 @@ from gateway.bulk.metering import BulkMetering
 from gateway.config import DEFAULT_UPSTREAM, DEFAULT_UPSTREAM_WS, Settings
 from gateway.core.client_address import TrustedProxies
 from gateway.core.errors import service_unavailable
-from gateway.core.limits import Limiter
+from gateway.core.limits import AccountLimits, Limiter
 from gateway.core.methods import MethodClass, PriceTable, Registry
 from gateway.core.subscriptions import Limits
 from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
 from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
+from gateway.credits.slices import ShardClient, SlicedLimiter
 from gateway.credits.stage import CreditHeaders, MeteringStage
 from gateway.entry import Entry
 from gateway.fees import methods as fee_methods
@@ -79,10 +80,14 @@ class GatewayApp:
     settings: validated settings (with the embedded parts' URLs filled in by the stack).
     racers: who runs sendAndConfirm's races (the send-racer actors under ``gateway up``); default:
         this replica (:class:`LocalRacers`).
+    shards: the account-shard actors that own rate and concurrency (``gateway up``); default: each
+        replica enforces its share (:class:`Limiter`).
     auth_options: extra :class:`AuthServices` options (tests pass short lifetimes and hooks).
     """
 
-    def __init__(self, settings: Settings, racers: Racers | None = None, **auth_options: Any) -> None:
+    def __init__(
+        self, settings: Settings, racers: Racers | None = None, shards: ShardClient | None = None, **auth_options: Any
+    ) -> None:
         self.settings = settings
         self.started_at = time.time()
         self.prices = PriceTable.default().with_overrides(settings.pricing)
@@ -100,7 +105,11 @@ class GatewayApp:
             flush_interval_s=settings.credit_flush_interval_s,
             expiry_interval_s=settings.credit_expiry_check_s,
         )
-        self.limiter = Limiter(settings.rate_limit_rps, settings.concurrency_limit, replicas=settings.ingress_replicas)
+        self.limiter: AccountLimits = (
+            SlicedLimiter(shards, settings.rate_limit_rps, settings.concurrency_limit)
+            if shards is not None
+            else Limiter(settings.rate_limit_rps, settings.concurrency_limit, replicas=settings.ingress_replicas)
+        )
         self.metering = MeteringStage(self.meter, self.limiter, self._top_up)
         trusted = TrustedProxies.parse(settings.trusted_proxies)
         self.ip_limits = IpLimits(settings.ip_limits, trusted, replicas=settings.ingress_replicas)
@@ -234,6 +243,8 @@ class GatewayApp:
         if self.cache is not None:
             await self.cache.close()
         await self.meter.stop()
+        if isinstance(self.limiter, SlicedLimiter):
+            await self.limiter.close()
         await self.monitor.stop()
         await self.upstream.close()
         await self.auth.stop()

@@ -456,6 +456,13 @@ class Settings(BaseSettings):
         min_length=1,
         description="The legs sendAndConfirm broadcasts on at once.",
     )
+    account_shards: int = Field(
+        2,
+        ge=0,
+        le=64,
+        description="Account-shard actors started by gateway up, owning each account's rate and concurrency "
+        "(0: each replica enforces its share of them).",
+    )
     send_racers: int = Field(
         2, ge=0, le=64, description="Send-racer actors started by gateway up (0: races run in the replicas)."
     )

@@ -82,6 +82,10 @@ class BulkMetering:
         rps = acct.rate_limit_rps
         stage.check_account(call, pubkey, acct)
         now, wall = stage.clock(), stage.wall()
+        pending = stage.limiter.ready(pubkey, len(prices), now, rps=rps, concurrency=acct.concurrency_limit, whole=True)
+        if pending is not None:  # a slice from the account's shard (gateway.credits.slices)
+            await stage.limits(call, pubkey, rps, pending)
+            now, wall = stage.clock(), stage.wall()
         blocked = stage.limiter.acquire(pubkey, now, rps=rps, concurrency=acct.concurrency_limit)
         if blocked is not None:
             stage.set_headers(call, pubkey, rps)

@@ -11,8 +11,9 @@ the limit by at most R - 1 per second. Buckets are soft state: a restart refills
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 
 class Allowed(NamedTuple):  # a tuple: built on every admitted item, and cheaper than a frozen dataclass
@@ -35,6 +36,31 @@ class ConcurrencyLimited:
 
 
 LimitDecision = Allowed | RateLimited | ConcurrencyLimited
+
+
+class AccountLimits(Protocol):
+    """What the metering stage asks of the limits: this module's :class:`Limiter` (each replica its
+    share), or the account-shard slices (:class:`gateway.credits.slices.SlicedLimiter`)."""
+
+    def ready(
+        self, pubkey: str, units: int, now: float, *, rps: int | None, concurrency: int | None, whole: bool = False
+    ) -> Awaitable[None] | None:
+        """None when a slot and ``units`` rate units can be decided here; else what to await first."""
+
+    def acquire(
+        self, pubkey: str, now: float, *, rps: int | None = None, concurrency: int | None = None
+    ) -> ConcurrencyLimited | None: ...
+
+    def release(self, pubkey: str) -> None: ...
+
+    def take(self, pubkey: str, now: float, wall: float, rps: int | None = None) -> Allowed | RateLimited: ...
+
+    def take_many(
+        self, pubkey: str, units: int, now: float, wall: float, rps: int | None = None
+    ) -> Allowed | RateLimited: ...
+
+    def peek(self, pubkey: str, now: float, wall: float, rps: int | None = None) -> Allowed: ...
+
 
 #: Idle accounts are forgotten once this many are tracked (memory stays bounded by active accounts).
 PRUNE_AT = 10_000
@@ -148,6 +174,12 @@ class Limiter:
         return Allowed(
             acct.limit, max(0, int(bucket.tokens)), math.ceil(wall + (bucket.burst - bucket.tokens) / bucket.rate)
         )
+
+    def ready(
+        self, pubkey: str, units: int, now: float, *, rps: int | None, concurrency: int | None, whole: bool = False
+    ) -> Awaitable[None] | None:
+        """Always decided here (:class:`AccountLimits`)."""
+        return None
 
     def acquire(
         self, pubkey: str, now: float, *, rps: int | None = None, concurrency: int | None = None

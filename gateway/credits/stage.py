@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from gateway.core.credits import LOW_BALANCE_CREDITS
 from gateway.core.errors import ProxyError, service_unavailable
 from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload
-from gateway.core.limits import Allowed, Limiter, RateLimited
+from gateway.core.limits import AccountLimits, Allowed, RateLimited
 from gateway.core.methods import SELF_BILLED_CLASSES
 from gateway.credits.errors import (
     account_suspended,
@@ -37,6 +37,7 @@ from gateway.credits.errors import (
 )
 from gateway.credits.meter import AccountState, Admission, Meter, Outcome
 from gateway.credits.refunds import refund_reason
+from gateway.credits.slices import RETRY_AFTER_S, ShardUnavailable
 from gateway.pipeline import Call, Handler, Reply
 from gateway.storage.errors import StoreUnavailable
 
@@ -49,7 +50,7 @@ class MeteringStage:
     def __init__(
         self,
         meter: Meter,
-        limiter: Limiter,
+        limiter: AccountLimits,
         top_up: Callable[[str | None], Mapping[str, Any]] = lambda pubkey: {},
         *,
         clock: Callable[[], float] = time.monotonic,
@@ -72,6 +73,10 @@ class MeteringStage:
         rps = acct.rate_limit_rps
         self._check_account(call, pubkey, acct)
         now, wall = self.clock(), self.wall()  # one reading for the admission (refreshed after an await)
+        pending = self.limiter.ready(pubkey, len(payload.items), now, rps=rps, concurrency=acct.concurrency_limit)
+        if pending is not None:  # the account's shard is asked for a slice (never with replica-local limits)
+            await self.limits(call, pubkey, rps, pending)
+            now, wall = self.clock(), self.wall()
         blocked = self.limiter.acquire(pubkey, now, rps=rps, concurrency=acct.concurrency_limit)
         if blocked is not None:
             self._headers(call, pubkey, rps)
@@ -183,6 +188,15 @@ class MeteringStage:
             return
         self._headers(call, pubkey, acct.rate_limit_rps)
 
+    async def limits(self, call: Call, pubkey: str, rps: int | None, pending: Awaitable[None]) -> None:
+        """Await the limiter's exchange with the account's shard; 503 when it cannot be reached (fail
+        closed: a call is never admitted unmetered)."""
+        try:
+            await pending
+        except ShardUnavailable as exc:
+            self._headers(call, pubkey, rps)
+            raise limits_unavailable() from exc
+
     def check_account(self, call: Call, pubkey: str, acct: AccountState) -> None:
         """402 without an account record, 403 when suspended (for endpoints that meter themselves)."""
         self._check_account(call, pubkey, acct)
@@ -228,3 +242,7 @@ class CreditHeaders:
 
 def ledger_unavailable() -> ProxyError:
     return service_unavailable("the credit ledger is unavailable; nothing was charged", 5)
+
+
+def limits_unavailable() -> ProxyError:
+    return service_unavailable("the account's rate limiter is unavailable; nothing was charged", RETRY_AFTER_S)

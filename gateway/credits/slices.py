@@ -1,0 +1,368 @@
+"""Rate and concurrency from the account-shard actors: a replica spends slices of each account's limits
+locally and asks the account's shard for more before it runs out (the rules and the bound are in
+:mod:`gateway.core.shards`; README, Where state lives).
+
+:class:`SlicedLimiter` is the limits of the metering stage (:class:`gateway.core.limits.AccountLimits`)
+when ``account_shards`` is set. Per account it holds ``tokens`` (rate units granted by the shard) and
+``cap`` (slots granted), and spends them with no cross-process call: :meth:`take` and :meth:`acquire`
+are as cheap as :class:`gateway.core.limits.Limiter`'s. Only :meth:`ready`, when the slice cannot
+decide a call (no tokens or no free slot, and the shard not known to be empty), returns an exchange to
+await. Once a slice falls to half of its size the next exchange is sent in the background; a tick
+gives back tokens and slots unused for ``idle_s``, reports spent tokens and renews what it holds.
+
+Fail closed: a shard that cannot be reached (dead, being restarted, too slow) raises
+:class:`ShardUnavailable` from the awaited exchange, and the stage answers 503 with ``Retry-After``.
+What the replica still holds stays usable until its deadline (``sent + ttl - margin``), never after:
+past it the shard may have forgotten the slice.
+
+The shards are reached through :class:`ShardClient`: the Ray actors (``gateway.runtime.shards``), or
+:class:`LocalShards` in this process (tests, benches).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from gateway.core.limits import Allowed, ConcurrencyLimited, RateLimited
+from gateway.core.shards import SLICE_TTL_S, ShardBook, SliceGrant, SliceRequest, shard_of
+
+log = logging.getLogger(__name__)
+
+#: A slice is this many seconds of the account's rate (at least one unit, at least what the call needs).
+SLICE_S = 0.1
+#: What a replica holds and has not used for this long goes back to the shard.
+IDLE_S = 0.25
+TICK_S = 0.1
+#: A slice is not used later than this before the shard would forget it.
+MARGIN_S = 0.25
+#: An exchange that takes longer fails (the call is refused 503).
+TIMEOUT_S = 0.5
+#: After a failed exchange, calls that need the shard are refused at once for this long.
+DOWN_S = 0.5
+#: After the shard had no slot to give, the next ask waits this long (a flood of 429s is not a flood of calls).
+SLOT_BACKOFF_S = 0.05
+#: The Retry-After of a refusal because the shard could not be reached.
+RETRY_AFTER_S = 1
+
+
+class ShardUnavailable(Exception):
+    """The account's shard could not be reached: the call is refused, never admitted unmetered."""
+
+
+class ShardClient(Protocol):
+    shards: int
+
+    async def exchange(self, shard: int, request: SliceRequest) -> SliceGrant:
+        """Raises :class:`ShardUnavailable` when the shard cannot answer."""
+        ...
+
+
+class LocalShards:
+    """The shards as objects of this process: the same books, no actor (tests, benches)."""
+
+    def __init__(self, shards: int, *, ttl_s: float = SLICE_TTL_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.shards = shards
+        self.books = [ShardBook(f"{n}-{uuid.uuid4().hex[:12]}", ttl_s=ttl_s) for n in range(shards)]
+        self.clock = clock
+
+    async def exchange(self, shard: int, request: SliceRequest) -> SliceGrant:
+        return self.books[shard].exchange(request, self.clock())
+
+
+@dataclass(slots=True)
+class _Slice:
+    """What this replica holds of one account's limits."""
+
+    shard: int
+    rps: int
+    concurrency: int
+    epoch: str = ""
+    lease: int = 0
+    tokens: int = 0  # spendable rate units
+    spent: int = 0  # spent since the last report
+    cap: int = 0  # slots granted
+    active: int = 0  # calls in flight
+    deadline: float = 0.0  # nothing held is used from then on
+    renew_at: float = 0.0
+    remaining: int = 0  # the shard's bucket at the last exchange (for the headers)
+    tokens_at: float = 0.0  # the shard has no token before this
+    slots_at: float = 0.0  # the shard had no slot: not asked again before this
+    used_at: float = 0.0
+    peak: int = 0  # the most calls in flight since the last trim
+    trimmed_at: float = 0.0
+    failed: bool = False  # the last exchange could not reach the shard
+    young_until: float = 0.0  # the shard was restarted: it grants nothing new before this
+    task: asyncio.Task[None] | None = None
+
+    def size(self) -> int:
+        return max(1, math.ceil(self.rps * SLICE_S))
+
+    def step(self) -> int:
+        """Slots asked for beyond those in use when the replica runs out."""
+        return 1 + self.concurrency // 16
+
+
+class SlicedLimiter:
+    """Every account's slices held by this replica. ``now`` is monotonic, ``wall`` is unix time."""
+
+    def __init__(
+        self,
+        client: ShardClient,
+        default_rps: int,
+        default_concurrency: int,
+        *,
+        idle_s: float = IDLE_S,
+        timeout_s: float = TIMEOUT_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.default_rps = default_rps
+        self.default_concurrency = default_concurrency
+        self.idle_s = idle_s
+        self.timeout_s = timeout_s
+        self.clock = clock
+        self.holder = uuid.uuid4().hex
+        self.exchanges = 0
+        self._accounts: dict[str, _Slice] = {}
+        self._down_until: dict[int, float] = {}
+        self._ticker: asyncio.Task[None] | None = None
+
+    # -- the hot path ---------------------------------------------------------------------------
+
+    def ready(
+        self, pubkey: str, units: int, now: float, *, rps: int | None, concurrency: int | None, whole: bool = False
+    ) -> Awaitable[None] | None:
+        s = self._accounts.get(pubkey)
+        if s is not None and self._decides(s, units, now):
+            return None  # the common case
+        return self._fill(pubkey, units, now, rps, concurrency, whole)
+
+    def acquire(
+        self, pubkey: str, now: float, *, rps: int | None = None, concurrency: int | None = None
+    ) -> ConcurrencyLimited | None:
+        s = self._accounts.get(pubkey)
+        if s is None or s.active >= s.cap or now >= s.deadline:
+            return ConcurrencyLimited(concurrency or self.default_concurrency)
+        s.active += 1
+        s.used_at = now
+        if s.active > s.peak:
+            s.peak = s.active
+        if s.active >= s.cap and s.task is None and now >= s.slots_at:
+            self._start(pubkey, s, 0, False, now)  # the next slot before it is needed
+        return None
+
+    def release(self, pubkey: str) -> None:
+        s = self._accounts.get(pubkey)
+        if s is not None and s.active > 0:
+            s.active -= 1
+
+    def take(self, pubkey: str, now: float, wall: float, rps: int | None = None) -> Allowed | RateLimited:
+        s = self._accounts.get(pubkey)
+        if s is None or s.tokens < 1 or now >= s.deadline:
+            return self._limited(s, rps, now, wall)
+        s.tokens -= 1
+        s.spent += 1
+        s.used_at = now
+        if s.tokens <= s.size() // 2 and s.task is None and now >= s.tokens_at:
+            self._start(pubkey, s, s.size(), False, now)  # prefetch at the low-water mark
+        return self._allowed(s, wall)
+
+    def take_many(
+        self, pubkey: str, units: int, now: float, wall: float, rps: int | None = None
+    ) -> Allowed | RateLimited:
+        s = self._accounts.get(pubkey)
+        if s is None or s.tokens < units or now >= s.deadline:
+            return self._limited(s, rps, now, wall)
+        s.tokens -= units
+        s.spent += units
+        s.used_at = now
+        return self._allowed(s, wall)
+
+    def peek(self, pubkey: str, now: float, wall: float, rps: int | None = None) -> Allowed:
+        s = self._accounts.get(pubkey)
+        if s is None:
+            limit = rps or self.default_rps
+            return Allowed(limit, limit, math.ceil(wall))
+        return self._allowed(s, wall)
+
+    @staticmethod
+    def _allowed(s: _Slice, wall: float) -> Allowed:
+        remaining = max(0, s.tokens + s.remaining)
+        return Allowed(s.rps, remaining, math.ceil(wall + max(0, s.rps - remaining) / s.rps))
+
+    def _limited(self, s: _Slice | None, rps: int | None, now: float, wall: float) -> RateLimited:
+        limit = rps or self.default_rps
+        wait = max(0.0, s.tokens_at - now) if s is not None else 0.0
+        return RateLimited(limit, max(1, math.ceil(wait)), math.ceil(wall + max(wait, 1 / max(1, limit))))
+
+    # -- exchanges ------------------------------------------------------------------------------
+
+    async def _fill(
+        self, pubkey: str, units: int, now: float, rps: int | None, concurrency: int | None, whole: bool
+    ) -> None:
+        """Exchange with the shard until the call can be decided here; raise ShardUnavailable when it
+        cannot be reached and what this replica holds does not decide the call."""
+        s = self._slice(pubkey, rps, concurrency)
+        for _ in range(2):
+            if now < s.young_until:  # refused as while it was down: it grants nothing new yet
+                raise ShardUnavailable(f"account shard {s.shard} is restarting")
+            if s.task is None:
+                short = s.tokens < units and now >= s.tokens_at
+                want = (units if whole else max(units, s.size())) if short else 0
+                slot = (s.active >= s.cap and now >= s.slots_at) or now >= s.deadline
+                if self._start(pubkey, s, want, whole, now, slot=slot) is None:
+                    raise ShardUnavailable(f"account shard {s.shard} is unavailable")
+            task = s.task
+            assert task is not None
+            await asyncio.shield(task)  # one exchange at a time per account; a caller gone away leaves it be
+            now = self.clock()
+            if self._decides(s, units, now):
+                return
+            if s.failed:
+                raise ShardUnavailable(f"account shard {s.shard} is unavailable")
+
+    @staticmethod
+    def _decides(s: _Slice, units: int, now: float) -> bool:
+        """Whether the slice decides a call of ``units`` here: admitted, or refused by what the shard said."""
+        if now >= s.deadline:
+            return False
+        return (s.tokens >= units or now < s.tokens_at) and (s.active < s.cap or now < s.slots_at)
+
+    def _slice(self, pubkey: str, rps: int | None, concurrency: int | None) -> _Slice:
+        limit, slots = rps or self.default_rps, concurrency or self.default_concurrency
+        s = self._accounts.get(pubkey)
+        if s is None:
+            s = self._accounts[pubkey] = _Slice(shard_of(pubkey, self.client.shards), limit, slots)
+            self._start_ticker()
+        s.rps, s.concurrency = limit, slots  # an override that changed reaches the shard with this exchange
+        return s
+
+    def _start(
+        self,
+        pubkey: str,
+        s: _Slice,
+        want: int,
+        whole: bool,
+        now: float,
+        *,
+        slot: bool = True,
+        give_back: bool = False,
+        slots_to: int | None = None,
+    ) -> asyncio.Task[None] | None:
+        """Send one exchange (None when the shard is known to be down: refused at once). ``give_back``:
+        the unspent tokens and unused slots go back; ``slots_to``: the slots beyond it go back."""
+        if now < self._down_until.get(s.shard, 0.0):
+            return None
+        returned = s.tokens if give_back else 0
+        s.tokens -= returned
+        if give_back:
+            slots_to = s.active
+        if slots_to is not None:
+            s.cap = want_slots = max(s.active, slots_to)  # the slots given back are not used from now on
+        elif slot or s.active >= s.cap:
+            want_slots = s.active + s.step()
+        else:
+            want_slots = s.cap
+        request = SliceRequest(
+            pubkey,
+            self.holder,
+            s.epoch,
+            s.lease,
+            s.rps,
+            s.rps,  # the burst is the per-second rate, as in core/limits.py
+            s.concurrency,
+            spent=s.spent,
+            returned=returned,
+            want_tokens=want,
+            whole=whole,
+            need_slots=s.active,
+            want_slots=max(s.active, want_slots),
+        )
+        s.spent = 0
+        s.task = asyncio.get_running_loop().create_task(self._exchange(s, request, now))
+        return s.task
+
+    async def _exchange(self, s: _Slice, request: SliceRequest, sent: float) -> None:
+        try:
+            self.exchanges += 1
+            try:
+                grant = await asyncio.wait_for(self.client.exchange(s.shard, request), self.timeout_s)
+            except (ShardUnavailable, TimeoutError) as exc:
+                s.failed = True
+                self._down_until[s.shard] = self.clock() + DOWN_S
+                log.warning("account shard %d: %s", s.shard, str(exc) or "timed out")
+                return
+            s.failed = False
+            self._apply(s, request, grant, sent)
+        finally:
+            s.task = None
+
+    def _apply(self, s: _Slice, request: SliceRequest, grant: SliceGrant, sent: float) -> None:
+        now = self.clock()
+        if grant.epoch != s.epoch or grant.lease != s.lease:
+            # A new lease: what was held belongs to an expired one or to a previous incarnation of the
+            # shard (which no longer counts it): dropped, and spending since the send is not this lease's.
+            s.tokens, s.spent = 0, 0
+            s.epoch, s.lease = grant.epoch, grant.lease
+        s.tokens += grant.tokens
+        s.cap = grant.slots
+        s.deadline = sent + grant.ttl_s - MARGIN_S
+        s.renew_at = sent + grant.ttl_s / 2
+        s.remaining = grant.remaining
+        s.tokens_at = now + grant.wait_s if grant.tokens < request.want_tokens else 0.0
+        s.slots_at = now + SLOT_BACKOFF_S if grant.slots < request.want_slots else 0.0
+        s.young_until = now + grant.young_s
+        if grant.young_s:  # calls it cannot decide go to _fill, which refuses them 503 without asking
+            s.tokens_at = s.slots_at = 0.0
+
+    # -- the tick: give back, report, renew -----------------------------------------------------
+
+    def _start_ticker(self) -> None:
+        if self._ticker is None or self._ticker.done():
+            self._ticker = asyncio.get_running_loop().create_task(self._tick_forever())
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            try:
+                self.tick(self.clock())
+            except Exception:  # never let the tick die: the slices would stop being renewed
+                log.exception("account slices: tick failed")
+
+    def tick(self, now: float) -> None:
+        """Give back what sat unused, report spending, renew what is held; forget idle accounts."""
+        for pubkey, s in list(self._accounts.items()):
+            if s.task is not None:
+                continue
+            idle = now - s.used_at >= self.idle_s
+            holds = s.tokens > 0 or s.cap > 0
+            trim, keep = now - s.trimmed_at >= self.idle_s, s.cap
+            if trim:
+                keep, s.peak, s.trimmed_at = s.peak + s.step(), s.active, now
+            if idle and (s.tokens > 0 or s.cap > s.active):
+                self._start(pubkey, s, 0, False, now, slot=False, give_back=True)
+            elif trim and s.cap > keep:  # busy, but holding more slots than it used: the rest go back
+                self._start(pubkey, s, 0, False, now, slot=False, slots_to=keep)
+            elif (s.spent > 0 and (idle or now >= s.renew_at)) or (holds and now >= s.renew_at):
+                self._start(pubkey, s, 0, False, now, slot=False)
+            elif idle and not holds and s.active == 0 and s.spent == 0:
+                del self._accounts[pubkey]
+
+    async def close(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+            self._ticker = None
+        tasks = [s.task for s in self._accounts.values() if s.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
