@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from actors.account_shard import AccountShard
 from actors.deposit_watcher import DEFAULT_INTERVAL_S, DepositWatcherActor
 from actors.grpc_stream import GrpcStreamActor
 from actors.send_racer import SendRacerActor
@@ -17,6 +18,7 @@ from actors.send_reconciler import SendReconcilerActor
 from actors.signal_classifier import SignalClassifierActor
 from actors.webhook_dispatcher import WebhookDispatcherActor
 from actors.webhook_watcher import WebhookWatcherActor
+from gateway.core.shards import shard_name
 from gateway.runtime.serve_runtime import bounded
 
 NAMESPACE = "gateway"
@@ -29,6 +31,11 @@ WEBHOOK_WATCHER = "webhook-watcher"
 def send_racer_names(count: int) -> list[str]:
     """The names of the pool's send-racer actors (replicas find them by name)."""
     return [f"send-racer-{n}" for n in range(count)]
+
+
+def account_shard_names(count: int) -> list[str]:
+    """The account-shard actors; an account's is ``shard_of(pubkey, count)`` (gateway/core/shards.py)."""
+    return [shard_name(n) for n in range(count)]
 
 
 def webhook_dispatcher_names(count: int) -> list[str]:
@@ -88,6 +95,25 @@ def stop_send_racers(count: int) -> None:
     stop_actors(send_racer_names(count))
 
 
+class RestartingAccountShard(AccountShard):
+    """The shard as Ray runs it: told whether Ray is restarting it, so that a restarted one's buckets
+    fill from its start (slices of the previous incarnation may still be in use: gateway/core/shards.py)."""
+
+    def __init__(self, index: int) -> None:
+        import ray
+
+        super().__init__(index, restarted=bool(ray.get_runtime_context().was_current_actor_reconstructed))
+
+
+def start_account_shards(count: int) -> list[Any]:
+    """The account-shard actors: each named and restarted after a crash like a singleton."""
+    return [start_singleton(name, RestartingAccountShard, n) for n, name in enumerate(account_shard_names(count))]
+
+
+def stop_account_shards(count: int) -> None:
+    stop_actors(account_shard_names(count))
+
+
 def start_send_reconciler(settings: dict[str, Any]) -> Any:
     return start_singleton(SEND_RECONCILER, SendReconcilerActor, settings)
 
@@ -135,5 +161,6 @@ def service_actor_names(settings: dict[str, Any]) -> list[str]:
         SIGNAL_CLASSIFIER,
         SEND_RECONCILER,
         *send_racer_names(int(settings.get("send_racers", 0))),
+        *account_shard_names(int(settings.get("account_shards", 0))),
         DEPOSIT_WATCHER,
     ]

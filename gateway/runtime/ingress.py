@@ -15,8 +15,10 @@ from starlette.types import ASGIApp
 from gateway.app import GatewayApp
 from gateway.config import Settings
 from gateway.pubsub.ws import UVICORN_WS_OPTIONS
+from gateway.runtime.actors import start_account_shards
 from gateway.runtime.racers import RayRacers
 from gateway.runtime.replica_process import tune_gc
+from gateway.runtime.shards import RayShards
 from gateway.transports.http import build_http_app
 
 
@@ -60,7 +62,11 @@ class Ingress:
         tune_gc(validated.gc_young_threshold)
         ping_websockets_as_the_spec_says()
         racers = RayRacers(validated) if validated.send_racers > 0 else None  # None: races run here
-        self.gateway = GatewayApp(validated, racers=racers)
+        shards = None  # None: each replica enforces its share of the limits
+        if validated.account_shards > 0:
+            start_account_shards(validated.account_shards)  # found, as gateway up started them (or serve run)
+            shards = RayShards(validated.account_shards)
+        self.gateway = GatewayApp(validated, racers=racers, shards=shards)
 
     def __serve_build_asgi_app__(self) -> ASGIApp:
         return build_http_app(self.gateway)

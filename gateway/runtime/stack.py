@@ -21,6 +21,7 @@ from gateway.config import DEVNODE, Settings
 from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, ensure_service_keys
 from gateway.runtime.actors import (
     service_actor_names,
+    start_account_shards,
     start_deposit_watcher,
     start_grpc_streams,
     start_send_racers,
@@ -138,6 +139,9 @@ class Stack:
         self._stops.append(("actors", lambda: stop_actors(actors)))  # all of them under one time bound
         if resolved.send_racers > 0:
             start_send_racers(resolved.model_dump(mode="json"), resolved.send_racers)
+        if resolved.account_shards > 0:  # before the replicas, which refuse calls until their shard answers
+            start_account_shards(resolved.account_shards)
+            self.report("limits", f"{resolved.account_shards} account-shard actor(s) owning rate and concurrency")
         serve_rt.deploy()
         _wait_healthy(f"http://{resolved.host}:{resolved.port}/health")
         start_deposit_watcher(resolved.model_dump(mode="json"), interval_s=resolved.deposit_poll_s)

@@ -1,0 +1,45 @@
+"""How a replica reaches the account-shard actors started by ``gateway up`` (:mod:`actors.account_shard`):
+the :class:`gateway.credits.slices.ShardClient` of :class:`gateway.credits.slices.SlicedLimiter`.
+
+Each shard by name, its handle kept while it answers. Anything Ray raises (the actor dead, being
+restarted, not started) is :class:`ShardUnavailable`: the limiter refuses the calls that need that
+shard (503), never admits them unmetered; a restarted shard is found again by its name.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import ray
+from ray.exceptions import RayError
+
+from gateway.core.shards import SliceGrant, SliceRequest, shard_name
+from gateway.credits.slices import ShardUnavailable
+from gateway.runtime.actors import NAMESPACE
+
+log = logging.getLogger(__name__)
+
+
+class RayShards:
+    def __init__(self, shards: int) -> None:
+        self.shards = shards
+        self._handles: dict[int, Any] = {}
+
+    def _handle(self, shard: int) -> Any:
+        handle = self._handles.get(shard)
+        if handle is None:
+            try:
+                handle = self._handles[shard] = ray.get_actor(shard_name(shard), namespace=NAMESPACE)
+            except ValueError as exc:  # not started, or ended for good
+                raise ShardUnavailable(f"{shard_name(shard)} is not running") from exc
+        return handle
+
+    async def exchange(self, shard: int, request: SliceRequest) -> SliceGrant:
+        handle = self._handle(shard)
+        try:
+            grant: SliceGrant = await handle.exchange.remote(request)
+        except RayError as exc:
+            self._handles.pop(shard, None)  # looked up again: a restarted actor answers by its name
+            raise ShardUnavailable(f"{shard_name(shard)}: {type(exc).__name__}") from exc
+        return grant
