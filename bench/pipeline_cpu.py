@@ -1,13 +1,15 @@
 """CPU per call of the gateway's pipelines in one process: what auth and metering add, without HTTP or Ray.
 
     python -m bench.pipeline_cpu [--calls 20000] [--rounds 5] [--profile asgi-metered-apikey [--sort cumulative]]
+                                 [--sliced]
 
 At 64 connections a replica is CPU-bound, so its throughput is set by CPU per call; this measures that
 part of it alone. Each pipeline ends in the real forwarder, whose node answers at once without a
 network, and uses the gateway's own stores (leases, API-key cache, nonces) on a real embedded
 PostgreSQL and Redis. The ``asgi-`` rows add the HTTP transport (ASGI messages → Call → response, as
 ``gateway.transports.http`` serves JSON-RPC) without a socket. Rounds alternate the pipelines and each
-keeps its best round; ``--profile NAME`` prints a cProfile of one instead.
+keeps its best round; ``--profile NAME`` prints a cProfile of one instead. ``--sliced``: the limits
+are slices of in-process account shards (gateway/credits/slices.py) instead of the replica's own.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from bench.metered import fund_account
 from gateway.app import GatewayApp
 from gateway.client import WalletSigner
 from gateway.config import Settings
+from gateway.credits.slices import LocalShards
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, compose, error_boundary
 from gateway.routing import RPC_MAX_BODY_BYTES, RpcFirst, http_call, mount
 from gateway.rpc.forward import Forwarder, ParseStage
@@ -102,7 +105,9 @@ async def per_call_us(
     return elapsed / calls * 1e6
 
 
-async def build(home: Path, database_url: str, redis_url: str) -> tuple[GatewayApp, str, WalletSigner]:
+async def build(
+    home: Path, database_url: str, redis_url: str, sliced: bool = False
+) -> tuple[GatewayApp, str, WalletSigner]:
     await migrate_url(database_url)
     settings = Settings(
         home=home,
@@ -111,7 +116,7 @@ async def build(home: Path, database_url: str, redis_url: str) -> tuple[GatewayA
         rate_limit_rps=1_000_000,  # measure metering, not the limiter refusing calls
         concurrency_limit=100_000,
     )
-    gw = GatewayApp(settings)
+    gw = GatewayApp(settings, shards=LocalShards(2) if sliced else None)
     await gw.startup()
     gw.upstream.primary.ever_healthy = True  # the constant endpoint stands in for a node that has answered
     signer = WalletSigner(os.urandom(32))
@@ -127,13 +132,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", default=None, help="print a cProfile of this pipeline instead")
     parser.add_argument("--sort", default="tottime", help="cProfile order for --profile (default tottime)")
+    parser.add_argument("--sliced", action="store_true", help="limits from in-process account shards")
     args = parser.parse_args(argv)
 
     home = Path(tempfile.mkdtemp(prefix="gw-cpu-"))
     pg, redis = EmbeddedPostgres(home), EmbeddedRedis(home)
     try:
         database_url, redis_url = pg.start(), redis.start()
-        asyncio.run(measure(home, database_url, redis_url, args.calls, args.rounds, args.profile, args.sort))
+        asyncio.run(
+            measure(home, database_url, redis_url, args.calls, args.rounds, args.profile, args.sort, args.sliced)
+        )
     finally:
         redis.stop()
         pg.stop()
@@ -141,9 +149,16 @@ def main(argv: list[str] | None = None) -> None:
 
 
 async def measure(
-    home: Path, database_url: str, redis_url: str, calls: int, rounds: int, profile: str | None, sort: str
+    home: Path,
+    database_url: str,
+    redis_url: str,
+    calls: int,
+    rounds: int,
+    profile: str | None,
+    sort: str,
+    sliced: bool = False,
 ) -> None:
-    gw, key, signer = await build(home, database_url, redis_url)
+    gw, key, signer = await build(home, database_url, redis_url, sliced)
     try:
         await compare(gw, key, signer, calls, rounds, profile, sort)
     finally:
