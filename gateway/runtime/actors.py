@@ -19,6 +19,7 @@ from actors.signal_classifier import SignalClassifierActor
 from actors.webhook_dispatcher import WebhookDispatcherActor
 from actors.webhook_watcher import WebhookWatcherActor
 from gateway.core.shards import shard_name
+from gateway.runtime.metrics import with_metrics
 from gateway.runtime.serve_runtime import bounded
 
 NAMESPACE = "gateway"
@@ -50,7 +51,7 @@ def start_singleton(name: str, cls: type, *args: Any) -> Any:
     """Start (or find) the cluster's one actor ``name`` of ``cls``; returns its handle."""
     import ray
 
-    remote_cls: Any = ray.remote(num_cpus=0, max_restarts=-1)(cls)
+    remote_cls: Any = ray.remote(num_cpus=0, max_restarts=-1)(with_metrics(cls))
     return remote_cls.options(
         name=name, namespace=NAMESPACE, get_if_exists=True, lifetime="detached", enable_task_events=False
     ).remote(*args)

@@ -16,6 +16,7 @@ from gateway.app import GatewayApp
 from gateway.config import Settings
 from gateway.pubsub.ws import UVICORN_WS_OPTIONS
 from gateway.runtime.actors import start_account_shards
+from gateway.runtime.metrics import install_ray_metrics
 from gateway.runtime.racers import RayRacers
 from gateway.runtime.replica_process import tune_gc
 from gateway.runtime.shards import RayShards
@@ -59,6 +60,7 @@ class Ingress:
 
     def __init__(self, settings: dict[str, Any]) -> None:
         validated = Settings.model_validate(settings)
+        install_ray_metrics()
         tune_gc(validated.gc_young_threshold)
         ping_websockets_as_the_spec_says()
         racers = RayRacers(validated) if validated.send_racers > 0 else None  # None: races run here

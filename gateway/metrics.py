@@ -1,0 +1,218 @@
+"""The service's metrics, declared once: name, kind, description, label names and histogram buckets.
+
+Code records through the module-level objects below (``REQUESTS.inc(("http", "READ_CHEAP", "200"))``).
+Until a backend is installed every record is a no-op, so tests, benches and tools pay nothing. Each
+replica and actor process that ``gateway up`` starts installs the Ray backend
+(``gateway/runtime/metrics.py``) when it is built, and Ray's metrics agent on each node exports what
+it records for Prometheus; docs/operations.md lists the metrics, the scrape config and the alerts.
+
+Prometheus conventions: the ``gateway_`` prefix, ``_total`` on counters, seconds as the unit. Label
+values come from small fixed sets (transports, method classes, statuses, outcomes), never an account
+or an address. A record passes a tuple of label values in the declared order: a backend looks up its
+series by that tuple, so the hot path builds nothing more per call.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+Labels = tuple[str, ...]
+
+
+class Kind(StrEnum):
+    COUNTER = "counter"
+    GAUGE = "gauge"
+    HISTOGRAM = "histogram"
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    name: str
+    kind: Kind
+    description: str
+    labels: Labels = ()
+    buckets: tuple[float, ...] = ()  # histograms: upper bounds in seconds (or the metric's unit)
+
+
+class Sink(Protocol):
+    """What a backend gives for one metric: records a value for one series (label values in order)."""
+
+    def record(self, value: float, labels: Labels) -> None: ...
+
+
+class Backend(Protocol):
+    def sink(self, spec: MetricSpec) -> Sink: ...
+
+
+class _Discard:
+    def record(self, value: float, labels: Labels) -> None:
+        return None
+
+
+_DISCARD = _Discard()
+
+
+class Metric:
+    """One declared metric. ``inc`` for counters, ``set`` for gauges, ``observe`` for histograms."""
+
+    __slots__ = ("_sink", "spec")
+
+    def __init__(self, spec: MetricSpec) -> None:
+        self.spec = spec
+        self._sink: Sink = _DISCARD
+
+    def inc(self, labels: Labels = (), value: float = 1.0) -> None:
+        if value > 0:  # a counter only goes up; a zero-credit call adds nothing
+            self._sink.record(value, labels)
+
+    def set(self, value: float, labels: Labels = ()) -> None:
+        self._sink.record(value, labels)
+
+    def observe(self, value: float, labels: Labels = ()) -> None:
+        self._sink.record(value, labels)
+
+
+REGISTRY: dict[str, Metric] = {}
+
+
+def _declare(name: str, kind: Kind, description: str, labels: Labels = (), buckets: Iterable[float] = ()) -> Metric:
+    if name in REGISTRY:
+        raise ValueError(f"metric {name} declared twice")
+    if (kind is Kind.COUNTER) != name.endswith("_total"):
+        raise ValueError(f"{name}: counters, and only counters, end in _total")
+    metric = Metric(MetricSpec(name, kind, description, labels, tuple(buckets)))
+    REGISTRY[name] = metric
+    return metric
+
+
+def counter(name: str, description: str, labels: Labels = ()) -> Metric:
+    return _declare(name, Kind.COUNTER, description, labels)
+
+
+def gauge(name: str, description: str, labels: Labels = ()) -> Metric:
+    return _declare(name, Kind.GAUGE, description, labels)
+
+
+def histogram(name: str, description: str, buckets: Iterable[float], labels: Labels = ()) -> Metric:
+    return _declare(name, Kind.HISTOGRAM, description, labels, buckets)
+
+
+def install(backend: Backend) -> None:
+    """Route every declared metric to ``backend`` (once per process, where it is built)."""
+    for metric in REGISTRY.values():
+        metric._sink = backend.sink(metric.spec)
+
+
+def uninstall() -> None:
+    for metric in REGISTRY.values():
+        metric._sink = _DISCARD
+
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+# Calls, on every transport (the pipeline's error boundary).
+REQUESTS = counter(
+    "gateway_requests_total",
+    "Calls answered, by transport, method class (batch, or none for non-JSON-RPC routes) and HTTP status",
+    ("wire", "method_class", "status"),
+)
+REQUEST_SECONDS = histogram(
+    "gateway_request_duration_seconds",
+    "Time from the pipeline's first stage to its reply, by transport and method class",
+    LATENCY_BUCKETS,
+    ("wire", "method_class"),
+)
+REFUSALS = counter(
+    "gateway_refusals_total",
+    "Calls refused 402 or 429, by the error's code (INSUFFICIENT_CREDITS, RATE_LIMITED, ...)",
+    ("status", "cause"),
+)
+
+# The node.
+UPSTREAM_SECONDS = histogram(
+    "gateway_upstream_request_duration_seconds",
+    "One JSON-RPC request to the node, by outcome (ok, timeout, unavailable)",
+    LATENCY_BUCKETS,
+    ("outcome",),
+)
+UPSTREAM_UP = gauge("gateway_upstream_up", "1 when the node answered its last health probe, by node", ("node",))
+UPSTREAM_FALLBACK = gauge("gateway_upstream_fallback_active", "1 while this process sends to the fallback node")
+CACHE_LOOKUPS = counter(
+    "gateway_response_cache_lookups_total",
+    "Calls looked up in the response cache, by result (hit, partial, miss)",
+    ("result",),
+)
+
+# Credits.
+CREDITS = counter(
+    "gateway_credits_total",
+    "Credits of admitted JSON-RPC items, by method class and outcome (charged, refunded)",
+    ("method_class", "outcome"),
+)
+LEASES = counter(
+    "gateway_credit_lease_requests_total",
+    "Credit lease requests answered by the ledger, by result (granted, empty, no_account)",
+    ("result",),
+)
+SETTLE_SECONDS = histogram(
+    "gateway_credit_settle_duration_seconds", "One lease settle (usage written, lease renewed)", LATENCY_BUCKETS
+)
+SETTLE_FAILURES = counter("gateway_credit_settle_failures_total", "Flushes of an account's usage that failed")
+
+# Background actors.
+WEBHOOK_DELIVERIES = counter(
+    "gateway_webhook_deliveries_total",
+    "Webhook delivery attempts written, by outcome (delivered, retry, dead, lost)",
+    ("outcome",),
+)
+WEBHOOK_QUEUE = gauge("gateway_webhook_queue_depth", "Webhook jobs pending or being delivered")
+WEBHOOK_OLDEST = gauge(
+    "gateway_webhook_oldest_pending_seconds", "Age of the oldest pending webhook job's event (0 when none)"
+)
+WEBHOOK_DEAD = gauge("gateway_webhook_dead_jobs", "Webhook jobs in the dead state (kept until retention)")
+SEND_HOLDS = gauge("gateway_send_holds_pending", "sendAndConfirm charges held and not settled yet")
+SEND_HOLD_OLDEST = gauge(
+    "gateway_send_hold_oldest_seconds", "Age of the oldest pending sendAndConfirm hold (0 when none)"
+)
+CLASSIFIER_LAG = gauge("gateway_signal_classifier_lag_slots", "Confirmed slots the signal classifier is behind")
+DEPOSIT_POLLED = gauge(
+    "gateway_deposit_watcher_last_poll_timestamp_seconds",
+    "Unix time of the deposit watcher's last poll that read the deposit account",
+)
+
+
+def call_class(payload: Any) -> str:
+    """The method class label of a call: its one item's class, ``batch``, or ``none`` (not JSON-RPC,
+    or refused before parsing)."""
+    if payload is None:
+        return "none"
+    if payload.is_batch:
+        return "batch"
+    return str(payload.items[0].method_class or "none")
+
+
+_STATUS = {code: str(code) for code in range(100, 600)}
+
+
+def call_done(wire: str, payload: Any, status: int, started: float) -> None:
+    """Count one answered call and its time since ``started`` (``time.perf_counter``)."""
+    method_class = call_class(payload)
+    REQUESTS.inc((wire, method_class, _STATUS.get(status) or str(status)))
+    REQUEST_SECONDS.observe(time.perf_counter() - started, (wire, method_class))
+
+
+def refused(status: int, cause: str) -> None:
+    if status in (402, 429):
+        REFUSALS.inc((_STATUS[status], cause))
+
+
+def upstream_probed(primary: bool, fallback: bool | None, fallback_active: bool) -> None:
+    """The health monitor's view after a probe (``fallback`` None: no fallback node configured)."""
+    UPSTREAM_UP.set(1.0 if primary else 0.0, ("primary",))
+    if fallback is not None:
+        UPSTREAM_UP.set(1.0 if fallback else 0.0, ("fallback",))
+    UPSTREAM_FALLBACK.set(1.0 if fallback_active else 0.0)
