@@ -174,6 +174,12 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("RAY_ADDRESS", "GATEWAY_RAY_ADDRESS", "ray_address"),
         description="Ray cluster to join; empty starts a local Ray.",
     )
+    metrics_export_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="The local Ray's Prometheus metrics port (docs/operations.md); empty: Ray's pick.",
+    )
 
     ingress_mode: Literal["proxy", "direct", "haproxy"] = Field(
         "haproxy",

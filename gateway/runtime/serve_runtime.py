@@ -205,6 +205,7 @@ class ServeRuntime:
                 include_dashboard=False,
                 logging_level=logging.WARNING,
                 _node_ip_address="127.0.0.1",
+                _metrics_export_port=self.settings.metrics_export_port,  # scraped by Prometheus: docs/operations.md
             )
             self.ray_description = "local Ray instance"
         self._started_ray = True
