@@ -18,6 +18,7 @@ from gateway.config import Settings
 from gateway.node.http import HttpUpstream
 from gateway.node.pubsub import UpstreamPubSub
 from gateway.signals.store import SignalLog
+from gateway.storage.backlog import backlog_gauges
 from gateway.webhooks.retention import JobRetention
 from gateway.webhooks.sources import SignalWebhooks, TransactionWatches
 
@@ -48,7 +49,7 @@ class WebhookWatcherActor:
                 return
             self.watches = TransactionWatches(conn.db, upstream, pubsub)
             self.retention = JobRetention(conn.db, s.webhook_retention_days)
-            work = [self.watches.run(stop), self.retention.run(stop)]
+            work = [self.watches.run(stop), self.retention.run(stop), backlog_gauges(conn.db, stop)]
             if conn.redis is not None:
                 self.signals = SignalWebhooks(conn.db, SignalLog(conn.redis, retention=s.signal_retention_events))
                 work.append(self.signals.run(stop))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -21,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from gateway import metrics
 from gateway.core.credentials import Credentials
 from gateway.core.errors import ProxyError, ReplyStyle, internal_error, service_unavailable
 from gateway.core.identity import Identity
@@ -128,9 +130,11 @@ def _item_id(call: Call) -> Any:
 async def error_boundary(call: Call, next_handler: Handler) -> Reply:
     """Outermost stage: every failure leaves in a documented shape, never as a bare 500, and every
     reply carries the stages' headers and the call's one ``X-Request-Id``."""
+    started = time.perf_counter()
     try:
         reply = await next_handler(call)
     except ProxyError as exc:
+        metrics.refused(exc.status, exc.constant)
         reply = render_proxy_error(call, exc)
     except StoreUnavailable as exc:
         reply = render_proxy_error(call, service_unavailable(f"{exc.what} is unavailable; retry shortly", 5))
@@ -142,6 +146,7 @@ async def error_boundary(call: Call, next_handler: Handler) -> Reply:
         for name, value in call.response_headers.items():
             headers.setdefault(name, value)
     reply.headers[REQUEST_ID_HEADER] = call.request_id
+    metrics.call_done(call.wire, call.payload, reply.status, started)
     return reply
 
 

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import TypeVar
 
+from gateway import metrics
 from gateway.core.credits import EventHook, LeaseGrant, Standing, UsageRecord, no_events, tally
 from gateway.credits.local import AccountState, Admission, Lease, Outcome
 from gateway.storage import ledger
@@ -301,6 +302,7 @@ class Meter:
 
     def _adopt(self, acct: AccountState, grant: LeaseGrant | None, started: float) -> None:
         """Take in what the store answered to a lease request made at ``started``."""
+        metrics.LEASES.inc(("no_account" if grant is None else "empty" if grant.lease_id is None else "granted",))
         empty = grant is None or grant.lease_id is None
         if empty and acct.invalidated_at >= started:
             # A deposit was announced while this request was in flight: its empty answer may predate
@@ -370,6 +372,7 @@ class Meter:
         renew = not release and lease.deadline - now < self.lease_ttl_s / 2
         if not (records or release or shrink is not None or renew):
             return
+        settle_started = time.perf_counter()
         result = await ledger.settle(
             self.pool,
             lease.id,
@@ -380,6 +383,7 @@ class Meter:
             shrink_to=shrink,
             events=self.events,
         )
+        metrics.SETTLE_SECONDS.observe(time.perf_counter() - settle_started)
         lease.sent = None
         gross, refunded = tally(records)
         lease.settled += gross if result.applied else 0
@@ -456,6 +460,7 @@ class Meter:
                     if not any(lease.records for lease in acct.leases):
                         break
         except Exception:
+            metrics.SETTLE_FAILURES.inc()
             log.exception("flushing credit usage of %s failed; retried next time", pubkey)
 
     async def stop(self) -> None:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from gateway import metrics
 from gateway.core.credits import LOW_BALANCE_CREDITS
 from gateway.core.errors import ProxyError, service_unavailable
 from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload
@@ -132,6 +133,7 @@ class MeteringStage:
                 if not payload.is_batch:
                     self._headers(call, pubkey, rps, rate)
                     raise error
+                metrics.refused(error.status, error.constant)  # a batch item's (a single call's: the boundary's)
                 item.error = error.rpc_error()
         except StoreUnavailable as exc:
             self._complete(call, admitted)  # nothing was sent: all refunded
@@ -177,6 +179,7 @@ class MeteringStage:
             if failure is not None and item.response is None and item.failure is None:
                 item.failure = failure
             refunded = refund_reason(item) is not None
+            metrics.CREDITS.inc((str(item.method_class), "refunded" if refunded else "charged"), item.price)
             self.meter.complete(admission, item.method, call.usage_id(item.index), refunded)
 
     async def annotate(self, call: Call) -> None:

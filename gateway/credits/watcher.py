@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway import metrics
 from gateway.core.credits import CreditPolicy, EventHook, no_events
 from gateway.core.deposits import scan_deposits
 from gateway.credits.chain_reads import (
@@ -135,6 +136,7 @@ class DepositWatcher:
         self.stats.last_error = None
         self.stats.last_poll_at = time.time()
         entries = await self._new_signatures(await self.cursor())
+        metrics.DEPOSIT_POLLED.set(time.time())
         ready: list[dict[str, Any]] = []
         for entry in reversed(entries):  # oldest first
             status = entry.get("confirmationStatus")

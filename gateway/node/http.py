@@ -18,6 +18,8 @@ from typing import Any, Protocol
 import aiohttp
 import orjson
 
+from gateway import metrics
+
 log = logging.getLogger(__name__)
 
 
@@ -205,6 +207,9 @@ class HttpUpstream:
         if self.fallback_url:
             await self._probe_one(self.fallback_url, self.fallback, timeout_s)
         self.use_fallback = bool(self.fallback_url) and not self.primary.healthy and self.fallback.healthy
+        metrics.upstream_probed(
+            self.primary.healthy, self.fallback.healthy if self.fallback_url else None, self.use_fallback
+        )
 
     async def _probe_one(self, url: str, status: NodeStatus, timeout_s: float) -> None:
         batch = [

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
 
+from gateway import metrics
 from gateway.core.errors import ProxyError, RpcError, backend_unavailable, service_unavailable, timed_out
 from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload, parse_payload
 from gateway.core.methods import CLASS_TIMEOUT_S, MethodClass, PriceTable, Registry
@@ -71,6 +73,7 @@ class Forwarder:
         if self.cache is not None and pending:
             cached = await self.cache.answer(remote)
             call.response_headers[HEADER] = cached.header(len(pending))
+            metrics.CACHE_LOOKUPS.inc((call.response_headers[HEADER],))
             remote = [item for item in remote if item.pending]
         if not payload.is_batch and local:
             await self.local[local[0].method](local[0], call)  # a single call: its errors are the call's
@@ -112,14 +115,18 @@ class Forwarder:
         body = orjson.dumps(calls if payload.is_batch else calls[0])
         for item in items:
             item.sent = True  # from here on the node may see it, whatever happens next
+        started = time.perf_counter()
         try:
             raw = await self.upstream.post(body, timeout)
         except UpstreamTimeout as exc:
+            metrics.UPSTREAM_SECONDS.observe(time.perf_counter() - started, ("timeout",))
             _failed(items, Failure.TIMED_OUT)
             raise timed_out(items[0].method if len(items) == 1 else "batch", timeout) from exc
         except UpstreamUnavailable as exc:
+            metrics.UPSTREAM_SECONDS.observe(time.perf_counter() - started, ("unavailable",))
             _failed(items, Failure.LOST if exc.sent else Failure.UNREACHABLE)
             raise backend_unavailable(f"upstream node unavailable: {exc}") from exc
+        metrics.UPSTREAM_SECONDS.observe(time.perf_counter() - started, ("ok",))
         try:
             answers = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:

@@ -32,6 +32,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
+from gateway import metrics
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.signals.rules import SignalRules, classify_block
 from gateway.signals.store import CursorConflict, SignalLog
@@ -120,6 +121,7 @@ class SignalClassifier:
         if cursor is None:
             self._start = tip if self._start is None else self._start
             cursor = self._start - 1
+        metrics.CLASSIFIER_LAG.set(max(tip - cursor, 0))
         start = max(cursor + 1, tip - self.max_lag_slots + 1)
         end = min(tip, start + self.max_slots_per_poll - 1)
         self.behind = end < tip

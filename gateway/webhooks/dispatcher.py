@@ -45,6 +45,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from gateway import metrics
 from gateway.core.credits import EventHook, no_events
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
@@ -423,6 +424,7 @@ class Dispatcher:
                 return
             self.stats.flushes += 1
             for outcome in batch:
+                metrics.WEBHOOK_DELIVERIES.inc((outcome.result.value if outcome.job_id in written else "lost",))
                 if outcome.job_id not in written:
                     self.stats.lost += 1
                 elif outcome.result is Result.DELIVERED:
