@@ -1,0 +1,229 @@
+"""Issue 29: the gateway's metrics scraped by a real Prometheus, with the scrape config, alert rules and
+dashboard of docs/operations.md (``ops/``).
+
+One ``gateway up`` stack of its own (its Ray's metrics export port set), one Prometheus (Debian's
+``prometheus`` package, installed by ``.ci/run``) scraping it every second. Paid calls from solana-py,
+then the series read back through Prometheus's HTTP API must have moved by exactly those calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from solders.keypair import Keypair
+
+from gateway import metrics
+from gateway.client import solana_client
+from gateway.runtime.ports import free_port
+from tests.integration.service import (
+    REPO,
+    Customer,
+    RunningService,
+    confirm_deposit,
+    create_api_key,
+    deposit_usdc,
+    post_json,
+    service_env,
+    start_service,
+    stop_service,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+OPS = REPO / "ops"
+CALLS = 5
+#: Counters whose events this run does not cause (no webhook is delivered, no settle fails): declared,
+#: and referenced by the dashboard or the alerts, but absent from the scrape until they first move.
+NOT_EXERCISED = {"gateway_webhook_deliveries_total", "gateway_credit_settle_failures_total"}
+
+
+@dataclass
+class Prometheus:
+    url: str
+    process: subprocess.Popen[bytes]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        qs = urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(f"{self.url}/api/v1/query?{qs}", timeout=10) as resp:
+            doc = json.loads(resp.read())
+        assert doc["status"] == "success", doc
+        result: list[dict[str, Any]] = doc["data"]["result"]
+        return result
+
+    def value(self, expr: str) -> float | None:
+        """The value of a query that sums to one series; None while it has none."""
+        result = self.query(expr)
+        return float(result[0]["value"][1]) if result else None
+
+    def wait_for(self, expr: str, expected: float, timeout_s: float = 90.0) -> float | None:
+        """Poll until ``expr`` equals ``expected`` (metrics reach Prometheus a report and a scrape
+        later); returns the last value either way, for the caller's assertion."""
+        deadline = time.monotonic() + timeout_s
+        value = self.value(expr)
+        while value != expected and time.monotonic() < deadline:
+            time.sleep(0.5)
+            value = self.value(expr)
+        return value
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=5) as resp:
+                return int(resp.status) == 200
+        except OSError:  # not listening yet, or 503 while it starts
+            return False
+
+    def names(self) -> set[str]:
+        with urllib.request.urlopen(f"{self.url}/api/v1/label/__name__/values", timeout=10) as resp:
+            return set(json.loads(resp.read())["data"])
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+    home = tmp_path_factory.mktemp("metrics-service")
+    env = service_env(
+        home,
+        GATEWAY_METRICS_EXPORT_PORT=str(free_port()),
+        RAY_metrics_report_interval_ms="1000",  # Ray's processes report every second (default 10 s)
+    )
+    running = start_service(home, env)
+    yield running
+    if running.process.poll() is None:
+        stop_service(running)
+
+
+def prometheus_config(metrics_port: int) -> str:
+    """``ops/prometheus.yml`` as docs/operations.md gives it, pointed at this stack, scraping every second."""
+    text = (OPS / "prometheus.yml").read_text()
+    assert '"127.0.0.1:9400"' in text and "scrape_interval: 15s" in text
+    return text.replace('"127.0.0.1:9400"', f'"127.0.0.1:{metrics_port}"').replace(
+        "scrape_interval: 15s", "scrape_interval: 1s"
+    )
+
+
+@pytest.fixture(scope="module")
+def prometheus(stack: RunningService, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    binary = shutil.which("prometheus")
+    assert binary is not None, "Debian's prometheus package is not installed (.ci/run installs it)"
+    workdir = tmp_path_factory.mktemp("prometheus")
+    (workdir / "prometheus.yml").write_text(prometheus_config(int(stack.env["GATEWAY_METRICS_EXPORT_PORT"])))
+    shutil.copy(OPS / "alerts.yml", workdir / "alerts.yml")
+    port = free_port()
+    log = (workdir / "prometheus.log").open("wb")
+    process = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={workdir / 'prometheus.yml'}",
+            f"--storage.tsdb.path={workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    prom = Prometheus(f"http://127.0.0.1:{port}", process)
+    try:
+        deadline = time.monotonic() + 60
+        while not prom.ready():
+            assert process.poll() is None, (workdir / "prometheus.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "Prometheus did not start"
+            time.sleep(0.25)
+        while prom.value('up{job="gateway"}') != 1.0:
+            assert process.poll() is None, (workdir / "prometheus.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "Prometheus never scraped the gateway's metrics port"
+            time.sleep(0.5)
+        yield prom
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
+def ready(prometheus: Prometheus) -> None:
+    """Calls are answered only once a scrape has seen the health probe's gauge: then a later value is
+    this test's doing."""
+    assert prometheus.wait_for('max(gateway_upstream_up{node="primary"})', 1.0) == 1.0
+
+
+def test_paid_calls_move_the_series_by_what_they_did(stack: RunningService, prometheus: Prometheus) -> None:
+    ready(prometheus)
+    wallet = Keypair()
+    customer = Customer(wallet, create_api_key(stack.url, wallet))
+    confirm_deposit(stack, deposit_usdc(stack, wallet, 1_000_000), customer.headers)
+
+    async def paid_calls() -> None:
+        async with solana_client(stack.url, api_key=customer.api_key) as client:
+            for _ in range(CALLS):
+                assert (await client.get_slot()).value > 0
+
+    asyncio.run(paid_calls())
+
+    http_cheap = 'wire="http",method_class="READ_CHEAP"'
+    assert prometheus.wait_for(f'sum(gateway_requests_total{{{http_cheap},status="200"}})', CALLS) == CALLS
+    assert prometheus.wait_for(f"sum(gateway_request_duration_seconds_count{{{http_cheap}}})", CALLS) == CALLS
+    charged = 'gateway_credits_total{method_class="READ_CHEAP",outcome="charged"}'
+    assert prometheus.wait_for(f"sum({charged})", CALLS * 1) == CALLS  # READ_CHEAP: 1 credit (docs/api.md)
+    assert prometheus.value('sum(gateway_credits_total{outcome="refunded"})') is None  # nothing refunded
+    # every getSlot went to the node, and was looked up in the response cache first (never cached)
+    assert prometheus.wait_for('sum(gateway_upstream_request_duration_seconds_count{outcome="ok"})', CALLS) == CALLS
+    assert prometheus.wait_for('sum(gateway_response_cache_lookups_total{result="miss"})', CALLS) == CALLS
+    assert (prometheus.value('sum(gateway_credit_lease_requests_total{result="granted"})') or 0) >= 1
+
+    # a key of a wallet without credits: one 402, counted by its cause
+    broke_wallet = Keypair()
+    broke = Customer(broke_wallet, create_api_key(stack.url, broke_wallet))
+    status, doc, _ = post_json(stack.url, {"jsonrpc": "2.0", "id": 1, "method": "getSlot"}, broke.headers)
+    assert status == 402, doc
+    refusals = prometheus.wait_for('sum(gateway_refusals_total{status="402"})', 1.0)
+    assert refusals == 1.0
+    (series,) = prometheus.query('gateway_refusals_total{status="402"}')
+    assert series["metric"]["cause"] in ("INSUFFICIENT_CREDITS", "PAYMENT_REQUIRED")
+
+    # the actors' gauges, from their own processes
+    assert (prometheus.value("max(gateway_deposit_watcher_last_poll_timestamp_seconds)") or 0) > time.time() - 300
+    assert prometheus.wait_for("max(gateway_webhook_queue_depth)", 0.0) == 0.0
+    assert prometheus.wait_for("max(gateway_send_holds_pending)", 0.0) == 0.0
+    assert prometheus.value("max(gateway_signal_classifier_lag_slots)") is not None
+
+
+def referenced_names(text: str) -> set[str]:
+    return set(re.findall(r"\bgateway_[a-z0-9_]+", text))
+
+
+def test_dashboard_and_alerts_name_only_exported_metrics(stack: RunningService, prometheus: Prometheus) -> None:
+    dashboard = json.loads((OPS / "grafana-dashboard.json").read_text())
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    assert exprs and all(referenced_names(expr) for expr in exprs), "a panel whose query names no gateway metric"
+    wanted = referenced_names("\n".join(exprs)) | referenced_names((OPS / "alerts.yml").read_text())
+
+    declared = set()
+    for name, metric in metrics.REGISTRY.items():
+        suffixes = ("_bucket", "_count", "_sum") if metric.spec.kind is metrics.Kind.HISTOGRAM else ("",)
+        declared |= {name + suffix for suffix in suffixes}
+    assert wanted <= declared, f"not declared in gateway/metrics.py: {sorted(wanted - declared)}"
+
+    expected = wanted - NOT_EXERCISED
+    deadline = time.monotonic() + 60
+    scraped = prometheus.names()
+    while not expected <= scraped and time.monotonic() < deadline:
+        time.sleep(1)
+        scraped = prometheus.names()
+    assert expected <= scraped, f"referenced but not in the scrape: {sorted(expected - scraped)}"
+    assert not scraped & {f"ray_{name}" for name in wanted}, "the scrape config's rename did not apply"
+
+
+def test_alert_rules_pass_promtool() -> None:
+    promtool = shutil.which("promtool")
+    assert promtool is not None, "Debian's prometheus package is not installed (.ci/run installs it)"
+    for args in (["check", "rules", str(OPS / "alerts.yml")], ["check", "config", str(OPS / "prometheus.yml")]):
+        done = subprocess.run([promtool, *args], capture_output=True, text=True, check=False, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
