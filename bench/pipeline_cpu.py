@@ -1,7 +1,7 @@
 """CPU per call of the gateway's pipelines in one process: what auth and metering add, without HTTP or Ray.
 
-    python -m bench.pipeline_cpu [--calls 20000] [--rounds 5] [--profile asgi-metered-apikey [--sort cumulative]]
-                                 [--sliced]
+    python -m bench.pipeline_cpu [--calls 20000] [--rounds 5] [--ray-metrics] [--sliced]
+                                 [--profile NAME [--sort cumulative]]
 
 At 64 connections a replica is CPU-bound, so its throughput is set by CPU per call; this measures that
 part of it alone. Each pipeline ends in the real forwarder, whose node answers at once without a
@@ -126,6 +126,19 @@ async def build(
     return gw, key, signer
 
 
+def with_ray_metrics() -> None:
+    """Start a local Ray and install its metrics backend in this process, as each replica does: the
+    rows then include what recording the metrics costs (docs/operations.md)."""
+    import logging
+
+    import ray
+
+    from gateway.runtime.metrics import install_ray_metrics
+
+    ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING, _node_ip_address="127.0.0.1")
+    install_ray_metrics()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.pipeline_cpu", description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20_000)
@@ -133,7 +146,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", default=None, help="print a cProfile of this pipeline instead")
     parser.add_argument("--sort", default="tottime", help="cProfile order for --profile (default tottime)")
     parser.add_argument("--sliced", action="store_true", help="limits from in-process account shards")
+    parser.add_argument("--ray-metrics", action="store_true", help="record metrics to a local Ray, as replicas do")
     args = parser.parse_args(argv)
+    if args.ray_metrics:
+        with_ray_metrics()
 
     home = Path(tempfile.mkdtemp(prefix="gw-cpu-"))
     pg, redis = EmbeddedPostgres(home), EmbeddedRedis(home)
