@@ -19,6 +19,7 @@ from gateway.credits.notices import CreditNotices
 from gateway.credits.watcher import DepositWatcher
 from gateway.node.http import HttpUpstream
 from gateway.storage.channels import CREDITED, Channel
+from gateway.x402.fee_payer import fee_payer_gauge
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,9 @@ class DepositWatcherActor:
             )
             self._thread.ready.set()
             log.info("deposit watcher following %s every %g s", self.deposit_ata, self.interval_s)
-            await self.watcher.run(self.interval_s, stop)
+            fee_payer = self.settings.fee_payer_address
+            gauge = [fee_payer_gauge(upstream, fee_payer, stop)] if fee_payer and self.settings.x402_settle else []
+            await asyncio.gather(self.watcher.run(self.interval_s, stop), *gauge)
         finally:
             await upstream.close()
             if conn is not None:

@@ -163,6 +163,8 @@ SETTLE_SECONDS = histogram(
 )
 SETTLE_FAILURES = counter("gateway_credit_settle_failures_total", "Flushes of an account's usage that failed")
 
+WS_CONNECTIONS = gauge("gateway_ws_connections", "Open WebSockets of this replica")
+
 # Background actors.
 WEBHOOK_DELIVERIES = counter(
     "gateway_webhook_deliveries_total",
@@ -174,10 +176,19 @@ WEBHOOK_OLDEST = gauge(
     "gateway_webhook_oldest_pending_seconds", "Age of the oldest pending webhook job's event (0 when none)"
 )
 WEBHOOK_DEAD = gauge("gateway_webhook_dead_jobs", "Webhook jobs in the dead state (kept until retention)")
+SEND_RACES = counter(
+    "gateway_send_races_total", "sendAndConfirm races, by outcome (confirmed, failed, unknown)", ("outcome",)
+)
+SEND_LEG_SENDS = counter(
+    "gateway_send_leg_sends_total",
+    "Broadcasts of a race on one leg (local_rpc, jito, tpu_quic), by result (accepted, refused, failed)",
+    ("leg", "result"),
+)
 SEND_HOLDS = gauge("gateway_send_holds_pending", "sendAndConfirm charges held and not settled yet")
 SEND_HOLD_OLDEST = gauge(
     "gateway_send_hold_oldest_seconds", "Age of the oldest pending sendAndConfirm hold (0 when none)"
 )
+FEE_PAYER_LAMPORTS = gauge("gateway_x402_fee_payer_lamports", "SOL of the x402 fee payer, in lamports")
 CLASSIFIER_LAG = gauge("gateway_signal_classifier_lag_slots", "Confirmed slots the signal classifier is behind")
 DEPOSIT_POLLED = gauge(
     "gateway_deposit_watcher_last_poll_timestamp_seconds",

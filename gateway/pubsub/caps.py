@@ -14,6 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
 
+from gateway import metrics
+
 
 class Refusal(Enum):
     REPLICA_FULL = "replica"
@@ -42,11 +44,13 @@ class SocketCaps:
             return Refusal.ADDRESS_FULL
         self.total += 1
         self._addresses[address] += 1
+        metrics.WS_CONNECTIONS.set(self.total)
         return None
 
     def close(self, address: str) -> None:
         self.total -= 1
         _drop(self._addresses, address)
+        metrics.WS_CONNECTIONS.set(self.total)
 
     def join(self, pubkey: str) -> bool:
         """Count an authenticated socket for ``pubkey``; False (nothing counted) at the account's cap."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from gateway import metrics
 from gateway.core.transactions import WireTx
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.sending.legs import LEG_TIMEOUT_S, Leg
@@ -95,6 +96,7 @@ class Racer:
             if sends:  # the legs' sends are short; let them finish so legs_attempted is complete
                 await asyncio.wait(set(sends), timeout=LEG_TIMEOUT_S)
         result.legs_attempted = sorted(attempted)
+        metrics.SEND_RACES.inc((result.outcome.value,))
         return result
 
     async def _poll(self, tx: WireTx, broadcast: Callable[[], None], started: float) -> RaceResult:
@@ -123,9 +125,12 @@ class Racer:
     async def _send(self, leg: Leg, tx: WireTx, attempted: set[str]) -> None:
         try:
             async with asyncio.timeout(LEG_TIMEOUT_S):
-                if await leg.send(tx):
-                    attempted.add(leg.name)
+                accepted = await leg.send(tx)
+            metrics.SEND_LEG_SENDS.inc((leg.name, "accepted" if accepted else "refused"))
+            if accepted:
+                attempted.add(leg.name)
         except Exception:  # a leg's failure is that leg's: the others go on
+            metrics.SEND_LEG_SENDS.inc((leg.name, "failed"))
             return
 
     async def _status(self, signature: str) -> tuple[int | None, dict[str, Any] | None]:
