@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from solders.keypair import Keypair
+from websockets.asyncio.client import connect
 
 from gateway import metrics
 from gateway.client import solana_client
@@ -45,7 +46,12 @@ OPS = REPO / "ops"
 CALLS = 5
 #: Counters whose events this run does not cause (no webhook is delivered, no settle fails): declared,
 #: and referenced by the dashboard or the alerts, but absent from the scrape until they first move.
-NOT_EXERCISED = {"gateway_webhook_deliveries_total", "gateway_credit_settle_failures_total"}
+NOT_EXERCISED = {
+    "gateway_webhook_deliveries_total",
+    "gateway_credit_settle_failures_total",
+    "gateway_send_races_total",
+    "gateway_send_leg_sends_total",
+}
 
 
 @dataclass
@@ -82,6 +88,15 @@ class Prometheus:
                 return int(resp.status) == 200
         except OSError:  # not listening yet, or 503 while it starts
             return False
+
+    def wait_for_some(self, expr: str, timeout_s: float = 90.0) -> float | None:
+        """Poll until ``expr`` has a value (a gauge set by a background loop)."""
+        deadline = time.monotonic() + timeout_s
+        value = self.value(expr)
+        while value is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            value = self.value(expr)
+        return value
 
     def names(self) -> set[str]:
         with urllib.request.urlopen(f"{self.url}/api/v1/label/__name__/values", timeout=10) as resp:
@@ -154,11 +169,19 @@ def ready(prometheus: Prometheus) -> None:
     assert prometheus.wait_for('max(gateway_upstream_up{node="primary"})', 1.0) == 1.0
 
 
-def test_paid_calls_move_the_series_by_what_they_did(stack: RunningService, prometheus: Prometheus) -> None:
-    ready(prometheus)
+@pytest.fixture(scope="module")
+def customer(stack: RunningService) -> Customer:
+    """A wallet with an API key and 1 USDC of credits bought with a real on-chain deposit."""
     wallet = Keypair()
     customer = Customer(wallet, create_api_key(stack.url, wallet))
     confirm_deposit(stack, deposit_usdc(stack, wallet, 1_000_000), customer.headers)
+    return customer
+
+
+def test_paid_calls_move_the_series_by_what_they_did(
+    stack: RunningService, prometheus: Prometheus, customer: Customer
+) -> None:
+    ready(prometheus)
 
     async def paid_calls() -> None:
         async with solana_client(stack.url, api_key=customer.api_key) as client:
@@ -193,6 +216,22 @@ def test_paid_calls_move_the_series_by_what_they_did(stack: RunningService, prom
     assert prometheus.wait_for("max(gateway_webhook_queue_depth)", 0.0) == 0.0
     assert prometheus.wait_for("max(gateway_send_holds_pending)", 0.0) == 0.0
     assert prometheus.value("max(gateway_signal_classifier_lag_slots)") is not None
+    # gateway up airdrops the fee payer SOL on the devnode (README, the data dir)
+    assert (prometheus.wait_for_some("min(gateway_x402_fee_payer_lamports)") or 0) > 0
+
+
+def test_open_websockets_are_counted(stack: RunningService, prometheus: Prometheus, customer: Customer) -> None:
+    ready(prometheus)
+    api_key = customer.api_key
+    url = stack.url.replace("http://", "ws://") + "/ws"
+
+    async def hold_one_open() -> float | None:
+        async with connect(url, subprotocols=[f"auth.{api_key}", "solana-rpc"]) as ws:  # type: ignore[list-item]
+            assert ws.subprotocol == "solana-rpc"
+            return await asyncio.to_thread(prometheus.wait_for, "sum(gateway_ws_connections)", 1.0)
+
+    assert asyncio.run(hold_one_open()) == 1.0
+    assert prometheus.wait_for("sum(gateway_ws_connections)", 0.0) == 0.0
 
 
 def referenced_names(text: str) -> set[str]:
