@@ -15,6 +15,7 @@ up: $(BIN)/gateway
 	$(BIN)/gateway up
 
 test: $(BIN)/gateway
+	./ops/install-prometheus  # Debian's prometheus for the metrics test, when missing
 	$(BIN)/python -m pytest
 
 check: $(BIN)/gateway
