@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: up test check bench clean
+.PHONY: up test check bench faults clean
 
 $(BIN)/gateway: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ check: $(BIN)/gateway
 
 bench: $(BIN)/gateway
 	$(BIN)/python -m bench
+
+# The fault suite (README Reliability): one stack, faults one at a time, then the checks. FAULTS_ARGS: e.g. --operations 100.
+faults: $(BIN)/gateway
+	$(BIN)/python -m tests.faults $(FAULTS_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
