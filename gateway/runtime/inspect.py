@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ from typing import Any
 NAMESPACE = "gateway"
 #: Under the data dir: the GCS address of the Ray cluster ``gateway up`` started or joined.
 RAY_ADDRESS_FILE = "ray-address"
+#: Ray's environment variable for its authentication mode (``token`` or ``disabled``).
+RAY_AUTH_MODE = "RAY_AUTH_MODE"
 
 
 def embedded_database_url(home: Path) -> str | None:
@@ -37,10 +40,13 @@ def embedded_redis_url(home: Path) -> str | None:
 
 
 def record_ray_address(home: Path) -> None:
-    """Write the GCS address of the cluster this process joined under ``home`` (``gateway up``)."""
+    """Write the GCS address of the cluster this process joined under ``home`` (``gateway up``), and its
+    authentication mode: a local Ray turns token authentication on in ``gateway up``'s own environment,
+    and a driver joining it later must ask for it too (the token is Ray's file, ``~/.ray/auth_token``)."""
     import ray
 
-    (home / RAY_ADDRESS_FILE).write_text(str(ray.get_runtime_context().gcs_address) + "\n")
+    address = str(ray.get_runtime_context().gcs_address)
+    (home / RAY_ADDRESS_FILE).write_text(f"{address}\n{os.environ.get(RAY_AUTH_MODE, '')}\n")
 
 
 def forget_ray_address(home: Path) -> None:
@@ -48,9 +54,14 @@ def forget_ray_address(home: Path) -> None:
 
 
 def recorded_ray_address(home: Path) -> str | None:
+    """The recorded address, after putting the recorded authentication mode into this process's
+    environment (unless it has one) so that joining the cluster authenticates as it expects."""
     path = home / RAY_ADDRESS_FILE
     with contextlib.suppress(OSError):
-        return path.read_text().strip() or None
+        address, _, mode = path.read_text().partition("\n")
+        if mode.strip():
+            os.environ.setdefault(RAY_AUTH_MODE, mode.strip())
+        return address.strip() or None
     return None
 
 
@@ -116,9 +127,14 @@ def _serve_status() -> dict[str, Any]:
     if app is None:
         return {"error": f"no Serve application {SERVE_APP_NAME!r}"}
     return {
-        "status": str(app.status),
+        "status": _name(app.status),
         "deployments": {
-            name: {"status": str(d.status), "replicas": {str(k): int(v) for k, v in d.replica_states.items()}}
+            name: {"status": _name(d.status), "replicas": {_name(k): int(v) for k, v in d.replica_states.items()}}
             for name, d in app.deployments.items()
         },
     }
+
+
+def _name(value: Any) -> str:
+    """An enum's value (``RUNNING``), not its ``str`` (``ApplicationStatus.RUNNING``)."""
+    return str(getattr(value, "value", value))
