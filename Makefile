@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: up test check bench faults clean
+.PHONY: up test check bench faults ledger-run clean
 
 $(BIN)/gateway: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,13 @@ bench: $(BIN)/gateway
 # The fault suite (README Reliability): one stack, faults one at a time, then the checks. FAULTS_ARGS: e.g. --operations 100.
 faults: $(BIN)/gateway
 	$(BIN)/python -m tests.faults $(FAULTS_ARGS)
+	$(BIN)/python -m tests.faults.ledger_run --operations $(LEDGER_OPERATIONS) --seed $(LEDGER_SEED)
+
+# The in-process randomized ledger run alone (README Reliability): 10^5 metered operations by default.
+LEDGER_OPERATIONS ?= 100000
+LEDGER_SEED ?= 7
+ledger-run: $(BIN)/gateway
+	$(BIN)/python -m tests.faults.ledger_run --operations $(LEDGER_OPERATIONS) --seed $(LEDGER_SEED)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
