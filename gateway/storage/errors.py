@@ -26,6 +26,7 @@ T = TypeVar("T")
 POSTGRES_UNAVAILABLE: tuple[type[BaseException], ...] = (
     asyncpg.PostgresConnectionError,
     asyncpg.InterfaceError,
+    asyncpg.InternalClientError,  # a connection whose backend was terminated mid-operation (tests/faults)
     pg_errors.OperatorInterventionError,  # admin shutdown, cannot connect now
     pg_errors.InsufficientResourcesError,  # too many connections, disk full
     pg_errors.TransactionRollbackError,  # serialization failure, deadlock

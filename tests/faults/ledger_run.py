@@ -69,11 +69,10 @@ T = TypeVar("T")
 
 #: One credit per base unit, no minimum: deposits of exactly N credits.
 POLICY = CreditPolicy(credits_per_usdc=10**6, credit_expiry_seconds=30 * 86_400, minimum_base_units=1)
-#: A finding of this run, not hidden: after a connection is terminated mid-operation, asyncpg may answer
+#: A finding of this run: after a connection is terminated mid-operation, asyncpg may answer
 #: ``InternalClientError`` ("cannot switch to state N; another operation (2) is in progress") on that
-#: connection, which gateway/storage/errors.py does not map to StoreUnavailable (the caller gets a 500,
-#: not a 503). Money is not at stake (the transaction did not commit); the run retries it like the
-#: others and counts it apart (``Report.driver_errors``).
+#: connection. gateway/storage/errors.py now maps it to StoreUnavailable (a 503, not a 500); the run
+#: retries it like the other outages and counts it apart (``Report.driver_errors``).
 RETRYABLE: tuple[type[BaseException], ...] = (StoreUnavailable, *POSTGRES_UNAVAILABLE, asyncpg.InternalClientError)
 #: Leases never run out by time in the run: only a killed replica's expire, when the run says so.
 LEASE_TTL_S = 3_600.0
@@ -193,7 +192,7 @@ class Report:
     outcomes: Counter[str] = field(default_factory=Counter)
     crashes: Counter[str] = field(default_factory=Counter)
     store_failures: int = 0  # store calls a crash made fail (each retried)
-    driver_errors: int = 0  # of which asyncpg's InternalClientError, not mapped to StoreUnavailable (RETRYABLE)
+    driver_errors: int = 0  # of which asyncpg's InternalClientError (a StoreUnavailable's cause, or raised bare)
     plan_digest: str = ""
     unbilled: int = 0  # killed replicas' unsettled charged usage, lost in the customers' favour
     unbilled_calls: int = 0
@@ -274,7 +273,8 @@ class Run:
                 return await call()
             except RETRYABLE as exc:
                 self.report.store_failures += 1
-                self.report.driver_errors += isinstance(exc, asyncpg.InternalClientError)
+                cause = exc.__cause__ if isinstance(exc, StoreUnavailable) else exc
+                self.report.driver_errors += isinstance(cause, asyncpg.InternalClientError)
                 await asyncio.sleep(0.005)
         raise RuntimeError("the store did not come back in 200 tries")
 
