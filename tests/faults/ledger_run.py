@@ -243,6 +243,7 @@ class Run:
         self.report = Report(seed)
         self.charged: Counter[str] = Counter()  # the shadow model: what each account should have been charged
         self.deposited: dict[str, tuple[str, int]] = {}  # signature → (pubkey, credits) the model credited
+        self.deliveries = 0  # delivery jobs written: each one's dedupe key
         self.signatures: list[str] = []
         self.lingering: list[
             tuple[int, Meter, Admission, str, bool]
@@ -460,12 +461,19 @@ class Run:
 
     async def step_delivery(self, a: int, price: int, ending: str) -> None:
         pubkey, hook = self.pubkeys[a], self.hooks[a]
+        self.deliveries += 1
+        dedupe = f"step-{self.deliveries}"  # as the real sources write a job: once, whatever a retry does
         job_id: int = await self.retry(
             lambda: self.pool.fetchval(
-                """INSERT INTO delivery_jobs (webhook_id, event_type, payload, price)
-                   VALUES ($1, 'signal.newPair', '{}'::jsonb, $2) RETURNING id""",
+                """WITH added AS (
+                       INSERT INTO delivery_jobs (webhook_id, event_type, payload, price, dedupe_key)
+                       VALUES ($1, 'signal.newPair', '{}'::jsonb, $2, $3)
+                       ON CONFLICT (webhook_id, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING RETURNING id)
+                   SELECT id FROM added
+                   UNION ALL SELECT id FROM delivery_jobs WHERE webhook_id = $1 AND dedupe_key = $3""",
                 hook,
                 price,
+                dedupe,
             )
         )
         job = await self.claim(job_id)
