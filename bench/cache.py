@@ -34,6 +34,7 @@ from bench.gateway_overhead import measure
 from bench.loadgen import BACKENDS, DEFAULT_HEADERS
 from bench.metered import best_of, create_api_key, fund_account, start_reference
 from bench.report import Row, format_ratios, format_table
+from gateway.keys import service_key_addresses
 from gateway.runtime.ports import free_port
 
 SIGNATURE = "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW"
@@ -57,6 +58,7 @@ def serve(args: argparse.Namespace) -> None:
     from gateway.transports.http import build_http_app
 
     settings = Settings(
+        **service_key_addresses(Path(args.home)),  # standing in for gateway up
         home=Path(args.home),
         database_url=args.database_url,
         redis_url=args.redis_url,

@@ -49,6 +49,7 @@ import grpc
 import orjson
 
 from bench._proc import LOOPBACK, REPO_ROOT, read_event, repo_env, wait_for_port
+from gateway.keys import service_key_addresses
 from gateway.runtime.ports import free_port
 from geyser_proto import geyser_pb2, geyser_pb2_grpc
 
@@ -204,7 +205,13 @@ def customer(st: Stores, secret: str) -> str:
     pubkey = str(Keypair().pubkey())
 
     async def run() -> str:
-        settings = Settings(home=st.home, database_url=st.database_url, redis_url=st.redis_url, api_key_secret=secret)
+        settings = Settings(
+            **service_key_addresses(st.home),  # standing in for gateway up
+            home=st.home,
+            database_url=st.database_url,
+            redis_url=st.redis_url,
+            api_key_secret=secret,
+        )
         conn = await Connections.open(settings.database_url, settings.redis_url, pool_size=2)
         auth = AuthServices(settings, api_key_secret=settings.api_key_secret_bytes)
         await auth.start(conn)
@@ -227,6 +234,7 @@ def target(name: str, upstream: str, st: Stores, secret: str) -> Iterator[tuple[
     if name == "gateway":
         settings = {
             "home": str(st.home / "gateway"),
+            **service_key_addresses(st.home / "gateway"),
             "database_url": st.database_url,
             "redis_url": st.redis_url,
             "upstream_grpc_url": f"http://{upstream}",

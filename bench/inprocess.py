@@ -21,6 +21,7 @@ from devnode.node import Devnode
 from gateway.app import GatewayApp
 from gateway.client import WalletSigner
 from gateway.config import Settings
+from gateway.keys import service_key_addresses
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.runtime.ports import free_port
 from gateway.storage.migrate import migrate_url
@@ -62,6 +63,7 @@ async def gateway_on_devnode(stores: Stores, slot_ms: int, **settings: Any) -> A
     await node.start()
     try:
         config = Settings(
+            **service_key_addresses(stores.home),  # standing in for gateway up
             home=stores.home,
             database_url=stores.database_url,
             redis_url=stores.redis_url,

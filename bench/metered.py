@@ -63,6 +63,7 @@ from bench.gateway_overhead import measure
 from bench.loadgen import BACKENDS, DEFAULT_BODY, DEFAULT_HEADERS, Headers
 from bench.report import Row, format_ratios, format_table, ratio
 from bench.stats import median_interval, quartiles
+from gateway.keys import service_key_addresses
 from gateway.runtime.ports import free_port
 
 BATCH_BODY = orjson.dumps([{"jsonrpc": "2.0", "id": i, "method": "getSlot"} for i in range(100)])
@@ -195,6 +196,7 @@ def run(
     forwarder_proc, forwarder_url = start_reference("bench.forwarder", "--upstream", upstream_url)
     home = Path(tempfile.mkdtemp(prefix="gw-bench-"))
     settings = Settings(
+        **service_key_addresses(home),  # standing in for gateway up
         home=home,
         port=free_port(),
         upstream_rpc_url=upstream_url,

@@ -33,6 +33,7 @@ from gateway.app import GatewayApp
 from gateway.client import WalletSigner
 from gateway.config import Settings
 from gateway.credits.slices import LocalShards
+from gateway.keys import service_key_addresses
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, compose, error_boundary
 from gateway.routing import RPC_MAX_BODY_BYTES, RpcFirst, http_call, mount
 from gateway.rpc.forward import Forwarder, ParseStage
@@ -110,6 +111,7 @@ async def build(
 ) -> tuple[GatewayApp, str, WalletSigner]:
     await migrate_url(database_url)
     settings = Settings(
+        **service_key_addresses(home),  # standing in for gateway up
         home=home,
         database_url=database_url,
         redis_url=redis_url,

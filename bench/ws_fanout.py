@@ -80,6 +80,7 @@ from typing import TYPE_CHECKING, Any, cast
 import orjson
 
 from bench._proc import LOOPBACK, REPO_ROOT, emit, read_event, repo_env, wait_for_port
+from gateway.keys import service_key_addresses
 from gateway.runtime.ports import free_port
 
 if TYPE_CHECKING:
@@ -364,6 +365,7 @@ def serve_gateway(args: argparse.Namespace) -> None:
     from gateway.transports.http import build_http_app
 
     settings = Settings(
+        **service_key_addresses(Path(args.home)),  # standing in for gateway up
         home=Path(args.home),
         database_url=args.database_url,
         redis_url=args.redis_url,

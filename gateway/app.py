@@ -121,7 +121,7 @@ class GatewayApp:
         )
         self.confirm_deposit = ConfirmDepositEndpoint(self.deposits)
         self.x402_settle = X402Settle.from_settings(
-            settings, self.upstream, lambda: self.conn.db, self.ip_limits.address
+            settings, self.auth.keys, self.upstream, lambda: self.conn.db, self.ip_limits.address
         )
         self.webhooks = WebhookEndpoints.from_settings(lambda: self.conn.db, settings, self._top_up)
         self.engine = BlockEngine.from_settings(settings)

@@ -22,6 +22,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from gateway.core.errors import ConfigError as ConfigError  # defined in the kernel so gateway.keys raises it too
 from gateway.signals.rules import DEFAULT_LARGE_SWAP_LAMPORTS, DEFAULT_SIGNAL_PROGRAMS, is_pubkey
 from gateway.webhooks.rules import MAX_WATCHED_ADDRESSES
 
@@ -263,12 +264,13 @@ class Settings(BaseSettings):
         None,
         description="The deposit wallet's public key, advertised in 402 terms and watched for deposits. Empty: "
         "gateway up reads (or first creates) <home>/keys/deposit-wallet.json and hands its key to every process it "
-        "starts; a process given it never creates a wallet of its own.",
+        "starts; a serving process never creates a wallet and refuses to start without it.",
     )
     fee_payer_address: str | None = Field(
         None,
         description="The public key of <home>/keys/fee-payer.json, which co-signs sponsored x402 payments. Empty: "
-        "resolved by gateway up like deposit_address; a machine without the file serves no sponsored payment "
+        "resolved by gateway up like deposit_address; with x402_settle on a serving process refuses to start "
+        "without it, or when that file holds another key; a machine without the file serves no sponsored payment "
         "(503) and never creates another fee payer.",
     )
     credits_per_usdc: int = Field(100_000, ge=1, description="Credits granted per 1 USDC (10^6 base units).")
@@ -645,10 +647,6 @@ class Settings(BaseSettings):
         if parsed.port is None:
             return f"{scheme}://{parsed.netloc}{parsed.path}"
         return f"{scheme}://{parsed.hostname}:{parsed.port + 1}{parsed.path}"
-
-
-class ConfigError(Exception):
-    """Configuration that cannot be used; the message is meant for the operator."""
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:

@@ -50,11 +50,16 @@ class ServiceProfile:
         }
 
 
-def health_document(upstream: HttpUpstream, profile: ServiceProfile, started_at: float) -> tuple[int, dict[str, Any]]:
-    """The Health document and its HTTP status: 503 ``starting`` until a node has answered."""
+def health_document(
+    upstream: HttpUpstream, profile: ServiceProfile, started_at: float, keys: Mapping[str, Any] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """The Health document and its HTTP status: 503 ``starting`` until a node has answered. ``keys``: the
+    service keys this node serves (``AuthServices.keys_view``)."""
     primary, fallback = upstream.primary, upstream.fallback
     now = time.time()
     doc: dict[str, Any] = {"agave_healthy": primary.healthy, "service_profile": profile.health_view()}
+    if keys is not None:
+        doc["keys"] = dict(keys)
     if primary.healthy:
         status, node = "ok", primary
     elif upstream.use_fallback:

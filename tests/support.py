@@ -6,12 +6,14 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import uvicorn
 
 from gateway.app import GatewayApp
 from gateway.config import DEFAULT_IP_LIMITS, Settings
+from gateway.keys import ServiceKeyAddresses, service_key_addresses
 from gateway.pubsub.ws import UVICORN_WS_OPTIONS
 from gateway.runtime.ports import free_port
 from gateway.transports.http import build_http_app
@@ -19,6 +21,12 @@ from gateway.transports.http import build_http_app
 #: Per-address limits high enough for suites that create many accounts and sessions from 127.0.0.1;
 #: the limits themselves are tested with their defaults (tests/gateway/test_ip_limits.py).
 TEST_IP_LIMITS = {group: {"rps": 10_000, "burst": 100_000} for group in DEFAULT_IP_LIMITS}
+
+
+def service_key_settings(home: Path) -> ServiceKeyAddresses:
+    """What ``gateway up`` hands every process it starts: the service keys' addresses, their files
+    created in ``home`` if missing (the test stands in for gateway up: a serving process never creates one)."""
+    return service_key_addresses(home)
 
 
 @dataclass

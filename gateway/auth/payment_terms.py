@@ -65,7 +65,7 @@ class PaymentTerms:
     """What a depositor needs; the two public keys come from the service's keypair files at start."""
 
     deposit_address: str
-    fee_payer: str
+    fee_payer: str | None  # None only with x402 settlement off and no fee payer configured
     usdc_mint: str
     network: str  # the name shown to depositors: "solana-mainnet", or "devnode" for the local test chain
     crediting_delay_s: int = 30  # after finalization; docs/api.md's mainnet figure unless the deployment says
@@ -105,6 +105,9 @@ class PaymentTerms:
             how += " On this test deployment `gateway fund` mints test USDC, deposits it and prints an API key."
         return how
 
+    def extra(self) -> dict[str, Any]:
+        return {"feePayer": self.fee_payer} if self.fee_payer is not None else {}
+
     def requirements(self) -> dict[str, Any]:
         """One x402 v2 ``PaymentRequirements`` for the SVM ``exact`` scheme."""
         return {
@@ -114,7 +117,7 @@ class PaymentTerms:
             "asset": self.usdc_mint,
             "payTo": self.deposit_address,
             "maxTimeoutSeconds": MAX_TIMEOUT_SECONDS,
-            "extra": {"feePayer": self.fee_payer},
+            "extra": self.extra(),
         }
 
     def document(self, error: str, resource_url: str) -> dict[str, Any]:
@@ -139,7 +142,7 @@ class PaymentTerms:
             "network": self.network,
             "instructions": self.top_up(pubkey),
             "payTo": self.deposit_address,
-            "extra": {"feePayer": self.fee_payer},
+            "extra": self.extra(),
         }
 
     def error(self, message: str, resource_url: str, pubkey: str | None = None) -> ProxyError:

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from gateway.auth.account_views import Funding
 from gateway.auth.api_keys import ApiKeyStore, RotationHook
@@ -30,11 +31,12 @@ from gateway.auth.strategies import ApiKeyStrategy, SessionStrategy, Strategy, T
 from gateway.config import Settings
 from gateway.core.credentials import Credentials, bearer_token
 from gateway.core.identity import Identity
-from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, service_pubkey
+from gateway.keys import ServiceKeys, service_keys
 from gateway.storage.accounts import AccountStore, ApiKeyRows
 from gateway.storage.channels import REVOKED_KEYS, Channel
 from gateway.storage.connections import Connections
 from gateway.storage.nonces import NonceStore
+from gateway.storage.service_keys import compare_cluster_keys
 from gateway.storage.sessions import CHALLENGE_TTL_MS, TOKEN_TTL_MS, SessionStore, token_digest
 
 log = logging.getLogger(__name__)
@@ -44,7 +46,8 @@ class AuthServices:
     """One replica's auth state. Options exist for tests (tiny TTLs).
 
     Args:
-        settings: the gateway's settings (data dir, network, USDC mint, credit terms).
+        settings: the gateway's settings (data dir, network, USDC mint, credit terms, the service keys'
+            addresses: without them construction raises :class:`~gateway.config.ConfigError`, see gateway/keys.py).
         api_key_secret: the 32-byte HMAC secret for API-key hashes; default: ``<home>/keys/api-key-secret``.
         on_api_key_rotated: awaited after each key rotation has committed (in-process listeners; the
             webhook jobs are written in the rotation's transaction, :mod:`gateway.storage.webhook_events`).
@@ -63,6 +66,14 @@ class AuthServices:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
+        self.keys: ServiceKeys = service_keys(
+            settings.resolved_home,
+            settings.deposit_address,
+            settings.fee_payer_address,
+            fee_payer_needed=settings.x402_settle,
+        )
+        #: How this process's keys differ from the cluster's record (compared at start, when Redis is there).
+        self.keys_mismatch: str | None = None
         self._secret = api_key_secret
         self._on_rotated = on_api_key_rotated
         self._challenge_ttl_ms = challenge_ttl_ms
@@ -81,8 +92,8 @@ class AuthServices:
     async def start(self, conn: Connections) -> None:
         home = self.settings.resolved_home
         s = self.settings
-        deposit = str(service_pubkey(s.deposit_address, home, DEPOSIT_WALLET))
-        fee_payer = str(service_pubkey(s.fee_payer_address, home, FEE_PAYER))
+        deposit = str(self.keys.deposit)
+        fee_payer = str(self.keys.fee_payer) if self.keys.fee_payer is not None else None
         self.terms = PaymentTerms(
             deposit, fee_payer, s.usdc_mint, s.shown_network, s.crediting_delay_s, x402_settle=s.x402_settle
         )
@@ -90,6 +101,9 @@ class AuthServices:
         if conn.db is None or conn.redis is None:
             log.error("authentication needs PostgreSQL and Redis; authenticated requests will get 503")
             return
+        self.keys_mismatch = await compare_cluster_keys(
+            conn.redis, {"deposit_address": deposit, "fee_payer_address": fee_payer}
+        )
         secret = self._secret if self._secret is not None else load_or_create_secret(home / SECRET_FILE)
         self.nonces = NonceStore(conn.redis, conn.redis_connects)
         self.sessions = SessionStore(conn.redis, self._challenge_ttl_ms, self._token_ttl_ms)
@@ -107,6 +121,10 @@ class AuthServices:
             TokenStrategy(self.api_keys, self.sessions),
         ]
         self._authenticator = Authenticator(strategies, self.accounts, self.terms, self.api_keys)
+
+    def keys_view(self) -> dict[str, Any]:
+        """``/health``'s ``keys``: the addresses served here, whether the fee payer's secret is, and a mismatch."""
+        return self.keys.view(self.keys_mismatch)
 
     async def stop(self) -> None:
         self._authenticator = None

@@ -19,6 +19,10 @@ from enum import IntEnum, StrEnum
 from typing import Any
 
 
+class ConfigError(Exception):
+    """Configuration that cannot be used; the message is meant for the operator (it names the setting)."""
+
+
 class RpcCode(IntEnum):
     """JSON-RPC codes the gateway itself answers with (the node may answer with the same numbers)."""
 

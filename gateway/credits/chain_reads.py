@@ -12,7 +12,7 @@ from solders.pubkey import Pubkey
 from gateway.config import Settings
 from gateway.core.credits import CreditPolicy, DepositCredit
 from gateway.core.deposits import DepositTransfer, deposit_token_account
-from gateway.keys import DEPOSIT_WALLET, service_pubkey
+from gateway.keys import DEPOSIT_SETTING, DEPOSIT_WALLET, configured_address
 from gateway.node.http import ChainError, Upstream, rpc_call
 
 RPC_TIMEOUT_S = 15.0
@@ -70,8 +70,8 @@ def credit_policy(settings: Settings) -> CreditPolicy:
 
 def deposit_ata_for(settings: Settings) -> Pubkey:
     """The deposit wallet's USDC token account: the wallet is ``deposit_address``, which ``gateway up``
-    resolves for every process it starts; a replica started some other way (tests, ``serve run`` on
-    one machine) reads ``<home>/keys/deposit-wallet.json``, creating it on first use (gateway/keys.py).
+    hands every process it starts; without it :class:`~gateway.config.ConfigError` naming the setting
+    (a serving process never creates a key: gateway/keys.py).
     """
-    wallet = service_pubkey(settings.deposit_address, settings.resolved_home, DEPOSIT_WALLET)
+    wallet = configured_address(settings.deposit_address, DEPOSIT_SETTING, settings.resolved_home / DEPOSIT_WALLET)
     return deposit_token_account(wallet, Pubkey.from_string(settings.usdc_mint))

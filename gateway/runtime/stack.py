@@ -36,6 +36,7 @@ from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.runtime.inspect import forget_ray_address, record_ray_address
 from gateway.runtime.serve_runtime import ServeRuntime
 from gateway.storage.migrate import migrate_url
+from gateway.storage.service_keys import record_cluster_keys_at
 from gateway.webhooks.targets import allow_private, receivers_report
 from gateway.x402.devnode_settlement import prepare_sponsored_settlement
 
@@ -99,6 +100,9 @@ class Stack:
             self._stops.append(("Redis", redis.stop))
         self.report("Redis", _redact(redis_url))
         updates["redis_url"] = redis_url
+        # the addresses every process compares its own with at start (/health's keys.mismatch)
+        addresses = {name: updates[name] for name in ("deposit_address", "fee_payer_address")}
+        asyncio.run(record_cluster_keys_at(redis_url, addresses))
 
         if s.upstream_rpc_url is None:
             node = DevnodeProcess(

@@ -3,7 +3,7 @@
 What it accepts is decided in the core (:mod:`gateway.x402.rules`, pure); this module does the I/O
 around it, in an order that keeps the sponsor's exposure to one fee per paying transaction:
 
-1. not configured (``x402_settle`` off, or no readable fee-payer key) → 503, before reading anything;
+1. not configured (``x402_settle`` off, or no fee-payer key on this machine) → 503, before reading anything;
 2. the body, the transaction, the payment and (sponsored) the whitelist → 400 naming the cause;
 3. the signature is claimed in PostgreSQL **before** the broadcast (:mod:`gateway.x402.store`):
    the same transaction again, from anyone, on any replica, is refused without a second broadcast;
@@ -38,7 +38,7 @@ from gateway.config import Settings
 from gateway.core.deposits import deposit_token_account
 from gateway.core.errors import ProxyError, service_unavailable
 from gateway.core.transactions import WireTx
-from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, service_keypair, service_pubkey
+from gateway.keys import ServiceKeys
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.pipeline import Call, Reply, json_reply
 from gateway.storage.connections import Pool
@@ -131,25 +131,21 @@ class X402Settle:
     def from_settings(
         cls,
         settings: Settings,
+        keys: ServiceKeys,
         upstream: Upstream,
         get_pool: Callable[[], Pool | None],
         client_address: Callable[[Call], str | None],
     ) -> X402Settle:
-        """Reads ``<home>/keys/fee-payer.json`` (created only where no address is configured: gateway/keys.py)."""
-        home = settings.resolved_home
-        try:
-            fee_payer = service_keypair(settings.fee_payer_address, home, FEE_PAYER)
-            deposit_wallet = service_pubkey(settings.deposit_address, home, DEPOSIT_WALLET)
-        except (OSError, ValueError) as exc:  # an unreadable key file: settle answers 503, the rest runs
-            log.error("x402 settlement off: cannot read the service's keys in %s: %s", home / "keys", exc)
-            fee_payer = None
-        if fee_payer is None:
-            log.error("x402 settlement off: no fee payer key %s on this machine", home / FEE_PAYER)
+        """Signs with ``keys.signer``, read from ``<home>/keys/fee-payer.json`` where this machine has it
+        (never created: gateway/keys.py); without it, settlement answers 503."""
+        fee_payer = keys.signer
+        if fee_payer is None and settings.x402_settle:
+            log.error("x402 settlement off: no fee payer key %s on this machine", keys.fee_payer_file)
         rules = None
         if fee_payer is not None:
-            ata = deposit_token_account(deposit_wallet, Pubkey.from_string(settings.usdc_mint))
+            ata = deposit_token_account(keys.deposit, Pubkey.from_string(settings.usdc_mint))
             minimum = MINIMUM_DEPOSIT_BASE_UNITS
-            rules = SettleRules(str(deposit_wallet), str(ata), settings.usdc_mint, fee_payer.pubkey(), minimum)
+            rules = SettleRules(str(keys.deposit), str(ata), settings.usdc_mint, fee_payer.pubkey(), minimum)
         options = SettleOptions(
             enabled=settings.x402_settle,
             network=caip2_network(settings.shown_network),
@@ -190,7 +186,9 @@ class X402Settle:
                 "and POST /account/confirm-deposit"
             )
         if self.rules is None or self.fee_payer is None:
-            raise not_configured("x402 settlement is not configured on this gateway: its fee-payer key is unreadable")
+            raise not_configured(
+                "x402 settlement is not configured on this node: the fee payer's key is not on this machine"
+            )
         return self.rules, self.fee_payer
 
     def _verify(self, body: bytes, rules: SettleRules, fee_payer: Keypair) -> tuple[Payment, WireTx]:

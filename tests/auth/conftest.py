@@ -14,7 +14,7 @@ from gateway.auth.api_keys import ApiKeyRotated
 from gateway.client import WalletSigner
 from gateway.config import Settings
 from tests.auth.helpers import create_account
-from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway
+from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway, service_key_settings
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +27,7 @@ def settings(auth_home: Path, database_url: str, redis_url: str, devnode_url: st
     return Settings.model_validate(
         {
             "home": auth_home,
+            **service_key_settings(auth_home),
             "database_url": database_url,
             "redis_url": redis_url,
             "upstream_rpc_url": devnode_url,

@@ -450,9 +450,9 @@ async def _true(value: bool) -> bool:
 
 
 def actor_settings(chain: Chain, database_url: str, home: Path) -> dict[str, Any]:
-    (home / "keys").mkdir(parents=True, exist_ok=True)
-    (home / "keys" / "deposit-wallet.json").write_text(json.dumps(list(bytes(chain.deposit_wallet))))
-    settings = Settings(home=home, database_url=database_url, upstream_rpc_url=chain.url)
+    """The watcher is given the deposit address only: the wallet's secret is on no serving machine."""
+    deposit = str(chain.deposit_wallet.pubkey())
+    settings = Settings(home=home, database_url=database_url, upstream_rpc_url=chain.url, deposit_address=deposit)
     return settings.model_dump(mode="json")
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 from spl.token.instructions import get_associated_token_address
 
-from gateway.config import Settings
+from gateway.config import ConfigError, Settings
 from gateway.core.deposits import (
     REASON_FAILED,
     REASON_MALFORMED,
@@ -23,7 +24,6 @@ from gateway.core.deposits import (
     scan_deposits,
 )
 from gateway.credits.chain_reads import deposit_ata_for, deposit_credits
-from gateway.keys import DEPOSIT_WALLET, load_keypair
 
 USDC = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
 OTHER_MINT = str(Keypair().pubkey())
@@ -237,13 +237,15 @@ def test_deposit_credits_sum_per_authority() -> None:
     ]
 
 
-def test_deposit_ata_from_settings_home(tmp_path: Path) -> None:
-    """The deposit wallet key is created on first use in <home>/keys, then always read back."""
-    settings = Settings(home=tmp_path)
-    ata = deposit_ata_for(settings)
-    wallet = load_keypair(tmp_path / DEPOSIT_WALLET).pubkey()
+def test_deposit_ata_from_the_configured_address(tmp_path: Path) -> None:
+    """The deposit wallet is the configured address; without one, a ConfigError naming the setting
+    (and no key created: a serving process never creates one)."""
+    wallet = Keypair().pubkey()
+    ata = deposit_ata_for(Settings(home=tmp_path, deposit_address=str(wallet)))
     assert ata == get_associated_token_address(wallet, Pubkey.from_string(USDC))
-    assert deposit_ata_for(settings) == ata
+    with pytest.raises(ConfigError, match="GATEWAY_DEPOSIT_ADDRESS"):
+        deposit_ata_for(Settings(home=tmp_path))
+    assert not (tmp_path / "keys").exists()
 
 
 def test_credits_for_an_authority_that_cannot_sign_are_refused() -> None:

@@ -14,6 +14,7 @@ from gateway.config import Settings
 from gateway.pipeline import ReplyStyle
 from gateway.routing import http_call
 from tests.credits.helpers import fund, new_pubkey
+from tests.support import service_key_settings
 
 GET_SLOT = b'{"jsonrpc":"2.0","id":7,"method":"getSlot"}'
 
@@ -24,6 +25,7 @@ async def test_api_key_call_is_metered_end_to_end(
     settings = Settings.model_validate(
         {
             "home": tmp_path,
+            **service_key_settings(tmp_path),
             "database_url": database_url,
             "redis_url": redis_url,
             "upstream_rpc_url": devnode_url,

@@ -29,7 +29,7 @@ from solders.transaction import Transaction
 from gateway.client import WalletSigner
 from gateway.config import Settings
 from tests.auth.helpers import create_account, create_api_key
-from tests.support import TEST_IP_LIMITS, serve_gateway
+from tests.support import TEST_IP_LIMITS, serve_gateway, service_key_settings
 
 ROUTES = [
     ("POST", "/"),
@@ -134,6 +134,7 @@ async def target(
     config = Settings.model_validate(
         {
             "home": home,
+            **service_key_settings(home),
             "database_url": database_url,
             "redis_url": redis_url,
             "upstream_rpc_url": devnode_url,

@@ -32,6 +32,7 @@ from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.storage.connections import Connections
 from gateway.storage.ledger import balance
 from tests.credits.helpers import ScriptedNode, fund, new_pubkey
+from tests.support import service_key_settings
 
 TOKEN_TTL_MS = 400
 
@@ -61,7 +62,7 @@ class Stack:
 
 @pytest.fixture
 async def stack(tmp_path: Path, database_url: str, redis_url: str) -> AsyncIterator[Stack]:
-    settings = Settings(home=tmp_path, database_url=database_url, redis_url=redis_url)
+    settings = Settings(**service_key_settings(tmp_path), home=tmp_path, database_url=database_url, redis_url=redis_url)
     conn = await Connections.open(database_url, redis_url, pool_size=4)
     assert conn.db is not None
     services = AuthServices(settings, api_key_secret=b"k" * 32, token_ttl_ms=TOKEN_TTL_MS)

@@ -16,11 +16,18 @@ from gateway.client import WalletSigner
 from gateway.config import Settings
 from gateway.runtime.ports import free_port
 from tests.auth.helpers import create_account, create_api_key
-from tests.support import serve_gateway
+from tests.support import serve_gateway, service_key_settings
 
 
 def settings(home: Path, database_url: str, redis_url: str, **urls: str | None) -> Settings:
-    return Settings(home=home, database_url=database_url, redis_url=redis_url, health_poll_s=0.2, **urls)
+    return Settings(
+        **service_key_settings(home),
+        home=home,
+        database_url=database_url,
+        redis_url=redis_url,
+        health_poll_s=0.2,
+        **urls,
+    )
 
 
 async def get(url: str) -> tuple[int, dict[str, object]]:

@@ -16,14 +16,20 @@ from gateway.client import WalletSigner
 from gateway.config import Settings
 from gateway.routing import RPC_MAX_BODY_BYTES, route_path
 from tests.auth.helpers import create_account, create_api_key
-from tests.support import RunningGateway, serve_gateway
+from tests.support import RunningGateway, serve_gateway, service_key_settings
 
 GET_SLOT = b'{"jsonrpc":"2.0","id":7,"method":"getSlot"}'
 
 
 @pytest.fixture
 async def gateway(tmp_path: Path, database_url: str, redis_url: str, devnode_url: str) -> AsyncIterator[RunningGateway]:
-    settings = Settings(home=tmp_path, database_url=database_url, redis_url=redis_url, upstream_rpc_url=devnode_url)
+    settings = Settings(
+        **service_key_settings(tmp_path),
+        home=tmp_path,
+        database_url=database_url,
+        redis_url=redis_url,
+        upstream_rpc_url=devnode_url,
+    )
     async with serve_gateway(settings) as running:
         yield running
 

@@ -17,7 +17,7 @@ import pytest
 from gateway.client import WalletSigner
 from gateway.config import Settings
 from tests.auth.helpers import request, signed
-from tests.support import RunningGateway, serve_gateway
+from tests.support import RunningGateway, serve_gateway, service_key_settings
 
 
 @pytest.fixture
@@ -33,7 +33,9 @@ SLOW = {"rps": 0.01, "burst": BURST}
 def settings(tmp_path: Path, database_url: str, redis_url: str, devnode_url: str, **extra: Any) -> Settings:
     urls = {"database_url": database_url, "redis_url": redis_url, "upstream_rpc_url": devnode_url}
     limits = {"session": SLOW, "account_create": SLOW}
-    return Settings.model_validate({"home": tmp_path, **urls, "ip_limits": limits, **extra})
+    return Settings.model_validate(
+        {"home": tmp_path, **service_key_settings(tmp_path), **urls, "ip_limits": limits, **extra}
+    )
 
 
 async def challenge(http: aiohttp.ClientSession, gw: RunningGateway, forwarded_for: str | None = None) -> int:

@@ -26,7 +26,7 @@ from gateway.auth.api_keys import generate_api_key
 from gateway.client import AuthFailed, InvalidRequest, WalletSigner, gateway_error, solana_client
 from gateway.config import DEVNODE, Settings
 from tests.auth.helpers import create_account, create_api_key
-from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway
+from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway, service_key_settings
 
 
 class RawBody:
@@ -43,9 +43,11 @@ class RawBody:
 async def gateway(
     tmp_path_factory: pytest.TempPathFactory, database_url: str, redis_url: str, devnode_url: str
 ) -> AsyncIterator[RunningGateway]:
+    home = tmp_path_factory.mktemp("client-errors")
     settings = Settings.model_validate(
         {
-            "home": tmp_path_factory.mktemp("client-errors"),
+            "home": home,
+            **service_key_settings(home),
             "database_url": database_url,
             "redis_url": redis_url,
             "upstream_rpc_url": devnode_url,

@@ -25,7 +25,7 @@ from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.storage.migrate import migrate_url
 from tests.auth.helpers import RPC_BODY, Answer, create_api_key, open_session, request, signed
 from tests.chain import airdrop, mint_usdc, read_keypair, transfer_usdc, wait_confirmed
-from tests.support import RunningGateway, serve_gateway
+from tests.support import RunningGateway, serve_gateway, service_key_settings
 
 
 @dataclass
@@ -51,6 +51,7 @@ def stores(tmp_path: Path) -> Iterator[Stores]:
 @pytest.fixture
 async def gateway(stores: Stores, tmp_path: Path, devnode_url: str) -> AsyncIterator[RunningGateway]:
     settings = Settings(
+        **service_key_settings(tmp_path / "home"),
         home=tmp_path / "home",
         database_url=stores.database_url,
         redis_url=stores.redis_url,

@@ -12,7 +12,7 @@ import asyncpg
 from gateway.client import WalletSigner
 from gateway.config import Settings
 from tests.auth.helpers import create_account, create_api_key
-from tests.support import serve_gateway
+from tests.support import serve_gateway, service_key_settings
 
 BODY = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
 
@@ -20,7 +20,13 @@ BODY = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
 async def test_suspension_refuses_paid_calls_and_lifts(
     tmp_path: Path, database_url: str, redis_url: str, devnode_url: str, db: asyncpg.Connection
 ) -> None:
-    config = Settings(home=tmp_path, database_url=database_url, redis_url=redis_url, upstream_rpc_url=devnode_url)
+    config = Settings(
+        **service_key_settings(tmp_path),
+        home=tmp_path,
+        database_url=database_url,
+        redis_url=redis_url,
+        upstream_rpc_url=devnode_url,
+    )
     signer = WalletSigner(os.urandom(32))
     async with serve_gateway(config) as gw, aiohttp.ClientSession() as http:
         key = await create_api_key(http, signer, gw.url)

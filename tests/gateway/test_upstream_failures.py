@@ -23,7 +23,7 @@ from gateway.config import Settings
 from gateway.runtime.ports import free_port
 from tests.auth.helpers import RPC_BODY, create_account, create_api_key, request
 from tests.credits.helpers import signed_tx
-from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway
+from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway, service_key_settings
 
 SECRET = "sekrit-provider-token"
 
@@ -79,6 +79,7 @@ async def gateway(relay: Relay, tmp_path: Path, database_url: str, redis_url: st
     settings = Settings.model_validate(
         {
             "home": tmp_path,
+            **service_key_settings(tmp_path),
             "database_url": database_url,
             "redis_url": redis_url,
             "upstream_rpc_url": f"http://127.0.0.1:{relay.port}/?api-key={SECRET}",

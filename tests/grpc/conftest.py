@@ -34,7 +34,7 @@ from gateway.config import Settings
 from gateway.core.credits import CreditPolicy, DepositCredit
 from gateway.grpc.server import GrpcStreamServer
 from gateway.storage.deposits import credit_deposit_on
-from tests.support import TEST_IP_LIMITS
+from tests.support import TEST_IP_LIMITS, service_key_settings
 
 REPO = Path(__file__).resolve().parents[2]
 PROTOS = ("geyser.proto", "solana-storage.proto")
@@ -85,6 +85,7 @@ class RunningStream:
 
 def stream_settings(home: Path, database_url: str, redis_url: str, devnode: Devnode, **overrides: Any) -> Settings:
     return Settings(
+        **service_key_settings(home),
         home=home,
         database_url=database_url,
         redis_url=redis_url,

@@ -10,13 +10,19 @@ from gateway.app import GatewayApp, method_registry
 from gateway.config import Settings
 from gateway.core.methods import PriceTable
 from gateway.public import capabilities_document, pricing_document
+from tests.support import service_key_settings
 
 
 async def test_the_profile_follows_the_stream(tmp_path: Path) -> None:
-    served = GatewayApp(Settings(home=tmp_path, upstream_grpc_url="http://127.0.0.1:10001"))
+    served = GatewayApp(
+        Settings(**service_key_settings(tmp_path), home=tmp_path, upstream_grpc_url="http://127.0.0.1:10001")
+    )
     assert capabilities_document(served.profile)["service_profile"]["services"]["yellowstone_grpc"] is True
     assert served.profile.health_view()["services"]["yellowstone_grpc"] is True
-    for settings in (Settings(home=tmp_path), Settings(home=tmp_path, upstream_grpc_url="http://x:1", grpc_servers=0)):
+    for settings in (
+        Settings(**service_key_settings(tmp_path), home=tmp_path),
+        Settings(**service_key_settings(tmp_path), home=tmp_path, upstream_grpc_url="http://x:1", grpc_servers=0),
+    ):
         app = GatewayApp(settings)
         assert capabilities_document(app.profile)["service_profile"]["services"]["yellowstone_grpc"] is False
 
@@ -30,7 +36,11 @@ def test_pricing_publishes_the_stream_prices() -> None:
 
 async def test_pricing_shows_the_configured_stream_limits(tmp_path: Path) -> None:
     settings = Settings(
-        home=tmp_path, grpc_max_streams_per_account=3, grpc_max_streams_per_address=7, upstream_grpc_max_filters=32
+        **service_key_settings(tmp_path),
+        home=tmp_path,
+        grpc_max_streams_per_account=3,
+        grpc_max_streams_per_address=7,
+        upstream_grpc_max_filters=32,
     )
     app = GatewayApp(settings)
     grpc = pricing_document(PriceTable.default(), 100_000, 3600, method_registry(), grpc_limits=app.grpc_limits)["grpc"]

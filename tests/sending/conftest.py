@@ -23,11 +23,12 @@ from tests.auth.helpers import create_account, create_api_key
 from tests.chain import airdrop
 from tests.gateway.test_upstream_failures import Relay
 from tests.sending.helpers import Caller
-from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway
+from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway, service_key_settings
 
 
 def sending_settings(home: Path, database_url: str, redis_url: str, devnode_url: str, **extra: object) -> Settings:
     return Settings(
+        **service_key_settings(home),
         home=home,
         database_url=database_url,
         redis_url=redis_url,

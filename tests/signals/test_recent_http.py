@@ -16,7 +16,7 @@ from gateway.config import Settings
 from gateway.signals.rules import KINDS, SignalEvent
 from gateway.signals.store import SignalLog
 from tests.signals.conftest import clear_default_log
-from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway
+from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway, service_key_settings
 
 PUMP = "6EF8rrecthR5Dkzon8Nwu78hRvfCKubJ14M5uBEwF6P"
 RETENTION = 500
@@ -44,6 +44,7 @@ async def gateway(
         extra = [event(slot, "graduation")] if slot == 103 else []
         await writer.append_slot(slot, [event(slot, "newPair"), event(slot, "largeSwap"), *extra])
     settings = Settings(
+        **service_key_settings(tmp_path),
         home=tmp_path,
         database_url=database_url,
         redis_url=redis_url,
@@ -143,7 +144,12 @@ async def test_a_caller_polling_too_fast_is_limited_per_address(
     """Public, but bounded: the per-address limit ``signals`` answers 429 with Retry-After."""
     limits = {**TEST_IP_LIMITS, "signals": {"rps": 0.5, "burst": 3}}
     settings = Settings(
-        home=tmp_path, database_url=database_url, redis_url=redis_url, upstream_rpc_url=devnode_url, ip_limits=limits
+        **service_key_settings(tmp_path),
+        home=tmp_path,
+        database_url=database_url,
+        redis_url=redis_url,
+        upstream_rpc_url=devnode_url,
+        ip_limits=limits,
     )
     async with serve_gateway(settings) as gw:
         answers = [await get(gw) for _ in range(4)]

@@ -15,6 +15,7 @@ from gateway.core.client_address import TrustedProxies
 from gateway.transports.access_log import LOGGER, AccessLog, with_access_log
 from gateway.transports.deadline import BodyDeadline
 from gateway.transports.http import build_http_app
+from tests.support import service_key_settings
 
 KEY = "srpc_live_" + "k" * 43
 
@@ -101,8 +102,10 @@ async def test_a_request_the_app_fails_is_logged_too(caplog: pytest.LogCaptureFi
 
 
 async def test_the_setting_wires_it_in_front_of_the_gateway(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    assert isinstance(build_http_app(GatewayApp(Settings(home=tmp_path))), BodyDeadline)  # off by default
-    app = build_http_app(GatewayApp(Settings(home=tmp_path, access_log=True)))
+    assert isinstance(
+        build_http_app(GatewayApp(Settings(**service_key_settings(tmp_path), home=tmp_path))), BodyDeadline
+    )  # off by default
+    app = build_http_app(GatewayApp(Settings(**service_key_settings(tmp_path), home=tmp_path, access_log=True)))
     assert isinstance(app, AccessLog)
     scope = {**http_scope("/no-such-route", f"api-key={KEY}".encode()), "method": "GET"}
     with caplog.at_level(logging.INFO, logger=LOGGER):

@@ -9,15 +9,8 @@ from pathlib import Path
 import pytest
 from solders.keypair import Keypair
 
-from gateway.keys import (
-    DEPOSIT_WALLET,
-    FEE_PAYER,
-    ensure_service_keys,
-    load_keypair,
-    load_or_create_keypair,
-    service_keypair,
-    service_pubkey,
-)
+from gateway.config import ConfigError
+from gateway.keys import FEE_PAYER, ensure_service_keys, load_keypair, load_or_create_keypair, service_keys
 
 
 def test_created_once_and_reused(tmp_path: Path) -> None:
@@ -37,21 +30,51 @@ def test_concurrent_creators_agree(tmp_path: Path) -> None:
     assert list(path.parent.glob(".key-*")) == []
 
 
-def test_a_configured_address_is_never_replaced_by_a_new_key(tmp_path: Path) -> None:
-    wallet = str(Keypair().pubkey())
-    assert str(service_pubkey(wallet, tmp_path, DEPOSIT_WALLET)) == wallet
-    assert service_keypair(wallet, tmp_path, FEE_PAYER) is None  # no file on this machine: nothing to sign with
-    assert not (tmp_path / "keys").exists()  # and nothing created
+def test_configured_addresses_are_served_and_no_key_is_created(tmp_path: Path) -> None:
+    deposit, fee_payer = Keypair().pubkey(), Keypair().pubkey()
+    keys = service_keys(tmp_path, str(deposit), str(fee_payer), fee_payer_needed=True)
+    assert (keys.deposit, keys.fee_payer, keys.signer) == (deposit, fee_payer, None)  # no file here: no signer
+    assert keys.view() == {
+        "deposit_address": str(deposit),
+        "fee_payer_address": str(fee_payer),
+        "fee_payer_key_here": False,
+        "mismatch": None,
+    }
+    assert not (tmp_path / "keys").exists()
 
 
-def test_a_key_file_that_is_not_the_configured_address_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("deposit", "fee_payer", "setting"),
+    [(None, "x", "GATEWAY_DEPOSIT_ADDRESS"), ("x", None, "GATEWAY_FEE_PAYER_ADDRESS"), (None, None, "DEPOSIT")],
+)
+def test_a_missing_address_stops_start_up_naming_the_setting(
+    tmp_path: Path, deposit: str | None, fee_payer: str | None, setting: str
+) -> None:
+    given = {"x": str(Keypair().pubkey()), None: None}
+    with pytest.raises(ConfigError, match=setting):
+        service_keys(tmp_path, given[deposit], given[fee_payer], fee_payer_needed=True)
+    assert not (tmp_path / "keys").exists()
+
+
+def test_without_x402_settlement_no_fee_payer_is_needed(tmp_path: Path) -> None:
+    keys = service_keys(tmp_path, str(Keypair().pubkey()), None, fee_payer_needed=False)
+    assert keys.fee_payer is None and keys.signer is None
+    assert not (tmp_path / "keys").exists()
+
+
+def test_a_fee_payer_file_holding_another_key_stops_start_up_naming_setting_and_file(tmp_path: Path) -> None:
     ensure_service_keys(tmp_path)
-    with pytest.raises(ValueError, match="not the configured"):
-        service_keypair(str(Keypair().pubkey()), tmp_path, FEE_PAYER)
+    deposit = str(Keypair().pubkey())
+    with pytest.raises(ConfigError, match="GATEWAY_FEE_PAYER_ADDRESS") as refused:
+        service_keys(tmp_path, deposit, str(Keypair().pubkey()), fee_payer_needed=True)
+    assert str(tmp_path / FEE_PAYER) in str(refused.value)
+    (tmp_path / FEE_PAYER).write_text("not a key")
+    with pytest.raises(ConfigError, match="cannot be read"):
+        service_keys(tmp_path, deposit, str(Keypair().pubkey()), fee_payer_needed=True)
+
+
+def test_the_fee_payer_file_holding_the_configured_key_signs(tmp_path: Path) -> None:
+    ensure_service_keys(tmp_path)
     own = load_keypair(tmp_path / FEE_PAYER)
-    assert service_keypair(str(own.pubkey()), tmp_path, FEE_PAYER) == own
-
-
-def test_without_an_address_the_data_dirs_key_is_read_or_created(tmp_path: Path) -> None:
-    created = service_pubkey(None, tmp_path, DEPOSIT_WALLET)
-    assert created == load_keypair(tmp_path / DEPOSIT_WALLET).pubkey() == service_pubkey(None, tmp_path, DEPOSIT_WALLET)
+    keys = service_keys(tmp_path, str(Keypair().pubkey()), str(own.pubkey()), fee_payer_needed=True)
+    assert keys.signer == own and keys.view()["fee_payer_key_here"] is True

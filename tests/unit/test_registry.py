@@ -19,6 +19,7 @@ from gateway.pipeline import Call
 from gateway.public import pricing_document
 from gateway.rpc import methods as node_methods
 from gateway.rpc.planning import plan_item
+from tests.support import service_key_settings
 
 PRICES = PriceTable.default()
 
@@ -103,7 +104,7 @@ def test_the_parsed_value_is_checked_against_its_type() -> None:
 
 def test_the_gateway_registers_every_local_method_it_can_answer(tmp_path: Path) -> None:
     """Without a block engine the bundle methods are declared but not registered: refused, and so listed."""
-    app = GatewayApp(Settings(home=tmp_path))
+    app = GatewayApp(Settings(**service_key_settings(tmp_path), home=tmp_path))
     bundle_methods = {"sendBundle", "simulateBundle", "getBundleStatuses", "getInflightBundleStatuses"}
     assert app.methods.not_available == bundle_methods | {"getTipAccounts", "getTipFloor"}
     local = {spec.name for spec in method_registry() if spec.local}

@@ -17,6 +17,7 @@ from gateway.public import capabilities_document
 from gateway.webhooks import targets
 from gateway.webhooks.rules import signature
 from gateway.webhooks.validation import url_problem
+from tests.support import service_key_settings
 
 REAL_NODE = "https://rpc.example.com"
 SETTING = "GATEWAY_WEBHOOK_ALLOW_PRIVATE=true"
@@ -66,7 +67,7 @@ def test_gateway_up_reports_which_receivers_are_accepted() -> None:
 
 def test_capabilities_say_whether_local_receivers_are_accepted(tmp_path: Path) -> None:
     for allowed in (True, False):
-        app = GatewayApp(Settings(home=tmp_path, webhook_allow_private=allowed))
+        app = GatewayApp(Settings(**service_key_settings(tmp_path), home=tmp_path, webhook_allow_private=allowed))
         services = capabilities_document(app.profile)["service_profile"]["services"]
         assert services["webhook_private_targets"] is allowed
 

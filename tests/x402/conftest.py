@@ -18,7 +18,7 @@ from devnode.node import Devnode
 from gateway.config import Settings
 from tests.chain import USDC_MINT, airdrop, mint_usdc, send
 from tests.sending.conftest import FailingRelay
-from tests.support import TEST_IP_LIMITS, serve_gateway
+from tests.support import TEST_IP_LIMITS, serve_gateway, service_key_settings
 from tests.x402.helpers import Settle
 
 FEE_PAYER_LAMPORTS = 1_000_000_000
@@ -29,6 +29,7 @@ def x402_settings(home: Path, database_url: str, redis_url: str, node_url: str, 
     return Settings.model_validate(
         {
             "home": home,
+            **service_key_settings(home),
             "database_url": database_url,
             "redis_url": redis_url,
             "upstream_rpc_url": node_url,

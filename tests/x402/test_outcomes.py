@@ -149,4 +149,4 @@ async def test_without_a_fee_payer_key_it_is_503() -> None:
     with pytest.raises(ProxyError) as refused:
         await X402Settle(None, None, ScriptedNode(), lambda: None)(call)
     assert refused.value.status == 503 and refused.value.constant == "SETTLEMENT_NOT_CONFIGURED"
-    assert "fee-payer key is unreadable" in refused.value.message
+    assert "fee payer's key is not on this machine" in refused.value.message
