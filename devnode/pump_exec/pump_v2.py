@@ -258,6 +258,39 @@ def _decimals(scratch: Scratch, mint: Pubkey) -> int:
     return state.decimals
 
 
+def _quote_transfers(
+    scratch: Scratch,
+    call: Call,
+    v2: _V2,
+    source: Pubkey,
+    authority: Pubkey,
+    transfers: tuple[tuple[Pubkey, int], ...],
+) -> list[Callable[[], None]]:
+    """The quote token's transfers of a quote-mint trade (the curve's share and the two fees), each a CPI
+    of the token program and its effect: from the user's quote account on a buy, the curve's on a sell."""
+    qtp, qmint = v2.quote.token_program, v2.quote.mint
+    decimals = _decimals(scratch, qmint)
+    checked = (qmint, decimals) if qtp == TOKEN_2022_PROGRAM_ID else (None, None)
+    effects: list[Callable[[], None]] = []
+    for destination, amount in transfers:
+        call.cpi(cpi.token_transfer(qtp, source, qmint, destination, authority, amount, decimals))
+        effects.append(
+            partial(
+                move_tokens,
+                scratch,
+                qtp,
+                source,
+                destination,
+                authority,
+                amount,
+                signed=True,
+                mint=checked[0],
+                decimals=checked[1],
+            )
+        )
+    return effects
+
+
 def _fee_accounts(scratch: Scratch, v2: _V2) -> list[tuple[Call, Callable[[], None]]]:
     """The fee recipient's and the creator vault's quote accounts, created when missing (paid by the user)."""
     k, out = v2.key, []
@@ -331,29 +364,18 @@ def _buy(scratch: Scratch, ix: Ix, now: int, v2: _V2, quote: BuyQuote, name: str
         for create_call, create in _fee_accounts(scratch, v2):
             call.cpi(create_call)
             effects.append(create)
-        qtp, qmint, user_quote = v2.quote.token_program, v2.quote.mint, k["associated_quote_user"]
-        decimals = _decimals(scratch, qmint)
-        checked = (qmint, decimals) if qtp == TOKEN_2022_PROGRAM_ID else (None, None)
-        for destination, amount in (
-            (k["associated_quote_bonding_curve"], quote.sol_amount),
-            (k["associated_quote_fee_recipient"], quote.protocol_fee),
-            (k["associated_creator_vault"], quote.creator_fee),
-        ):
-            call.cpi(cpi.token_transfer(qtp, user_quote, qmint, destination, p.user, amount, decimals))
-            effects.append(
-                partial(
-                    move_tokens,
-                    scratch,
-                    qtp,
-                    user_quote,
-                    destination,
-                    p.user,
-                    amount,
-                    signed=True,
-                    mint=checked[0],
-                    decimals=checked[1],
-                )
-            )
+        effects += _quote_transfers(
+            scratch,
+            call,
+            v2,
+            k["associated_quote_user"],
+            p.user,
+            (
+                (k["associated_quote_bonding_curve"], quote.sol_amount),
+                (k["associated_quote_fee_recipient"], quote.protocol_fee),
+                (k["associated_creator_vault"], quote.creator_fee),
+            ),
+        )
     else:
         scratch.waive_rent_rule(p.fee_recipient, p.creator_vault)
         for destination, amount in (
@@ -407,29 +429,18 @@ def _sell(scratch: Scratch, ix: Ix, now: int, v2: _V2, args: SellV2Args) -> Call
         for create_call, create in _fee_accounts(scratch, v2):
             call.cpi(create_call)
             effects.append(create)
-        qtp, qmint, source = v2.quote.token_program, v2.quote.mint, k["associated_quote_bonding_curve"]
-        decimals = _decimals(scratch, qmint)
-        checked = (qmint, decimals) if qtp == TOKEN_2022_PROGRAM_ID else (None, None)
-        for destination, amount in (
-            (k["associated_quote_user"], quote.sol_out),
-            (k["associated_quote_fee_recipient"], quote.protocol_fee),
-            (k["associated_creator_vault"], quote.creator_fee),
-        ):
-            call.cpi(cpi.token_transfer(qtp, source, qmint, destination, p.bonding_curve, amount, decimals))
-            effects.append(
-                partial(
-                    move_tokens,
-                    scratch,
-                    qtp,
-                    source,
-                    destination,
-                    p.bonding_curve,
-                    amount,
-                    signed=True,
-                    mint=checked[0],
-                    decimals=checked[1],
-                )
-            )
+        effects += _quote_transfers(
+            scratch,
+            call,
+            v2,
+            k["associated_quote_bonding_curve"],
+            p.bonding_curve,
+            (
+                (k["associated_quote_user"], quote.sol_out),
+                (k["associated_quote_fee_recipient"], quote.protocol_fee),
+                (k["associated_creator_vault"], quote.creator_fee),
+            ),
+        )
     cpi.emit_event(call, PUMP_PROGRAM_ID, pda.event_authority_pda(), _event(v2, after, quote, False, now, "sell_v2"))
     run_cpis(call, effects)
     if not v2.token_quoted:  # the program owns the curve and pays out of its lamports directly
