@@ -7,20 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
 from typer.testing import CliRunner
 
 from gateway.cli.main import app
-from gateway.storage.migrate import migrate_url
+from tests.databases import fresh_database
 
 GATEWAY = str(Path(sys.executable).with_name("gateway"))
 
@@ -37,15 +35,7 @@ Run = Callable[..., Awaitable[Ran]]
 
 @pytest.fixture(scope="session")
 async def cli_database_url(database_url: str) -> str:
-    name = f"cli_{secrets.token_hex(4)}"
-    admin = await asyncpg.connect(database_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    dsn = urlunsplit(urlsplit(database_url)._replace(path=f"/{name}"))
-    await migrate_url(dsn)
-    return dsn
+    return await fresh_database(database_url, "cli")
 
 
 @pytest.fixture(scope="session")

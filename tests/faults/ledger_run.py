@@ -51,7 +51,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
@@ -61,9 +60,9 @@ from gateway.storage import sends
 from gateway.storage.deposits import credit_deposit
 from gateway.storage.errors import POSTGRES_UNAVAILABLE, StoreUnavailable
 from gateway.storage.ledger import check_conservation, expire_due
-from gateway.storage.migrate import migrate_url
 from gateway.webhooks import jobs
 from gateway.webhooks import store as webhooks
+from tests.databases import fresh_database
 
 T = TypeVar("T")
 
@@ -692,23 +691,9 @@ class Run:
             report.deposit_credits = sum(c for _, _, c in seen.values())
 
 
-async def fresh_database(dsn: str) -> str:
-    """A new, migrated database on the server of ``dsn``: the run's jobs and leases are its own."""
-    parts = urlsplit(dsn)
-    name = f"ledger_run_{uuid.uuid4().hex[:10]}"
-    admin = await asyncpg.connect(urlunsplit(parts._replace(path="/postgres")))
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    url = urlunsplit(parts._replace(path=f"/{name}"))
-    await migrate_url(url)
-    return url
-
-
 async def run_on(dsn: str, operations: int, seed: int, replicas: int = 4, accounts: int = 36) -> Report:
     """The run on a fresh database of the server at ``dsn``."""
-    url = await fresh_database(dsn)
+    url = await fresh_database(dsn, "ledger_run")
     pool = await asyncpg.create_pool(url, min_size=2, max_size=10)
     admin = await asyncpg.connect(url)
     try:

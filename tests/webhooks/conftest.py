@@ -6,11 +6,9 @@ run dispatchers (``delivery_dsn``, ``pool``), and a real receiver."""
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 import asyncpg
@@ -21,9 +19,9 @@ from aiohttp import web
 from devnode.node import Devnode
 from gateway.client import WalletSigner
 from gateway.config import Settings
-from gateway.storage.migrate import migrate_url
 from tests.auth.helpers import Answer, create_api_key, request
 from tests.credits.helpers import fund
+from tests.databases import drop_database, fresh_database
 from tests.sending.conftest import sending_settings
 from tests.support import RunningGateway, serve_gateway
 from tests.webhooks.support import Receiver
@@ -138,20 +136,9 @@ async def other(gateway: RunningGateway, http: aiohttp.ClientSession) -> Webhook
 
 @pytest.fixture(scope="module")
 async def delivery_dsn(database_url: str) -> AsyncIterator[str]:
-    name = f"delivery_{secrets.token_hex(4)}"
-    admin = await asyncpg.connect(database_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    dsn = urlunsplit(urlsplit(database_url)._replace(path=f"/{name}"))
-    await migrate_url(dsn)
+    dsn = await fresh_database(database_url, "delivery")
     yield dsn
-    admin = await asyncpg.connect(database_url)
-    try:
-        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    await drop_database(dsn)
 
 
 @pytest.fixture
