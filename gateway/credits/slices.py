@@ -49,6 +49,8 @@ TIMEOUT_S = 0.5
 DOWN_S = 0.5
 #: After the shard had no slot to give, the next ask waits this long (a flood of 429s is not a flood of calls).
 SLOT_BACKOFF_S = 0.05
+#: Exchanges a waiting call sits through at most (each bounded by TIMEOUT_S); then the slice decides.
+FILL_ROUNDS = 4
 #: The Retry-After of a refusal because the shard could not be reached.
 RETRY_AFTER_S = 1
 
@@ -100,6 +102,7 @@ class _Slice:
     trimmed_at: float = 0.0
     failed: bool = False  # the last exchange could not reach the shard
     young_until: float = 0.0  # the shard was restarted: it grants nothing new before this
+    demand: int = 0  # units of the calls waiting for an exchange
     task: asyncio.Task[None] | None = None
 
     def size(self) -> int:
@@ -172,7 +175,7 @@ class SlicedLimiter:
         s.spent += 1
         s.used_at = now
         if s.tokens <= s.size() // 2 and s.task is None and now >= s.tokens_at:
-            self._start(pubkey, s, s.size(), False, now)  # prefetch at the low-water mark
+            self._start(pubkey, s, max(s.size(), s.demand), False, now)  # prefetch at the low-water mark
         return self._allowed(s, wall)
 
     def take_many(
@@ -209,25 +212,39 @@ class SlicedLimiter:
         self, pubkey: str, units: int, now: float, rps: int | None, concurrency: int | None, whole: bool
     ) -> None:
         """Exchange with the shard until the call can be decided here; raise ShardUnavailable when it
-        cannot be reached and what this replica holds does not decide the call."""
+        cannot be reached and what this replica holds does not decide the call.
+
+        Callers waiting together add up their units (``demand``), so one exchange asks for a burst's
+        worth. A caller keeps waiting until an exchange it sent itself has answered (one sent by the
+        tick or by another caller may have asked for nothing: a renewal, a give-back), for at most
+        ``FILL_ROUNDS`` exchanges: past them, its own account's other calls are taking every answer
+        and what the slice holds decides (a 429)."""
         s = self._slice(pubkey, rps, concurrency)
-        for _ in range(2):
-            if now < s.young_until:  # refused as while it was down: it grants nothing new yet
-                raise ShardUnavailable(f"account shard {s.shard} is restarting")
-            if s.task is None:
-                short = s.tokens < units and now >= s.tokens_at
-                want = (units if whole else max(units, s.size())) if short else 0
-                slot = (s.active >= s.cap and now >= s.slots_at) or now >= s.deadline
-                if self._start(pubkey, s, want, whole, now, slot=slot) is None:
+        s.demand += units
+        try:
+            for _ in range(FILL_ROUNDS):
+                if now < s.young_until:  # refused as while it was down: it grants nothing new yet
+                    raise ShardUnavailable(f"account shard {s.shard} is restarting")
+                own, lease = s.task is None, (s.epoch, s.lease)
+                if own:
+                    short = (s.tokens < units or now >= s.deadline) and now >= s.tokens_at
+                    want = (units if whole else max(s.demand - s.tokens, s.size())) if short else 0
+                    slot = (s.active >= s.cap and now >= s.slots_at) or now >= s.deadline
+                    if self._start(pubkey, s, want, whole, now, slot=slot) is None:
+                        raise ShardUnavailable(f"account shard {s.shard} is unavailable")
+                task = s.task
+                assert task is not None
+                await asyncio.shield(task)  # one exchange at a time per account; a caller gone away leaves it be
+                now = self.clock()
+                if self._decides(s, units, now):
+                    return
+                if s.failed:
                     raise ShardUnavailable(f"account shard {s.shard} is unavailable")
-            task = s.task
-            assert task is not None
-            await asyncio.shield(task)  # one exchange at a time per account; a caller gone away leaves it be
-            now = self.clock()
-            if self._decides(s, units, now):
-                return
-            if s.failed:
-                raise ShardUnavailable(f"account shard {s.shard} is unavailable")
+                if own and (s.epoch, s.lease) == lease:  # asked for this call and given less: refused (429)
+                    return
+            # The account's own calls took what every answer brought: refused by the slice (429).
+        finally:
+            s.demand -= units
 
     @staticmethod
     def _decides(s: _Slice, units: int, now: float) -> bool:
@@ -353,7 +370,7 @@ class SlicedLimiter:
                 self._start(pubkey, s, 0, False, now, slot=False, slots_to=keep)
             elif (s.spent > 0 and (idle or now >= s.renew_at)) or (holds and now >= s.renew_at):
                 self._start(pubkey, s, 0, False, now, slot=False)
-            elif idle and not holds and s.active == 0 and s.spent == 0:
+            elif idle and not holds and s.active == 0 and s.spent == 0 and s.demand == 0:
                 del self._accounts[pubkey]
 
     async def close(self) -> None:

@@ -127,6 +127,13 @@ async def many_callers(limiters: list[SlicedLimiter], pubkey: str, callers: int,
     return {"most_in_flight": most, "admitted": sorted(admitted), "duration": time.monotonic() - start}
 
 
+async def burst(limiters: list[SlicedLimiter], pubkey: str, calls: int) -> dict[str, Any]:
+    """``calls`` calls at once on each replica of an account none of them has asked about yet."""
+    start = time.monotonic()
+    outcomes = await asyncio.gather(*(call(r, pubkey) for r in limiters for _ in range(calls)))
+    return {"ok": outcomes.count("ok"), "outcomes": sorted(set(outcomes)), "duration": time.monotonic() - start}
+
+
 async def hold(limiter: SlicedLimiter, pubkey: str, slots: int) -> int:
     """Take up to ``slots`` slots on one replica and keep them; how many were taken."""
     taken = 0
@@ -209,6 +216,8 @@ async def scenarios() -> dict[str, Any]:
             for spread in ("even", "skewed"):
                 key = f"rate-{replicas}-{spread}"
                 results[key] = await rate_run(limiters[:replicas], os.urandom(16).hex(), spread, 1.5)
+        results["burst-1"] = await burst(limiters[:1], os.urandom(16).hex(), 2 * RPS)
+        results["burst-4"] = await burst(limiters, os.urandom(16).hex(), RPS)
         results["concurrency"] = await concurrency_scenarios(limiters)
         results["kill"] = await rate_run(limiters[:2], pubkey_on(0), "even", 3.0, kill_at=1.0)
         results["kill_slots"] = await kill_with_slots_held(limiters)

@@ -58,6 +58,15 @@ async def test_one_client_gets_its_full_rate_and_never_more(seen: dict[str, Any]
     assert len(run["admitted"]) >= rps * run["duration"], (len(run["admitted"]), run["duration"])
 
 
+@pytest.mark.parametrize("replicas", [1, 4])
+async def test_a_burst_at_once_gets_the_whole_burst_and_never_more(seen: dict[str, Any], replicas: int) -> None:
+    """Calls arriving together at replicas that hold nothing yet: the account's whole burst is admitted
+    (their demands add up in the exchanges), and no more than the burst plus what refilled meanwhile."""
+    run, rps = seen[f"burst-{replicas}"], seen["rps"]
+    assert rps <= run["ok"] <= rps + rps * run["duration"] + 1, run
+    assert run["outcomes"] == ["ok", "rate"]
+
+
 async def test_full_concurrency_on_one_replica_or_spread_and_never_more(seen: dict[str, Any]) -> None:
     conc, slots = seen["concurrency"], 8
     assert conc["one_replica_holds"] == slots  # the whole budget on one replica, and not one more

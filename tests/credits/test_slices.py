@@ -200,6 +200,28 @@ async def test_replicas_share_one_accounts_rate_through_the_shard() -> None:
             await r.close()
 
 
+class SlowShards(LocalShards):
+    """In-process shards whose answers take a little while, as an actor's do."""
+
+    async def exchange(self, shard: int, request: SliceRequest) -> SliceGrant:
+        await asyncio.sleep(0.002)
+        return await super().exchange(shard, request)
+
+
+async def test_calls_arriving_together_get_the_whole_burst() -> None:
+    """60 calls at once at 50/s on a replica holding nothing: the 50 of the burst are admitted, as one
+    process's bucket admits them (the calls waiting add up their demand; none gives up early)."""
+    limiter = SlicedLimiter(SlowShards(1), 50, 64)
+    loop = asyncio.get_running_loop()
+    try:
+        start = loop.time()
+        outcomes = await asyncio.gather(*(call_once(limiter, "acct", 50, 64) for _ in range(60)))
+        refilled = int(50 * (loop.time() - start)) + 1
+        assert 50 <= outcomes.count("ok") <= 50 + refilled and set(outcomes) == {"ok", "rate"}
+    finally:
+        await limiter.close()
+
+
 async def test_slots_move_to_the_replica_that_needs_them() -> None:
     shards = LocalShards(1)
     a, b = SlicedLimiter(shards, 100, 4, idle_s=0.05), SlicedLimiter(shards, 100, 4, idle_s=0.05)
