@@ -29,9 +29,13 @@ class RaySink:
     gauge's last value, a histogram's observations) under a lock; a flusher thread hands them to
     Ray once a second. Ray's record costs about 5 µs a call (it converts the tags each time), too
     much for every call's half dozen records; batched, a counter or gauge costs one Ray record per
-    series per second, and a histogram's observations leave the request's path."""
+    series per second, and a histogram's observations leave the request's path.
 
-    __slots__ = ("_kind", "_lock", "_pending", "_record", "_spec", "_tags")
+    A gauge's every series is handed to Ray again at each flush, changed or not: Ray forgets a gauge
+    series not reported for two of its export intervals (20 s by default), and most of ours are set
+    only when they change (open sockets, a fallback in use)."""
+
+    __slots__ = ("_gauges", "_kind", "_lock", "_pending", "_record", "_spec", "_tags")
 
     def __init__(self, spec: MetricSpec) -> None:
         from ray.util import metrics as ray_metrics
@@ -49,6 +53,7 @@ class RaySink:
         self._record = inner.record if inner is not None else None
         self._tags: dict[Labels, dict[str, str]] = {}
         self._pending: dict[Labels, Any] = {}
+        self._gauges: dict[Labels, float] = {}  # every gauge series' last value (the flusher's own)
         self._lock = threading.Lock()
 
     def record(self, value: float, labels: Labels) -> None:
@@ -69,6 +74,9 @@ class RaySink:
             pending, self._pending = self._pending, {}
         if self._record is None:
             return
+        if self._kind is Kind.GAUGE:
+            self._gauges.update(pending)
+            pending = self._gauges
         for labels, value in pending.items():
             tags = self._tags_of(labels)
             if self._kind is Kind.HISTOGRAM:
