@@ -162,8 +162,36 @@ SETTLE_SECONDS = histogram(
     "gateway_credit_settle_duration_seconds", "One lease settle (usage written, lease renewed)", LATENCY_BUCKETS
 )
 SETTLE_FAILURES = counter("gateway_credit_settle_failures_total", "Flushes of an account's usage that failed")
+SLICE_EXCHANGES = counter(
+    "gateway_account_slice_exchanges_total",
+    "A replica's exchanges with an account shard (rate and concurrency slices), by result (answered, unavailable)",
+    ("result",),
+)
+SLICE_SECONDS = histogram(
+    "gateway_account_slice_exchange_duration_seconds",
+    "One exchange with an account shard, answered or not",
+    LATENCY_BUCKETS,
+)
 
+# Streams.
 WS_CONNECTIONS = gauge("gateway_ws_connections", "Open WebSockets of this replica")
+WS_SUBSCRIPTIONS = gauge(
+    "gateway_ws_subscriptions",
+    "Client subscriptions open on this replica's WebSockets, by subscribe method",
+    ("method",),
+)
+WS_UPSTREAM_SUBSCRIPTIONS = gauge(
+    "gateway_ws_upstream_subscriptions",
+    "Subscriptions this replica holds at the node's PubSub (one per distinct method and params, shared by clients)",
+)
+GRPC_STREAMS = gauge("gateway_grpc_streams", "Open gRPC Subscribe streams of this gRPC server process")
+GRPC_UPSTREAM_CONNECTED = gauge(
+    "gateway_grpc_upstream_connected", "1 while this gRPC server's subscription to the node's geyser stream is open"
+)
+GRPC_UPSTREAM_REOPENS = counter(
+    "gateway_grpc_upstream_reopens_total",
+    "Times this gRPC server's subscription to the node's geyser stream ended and was opened again",
+)
 
 # Background actors.
 WEBHOOK_DELIVERIES = counter(
@@ -178,6 +206,11 @@ WEBHOOK_OLDEST = gauge(
 WEBHOOK_DEAD = gauge("gateway_webhook_dead_jobs", "Webhook jobs in the dead state (kept until retention)")
 SEND_RACES = counter(
     "gateway_send_races_total", "sendAndConfirm races, by outcome (confirmed, failed, unknown)", ("outcome",)
+)
+SEND_LANDING_SECONDS = histogram(
+    "gateway_send_landing_duration_seconds",
+    "From a sendAndConfirm race's first broadcast to the slot its transaction landed in being seen",
+    LATENCY_BUCKETS,
 )
 SEND_LEG_SENDS = counter(
     "gateway_send_leg_sends_total",

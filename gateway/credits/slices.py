@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from gateway import metrics
 from gateway.core.limits import Allowed, ConcurrencyLimited, RateLimited
 from gateway.core.shards import SLICE_TTL_S, ShardBook, SliceGrant, SliceRequest, shard_of
 
@@ -308,6 +309,7 @@ class SlicedLimiter:
         return s.task
 
     async def _exchange(self, s: _Slice, request: SliceRequest, sent: float) -> None:
+        started = time.perf_counter()
         try:
             self.exchanges += 1
             try:
@@ -316,11 +318,14 @@ class SlicedLimiter:
                 s.failed = True
                 self._down_until[s.shard] = self.clock() + DOWN_S
                 log.warning("account shard %d: %s", s.shard, str(exc) or "timed out")
+                metrics.SLICE_EXCHANGES.inc(("unavailable",))
                 return
             s.failed = False
             self._apply(s, request, grant, sent)
+            metrics.SLICE_EXCHANGES.inc(("answered",))
         finally:
             s.task = None
+            metrics.SLICE_SECONDS.observe(time.perf_counter() - started)
 
     def _apply(self, s: _Slice, request: SliceRequest, grant: SliceGrant, sent: float) -> None:
         now = self.clock()

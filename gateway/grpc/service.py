@@ -40,6 +40,7 @@ from typing import Any, NoReturn
 
 import grpc
 
+from gateway import metrics
 from gateway.auth.services import AuthServices
 from gateway.core.credentials import grpc_credentials
 from gateway.core.errors import ProxyError, ReplyStyle
@@ -118,6 +119,7 @@ class GeyserGateway:
             await _abort(context, "RESOURCE_EXHAUSTED", address_limit_message(limits.max_streams_per_address))
         self.open_streams[pubkey] += 1
         self.open_by_address[address] += 1
+        metrics.GRPC_STREAMS.set(self.open_streams.total())
         counted = True
 
         def uncount() -> None:  # once the stream ends, even while its status is still on its way
@@ -126,6 +128,7 @@ class GeyserGateway:
                 counted = False
                 _drop(self.open_streams, pubkey)
                 _drop(self.open_by_address, address)
+                metrics.GRPC_STREAMS.set(self.open_streams.total())
 
         try:
             stream_id = f"grpc-{os.urandom(8).hex()}"

@@ -41,6 +41,7 @@ from urllib.parse import urlparse
 
 import grpc
 
+from gateway import metrics
 from geyser_proto import geyser_pb2
 from geyser_proto.fanout import Fanout, Member, union_request
 from geyser_proto.filters import EMPTY, AccountFilter, Filters, TransactionFilter
@@ -254,7 +255,9 @@ class UpstreamGeyser:
             try:
                 call = self._subscribe(self._requests(self._outgoing), metadata=self.metadata)
                 async for update in call:
-                    self.connected = True
+                    if not self.connected:
+                        self.connected = True
+                        metrics.GRPC_UPSTREAM_CONNECTED.set(1)
                     self._on_update(update)
                 log.warning("upstream geyser %s ended the stream; reconnecting", self.url)
             except grpc.aio.AioRpcError as exc:
@@ -265,6 +268,8 @@ class UpstreamGeyser:
             except Exception:
                 log.exception("upstream geyser %s failed; reconnecting", self.url)
             self.connected = self._acked = False
+            metrics.GRPC_UPSTREAM_CONNECTED.set(0)
+            metrics.GRPC_UPSTREAM_REOPENS.inc()
             await asyncio.sleep(delay)
 
     def _isolate(self, exc: grpc.aio.AioRpcError) -> bool:

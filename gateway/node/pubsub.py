@@ -28,6 +28,8 @@ import orjson
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
+from gateway import metrics
+
 log = logging.getLogger(__name__)
 
 #: ``listener(result_json, final)``: ``result_json`` is the notification's ``result``, serialized;
@@ -102,6 +104,7 @@ class UpstreamPubSub:
         share = self.shares.get(key)
         if share is None:
             share = self.shares[key] = _Share(key, method, params, final_when)
+            metrics.WS_UPSTREAM_SUBSCRIPTIONS.set(len(self.shares))
         token = next(self._tokens)
         share.listeners[token] = (listener, on_lost)
         try:
@@ -129,6 +132,7 @@ class UpstreamPubSub:
         if share.listeners or self.shares.get(share.key) is not share:
             return
         del self.shares[share.key]
+        metrics.WS_UPSTREAM_SUBSCRIPTIONS.set(len(self.shares))
         if share.upstream_id is not None:
             self._by_upstream.pop(share.upstream_id, None)
             unsub = share.method.replace("Subscribe", "Unsubscribe")
@@ -173,6 +177,7 @@ class UpstreamPubSub:
         ready, share.ready = share.ready, None
         if self.shares.get(share.key) is share:
             del self.shares[share.key]
+            metrics.WS_UPSTREAM_SUBSCRIPTIONS.set(len(self.shares))
         if ready is not None and not ready.done():
             ready.set_exception(exc)
             ready.exception()  # retrieved: joiners that left already must not leave it unobserved

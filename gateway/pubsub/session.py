@@ -27,12 +27,14 @@ import asyncio
 import itertools
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import orjson
 
+from gateway import metrics
 from gateway.core.errors import ReplyStyle, RpcCode
 from gateway.core.jsonrpc import MAX_BATCH, envelope_fault
 from gateway.core.limits import TokenBucket
@@ -88,6 +90,21 @@ class _Sub:
     early: list[Outgoing] = field(default_factory=list)  # notifications that came before it
 
 
+class SubscriptionTally:
+    """The client subscriptions open on this replica's sockets, by subscribe method (for the metric)."""
+
+    def __init__(self) -> None:
+        self.open: Counter[str] = Counter()
+
+    def add(self, method: str) -> None:
+        self.open[method] += 1
+        metrics.WS_SUBSCRIPTIONS.set(self.open[method], (method,))
+
+    def drop(self, method: str) -> None:
+        self.open[method] -= 1
+        metrics.WS_SUBSCRIPTIONS.set(self.open[method], (method,))
+
+
 @dataclass(frozen=True)
 class SessionDeps:
     """What a session uses of its replica (built once by the transport)."""
@@ -95,6 +112,7 @@ class SessionDeps:
     upstream: UpstreamPubSub
     signals: SignalSource | None
     limits: Limits
+    tally: SubscriptionTally = field(default_factory=SubscriptionTally)
 
 
 class WsSession:
@@ -184,7 +202,7 @@ class WsSession:
             return
         sub_id = next(self._native_ids)
         sub = _Sub(method)
-        self.subs[sub_id] = sub
+        self._add(sub_id, sub)
         notification = NATIVE[method][1]
         head = b'{"jsonrpc":"2.0","method":"' + notification.encode() + b'","params":{"result":'
         tail = b',"subscription":' + str(sub_id).encode() + b"}}"
@@ -199,7 +217,7 @@ class WsSession:
         try:
             sub.handle = await self.deps.upstream.subscribe(method, params, deliver, lost, final_when)
         except SubscribeError as exc:
-            self.subs.pop(sub_id, None)
+            self._pop(sub_id)
             self.entered.complete(admission, method, self.connection_id, refunded=True)
             self._error(req_id, exc.code, exc.message, exc.data)
             return
@@ -233,7 +251,7 @@ class WsSession:
                 self._notify(sub_id, Outgoing(body, SIGNAL_EVENT_CREDITS, SIGNAL_NOTIFICATION), False)
 
         sub.feed_token = signals.add(deliver)
-        self.subs[sub_id] = sub
+        self._add(sub_id, sub)
         self._confirm(req_id, sub_id, sub)
 
     def _room(self, req_id: Any) -> bool:
@@ -301,7 +319,7 @@ class WsSession:
         else:
             sub.early.append(message)
         if final:  # the node ended it (a signature's status): so does the client's subscription
-            self.subs.pop(sub_id, None)
+            self._pop(sub_id)
 
     def _end(self, sub_id: int | str, reason: str) -> None:
         if sub_id in self.subs:
@@ -371,8 +389,18 @@ class WsSession:
             self._out.put_nowait(None)
             self.close_code, self.close_reason = code, reason
 
-    def _release(self, sub_id: int | str) -> None:
+    def _add(self, sub_id: int | str, sub: _Sub) -> None:
+        self.subs[sub_id] = sub
+        self.deps.tally.add(sub.method)
+
+    def _pop(self, sub_id: int | str) -> _Sub | None:
         sub = self.subs.pop(sub_id, None)
+        if sub is not None:
+            self.deps.tally.drop(sub.method)
+        return sub
+
+    def _release(self, sub_id: int | str) -> None:
+        sub = self._pop(sub_id)
         if sub is None:
             return
         if sub.handle is not None:

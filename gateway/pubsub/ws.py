@@ -41,7 +41,7 @@ from gateway.entry import EntrySession
 from gateway.ip_limits import FORWARDED_FOR
 from gateway.pipeline import Call, Reply, Wire
 from gateway.pubsub.caps import Refusal, SocketCaps
-from gateway.pubsub.session import SessionDeps, WsSession
+from gateway.pubsub.session import SessionDeps, SubscriptionTally, WsSession
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +66,11 @@ class WsTransport:
             self.limits.max_connections_per_account,
             gw.settings.ingress_replicas,
         )
+        self.tally = SubscriptionTally()
 
     def deps(self) -> SessionDeps:
         gw = self.gw  # the signal feed exists once the app has started
-        return SessionDeps(gw.pubsub, gw.signal_feed, self.limits)
+        return SessionDeps(gw.pubsub, gw.signal_feed, self.limits, self.tally)
 
     async def serve(self, websocket: WebSocket) -> None:
         headers = {k.lower(): v for k, v in websocket.headers.items()}

@@ -97,6 +97,8 @@ class Racer:
                 await asyncio.wait(set(sends), timeout=LEG_TIMEOUT_S)
         result.legs_attempted = sorted(attempted)
         metrics.SEND_RACES.inc((result.outcome.value,))
+        if result.landing_time_ms is not None:
+            metrics.SEND_LANDING_SECONDS.observe(result.landing_time_ms / 1000)
         return result
 
     async def _poll(self, tx: WireTx, broadcast: Callable[[], None], started: float) -> RaceResult:

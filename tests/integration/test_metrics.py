@@ -18,8 +18,10 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from solders.keypair import Keypair
 from websockets.asyncio.client import connect
@@ -27,6 +29,7 @@ from websockets.asyncio.client import connect
 from gateway import metrics
 from gateway.client import solana_client
 from gateway.runtime.ports import free_port
+from tests.grpc.conftest import generate_client
 from tests.integration.service import (
     REPO,
     Customer,
@@ -51,6 +54,8 @@ NOT_EXERCISED = {
     "gateway_credit_settle_failures_total",
     "gateway_send_races_total",
     "gateway_send_leg_sends_total",
+    "gateway_grpc_upstream_reopens_total",
+    "gateway_send_landing_duration_seconds_bucket",
 }
 
 
@@ -200,6 +205,9 @@ def test_paid_calls_move_the_series_by_what_they_did(
     assert prometheus.wait_for('sum(gateway_upstream_request_duration_seconds_count{outcome="ok"})', CALLS) == CALLS
     assert prometheus.wait_for('sum(gateway_response_cache_lookups_total{result="miss"})', CALLS) == CALLS
     assert (prometheus.value('sum(gateway_credit_lease_requests_total{result="granted"})') or 0) >= 1
+    # the account's limits came from its shard (account_shards defaults to 2), never refused for want of it
+    assert (prometheus.value('sum(gateway_account_slice_exchanges_total{result="answered"})') or 0) >= 1
+    assert prometheus.value('sum(gateway_account_slice_exchanges_total{result="unavailable"})') is None
 
     # a key of a wallet without credits: one 402, counted by its cause
     broke_wallet = Keypair()
@@ -220,18 +228,52 @@ def test_paid_calls_move_the_series_by_what_they_did(
     assert (prometheus.wait_for_some("min(gateway_x402_fee_payer_lamports)") or 0) > 0
 
 
-def test_open_websockets_are_counted(stack: RunningService, prometheus: Prometheus, customer: Customer) -> None:
+def test_open_websockets_and_their_subscriptions_are_counted(
+    stack: RunningService, prometheus: Prometheus, customer: Customer
+) -> None:
+    """Two client subscriptions to slots on one socket share one subscription at the node."""
     ready(prometheus)
     api_key = customer.api_key
     url = stack.url.replace("http://", "ws://") + "/ws"
+    slots = 'sum(gateway_ws_subscriptions{method="slotSubscribe"})'
 
-    async def hold_one_open() -> float | None:
+    async def hold_one_open() -> list[float | None]:
         async with connect(url, subprotocols=[f"auth.{api_key}", "solana-rpc"]) as ws:  # type: ignore[list-item]
             assert ws.subprotocol == "solana-rpc"
-            return await asyncio.to_thread(prometheus.wait_for, "sum(gateway_ws_connections)", 1.0)
+            seen = [await asyncio.to_thread(prometheus.wait_for, "sum(gateway_ws_connections)", 1.0)]
+            for n in (1, 2):
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": n, "method": "slotSubscribe"}))
+            seen.append(await asyncio.to_thread(prometheus.wait_for, slots, 2.0))
+            seen.append(await asyncio.to_thread(prometheus.wait_for, "sum(gateway_ws_upstream_subscriptions)", 1.0))
+            return seen
 
-    assert asyncio.run(hold_one_open()) == 1.0
+    assert asyncio.run(hold_one_open()) == [1.0, 2.0, 1.0]
     assert prometheus.wait_for("sum(gateway_ws_connections)", 0.0) == 0.0
+    assert prometheus.wait_for(slots, 0.0) == 0.0
+    assert prometheus.wait_for("sum(gateway_ws_upstream_subscriptions)", 0.0) == 0.0
+    time.sleep(5)  # past Ray's gauge TTL (two export intervals, 2 s here): a gauge set once stays exported
+    assert prometheus.value("sum(gateway_ws_connections)") == 0.0
+
+
+def test_grpc_streams_and_the_upstream_subscription_are_counted(
+    stack: RunningService, prometheus: Prometheus, customer: Customer, tmp_path: Path
+) -> None:
+    ready(prometheus)
+    client = generate_client(tmp_path)
+    token = (("x-token", customer.api_key),)
+
+    async def hold_one_stream() -> list[float | None]:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{stack.env['GATEWAY_GRPC_PORT']}") as channel:
+            stream = client.grpc.GeyserStub(channel).Subscribe(metadata=token)
+            await stream.write(client.pb2.SubscribeRequest(slots={"slots": client.pb2.SubscribeRequestFilterSlots()}))
+            await stream.read()  # an update: the stream is open, and so is the server's at the node
+            seen = [await asyncio.to_thread(prometheus.wait_for, "sum(gateway_grpc_streams)", 1.0)]
+            seen.append(await asyncio.to_thread(prometheus.wait_for, "max(gateway_grpc_upstream_connected)", 1.0))
+            stream.cancel()
+            return seen
+
+    assert asyncio.run(hold_one_stream()) == [1.0, 1.0]
+    assert prometheus.wait_for("sum(gateway_grpc_streams)", 0.0) == 0.0
 
 
 def referenced_names(text: str) -> set[str]:
