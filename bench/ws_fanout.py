@@ -97,6 +97,8 @@ _AMOUNTS = itertools.count(1)
 #: Transfers a second: 50,000 notifications a second offered to 1,000 subscribers, more than either
 #: server delivers on the 2-core machine (each saturates below 35,000; ``--rate 10,20,30,40,60,100``).
 DEFAULT_RATES = (50.0,)
+#: The measured gateway's socket caps: above any --subscribers this bench is run with.
+MAX_SUBSCRIBERS = 20_000
 
 
 # -- the subscribers (the ``clients`` subcommand) ---------------------------------------------------
@@ -373,6 +375,11 @@ def serve_gateway(args: argparse.Namespace) -> None:
         upstream_ws_url=args.upstream_ws,
         rate_limit_rps=1_000_000,  # measure the fan-out, not the limiter
         concurrency_limit=100_000,
+        # every subscriber is one account at one address: the socket caps would refuse all but a few
+        ws_max_connections=MAX_SUBSCRIBERS,
+        max_ongoing_requests=MAX_SUBSCRIBERS + 256,  # Serve's cap (no Serve here), kept valid
+        ws_max_connections_per_account=MAX_SUBSCRIBERS,
+        ws_max_connections_per_address=MAX_SUBSCRIBERS,
         api_key_secret=args.api_key_secret,
     )
     tune_gc(settings.gc_young_threshold)  # as an ingress replica does
