@@ -51,7 +51,7 @@ class AccountState:
     checked_at: float = -math.inf  # when the store was last asked
     empty_streak: int = 0  # store answers in a row that granted nothing (no account, or nothing left)
     invalidated_at: float = -math.inf  # when a credited deposit was last announced for this account
-    refilling: asyncio.Event | None = None  # set while a lease is being taken: callers short of credits wait on it
+    refilling: asyncio.Event | None = None  # a turn at the lock (a caller short, a lease taken): others wait on it
     store_available: int = 0  # balance minus all holds, as of the last store answer
     standing: Standing | None = None  # the newest store answer's balance and pending sends
     rate_limit_rps: int | None = None

@@ -40,6 +40,10 @@ from gateway.storage import ledger
 from gateway.storage.connections import Pool
 
 log = logging.getLogger(__name__)
+
+#: Turns of other callers at the account lock a caller short of credits waits through before queueing
+#: on the lock itself (each turn ends with a lease spendable, or the account known short).
+TURNS = 8
 T = TypeVar("T")
 
 __all__ = ["AccountState", "Admission", "Lease", "Meter", "Outcome"]
@@ -142,25 +146,30 @@ class Meter:
         if known is not None and (admitted := self._spend_newest(known, pubkey, prices, total)) is not None:
             return admitted  # the common case: the active lease covers it, no await
         acct = self.accounts.setdefault(pubkey, AccountState())
-        refilling = acct.refilling
-        if refilling is not None:
-            # A lease is being taken: wait for it with every other caller, then spend from it without the
-            # lock. Queueing on the lock instead hands it over one caller per event-loop pass, and a
-            # thousand WebSocket writers of one account then drain slower than the new lease runs out.
-            await refilling.wait()
+        for _ in range(TURNS):
+            turn = acct.refilling
+            if turn is None:
+                break
+            # Another caller short of credits is at the account lock (or a lease is being taken): wait
+            # for it with every other caller, then spend from what it leaves without the lock. Queueing
+            # on the lock instead hands it over one caller per event-loop pass: a thousand WebSocket
+            # writers of one account then drain slower than a lease runs out, and the ones at the back
+            # of the queue deliver nothing at all (bench/ws_fanout.py's spread per subscriber).
+            await turn.wait()
             if (admitted := self._spend_newest(acct, pubkey, prices, total)) is not None:
                 return admitted
-        async with acct.lock:
-            lease = acct.active
-            now = self.clock()
-            if lease is not None and lease.covers(total, now):
-                return [self._spend(acct, pubkey, lease, price, now) for price in prices]
-            known_short = not acct.exists or self._potential(acct) < total
-            if not (known_short and now - acct.checked_at < self._wait(acct)):
-                await self._refill(acct, pubkey, total)
-                lease, now = acct.active, self.clock()
+        with _refilling(acct):  # this caller's turn: the callers short after it wait for its end
+            async with acct.lock:
+                lease = acct.active
+                now = self.clock()
                 if lease is not None and lease.covers(total, now):
                     return [self._spend(acct, pubkey, lease, price, now) for price in prices]
+                known_short = not acct.exists or self._potential(acct) < total
+                if not (known_short and now - acct.checked_at < self._wait(acct)):
+                    await self._refill(acct, pubkey, total)
+                    lease, now = acct.active, self.clock()
+                    if lease is not None and lease.covers(total, now):
+                        return [self._spend(acct, pubkey, lease, price, now) for price in prices]
         return Admission(Outcome.INSUFFICIENT if acct.exists else Outcome.NO_ACCOUNT, total, acct)
 
     def _spend_newest(self, acct: AccountState, pubkey: str, prices: list[int], total: int) -> list[Admission] | None:
@@ -491,7 +500,12 @@ def _observe(acct: AccountState, standing: Standing | None) -> None:
 
 @contextlib.contextmanager
 def _refilling(acct: AccountState) -> Iterator[None]:
-    """Mark a lease request under way (the account lock held), waking every waiter when it ends."""
+    """Mark a turn at the account lock (a caller short of credits, or a lease being taken), waking every
+    waiter when it ends. Inside a turn already marked (a refill within a caller's turn, a prefetch while
+    a caller waits for the lock) it marks nothing: the outer turn's end wakes them."""
+    if acct.refilling is not None:
+        yield
+        return
     done = acct.refilling = asyncio.Event()
     try:
         yield

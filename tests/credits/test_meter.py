@@ -474,6 +474,44 @@ async def test_callers_short_of_credits_share_one_refill_and_proceed_together(
     assert max(done_at) - min(done_at) <= 2, (min(done_at), max(done_at))
 
 
+async def test_callers_short_while_a_flush_holds_the_lock_wait_for_one_turn_not_in_line(
+    make_meter: MeterFactory, pool: asyncpg.Pool, pubkey: str
+) -> None:
+    """The lease runs out while the account lock is held (a usage flush's chunk, a prefetch): one caller
+    takes its turn at the lock and the others wait for that turn, then all spend from the lease it took
+    in the same pass. In line at the lock they would be handed it one per event-loop pass, and under a
+    fan-out's load the last of a thousand WebSocket writers delivered nothing (bench/ws_fanout.py)."""
+    await fund(pool, pubkey, 100_000)
+    meter = make_meter()
+    assert (await meter.admit(pubkey, 1)).ok
+    await meter.prefetched()
+    acct = meter.accounts[pubkey]
+    acct.leases[-1].spent = acct.leases[-1].granted  # spent out
+    acct.rate = 1_000.0  # the refill asks for enough for all of them
+    passes, done_at = 0, []
+
+    async def ticker() -> None:
+        nonlocal passes
+        while True:
+            passes += 1
+            await asyncio.sleep(0)
+
+    async def flush_chunk() -> None:
+        async with acct.lock:
+            await asyncio.sleep(0.05)
+
+    async def caller() -> None:
+        assert (await meter.admit(pubkey, 1)).ok
+        done_at.append(passes)
+
+    ticking = asyncio.create_task(ticker())
+    holding = asyncio.create_task(flush_chunk())
+    await asyncio.sleep(0)  # the lock is held before the callers run short
+    await asyncio.gather(*(caller() for _ in range(200)), holding)
+    ticking.cancel()
+    assert max(done_at) - min(done_at) <= 2, (min(done_at), max(done_at))
+
+
 async def test_another_meters_lease_does_not_lower_the_remaining_credits(
     make_meter: MeterFactory, pool: asyncpg.Pool, pubkey: str
 ) -> None:
