@@ -43,9 +43,8 @@ async def rate(claim: Callable[[int], Awaitable[object]], claims: int, in_flight
     return per * in_flight / (time.perf_counter() - start)
 
 
-async def measure(redis_url: str, claims: int, rounds: int, in_flight: int) -> dict[str, float]:
-    client = aioredis.from_url(redis_url)
-    store = NonceStore(client)
+def redis_claimer(store: NonceStore) -> Callable[[int], Awaitable[object]]:
+    """A claim of a fresh nonce per call, as a signed request makes it (also used by bench/capacity)."""
     prefix = os.urandom(8).hex()
     now = int(time.time()) + 60
 
@@ -54,10 +53,17 @@ async def measure(redis_url: str, claims: int, rounds: int, in_flight: int) -> d
         assert outcome is Claim.ACCEPTED
         return outcome
 
+    return redis_claim
+
+
+async def measure(redis_url: str, claims: int, rounds: int, in_flight: int) -> dict[str, float]:
+    client = aioredis.from_url(redis_url)
+    redis_claim = redis_claimer(NonceStore(client))
+
     remote_cls: Any = ray.remote(num_cpus=0)(AccountShard)
     actor = remote_cls.remote(0)
     ray.get(actor.status.remote())
-    request = SliceRequest(prefix, "bench", "", 0, 100, 100, 8)
+    request = SliceRequest(os.urandom(8).hex(), "bench", "", 0, 100, 100, 8)
 
     async def actor_call(n: int) -> object:
         return await actor.exchange.remote(request)
