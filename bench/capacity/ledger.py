@@ -160,12 +160,14 @@ async def settings(pool: asyncpg.Pool) -> str:
     return "PostgreSQL " + str(await pool.fetchval("SHOW server_version")) + ": " + ", ".join(values)
 
 
-async def measure(database_url: str, pgdata: Path, seconds: float) -> tuple[list[Figure], str]:
+async def measure(
+    database_url: str, pgdata: Path, seconds: float, accounts: int = ACCOUNTS
+) -> tuple[list[Figure], str]:
     """Every ledger figure, and PostgreSQL's settings; the database is migrated and funded here."""
     await migrate_url(database_url)
     funding = time.perf_counter()
-    keys = await fund(database_url, ACCOUNTS)
-    funded = f"{ACCOUNTS:,} accounts funded in {time.perf_counter() - funding:.1f} s"
+    keys = await fund(database_url, accounts)
+    funded = f"{accounts:,} accounts funded in {time.perf_counter() - funding:.1f} s"
     cluster, conns = Cluster(pgdata), await Connections.open(database_url, None, pool_size=16)
     assert conns.db is not None
     pool, figures, leases = conns.db, list[Figure](), list[int]()
