@@ -70,6 +70,7 @@ def costs(figures: list[Figure]) -> model.Costs:
     exchange = pick(figures, "account shard", "RayShards.exchange, 64")
     lease = pick(figures, "PostgreSQL ledger", "lease grant, 16")
     settle = pick(figures, "PostgreSQL ledger", "settle of 2 usage rows, 16")
+    settle10 = pick(figures, "PostgreSQL ledger", "settle of 10 usage rows, 16")
     release = pick(figures, "PostgreSQL ledger", "settle releasing")
     claim = pick(figures, "Redis", "nonce claim (SET NX EX), 64")
     lookup = pick(figures, "Redis", "session token lookup (GETEX), 64")
@@ -80,6 +81,8 @@ def costs(figures: list[Figure]) -> model.Costs:
         lease_caller_us=lease.caller_us,
         settle_us=settle.server_us or 0.0,
         settle_caller_us=settle.caller_us,
+        settle10_us=settle10.server_us or 0.0,
+        settle10_caller_us=settle10.caller_us,
         release_us=release.server_us or 0.0,
         release_caller_us=release.caller_us,
         claim_us=claim.server_us or 0.0,

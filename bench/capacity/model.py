@@ -12,7 +12,8 @@ Poisson. Per account and replica:
   ``2 · e^(-μ · 0.3)`` exchanges per call (renewals and refills of a busy slice are left out: they
   matter only above about 4 calls/s on one replica);
 - credit leases (``gateway/credits/meter.py``): usage is settled once a flush interval ``F`` when there
-  was a call in it, ``(1 - e^(-μF)) / F`` settles/s; a lease idle for 5 s is released at the next
+  was a call in it, ``(1 - e^(-μF)) / F`` settles/s of ``μF / (1 - e^(-μF))`` rows each (costed
+  between the measured settles of 2 and 10 rows); a lease idle for 5 s is released at the next
   flush, so a call after a longer gap takes a new lease on the call path and its lease is released
   later: ``μ · e^(-μ (5 + F/2))`` leases/s and as many releases; a lease in steady use is replaced every
   ``LEASE_CALLS / 2`` calls (prefetched at half of a 20-call lease) and the old one released.
@@ -40,8 +41,10 @@ class Costs:
     exchange_caller_us: float  # the replica's, per exchange
     lease_us: float  # PostgreSQL's, per lease grant
     lease_caller_us: float
-    settle_us: float  # PostgreSQL's, per settle of usage rows
+    settle_us: float  # PostgreSQL's, per settle of 2 usage rows
     settle_caller_us: float
+    settle10_us: float  # PostgreSQL's, per settle of 10 usage rows
+    settle10_caller_us: float
     release_us: float  # PostgreSQL's, per settle releasing a lease
     release_caller_us: float
     claim_us: float  # Redis's, per nonce claim
@@ -74,7 +77,9 @@ class Plan:
     shards: int
     leases: float
     settles: float
+    rows_per_settle: float
     releases: float
+    postgres_us: float  # PostgreSQL CPU per request
     postgres_cores: float
     claims: float
     lookups: float
@@ -86,6 +91,17 @@ class Plan:
 
 def exchanges_per_call(per_pair: float) -> float:
     return 2 * math.exp(-per_pair * SLICE_GIVE_BACK_S)
+
+
+def rows_per_settle(per_pair: float, flush_s: float) -> float:
+    """Calls in a flush interval that has at least one (a settle is sent only then)."""
+    expected = per_pair * flush_s
+    return expected / -math.expm1(-expected) if expected > 0 else 1.0
+
+
+def settle_cost(two: float, ten: float, rows: float) -> float:
+    """A settle's cost at ``rows`` usage rows: linear between the two measured (2 and 10 rows)."""
+    return max(0.0, two + (ten - two) * (rows - 2) / 8)
 
 
 def ledger_rates(per_pair: float, pairs: float, flush_s: float) -> tuple[float, float, float]:
@@ -104,11 +120,14 @@ def plan_for(w: Workload, c: Costs, replicas: int) -> Plan:
     per_call = exchanges_per_call(per_pair)
     exchanges = w.rps * per_call
     leases, settles, releases = ledger_rates(per_pair, pairs, w.flush_s)
+    rows = rows_per_settle(per_pair, w.flush_s)
+    settle_us = settle_cost(c.settle_us, c.settle10_us, rows)
+    settle_caller_us = settle_cost(c.settle_caller_us, c.settle10_caller_us, rows)
     ledger_caller_us = (
-        leases * c.lease_caller_us + settles * c.settle_caller_us + releases * c.release_caller_us
+        leases * c.lease_caller_us + settles * settle_caller_us + releases * c.release_caller_us
     ) / w.rps
     call_us = REPLICA_CALL_US + per_call * c.exchange_caller_us + ledger_caller_us
-    postgres_cpu = (leases * c.lease_us + settles * c.settle_us + releases * c.release_us) / 1e6
+    postgres_us = (leases * c.lease_us + settles * settle_us + releases * c.release_us) / w.rps
     claims, lookups = w.rps * w.signed_share, w.rps * w.session_share
     upstream = w.rps * (1 - w.cached_share)
     return Plan(
@@ -119,8 +138,10 @@ def plan_for(w: Workload, c: Costs, replicas: int) -> Plan:
         shards=math.ceil(exchanges * c.exchange_us / 1e6 / w.utilisation),
         leases=leases,
         settles=settles,
+        rows_per_settle=rows,
         releases=releases,
-        postgres_cores=postgres_cpu / w.utilisation,
+        postgres_us=postgres_us,
+        postgres_cores=w.rps * postgres_us / 1e6 / w.utilisation,
         claims=claims,
         lookups=lookups,
         redis_cores=(claims * c.claim_us + lookups * c.lookup_us) / 1e6 / w.utilisation,
@@ -146,12 +167,11 @@ def per_unit(w: Workload, c: Costs) -> list[tuple[str, float]]:
     """Requests/s of this workload one unit of each component carries when it is fully busy (a core
     of a replica, of a shard actor, of PostgreSQL; one single-threaded Redis; one node), fewest first."""
     p = plan(w, c)
-    ledger_us = (p.leases * c.lease_us + p.settles * c.settle_us + p.releases * c.release_us) / w.rps
     redis_us = w.signed_share * c.claim_us + w.session_share * c.lookup_us
     out = [
         ("ingress replica (a core)", 1e6 / p.replica_call_us),
         ("account-shard actor (a core)", 1e6 / (c.exchange_us * p.exchanges_per_call)),
-        ("PostgreSQL (a core)", 1e6 / ledger_us),
+        ("PostgreSQL (a core)", 1e6 / p.postgres_us),
         ("Redis (one instance: one thread)", 1e6 / redis_us if redis_us else math.inf),
         ("upstream node (assumed)", w.node_rps / (1 - w.cached_share) if w.cached_share < 1 else math.inf),
     ]
@@ -175,15 +195,15 @@ def report(w: Workload, c: Costs) -> str:
         f"{w.utilisation:.0%} of a core, nodes at {w.node_rps:,.0f} requests/s (assumed)",
         "",
         "| variant | replicas | calls/s per account·replica | exchanges/call | shard actors | leases/s | "
-        "settles/s | releases/s | PostgreSQL cores | Redis cores | replica µs/call |",
+        "settles/s (rows each) | releases/s | PostgreSQL cores | Redis cores | replica µs/call |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, variant in variants(w):
         p = plan(variant, c)
         lines.append(
             f"| {name} | {p.replicas} | {p.per_pair:.3f} | {p.exchanges_per_call:.2f} | {p.shards} | "
-            f"{p.leases:,.0f} | {p.settles:,.0f} | {p.releases:,.0f} | {p.postgres_cores:.1f} | "
-            f"{p.redis_cores:.2f} | {p.replica_call_us:,.0f} |"
+            f"{p.leases:,.0f} | {p.settles:,.0f} ({p.rows_per_settle:.1f}) | {p.releases:,.0f} | "
+            f"{p.postgres_cores:.1f} | {p.redis_cores:.2f} | {p.replica_call_us:,.0f} |"
         )
     p = plan(w, c)
     lines += ["", f"Upstream: {p.upstream_rps:,.0f} requests/s to the nodes: {p.nodes} nodes at the assumed rate."]

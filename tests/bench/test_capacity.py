@@ -21,6 +21,8 @@ COSTS = model.Costs(
     lease_caller_us=150,
     settle_us=400,
     settle_caller_us=250,
+    settle10_us=480,
+    settle10_caller_us=290,
     release_us=260,
     release_caller_us=200,
     claim_us=7,
@@ -31,6 +33,15 @@ COSTS = model.Costs(
 def test_a_call_on_an_idle_slice_costs_a_fill_and_a_give_back() -> None:
     assert model.exchanges_per_call(0.0) == 2.0
     assert model.exchanges_per_call(2.0) == pytest.approx(2 * math.exp(-0.6))
+
+
+def test_rows_per_settle_and_their_cost() -> None:
+    assert model.rows_per_settle(0.0, 1.0) == 1.0
+    assert model.rows_per_settle(1e-9, 1.0) == pytest.approx(1.0)
+    assert model.rows_per_settle(100.0, 1.0) == pytest.approx(100.0)
+    assert model.settle_cost(400, 480, 2) == 400
+    assert model.settle_cost(400, 480, 10) == 480
+    assert model.settle_cost(400, 480, 1) == 390
 
 
 def test_ledger_rates_at_the_extremes() -> None:
@@ -81,7 +92,10 @@ async def test_ledger_section_runs_the_real_functions(database_url: str, data_ho
     finally:
         await drop_database(url)
     assert "fsync=" in settings
-    assert [f.name for f in figures][-1] == "settle releasing the lease, 4 connection(s)"
+    assert [f.name for f in figures][-2:] == [
+        "settle of 10 usage rows, 16 connection(s)",
+        "settle releasing the lease, 4 connection(s)",
+    ]
     for figure in figures:
         assert figure.count > 0, figure
         assert figure.server_cpu_s is not None and figure.server_cpu_s >= 0, figure
