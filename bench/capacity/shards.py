@@ -22,7 +22,7 @@ import itertools
 import os
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,7 @@ import ray
 from bench.capacity import Figure, load_average
 from gateway.core.limits import Allowed
 from gateway.core.shards import ShardBook, SliceGrant, SliceRequest, shard_name
-from gateway.credits.slices import SlicedLimiter
+from gateway.credits.slices import ShardUnavailable, SlicedLimiter
 from gateway.runtime.actors import NAMESPACE, start_account_shards, stop_account_shards
 from gateway.runtime.shards import RayShards
 
@@ -123,33 +123,40 @@ async def raw_figure(client: RayShards, actor: Any, in_flight: int, seconds: flo
     return Figure(SECTION, name, done[0], elapsed, cpu, actor_cpu, load_average())
 
 
-async def _call(limiter: SlicedLimiter, pubkey: str) -> bool:
-    """One one-item call as the metering stage makes it: ready, a slot, a rate unit, the release."""
+async def _call(limiter: SlicedLimiter, pubkey: str) -> str:
+    """One one-item call as the metering stage makes it: ready, a slot, a rate unit, the release;
+    ``ok``, ``refused`` (429) or ``unavailable`` (503: the shard did not answer within 0.5 s)."""
     now = time.monotonic()
     pending = limiter.ready(pubkey, 1, now, rps=RPS, concurrency=CONCURRENCY)
     if pending is not None:
-        await pending
+        try:
+            await pending
+        except ShardUnavailable:
+            return "unavailable"
         now = time.monotonic()
     if limiter.acquire(pubkey, now, rps=RPS, concurrency=CONCURRENCY) is not None:
-        return False
+        return "refused"
     try:
-        return isinstance(limiter.take(pubkey, now, time.time(), RPS), Allowed)
+        return "ok" if isinstance(limiter.take(pubkey, now, time.time(), RPS), Allowed) else "refused"
     finally:
         limiter.release(pubkey)
 
 
 async def limiters_figure(actor: Any, replicas: int, seconds: float, clients: int = 64) -> Figure:
     """Calls admitted a second through ``replicas`` limiters, each call a different account; the CPU
-    per call on both sides includes the give-backs that follow the calls (0.25 s idle, then a tick)."""
+    per call on both sides includes the give-backs that follow the calls (0.25 s idle, then a tick).
+    Calls refused 503 (an exchange that took over 0.5 s: the shard's queue) are counted in the note."""
     limiters = [SlicedLimiter(RayShards(1), RPS, CONCURRENCY) for _ in range(replicas)]
     keys = [os.urandom(16).hex() for _ in range(ACCOUNTS)]
-    order, admitted = itertools.count(), [0]
+    order, outcomes = itertools.count(), Counter[str]()
 
     async def client(deadline: float) -> None:
         while time.perf_counter() < deadline:
             n = next(order)
-            ok = await _call(limiters[n % replicas], keys[n % len(keys)])
-            admitted[0] += ok  # not `+= await`: that reads the count before the await
+            outcome = await _call(limiters[n % replicas], keys[n % len(keys)])
+            outcomes[outcome] += 1
+            if outcome == "unavailable":
+                await asyncio.sleep(0.01)  # a refused client backs off a little
 
     try:
         actor0, cpu0, start = await actor.__ray_call__.remote(_process_cpu), time.process_time(), time.perf_counter()
@@ -161,9 +168,12 @@ async def limiters_figure(actor: Any, replicas: int, seconds: float, clients: in
     finally:
         for r in limiters:
             await r.close()
-    note = f"{exchanges / max(1, admitted[0]):.2f} exchanges per call ({exchanges / elapsed:,.0f}/s)"
+    admitted = outcomes["ok"]
+    note = f"{exchanges / max(1, admitted):.2f} exchanges per call ({exchanges / elapsed:,.0f}/s)"
+    if refused := sum(outcomes.values()) - admitted:
+        note += f"; {refused:,} calls refused ({', '.join(f'{k} {v:,}' for k, v in outcomes.items() if k != 'ok')})"
     name = f"calls through {replicas} SlicedLimiter(s), {clients} clients, one account per call"
-    return Figure(SECTION, name, admitted[0], elapsed, cpu, actor_cpu, load_average(), note)
+    return Figure(SECTION, name, admitted, elapsed, cpu, actor_cpu, load_average(), note)
 
 
 async def _measure(seconds: float) -> list[Figure]:
