@@ -379,12 +379,22 @@ class SlicedLimiter:
                 del self._accounts[pubkey]
 
     async def close(self) -> None:
+        """Stop the tick, then give every shard back what this replica holds and report what it spent, so
+        that the other replicas get those tokens and slots now rather than when the shard forgets this
+        one (``SLICE_TTL_S``). Each exchange ends within ``timeout_s``; a shard that cannot be reached
+        forgets the slices by itself. Slots of calls still in flight are kept until that expiry."""
         if self._ticker is not None:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._ticker
             self._ticker = None
+        await self._exchanges_done()  # an exchange under way decides what is held: wait for its answer
+        now = self.clock()
+        for pubkey, s in self._accounts.items():
+            if now < s.deadline and (s.tokens > 0 or s.cap > s.active or s.spent > 0):
+                self._start(pubkey, s, 0, False, now, slot=False, give_back=True)
+        await self._exchanges_done()
+
+    async def _exchanges_done(self) -> None:
         tasks = [s.task for s in self._accounts.values() if s.task is not None]
-        for task in tasks:
-            task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

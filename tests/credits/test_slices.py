@@ -251,6 +251,45 @@ async def test_slots_move_to_the_replica_that_needs_them() -> None:
         await b.close()
 
 
+async def test_a_closing_replica_gives_back_its_tokens_and_slots_at_once() -> None:
+    """A replica holding most of the burst and every slot, idle: another gets none of it until the first
+    closes, and all of it right after (not when the shard forgets the first, SLICE_TTL_S later)."""
+    shards = LocalShards(1)
+    a = SlicedLimiter(shards, 20, 4, idle_s=10.0)  # its tick gives nothing back by itself
+    b = SlicedLimiter(shards, 20, 4, idle_s=10.0)
+    loop = asyncio.get_running_loop()
+
+    async def bulk_of_15(limiter: SlicedLimiter) -> bool:
+        pending = limiter.ready("acct", 15, loop.time(), rps=20, concurrency=4, whole=True)
+        if pending is not None:
+            await pending
+        return isinstance(limiter.take_many("acct", 15, loop.time(), WALL, 20), Allowed)
+
+    async def slots(limiter: SlicedLimiter, wanted: int) -> int:
+        held = 0
+        for _ in range(wanted + 2):
+            pending = limiter.ready("acct", 1, loop.time(), rps=20, concurrency=4)
+            if pending is not None:
+                await pending
+            held += limiter.acquire("acct", loop.time(), concurrency=4) is None
+        for _ in range(held):
+            limiter.release("acct")  # idle again: a keeps the slots it was granted
+        return held
+
+    try:
+        assert await slots(a, 4) == 4
+        pending = a.ready("acct", 15, loop.time(), rps=20, concurrency=4, whole=True)
+        if pending is not None:
+            await pending  # a holds 15 tokens unspent, and the 4 slots
+        assert not await bulk_of_15(b) and await slots(b, 1) == 0
+        await a.close()
+        await asyncio.sleep(0.06)  # b's backoff after the shard had no slot (SLOT_BACKOFF_S)
+        assert await bulk_of_15(b) and await slots(b, 4) == 4
+    finally:
+        await a.close()
+        await b.close()
+
+
 class DeadShards:
     shards = 2
 
