@@ -50,6 +50,9 @@ __all__ = ["AccountState", "Admission", "Lease", "Meter", "Outcome"]
 
 #: The next lease is taken in the background once less than this share of the active one is left.
 PREFETCH_LEFT = 0.5
+#: A stopping meter's final flush: tries, and the pause between two (5 s in all, within Serve's grace).
+STOP_ATTEMPTS = 20
+STOP_RETRY_S = 0.25
 
 
 class Meter:
@@ -472,15 +475,33 @@ class Meter:
             metrics.SETTLE_FAILURES.inc()
             log.exception("flushing credit usage of %s failed; retried next time", pubkey)
 
-    async def stop(self) -> None:
-        """Stop the loop, let leases being taken arrive, then flush everything and release every lease."""
+    async def stop(self, attempts: int = STOP_ATTEMPTS) -> None:
+        """Stop the loop, let leases being taken arrive, then settle all usage and release every lease.
+
+        A flush that fails (the database unreachable for a moment) is tried again, ``attempts`` times in
+        all, ``STOP_RETRY_S`` apart: a stopping replica (scaled in, redeployed) would otherwise leave its
+        unsettled usage uncharged and its leases holding credits until they expire."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.prefetched()
-        await self.flush(final=True)
+        for attempt in range(attempts):
+            if attempt:
+                await asyncio.sleep(STOP_RETRY_S)
+            await self.flush(final=True)
+            if not self.holding():
+                return
+        log.warning(
+            "stopping: %d credit lease(s) not released (%d credits of usage not settled); they expire by themselves",
+            sum(len(acct.leases) for acct in self.accounts.values()),
+            sum(self._unsettled(acct) for acct in self.accounts.values()),
+        )
+
+    def holding(self) -> bool:
+        """Whether any lease of this replica is not released yet."""
+        return any(not lease.dead for acct in self.accounts.values() for lease in acct.leases)
 
     def kill(self) -> None:
         """Stop the background loop without flushing, as a crash would (for tests)."""

@@ -555,3 +555,31 @@ async def test_a_send_settled_here_stops_counting_at_once(
     assert meter.remaining(pubkey) == 100 - 1 - 2 == await balance(pool, pubkey) - 1
     meter.observe(pubkey, before_settle)  # older: ignored
     assert meter.remaining(pubkey) == 100 - 1 - 2
+
+
+async def test_a_stopping_meter_settles_and_releases_through_a_store_outage(
+    database_url: str, db: asyncpg.Connection, pubkey: str
+) -> None:
+    """A replica stopping (scaled in) while its account's row is locked elsewhere: its first flushes fail
+    (lock_timeout), and stop() tries again until its usage is charged and its lease released."""
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2, server_settings={"lock_timeout": "100"})
+    try:
+        await fund(pool, pubkey, 100)
+        meter = Meter(pool)
+        for n in range(5):
+            admission = await meter.admit(pubkey, 2)
+            meter.complete(admission, "getSlot", f"stop-{n}")
+        async with db.transaction():
+            await db.execute("SELECT 1 FROM accounts WHERE pubkey = $1 FOR UPDATE", pubkey)
+            stopping = asyncio.create_task(meter.stop())
+            await asyncio.sleep(1.0)  # flushes refused on the lock meanwhile
+            assert not stopping.done()
+        await asyncio.wait_for(stopping, 10)
+        assert not meter.holding()
+        assert await balance(pool, pubkey) == 90
+        live = await db.fetchval("SELECT count(*) FROM credit_leases WHERE pubkey = $1 AND NOT released", pubkey)
+        assert live == 0
+        report = await check_conservation(db, pubkey)
+        assert report.ok and report.consumed == 10, report
+    finally:
+        await pool.close()
