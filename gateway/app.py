@@ -100,7 +100,7 @@ class GatewayApp:
         self.monitor = HealthMonitor(self.upstream, settings.health_poll_s)
         self.conn = Connections()
         self.meter = Meter(
-            replicas=settings.ingress_replicas,
+            replicas=settings.share_replicas,
             lease_ttl_s=settings.lease_ttl_s,
             flush_interval_s=settings.credit_flush_interval_s,
             expiry_interval_s=settings.credit_expiry_check_s,
@@ -108,11 +108,11 @@ class GatewayApp:
         self.limiter: AccountLimits = (
             SlicedLimiter(shards, settings.rate_limit_rps, settings.concurrency_limit)
             if shards is not None
-            else Limiter(settings.rate_limit_rps, settings.concurrency_limit, replicas=settings.ingress_replicas)
+            else Limiter(settings.rate_limit_rps, settings.concurrency_limit, replicas=settings.share_replicas)
         )
         self.metering = MeteringStage(self.meter, self.limiter, self._top_up)
         trusted = TrustedProxies.parse(settings.trusted_proxies)
-        self.ip_limits = IpLimits(settings.ip_limits, trusted, replicas=settings.ingress_replicas)
+        self.ip_limits = IpLimits(settings.ip_limits, trusted, replicas=settings.share_replicas)
         self.auth = AuthServices(settings, api_key_secret=settings.api_key_secret_bytes, **auth_options)
         self.accounts = AccountEndpoints(self.auth, unsettled=self.meter.unsettled)
         self.notices = CreditNotices(None, self.meter)  # its channel opens with Redis, at start-up

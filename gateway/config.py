@@ -49,6 +49,39 @@ def _url_with_scheme(value: str | None, schemes: tuple[str, ...], name: str) -> 
     return value
 
 
+class IngressAutoscaling(BaseModel):
+    """Serve's autoscaling of the ingress replicas (``ingress_autoscaling``): between ``min_replicas`` and
+    ``max_replicas``, aiming at ``target_ongoing_requests`` requests in flight per replica."""
+
+    model_config = {"extra": "forbid"}
+
+    min_replicas: int = Field(
+        1, ge=1, le=64, description="Replicas always running (at least one: a replica serves the port)."
+    )
+    max_replicas: int = Field(ge=1, le=64, description="Replicas at most; the replica-local shares divide by it.")
+    target_ongoing_requests: float = Field(
+        32.0,
+        gt=0,
+        le=100_000,
+        description="Requests in flight per replica Serve scales towards; every open WebSocket counts as one. "
+        "32: half of the 64 connections at which one replica gave its best throughput (README, Performance).",
+    )
+    upscale_delay_s: float = Field(30.0, ge=0, le=3_600, description="Load above target this long adds replicas.")
+    downscale_delay_s: float = Field(
+        600.0, ge=0, le=86_400, description="Load below target this long removes replicas (each drains first)."
+    )
+    look_back_period_s: float = Field(30.0, gt=0, le=3_600, description="The window the load is averaged over.")
+    metrics_interval_s: float = Field(
+        10.0, gt=0, le=600, description="How often each replica reports its requests in flight to Serve."
+    )
+
+    @model_validator(mode="after")
+    def _check_range(self) -> Self:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas ({self.min_replicas}) is more than max_replicas ({self.max_replicas})")
+        return self
+
+
 class IpLimit(BaseModel):
     """A per-client-address token bucket: ``rps`` requests per second, up to ``burst`` at once."""
 
@@ -186,7 +219,9 @@ class Settings(BaseSettings):
         "haproxy",
         description="How HTTP reaches replicas: Serve's proxy, one replica on the port itself, or Ray's HAProxy.",
     )
-    ingress_replicas: int = Field(1, ge=1, le=64, description="HTTP ingress replicas.")
+    ingress_replicas: int = Field(
+        1, ge=1, le=64, description="HTTP ingress replicas (a fixed count; leave it at 1 with ingress_autoscaling)."
+    )
     max_ongoing_requests: int = Field(
         1_280,
         ge=8,
@@ -204,15 +239,17 @@ class Settings(BaseSettings):
         32,
         ge=1,
         le=100_000,
-        description="Open WebSockets per account over the service (each of R replicas allows ceil(n / R)); past it "
-        "the socket closes 4003.",
+        description="Open WebSockets per account over the service (each of R replicas allows ceil(n / R); R is "
+        "ingress_autoscaling.max_replicas when it is set, so fewer replicas running allow fewer); past it the "
+        "socket closes 4003.",
     )
     ws_max_connections_per_address: int = Field(
         64,
         ge=1,
         le=100_000,
-        description="Open WebSockets per client address over the service (each of R replicas allows ceil(n / R)); "
-        "past it the upgrade is refused 429 with Retry-After, before any authentication.",
+        description="Open WebSockets per client address over the service (each of R replicas allows ceil(n / R); R "
+        "is ingress_autoscaling.max_replicas when it is set); past it the upgrade is refused 429 with Retry-After, "
+        "before any authentication.",
     )
     request_body_timeout_s: float = Field(
         10.0,
@@ -442,7 +479,8 @@ class Settings(BaseSettings):
     ip_limits: dict[str, IpLimit] = Field(
         default_factory=lambda: dict(DEFAULT_IP_LIMITS),
         description="Per-client-address limits of the account and session routes, by group (JSON in the "
-        "environment); groups left out keep their defaults.",
+        "environment); groups left out keep their defaults. Each of R replicas enforces rps / R and "
+        "ceil(burst / R) (R: ingress_replicas, or ingress_autoscaling.max_replicas).",
     )
     trusted_proxies: list[str] = Field(
         default_factory=list,
@@ -470,6 +508,15 @@ class Settings(BaseSettings):
         le=64,
         description="Account-shard actors started by gateway up, owning each account's rate and concurrency "
         "(0: each replica enforces its share of them).",
+    )
+    ingress_autoscaling: IngressAutoscaling | None = Field(
+        None,
+        description="Serve autoscales the ingress replicas between min_replicas and max_replicas, aiming at "
+        "target_ongoing_requests in flight per replica (JSON in the environment); a replica removed first drains: "
+        "its sockets close 1012, its usage is settled, its leases and slices given back. Needs account_shards "
+        "(the limits must not depend on the replica count) and ingress_mode haproxy. The per-replica shares "
+        "(ip_limits, the WebSocket per-account and per-address caps, credit lease sizes) divide by max_replicas. "
+        "Empty: ingress_replicas, fixed.",
     )
     send_racers: int = Field(
         2, ge=0, le=64, description="Send-racer actors started by gateway up (0: races run in the replicas)."
@@ -563,6 +610,26 @@ class Settings(BaseSettings):
             raise ValueError(f"ip_limits: unknown group {sorted(unknown)[0]!r}; known: {', '.join(DEFAULT_IP_LIMITS)}")
         return {**DEFAULT_IP_LIMITS, **value}
 
+    @field_validator("ingress_autoscaling")
+    @classmethod
+    def _check_autoscaling(cls, value: IngressAutoscaling | None, info: ValidationInfo) -> IngressAutoscaling | None:
+        if value is None:
+            return None
+        if info.data.get("account_shards") == 0:
+            raise ValueError(
+                "needs account_shards of at least 1 (GATEWAY_ACCOUNT_SHARDS): without shards each replica enforces "
+                "ceil(limit / ingress_replicas) of the per-account limits, which a changing replica count breaks"
+            )
+        mode = info.data.get("ingress_mode")
+        if mode is not None and mode != "haproxy":
+            raise ValueError(
+                f"needs ingress_mode haproxy (GATEWAY_INGRESS_MODE is {mode}): direct puts one replica on the port, "
+                "and behind Serve's proxy a stopping replica's open WebSockets hold its drain until it is killed"
+            )
+        if info.data.get("ingress_replicas", 1) != 1:
+            raise ValueError("ingress_replicas is the fixed count: leave it at 1 with ingress_autoscaling")
+        return value
+
     @field_validator("trusted_proxies")
     @classmethod
     def _check_trusted_proxies(cls, value: list[str]) -> list[str]:
@@ -617,6 +684,14 @@ class Settings(BaseSettings):
         if settings_cls.model_config.get("toml_file"):
             sources.append(TomlConfigSettingsSource(settings_cls))
         return tuple(sources)
+
+    @property
+    def share_replicas(self) -> int:
+        """What the replica-local shares divide by (ip_limits, the WebSocket caps, lease sizes): the fixed
+        count, or the most replicas autoscaling may run, so that together they never allow more than the
+        whole, at the price of allowing less while fewer run."""
+        autoscaling = self.ingress_autoscaling
+        return self.ingress_replicas if autoscaling is None else autoscaling.max_replicas
 
     @property
     def api_key_secret_bytes(self) -> bytes | None:

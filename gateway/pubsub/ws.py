@@ -64,7 +64,7 @@ class WsTransport:
             gw.settings.ws_max_connections,
             self.limits.max_connections_per_address,
             self.limits.max_connections_per_account,
-            gw.settings.ingress_replicas,
+            gw.settings.share_replicas,
         )
         self.tally = SubscriptionTally()
 

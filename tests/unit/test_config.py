@@ -79,3 +79,39 @@ def test_a_lease_outlives_several_flushes() -> None:
 def test_abuse_settings_are_checked(name: str, value: object, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_settings(**{name: value})
+
+
+def test_ingress_autoscaling_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "GATEWAY_INGRESS_AUTOSCALING", '{"min_replicas": 2, "max_replicas": 5, "target_ongoing_requests": 8}'
+    )
+    s = load_settings()
+    assert s.ingress_autoscaling is not None
+    assert (s.ingress_autoscaling.min_replicas, s.ingress_autoscaling.max_replicas) == (2, 5)
+    assert s.ingress_autoscaling.target_ongoing_requests == 8
+    assert s.share_replicas == 5  # the replica-local shares never add up to more than the whole
+    monkeypatch.delenv("GATEWAY_INGRESS_AUTOSCALING")
+    assert load_settings(ingress_replicas=3).share_replicas == 3
+    assert load_settings().ingress_autoscaling is None  # off by default
+
+
+@pytest.mark.parametrize(
+    ("autoscaling", "others", "message"),
+    [
+        ({"min_replicas": 3, "max_replicas": 2}, {}, r"min_replicas \(3\) is more than max_replicas \(2\)"),
+        ({"min_replicas": 0, "max_replicas": 2}, {}, "greater than or equal to 1"),
+        ({"max_replicas": 65}, {}, "less than or equal to 64"),
+        ({"min_replicas": 1}, {}, "max_replicas.*Field required"),
+        ({"max_replicas": 2, "target_ongoing_requests": 0}, {}, "greater than 0"),
+        ({"max_replicas": 2, "upscale_delay": 1}, {}, "Extra inputs are not permitted"),
+        ({"max_replicas": 2}, {"account_shards": 0}, "GATEWAY_INGRESS_AUTOSCALING.*GATEWAY_ACCOUNT_SHARDS"),
+        ({"max_replicas": 2}, {"ingress_mode": "proxy"}, "needs ingress_mode haproxy"),
+        ({"max_replicas": 2}, {"ingress_mode": "direct"}, "needs ingress_mode haproxy"),
+        ({"max_replicas": 2}, {"ingress_replicas": 2}, "leave it at 1"),
+    ],
+)
+def test_ingress_autoscaling_is_checked(
+    autoscaling: dict[str, object], others: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings(ingress_autoscaling=autoscaling, **others)
