@@ -19,6 +19,7 @@ from gateway.runtime.actors import start_account_shards
 from gateway.runtime.metrics import install_ray_metrics
 from gateway.runtime.racers import RayRacers
 from gateway.runtime.replica_process import tune_gc
+from gateway.runtime.serve_runtime import STOP_GRACE_S
 from gateway.runtime.shards import RayShards
 from gateway.transports.http import build_http_app
 
@@ -74,10 +75,28 @@ class Ingress:
         return build_http_app(self.gateway)
 
 
+#: How often Serve looks whether a stopping replica's requests have finished (its default is 2 s).
+DRAIN_POLL_S = 0.2
+
+
+def scaling_options(settings: Settings) -> dict[str, Any]:
+    """Serve's replica count: fixed (``ingress_replicas``), or autoscaled (``ingress_autoscaling``)."""
+    autoscaling = settings.ingress_autoscaling
+    if autoscaling is None:
+        return {"num_replicas": settings.ingress_replicas}
+    return {"autoscaling_config": autoscaling.model_dump()}
+
+
 def build_app(settings: Settings) -> Application:
+    """The Serve application. A replica Serve stops (scaled in, redeployed, Serve shut down) is first
+    taken out of HAProxy, serves what reaches it for ``drain_s``, then closes its port (its WebSockets
+    close 1012) and waits for its requests to finish; then the app's shutdown settles usage and gives back
+    credit leases and rate and concurrency slices (:meth:`gateway.app.GatewayApp.shutdown`)."""
     deployment = Ingress.options(  # type: ignore[attr-defined]
-        num_replicas=settings.ingress_replicas,
+        **scaling_options(settings),
         max_ongoing_requests=settings.max_ongoing_requests,
+        graceful_shutdown_timeout_s=settings.drain_s + STOP_GRACE_S,
+        graceful_shutdown_wait_loop_s=DRAIN_POLL_S,
     )
     application: Application = deployment.bind(settings.model_dump(mode="json"))
     return application

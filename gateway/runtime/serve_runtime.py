@@ -28,8 +28,12 @@ from gateway.runtime.ports import free_port
 from gateway.transports.ray_edge import CALLBACK_IMPORT_PATH, EDGE_SECRET_ENV
 
 SERVE_APP_NAME = "gateway"
-#: How long Serve's shutdown may take (it drains the replicas well within it).
-STOP_TIMEOUT_S = 30.0
+#: How long a stopping replica has, after ``drain_s``, for its requests in flight to finish (the longest,
+#: sendAndConfirm, races up to 30 slots) and its shutdown to settle usage and give back leases and slices.
+#: Serve kills the replica when it is over: what was not settled by then is lost (in the customer's favour).
+STOP_GRACE_S = 30.0
+#: Beyond a replica's drain and grace, how long Serve's shutdown may take.
+STOP_SLACK_S = 5.0
 #: How long a cluster to join has to accept a connection before it counts as unreachable.
 RAY_PROBE_TIMEOUT_S = 5.0
 #: ``ray_address`` values that are not a cluster to join ("local" starts one; "auto" finds one).
@@ -240,7 +244,7 @@ class ServeRuntime:
 
         try:
             if cluster_reachable():
-                bounded(serve.shutdown, STOP_TIMEOUT_S, "Serve shutdown")
+                bounded(serve.shutdown, self.settings.drain_s + STOP_GRACE_S + STOP_SLACK_S, "Serve shutdown")
         finally:
             ray.shutdown()
             self._started_ray = False

@@ -161,7 +161,7 @@ class Stack:
         self.report("webhooks", f"{resolved.webhook_dispatchers} dispatcher actor(s) delivering them")
         self.report("webhooks", receivers_report(s))
         self._start_grpc(resolved)
-        self.report("Serve", f"http://{resolved.host}:{resolved.port} ({resolved.ingress_replicas} ingress replica(s))")
+        self.report("Serve", f"http://{resolved.host}:{resolved.port} ({replicas_report(resolved)})")
         return resolved
 
     def _start_grpc(self, resolved: Settings) -> None:
@@ -192,6 +192,16 @@ class Stack:
                 self.report(name, "stopped")
             except Exception:
                 log.exception("stopping %s failed", name)
+
+
+def replicas_report(settings: Settings) -> str:
+    autoscaling = settings.ingress_autoscaling
+    if autoscaling is None:
+        return f"{settings.ingress_replicas} ingress replica(s)"
+    return (
+        f"{autoscaling.min_replicas} to {autoscaling.max_replicas} ingress replicas, autoscaled at "
+        f"{autoscaling.target_ongoing_requests:g} requests in flight each"
+    )
 
 
 def _wait_healthy(url: str, timeout_s: float = 120.0) -> None:

@@ -87,3 +87,16 @@ def test_joining_a_cluster_that_is_gone_fails_at_once_naming_ray() -> None:
     assert dead in str(info.value) and "RAY_ADDRESS" in str(info.value)
     assert dict(os.environ) == before  # refused before anything was set up for Ray
     runtime.stop()
+
+
+def test_the_ingress_is_deployed_fixed_or_autoscaled() -> None:
+    from gateway.runtime.ingress import scaling_options
+
+    assert scaling_options(Settings(ingress_replicas=3)) == {"num_replicas": 3}
+    autoscaled = scaling_options(Settings(ingress_autoscaling={"max_replicas": 4, "upscale_delay_s": 1}))
+    assert set(autoscaled) == {"autoscaling_config"}
+    config = autoscaled["autoscaling_config"]
+    assert (config["min_replicas"], config["max_replicas"], config["upscale_delay_s"]) == (1, 4, 1)
+    from ray.serve.config import AutoscalingConfig
+
+    AutoscalingConfig(**config)  # Serve takes every field as given
