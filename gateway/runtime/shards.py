@@ -8,6 +8,7 @@ shard (503), never admits them unmetered; a restarted shard is found again by it
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -26,17 +27,18 @@ class RayShards:
         self.shards = shards
         self._handles: dict[int, Any] = {}
 
-    def _handle(self, shard: int) -> Any:
+    async def _handle(self, shard: int) -> Any:
         handle = self._handles.get(shard)
         if handle is None:
-            try:
-                handle = self._handles[shard] = ray.get_actor(shard_name(shard), namespace=NAMESPACE)
+            try:  # a blocking call to Ray's GCS: off the event loop, which serves every other call meanwhile
+                handle = await asyncio.to_thread(ray.get_actor, shard_name(shard), namespace=NAMESPACE)
             except ValueError as exc:  # not started, or ended for good
                 raise ShardUnavailable(f"{shard_name(shard)} is not running") from exc
+            self._handles[shard] = handle
         return handle
 
     async def exchange(self, shard: int, request: SliceRequest) -> SliceGrant:
-        handle = self._handle(shard)
+        handle = await self._handle(shard)
         try:
             grant: SliceGrant = await handle.exchange.remote(request)
         except RayError as exc:
