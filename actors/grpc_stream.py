@@ -16,6 +16,7 @@ from typing import Any
 
 from actors.loop_thread import LoopThread
 from gateway.config import Settings
+from gateway.credits.slices import ShardClient
 from gateway.grpc.server import GrpcStreamServer, tune_gc
 
 log = logging.getLogger(__name__)
@@ -24,11 +25,12 @@ log = logging.getLogger(__name__)
 class GrpcStreamActor:
     """Builds the server from settings, serves until shut down; ``wait_ready`` says once it listens."""
 
-    def __init__(self, settings: dict[str, Any], name: str = "grpc-stream") -> None:
+    def __init__(self, settings: dict[str, Any], name: str = "grpc-stream", shards: ShardClient | None = None) -> None:
         self.settings = Settings.model_validate(settings)
         if not self.settings.database_url or not self.settings.upstream_grpc_url:
             raise ValueError("the gRPC stream needs resolved database_url and upstream_grpc_url settings")
         self.name = name
+        self.shards = shards  # the account shards' client: each account's limits as the replicas share them
         tune_gc(self.settings)  # the process is this actor's alone
         self.server: GrpcStreamServer | None = None
         self.error: str | None = None
@@ -38,7 +40,7 @@ class GrpcStreamActor:
 
     async def _serve(self, stop: asyncio.Event) -> None:
         # Nothing here may touch self._thread: this can run before __init__ has assigned it.
-        server = GrpcStreamServer(self.settings, reuse_port=self.settings.grpc_servers > 1)
+        server = GrpcStreamServer(self.settings, reuse_port=self.settings.grpc_servers > 1, shards=self.shards)
         try:
             await server.start()
             self.server = server

@@ -21,9 +21,10 @@ import grpc
 
 from gateway.auth.services import AuthServices
 from gateway.config import Settings
-from gateway.core.limits import Limiter
+from gateway.core.limits import AccountLimits, Limiter
 from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
+from gateway.credits.slices import ShardClient, SlicedLimiter
 from gateway.grpc.budget import FilterBudget
 from gateway.grpc.replay import ReplayLog
 from gateway.grpc.rules import StreamLimits, account_share
@@ -86,10 +87,18 @@ class GrpcStreamServer:
     reuse_port: share ``grpc_port`` with other server processes (``grpc_servers`` > 1).
     port: listen here instead of ``grpc_port`` (0: a free port; tests).
     auth_options: extra :class:`AuthServices` options (tests).
+    shards: the account-shard actors (``account_shards`` > 0): each account's rate and concurrency are then
+        the same whole shared with the ingress replicas, not a share of this process's own.
     """
 
     def __init__(
-        self, settings: Settings, *, reuse_port: bool = False, port: int | None = None, **auth_options: Any
+        self,
+        settings: Settings,
+        *,
+        reuse_port: bool = False,
+        port: int | None = None,
+        shards: ShardClient | None = None,
+        **auth_options: Any,
     ) -> None:
         if not settings.upstream_grpc_url:
             raise ValueError("the gRPC stream needs upstream_grpc_url: the node's geyser endpoint to re-serve")
@@ -99,12 +108,18 @@ class GrpcStreamServer:
         self.conn = Connections()
         self.auth = AuthServices(settings, api_key_secret=settings.api_key_secret_bytes, **auth_options)
         self.meter = Meter(
-            replicas=settings.ingress_replicas,
+            replicas=settings.share_replicas,
             lease_ttl_s=settings.lease_ttl_s,
             flush_interval_s=settings.credit_flush_interval_s,
             expiry_interval_s=0,  # the replicas sweep expired credits
         )
-        self.limiter = Limiter(settings.rate_limit_rps, settings.concurrency_limit, replicas=settings.ingress_replicas)
+        self.limiter: AccountLimits
+        if shards is not None:
+            self.limiter = SlicedLimiter(shards, settings.rate_limit_rps, settings.concurrency_limit)
+        else:
+            self.limiter = Limiter(
+                settings.rate_limit_rps, settings.concurrency_limit, replicas=settings.share_replicas
+            )
         self.notices = CreditNotices(None, self.meter)
         self.fanout = Fanout()
         self.replay_log = replay_log_of(settings)
@@ -160,6 +175,8 @@ class GrpcStreamServer:
         await self.upstream.stop()
         await self.notices.stop()
         await self.meter.stop()
+        if isinstance(self.limiter, SlicedLimiter):
+            await self.limiter.close()  # the slices go back to the shards now, not when they forget them
         await self.auth.stop()
         await self.conn.close()
 

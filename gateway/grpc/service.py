@@ -44,8 +44,9 @@ from gateway import metrics
 from gateway.auth.services import AuthServices
 from gateway.core.credentials import grpc_credentials
 from gateway.core.errors import ProxyError, ReplyStyle
-from gateway.core.limits import Limiter, RateLimited
+from gateway.core.limits import AccountLimits, RateLimited
 from gateway.credits.meter import Admission, Meter, Outcome
+from gateway.credits.slices import ShardUnavailable
 from gateway.entry import Entry, EntrySession
 from gateway.grpc.budget import FilterBudget
 from gateway.grpc.replay import ReplayLog, Resume
@@ -86,7 +87,7 @@ class ServiceDeps:
 
     auth: AuthServices
     meter: Meter
-    limiter: Limiter
+    limiter: AccountLimits
     fanout: Fanout
     upstream: UpstreamGeyser
     limits: StreamLimits
@@ -272,12 +273,36 @@ class GeyserGateway:
     async def _paid(
         self, context: grpc.aio.ServicerContext, entered: EntrySession, rpc: str, work: Callable[[], Awaitable[Any]]
     ) -> Any:
-        known = entered.account()
-        taken = self.deps.limiter.take(
-            entered.pubkey, time.monotonic(), time.time(), known.rate_limit_rps if known else None
-        )
+        await self._admit(context, entered)
+        try:
+            return await self._charged(context, entered, rpc, work)
+        finally:
+            self.deps.limiter.release(entered.pubkey)
+
+    async def _admit(self, context: grpc.aio.ServicerContext, entered: EntrySession) -> None:
+        """The account's limits, as for every JSON-RPC call: a slot of its concurrency (released by the
+        caller) and a unit of its rate; with account shards, both of the account's whole limits."""
+        limiter, pubkey, known = self.deps.limiter, entered.pubkey, entered.account()
+        rps, concurrency = (known.rate_limit_rps, known.concurrency_limit) if known else (None, None)
+        now = time.monotonic()
+        pending = limiter.ready(pubkey, 1, now, rps=rps, concurrency=concurrency)
+        if pending is not None:
+            try:
+                await pending
+            except ShardUnavailable:
+                await _abort(context, "UNAVAILABLE", "the account's limits are unavailable; retry shortly")
+            now = time.monotonic()
+        blocked = limiter.acquire(pubkey, now, rps=rps, concurrency=concurrency)
+        if blocked is not None:
+            await _abort(context, "RESOURCE_EXHAUSTED", f"concurrency limit exceeded ({blocked.limit} calls in flight)")
+        taken = limiter.take(pubkey, now, time.time(), rps)
         if isinstance(taken, RateLimited):
+            limiter.release(pubkey)
             await _abort(context, "RESOURCE_EXHAUSTED", f"rate limit exceeded ({taken.limit} calls/s); retry shortly")
+
+    async def _charged(
+        self, context: grpc.aio.ServicerContext, entered: EntrySession, rpc: str, work: Callable[[], Awaitable[Any]]
+    ) -> Any:
         request_id = f"grpc-{os.urandom(8).hex()}"
         admission = await self._pay(context, entered, UNARY_CREDITS, f"grpc:{rpc}", request_id, complete=False)
         try:

@@ -149,7 +149,12 @@ def start_grpc_streams(settings: dict[str, Any], count: int, timeout_s: float = 
     once every one listens, or raises why one could not."""
     import ray
 
-    handles = [start_singleton(name, GrpcStreamActor, settings, name) for name in grpc_stream_names(count)]
+    from gateway.runtime.shards import RayShards  # (it names the actors by this module's namespace)
+
+    account_shards = int(settings.get("account_shards", 0))
+    shards = RayShards(account_shards) if account_shards > 0 else None  # the limits the replicas share
+    names = grpc_stream_names(count)
+    handles = [start_singleton(name, GrpcStreamActor, settings, name, shards) for name in names]
     return [ray.get(handle.wait_ready.remote(timeout_s), timeout=timeout_s + 10) for handle in handles]
 
 

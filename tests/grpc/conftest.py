@@ -32,6 +32,7 @@ from solders.keypair import Keypair
 from devnode.node import Devnode
 from gateway.config import Settings
 from gateway.core.credits import CreditPolicy, DepositCredit
+from gateway.credits.slices import ShardClient
 from gateway.grpc.server import GrpcStreamServer
 from gateway.storage.deposits import credit_deposit_on
 from tests.support import TEST_IP_LIMITS, service_key_settings
@@ -102,11 +103,13 @@ StreamFactory = Callable[..., AbstractAsyncContextManager[RunningStream]]
 
 @pytest.fixture
 def serve_stream(tmp_path: Path, database_url: str, redis_url: str, devnode: Devnode) -> StreamFactory:
-    """``async with serve_stream(**settings) as running``: a gRPC stream server on a free port."""
+    """``async with serve_stream(**settings) as running``: a gRPC stream server on a free port (with
+    ``shards=``, the account limits from those shards)."""
 
     @asynccontextmanager
-    async def serve(**overrides: Any) -> AsyncIterator[RunningStream]:
-        server = GrpcStreamServer(stream_settings(tmp_path, database_url, redis_url, devnode, **overrides), port=0)
+    async def serve(shards: ShardClient | None = None, **overrides: Any) -> AsyncIterator[RunningStream]:
+        settings = stream_settings(tmp_path, database_url, redis_url, devnode, **overrides)
+        server = GrpcStreamServer(settings, port=0, shards=shards)
         try:
             await server.start()
             yield RunningStream(server, f"127.0.0.1:{server.port}")

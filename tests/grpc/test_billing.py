@@ -10,6 +10,8 @@ import json
 import asyncpg
 import grpc
 
+from gateway.core.limits import Allowed
+from gateway.credits.slices import LocalShards, SlicedLimiter
 from tests.grpc.client import Subscription, eventually
 from tests.grpc.conftest import GeyserClient, RunningStream, StreamFactory
 
@@ -107,3 +109,45 @@ async def test_each_unary_call_costs_1_credit_and_answers_from_the_chain(
     called += ["IsBlockhashValid", "GetVersion", "Ping"]
     assert methods == [f"grpc:{name}" for name in called]
     assert await usage(db, stream, pubkey) == [(method, 1) for method in methods]
+
+
+async def test_unary_calls_share_the_accounts_whole_rate_with_the_replicas_through_its_shard(
+    geyser: GeyserClient, serve_stream: StreamFactory, db: asyncpg.Connection
+) -> None:
+    """With account shards, a gRPC server's unary calls spend the same rate as the ingress replicas'
+    calls (in-process shards stand for the actors here; tests/credits/test_shard_actors.py has the real
+    ones): a replica that took the whole burst leaves none for gRPC, and a gRPC client alone gets the
+    whole burst, not a share of it."""
+    shards = LocalShards(1)
+    replica = SlicedLimiter(shards, 5, 8)  # an ingress replica of the same service
+    async with serve_stream(shards=shards, rate_limit_rps=5) as stream:
+        pubkey, key = await stream.customer(db, 1_000)
+        metadata = (("x-token", key),)
+        async with grpc.aio.insecure_channel(stream.address) as channel:
+            stub = geyser.grpc.GeyserStub(channel)
+
+            async def outcomes(calls: int) -> list[str]:
+                seen = []
+                for _ in range(calls):
+                    try:
+                        await stub.GetSlot(geyser.pb2.GetSlotRequest(), metadata=metadata)
+                        seen.append("ok")
+                    except grpc.aio.AioRpcError as error:
+                        assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
+                        seen.append("rate")
+                return seen
+
+            alone = await outcomes(8)
+            assert 5 <= alone.count("ok") <= 6 and alone[-1] == "rate", alone  # the burst, and a refill at most
+            await asyncio.sleep(1.5)  # refilled, and the server's unused slice given back
+            loop = asyncio.get_running_loop()
+            taken = 0
+            for _ in range(5):
+                pending = replica.ready(pubkey, 1, loop.time(), rps=5, concurrency=8)
+                if pending is not None:
+                    await pending
+                taken += isinstance(replica.take(pubkey, loop.time(), 0.0, 5), Allowed)
+            assert taken == 5
+            after = await outcomes(3)
+            assert after.count("ok") <= 1, after  # nothing left but what refilled meanwhile
+    await replica.close()
