@@ -142,8 +142,28 @@ class Suite:
         async with AsyncClient(self.service.node_url) as node:
             actual = (await node.get_balance(self.load.sink)).value
         if actual != expected:
-            return [f"sink holds {actual} lamports, the ledger's confirmed sends {expected}"]
+            return [f"sink holds {actual} lamports, the ledger's confirmed sends {expected}", *await self.why(conn)]
         return []
+
+    async def why(self, conn: asyncpg.Connection) -> list[str]:
+        """Each send the chain and the ledger disagree on: its phase, the chain's word and the ledger's row."""
+        every = [c for c in self.load.calls if c.kind == "send" and c.signature]
+        chain = await chain_outcomes(self.service.node_url, [c.signature for c in every if c.signature])
+        rows = {
+            r["signature"]: r
+            for r in await conn.fetch(
+                "SELECT signature, status, settled_by, slot, hold_slot FROM sends WHERE signature = ANY($1::text[])",
+                [c.signature for c in every],
+            )
+        }
+        found = []
+        for c in every:
+            row, landed = rows.get(c.signature), chain.get(c.signature or "")
+            if (landed is True) != (row is not None and row["status"] == "confirmed"):
+                ledger = "no row" if row is None else dict(row)
+                what = f"{c.lamports} lamports, answered {c.status} {c.outcome}"
+                found.append(f"  {c.phase}: {c.signature} ({what}): chain {landed}, ledger {ledger}")
+        return found
 
     async def fault(self, fault: Fault) -> Row:
         row = Row(fault.name, unbilled_allowed=fault.loses_unsettled_usage)
