@@ -142,28 +142,39 @@ class Suite:
         async with AsyncClient(self.service.node_url) as node:
             actual = (await node.get_balance(self.load.sink)).value
         if actual != expected:
-            return [f"sink holds {actual} lamports, the ledger's confirmed sends {expected}", *await self.why(conn)]
+            await self.why(conn, actual - expected)
+            return [f"sink holds {actual} lamports, the ledger's confirmed sends {expected}"]
         return []
 
-    async def why(self, conn: asyncpg.Connection) -> list[str]:
-        """Each send the chain and the ledger disagree on: its phase, the chain's word and the ledger's row."""
+    async def why(self, conn: asyncpg.Connection, missing: int) -> None:
+        """Print the sends behind a sink mismatch of ``missing`` lamports (each send's amount is distinct):
+        the one of that amount, and every send whose ledger row and the chain's word disagree (sends
+        before a node restart are unknown to the chain: None there is not a disagreement)."""
         every = [c for c in self.load.calls if c.kind == "send" and c.signature]
         chain = await chain_outcomes(self.service.node_url, [c.signature for c in every if c.signature])
         rows = {
-            r["signature"]: r
+            r["signature"]: dict(r)
             for r in await conn.fetch(
-                "SELECT signature, status, settled_by, slot, hold_slot FROM sends WHERE signature = ANY($1::text[])",
+                "SELECT signature, status, settled_by, slot, hold_slot, created_at, settled_at FROM sends"
+                " WHERE signature = ANY($1::text[])",
                 [c.signature for c in every],
             )
         }
-        found = []
         for c in every:
-            row, landed = rows.get(c.signature), chain.get(c.signature or "")
-            if (landed is True) != (row is not None and row["status"] == "confirmed"):
-                ledger = "no row" if row is None else dict(row)
+            row, landed = rows.get(c.signature or ""), chain.get(c.signature or "")
+            confirmed = row is not None and row["status"] == "confirmed"
+            if c.lamports == abs(missing) or (landed is not None and landed != confirmed):
                 what = f"{c.lamports} lamports, answered {c.status} {c.outcome}"
-                found.append(f"  {c.phase}: {c.signature} ({what}): chain {landed}, ledger {ledger}")
-        return found
+                print(f"  send {c.phase}: {c.signature} ({what}): chain {landed}, ledger {row}", flush=True)
+        async with AsyncClient(self.service.node_url) as node:  # the node's own account of the sink
+            slot = (await node.get_slot()).value
+            history = (await node.get_signatures_for_address(self.load.sink, limit=1000)).value
+        listed = {str(entry.signature) for entry in history}
+        for c in every:
+            if c.lamports == abs(missing):
+                print(f"  the node (slot {slot}) lists it in the sink's history: {c.signature in listed}", flush=True)
+        if not any(c.lamports == abs(missing) for c in every):
+            print(f"  no send of {abs(missing)} lamports was made by the load", flush=True)
 
     async def fault(self, fault: Fault) -> Row:
         row = Row(fault.name, unbilled_allowed=fault.loses_unsettled_usage)
