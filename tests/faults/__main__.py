@@ -319,7 +319,14 @@ def main() -> int:
     parser.add_argument("--tmp", default=tempfile.gettempdir(), help="where the stack's data dir is made")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="gateway-faults-", dir=args.tmp))
-    env = service_env(home, GATEWAY_WEBHOOK_ALLOW_PRIVATE="true", GATEWAY_CREDIT_EXPIRY_CHECK_S="2")
+    env = service_env(
+        home,
+        GATEWAY_WEBHOOK_ALLOW_PRIVATE="true",
+        GATEWAY_CREDIT_EXPIRY_CHECK_S="2",
+        # 10 min of blocks (the integration stacks keep 5 s): a send whose racer was killed is settled by the
+        # reconciler from the chain, which needs the blocks since its hold (gateway/sending/reconcile.py)
+        GATEWAY_DEVNODE_RETENTION_SLOTS="6000",
+    )
     began = time.monotonic()
     print(f"starting gateway up in {home}", flush=True)
     service = start_service(home, env, timeout_s=420.0)
