@@ -25,7 +25,7 @@ from actors.loop_thread import LoopThread, connect_when_up
 from gateway.config import Settings
 from gateway.credits.retention import SettledRetention
 from gateway.node.http import HttpUpstream
-from gateway.sending.reconcile import reconcile
+from gateway.sending.reconcile import UNPROVEN_RELEASE_S, reconcile
 from gateway.storage import sends
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
@@ -40,10 +40,17 @@ DEFAULT_MIN_AGE_S = 20.0  # a race gives up after 30 slots (12 s at 400 ms): lea
 class SendReconciler:
     """One pass at a time over the pending sends (no Ray, no thread: the actor below runs it)."""
 
-    def __init__(self, pool: Pool, node: HttpUpstream, min_age_s: float = DEFAULT_MIN_AGE_S) -> None:
+    def __init__(
+        self,
+        pool: Pool,
+        node: HttpUpstream,
+        min_age_s: float = DEFAULT_MIN_AGE_S,
+        release_after_s: float = UNPROVEN_RELEASE_S,
+    ) -> None:
         self.pool = pool
         self.node = node
         self.min_age_s = min_age_s
+        self.release_after_s = release_after_s  # send_unproven_release_s
         self.settled = 0
         self.passes = 0
 
@@ -51,7 +58,7 @@ class SendReconciler:
         """Settle what the chain can prove; the number of sends settled in this pass."""
         settled = 0
         for record in await sends.pending(self.pool, self.min_age_s):
-            after = await reconcile(self.pool, self.node, record, "reconciler")
+            after = await reconcile(self.pool, self.node, record, "reconciler", self.release_after_s)
             settled += after.status is not SendStatus.PENDING
         self.passes += 1
         self.settled += settled
@@ -90,7 +97,7 @@ class SendReconcilerActor:
             if conn is None or conn.db is None:
                 return
             s = self.settings
-            self.reconciler = SendReconciler(conn.db, node, self.min_age_s)
+            self.reconciler = SendReconciler(conn.db, node, self.min_age_s, s.send_unproven_release_s)
             self.retention = SettledRetention(conn.db, s.send_retention_days, s.usage_retention_days)
             self._thread.ready.set()
             await asyncio.gather(self.reconciler.run(self.interval_s, stop), self.retention.run(stop))

@@ -164,7 +164,7 @@ class GatewayApp:
         local: dict[str, LocalMethod] = {
             "sendSmartTransaction": SmartSend(self.upstream),
             "sendAndConfirm": SendAndConfirm(self.upstream, self.racers, db, self.meter, base_fee, self._top_up),
-            "getSendStatus": SendStatusMethod(self.upstream, db),
+            "getSendStatus": SendStatusMethod(self.upstream, db, self.settings.send_unproven_release_s),
             "suggestPriorityFee": SuggestPriorityFee(self.upstream),
             "getPriorityFeeEstimate": PriorityFeeEstimate(self.upstream),
             "getTransactionHistory": TransactionHistory(self.upstream),

@@ -387,6 +387,14 @@ class Settings(BaseSettings):
         description="sendAndConfirm records settled longer ago than this are deleted (hourly, by the send "
         "reconciler); getSendStatus answers null for them. Pending sends are never deleted.",
     )
+    send_unproven_release_s: float = Field(
+        600.0,
+        ge=10,
+        le=30 * 86_400,
+        description="A pending sendAndConfirm the node can prove neither landed nor lost (its blocks since the hold "
+        "purged: a limited ledger, a restart) is released this long after its hold, nothing charged, its "
+        "settlement marked unproven.",
+    )
     usage_retention_days: float = Field(
         90.0,
         ge=1,

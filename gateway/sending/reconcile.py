@@ -33,12 +33,16 @@ from gateway.storage.sends import SendRecord, SendStatus
 log = logging.getLogger(__name__)
 
 READ_TIMEOUT_S = 5.0
-#: A send no node can prove landed or lost (its history purged past the hold) is released, free, after this.
+#: A send no node can prove landed or lost (its history purged past the hold) is released, free, after this
+#: (the default of the setting ``send_unproven_release_s``).
 UNPROVEN_RELEASE_S = 600.0
 
 
-async def reconcile(pool: Pool, node: Upstream, record: SendRecord, by: str) -> SendRecord:
-    """Settle ``record`` if the chain proves its outcome; the record as it now stands."""
+async def reconcile(
+    pool: Pool, node: Upstream, record: SendRecord, by: str, release_after_s: float = UNPROVEN_RELEASE_S
+) -> SendRecord:
+    """Settle ``record`` if the chain proves its outcome; the record as it now stands. ``release_after_s``:
+    the setting ``send_unproven_release_s``."""
     if record.status is not SendStatus.PENDING:
         return record
     try:
@@ -54,7 +58,7 @@ async def reconcile(pool: Pool, node: Upstream, record: SendRecord, by: str) -> 
     status = _first(statuses)
     settled: SendRecord | None = None
     if status is None and not _value(valid) and not await _history_reaches(node, record):
-        return await _release_unproven(pool, record, by)  # it may have landed in what the node no longer keeps
+        return await _release_unproven(pool, record, by, release_after_s)  # it may have landed in what is purged
     if status is not None and status.get("confirmationStatus") in LANDED:
         err = status.get("err")
         outcome = SendStatus.FAILED if err is not None else SendStatus.CONFIRMED
@@ -67,9 +71,9 @@ async def reconcile(pool: Pool, node: Upstream, record: SendRecord, by: str) -> 
     return settled or record
 
 
-async def _release_unproven(pool: Pool, record: SendRecord, by: str) -> SendRecord:
-    """Pending until ``UNPROVEN_RELEASE_S`` old, then released free and marked (see the module's docstring)."""
-    if datetime.now(UTC) - record.created_at < timedelta(seconds=UNPROVEN_RELEASE_S):
+async def _release_unproven(pool: Pool, record: SendRecord, by: str, after_s: float) -> SendRecord:
+    """Pending until ``after_s`` old, then released free and marked (see the module's docstring)."""
+    if datetime.now(UTC) - record.created_at < timedelta(seconds=after_s):
         return record
     error = "the node no longer keeps the blocks since the hold: released unproven"
     released = await sends.settle(pool, record.signature, SendStatus.EXPIRED, error=error, settled_by=f"{by}:unproven")

@@ -22,7 +22,7 @@ from gateway.answers import answer
 from gateway.core.jsonrpc import RpcItem
 from gateway.node.http import Upstream
 from gateway.pipeline import Call
-from gateway.sending.reconcile import reconcile
+from gateway.sending.reconcile import UNPROVEN_RELEASE_S, reconcile
 from gateway.storage import sends
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
@@ -32,9 +32,12 @@ RETRY_SAFE = frozenset({SendStatus.EXPIRED, SendStatus.REFUSED})
 
 
 class SendStatusMethod:
-    def __init__(self, node: Upstream, pool: Callable[[], Pool | None]) -> None:
+    def __init__(
+        self, node: Upstream, pool: Callable[[], Pool | None], release_after_s: float = UNPROVEN_RELEASE_S
+    ) -> None:
         self.node = node
         self.pool = pool
+        self.release_after_s = release_after_s  # send_unproven_release_s
 
     async def __call__(self, item: RpcItem, call: Call) -> None:
         pool = self.pool()
@@ -45,7 +48,8 @@ class SendStatusMethod:
         if record is None or record.pubkey != call.authenticated().pubkey:
             answer(item, None)
             return
-        answer(item, status_fields(await reconcile(pool, self.node, record, "getSendStatus")))
+        settled = await reconcile(pool, self.node, record, "getSendStatus", self.release_after_s)
+        answer(item, status_fields(settled))
 
 
 def status_fields(record: SendRecord) -> dict[str, Any]:

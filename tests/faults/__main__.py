@@ -324,8 +324,10 @@ def main() -> int:
         GATEWAY_WEBHOOK_ALLOW_PRIVATE="true",
         GATEWAY_CREDIT_EXPIRY_CHECK_S="2",
         # 10 min of blocks (the integration stacks keep 5 s): a send whose racer was killed is settled by the
-        # reconciler from the chain, which needs the blocks since its hold (gateway/sending/reconcile.py)
+        # reconciler from the chain, which needs the blocks since its hold (gateway/sending/reconcile.py);
+        # one in flight when the node restarts has none: released unproven after 60 s, not 10 min
         GATEWAY_DEVNODE_RETENTION_SLOTS="6000",
+        GATEWAY_SEND_UNPROVEN_RELEASE_S="60",
     )
     began = time.monotonic()
     print(f"starting gateway up in {home}", flush=True)
