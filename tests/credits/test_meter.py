@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import asyncpg
@@ -435,26 +435,21 @@ async def test_a_deposit_announced_during_a_lease_request_is_not_hidden_by_its_e
     assert (await meter.admit(pubkey, 1)).ok  # asked again at once, not after a doubled wait
 
 
-async def test_callers_short_of_credits_share_one_refill_and_proceed_together(
-    make_meter: MeterFactory, pool: asyncpg.Pool, pubkey: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """When the lease runs out under many callers (a thousand WebSocket writers of one account), they
-    wait for the one lease being taken and then all spend from it in the same event-loop pass, instead
-    of being handed the account lock one per pass."""
+async def spent_out(make_meter: MeterFactory, pool: asyncpg.Pool, pubkey: str) -> Meter:
+    """A meter whose account's lease is spent out, its rate high enough that one refill serves 200 calls."""
     await fund(pool, pubkey, 100_000)
     meter = make_meter()
     assert (await meter.admit(pubkey, 1)).ok  # the first lease: 20 credits
     await meter.prefetched()
-    meter.accounts[pubkey].leases[-1].spent = meter.accounts[pubkey].leases[-1].granted  # spent out
-    real_lease, leases = ledger.lease, []
+    acct = meter.accounts[pubkey]
+    acct.leases[-1].spent = acct.leases[-1].granted
+    acct.rate = 1_000.0
+    return meter
 
-    async def slow(*args: Any, **kwargs: Any) -> Any:
-        leases.append(args[3])
-        await asyncio.sleep(0.05)
-        return await real_lease(*args, **kwargs)
 
-    monkeypatch.setattr(ledger, "lease", slow)
-    meter.accounts[pubkey].rate = 1_000.0  # ask for enough for all of them at once
+async def passes_apart(meter: Meter, pubkey: str, callers: int, *others: Awaitable[Any]) -> int:
+    """``callers`` calls of 1 credit at once (beside ``others``): how many event-loop passes apart the
+    first and the last were admitted."""
     passes, done_at = 0, []
 
     async def ticker() -> None:
@@ -468,10 +463,29 @@ async def test_callers_short_of_credits_share_one_refill_and_proceed_together(
         done_at.append(passes)
 
     ticking = asyncio.create_task(ticker())
-    await asyncio.gather(*(caller() for _ in range(200)))
+    await asyncio.gather(*(caller() for _ in range(callers)), *others)
     ticking.cancel()
+    return max(done_at) - min(done_at)
+
+
+async def test_callers_short_of_credits_share_one_refill_and_proceed_together(
+    make_meter: MeterFactory, pool: asyncpg.Pool, pubkey: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the lease runs out under many callers (a thousand WebSocket writers of one account), they
+    wait for the one lease being taken and then all spend from it in the same event-loop pass, instead
+    of being handed the account lock one per pass."""
+    meter = await spent_out(make_meter, pool, pubkey)
+    real_lease, leases = ledger.lease, []
+
+    async def slow(*args: Any, **kwargs: Any) -> Any:
+        leases.append(args[3])
+        await asyncio.sleep(0.05)
+        return await real_lease(*args, **kwargs)
+
+    monkeypatch.setattr(ledger, "lease", slow)
+    apart = await passes_apart(meter, pubkey, 200)
     assert len(leases) == 1, leases  # one refill for all of them
-    assert max(done_at) - min(done_at) <= 2, (min(done_at), max(done_at))
+    assert apart <= 2, apart
 
 
 async def test_callers_short_while_a_flush_holds_the_lock_wait_for_one_turn_not_in_line(
@@ -481,35 +495,16 @@ async def test_callers_short_while_a_flush_holds_the_lock_wait_for_one_turn_not_
     takes its turn at the lock and the others wait for that turn, then all spend from the lease it took
     in the same pass. In line at the lock they would be handed it one per event-loop pass, and under a
     fan-out's load the last of a thousand WebSocket writers delivered nothing (bench/ws_fanout.py)."""
-    await fund(pool, pubkey, 100_000)
-    meter = make_meter()
-    assert (await meter.admit(pubkey, 1)).ok
-    await meter.prefetched()
+    meter = await spent_out(make_meter, pool, pubkey)
     acct = meter.accounts[pubkey]
-    acct.leases[-1].spent = acct.leases[-1].granted  # spent out
-    acct.rate = 1_000.0  # the refill asks for enough for all of them
-    passes, done_at = 0, []
-
-    async def ticker() -> None:
-        nonlocal passes
-        while True:
-            passes += 1
-            await asyncio.sleep(0)
 
     async def flush_chunk() -> None:
         async with acct.lock:
             await asyncio.sleep(0.05)
 
-    async def caller() -> None:
-        assert (await meter.admit(pubkey, 1)).ok
-        done_at.append(passes)
-
-    ticking = asyncio.create_task(ticker())
     holding = asyncio.create_task(flush_chunk())
     await asyncio.sleep(0)  # the lock is held before the callers run short
-    await asyncio.gather(*(caller() for _ in range(200)), holding)
-    ticking.cancel()
-    assert max(done_at) - min(done_at) <= 2, (min(done_at), max(done_at))
+    assert await passes_apart(meter, pubkey, 200, holding) <= 2
 
 
 async def test_another_meters_lease_does_not_lower_the_remaining_credits(
