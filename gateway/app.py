@@ -28,6 +28,7 @@ from gateway.core.subscriptions import Limits
 from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
 from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
+from gateway.credits.recall import CreditRecall
 from gateway.credits.slices import ShardClient, SlicedLimiter
 from gateway.credits.stage import CreditHeaders, MeteringStage
 from gateway.entry import Entry
@@ -54,7 +55,7 @@ from gateway.sending.send_status import SendStatusMethod
 from gateway.sending.smart_send import SmartSend
 from gateway.signals.feed import SignalFeed
 from gateway.signals.store import SignalLog
-from gateway.storage.channels import CREDITED, Channel
+from gateway.storage.channels import CREDITED, RECALL, Channel
 from gateway.storage.connections import Connections, warn_unless_noeviction
 from gateway.trades import methods as trade_methods
 from gateway.trades.builders import ExecuteSell, ExecuteSnipe
@@ -116,6 +117,7 @@ class GatewayApp:
         self.auth = AuthServices(settings, api_key_secret=settings.api_key_secret_bytes, **auth_options)
         self.accounts = AccountEndpoints(self.auth, unsettled=self.meter.unsettled)
         self.notices = CreditNotices(None, self.meter)  # its channel opens with Redis, at start-up
+        self.recall = CreditRecall(self.meter, settings.credit_recall_wait_s)
         self.deposits = DepositServices.from_settings(
             settings, self.upstream, lambda: self.conn.db, after_credit=self.notices.credited
         )
@@ -225,6 +227,7 @@ class GatewayApp:
         if self.conn.redis is not None:
             self.notices.channel = Channel(self.conn.redis, CREDITED)
             self.notices.start()
+            self.recall.start(Channel(self.conn.redis, RECALL))
             if self.cache is not None:
                 self.cache.shared = SharedResponses(self.conn.redis)
             self.signal_log = SignalLog(self.conn.redis, retention=self.settings.signal_retention_events)
@@ -238,6 +241,7 @@ class GatewayApp:
         if self.engine is not None:
             await self.engine.close()
         await self.notices.stop()
+        await self.recall.stop()
         if self.signal_feed is not None:
             await self.signal_feed.stop()
         if self.cache is not None:

@@ -335,6 +335,13 @@ class Settings(BaseSettings):
         description="Credit lease lifetime; a crashed replica's lease holds credits this long.",
     )
     credit_flush_interval_s: float = Field(1.0, gt=0, le=60, description="Seconds between usage flushes.")
+    credit_recall_wait_s: float = Field(
+        0.25,
+        ge=0,
+        le=5,
+        description="How long a call short of credits waits for other replicas to give back the credits their "
+        "leases of the account hold (0: never asks; the credits then come back when those leases go idle).",
+    )
     credit_expiry_check_s: float = Field(
         60.0, ge=0, description="How often each replica sweeps expired credit batches; 0 turns the sweep off here."
     )

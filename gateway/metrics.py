@@ -158,6 +158,11 @@ LEASES = counter(
     "Credit lease requests answered by the ledger, by result (granted, empty, no_account)",
     ("result",),
 )
+RECALLS = counter(
+    "gateway_credit_recalls_total",
+    "Credits asked back from other replicas' leases by a call short of credits, by result (returned, nothing)",
+    ("result",),
+)
 SETTLE_SECONDS = histogram(
     "gateway_credit_settle_duration_seconds", "One lease settle (usage written, lease renewed)", LATENCY_BUCKETS
 )

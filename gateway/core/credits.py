@@ -121,6 +121,7 @@ class LeaseGrant:
     concurrency_limit: int | None
     suspended: bool = False  # a suspended account is granted nothing
     standing: Standing | None = None
+    elsewhere: int = 0  # when short of ``want``: what other replicas' live leases hold unspent
 
 
 @dataclass(frozen=True)

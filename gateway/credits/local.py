@@ -53,6 +53,8 @@ class AccountState:
     invalidated_at: float = -math.inf  # when a credited deposit was last announced for this account
     refilling: asyncio.Event | None = None  # a turn at the lock (a caller short, a lease taken): others wait on it
     store_available: int = 0  # balance minus all holds, as of the last store answer
+    elsewhere: int = 0  # unspent in other replicas' leases, as of the last lease request that fell short
+    recall_failed_at: float = -math.inf  # when other replicas last gave nothing back on this replica's ask
     standing: Standing | None = None  # the newest store answer's balance and pending sends
     rate_limit_rps: int | None = None
     concurrency_limit: int | None = None

@@ -7,7 +7,9 @@ call path when one runs short anyway), and to flush usage (every ``flush_interva
 lease is replaced). Why this is safe: a lease is a hold the store never lets exceed the balance, a
 replica spends only before its lease's local deadline (earlier than the database's expiry), and
 usage settled after expiry is dropped. A crashed replica therefore loses only its unflushed usage (in
-the customer's favour), never a deposit or a balance.
+the customer's favour), never a deposit or a balance. A caller short of credits while other replicas'
+leases hold some asks for them back (:attr:`Meter.recall`, :mod:`gateway.credits.recall`), so a balance
+is spendable from any replica without waiting for those leases to go idle.
 
 A call is reserved at :meth:`Meter.admit` (a bulk request's items all at once, or none, at
 :meth:`Meter.admit_all`) and recorded at :meth:`Meter.complete` (charged or
@@ -41,6 +43,8 @@ from gateway.storage.connections import Pool
 
 log = logging.getLogger(__name__)
 
+#: Times a caller short of credits asks the other replicas for theirs back (:mod:`gateway.credits.recall`).
+RECALLS = 2
 #: Turns of other callers at the account lock a caller short of credits waits through before queueing
 #: on the lock itself (each turn ends with a lease spendable, or the account known short).
 TURNS = 8
@@ -83,6 +87,9 @@ class Meter:
         self.negative_ttl_s = negative_ttl_s
         self.max_negative_ttl_s = max_negative_ttl_s
         self.hears_credits = False  # set while the CREDITED channel is followed (see GatewayApp)
+        #: Asks the other replicas for the unspent credits their leases of an account hold; answers
+        #: whether some came back (set by :class:`gateway.credits.recall.CreditRecall` while it runs).
+        self.recall: Callable[[str], Awaitable[bool]] | None = None
         self.expiry_interval_s = expiry_interval_s
         self.flush_chunk = flush_chunk  # usage records per settle transaction
         self.events = events
@@ -168,12 +175,54 @@ class Meter:
                 if lease is not None and lease.covers(total, now):
                     return [self._spend(acct, pubkey, lease, price, now) for price in prices]
                 known_short = not acct.exists or self._potential(acct) < total
-                if not (known_short and now - acct.checked_at < self._wait(acct)):
+                if not (known_short and now - acct.checked_at < self._wait(acct)) or self._may_recall(acct, now):
                     await self._refill(acct, pubkey, total)
-                    lease, now = acct.active, self.clock()
-                    if lease is not None and lease.covers(total, now):
-                        return [self._spend(acct, pubkey, lease, price, now) for price in prices]
+                    for recall in range(RECALLS + 1):
+                        lease, now = acct.active, self.clock()
+                        if lease is not None and lease.covers(total, now):
+                            return [self._spend(acct, pubkey, lease, price, now) for price in prices]
+                        if recall == RECALLS or not await self._recalled(acct, pubkey):
+                            break
+                        await self._refill(acct, pubkey, total)
         return Admission(Outcome.INSUFFICIENT if acct.exists else Outcome.NO_ACCOUNT, total, acct)
+
+    async def _recalled(self, acct: AccountState, pubkey: str) -> bool:
+        """Whether other replicas gave back credits their leases held, when the store had too few: a
+        balance is then spendable from any replica at once, not after the holder's idle release."""
+        if not self._may_recall(acct, self.clock()):
+            return False
+        assert self.recall is not None
+        returned = await self.recall(pubkey)
+        metrics.RECALLS.inc(("returned" if returned else "nothing",))
+        if not returned:
+            acct.recall_failed_at = self.clock()
+        return returned
+
+    def _may_recall(self, acct: AccountState, now: float) -> bool:
+        """Other replicas' leases hold credits of the account, and no ask of them came back empty
+        lately (a crashed holder answers nothing: its calls would otherwise each wait for it)."""
+        return (
+            self.recall is not None
+            and acct.elsewhere > 0
+            and not acct.suspended
+            and now - acct.recall_failed_at >= self.negative_ttl_s
+        )
+
+    async def give_back(self, pubkey: str) -> int:
+        """Another replica is short of this account's credits: close this replica's leases of it and
+        settle them now, so that their unspent part goes back to the balance (the calls in flight keep
+        theirs). Answers the credits given back; the next call here takes a new lease."""
+        acct = self.accounts.get(pubkey)
+        if acct is None:
+            return 0
+        async with acct.lock:
+            unspent = sum(lease.granted - lease.spent for lease in acct.leases if not lease.dead)
+            if unspent <= 0:
+                return 0
+            for lease in acct.leases:
+                lease.closing = True
+            await self._flush_account(acct, pubkey)
+        return unspent
 
     def _spend_newest(self, acct: AccountState, pubkey: str, prices: list[int], total: int) -> list[Admission] | None:
         """Spend ``prices`` from the newest lease when it covers their sum (no await), else None."""
@@ -327,7 +376,7 @@ class Meter:
             acct.exists = False
             return
         acct.exists = True
-        acct.store_available = grant.available_after
+        acct.store_available, acct.elsewhere = grant.available_after, grant.elsewhere
         _observe(acct, grant.standing)
         acct.rate_limit_rps, acct.concurrency_limit = grant.rate_limit_rps, grant.concurrency_limit
         acct.suspended = grant.suspended

@@ -24,13 +24,14 @@ from gateway.config import Settings
 from gateway.core.limits import AccountLimits, Limiter
 from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
+from gateway.credits.recall import CreditRecall
 from gateway.credits.slices import ShardClient, SlicedLimiter
 from gateway.grpc.budget import FilterBudget
 from gateway.grpc.replay import ReplayLog
 from gateway.grpc.rules import StreamLimits, account_share
 from gateway.grpc.service import GeyserGateway, ServiceDeps
 from gateway.node.geyser import MAX_MESSAGE_BYTES, UpstreamGeyser
-from gateway.storage.channels import CREDITED, Channel
+from gateway.storage.channels import CREDITED, RECALL, Channel
 from gateway.storage.connections import Connections
 from geyser_proto.fanout import Fanout
 from geyser_proto.filters import FilterLimits
@@ -121,6 +122,7 @@ class GrpcStreamServer:
                 settings.rate_limit_rps, settings.concurrency_limit, replicas=settings.share_replicas
             )
         self.notices = CreditNotices(None, self.meter)
+        self.recall = CreditRecall(self.meter, settings.credit_recall_wait_s)
         self.fanout = Fanout()
         self.replay_log = replay_log_of(settings)
         self.upstream = UpstreamGeyser(
@@ -148,6 +150,7 @@ class GrpcStreamServer:
         if self.conn.redis is not None:
             self.notices.channel = Channel(self.conn.redis, CREDITED)
             self.notices.start()
+            self.recall.start(Channel(self.conn.redis, RECALL))
         self.upstream.start()
         server = grpc.aio.server(options=server_options(self.reuse_port))
         server.add_generic_rpc_handlers((service_handler(self.service, "this gateway"),))
@@ -174,6 +177,7 @@ class GrpcStreamServer:
             self._server = None
         await self.upstream.stop()
         await self.notices.stop()
+        await self.recall.stop()
         await self.meter.stop()
         if isinstance(self.limiter, SlicedLimiter):
             await self.limiter.close()  # the slices go back to the shards now, not when they forget them

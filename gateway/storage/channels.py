@@ -2,6 +2,7 @@
 
     REVOKED_KEYS  an API-key rotation revoked these key hashes (hex)   -> gateway.auth.api_keys
     CREDITED      a deposit credited this account (base58 public key)  -> gateway.credits.meter
+    RECALL        credits leased elsewhere wanted back, and given back     -> gateway.credits.recall
 
 Publishing happens after the change commits; every replica follows the channels for its lifetime and
 is told when its subscription is live, when a message arrives, and when the subscription is lost
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 
 REVOKED_KEYS = "gateway:api-keys:revoked"
 CREDITED = "gateway:credits:credited"
+RECALL = "gateway:credits:recall"
 
 
 class Channel:

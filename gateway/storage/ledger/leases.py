@@ -73,6 +73,7 @@ async def lease(
         suspended = account["status"] == "suspended"
         granted = 0 if suspended else grant_size(available, want, at_least, replicas)
         lease_id: int | None = None
+        elsewhere = 0 if suspended or granted >= want else await leased_elsewhere(conn, pubkey, replica_id)
         if granted > 0:
             lease_id = await conn.fetchval(
                 """INSERT INTO credit_leases (pubkey, replica_id, granted, expires_at)
@@ -91,7 +92,20 @@ async def lease(
         account["concurrency_limit"],
         suspended,
         standing,
+        elsewhere,
     )
+
+
+async def leased_elsewhere(conn: asyncpg.Connection, pubkey: str, replica_id: str) -> int:
+    """Credits the live leases of other replicas hold and have not charged: what a recall could free
+    (:mod:`gateway.credits.recall`). Read only for a lease request that fell short."""
+    value = await conn.fetchval(
+        """SELECT COALESCE(sum(granted - used), 0) FROM credit_leases
+           WHERE pubkey = $1 AND replica_id <> $2 AND NOT released AND expires_at > now()""",
+        pubkey,
+        replica_id,
+    )
+    return int(value)
 
 
 @postgres_call(WHAT)
