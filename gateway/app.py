@@ -57,6 +57,7 @@ from gateway.signals.feed import SignalFeed
 from gateway.signals.store import SignalLog
 from gateway.storage.channels import CREDITED, RECALL, Channel
 from gateway.storage.connections import Connections, warn_unless_noeviction
+from gateway.storage.seats import Seats
 from gateway.trades import methods as trade_methods
 from gateway.trades.builders import ExecuteSell, ExecuteSnipe
 from gateway.trades.fees import TradeFees
@@ -118,6 +119,7 @@ class GatewayApp:
         self.accounts = AccountEndpoints(self.auth, unsettled=self.meter.unsettled)
         self.notices = CreditNotices(None, self.meter)  # its channel opens with Redis, at start-up
         self.recall = CreditRecall(self.meter, settings.credit_recall_wait_s)
+        self.seats = Seats()  # open WebSockets per account and address, over the service once Redis is up
         self.deposits = DepositServices.from_settings(
             settings, self.upstream, lambda: self.conn.db, after_credit=self.notices.credited
         )
@@ -228,6 +230,7 @@ class GatewayApp:
             self.notices.channel = Channel(self.conn.redis, CREDITED)
             self.notices.start()
             self.recall.start(Channel(self.conn.redis, RECALL))
+            self.seats.start(self.conn.redis)
             if self.cache is not None:
                 self.cache.shared = SharedResponses(self.conn.redis)
             self.signal_log = SignalLog(self.conn.redis, retention=self.settings.signal_retention_events)
@@ -242,6 +245,7 @@ class GatewayApp:
             await self.engine.close()
         await self.notices.stop()
         await self.recall.stop()
+        await self.seats.stop()
         if self.signal_feed is not None:
             await self.signal_feed.stop()
         if self.cache is not None:

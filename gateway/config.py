@@ -137,13 +137,13 @@ class Settings(BaseSettings):
         description="An open Subscribe stream is billed again at the start of each interval after its first.",
     )
     grpc_max_streams_per_account: int = Field(
-        10, ge=1, le=10_000, description="Open Subscribe streams per account on one gRPC server process."
+        10, ge=1, le=10_000, description="Open Subscribe streams per account over every gRPC server process."
     )
     grpc_max_streams_per_address: int = Field(
         40,
         ge=1,
         le=100_000,
-        description="Open Subscribe streams from one client address on one gRPC server process (any accounts).",
+        description="Open Subscribe streams from one client address over every gRPC server process (any accounts).",
     )
     grpc_max_queued: int = Field(
         10_000,
@@ -239,17 +239,15 @@ class Settings(BaseSettings):
         32,
         ge=1,
         le=100_000,
-        description="Open WebSockets per account over the service (each of R replicas allows ceil(n / R); R is "
-        "ingress_autoscaling.max_replicas when it is set, so fewer replicas running allow fewer); past it the "
-        "socket closes 4003.",
+        description="Open WebSockets per account over the service (counted at Redis over every replica); past it "
+        "the socket closes 4003.",
     )
     ws_max_connections_per_address: int = Field(
         64,
         ge=1,
         le=100_000,
-        description="Open WebSockets per client address over the service (each of R replicas allows ceil(n / R); R "
-        "is ingress_autoscaling.max_replicas when it is set); past it the upgrade is refused 429 with Retry-After, "
-        "before any authentication.",
+        description="Open WebSockets per client address over the service (counted at Redis over every replica); "
+        "past it the upgrade is refused 429 with Retry-After, before any authentication.",
     )
     request_body_timeout_s: float = Field(
         10.0,
@@ -530,7 +528,7 @@ class Settings(BaseSettings):
         "target_ongoing_requests in flight per replica (JSON in the environment); a replica removed first drains: "
         "its sockets close 1012, its usage is settled, its leases and slices given back. Needs account_shards "
         "(the limits must not depend on the replica count) and ingress_mode haproxy. The per-replica shares "
-        "(ip_limits, the WebSocket per-account and per-address caps, credit lease sizes) divide by max_replicas. "
+        "(ip_limits, credit lease sizes) divide by max_replicas. "
         "Empty: ingress_replicas, fixed.",
     )
     send_racers: int = Field(

@@ -151,6 +151,7 @@ class GrpcStreamServer:
             self.notices.channel = Channel(self.conn.redis, CREDITED)
             self.notices.start()
             self.recall.start(Channel(self.conn.redis, RECALL))
+            self.service.deps.seats.start(self.conn.redis)
         self.upstream.start()
         server = grpc.aio.server(options=server_options(self.reuse_port))
         server.add_generic_rpc_handlers((service_handler(self.service, "this gateway"),))
@@ -178,6 +179,7 @@ class GrpcStreamServer:
         await self.upstream.stop()
         await self.notices.stop()
         await self.recall.stop()
+        await self.service.deps.seats.stop()
         await self.meter.stop()
         if isinstance(self.limiter, SlicedLimiter):
             await self.limiter.close()  # the slices go back to the shards now, not when they forget them

@@ -17,7 +17,7 @@ process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`
 - a stream opened with an API key or a session token ends ``UNAUTHENTICATED`` as soon as that
   credential is rotated or logged out, on whichever replica (:mod:`gateway.auth.revocations`);
 - at most ``grpc_max_streams_per_account`` streams per account and ``grpc_max_streams_per_address``
-  per client address are open on this process; a stream's
+  per client address are open over the service (:mod:`gateway.storage.seats`); a stream's
   queue is bounded (:class:`geyser_proto.streaming.Outbound`), so a client too slow to read is cut off;
 - each request's filters are claimed from the process's filter budget (:mod:`gateway.grpc.budget`) before
   they join the fan-out: a stream whose request would take the upstream subscription past what the node
@@ -33,9 +33,8 @@ import asyncio
 import logging
 import os
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import grpc
@@ -66,6 +65,7 @@ from gateway.grpc.rules import (
 from gateway.node.geyser import UpstreamGeyser
 from gateway.pipeline import Call, Wire
 from gateway.storage.errors import StoreUnavailable
+from gateway.storage.seats import Seat, Seats
 from geyser_proto import geyser_pb2
 from geyser_proto.fanout import Fanout
 from geyser_proto.filters import DEFAULT_LIMITS, FilterLimits, Filters
@@ -94,14 +94,14 @@ class ServiceDeps:
     budget: FilterBudget
     filter_limits: FilterLimits = DEFAULT_LIMITS
     replay_log: ReplayLog | None = None  # from_slot is served from it (None: UNIMPLEMENTED)
+    seats: Seats = field(default_factory=Seats)  # open streams per account and address, over the service
 
 
 class GeyserGateway:
     def __init__(self, deps: ServiceDeps) -> None:
         self.deps = deps
         self.entry = Entry(deps.auth, deps.meter)  # no JSON-RPC here: only self-billed units
-        self.open_streams: Counter[str] = Counter()  # per account, on this process
-        self.open_by_address: Counter[str] = Counter()  # per client address, on this process
+        self.streams = 0  # open on this process
 
     # -- Subscribe ------------------------------------------------------------------------------
 
@@ -113,23 +113,19 @@ class GeyserGateway:
             entered.close()
 
     async def _subscribe(self, requests: Any, context: grpc.aio.ServicerContext, entered: EntrySession) -> None:
-        pubkey, limits, address = entered.pubkey, self.deps.limits, peer_address(context.peer() or "")
-        if self.open_streams[pubkey] >= limits.max_streams_per_account:
-            await _abort(context, "RESOURCE_EXHAUSTED", stream_limit_message(limits.max_streams_per_account))
-        if self.open_by_address[address] >= limits.max_streams_per_address:
-            await _abort(context, "RESOURCE_EXHAUSTED", address_limit_message(limits.max_streams_per_address))
-        self.open_streams[pubkey] += 1
-        self.open_by_address[address] += 1
-        metrics.GRPC_STREAMS.set(self.open_streams.total())
+        seats = await self._seats(context, entered.pubkey, peer_address(context.peer() or ""))
+        self.streams += 1
+        metrics.GRPC_STREAMS.set(self.streams)
         counted = True
 
         def uncount() -> None:  # once the stream ends, even while its status is still on its way
             nonlocal counted
             if counted:
                 counted = False
-                _drop(self.open_streams, pubkey)
-                _drop(self.open_by_address, address)
-                metrics.GRPC_STREAMS.set(self.open_streams.total())
+                self.streams -= 1
+                metrics.GRPC_STREAMS.set(self.streams)
+                for seat in seats:
+                    self.deps.seats.release(seat)
 
         try:
             stream_id = f"grpc-{os.urandom(8).hex()}"
@@ -137,6 +133,30 @@ class GeyserGateway:
             await self._stream(requests, context, entered, stream_id, uncount)
         finally:
             uncount()
+
+    async def _seats(self, context: grpc.aio.ServicerContext, pubkey: str, address: str) -> list[Seat]:
+        """The stream's seats under the account's and the address's caps (over the service), or the
+        call ended ``RESOURCE_EXHAUSTED`` at a cap, ``UNAVAILABLE`` when they cannot be counted."""
+        limits, seats = self.deps.limits, self.deps.seats
+        per_account, per_address = limits.max_streams_per_account, limits.max_streams_per_address
+        caps = (
+            (f"seats:grpc:account:{pubkey}", per_account, stream_limit_message(per_account)),
+            (f"seats:grpc:address:{address}", per_address, address_limit_message(per_address)),
+        )
+        taken: list[Seat] = []
+        try:
+            for key, cap, full in caps:
+                seat = await seats.take(key, cap)
+                if seat is None:
+                    await _abort(context, "RESOURCE_EXHAUSTED", full)
+                taken.append(seat)
+        except StoreUnavailable:
+            await _abort(context, "UNAVAILABLE", "open streams cannot be counted right now; retry")
+        finally:
+            if len(taken) < len(caps):  # refused: give back what was taken
+                for seat in taken:
+                    seats.release(seat)
+        return taken
 
     async def _stream(
         self,
@@ -359,12 +379,6 @@ class GeyserGateway:
         if complete:
             entered.complete(admission, method, request_id)
         return admission
-
-
-def _drop(counts: Counter[str], key: str) -> None:
-    counts[key] -= 1
-    if counts[key] <= 0:
-        del counts[key]
 
 
 async def _abort(context: grpc.aio.ServicerContext, code: str, message: str) -> NoReturn:

@@ -42,6 +42,8 @@ from gateway.ip_limits import FORWARDED_FOR
 from gateway.pipeline import Call, Reply, Wire
 from gateway.pubsub.caps import Refusal, SocketCaps
 from gateway.pubsub.session import SessionDeps, SubscriptionTally, WsSession
+from gateway.storage.errors import StoreUnavailable
+from gateway.storage.seats import Seat
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +62,12 @@ class WsTransport:
     def __init__(self, gw: GatewayApp) -> None:
         self.gw = gw
         self.limits = gw.ws_limits
-        self.caps = SocketCaps.shared(
+        self.caps = SocketCaps(
             gw.settings.ws_max_connections,
             self.limits.max_connections_per_address,
             self.limits.max_connections_per_account,
             gw.settings.share_replicas,
+            gw.seats,
         )
         self.tally = SubscriptionTally()
 
@@ -76,14 +79,18 @@ class WsTransport:
         headers = {k.lower(): v for k, v in websocket.headers.items()}
         peer = websocket.client.host if websocket.client else None
         address = self.gw.ip_limits.client(peer, headers.get(FORWARDED_FOR))
-        refusal = self.caps.open(address)
-        if refusal is not None:
-            await _deny(websocket, self._full(refusal))
+        try:
+            opened = await self.caps.open(address)
+        except StoreUnavailable:
+            await _deny(websocket, service_unavailable("open WebSockets cannot be counted right now; retry", 1))
+            return
+        if isinstance(opened, Refusal):
+            await _deny(websocket, self._full(opened))
             return
         try:
             await self._admit(websocket, headers, peer)
         finally:
-            self.caps.close(address)
+            await self.caps.close(opened)
 
     def _full(self, refusal: Refusal) -> ProxyError:
         if refusal is Refusal.REPLICA_FULL:
@@ -103,17 +110,28 @@ class WsTransport:
             await _close(websocket, self._refusal_code(call, reply), _message(reply))
             return
         try:
-            if not self.caps.join(entered.pubkey):
-                cap = self.caps.per_account
-                reason = f"connection limit reached: {cap} open WebSockets per account"
-                await _close(websocket, Close.RATE_LIMITED, reason)
+            seat = await self._join(websocket, entered.pubkey)
+            if seat is None:
                 return
             try:
                 await self._session(websocket, entered, peer)
             finally:
-                self.caps.leave(entered.pubkey)
+                await self.caps.seats.give(seat)
         finally:
             entered.close()
+
+    async def _join(self, websocket: WebSocket, pubkey: str) -> Seat | None:
+        """The account's seat for this socket, or the socket closed: 4003 at the account's cap, 1013
+        when the seats cannot be counted (never served uncounted)."""
+        try:
+            seat = await self.caps.join(pubkey)
+        except StoreUnavailable:
+            await _close(websocket, Close.TRY_AGAIN_LATER, "open WebSockets cannot be counted right now; retry")
+            return None
+        if seat is None:
+            reason = f"connection limit reached: {self.caps.per_account} open WebSockets per account"
+            await _close(websocket, Close.RATE_LIMITED, reason)
+        return seat
 
     async def _session(self, websocket: WebSocket, entered: EntrySession, peer: str | None) -> None:
         """Serve an admitted socket until it ends; its credential's revocation closes it 1008."""

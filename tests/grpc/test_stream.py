@@ -121,7 +121,7 @@ async def test_refused_without_a_token_with_a_bad_one_and_without_credits(
                 raise AssertionError("a refused caller got an answer")
             except grpc.aio.AioRpcError as exc:
                 assert exc.code() == code and message in (exc.details() or ""), exc
-    assert stream.server.service.open_streams == {}
+    assert stream.server.service.streams == 0 and not stream.server.service.deps.seats.held
 
 
 async def test_a_session_token_works_as_x_token(
@@ -183,6 +183,32 @@ async def test_open_streams_per_account_are_capped(
             await again.ping()
 
 
+async def test_the_stream_caps_hold_over_every_server_process(
+    geyser: GeyserClient, serve_stream: StreamFactory, db: asyncpg.Connection
+) -> None:
+    """Two server processes on the same stores: the account's cap counts the streams of both
+    (gateway.storage.seats), not a cap per process."""
+    async with (
+        serve_stream(grpc_max_streams_per_account=2) as first,
+        serve_stream(grpc_max_streams_per_account=2) as second,
+    ):
+        _, key = await first.customer(db, 10_000)
+        async with (
+            grpc.aio.insecure_channel(first.address) as one,
+            grpc.aio.insecure_channel(second.address) as two,
+        ):
+            held = [Subscription(geyser, one, key), Subscription(geyser, two, key)]
+            for sub in held:
+                await sub.send(slots={"s": geyser.pb2.SubscribeRequestFilterSlots()})
+                await sub.ping()
+            for channel in (one, two):
+                error = await Subscription(geyser, channel, key).error()
+                assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "(2/2)" in error.details()
+            held[0].call.cancel()
+            await eventually(lambda: not first.server.service.deps.seats.held, "the cancel seen")
+            await Subscription(geyser, two, key).ping()
+
+
 async def test_an_idle_stream_gets_server_pings(
     geyser: GeyserClient, serve_stream: StreamFactory, db: asyncpg.Connection
 ) -> None:
@@ -211,6 +237,7 @@ async def test_open_streams_per_client_address_are_capped_whatever_the_accounts(
             assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
             assert "from this address (2/2)" in (error.details() or "")
             open_[0].call.cancel()
-            await eventually(lambda: stream.server.service.open_by_address == {"127.0.0.1": 1}, "the cancel seen")
+            seats = stream.server.service.deps.seats
+            await eventually(lambda: seats.count("seats:grpc:address:127.0.0.1") == 1, "the cancel seen")
             again = Subscription(geyser, channel, keys[2])
             await again.ping()

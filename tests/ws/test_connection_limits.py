@@ -44,7 +44,7 @@ def settings(tmp_path: Path, database_url: str, redis_url: str, devnode: Devnode
         upstream_ws_url=devnode.ws_url,
         ws_max_connections=6,
         ws_max_connections_per_address=4,
-        ws_max_connections_per_account=2,
+        ws_max_connections_per_account=3,
         max_ongoing_requests=6 + 256,
         request_body_timeout_s=1.0,
     )
@@ -80,12 +80,12 @@ async def test_an_account_past_its_cap_is_closed_4003_and_others_still_connect(
 ) -> None:
     async with aiohttp.ClientSession() as http, AsyncExitStack() as stack:
         greedy, other = await callers(gateway, http, db, 2)
-        for _ in range(2):
+        for _ in range(3):
             await stack.enter_async_context(admitted(gateway, greedy.headers["X-Api-Key"]))
-        async with opened(gateway, greedy.headers["X-Api-Key"]) as third:
-            code, reason = await close_code(third)
+        async with opened(gateway, greedy.headers["X-Api-Key"]) as fourth:
+            code, reason = await close_code(fourth)
         assert code == 4003, (code, reason)
-        assert "2 open WebSockets per account" in (reason or "")
+        assert "3 open WebSockets per account" in (reason or "")
         async with opened(gateway, other.headers["X-Api-Key"]) as ws:
             assert isinstance((await ask(ws, "getSlot"))["result"], int)
 
@@ -167,6 +167,27 @@ async def test_a_backlog_of_calls_past_the_bound_closes_4003(gateway: RunningGat
 async def replica_b(settings: Settings) -> AsyncIterator[RunningGateway]:
     async with serve_gateway(settings) as gw:
         yield gw
+
+
+async def test_the_account_and_address_caps_hold_over_every_replica(
+    gateway: RunningGateway, replica_b: RunningGateway, db: asyncpg.Connection
+) -> None:
+    """The caps are the service's, counted at Redis (gateway.storage.seats), not a share per replica:
+    sockets on either replica count against the same account and the same address."""
+    async with aiohttp.ClientSession() as http, AsyncExitStack() as stack:
+        greedy, other = await callers(gateway, http, db, 2)
+        key = greedy.headers["X-Api-Key"]
+        for replica in (gateway, replica_b, replica_b):
+            await stack.enter_async_context(admitted(replica, key))
+        async with opened(gateway, key) as fourth:
+            code, reason = await close_code(fourth)
+        assert (code, "3 open WebSockets per account" in (reason or "")) == (4003, True), (code, reason)
+        await stack.enter_async_context(admitted(gateway, other.headers["X-Api-Key"]))  # the address's 4th
+        with pytest.raises(InvalidStatus) as refused:
+            await stack.enter_async_context(opened(replica_b, other.headers["X-Api-Key"]))
+        assert refused.value.response.status_code == 429
+    async with opened(replica_b, key) as again:  # closed sockets gave their seats back
+        assert isinstance((await ask(again, "getSlot"))["result"], int)
 
 
 async def test_a_rotated_key_closes_its_open_sockets_on_every_replica_1008(
@@ -282,4 +303,4 @@ async def test_pricing_shows_the_configured_socket_caps(gateway: RunningGateway)
     async with aiohttp.ClientSession() as http:
         pricing = await request(http, "GET", gateway.url + "/pricing")
     websocket = pricing.json["websocket"]
-    assert (websocket["max_connections_per_account"], websocket["max_connections_per_address"]) == (2, 4)
+    assert (websocket["max_connections_per_account"], websocket["max_connections_per_address"]) == (3, 4)

@@ -1,0 +1,71 @@
+"""Open-connection seats on the real Redis: a cap over several processes, lapses, refreshes, fail closed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.storage.errors import StoreUnavailable
+from gateway.storage.seats import Seats
+
+
+def new_key() -> str:
+    return f"seats:test:{os.urandom(6).hex()}"
+
+
+async def started(redis: aioredis.Redis, **options: float) -> Seats:
+    seats = Seats(**options)
+    seats.start(redis)
+    return seats
+
+
+async def test_a_cap_holds_over_processes_and_a_seat_given_back_is_free(redis_client: aioredis.Redis) -> None:
+    key = new_key()
+    one, two = await started(redis_client), await started(redis_client)  # two replicas
+    taken = [await one.take(key, 3), await two.take(key, 3), await two.take(key, 3)]
+    assert all(taken)
+    assert await one.take(key, 3) is None and await two.take(key, 3) is None
+    assert await redis_client.zcard(key) == 3
+    seat = taken[1]
+    assert seat is not None
+    await two.give(seat)
+    assert await one.take(key, 3) is not None
+    await one.stop()  # a clean stop gives back what it held
+    await two.stop()
+    assert await redis_client.zcard(key) == 0
+
+
+async def test_a_dead_holders_seats_lapse_and_a_live_ones_are_refreshed(redis_client: aioredis.Redis) -> None:
+    key = new_key()
+    live = await started(redis_client, ttl_s=0.6, refresh_s=0.2)
+    dead = await started(redis_client, ttl_s=0.6, refresh_s=0.2)
+    assert await live.take(key, 2) is not None and await dead.take(key, 2) is not None
+    assert dead._task is not None
+    dead._task.cancel()  # dies: no refresh, no give-back
+    assert await live.take(key, 2) is None
+    await asyncio.sleep(1.2)  # two lapses: the dead one's seat is gone, the live one's kept by its refreshes
+    assert await live.take(key, 2) is not None
+    assert await live.take(key, 2) is None
+    await live.stop()
+
+
+async def test_redis_down_refuses_the_seat(redis_client: aioredis.Redis) -> None:
+    gone = aioredis.Redis(unix_socket_path="/nonexistent/redis.sock")
+    seats = await started(gone)
+    with pytest.raises(StoreUnavailable):
+        await seats.take(new_key(), 5)
+    assert not seats.held
+    await seats.stop()
+    await gone.aclose()
+
+
+async def test_without_redis_it_counts_this_process_only() -> None:
+    seats = Seats()
+    assert not seats.shared
+    first = await seats.take("k", 1)
+    assert first is not None and await seats.take("k", 1) is None
+    seats.release(first)
+    assert await seats.take("k", 1) is not None
