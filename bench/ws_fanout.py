@@ -124,6 +124,7 @@ class Subscriber(asyncio.Protocol):
         self.subscribed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.close_code: int | None = None
         self.lost = False
+        self.refused = False  # the subscription was answered with an error
         self.deflated = False  # the server accepted permessage-deflate
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -191,7 +192,8 @@ class Subscriber(asyncio.Protocol):
         elif length > _METHOD_AT and data[start + _METHOD_AT] == _ACCOUNT_NOTIFICATION:
             self.count += 1
         elif not self.subscribed.done():
-            self.subscribed.set_result(None)  # the answer (or an error: the count stays at 0)
+            self.refused = b'"error"' in data[start : start + length]  # its count stays at 0
+            self.subscribed.set_result(None)
 
     def _send(self, opcode: int, payload: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -272,6 +274,8 @@ async def clients(args: argparse.Namespace) -> None:
     counts = [sub.count - b for sub, b in zip(subs, before, strict=True)]
     elapsed = time.perf_counter() - started
     closes = Counter(str(sub.close_code) for sub in subs if sub.close_code is not None or sub.lost)
+    if refused := sum(sub.refused for sub in subs):
+        closes["subscription refused"] = refused
     emit({"event": "done", "seconds": elapsed, "counts": counts, "closes": dict(closes)})
     for sub in subs:
         sub.close()
