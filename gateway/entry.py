@@ -120,9 +120,11 @@ class EntrySession:
         notification path this adds no await). Complete it with :meth:`complete`."""
         return self._entry.meter.reserve(self.pubkey, price)
 
-    def complete(self, admission: Admission, method: str, request_id: str, refunded: bool = False) -> None:
-        """Record a reserved unit's outcome: charged, or refunded."""
-        self._entry.meter.complete(admission, method, request_id, refunded)
+    def complete(
+        self, admission: Admission, method: str, request_id: str, refunded: bool = False, *, tallied: bool = False
+    ) -> None:
+        """Record a reserved unit's outcome: charged, or refunded (``tallied``: :meth:`Meter.complete`)."""
+        self._entry.meter.complete(admission, method, request_id, refunded, tallied=tallied)
 
     def prepare(self) -> Awaitable[AccountState]:
         """The account's state at the meter (asking the store only when unknown or stale)."""

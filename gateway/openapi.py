@@ -178,6 +178,9 @@ class HistoryEntry(BaseModel):
     timestamp: str = Field(description="ISO 8601 UTC")
     request_id: str | None = Field(description="the call's X-Request-Id (`<id>:<n>` for item n of a batch)")
     refunded: bool
+    calls: int = Field(
+        description="deliveries this entry stands for: 1 for a call, more for a connection's notifications"
+    )
 
 
 class LedgerPage(BaseModel):

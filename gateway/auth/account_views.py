@@ -134,11 +134,13 @@ def ledger_entry(entry: LedgerRecord) -> dict[str, Any]:
 
 def history_entry(entry: CallRecord) -> dict[str, Any]:
     """docs/api.md's fields, and the call's ``request_id`` (its ``X-Request-Id``; ``<id>:<n>`` for item n
-    of a batch) and whether it was refunded (then ``credits`` is 0)."""
+    of a batch) and whether it was refunded (then ``credits`` is 0), and the deliveries it stands for
+    (``calls``: 1 for a call, more for a connection's notifications in one settlement)."""
     return {
         "method": entry.method,
         "credits": entry.credits,
         "timestamp": iso8601(entry.created_at),
         "request_id": entry.request_id,
         "refunded": entry.refunded,
+        "calls": entry.calls,
     }

@@ -41,13 +41,15 @@ class LedgerEntry(TypedDict):
 
 
 class HistoryEntry(TypedDict):
-    """One call: ``credits`` charged (0 when refunded)."""
+    """One call, or one WebSocket connection's notifications of one method in one settlement (``calls``
+    of them): ``credits`` charged (0 when refunded)."""
 
     method: str
     credits: int
     timestamp: str
     request_id: str | None  # the answer's X-Request-Id; <id>:<n> for item n of a batch
     refunded: bool
+    calls: int  # 1 for a call; a WebSocket connection's notifications in one settlement, counted
 
 
 async def ledger_page(

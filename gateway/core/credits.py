@@ -84,6 +84,7 @@ class UsageRecord(NamedTuple):
     refunded: bool
     request_id: str
     at: datetime
+    calls: int = 1  # deliveries this record stands for (a connection's notifications: Meter.complete)
 
 
 def tally(records: Sequence[UsageRecord]) -> tuple[int, int]:

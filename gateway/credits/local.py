@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from gateway.core.credits import Standing, UsageRecord
 
@@ -31,6 +32,8 @@ class Lease:
     settled: int = 0  # of which the store has charged (gross, refunds included)
     inflight: int = 0
     records: list[UsageRecord] = field(default_factory=list)
+    #: deliveries recorded per connection and method since the last flush: [credits, calls, first at]
+    tallies: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
     seq: int = 0
     sent: list[UsageRecord] | None = None  # a flush not yet confirmed; retried with the same seq
     closing: bool = False  # takes no new calls; released once nothing is in flight
@@ -45,7 +48,8 @@ class Lease:
 class AccountState:
     """What this replica knows of one account. Read-only outside the meter."""
 
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # taking leases (a caller's turn, a prefetch)
+    settling: asyncio.Lock = field(default_factory=asyncio.Lock)  # flushing usage and releasing leases
     leases: list[Lease] = field(default_factory=list)
     exists: bool = True
     checked_at: float = -math.inf  # when the store was last asked

@@ -215,7 +215,7 @@ class Meter:
         acct = self.accounts.get(pubkey)
         if acct is None:
             return 0
-        async with acct.lock:
+        async with acct.lock, acct.settling:
             unspent = sum(lease.granted - lease.spent for lease in acct.leases if not lease.dead)
             if unspent <= 0:
                 return 0
@@ -242,14 +242,29 @@ class Meter:
             self._start_prefetch(acct, pubkey, lease)
         return Admission(Outcome.ADMITTED, price, acct, lease, datetime.now(UTC))
 
-    def complete(self, admission: Admission, method: str, request_id: str, refunded: bool = False) -> None:
-        """Record an admitted call's outcome; a refunded call gives its credits back at the next flush."""
+    def complete(
+        self, admission: Admission, method: str, request_id: str, refunded: bool = False, *, tallied: bool = False
+    ) -> None:
+        """Record an admitted call's outcome; a refunded call gives its credits back at the next flush.
+
+        ``tallied``: a delivery of a connection (``request_id``), one of many a second (a WebSocket's
+        notifications): its usage is one record per connection and method per flush, with the count,
+        instead of a record each (a thousand subscribers' record per notification was most of what a
+        fan-out wrote to PostgreSQL, and its settles held the account row the next lease needed)."""
         lease, acct = admission.lease, admission.account
         if lease is None or acct is None or admission.at is None:
             return
         lease.inflight -= 1
         if lease.dead:
             log.info("lease %s already ended: usage of %s (%d credits) dropped", lease.id, method, admission.price)
+            return
+        if tallied and not refunded:
+            tally = lease.tallies.get((method, request_id))
+            if tally is None:
+                lease.tallies[(method, request_id)] = [admission.price, 1, admission.at]
+            else:
+                tally[0] += admission.price
+                tally[1] += 1
             return
         lease.records.append(UsageRecord(method, admission.price, refunded, request_id, admission.at))
         if refunded:
@@ -268,7 +283,7 @@ class Meter:
         acct = self.accounts.get(pubkey)
         if acct is None:
             return (await take(None))[0]
-        async with acct.lock:  # no flush shrinks or releases the lease meanwhile
+        async with acct.lock, acct.settling:  # no flush shrinks or releases the lease meanwhile
             lease = acct.active
             carved = lease if lease is not None and lease.covers(amount, self.clock()) else None
             if carved is not None:
@@ -341,19 +356,31 @@ class Meter:
     # -- talking to the store -----------------------------------------------------------------
 
     async def _refill(self, acct: AccountState, pubkey: str, price: int) -> None:
-        """Replace the active lease (holding the account lock): flush, then lease anew."""
+        """Replace the active lease (holding the account lock): lease anew, and only when the store has
+        too little outside this replica's leases, flush first (their unspent part then counts) and lease
+        again. Leasing first keeps the flush of a busy second's usage off the call path: the callers
+        waiting for this turn would wait for it too (a fan-out's thousand writers: bench/ws_fanout.py)."""
         active = acct.active
         if active is not None:
             active.closing = True
             self._learn_rate(acct, active)
         with _refilling(acct):
-            await self._flush_account(acct, pubkey)
             want = max(price, 20 * price, math.ceil(2 * acct.rate))  # about 2 s of this account's spending
+            if any(not lease.dead for lease in acct.leases):
+                started = self.clock()
+                grant = await self._lease(pubkey, want, price)
+                if grant is not None and grant.lease_id is not None:
+                    self._adopt(acct, grant, started)
+                    return  # the closing leases settle at the next flush
+            async with acct.settling:
+                await self._flush_account(acct, pubkey)
             started = self.clock()
-            grant = await ledger.lease(
-                self.pool, pubkey, self.replica_id, want, self.lease_ttl_s, at_least=price, replicas=self.replicas
-            )
-            self._adopt(acct, grant, started)
+            self._adopt(acct, await self._lease(pubkey, want, price), started)
+
+    def _lease(self, pubkey: str, want: int, at_least: int) -> Awaitable[LeaseGrant | None]:
+        return ledger.lease(
+            self.pool, pubkey, self.replica_id, want, self.lease_ttl_s, at_least=at_least, replicas=self.replicas
+        )
 
     def _learn_rate(self, acct: AccountState, lease: Lease) -> None:
         """A lease used up quickly says more about the account's rate than the last flush did."""
@@ -404,9 +431,7 @@ class Meter:
                 want = max(lease.granted, math.ceil(2 * acct.rate))
                 started = self.clock()
                 with _refilling(acct):
-                    grant = await ledger.lease(
-                        self.pool, pubkey, self.replica_id, want, self.lease_ttl_s, at_least=1, replicas=self.replicas
-                    )
+                    grant = await self._lease(pubkey, want, 1)
                     if grant is not None and grant.lease_id is not None:
                         lease.closing = True
                     self._adopt(acct, grant, started)
@@ -424,6 +449,12 @@ class Meter:
             return
         if final or (now - acct.last_used > self.idle_release_s and lease.inflight == 0):
             lease.closing = True
+        if lease.tallies:
+            lease.records.extend(
+                UsageRecord(method, credits, False, request_id, at, calls)
+                for (method, request_id), (credits, calls, at) in lease.tallies.items()
+            )
+            lease.tallies = {}
         if lease.sent is None and lease.records:
             lease.seq += 1
             lease.sent, lease.records = lease.records[: self.flush_chunk], lease.records[self.flush_chunk :]
@@ -507,16 +538,22 @@ class Meter:
         acct.rate = 0.5 * acct.rate + 0.5 * acct.window / max(elapsed, 0.001)
         acct.window, acct.sampled_at = 0, now
         if not acct.leases:
-            if now - acct.last_used > 60.0 and now - acct.checked_at > 60.0 and not acct.lock.locked():
+            if (
+                now - acct.last_used > 60.0
+                and now - acct.checked_at > 60.0
+                and not acct.lock.locked()
+                and not acct.settling.locked()
+            ):
                 self.accounts.pop(pubkey, None)  # bound memory to the accounts in use
             return
-        # One chunk per lease at a time, the account lock released in between: a flush of a busy
-        # second (a batch of 100 is 100 records) must not keep a lease refill waiting behind it.
+        # One chunk per lease at a time, under the settling lock, not the account lock: a busy
+        # second's flush (a fan-out's 50,000 notifications) takes as long as the lease it pays for
+        # lasts, and a lease taken behind it came too late for every caller waiting on it.
         chunks = math.ceil(sum(len(lease.records) for lease in acct.leases) / self.flush_chunk) + 1
         try:
             async with self._flush_gate:
                 for _ in range(chunks):
-                    async with acct.lock:
+                    async with acct.settling:  # not the account lock: a lease is taken meanwhile
                         await self._flush_account(acct, pubkey, final)
                     if not any(lease.records for lease in acct.leases):
                         break

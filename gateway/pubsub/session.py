@@ -362,7 +362,7 @@ class WsSession:
             if not admission.ok:
                 self._run_dry()
                 continue  # the notices are queued; the sentinel after them ends the loop
-            entered.complete(admission, message.method, self.connection_id)
+            entered.complete(admission, message.method, self.connection_id, tallied=True)
             self._check_balance()
             return message.body
 

@@ -72,6 +72,7 @@ class CallRecord:
     created_at: datetime
     request_id: str | None
     refunded: bool
+    calls: int = 1
 
 
 class AccountStore:
@@ -146,14 +147,14 @@ class AccountStore:
     async def history(self, pubkey: str, page: Page) -> list[CallRecord]:
         """Newest first, on the ``(pubkey, id DESC)`` index like :meth:`ledger`."""
         rows = await self._db.fetch(
-            f"SELECT id, method, credits, created_at, request_id, refunded FROM usage_history {_PAGE_SQL}",
+            f"SELECT id, method, credits, created_at, request_id, refunded, calls FROM usage_history {_PAGE_SQL}",
             pubkey,
             page.before_id,
             page.offset,
             page.limit,
         )
         return [
-            CallRecord(r["id"], r["method"], r["credits"], r["created_at"], r["request_id"], r["refunded"])
+            CallRecord(r["id"], r["method"], r["credits"], r["created_at"], r["request_id"], r["refunded"], r["calls"])
             for r in rows
         ]
 

@@ -168,7 +168,7 @@ async def test_ledger_and_history_pages_newest_first(
     history = await request(http, "GET", gateway.url + "/account/history", headers=bearer, params={"limit": "3"})
     assert history.status == 200
     assert [(e["method"], e["credits"]) for e in history.json["entries"]] == [("m4", 4), ("m3", 3), ("m2", 2)]
-    assert set(history.json["entries"][0]) == {"method", "credits", "timestamp", "request_id", "refunded"}
+    assert set(history.json["entries"][0]) == {"method", "credits", "timestamp", "request_id", "refunded", "calls"}
 
 
 @pytest.mark.parametrize("path", ["/account/ledger", "/account/history"])

@@ -578,3 +578,33 @@ async def test_a_stopping_meter_settles_and_releases_through_a_store_outage(
         assert report.ok and report.consumed == 10, report
     finally:
         await pool.close()
+
+
+async def test_a_connections_deliveries_are_one_usage_row_per_flush(
+    make_meter: MeterFactory, pool: asyncpg.Pool, db: asyncpg.Connection, pubkey: str
+) -> None:
+    """Notifications completed ``tallied``: one row per connection and method per flush, with the count;
+    the ledger's debit and the balance are the same as a row each would give."""
+    await fund(pool, pubkey, 10_000)
+    meter = make_meter()
+    for n in range(300):
+        admission = await meter.admit(pubkey, 1)
+        meter.complete(admission, "accountNotification", f"ws-{n % 2}", tallied=True)
+    refunded = await meter.admit(pubkey, 1)  # a refunded one stays a row of its own
+    meter.complete(refunded, "accountNotification", "ws-0", refunded=True, tallied=True)
+    await meter.flush()
+    rows = await db.fetch(
+        """SELECT request_id, refunded, sum(credits) AS credits, sum(calls) AS calls, count(*) AS n
+           FROM usage_history WHERE pubkey = $1 GROUP BY request_id, refunded ORDER BY request_id, refunded""",
+        pubkey,
+    )
+    assert [(r["request_id"], r["refunded"], r["credits"], r["calls"]) for r in rows] == [
+        ("ws-0", False, 150, 150),
+        ("ws-0", True, 0, 1),
+        ("ws-1", False, 150, 150),
+    ]
+    assert rows[0]["n"] <= 4  # one per lease the 300 were spent from (20 credits, then prefetched ones)
+    assert await balance(pool, pubkey) == 10_000 - 300
+    debits = await db.fetch("SELECT description FROM ledger_entries WHERE pubkey = $1 AND type = 'debit'", pubkey)
+    assert sum(int(r["description"].split(" × ")[0]) for r in debits) == 301  # every delivery counted
+    assert (await check_conservation(db, pubkey)).ok

@@ -166,6 +166,31 @@ async def test_slot_notifications_arrive_and_unsubscribe_stops_them(gateway: Run
         assert again["error"]["code"] == -32602
 
 
+async def test_a_connections_notifications_are_history_entries_with_their_count(
+    gateway: RunningGateway, caller: Caller
+) -> None:
+    """Each delivered notification is charged 1 credit; the history holds them per connection and
+    settlement, ``calls`` adding up to what the client received (docs/api.md, History entries)."""
+    received = 0
+    async with socket(gateway, caller.headers["X-Api-Key"]) as ws:
+        sub = (await ask(ws, "slotSubscribe"))["result"]
+        deadline = asyncio.get_running_loop().time() + 2.5  # a few settlements' worth
+        while asyncio.get_running_loop().time() < deadline:
+            received += orjson.loads(await asyncio.wait_for(ws.recv(), 5)).get("method") == "slotNotification"
+        await ws.send(orjson.dumps({"jsonrpc": "2.0", "id": 9, "method": "slotUnsubscribe", "params": [sub]}))
+        while "id" not in (message := orjson.loads(await asyncio.wait_for(ws.recv(), 5))):
+            received += message.get("method") == "slotNotification"
+    assert received >= 10
+    for _ in range(50):  # the meter settles once a second
+        async with caller.http.get(caller.url + "/account/history", headers=caller.headers) as resp:
+            entries = [e for e in (await resp.json())["entries"] if e["method"] == "slotNotification"]
+        if sum(e["calls"] for e in entries) == received:
+            break
+        await asyncio.sleep(0.1)
+    assert sum(e["calls"] for e in entries) == sum(e["credits"] for e in entries) == received
+    assert 1 <= len(entries) < received and len({e["request_id"] for e in entries}) == 1
+
+
 async def test_clients_watching_the_same_account_share_one_upstream_subscription(
     gateway: RunningGateway, caller: Caller, payer: Keypair, devnode: Devnode
 ) -> None:

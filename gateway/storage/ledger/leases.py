@@ -33,7 +33,7 @@ WHAT = "the credit ledger"
 
 #: COPY, not INSERT ... unnest(arrays): asyncpg checks each array element for nesting, which made
 #: the arrays cost more than the rest of a flush.
-USAGE_COLUMNS = ("pubkey", "method", "credits", "request_id", "refunded", "created_at")
+USAGE_COLUMNS = ("pubkey", "method", "credits", "request_id", "refunded", "created_at", "calls")
 
 
 class OverspendError(Exception):
@@ -196,11 +196,13 @@ async def _update_lease(
 
 
 async def _record_usage(conn: asyncpg.Connection, pubkey: str, records: Sequence[UsageRecord]) -> None:
-    """One usage row per call, a refunded one at 0 credits."""
+    """One usage row per record (a call, or a connection's deliveries), a refunded one at 0 credits."""
     await conn.copy_records_to_table(
         "usage_history",
         columns=USAGE_COLUMNS,
-        records=[(pubkey, r.method, 0 if r.refunded else r.credits, r.request_id, r.refunded, r.at) for r in records],
+        records=[
+            (pubkey, r.method, 0 if r.refunded else r.credits, r.request_id, r.refunded, r.at, r.calls) for r in records
+        ],
     )
 
 
@@ -212,7 +214,7 @@ def _moves(lease_id: int, records: Sequence[UsageRecord]) -> list[Move]:
     refunds: dict[str, int] = {}
     for r in records:
         calls = per_method.setdefault(r.method, [0, 0])
-        calls[0] += 1
+        calls[0] += r.calls
         calls[1] += r.credits
         if r.refunded:
             refunds[r.method] = refunds.get(r.method, 0) + r.credits
