@@ -33,6 +33,8 @@ from gateway.storage.errors import redis_errors
 log = logging.getLogger(__name__)
 
 WHAT = "the open-connection seats"
+#: Seats taken at Redis at once by one process (the rest wait their turn).
+TAKES_AT_ONCE = 16
 #: A dead process's connections stop counting this long after its last refresh.
 SEAT_TTL_S = 30.0
 REFRESH_S = 10.0
@@ -83,7 +85,9 @@ class Seats:
         self.held: set[Seat] = set()
         self._local: Counter[str] = Counter()
         self._task: asyncio.Task[None] | None = None
-        self._giving: set[asyncio.Task[None]] = set()
+        self._gate = asyncio.Semaphore(TAKES_AT_ONCE)
+        self._removals: list[tuple[Seat, asyncio.Future[None]]] = []  # given back, not yet removed at Redis
+        self._remover: asyncio.Task[None] | None = None
 
     @property
     def shared(self) -> bool:
@@ -99,7 +103,7 @@ class Seats:
                 return None
             self._local[key] += 1
         else:
-            async with redis_errors(WHAT):
+            async with self._gate, redis_errors(WHAT):  # a reconnecting crowd: a few commands at a time
                 if not await self._take(keys=[key], args=[cap, seat.member, self.ttl_s]):
                     return None
         self.held.add(seat)
@@ -107,36 +111,50 @@ class Seats:
 
     async def give(self, seat: Seat) -> None:
         """Give a seat back; if Redis cannot take it now, it lapses by itself after ``ttl_s``."""
-        if self._forget(seat):
-            await self._remove(seat)
+        removed = self._queue(seat)
+        if removed is not None:
+            await asyncio.shield(removed)
 
     def release(self, seat: Seat) -> None:
         """:meth:`give` from code that cannot await (a stream's end callback): it stops counting here at
         once, and at Redis a moment later."""
-        if self._forget(seat):
-            task = asyncio.get_running_loop().create_task(self._remove(seat))
-            self._giving.add(task)
-            task.add_done_callback(self._giving.discard)
+        self._queue(seat)
 
-    def _forget(self, seat: Seat) -> bool:
-        """Stop holding ``seat`` here; whether Redis still counts it (a local seat is gone at once)."""
+    def _queue(self, seat: Seat) -> asyncio.Future[None] | None:
+        """Stop holding ``seat`` here and queue its removal at Redis: the seats given back while one
+        removal is in flight go in the next, one pipelined round trip (a thousand sockets closing at
+        once would otherwise open a thousand Redis connections). None for a local seat: gone at once."""
         if seat not in self.held:
-            return False
+            return None
         self.held.discard(seat)
-        if not seat.local:
-            return True
-        self._local[seat.key] -= 1
-        if self._local[seat.key] <= 0:
-            del self._local[seat.key]
-        return False
+        if seat.local:
+            self._local[seat.key] -= 1
+            if self._local[seat.key] <= 0:
+                del self._local[seat.key]
+            return None
+        removed = asyncio.get_running_loop().create_future()
+        self._removals.append((seat, removed))
+        if self._remover is None:
+            self._remover = asyncio.get_running_loop().create_task(self._remove_queued())
+        return removed
 
-    async def _remove(self, seat: Seat) -> None:
+    async def _remove_queued(self) -> None:
         assert self._redis is not None
         try:
-            async with redis_errors(WHAT):
-                await self._redis.zrem(seat.key, seat.member)
-        except Exception:
-            log.warning("could not give back seat %s of %s; it lapses in %.0f s", seat.member, seat.key, self.ttl_s)
+            while self._removals:
+                batch, self._removals = self._removals, []
+                try:
+                    async with redis_errors(WHAT), self._redis.pipeline(transaction=False) as pipe:
+                        for seat, _ in batch:
+                            pipe.zrem(seat.key, seat.member)
+                        await pipe.execute()
+                except Exception:
+                    log.warning("could not give back %d seat(s) at Redis; they lapse in %.0f s", len(batch), self.ttl_s)
+                for _, removed in batch:
+                    if not removed.done():
+                        removed.set_result(None)
+        finally:
+            self._remover = None
 
     def count(self, prefix: str) -> int:
         """Seats this process holds whose key starts with ``prefix`` (for the gauges)."""
@@ -146,7 +164,7 @@ class Seats:
         """Push the lapse of every seat held here forward by ``ttl_s``."""
         seats = [seat for seat in self.held if not seat.local]
         if seats and self._refresh is not None:
-            async with redis_errors(WHAT):
+            async with self._gate, redis_errors(WHAT):
                 await self._refresh(keys=[s.key for s in seats], args=[self.ttl_s, *(s.member for s in seats)])
 
     def start(self, redis: aioredis.Redis) -> None:
@@ -163,8 +181,9 @@ class Seats:
                 await self._task
             self._task = None
         for seat in list(self.held):  # connections still open as the process stops: they end with it
-            await self.give(seat)
-        await asyncio.gather(*self._giving)
+            self._queue(seat)
+        if self._remover is not None:
+            await self._remover
 
     async def _refresh_forever(self) -> None:
         while True:

@@ -69,3 +69,16 @@ async def test_without_redis_it_counts_this_process_only() -> None:
     assert first is not None and await seats.take("k", 1) is None
     seats.release(first)
     assert await seats.take("k", 1) is not None
+
+
+async def test_a_crowd_opening_and_closing_at_once_is_counted_exactly(redis_client: aioredis.Redis) -> None:
+    """A thousand sockets closing together (a client process gone): every seat removed, a few Redis
+    commands at a time, and a cap holds while a crowd takes seats at once."""
+    key = new_key()
+    seats = await started(redis_client)
+    taken = await asyncio.gather(*(seats.take(key, 800) for _ in range(1_000)))
+    assert sum(seat is not None for seat in taken) == 800
+    assert await redis_client.zcard(key) == 800
+    await asyncio.gather(*(seats.give(seat) for seat in taken if seat is not None))
+    assert await redis_client.zcard(key) == 0 and not seats.held
+    await seats.stop()
