@@ -9,7 +9,9 @@ and its oldest waiting job, the send holds not settled.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any
 
@@ -50,7 +52,11 @@ def status(
     settings = load(config)
     with err.status("PostgreSQL, Redis, the node…", spinner="dots") if not json_out else _nothing():
         parts = asyncio.run(_stores(settings))
-    with err.status("joining the Ray cluster (a few seconds)…") if not json_out else _nothing():
+    # Ray's driver prints the cluster's events (a node marked dead) on stdout: --json's stdout is the document.
+    with (
+        err.status("joining the Ray cluster (a few seconds)…") if not json_out else _nothing(),
+        contextlib.redirect_stdout(sys.stderr) if json_out else _nothing(),
+    ):
         parts += _ray_parts(settings, ray_timeout)
     parts += _lags(settings, parts)
     down = [p.name for p in parts if p.state == DOWN]
@@ -158,7 +164,9 @@ def _ray_parts(settings: Settings, timeout_s: float) -> list[Part]:
     else:
         running = sum(d["replicas"].get("RUNNING", 0) for d in serve["deployments"].values())
         replicas = "; ".join(
-            f"{name} {d['status']} " + ", ".join(f"{k} {v}" for k, v in d["replicas"].items())
+            f"{name} {d['status']} "
+            + ", ".join(f"{k} {v}" for k, v in d["replicas"].items())
+            + (" (" + ", ".join(f"{n} on {node}" for node, n in d["nodes"].items()) + ")" if len(nodes) > 1 else "")
             for name, d in serve["deployments"].items()
         )
         ok = serve["status"] == "RUNNING" and running > 0
@@ -166,6 +174,8 @@ def _ray_parts(settings: Settings, timeout_s: float) -> list[Part]:
     for name, actor in report["actors"].items():
         state = {"ALIVE": UP, "RESTARTING": WARN}.get(actor["state"], DOWN)
         detail = actor["state"].lower() + (f", {actor['restarts']} restarts" if actor["restarts"] else "")
+        if len(nodes) > 1 and actor.get("node"):
+            detail += f", on {actor['node']}"
         if "status_error" in actor:
             state, detail = WARN, f"{detail}; status() failed: {actor['status_error']}"
         elif actor.get("status", {}).get("running") is False:

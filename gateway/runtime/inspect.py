@@ -66,9 +66,9 @@ def recorded_ray_address(home: Path) -> str | None:
 
 
 def ray_report(address: str, actor_names: list[str], timeout_s: float = 30.0) -> dict[str, Any]:
-    """Join the cluster at ``address`` as a driver and read its nodes, the Serve app's replicas and the
-    named actors' states (``ALIVE``, ``RESTARTING``, ``DEAD`` or ``MISSING``) with each live one's own
-    ``status()``. Raises what Ray raised when the cluster cannot be joined."""
+    """Join the cluster at ``address`` as a driver and read its nodes, the Serve app's replicas (and the
+    nodes they run on) and the named actors' states (``ALIVE``, ``RESTARTING``, ``DEAD`` or ``MISSING``),
+    nodes, and each live one's own ``status()``. Raises what Ray raised when the cluster cannot be joined."""
     from gateway.runtime.serve_runtime import bounded
 
     report: dict[str, Any] = {}
@@ -84,17 +84,15 @@ def ray_report(address: str, actor_names: list[str], timeout_s: float = 30.0) ->
                 {"id": n["NodeID"], "address": n["NodeManagerAddress"], "alive": bool(n["Alive"])} for n in nodes
             ]
             ours = {a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == NAMESPACE}
-            by_name = {
-                info.get("Name"): info
-                for info in ray_state.actors().values()
-                if info.get("Name") in ours and info.get("State") != "DEAD"
-            }
+            live = [info for info in ray_state.actors().values() if info.get("State") != "DEAD"]
+            by_name = {info.get("Name"): info for info in live if info.get("Name") in ours}
             actors: dict[str, Any] = {}
             for name in actor_names:
                 info = by_name.get(name)
                 entry: dict[str, Any] = {
                     "state": "MISSING" if info is None else str(info.get("State")),
                     "restarts": 0 if info is None else int(info.get("NumRestarts", 0) or 0),
+                    "node": None if info is None else _node_address(info),
                 }
                 if entry["state"] == "ALIVE":
                     try:
@@ -104,7 +102,7 @@ def ray_report(address: str, actor_names: list[str], timeout_s: float = 30.0) ->
                         entry["status_error"] = f"{type(exc).__name__}: {exc}"
                 actors[name] = entry
             report["actors"] = actors
-            report["serve"] = _serve_status()
+            report["serve"] = _serve_status(live)
         finally:
             ray.shutdown()
 
@@ -114,7 +112,12 @@ def ray_report(address: str, actor_names: list[str], timeout_s: float = 30.0) ->
     return report
 
 
-def _serve_status() -> dict[str, Any]:
+def _node_address(actor: dict[str, Any]) -> str | None:
+    """The address of the node an actor runs on (none while it waits for one)."""
+    return (actor.get("Address") or {}).get("IPAddress") or None
+
+
+def _serve_status(live_actors: list[dict[str, Any]]) -> dict[str, Any]:
     from ray import serve
 
     from gateway.runtime.serve_runtime import SERVE_APP_NAME
@@ -129,10 +132,26 @@ def _serve_status() -> dict[str, Any]:
     return {
         "status": _name(app.status),
         "deployments": {
-            name: {"status": _name(d.status), "replicas": {_name(k): int(v) for k, v in d.replica_states.items()}}
+            name: {
+                "status": _name(d.status),
+                "replicas": {_name(k): int(v) for k, v in d.replica_states.items()},
+                "nodes": _replica_nodes(live_actors, SERVE_APP_NAME, name),
+            }
             for name, d in app.deployments.items()
         },
     }
+
+
+def _replica_nodes(live_actors: list[dict[str, Any]], app: str, deployment: str) -> dict[str, int]:
+    """How many of the deployment's live replicas run on each node (Serve names them
+    ``SERVE_REPLICA::<app>#<deployment>#<id>``)."""
+    prefix = f"SERVE_REPLICA::{app}#{deployment}#"
+    nodes: dict[str, int] = {}
+    for info in live_actors:
+        if str(info.get("Name") or "").startswith(prefix) and info.get("State") == "ALIVE":
+            node = _node_address(info) or "?"
+            nodes[node] = nodes.get(node, 0) + 1
+    return nodes
 
 
 def _name(value: Any) -> str:
