@@ -222,6 +222,14 @@ class Settings(BaseSettings):
     ingress_replicas: int = Field(
         1, ge=1, le=64, description="HTTP ingress replicas (a fixed count; leave it at 1 with ingress_autoscaling)."
     )
+    ingress_replicas_per_node: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="At most this many ingress replicas on one Ray node (Serve's max_replicas_per_node); empty: "
+        "no bound. With 1 on a cluster, each node runs at most one, so a lost node takes one replica; replicas "
+        "past the nodes' room wait for a node.",
+    )
     max_ongoing_requests: int = Field(
         1_280,
         ge=8,

@@ -94,6 +94,7 @@ def build_app(settings: Settings) -> Application:
     credit leases and rate and concurrency slices (:meth:`gateway.app.GatewayApp.shutdown`)."""
     deployment = Ingress.options(  # type: ignore[attr-defined]
         **scaling_options(settings),
+        max_replicas_per_node=settings.ingress_replicas_per_node,
         max_ongoing_requests=settings.max_ongoing_requests,
         graceful_shutdown_timeout_s=settings.drain_s + STOP_GRACE_S,
         graceful_shutdown_wait_loop_s=DRAIN_POLL_S,
