@@ -9,6 +9,7 @@ read by Ray's processes at start, so they go into the environment before ``ray.i
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import os
 import secrets
@@ -19,6 +20,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -55,6 +57,25 @@ def ray_address_unreachable(address: str, timeout_s: float = RAY_PROBE_TIMEOUT_S
             return None
     except OSError as exc:
         return f"nothing answers at {address} ({exc.strerror or exc})"
+
+
+def cluster_host_warning(settings: Settings, nodes: int) -> str | None:
+    """Why ``host`` will not serve a cluster of ``nodes`` behind HAProxy, or None. Each node runs its own
+    HAProxy on ``host:port``, and every replica listens on ``host`` too (Serve's HTTP options): on a
+    loopback address a node's HAProxy reaches only the replicas of its own node (Serve warns "won't accept
+    connections from HAProxy on other nodes"), and clients on other machines reach no HAProxy at all."""
+    if nodes < 2 or settings.ingress_mode != "haproxy":
+        return None
+    try:
+        loopback = ipaddress.ip_address(settings.host).is_loopback
+    except ValueError:
+        loopback = settings.host == "localhost"
+    if not loopback:
+        return None
+    return (
+        f"host {settings.host} (GATEWAY_HOST) on a cluster of {nodes} nodes: each node's HAProxy reaches only "
+        "its own node's replicas, and no other machine reaches it; set GATEWAY_HOST=0.0.0.0 (README, Ray cluster)"
+    )
 
 
 def cluster_reachable(timeout_s: float = 1.0) -> bool:
@@ -200,7 +221,12 @@ class ServeRuntime:
         os.environ.update(ingress_env(self.settings, self._haproxy_files))
         if join:
             ray.init(address=address, namespace="gateway", logging_level=logging.WARNING)
-            self.ray_description = f"joined cluster {address}"
+            listed: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+            nodes = len([node for node in listed if node["Alive"]])
+            self.ray_description = f"joined cluster {address} ({nodes} node{'s' if nodes > 1 else ''})"
+            warning = cluster_host_warning(self.settings, nodes)
+            if warning is not None:
+                log.warning("%s", warning)
         else:
             os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
             ray.init(

@@ -16,6 +16,7 @@ from gateway.config import Settings
 from gateway.runtime.ports import free_port
 from gateway.runtime.serve_runtime import (
     ServeRuntime,
+    cluster_host_warning,
     ingress_env,
     processes_naming,
     ray_address_unreachable,
@@ -100,3 +101,15 @@ def test_the_ingress_is_deployed_fixed_or_autoscaled() -> None:
     from ray.serve.config import AutoscalingConfig
 
     AutoscalingConfig(**config)  # Serve takes every field as given
+
+
+def test_a_loopback_host_is_named_on_a_cluster_behind_haproxy_only() -> None:
+    """Each node's HAProxy and replicas listen on ``host``: on loopback no node reaches another's replicas
+    (tests/cluster/test_two_nodes.py serves two nodes with 0.0.0.0)."""
+    for host in ("127.0.0.1", "::1", "localhost"):
+        warning = cluster_host_warning(Settings(host=host), 2)
+        assert warning is not None and "GATEWAY_HOST=0.0.0.0" in warning, host
+    assert cluster_host_warning(Settings(host="127.0.0.1"), 1) is None  # one node: its HAProxy has every replica
+    assert cluster_host_warning(Settings(host="0.0.0.0"), 3) is None
+    assert cluster_host_warning(Settings(host="10.0.0.10"), 3) is None  # the operator's choice
+    assert cluster_host_warning(Settings(host="127.0.0.1", ingress_mode="proxy"), 2) is None  # Serve's proxy
