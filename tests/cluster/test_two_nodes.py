@@ -198,8 +198,10 @@ async def test_the_worker_node_lost_under_paid_load_loses_nothing(cluster: Clust
     kinds = ("account-shard-", "send-racer-", "webhook-dispatcher-")
     assert all(any(name.startswith(kind) for name in on_worker) for kind in kinds), sorted(where.items())
     for node in cluster.nodes:  # each node's HAProxy reaches both replicas, its own and the other's
-        servers = await asyncio.to_thread(node.haproxy_servers)
-        assert list(servers.values()) == ["UP", "UP"], (node.role, servers)
+        deadline = time.monotonic() + 15  # HAProxy marks a new server up after its health checks
+        while list((servers := await asyncio.to_thread(node.haproxy_servers)).values()) != ["UP", "UP"]:
+            assert time.monotonic() < deadline, (node.role, servers)
+            await asyncio.sleep(0.5)
     for _ in range(6):  # Ray's X-Request-ID is taken off: the gateway's edge runs on both nodes
         status, _, headers = await asyncio.to_thread(fetch, f"{service.url}/health", None, {})
         assert status == 200 and "x-request-id" not in headers, headers
