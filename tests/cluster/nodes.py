@@ -40,6 +40,7 @@ from pathlib import Path
 import psutil
 import yaml
 
+from gateway.runtime import serve_runtime
 from gateway.runtime.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,16 +90,14 @@ class Node:
         return kill(self.processes())
 
 
-def processes_naming(path: Path) -> list[psutil.Process]:
-    """The processes whose command line names ``path``, and all their descendants."""
-    marker = str(path)
+def processes_naming(marker: Path | str) -> list[psutil.Process]:
+    """The processes whose command line names ``marker`` (a path, an address), and all their descendants."""
     found: dict[int, psutil.Process] = {}
-    for proc in psutil.process_iter():
+    for proc in serve_runtime.processes_naming(str(marker)):
+        found[proc.pid] = proc
         with contextlib.suppress(psutil.Error):
-            if any(marker in part for part in proc.cmdline()):
-                found[proc.pid] = proc
-                for child in proc.children(recursive=True):
-                    found[child.pid] = child
+            for child in proc.children(recursive=True):
+                found[child.pid] = child
     return list(found.values())
 
 
@@ -200,6 +199,7 @@ class Cluster:
         for node in reversed(self.nodes):
             node.kill()
         kill(processes_naming(self.head.root.parent))
+        kill(processes_naming(f"--address={self.address}"))  # the Ray client server names only the GCS
         shutil.rmtree(self.head.root.parent, ignore_errors=True)
 
 
