@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -65,4 +66,17 @@ async def serve_gateway(
         yield RunningGateway(gw, f"http://127.0.0.1:{port}")
     finally:
         server.should_exit = True
-        await task
+        await stopped(task)
+
+
+async def stopped(server: asyncio.Task[None], within_s: float = 60.0) -> None:
+    """Wait for a gateway's server task to end; one that does not within ``within_s`` fails the test
+    with every task's stack (which await never ended), instead of hanging the run."""
+    done, _ = await asyncio.wait({server}, timeout=within_s)
+    if not done:
+        stacks = io.StringIO()
+        for task in asyncio.all_tasks():
+            print(task, file=stacks)
+            task.print_stack(file=stacks)
+        raise AssertionError(f"the gateway did not stop within {within_s:g} s; its tasks:\n{stacks.getvalue()}")
+    server.result()

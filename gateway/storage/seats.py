@@ -150,9 +150,10 @@ class Seats:
                         await pipe.execute()
                 except Exception:
                     log.warning("could not give back %d seat(s) at Redis; they lapse in %.0f s", len(batch), self.ttl_s)
-                for _, removed in batch:
-                    if not removed.done():
-                        removed.set_result(None)
+                finally:  # whatever happened, no giver waits for it any longer
+                    for _, removed in batch:
+                        if not removed.done():
+                            removed.set_result(None)
         finally:
             self._remover = None
 
