@@ -157,10 +157,6 @@ class Seats:
         finally:
             self._remover = None
 
-    def count(self, prefix: str) -> int:
-        """Seats this process holds whose key starts with ``prefix`` (for the gauges)."""
-        return sum(1 for seat in self.held if seat.key.startswith(prefix))
-
     async def refresh(self) -> None:
         """Push the lapse of every seat held here forward by ``ttl_s``."""
         seats = [seat for seat in self.held if not seat.local]
