@@ -276,6 +276,7 @@ RATIOS = [
     ("metered-apikey", "serve-unmetered"),
     ("metered-apikey", "forwarder"),
     ("metered-signed", "serve-unmetered"),
+    ("metered-signed", "metered-apikey"),
     ("serve-unmetered", "forwarder"),
 ]
 

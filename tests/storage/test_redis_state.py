@@ -1,5 +1,6 @@
 """The Redis side of replay protection on a private redis-server: a memory bound that fails closed
-instead of evicting nonces, and no replay window after a restart that lost writes."""
+instead of evicting nonces, no replay window after a restart that lost writes, and concurrent claims
+sent together yet decided one by one."""
 
 from __future__ import annotations
 
@@ -53,6 +54,27 @@ async def test_a_restart_that_lost_a_nonce_does_not_reopen_its_replay(tmp_path: 
         assert await nonces.claim("pk", "n1", signed_at) is Claim.BEFORE_RESTART  # the replay is refused
         assert nonces.started_at >= time.time() - 5
         assert await nonces.claim("pk", "n2", int(time.time()) + 2) is Claim.ACCEPTED  # signed afterwards: fine
+    finally:
+        await conn.close()
+        server.stop()
+
+
+async def test_claims_of_one_loop_pass_share_a_round_trip_and_are_decided_one_by_one(tmp_path: Path) -> None:
+    server = EmbeddedRedis(tmp_path)
+    conn = await Connections.open(None, server.start())
+    assert conn.redis is not None
+    try:
+        nonces = NonceStore(conn.redis, conn.redis_connects)
+        signed_at = int(time.time())
+        for warm in ("w1", "w2"):  # the store looks at the instance until no new connection opened since
+            await nonces.claim("pk", warm, signed_at)
+        opened = conn.redis_connects()
+        pairs = [("pk", f"n{i}") for i in range(56)] + [("pk", "twice")] * 8 + [("other", "n0")]
+        claims = await asyncio.gather(*(nonces.claim(pk, nonce, signed_at) for pk, nonce in pairs))
+        assert claims.count(Claim.REPLAYED) == 7  # the same pair 8 times in one pipeline: accepted once
+        assert claims.count(Claim.ACCEPTED) == len(pairs) - 7
+        assert conn.redis_connects() - opened <= 1  # one pipeline, not a connection per claim
+        assert await nonces.claim("pk", "n3", signed_at) is Claim.REPLAYED  # recorded, in the next pass too
     finally:
         await conn.close()
         server.stop()
