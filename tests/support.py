@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import io
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -74,9 +73,22 @@ async def stopped(server: asyncio.Task[None], within_s: float = 60.0) -> None:
     with every task's stack (which await never ended), instead of hanging the run."""
     done, _ = await asyncio.wait({server}, timeout=within_s)
     if not done:
-        stacks = io.StringIO()
-        for task in asyncio.all_tasks():
-            print(task, file=stacks)
-            task.print_stack(file=stacks)
-        raise AssertionError(f"the gateway did not stop within {within_s:g} s; its tasks:\n{stacks.getvalue()}")
+        stacks = "\n".join(task_stack(task) for task in asyncio.all_tasks())
+        raise AssertionError(f"the gateway did not stop within {within_s:g} s; its tasks:\n{stacks}")
     server.result()
+
+
+def task_stack(task: asyncio.Task[Any]) -> str:
+    """A task and the chain of awaits it is suspended in, outermost first, down to what it waits on.
+    Hand-written: ``Task.print_stack`` shows one frame of a suspended coroutine, and raises on a
+    compiled frame without a line number (grpc's Cython server)."""
+    lines = [repr(task)]
+    awaited: Any = task.get_coro()
+    while awaited is not None:
+        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+        if frame is None:
+            lines.append(f"  waiting on {awaited!r}"[:300])
+            break
+        lines.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+    return "\n".join(lines)
