@@ -116,7 +116,7 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/docs", docs, methods=["GET"]),
         Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]),
-        WebSocketRoute(WS_PATH, WsTransport(gw).serve),
+        WebSocketRoute(WS_PATH, WsTransport(gw)),
         Mount("/docs/static", StaticFiles(directory=swagger_ui_path), name="docs-static"),
         *account_routes(gw, gw.accounts, gw.confirm_deposit),
         *bulk_routes(gw.bulk, gw.bulk_stages()),
