@@ -55,6 +55,7 @@ from gateway.sending.send_status import SendStatusMethod
 from gateway.sending.smart_send import SmartSend
 from gateway.signals.feed import SignalFeed
 from gateway.signals.store import SignalLog
+from gateway.stopping import Step, stop_in_steps
 from gateway.storage.channels import CREDITED, RECALL, Channel
 from gateway.storage.connections import Connections, warn_unless_noeviction
 from gateway.storage.seats import Seats
@@ -120,6 +121,7 @@ class GatewayApp:
         self.notices = CreditNotices(None, self.meter)  # its channel opens with Redis, at start-up
         self.recall = CreditRecall(self.meter, settings.credit_recall_wait_s)
         self.seats = Seats()  # open WebSockets per account and address, over the service once Redis is up
+        self.stop_troubles: list[str] = []  # the steps of the last stop that failed or hung
         self.deposits = DepositServices.from_settings(
             settings, self.upstream, lambda: self.conn.db, after_credit=self.notices.credited
         )
@@ -239,24 +241,26 @@ class GatewayApp:
         self.monitor.start()
 
     async def shutdown(self) -> None:
-        await self.pubsub.close()
-        await self.racers.close()
-        if self.engine is not None:
-            await self.engine.close()
-        await self.notices.stop()
-        await self.recall.stop()
-        await self.seats.stop()
-        if self.signal_feed is not None:
-            await self.signal_feed.stop()
-        if self.cache is not None:
-            await self.cache.close()
-        await self.meter.stop()
-        if isinstance(self.limiter, SlicedLimiter):
-            await self.limiter.close()
-        await self.monitor.stop()
-        await self.upstream.close()
-        await self.auth.stop()
-        await self.conn.close()
+        """Stop in steps (:mod:`gateway.stopping`): one that fails or hangs does not keep the meter from
+        settling; the names of those that went wrong are kept in ``stop_troubles``."""
+        engine, feed, cache, limiter = self.engine, self.signal_feed, self.cache, self.limiter
+        steps: list[Step] = [
+            ("node pubsub", self.pubsub.close),
+            ("send racers", self.racers.close),
+            *([("block engine", engine.close)] if engine is not None else []),
+            ("credit notices", self.notices.stop),
+            ("credit recall", self.recall.stop),
+            ("connection seats", self.seats.stop),
+            *([("signal feed", feed.stop)] if feed is not None else []),
+            *([("response cache", cache.close)] if cache is not None else []),
+            ("meter", self.meter.stop),
+            *([("account slices", limiter.close)] if isinstance(limiter, SlicedLimiter) else []),
+            ("node health", self.monitor.stop),
+            ("node client", self.upstream.close),
+            ("auth", self.auth.stop),
+            ("stores", self.conn.close),
+        ]
+        self.stop_troubles = await stop_in_steps(steps)
 
     def _top_up(self, pubkey: str | None) -> dict[str, Any]:
         """How to pay, for the metering stage's 402s (the terms are known once auth has started)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from gateway.config import DEFAULT_IP_LIMITS, Settings
 from gateway.keys import ServiceKeyAddresses, service_key_addresses
 from gateway.pubsub.ws import UVICORN_WS_OPTIONS
 from gateway.runtime.ports import free_port
+from gateway.stopping import await_chain
 from gateway.transports.http import build_http_app
 
 #: Per-address limits high enough for suites that create many accounts and sessions from 127.0.0.1;
@@ -66,29 +68,27 @@ async def serve_gateway(
     finally:
         server.should_exit = True
         await stopped(task)
+        if gw.stop_troubles:
+            troubles = f"steps of the gateway's stop went wrong: {gw.stop_troubles}"
+            warnings.warn(troubles, GatewayStopWarning, stacklevel=2)
 
 
 async def stopped(server: asyncio.Task[None], within_s: float = 60.0) -> None:
-    """Wait for a gateway's server task to end; one that does not within ``within_s`` fails the test
-    with every task's stack (which await never ended), instead of hanging the run."""
+    """Wait for a gateway's server task to end. One that has not within ``within_s`` is cancelled and
+    reported as a warning with every task's await chain (pytest's warnings summary: a stop that hangs
+    once in many runs gets found, and does not hold up the run); one that ignores that too fails."""
     done, _ = await asyncio.wait({server}, timeout=within_s)
+    if done:
+        server.result()
+        return
+    stacks = "\n".join(f"{task!r}\n{await_chain(task)}" for task in asyncio.all_tasks())
+    server.cancel()
+    done, _ = await asyncio.wait({server}, timeout=10.0)
+    message = f"the gateway did not stop within {within_s:g} s; its tasks then:\n{stacks}"
     if not done:
-        stacks = "\n".join(task_stack(task) for task in asyncio.all_tasks())
-        raise AssertionError(f"the gateway did not stop within {within_s:g} s; its tasks:\n{stacks}")
-    server.result()
+        raise AssertionError(message + "\n(and it did not end when cancelled)")
+    warnings.warn(message, GatewayStopWarning, stacklevel=2)
 
 
-def task_stack(task: asyncio.Task[Any]) -> str:
-    """A task and the chain of awaits it is suspended in, outermost first, down to what it waits on.
-    Hand-written: ``Task.print_stack`` shows one frame of a suspended coroutine, and raises on a
-    compiled frame without a line number (grpc's Cython server)."""
-    lines = [repr(task)]
-    awaited: Any = task.get_coro()
-    while awaited is not None:
-        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
-        if frame is None:
-            lines.append(f"  waiting on {awaited!r}"[:300])
-            break
-        lines.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
-        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
-    return "\n".join(lines)
+class GatewayStopWarning(UserWarning):
+    """A gateway's stop overran (:func:`stopped`) or a step of it failed (:mod:`gateway.stopping`)."""
