@@ -189,6 +189,11 @@ WS_UPSTREAM_SUBSCRIPTIONS = gauge(
     "gateway_ws_upstream_subscriptions",
     "Subscriptions this replica holds at the node's PubSub (one per distinct method and params, shared by clients)",
 )
+WS_OVERFLOW_CLOSES = counter(
+    "gateway_ws_overflow_closes_total",
+    "WebSockets closed 1013 with 10,000 undelivered messages, by whose fault (client: not reading; gateway: behind)",
+    ("cause",),
+)
 GRPC_STREAMS = gauge("gateway_grpc_streams", "Open gRPC Subscribe streams of this gRPC server process")
 GRPC_UPSTREAM_CONNECTED = gauge(
     "gateway_grpc_upstream_connected", "1 while this gRPC server's subscription to the node's geyser stream is open"

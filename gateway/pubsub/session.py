@@ -17,8 +17,9 @@ Everything in between is here, and none of it knows of ASGI:
   does whenever the balance falls below the minimum;
 - a frame-rate bucket per connection (close 4003), a subscription cap (-32000), a bounded backlog of
   plain calls (at most ``max_pending_calls`` running or waiting, 16 of them at once; past it close
-  4003), a bounded queue of undelivered messages (a client that does not read is closed 1013, never
-  buffered without end).
+  4003), a bounded queue of undelivered messages (past it the socket closes 1013, never buffered
+  without end, the reason saying whose fault it is: a client that does not read, when the writer is
+  stuck on the socket's full buffer; the gateway, when the writer is not and the queue grew anyway).
 """
 
 from __future__ import annotations
@@ -115,6 +116,13 @@ class SessionDeps:
     tally: SubscriptionTally = field(default_factory=SubscriptionTally)
 
 
+#: Why a socket's queue overflowed, in its close reason (docs/api.md, WebSocket close codes).
+OVERFLOW_REASONS = {
+    "client": "too many undelivered messages: the client is not reading",
+    "gateway": "too many undelivered messages: the gateway is behind; reconnect (another replica may have room)",
+}
+
+
 class WsSession:
     def __init__(
         self,
@@ -141,6 +149,9 @@ class WsSession:
         self._tasks: set[asyncio.Task[None]] = set()
         self.close_code: int | None = None
         self.close_reason = ""
+        #: Set by the transport while its write waits for room in the socket (the client reads too
+        #: slowly): a write with room never suspends, so the fan-in only sees it set when stuck.
+        self.writing = False
 
     # -- client frames ------------------------------------------------------------------------
 
@@ -334,7 +345,9 @@ class WsSession:
         if self.close_code is not None:
             return
         if self._out.qsize() >= self.limits.max_queued:
-            self.close(Close.TRY_AGAIN_LATER, "too many undelivered messages: the client is not reading")
+            cause = "client" if self.writing else "gateway"
+            metrics.WS_OVERFLOW_CLOSES.inc((cause,))
+            self.close(Close.TRY_AGAIN_LATER, OVERFLOW_REASONS[cause])
             return
         self._out.put_nowait(message)
 

@@ -204,7 +204,9 @@ class WsTransport:
         with contextlib.suppress(OSError):  # the client went away (uvicorn's ClientDisconnected)
             sent = 0
             while (body := await session.next_message()) is not None:
+                session.writing = True  # seen by others only while this write waits for the client
                 await send({"type": "websocket.send", "text": body.decode()})
+                session.writing = False
                 sent += 1
                 if not sent % YIELD_EVERY:
                     await asyncio.sleep(0)
