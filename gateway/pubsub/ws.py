@@ -42,7 +42,7 @@ from gateway.entry import EntrySession
 from gateway.ip_limits import FORWARDED_FOR
 from gateway.pipeline import Call, Reply, Wire
 from gateway.pubsub.caps import Refusal, SocketCaps
-from gateway.pubsub.session import SessionDeps, SubscriptionTally, WsSession
+from gateway.pubsub.session import Frames, SessionDeps, SubscriptionTally, WsSession
 from gateway.storage.errors import StoreUnavailable
 from gateway.storage.seats import Seat
 
@@ -81,10 +81,11 @@ class WsTransport:
             gw.seats,
         )
         self.tally = SubscriptionTally()
+        self.frames = Frames()
 
     def deps(self) -> SessionDeps:
         gw = self.gw  # the signal feed exists once the app has started
-        return SessionDeps(gw.pubsub, gw.signal_feed, self.limits, self.tally)
+        return SessionDeps(gw.pubsub, gw.signal_feed, self.limits, self.tally, self.frames)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.serve(WebSocket(scope, receive, send), send)
