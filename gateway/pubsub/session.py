@@ -11,10 +11,10 @@ Everything in between is here, and none of it knows of ASGI:
   forward), so the socket is no cheaper or freer a way to the node;
 - billing goes through the entry's session (:class:`gateway.entry.EntrySession`, the replica's
   :class:`~gateway.credits.meter.Meter` behind it): a subscription is reserved before the node is asked
-  (refunded if it refuses), every notification is charged as it is written (one usage record each,
-  which the meter batches), so the client pays for exactly what it received; when a charge cannot be
-  paid, every subscription ends with a ``subscriptionEnded`` notice and the socket closes 4002, as it
-  does whenever the balance falls below the minimum;
+  (refunded if it refuses), every notification is charged as it is written (tallied per connection
+  and method into one usage row per settlement), so the client pays for exactly what it received;
+  when a charge cannot be paid, every subscription ends with a ``subscriptionEnded`` notice and the
+  socket closes 4002, as it does whenever the balance falls below the minimum;
 - a frame-rate bucket per connection (close 4003), a subscription cap (-32000), a bounded backlog of
   plain calls (at most ``max_pending_calls`` running or waiting, 16 of them at once; past it close
   4003), a bounded queue of undelivered messages (past it the socket closes 1013, never buffered
