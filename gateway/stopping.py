@@ -7,12 +7,14 @@ one that fails is logged, one that overruns is logged with the await it is stuck
 stop goes on with the next. What went wrong is returned by name, for the caller to report.
 
 Hand-written: ``asyncio.wait_for`` per step would do the bounding, but not name the stuck await,
-which is what a stop that hangs once in many runs needs to be found.
+which is what a stop that hangs once in many runs needs to be found. :func:`cancel_and_wait` is how
+every long-running task of the gateway is stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -45,6 +47,17 @@ async def stop_in_steps(steps: Sequence[Step], within_s: float = STEP_S) -> list
             log.error("stopping: %s failed; going on", name, exc_info=task.exception())
             troubled.append(name)
     return troubled
+
+
+async def cancel_and_wait(*tasks: asyncio.Future[Any] | None) -> None:
+    """Cancel each task, then wait until each has ended (a task that had failed raises its error
+    here). The None of a task never started is skipped."""
+    started = [task for task in tasks if task is not None]
+    for task in started:
+        task.cancel()
+    for task in started:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def await_chain(task: asyncio.Future[Any]) -> str:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import hmac
 import logging
 import re
@@ -38,6 +37,7 @@ from dataclasses import dataclass
 from gateway.auth.revocations import Revocations
 from gateway.core.cache import TtlCache
 from gateway.core.webhook_events import key_prefix
+from gateway.stopping import cancel_and_wait
 from gateway.storage.accounts import ApiKeyRows
 from gateway.storage.channels import Channel
 
@@ -129,11 +129,8 @@ class ApiKeyStore:
             log.warning("API-key invalidation channel not subscribed yet; lookups bypass the cache until it is")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
         self._go_dark()
 
     def cached(self, key: str) -> str | None:

@@ -14,7 +14,6 @@ never serves a paid call it cannot attribute.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from gateway.config import Settings
 from gateway.core.credentials import Credentials, bearer_token
 from gateway.core.identity import Identity
 from gateway.keys import ServiceKeys, service_keys
+from gateway.stopping import cancel_and_wait
 from gateway.storage.accounts import AccountStore, ApiKeyRows
 from gateway.storage.channels import REVOKED_KEYS, Channel
 from gateway.storage.connections import Connections
@@ -128,11 +128,8 @@ class AuthServices:
 
     async def stop(self) -> None:
         self._authenticator = None
-        if self._recheck is not None:
-            self._recheck.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._recheck
-            self._recheck = None
+        task, self._recheck = self._recheck, None
+        await cancel_and_wait(task)
         await self.revocations.stop()
         if self.api_keys is not None:
             await self.api_keys.stop()

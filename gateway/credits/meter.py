@@ -38,6 +38,7 @@ from typing import TypeVar
 from gateway import metrics
 from gateway.core.credits import EventHook, LeaseGrant, Standing, UsageRecord, no_events, tally
 from gateway.credits.local import AccountState, Admission, Lease, Outcome
+from gateway.stopping import cancel_and_wait
 from gateway.storage import ledger
 from gateway.storage.connections import Pool
 
@@ -568,10 +569,7 @@ class Meter:
         all, ``STOP_RETRY_S`` apart: a stopping replica (scaled in, redeployed) would otherwise leave its
         unsettled usage uncharged and its leases holding credits until they expire."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         await self.prefetched()
         for attempt in range(attempts):
             if attempt:

@@ -9,10 +9,10 @@ then asks the store again after ``negative_ttl_s`` instead of backing off (:mod:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from gateway.credits.meter import Meter
+from gateway.stopping import cancel_and_wait
 from gateway.storage.channels import Channel
 from gateway.storage.errors import StoreUnavailable
 
@@ -43,11 +43,8 @@ class CreditNotices:
             self._task = asyncio.get_running_loop().create_task(follow)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
 
     def _on_live(self) -> None:
         assert self.meter is not None

@@ -20,10 +20,10 @@ Messages are ``want <replica> <pubkey>`` and ``back <replica> <pubkey> <credits>
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from gateway.credits.meter import Meter
+from gateway.stopping import cancel_and_wait
 from gateway.storage.channels import Channel
 from gateway.storage.errors import StoreUnavailable
 
@@ -53,12 +53,7 @@ class CreditRecall:
 
     async def stop(self) -> None:
         self.meter.recall = None
-        tasks = [t for t in (self._follow, *self._tasks) if t is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._follow, *self._tasks)
         self._follow = None
 
     async def ask(self, pubkey: str) -> bool:

@@ -22,7 +22,6 @@ The shards are reached through :class:`ShardClient`: the Ray actors (``gateway.r
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import time
@@ -34,6 +33,7 @@ from typing import Protocol
 from gateway import metrics
 from gateway.core.limits import Allowed, ConcurrencyLimited, RateLimited
 from gateway.core.shards import SLICE_TTL_S, ShardBook, SliceGrant, SliceRequest, shard_of
+from gateway.stopping import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -383,11 +383,8 @@ class SlicedLimiter:
         that the other replicas get those tokens and slots now rather than when the shard forgets this
         one (``SLICE_TTL_S``). Each exchange ends within ``timeout_s``; a shard that cannot be reached
         forgets the slices by itself. Slots of calls still in flight are kept until that expiry."""
-        if self._ticker is not None:
-            self._ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._ticker
-            self._ticker = None
+        task, self._ticker = self._ticker, None
+        await cancel_and_wait(task)
         await self._exchanges_done()  # an exchange under way decides what is held: wait for its answer
         now = self.clock()
         for pubkey, s in self._accounts.items():

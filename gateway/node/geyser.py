@@ -32,7 +32,6 @@ The unary calls are forwarded on the same channel (:meth:`UpstreamGeyser.unary`)
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 from collections.abc import AsyncIterator
@@ -42,6 +41,7 @@ from urllib.parse import urlparse
 import grpc
 
 from gateway import metrics
+from gateway.stopping import cancel_and_wait
 from geyser_proto import geyser_pb2
 from geyser_proto.fanout import Fanout, Member, union_request
 from geyser_proto.filters import EMPTY, AccountFilter, Filters, TransactionFilter
@@ -148,10 +148,7 @@ class UpstreamGeyser:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         await self.channel.close()
 
     # -- the one subscription ---------------------------------------------------------------------

@@ -8,7 +8,6 @@ so no aiohttp exception travels further in.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ import aiohttp
 import orjson
 
 from gateway import metrics
+from gateway.stopping import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -260,8 +260,5 @@ class HealthMonitor:
             await asyncio.sleep(self.interval_s if self.upstream.primary.ever_healthy else 0.25)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_and_wait(task)

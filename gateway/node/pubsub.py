@@ -29,6 +29,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from gateway import metrics
+from gateway.stopping import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -270,11 +271,8 @@ class UpstreamPubSub:
             listener(body, final)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
 
 
 async def _send_quietly(ws: ClientConnection, request: bytes) -> None:

@@ -16,12 +16,12 @@ same dict). One that raises is logged and the others still get the event.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any, Final
 
 from gateway.signals.store import SignalLog
+from gateway.stopping import cancel_and_wait
 from gateway.storage.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -53,10 +53,7 @@ class SignalFeed:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     def add(self, listener: Listener) -> int:
         """Register ``listener`` for every event from now on; the token that :meth:`remove` takes."""

@@ -19,7 +19,6 @@ half of what one shard serves in docs/scaling.md). Here it is one pipelined refr
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 from collections import Counter
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 
+from gateway.stopping import cancel_and_wait
 from gateway.storage.errors import redis_errors
 
 log = logging.getLogger(__name__)
@@ -172,11 +172,8 @@ class Seats:
             self._task = asyncio.get_running_loop().create_task(self._refresh_forever())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
         for seat in list(self.held):  # connections still open as the process stops: they end with it
             self._queue(seat)
         if self._remover is not None:

@@ -62,6 +62,7 @@ import orjson
 from gateway.core.webhook_events import BLOCK_TIME_SLACK_S, transaction
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.signals.store import SignalLog
+from gateway.stopping import cancel_and_wait
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
 from gateway.storage.webhook_events import (
@@ -406,11 +407,7 @@ class TransactionWatches:
         return min(self.refresh_s, max(0.0, max(wake_at, self._resume_at) - now))
 
     async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._tasks)
         for address in list(self._watches):
             self._forget(address)
 

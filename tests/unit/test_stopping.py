@@ -1,4 +1,5 @@
-"""A replica's stop goes on past a step that fails or never ends, and names where that one was stuck."""
+"""A replica's stop goes on past a step that fails or never ends, and names where that one was stuck;
+its tasks are stopped by cancelling them and waiting for their end."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import logging
 
 import pytest
 
-from gateway.stopping import stop_in_steps
+from gateway.stopping import cancel_and_wait, stop_in_steps
 
 
 async def test_a_step_that_fails_or_hangs_does_not_keep_the_later_ones_from_running(
@@ -51,3 +52,19 @@ async def test_a_stop_whose_steps_all_end_reports_nothing() -> None:
 
     assert await stop_in_steps([("a", step), ("b", step)], within_s=1.0) == []
     assert ran == [0, 1]
+
+
+async def test_cancel_and_wait_ends_every_task_and_skips_the_ones_never_started() -> None:
+    forever = [asyncio.ensure_future(asyncio.Event().wait()) for _ in range(3)]
+    await cancel_and_wait(None, *forever, None)
+    assert all(task.cancelled() for task in forever)
+
+
+async def test_cancel_and_wait_raises_the_error_of_a_task_that_had_failed() -> None:
+    async def fails() -> None:
+        raise ValueError("a bug in a loop")
+
+    failed = asyncio.ensure_future(fails())
+    await asyncio.sleep(0)
+    with pytest.raises(ValueError, match="a bug in a loop"):
+        await cancel_and_wait(failed)
