@@ -8,7 +8,7 @@ stop goes on with the next. What went wrong is returned by name, for the caller 
 
 Hand-written: ``asyncio.wait_for`` per step would do the bounding, but not name the stuck await,
 which is what a stop that hangs once in many runs needs to be found. :func:`cancel_and_wait` is how
-every long-running task of the gateway is stopped.
+the background loops of the stores, the node's clients and the meter are stopped.
 """
 
 from __future__ import annotations
