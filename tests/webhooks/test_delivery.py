@@ -301,6 +301,18 @@ async def test_a_slow_subscription_takes_at_most_its_share_of_slots(pool: asyncp
     assert sum(receiver.events().values()) == 20
 
 
+async def test_a_written_outcome_frees_its_slot_for_the_next_claim(pool: asyncpg.Pool, receiver: Receiver) -> None:
+    """A job holds its subscription's slot until its outcome is written, so the claim made when the
+    worker finished finds the subscription full; the write itself must wake the claim loop, not its
+    next poll (an hour here)."""
+    hook = await subscribe(pool, receiver.url)
+    ids = [await enqueue(pool, hook) for _ in range(3)]
+    config = DispatchConfig(concurrency=2, per_webhook=1, timeout_s=5, lease_s=30, allow_private=True, poll_s=3600)
+    async with dispatching(pool, config) as dispatcher:
+        await eventually(settled(pool, *ids), "three deliveries one after another", timeout_s=20)
+    assert dispatcher.stats.delivered == 3 and receiver.most_in_flight[hook.id] == 1
+
+
 async def test_two_dispatchers_never_deliver_one_job_twice(pool: asyncpg.Pool, receiver: Receiver) -> None:
     hooks = [await subscribe(pool, receiver.url) for _ in range(4)]
     ids = [await enqueue(pool, hooks[n % 4]) for n in range(300)]
