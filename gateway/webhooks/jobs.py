@@ -9,7 +9,7 @@ while it still carries the token, so an outcome that comes after the lease passe
 dispatcher claimed the job again is dropped, never written over the newer attempt. A dispatcher that
 dies leaves its jobs ``delivering``; the next claim after their lease passed puts them back.
 
-Claims are serialised by one transaction-level advisory lock (a claim is one short transaction), so
+Claims are serialised by one transaction-level advisory lock (a claim is one short statement), so
 the caps count every dispatcher's deliveries exactly: at most ``per_webhook`` jobs of one subscription
 and ``per_account`` of one account's subscriptions together are out at once. A claim reads the due
 jobs in ``next_attempt_at`` order and skips those of subscriptions that are not active or whose
@@ -53,8 +53,6 @@ from gateway.webhooks.refunds import Refund, refund_deliveries
 WHAT = "the webhook delivery queue"
 #: A pool, or one connection taken from it and kept (:class:`HeldConnection`).
 Db: TypeAlias = "asyncpg.Pool | asyncpg.Connection"
-#: The advisory lock every claim takes (any constant: claims are the only ones to take it).
-CLAIM_LOCK = 0x57EB0001
 #: A claim looks at this many times ``limit`` due jobs, oldest first, to fill ``limit`` within the caps.
 SCAN_FACTOR = 2
 #: ``per_account`` when an account's deliveries are not capped (an int4 the claim can compare).
@@ -100,65 +98,6 @@ class Outcome:
     error: str | None = None
     excerpt: str | None = None  # the start of the receiver's body
     delay_s: float = 0.0  # RETRY: seconds until the next attempt
-
-
-# A claim is three round trips under the claim lock: the lock with its settings and the release of
-# passed leases, the claim itself, the commit. The due jobs are read in the due index's order from one
-# table, so the scan stops after the window it needs however long the queue is; a subscription's
-# status and owner are per-row checks (subqueries, never a join that could reorder the scan), and
-# subscriptions and accounts already at their cap are left out of the scan, so one with a long backlog
-# cannot fill the window. The window is then cut to each subscription's cap, then to each account's.
-_PREPARE = f"""
-SELECT pg_advisory_xact_lock({CLAIM_LOCK});
-SET LOCAL enable_sort = off;
-UPDATE delivery_jobs SET status = 'pending', locked_by = NULL, locked_until = NULL
-WHERE status = 'delivering' AND locked_until < now();
-"""
-_CLAIM = """
-WITH busy AS (
-    SELECT j.webhook_id, min(w.pubkey) AS pubkey, count(*) AS n
-    FROM delivery_jobs j JOIN webhooks w ON w.id = j.webhook_id
-    WHERE j.status = 'delivering' GROUP BY j.webhook_id
-), busy_accounts AS (
-    SELECT pubkey, sum(n) AS n FROM busy GROUP BY pubkey
-), due AS (
-    SELECT j.id, j.webhook_id, j.next_attempt_at,
-           (SELECT w.pubkey FROM webhooks w WHERE w.id = j.webhook_id) AS pubkey
-    FROM delivery_jobs j
-    WHERE j.status = 'pending' AND j.next_attempt_at <= now()
-      AND j.webhook_id NOT IN (SELECT webhook_id FROM busy WHERE n >= $4::int)
-      AND (SELECT w.status = 'active' AND w.pubkey NOT IN (SELECT pubkey FROM busy_accounts WHERE n >= $6::int)
-           FROM webhooks w WHERE w.id = j.webhook_id)
-    ORDER BY j.next_attempt_at
-    LIMIT $3::int * $5::int
-    FOR UPDATE OF j SKIP LOCKED
-), within_webhook AS (
-    SELECT id, pubkey, next_attempt_at FROM (
-        SELECT d.id, d.pubkey, d.next_attempt_at,
-               COALESCE((SELECT b.n FROM busy b WHERE b.webhook_id = d.webhook_id), 0)
-               + row_number() OVER (PARTITION BY d.webhook_id ORDER BY d.next_attempt_at, d.id) AS slot
-        FROM due d
-    ) ranked
-    WHERE slot <= $4::int
-), picked AS (
-    SELECT id FROM (
-        SELECT d.id, d.next_attempt_at,
-               COALESCE((SELECT a.n FROM busy_accounts a WHERE a.pubkey = d.pubkey), 0)
-               + row_number() OVER (PARTITION BY d.pubkey ORDER BY d.next_attempt_at, d.id) AS slot
-        FROM within_webhook d
-    ) ranked
-    WHERE slot <= $6::int
-    ORDER BY next_attempt_at, id
-    LIMIT $3::int
-)
-UPDATE delivery_jobs j
-SET status = 'delivering', locked_by = $1, locked_until = now() + $2::float8 * interval '1 second',
-    attempts = j.attempts + 1
-FROM picked p, webhooks w
-WHERE j.id = p.id AND w.id = j.webhook_id
-RETURNING j.id, j.webhook_id, w.pubkey, w.url, w.secret, j.event_type, j.payload::text AS payload, j.created_at,
-          j.attempts, j.price, j.charged
-"""
 
 
 #: Why a subscription was paused after too many dead deliveries (a ``format()`` of the count, the last
@@ -274,23 +213,28 @@ async def claim(
     subscription, and ``per_account`` of one account's subscriptions together (None: no such cap), are
     ``delivering`` at once, counting those already out, so one slow receiver, or one account's, cannot
     take every slot. Oldest due first.
+
+    One round trip: the claim is the server-side function ``claim_delivery_jobs`` (migration 0016),
+    which takes the claim lock, puts back jobs whose lease passed, and claims, and whose commit does
+    not wait for the WAL flush (a claim lost in a crash only delivers its jobs again). The due jobs are
+    read in the due index's order from one table, so the scan stops after the window it needs however
+    long the queue is; a subscription's status and owner are per-row checks (subqueries, never a join
+    that could reorder the scan), and subscriptions and accounts already at their cap are left out of
+    the scan, so one with a long backlog cannot fill the window. The window is then cut to each
+    subscription's cap, then to each account's.
     """
     if limit <= 0:
         return []
-    async with _connection(db) as conn:
-        try:
-            # A queue grows faster than autovacuum re-analyses it: with statistics from when it was
-            # short, the planner sorts every due job instead of reading the due index in order (11 ms
-            # instead of 0.7 ms for a window of 128 in a queue of 10,000, measured): enable_sort off.
-            await conn.execute("BEGIN;" + _PREPARE)
-            account_cap = NO_ACCOUNT_CAP if per_account is None else per_account
-            rows = await conn.fetch(_CLAIM, dispatcher_id, float(lease_s), limit, per_webhook, SCAN_FACTOR, account_cap)
-            await conn.execute("COMMIT")
-        except BaseException:
-            if not conn.is_closed():
-                with contextlib.suppress(Exception):
-                    await conn.execute("ROLLBACK")
-            raise
+    account_cap = NO_ACCOUNT_CAP if per_account is None else per_account
+    rows = await db.fetch(
+        "SELECT * FROM claim_delivery_jobs($1, $2, $3, $4, $5, $6)",
+        dispatcher_id,
+        float(lease_s),
+        limit,
+        per_webhook,
+        SCAN_FACTOR,
+        account_cap,
+    )
     return sorted((_claimed(r) for r in rows), key=lambda job: job.id)
 
 
