@@ -247,6 +247,11 @@ class Dispatcher:
         self._ready: asyncio.Queue[ClaimedJob] = asyncio.Queue()
         self._attempting = 0
         self._unwritten = 0  # attempted, outcome not written yet
+        # Of those, the delivered ones, by claim token (job id, attempts): still ``delivering`` in the
+        # store, but no longer out to their receiver, so the claims do not count them against the caps.
+        # A failed one keeps its slot until written: its subscription gets no more attempts until the
+        # failure is counted (and may pause it; docs/api.md, Deliveries).
+        self._delivered: set[tuple[int, int]] = set()
         self._outcomes: list[Outcome] = []
         # Room for more: a worker finished a job, or outcomes were written (a job stays ``delivering``,
         # counted against its subscription's cap, until its outcome is written).
@@ -302,7 +307,8 @@ class Dispatcher:
             return False
         want = min(room, c.claim_batch)
         try:
-            jobs = await claim(await self._claims.get(), self.id, want, c.lease_s, c.per_webhook, c.per_account)
+            conn = await self._claims.get()
+            jobs = await claim(conn, self.id, want, c.lease_s, c.per_webhook, c.per_account, self._delivered)
         except StoreUnavailable as exc:
             log.warning("webhook dispatcher %s: %s", self.id, exc)
             await self._claims.drop()
@@ -346,6 +352,8 @@ class Dispatcher:
                         outcome.error,
                     )
                 self._unwritten += 1
+                if outcome.result is Result.DELIVERED:
+                    self._delivered.add((outcome.job_id, outcome.attempts))
                 self._outcomes.append(outcome)
                 self._to_write.set()
 
@@ -444,6 +452,7 @@ class Dispatcher:
                 else:
                     self.stats.dead += 1
             self._unwritten -= len(batch)
+            self._delivered.difference_update((outcome.job_id, outcome.attempts) for outcome in batch)
             self._freed.set()
 
     async def _drain(self, workers: list[asyncio.Task[None]], writer: asyncio.Task[None]) -> None:

@@ -33,7 +33,7 @@ the next claim already skips it (docs/api.md, Deliveries).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -204,7 +204,13 @@ async def _connection(db: Db) -> AsyncIterator[asyncpg.Connection]:
 
 @postgres_call(WHAT)
 async def claim(
-    db: Db, dispatcher_id: str, limit: int, lease_s: float, per_webhook: int, per_account: int | None = None
+    db: Db,
+    dispatcher_id: str,
+    limit: int,
+    lease_s: float,
+    per_webhook: int,
+    per_account: int | None = None,
+    finished: Collection[tuple[int, int]] = (),
 ) -> list[ClaimedJob]:
     """Lease up to ``limit`` due jobs of active subscriptions to ``dispatcher_id`` for ``lease_s``.
 
@@ -212,7 +218,10 @@ async def claim(
     dispatcher died or stalled; the attempt it made counts). At most ``per_webhook`` jobs of one
     subscription, and ``per_account`` of one account's subscriptions together (None: no such cap), are
     ``delivering`` at once, counting those already out, so one slow receiver, or one account's, cannot
-    take every slot. Oldest due first.
+    take every slot. Oldest due first. ``finished``: ``(job id, attempts)`` of ``dispatcher_id``'s claims
+    whose attempt is over and whose outcome is not written yet; not out to their receiver, they hold no
+    slot (a job is left out of the count only while it still carries that claim). The dispatcher
+    names only delivered ones: a failed one holds its slot until its outcome moves the streak.
 
     One round trip: the claim is the server-side function ``claim_delivery_jobs`` (migration 0016),
     which takes the claim lock, puts back jobs whose lease passed, and claims, and whose commit does
@@ -227,13 +236,15 @@ async def claim(
         return []
     account_cap = NO_ACCOUNT_CAP if per_account is None else per_account
     rows = await db.fetch(
-        "SELECT * FROM claim_delivery_jobs($1, $2, $3, $4, $5, $6)",
+        "SELECT * FROM claim_delivery_jobs($1, $2, $3, $4, $5, $6, $7, $8)",
         dispatcher_id,
         float(lease_s),
         limit,
         per_webhook,
         SCAN_FACTOR,
         account_cap,
+        [job_id for job_id, _ in finished],
+        [attempts for _, attempts in finished],
     )
     return sorted((_claimed(r) for r in rows), key=lambda job: job.id)
 

@@ -313,6 +313,19 @@ async def test_a_written_outcome_frees_its_slot_for_the_next_claim(pool: asyncpg
     assert dispatcher.stats.delivered == 3 and receiver.most_in_flight[hook.id] == 1
 
 
+async def test_a_finished_attempt_holds_no_slot_while_its_outcome_waits(pool: asyncpg.Pool, receiver: Receiver) -> None:
+    hook = await subscribe(pool, receiver.url)
+    first, second = await enqueue(pool, hook), await enqueue(pool, hook)
+    [claimed] = await delivery_jobs.claim(pool, "w", 10, 30, 1)
+    assert claimed.id == first
+    assert await delivery_jobs.claim(pool, "w", 10, 30, 1) == []  # its one slot is out
+    assert await delivery_jobs.claim(pool, "v", 10, 30, 1, finished=[(first, 1)]) == []  # not v's claim
+    assert await delivery_jobs.claim(pool, "w", 10, 30, 1, finished=[(first, 0)]) == []  # not this claim
+    [after] = await delivery_jobs.claim(pool, "w", 10, 30, 1, finished=[(first, 1)])
+    assert after.id == second
+    assert await delivery_jobs.record(pool, "w", [Outcome(first, 1, Result.DELIVERED, http_status=200)]) == {first}
+
+
 async def test_two_dispatchers_never_deliver_one_job_twice(pool: asyncpg.Pool, receiver: Receiver) -> None:
     hooks = [await subscribe(pool, receiver.url) for _ in range(4)]
     ids = [await enqueue(pool, hooks[n % 4]) for n in range(300)]

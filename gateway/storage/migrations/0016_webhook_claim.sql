@@ -7,7 +7,10 @@
 -- claim lost in a crash only delivers its jobs again (deliveries are at least once; docs/api.md), and
 -- the next synchronous commit (a charge, a refund) flushes it first.
 CREATE FUNCTION claim_delivery_jobs(
-    dispatcher TEXT, lease_s FLOAT8, max_jobs INT, per_webhook INT, scan_factor INT, per_account INT
+    dispatcher TEXT, lease_s FLOAT8, max_jobs INT, per_webhook INT, scan_factor INT, per_account INT,
+    -- The dispatcher's claims (job id, attempts) whose attempt is over and whose outcome is not written
+    -- yet: no longer out to their receiver, they hold no slot.
+    finished_ids BIGINT[], finished_attempts INT[]
 ) RETURNS TABLE (
     id BIGINT, webhook_id BIGINT, pubkey TEXT, url TEXT, secret TEXT, event_type TEXT, payload TEXT,
     created_at TIMESTAMPTZ, attempts INT, price BIGINT, charged BIGINT
@@ -27,7 +30,9 @@ BEGIN
     WITH busy AS (
         SELECT j.webhook_id, min(w.pubkey) AS pubkey, count(*) AS n
         FROM delivery_jobs j JOIN webhooks w ON w.id = j.webhook_id
-        WHERE j.status = 'delivering' GROUP BY j.webhook_id
+        WHERE j.status = 'delivering'
+          AND NOT (j.locked_by = $1 AND (j.id, j.attempts) IN (SELECT * FROM unnest($7, $8)))
+        GROUP BY j.webhook_id
     ), busy_accounts AS (
         SELECT b.pubkey, sum(b.n) AS n FROM busy b GROUP BY b.pubkey
     ), due AS (
