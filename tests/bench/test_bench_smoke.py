@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import orjson
@@ -162,3 +163,22 @@ def test_webhook_bench_delivers_every_job_both_ways(capsys: pytest.CaptureFixtur
     assert "dispatcher / plain: median of rounds" in out
     assert "| dispatcher |" in out and "| plain |" in out
     assert "the backlog (all due) drained in" in out
+
+
+def test_signed_headers_are_made_ahead_and_each_used_once() -> None:
+    from bench.metered import Presigned
+    from gateway.client import WalletSigner
+    from gateway.core.signing import signing_message
+    from gateway.core.wallet_headers import HeaderFailure, parse_wallet_headers, verify_signature
+
+    body = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
+    presigned = Presigned(WalletSigner(bytes(range(32))), body)
+    presigned.fill(3 / Presigned.PER_S)  # three made ahead
+    sent = [{k.lower(): v for k, v in presigned().items()} for _ in range(5)]
+    assert presigned.live == 2  # the two past them were signed as they went
+    assert len({h["x-nonce"] for h in sent}) == 5
+    for headers in sent:
+        parsed = parse_wallet_headers(headers, time.time())
+        assert not isinstance(parsed, HeaderFailure)
+        message = signing_message("POST", "/", parsed.timestamp, parsed.nonce, body).encode()
+        assert verify_signature(parsed.pubkey_bytes, message, parsed.signature)
