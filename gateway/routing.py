@@ -5,9 +5,9 @@ response.
 :class:`RpcFirst` serves the JSON-RPC paths straight from the ASGI messages, in front of Starlette:
 those carry nearly all traffic, and Starlette's per-request machinery (middleware stack, router,
 ``Request``, ``Response``) was a large share of what the whole pipeline cost per call in one process
-(``bench.pipeline_cpu``, ``asgi-`` rows; figures in bench/README.md). Everything else still goes
-through Starlette. This module imports nothing of the app, so any module may mount routes without an
-import cycle.
+(``bench.pipeline_cpu``, ``asgi-`` rows; figures in bench/README.md). :class:`WebSocketFirst` does
+the same for ``/ws``, for its frames' sake. Everything else still goes through Starlette. This module
+imports nothing of the app, so any module may mount routes without an import cycle.
 """
 
 from __future__ import annotations
@@ -141,6 +141,27 @@ class RpcFirst:
         if body is None:
             return  # the client went away before sending its whole body: nothing to answer
         await send_reply(send, await self.pipeline(call_from_scope(scope, body, ReplyStyle.JSONRPC)))
+
+
+class WebSocketFirst:
+    """ASGI app: a WebSocket at ``path`` goes straight to ``endpoint``; everything else to ``app``.
+
+    Starlette's exception middleware hands the apps it serves a ``send`` wrapped in a coroutine of its
+    own, and ``/ws`` sends every notification frame through it: 14% of the gateway's CPU in a busy
+    fan-out (``bench.ws_fanout --profile``; bench/README.md). ``endpoint`` answers its own failures
+    (close codes), so the middleware has nothing to catch.
+    """
+
+    def __init__(self, app: ASGIApp, path: str, endpoint: ASGIApp) -> None:
+        self.app = app
+        self.path = path
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and route_path(scope) == self.path:
+            await self.endpoint(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
 
 
 async def receive_body(receive: Receive, limit: int) -> bytes | None:

@@ -12,7 +12,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
-from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 from swagger_ui_bundle import swagger_ui_path
@@ -26,7 +26,7 @@ from gateway.openapi import openapi_document
 from gateway.pipeline import ReplyStyle, json_reply
 from gateway.public import capabilities_document, health_document, pricing_document
 from gateway.pubsub.ws import WS_PATH, WsTransport
-from gateway.routing import RPC_MAX_BODY_BYTES, RpcFirst, mount, to_response
+from gateway.routing import RPC_MAX_BODY_BYTES, RpcFirst, WebSocketFirst, mount, to_response
 from gateway.signals.routes import signal_routes
 from gateway.transports.access_log import with_access_log
 from gateway.transports.deadline import BodyDeadline
@@ -56,9 +56,10 @@ DOCS_PAGE = """<!doctype html>
 
 
 def build_http_app(gw: GatewayApp) -> ASGIApp:
-    """The gateway over HTTP: JSON-RPC ``POST``s straight to the pipeline, everything else by Starlette;
-    every body under one deadline."""
-    app = BodyDeadline(RpcFirst(build_starlette_app(gw), RPC_PATHS, gw.rpc), gw.settings.request_body_timeout_s)
+    """The gateway over HTTP: JSON-RPC ``POST``s straight to the pipeline, ``/ws`` straight to its
+    transport, everything else by Starlette; every body under one deadline."""
+    routed = RpcFirst(WebSocketFirst(build_starlette_app(gw), WS_PATH, WsTransport(gw)), RPC_PATHS, gw.rpc)
+    app = BodyDeadline(routed, gw.settings.request_body_timeout_s)
     return with_access_log(app, gw.settings.access_log, gw.settings.trusted_proxies)  # off: app itself
 
 
@@ -116,7 +117,6 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/docs", docs, methods=["GET"]),
         Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]),
-        WebSocketRoute(WS_PATH, WsTransport(gw)),
         Mount("/docs/static", StaticFiles(directory=swagger_ui_path), name="docs-static"),
         *account_routes(gw, gw.accounts, gw.confirm_deposit),
         *bulk_routes(gw.bulk, gw.bulk_stages()),

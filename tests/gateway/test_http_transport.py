@@ -1,5 +1,6 @@
 """The HTTP transport over a real socket: JSON-RPC ``POST``s served from the raw ASGI messages
-(``RpcFirst``), everything else by Starlette, with one way of answering either."""
+(``RpcFirst``), ``/ws`` straight by its transport (``WebSocketFirst``), everything else by Starlette,
+with one way of answering either."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from pathlib import Path
 
 import aiohttp
 import asyncpg
+import orjson
 import pytest
 from solana.rpc.async_api import AsyncClient
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
 
 from gateway.client import WalletSigner
 from gateway.config import Settings
@@ -99,6 +103,21 @@ async def test_the_api_key_query_parameter_is_read(gateway: RunningGateway, api_
         http.post(gateway.url + "/", data=GET_SLOT, params={"api-key": api_key, "empty": ""}) as resp,
     ):
         assert resp.status == 200, await resp.text()
+
+
+async def test_websockets_are_served_at_ws_alone(gateway: RunningGateway, api_key: str) -> None:
+    base = gateway.url.replace("http://", "ws://")
+    async with connect(base + "/ws", subprotocols=[f"auth.{api_key}", "solana-rpc"]) as ws:  # type: ignore[list-item]
+        await ws.send('{"jsonrpc":"2.0","id":3,"method":"noSuchSubscribe"}')  # answered by the /ws session
+        answer = orjson.loads(await ws.recv())
+    assert answer["id"] == 3 and answer["error"]["code"] == -32601, answer
+    with pytest.raises(InvalidStatus) as refused:  # Starlette's: no WebSocket route there
+        async with connect(base + "/ws/x", subprotocols=[f"auth.{api_key}", "solana-rpc"]):  # type: ignore[list-item]
+            pass
+    assert refused.value.response.status_code == 403
+    async with aiohttp.ClientSession() as http, http.get(gateway.url + "/ws") as resp:  # not a WebSocket
+        body = await resp.json()
+    assert resp.status == 404 and body["error"]["code"] == "NOT_FOUND"
 
 
 def test_route_path_is_below_the_mount_point() -> None:
