@@ -146,10 +146,12 @@ Target = tuple[str, str, Headers, bytes]  # name, url, headers, body
 class Presigned:
     """The ``metered-signed`` row's headers, made before each run (:meth:`fill`) and each used once;
     past those made, a request is signed as it is sent (``live`` counts them). The server accepts a
-    timestamp 60 s either side of its clock, longer than a run."""
+    timestamp 60 s either side of its clock, so at most ``AHEAD_S`` seconds' worth are made."""
 
     #: Headers made per second of a run: above any signed rate this machine reaches (3,000-4,500/s).
     PER_S = 6_000
+    #: The most seconds' worth made ahead: the last one used is still well inside the server's 60 s.
+    AHEAD_S = 30.0
 
     def __init__(self, signer: WalletSigner, body: bytes) -> None:
         self._signer = signer
@@ -161,7 +163,7 @@ class Presigned:
         return {**DEFAULT_HEADERS, **self._signer.headers("POST", "/", self._body)}
 
     def fill(self, seconds: float) -> None:
-        self._made = [self._sign() for _ in range(int(self.PER_S * seconds))]
+        self._made = [self._sign() for _ in range(int(self.PER_S * min(seconds, self.AHEAD_S)))]
 
     def __call__(self) -> dict[str, str]:
         if self._made:

@@ -225,7 +225,8 @@ async def claim(
 
     One round trip: the claim is the server-side function ``claim_delivery_jobs`` (migration 0016),
     which takes the claim lock, puts back jobs whose lease passed, and claims, and whose commit does
-    not wait for the WAL flush (a claim lost in a crash only delivers its jobs again). The due jobs are
+    not wait for the WAL flush (a claim lost in a crash only delivers its jobs again; so ``db`` must not
+    be inside a transaction of the caller's, whose commit would not wait either). The due jobs are
     read in the due index's order from one table, so the scan stops after the window it needs however
     long the queue is; a subscription's status and owner are per-row checks (subqueries, never a join
     that could reorder the scan), and subscriptions and accounts already at their cap are left out of
