@@ -21,6 +21,8 @@ from gateway.config import DEVNODE, ConfigError, Settings, load_settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Credit-metered Solana RPC gateway.")
 console = Console(stderr=True, soft_wrap=True)
+#: What stops `gateway up`: Ctrl-C, a service manager's stop, the terminal closing.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="TOML settings file (also: GATEWAY_CONFIG).")]
 
@@ -39,7 +41,8 @@ def _report(part: str, detail: str) -> None:
 
 @app.command()
 def up(config: ConfigOption = None) -> None:
-    """Start the whole service in the foreground; Ctrl-C or SIGTERM stops all of it."""
+    """Start the whole service in the foreground; Ctrl-C, SIGTERM or a closed terminal (SIGHUP) stops all
+    of it, in order: the embedded servers run in sessions of their own, so only this process gets them."""
     from gateway.runtime.stack import Stack
 
     settings = _settings(config)
@@ -52,8 +55,8 @@ def up(config: ConfigOption = None) -> None:
             raise KeyboardInterrupt  # abort start-up; Stack.start stops what it began
         stop.set()
 
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, on_signal)
     stack = Stack(settings, report=_report)
     console.print(f"Starting the gateway (data dir {settings.resolved_home})")
     try:
@@ -70,8 +73,8 @@ def up(config: ConfigOption = None) -> None:
     if resolved.network == DEVNODE:
         console.print("A funded API key on this test chain: run `.venv/bin/gateway fund` in another terminal.")
     # Ray may replace handlers while starting; put ours back.
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, on_signal)
     while not stop.wait(0.5):
         pass
     console.print("Stopping…")

