@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +22,48 @@ def rpc_ready(url: str, timeout_s: float = 1.0) -> bool:
         with urllib.request.urlopen(request, timeout=timeout_s) as resp:
             return bool(orjson.loads(resp.read()).get("result") == "ok")
     except (OSError, urllib.error.URLError, ValueError):
+        return False
+
+
+PIDFILE = "devnode.pid"
+
+
+def stop_stale(data_dir: Path, timeout_s: float = 20.0) -> bool:
+    """Stop the devnode a ``gateway up`` killed with SIGKILL left behind (its own session outlives it).
+
+    The pid file names the node and the process that started it. A node whose starter still runs is
+    left alone (a second ``gateway up`` on the same home then finds its ports in use), and so is a pid
+    reused by another program: its command line must still name this data dir. SIGTERM lets the node
+    persist its accounts, as ``stop`` does. True if one was stopped.
+    """
+    pidfile = data_dir / PIDFILE
+    try:
+        pid, owner = (int(field) for field in pidfile.read_text().split())
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (FileNotFoundError, ValueError):
+        pidfile.unlink(missing_ok=True)
+        return False
+    if running(owner):
+        return False
+    if b"devnode" not in argv or os.fsencode(data_dir) not in argv:
+        pidfile.unlink(missing_ok=True)
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if running(pid):
+            os.kill(pid, signal.SIGKILL)
+    pidfile.unlink(missing_ok=True)
+    return True
+
+
+def running(pid: int) -> bool:
+    """Not gone and not a zombie (an exited orphan waits unreaped where init does not reap)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
         return False
 
 
@@ -80,6 +125,7 @@ class DevnodeProcess:
         self._proc = subprocess.Popen(
             self.args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
+        (self.data_dir / PIDFILE).write_text(f"{self._proc.pid} {os.getpid()}")
         deadline = time.monotonic() + timeout_s
         while not rpc_ready(self.rpc_url):
             if self._proc.poll() is not None:
@@ -99,4 +145,5 @@ class DevnodeProcess:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
+        (self.data_dir / PIDFILE).unlink(missing_ok=True)
         self._proc = None

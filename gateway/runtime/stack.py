@@ -31,7 +31,7 @@ from gateway.runtime.actors import (
     start_webhook_watcher,
     stop_actors,
 )
-from gateway.runtime.devnode_proc import DevnodeProcess
+from gateway.runtime.devnode_proc import DevnodeProcess, stop_stale
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.runtime.inspect import forget_ray_address, record_ray_address
 from gateway.runtime.serve_runtime import ServeRuntime
@@ -68,6 +68,8 @@ class Stack:
 
     def _start(self) -> Settings:
         s = self.settings
+        if s.upstream_rpc_url is None and stop_stale(self.home / "devnode"):
+            self.report("devnode", "stopped the one a killed `gateway up` left running")
         busy = [f"{host}:{port}" for host, port in self._ports() if not _port_free(host, port)]
         if busy:
             raise RuntimeError(f"already in use: {', '.join(busy)} (another gateway or devnode running?)")

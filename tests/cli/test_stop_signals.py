@@ -1,4 +1,5 @@
-"""What stops ``gateway up`` in order: the terminal's signals reach it alone, not the embedded servers.
+"""What stops ``gateway up`` in order: the terminal's signals reach it alone, not the embedded servers;
+and what the next start does when a SIGKILL left them running.
 
 A terminal's Ctrl-C signals its whole foreground process group, and closing it sends SIGHUP. The
 embedded Redis and the devnode run in sessions of their own (PostgreSQL's ``pg_ctl`` does the same), so
@@ -16,6 +17,9 @@ import sys
 import time
 from pathlib import Path
 
+from gateway.runtime.devnode_proc import DevnodeProcess, running, stop_stale
+from gateway.runtime.ports import free_port
+
 STARTER = """
 import sys, time
 from pathlib import Path
@@ -32,15 +36,6 @@ node.start()
 (home / "pids.tmp").rename(home / "pids")
 time.sleep(600)
 """
-
-
-def _alive(pid: int) -> bool:
-    """Running, not a zombie: an orphan that exited may wait unreaped where init does not reap."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _started(job: subprocess.Popen[bytes], pids: Path, timeout_s: float = 120.0) -> list[int]:
@@ -62,14 +57,70 @@ def test_a_ctrl_c_of_the_terminals_group_leaves_the_embedded_servers_to_gateway_
         os.killpg(job.pid, signal.SIGINT)  # what Ctrl-C does to the foreground job
         job.wait(timeout=30)
         time.sleep(0.5)
-        assert all(_alive(pid) for pid in servers), "an embedded server took the job's Ctrl-C"
+        assert all(running(pid) for pid in servers), "an embedded server took the job's Ctrl-C"
     finally:
         job.kill()
         for pid in servers:
-            if _alive(pid):
+            if running(pid):
                 os.kill(pid, signal.SIGTERM)  # both persist on SIGTERM and exit
         for pid in servers:
             for _ in range(200):
-                if not _alive(pid):
+                if not running(pid):
                     break
                 time.sleep(0.05)
+
+
+NODE_STARTER = """
+import sys, time
+from pathlib import Path
+from gateway.runtime.devnode_proc import DevnodeProcess
+from gateway.runtime.ports import free_port
+
+home = Path(sys.argv[1])
+node = DevnodeProcess(home / "devnode", free_port(), free_port(), 400, 100, feed=False)
+node.start()
+(home / "pids.tmp").write_text(str(node.pid))
+(home / "pids.tmp").rename(home / "pids")
+time.sleep(600)
+"""
+
+
+def test_the_next_start_stops_a_devnode_that_a_killed_gateway_up_left_running(tmp_path: Path) -> None:
+    job = subprocess.Popen([sys.executable, "-c", NODE_STARTER, str(tmp_path)], start_new_session=True)
+    (node,) = _started(job, tmp_path / "pids")
+    try:
+        assert not stop_stale(tmp_path / "devnode")  # its `gateway up` still runs
+        assert running(node)
+        job.kill()  # SIGKILL: `gateway up` stops nothing
+        job.wait(timeout=30)
+        assert running(node)
+        assert stop_stale(tmp_path / "devnode")
+        assert not running(node)
+        assert not (tmp_path / "devnode" / "devnode.pid").exists()
+        assert not stop_stale(tmp_path / "devnode")  # nothing left to stop
+    finally:
+        if running(node):
+            os.kill(node, signal.SIGKILL)
+
+
+def test_a_pid_file_naming_another_process_stops_nothing(tmp_path: Path) -> None:
+    """A pid reused since the devnode died names a process whose command line is not that devnode's."""
+    data_dir = tmp_path / "devnode"
+    data_dir.mkdir()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (data_dir / "devnode.pid").write_text(f"{other.pid} {2**22 + 1}")  # above pid_max: no such starter
+        assert not stop_stale(data_dir)
+        assert other.poll() is None
+        assert not (data_dir / "devnode.pid").exists()
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_stopped_devnode_leaves_no_pid_file(tmp_path: Path) -> None:
+    node = DevnodeProcess(tmp_path / "devnode", free_port(), free_port(), 400, 100, feed=False)
+    node.start()
+    assert (tmp_path / "devnode" / "devnode.pid").read_text() == f"{node.pid} {os.getpid()}"
+    node.stop()
+    assert not (tmp_path / "devnode" / "devnode.pid").exists()
