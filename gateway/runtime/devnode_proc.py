@@ -14,6 +14,8 @@ from pathlib import Path
 
 import orjson
 
+from gateway.runtime.leftovers import left_behind, record, running
+
 
 def rpc_ready(url: str, timeout_s: float = 1.0) -> bool:
     body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "getHealth"})
@@ -29,24 +31,20 @@ PIDFILE = "devnode.pid"
 
 
 def stop_stale(data_dir: Path, timeout_s: float = 20.0) -> bool:
-    """Stop the devnode a ``gateway up`` killed with SIGKILL left behind (its own session outlives it).
+    """Stop the devnode a ``gateway up`` killed with SIGKILL left behind (:mod:`gateway.runtime.leftovers`).
 
-    The pid file names the node and the process that started it. A node whose starter still runs is
-    left alone (a second ``gateway up`` on the same home then finds its ports in use), and so is a pid
-    reused by another program: its command line must still name this data dir. SIGTERM lets the node
-    persist its accounts, as ``stop`` does. True if one was stopped.
+    Its pid must still be a devnode of this data dir (its command line says so), so a reused pid is
+    left alone. SIGTERM lets it persist its accounts, as ``stop`` does. True if one was stopped.
     """
-    pidfile = data_dir / PIDFILE
-    try:
-        pid, owner = (int(field) for field in pidfile.read_text().split())
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except (FileNotFoundError, ValueError):
-        pidfile.unlink(missing_ok=True)
+    what = left_behind(data_dir / PIDFILE)
+    if what is None or not what.isdigit():
         return False
-    if running(owner):
+    pid = int(what)
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except FileNotFoundError:
         return False
     if b"devnode" not in argv or os.fsencode(data_dir) not in argv:
-        pidfile.unlink(missing_ok=True)
         return False
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
@@ -55,16 +53,7 @@ def stop_stale(data_dir: Path, timeout_s: float = 20.0) -> bool:
             time.sleep(0.05)
         if running(pid):
             os.kill(pid, signal.SIGKILL)
-    pidfile.unlink(missing_ok=True)
     return True
-
-
-def running(pid: int) -> bool:
-    """Not gone and not a zombie (an exited orphan waits unreaped where init does not reap)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 class DevnodeProcess:
@@ -125,7 +114,7 @@ class DevnodeProcess:
         self._proc = subprocess.Popen(
             self.args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-        (self.data_dir / PIDFILE).write_text(f"{self._proc.pid} {os.getpid()}")
+        record(self.data_dir / PIDFILE, str(self._proc.pid))
         deadline = time.monotonic() + timeout_s
         while not rpc_ready(self.rpc_url):
             if self._proc.poll() is not None:

@@ -26,10 +26,13 @@ import psutil
 
 from gateway.config import Settings
 from gateway.runtime.haproxy_edge import BINARY_ENV, TIMEOUT_ENV
+from gateway.runtime.leftovers import left_behind, record
 from gateway.runtime.ports import free_port
 from gateway.transports.ray_edge import CALLBACK_IMPORT_PATH, EDGE_SECRET_ENV
 
 SERVE_APP_NAME = "gateway"
+#: Under the data dir: this stack's HAProxy files directory, the marker of its HAProxy processes.
+HAPROXY_RECORD = "haproxy.files"
 #: How long a stopping replica has, after ``drain_s``, for its requests in flight to finish (the longest,
 #: sendAndConfirm, races up to 30 slots) and its shutdown to settle usage and give back leases and slices.
 #: Serve kills the replica when it is over: what was not settled by then is lost (in the customer's favour).
@@ -143,6 +146,17 @@ def stop_processes_naming(marker: str, grace_s: float = 5.0) -> None:
             proc.kill()
 
 
+def stop_left_haproxy(home: Path) -> bool:
+    """Stop the HAProxy a ``gateway up`` killed with SIGKILL left on the port (its manager actor went with
+    Ray; :mod:`gateway.runtime.leftovers`), found by its files directory. True if there was one."""
+    files = left_behind(home / HAPROXY_RECORD)
+    if files is None or not files.startswith(tempfile.gettempdir()):
+        return False
+    stop_processes_naming(files)
+    shutil.rmtree(files, ignore_errors=True)
+    return True
+
+
 def ingress_env(settings: Settings, haproxy_files: str) -> dict[str, str]:
     """Ray Serve's settings for this stack. Ray's own helper ports (fallback proxy, HAProxy stats and
     metrics) and HAProxy's files default to fixed values shared by every Ray on the machine, so each
@@ -218,6 +232,7 @@ class ServeRuntime:
         # Ray's processes inherit the driver's environment; these must be in place before they start.
         # Short, under /tmp: HAProxy's admin socket path has a length limit. Removed again by stop().
         self._haproxy_files = tempfile.mkdtemp(prefix="gw-haproxy-")
+        record(self._record, self._haproxy_files)
         os.environ.update(ingress_env(self.settings, self._haproxy_files))
         if join:
             ray.init(address=address, namespace="gateway", logging_level=logging.WARNING)
@@ -262,7 +277,12 @@ class ServeRuntime:
             if self._haproxy_files is not None:
                 stop_processes_naming(self._haproxy_files)
                 shutil.rmtree(self._haproxy_files, ignore_errors=True)
+                self._record.unlink(missing_ok=True)
                 self._haproxy_files = None
+
+    @property
+    def _record(self) -> Path:
+        return self.settings.resolved_home / HAPROXY_RECORD
 
     def _stop_ray(self) -> None:
         import ray

@@ -34,7 +34,7 @@ from gateway.runtime.actors import (
 from gateway.runtime.devnode_proc import DevnodeProcess, stop_stale
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.runtime.inspect import forget_ray_address, record_ray_address
-from gateway.runtime.serve_runtime import ServeRuntime
+from gateway.runtime.serve_runtime import ServeRuntime, stop_left_haproxy
 from gateway.storage.migrate import migrate_url
 from gateway.storage.service_keys import record_cluster_keys_at
 from gateway.webhooks.targets import allow_private, receivers_report
@@ -68,8 +68,11 @@ class Stack:
 
     def _start(self) -> Settings:
         s = self.settings
+        # what a `gateway up` killed with SIGKILL left running (gateway/runtime/leftovers.py)
         if s.upstream_rpc_url is None and stop_stale(self.home / "devnode"):
             self.report("devnode", "stopped the one a killed `gateway up` left running")
+        if stop_left_haproxy(self.home):
+            self.report("HAProxy", "stopped the one a killed `gateway up` left on the port")
         busy = [f"{host}:{port}" for host, port in self._ports() if not _port_free(host, port)]
         if busy:
             raise RuntimeError(f"already in use: {', '.join(busy)} (another gateway or devnode running?)")

