@@ -131,10 +131,10 @@ def processes_naming(marker: str, among: Iterable[psutil.Process] | None = None)
     return found
 
 
-def stop_processes_naming(marker: str, grace_s: float = 5.0) -> None:
-    """Stop the processes whose command line names ``marker`` (this stack's HAProxy files). Serve's
-    HAProxy runs in a session of its own and is stopped by its manager actor; when a SIGTERM to the
-    whole process group ends that actor first, nothing else would stop it, and it keeps the port."""
+def stop_processes_naming(marker: str, grace_s: float = 5.0) -> int:
+    """Stop the processes whose command line names ``marker`` (this stack's HAProxy files); how many.
+    Serve's HAProxy runs in a session of its own and is stopped by its manager actor; when a SIGTERM to
+    the whole process group ends that actor first, nothing else would stop it, and it keeps the port."""
     found = []
     for proc in processes_naming(marker):
         with contextlib.suppress(psutil.Error):
@@ -144,17 +144,18 @@ def stop_processes_naming(marker: str, grace_s: float = 5.0) -> None:
     for proc in alive:
         with contextlib.suppress(psutil.Error):
             proc.kill()
+    return len(found)
 
 
 def stop_left_haproxy(home: Path) -> bool:
     """Stop the HAProxy a ``gateway up`` killed with SIGKILL left on the port (its manager actor went with
-    Ray; :mod:`gateway.runtime.leftovers`), found by its files directory. True if there was one."""
+    Ray; :mod:`gateway.runtime.leftovers`), found by its files directory. True if one was running."""
     files = left_behind(home / HAPROXY_RECORD)
     if files is None or not files.startswith(tempfile.gettempdir()):
         return False
-    stop_processes_naming(files)
+    stopped = stop_processes_naming(files)
     shutil.rmtree(files, ignore_errors=True)
-    return True
+    return stopped > 0
 
 
 def ingress_env(settings: Settings, haproxy_files: str) -> dict[str, str]:
