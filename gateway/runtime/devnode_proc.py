@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -13,8 +10,9 @@ import urllib.request
 from pathlib import Path
 
 import orjson
+import psutil
 
-from gateway.runtime.leftovers import left_behind, record, running
+from gateway.runtime.leftovers import left_behind, record, stop_processes
 
 
 def rpc_ready(url: str, timeout_s: float = 1.0) -> bool:
@@ -39,21 +37,14 @@ def stop_stale(data_dir: Path, timeout_s: float = 20.0) -> bool:
     what = left_behind(data_dir / PIDFILE)
     if what is None or not what.isdigit():
         return False
-    pid = int(what)
     try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except FileNotFoundError:
+        node = psutil.Process(int(what))
+        argv = node.cmdline()
+    except psutil.Error:
         return False
-    if b"devnode" not in argv or os.fsencode(data_dir) not in argv:
+    if "devnode" not in argv or str(data_dir) not in argv:
         return False
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while running(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if running(pid):
-            os.kill(pid, signal.SIGKILL)
-    return True
+    return stop_processes([node], timeout_s) > 0
 
 
 class DevnodeProcess:

@@ -11,8 +11,12 @@ next start stops before it checks its ports. A record whose starter still runs i
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
+
+import psutil
 
 
 def record(path: Path, what: str) -> None:
@@ -39,6 +43,20 @@ def left_behind(path: Path) -> str | None:
 def running(pid: int) -> bool:
     """Not gone and not a zombie (an exited orphan waits unreaped where init does not reap)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
         return False
+
+
+def stop_processes(processes: Iterable[psutil.Process], grace_s: float = 5.0) -> int:
+    """SIGTERM each, SIGKILL those still running ``grace_s`` later; how many were signalled."""
+    found = []
+    for proc in processes:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+            found.append(proc)
+    _, alive = psutil.wait_procs(found, timeout=grace_s)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    return len(found)

@@ -26,7 +26,7 @@ import psutil
 
 from gateway.config import Settings
 from gateway.runtime.haproxy_edge import BINARY_ENV, TIMEOUT_ENV
-from gateway.runtime.leftovers import left_behind, record
+from gateway.runtime.leftovers import left_behind, record, stop_processes
 from gateway.runtime.ports import free_port
 from gateway.transports.ray_edge import CALLBACK_IMPORT_PATH, EDGE_SECRET_ENV
 
@@ -135,16 +135,7 @@ def stop_processes_naming(marker: str, grace_s: float = 5.0) -> int:
     """Stop the processes whose command line names ``marker`` (this stack's HAProxy files); how many.
     Serve's HAProxy runs in a session of its own and is stopped by its manager actor; when a SIGTERM to
     the whole process group ends that actor first, nothing else would stop it, and it keeps the port."""
-    found = []
-    for proc in processes_naming(marker):
-        with contextlib.suppress(psutil.Error):
-            proc.terminate()
-            found.append(proc)
-    _, alive = psutil.wait_procs(found, timeout=grace_s)
-    for proc in alive:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    return len(found)
+    return stop_processes(processes_naming(marker), grace_s)
 
 
 def stop_left_haproxy(home: Path) -> bool:
