@@ -6,7 +6,10 @@ connections, each scored by when it lapses. Taking a seat is one Lua script, ato
 lapsed members, count, add under the cap. The process that holds connections pushes their lapse forward
 every ``refresh_s`` (one pipelined round trip for all it holds) and removes each when it closes; a
 process that dies without closing leaves its members to lapse after ``ttl_s``, so for that long its
-connections still count. Scores use Redis's clock, so the machines' clocks do not matter.
+connections still count. Scores use Redis's clock, so the machines' clocks do not matter. A refresh
+re-adds a member that lapsed while Redis was out of reach (an outage longer than ``ttl_s``): the
+connection is still open, so it counts again from the next refresh, even if that puts its key over the
+cap for a while (openings are refused until enough close).
 
 Why Redis and not the account shards, which own the per-account concurrency of calls: a shard's slice
 lives 1 s, sized for calls that last milliseconds; a socket or a stream lives for hours, and holding it
@@ -55,7 +58,7 @@ _REFRESH = """
 local t = redis.call('TIME')
 local lapse = tonumber(t[1]) + tonumber(t[2]) / 1000000 + tonumber(ARGV[1])
 for i, key in ipairs(KEYS) do
-  redis.call('ZADD', key, 'XX', lapse, ARGV[i + 1])
+  redis.call('ZADD', key, lapse, ARGV[i + 1])
   redis.call('EXPIRE', key, math.ceil(tonumber(ARGV[1])) + 1)
 end
 return #KEYS
@@ -132,6 +135,9 @@ class Seats:
             if self._local[seat.key] <= 0:
                 del self._local[seat.key]
             return None
+        return self._remove_at_redis(seat)
+
+    def _remove_at_redis(self, seat: Seat) -> asyncio.Future[None]:
         removed = asyncio.get_running_loop().create_future()
         self._removals.append((seat, removed))
         if self._remover is None:
@@ -163,6 +169,9 @@ class Seats:
         if seats and self._refresh is not None:
             async with self._gate, redis_errors(WHAT):
                 await self._refresh(keys=[s.key for s in seats], args=[self.ttl_s, *(s.member for s in seats)])
+            for seat in seats:  # given back during the refresh, which may have re-added it after its removal
+                if seat not in self.held:
+                    self._remove_at_redis(seat)
 
     def start(self, redis: aioredis.Redis) -> None:
         """Count at Redis from now on (seats taken before, locally, stay local until given back)."""

@@ -9,7 +9,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.storage.errors import StoreUnavailable
-from gateway.storage.seats import Seats
+from gateway.storage.seats import TAKES_AT_ONCE, Seats
 
 
 def new_key() -> str:
@@ -81,4 +81,52 @@ async def test_a_crowd_opening_and_closing_at_once_is_counted_exactly(redis_clie
     assert await redis_client.zcard(key) == 800
     await asyncio.gather(*(seats.give(seat) for seat in taken if seat is not None))
     assert await redis_client.zcard(key) == 0 and not seats.held
+    await seats.stop()
+
+
+async def test_a_seat_lapsed_in_a_redis_outage_counts_again_at_the_next_refresh(redis_client: aioredis.Redis) -> None:
+    """Redis out of reach for longer than the lapse: the open connection's member lapses at Redis, and the
+    first refresh after Redis comes back adds it again (``ZADD … XX`` never did, so the cap leaked)."""
+    key = new_key()
+    holder = await started(redis_client, ttl_s=0.5, refresh_s=3_600)  # refreshed by hand below
+    other = await started(redis_client, ttl_s=0.5, refresh_s=3_600)
+    seat = await holder.take(key, 1)
+    assert seat is not None
+    gone = aioredis.Redis(unix_socket_path="/nonexistent/redis.sock")
+    reachable, holder._refresh = holder._refresh, gone.register_script(holder._refresh.script)  # type: ignore[union-attr]
+    with pytest.raises(StoreUnavailable):  # the outage: the holder's refresh cannot reach Redis
+        await holder.refresh()
+    await asyncio.sleep(1.0)  # past the lapse
+    lapsed = await other.take(key, 1)  # the cap no longer sees the open connection
+    assert lapsed is not None
+    holder._refresh = reachable  # Redis is back
+    await holder.refresh()
+    assert await redis_client.zscore(key, seat.member) is not None
+    await other.give(lapsed)
+    assert await other.take(key, 1) is None  # the holder's open connection counts again
+    await holder.give(seat)
+    assert await other.take(key, 1) is not None
+    await holder.stop()
+    await other.stop()
+    await gone.aclose()
+
+
+async def test_a_seat_given_back_during_a_refresh_is_not_left_counted(redis_client: aioredis.Redis) -> None:
+    """The refresh (no ``XX`` any more) must not bring back a seat removed while it waited its turn."""
+    key = new_key()
+    seats = await started(redis_client, refresh_s=3_600)
+    seat = await seats.take(key, 5)
+    assert seat is not None
+    for _ in range(TAKES_AT_ONCE):  # every turn at Redis taken: the refresh waits after listing its seats
+        await seats._gate.acquire()
+    refreshing = asyncio.create_task(seats.refresh())
+    await asyncio.sleep(0.05)
+    await seats.give(seat)  # removed at Redis before the refresh runs
+    assert await redis_client.zcard(key) == 0
+    for _ in range(TAKES_AT_ONCE):
+        seats._gate.release()
+    await refreshing
+    if seats._remover is not None:  # the second removal, queued by the refresh
+        await seats._remover
+    assert await redis_client.zcard(key) == 0
     await seats.stop()
