@@ -9,7 +9,9 @@ only for the configured short TTL, which is off by default. A ``null`` result ("
 finalized yet") and an error are never kept: the next call asks the node again.
 
 Keys are the method and its params after planning's normalisation, as canonical JSON (sorted keys),
-so equal requests share an entry. ``getSignatureStatuses`` is cached per signature: a call is
+so equal requests share an entry. Planning refuses config fields these methods do not read
+(:mod:`gateway.rpc.methods`), and a key longer than :data:`MAX_KEY_BYTES` is neither looked up nor
+kept: a caller cannot make keys large. ``getSignatureStatuses`` is cached per signature: a call is
 answered from the cache for the signatures it has, and the node is asked only for the others.
 Values are the exact bytes of the ``result`` (or of one status entry), put back with
 :class:`orjson.Fragment`, so a hit renders byte for byte what the miss rendered.
@@ -30,9 +32,12 @@ from gateway.core.jsonrpc import RpcItem
 FINAL_TTL_S = 3600.0
 #: Answers larger than this are not cached (a full block can be megabytes: it would evict everything else).
 MAX_ENTRY_BYTES = 1 << 20
-#: The replica's cache holds at most this many bytes of answers, whatever its entry count.
+#: Keys longer than this are not cached (a real one is under 200 bytes: a method, a signature, a config).
+MAX_KEY_BYTES = 1024
+#: The replica's cache holds at most this many bytes of keys and answers, whatever its entry count.
 LRU_MAX_BYTES = 64 << 20
 STATUSES = "getSignatureStatuses"
+MAX_SIGNATURE_CHARS = 88  # a base58 signature of 64 bytes
 MAX_STATUSES = 256  # the node's limit per getSignatureStatuses: beyond it, the node's error
 #: Methods whose answers may be cached; the rest always go to the node.
 CACHED_METHODS = frozenset(
@@ -83,11 +88,12 @@ def lookup_of(item: RpcItem) -> Lookup | None:
     if item.method not in CACHED_METHODS or not isinstance(item.params, list):
         return None
     if item.method != STATUSES:
-        return Lookup(item, [cache_key(item.method, item.params)])
+        key = cache_key(item.method, item.params)
+        return Lookup(item, [key]) if len(key) <= MAX_KEY_BYTES else None
     signatures = item.params[0] if item.params else None
     if not isinstance(signatures, list) or not 0 < len(signatures) <= MAX_STATUSES:
         return None  # the node judges malformed params
-    if not all(isinstance(s, str) for s in signatures):
+    if not all(isinstance(s, str) and len(s) <= MAX_SIGNATURE_CHARS for s in signatures):
         return None
     return Lookup(item, [status_key(s) for s in signatures])
 
@@ -177,12 +183,12 @@ def _status_entries(lookup: Lookup, result: Any, unfinalized_ttl_s: float, signa
 
 
 def _sized(entries: list[Entry]) -> list[Entry]:
-    return [e for e in entries if len(e.value) <= MAX_ENTRY_BYTES]
+    return [e for e in entries if len(e.value) <= MAX_ENTRY_BYTES and len(e.key) <= MAX_KEY_BYTES]
 
 
 class ResponseLru:
-    """The replica's layer: least recently used goes first, bounded in entries and in bytes, TTL per entry.
-    Single-threaded asyncio use only."""
+    """The replica's layer: least recently used goes first, bounded in entries and in bytes (keys and
+    values), TTL per entry. Single-threaded asyncio use only."""
 
     def __init__(
         self, max_entries: int, max_bytes: int = LRU_MAX_BYTES, clock: Callable[[], float] = time.monotonic
@@ -208,14 +214,14 @@ class ResponseLru:
         if key in self._entries:
             self._drop(key)
         self._entries[key] = (self._clock() + ttl_s, value)
-        self.bytes += len(value)
+        self.bytes += len(key) + len(value)
         while len(self._entries) > self.max_entries or self.bytes > self.max_bytes:
-            _, (_, old) = self._entries.popitem(last=False)
-            self.bytes -= len(old)
+            old_key, (_, old) = self._entries.popitem(last=False)
+            self.bytes -= len(old_key) + len(old)
 
     def _drop(self, key: bytes) -> None:
         _, value = self._entries.pop(key)
-        self.bytes -= len(value)
+        self.bytes -= len(key) + len(value)
 
     def clear(self) -> None:
         self._entries.clear()

@@ -10,10 +10,54 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.core.errors import RpcError, invalid_params
-from gateway.core.methods import MethodClass, MethodSpec, node_methods
+from gateway.core.methods import MethodClass, MethodSpec, Parser, node_methods
 from gateway.core.params import is_pubkey
 
 ASSET_OWNER_KEYS = ("ownerAddress", "owner_address", "owner")
+
+# The config fields of the reads whose answers the response cache keeps (docs/api.md, Response cache):
+# any other field is refused, free, so neither the cache key nor the node's request carries what the
+# method does not read. solana-py and @solana/kit send only these.
+TX_CONFIG = frozenset({"encoding", "commitment", "maxSupportedTransactionVersion"})
+BLOCK_CONFIG = TX_CONFIG | {"transactionDetails", "rewards"}
+STATUSES_CONFIG = frozenset({"searchTransactionHistory"})
+#: A config string (an encoding, a commitment, a detail level) longer than this is no name the node knows.
+MAX_CONFIG_WORD = 32
+_SHOWN = 40  # how much of a refused field name an error message repeats
+
+
+def known_config(at: int, fields: frozenset[str], then: Parser[None] | None = None) -> Parser[None]:
+    """The rule of a method whose params are ``at`` positional values and an optional config object
+    (or a legacy encoding string) at ``params[at]`` with only ``fields``, each a short scalar; ``then``
+    runs after."""
+    expected = ", ".join(f"`{f}`" for f in sorted(fields))
+
+    def check(params: list[Any]) -> RpcError | None:
+        if len(params) > at + 1:
+            return invalid_params(f"expected at most {at + 1} parameters, got {len(params)}")
+        config = params[at] if len(params) > at else None
+        if isinstance(config, str) and len(config) > MAX_CONFIG_WORD:
+            return invalid_params(f"unknown encoding `{config[:_SHOWN]}`")
+        if isinstance(config, dict):
+            for name, value in config.items():
+                if name not in fields:
+                    return invalid_params(f"unknown field `{name[:_SHOWN]}`, expected one of {expected}")
+                if isinstance(value, (dict, list)) or (isinstance(value, str) and len(value) > MAX_CONFIG_WORD):
+                    return invalid_params(f"`{name}` must be a name, a number or a boolean")
+        return then(params) if then is not None else None
+
+    return check
+
+
+def no_more_than(count: int) -> Parser[None]:
+    """The rule of a method that reads at most ``count`` positional params and no config."""
+
+    def check(params: list[Any]) -> RpcError | None:
+        if len(params) > count:
+            return invalid_params("no parameters were expected" if not count else f"expected at most {count}")
+        return None
+
+    return check
 
 
 def _token_accounts_by_owner(params: list[Any]) -> RpcError | None:
@@ -73,19 +117,24 @@ def tx_version(config_at: int, *, forwarded: bool) -> Callable[[list[Any]], RpcE
 SPECS: tuple[MethodSpec[Any], ...] = (
     *node_methods(
         MethodClass.READ_CHEAP,
-        """getAccountInfo getBalance getBlockCommitment getBlockHeight getBlockProduction getBlockTime getEpochInfo
-        getEpochSchedule getFeeForMessage getFirstAvailableBlock getGenesisHash getHealth getHighestSnapshotSlot
+        """getAccountInfo getBalance getBlockCommitment getBlockHeight getBlockProduction getEpochInfo
+        getFeeForMessage getFirstAvailableBlock getHealth getHighestSnapshotSlot
         getIdentity getInflationGovernor getInflationRate getLatestBlockhash getLeaderSchedule getMaxRetransmitSlot
         getMaxShredInsertSlot getMinimumBalanceForRentExemption getMultipleAccounts getRecentPerformanceSamples
-        getRecentPrioritizationFees getSignatureStatuses getSlot getSlotLeader getSlotLeaders
+        getRecentPrioritizationFees getSlot getSlotLeader getSlotLeaders
         getStakeMinimumDelegation getTokenAccountBalance getTokenSupply getTransactionCount getVersion
         getVoteAccounts isBlockhashValid minimumLedgerSlot""",
     ),
+    # the cached reads (gateway/rpc/cache_rules.py): their params are bounded to what they read
+    MethodSpec("getBlockTime", MethodClass.READ_CHEAP, no_more_than(1)),
+    MethodSpec("getGenesisHash", MethodClass.READ_CHEAP, no_more_than(0)),
+    MethodSpec("getEpochSchedule", MethodClass.READ_CHEAP, no_more_than(0)),
+    MethodSpec("getSignatureStatuses", MethodClass.READ_CHEAP, known_config(1, STATUSES_CONFIG)),
     *node_methods(MethodClass.READ_MEDIUM, "getSignaturesForAddress getClusterNodes"),
     MethodSpec("simulateTransaction", MethodClass.READ_MEDIUM, tx_version(1, forwarded=False)),
-    MethodSpec("getTransaction", MethodClass.READ_MEDIUM, tx_version(1, forwarded=True)),
+    MethodSpec("getTransaction", MethodClass.READ_MEDIUM, known_config(1, TX_CONFIG, tx_version(1, forwarded=True))),
     *node_methods(MethodClass.READ_HEAVY, "getBlocks"),
-    MethodSpec("getBlock", MethodClass.READ_HEAVY, tx_version(1, forwarded=True)),
+    MethodSpec("getBlock", MethodClass.READ_HEAVY, known_config(1, BLOCK_CONFIG, tx_version(1, forwarded=True))),
     MethodSpec("getBlocksWithLimit", MethodClass.READ_HEAVY, tx_version(2, forwarded=False)),
     MethodSpec("getTokenAccountsByOwner", MethodClass.READ_HEAVY, _token_accounts_by_owner),
     MethodSpec("getAssetsByOwner", MethodClass.READ_HEAVY, _assets_by_owner),

@@ -74,7 +74,7 @@ class ResponseCache:
         self.finalized_slot = finalized_slot
         self.shared: SharedResponses | None = None  # set once Redis is open
         self._context: dict[str, Any] = {}  # the newest getSignatureStatuses context the node sent
-        self._writes: set[asyncio.Task[None]] = set()
+        self._writes: set[asyncio.Task[bool]] = set()
 
     async def answer(self, items: list[RpcItem]) -> CacheRound:
         """Answer from the cache what it holds; the rest stays pending (a partly cached

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -26,7 +27,7 @@ from solders.transaction import Transaction
 
 from gateway.client import WalletSigner
 from gateway.rpc.cache_rules import cache_key
-from gateway.rpc.cache_store import PREFIX, SharedResponses
+from gateway.rpc.cache_store import BUDGET_PREFIX, PREFIX, WINDOW_S, SharedResponses
 from gateway.runtime.ports import free_port
 from tests.auth.helpers import create_account, create_api_key
 from tests.chain import send_sol, signed_transfer, wait_landed
@@ -302,3 +303,90 @@ async def test_redis_down_never_fails_the_call(
         await unreachable.aclose()
     assert first.doc["result"] is not None and (first.cache, second.cache) == ("miss", "hit")  # the replica's layer
     assert relay.count(sig) == 1
+
+
+# -- what a caller can make the cache hold -----------------------------------------------------------------
+
+PADDING = 250_000  # bytes of one unknown config field
+
+
+async def cache_keys(redis: aioredis.Redis, fragment: str) -> list[bytes]:
+    return [key async for key in redis.scan_iter(match=PREFIX + b"*", count=1000) if fragment.encode() in key]
+
+
+async def used_memory(redis: aioredis.Redis) -> int:
+    return int((await redis.info("memory"))["used_memory"])
+
+
+async def test_padded_calls_cannot_fill_redis_and_a_normal_call_is_still_cached(
+    relayed_caller: Caller, relay: FailingRelay, redis_client: aioredis.Redis, payer: Keypair, devnode_url: str
+) -> None:
+    """40 final reads, each with a different 250 KB config field the method does not read: each is refused
+    free with -32602 before the node or the cache sees it, and the shared Redis does not grow by their
+    size (before the fix: 40 keys of 250 KB, 10 MB)."""
+    sig = await finalized_transfer(devnode_url, payer)
+    found = await rpc(
+        relayed_caller, "getTransaction", [sig, {"commitment": "confirmed"}]
+    )  # not kept: a confirmed read
+    slot = found.doc["result"]["slot"]
+    before = await used_memory(redis_client)
+    start = await rpc(relayed_caller, "getSlot", [])
+    for n in range(40):
+        padding = {f"pad{n}": "x" * PADDING}
+        method, params = ("getTransaction", [sig, padding]) if n % 2 else ("getBlock", [slot, padding])
+        answer = await rpc(relayed_caller, method, params)
+        assert answer.doc["error"]["code"] == -32602 and f"`pad{n}`" in answer.doc["error"]["message"]
+        assert len(answer.raw) < 1000  # the error does not echo the field
+        await asyncio.sleep(0.03)  # under the account's 50 calls a second
+    after_padded = await rpc(relayed_caller, "getSlot", [])
+    assert start.remaining - after_padded.remaining == 1  # the getSlot: the refusals were free
+    assert relay.count(sig) == 1 and relay.count("pad") == 0  # the node never saw them
+    assert await cache_keys(redis_client, sig) == []
+    assert await used_memory(redis_client) - before < 2 << 20
+
+    miss = await rpc(relayed_caller, "getTransaction", [sig, {"encoding": "json"}])
+    hit = await rpc(relayed_caller, "getTransaction", [sig, {"encoding": "json"}])
+    assert (miss.cache, hit.cache) == ("miss", "hit") and hit.raw == miss.raw
+    for _ in range(100):  # written off the call's path
+        if await cache_keys(redis_client, sig):
+            break
+        await asyncio.sleep(0.02)
+    assert len(await cache_keys(redis_client, sig)) == 1
+
+
+async def budget_used(redis: aioredis.Redis) -> int:
+    window = int(time.time()) // WINDOW_S
+    counts = await redis.mget([BUDGET_PREFIX + str(n).encode() for n in (window, window - 1)])
+    return sum(int(c) for c in counts if c is not None)
+
+
+async def test_the_store_stops_sharing_answers_at_its_redis_budget(
+    relay: FailingRelay,
+    tmp_path: Path,
+    database_url: str,
+    redis_url: str,
+    db: asyncpg.Connection,
+    redis_client: aioredis.Redis,
+    payer: Keypair,
+) -> None:
+    """The cache's bytes in Redis are counted there; past the budget an answer is served, not shared."""
+    first, second = [await finalized_transfer(relay.node_url, payer) for _ in range(2)]
+    async with relayed(relay, tmp_path, database_url, redis_url, db) as (gw, caller):
+        shared = gw.app.cache.shared if gw.app.cache is not None else None
+        assert shared is not None
+        shared.budget_bytes = await budget_used(redis_client) + 100_000
+        assert (await rpc(caller, "getTransaction", [first])).cache == "miss"
+        for _ in range(100):
+            if await cache_keys(redis_client, first):
+                break
+            await asyncio.sleep(0.02)
+        assert len(await cache_keys(redis_client, first)) == 1
+        spent = await budget_used(redis_client)
+        assert spent > len(PREFIX) + len(first)  # the entry was counted
+        shared.budget_bytes = spent  # nothing more fits
+        assert (await rpc(caller, "getTransaction", [second])).cache == "miss"
+        assert (await rpc(caller, "getTransaction", [second])).cache == "hit"  # the replica's layer still works
+        await asyncio.sleep(0.5)
+        assert await cache_keys(redis_client, second) == []
+        assert await budget_used(redis_client) == spent
+    assert relay.count(second) == 1

@@ -10,6 +10,7 @@ from gateway.core.jsonrpc import RpcItem
 from gateway.rpc.cache_rules import (
     FINAL_TTL_S,
     MAX_ENTRY_BYTES,
+    MAX_KEY_BYTES,
     ResponseLru,
     ask_node_for_missing,
     cache_key,
@@ -17,6 +18,7 @@ from gateway.rpc.cache_rules import (
     lookup_of,
     merge_statuses,
 )
+from tests.methods import planned
 
 FINAL = {"confirmationStatus": "finalized", "confirmations": None, "err": None, "slot": 5, "status": {"Ok": None}}
 CONFIRMED = {**FINAL, "confirmationStatus": "confirmed", "confirmations": 1}
@@ -87,7 +89,50 @@ def test_the_lru_is_bounded_in_entries_bytes_and_time() -> None:
     assert lru.get(b"a") == b"1234"  # a is now the most recent
     lru.put(b"c", b"12", 10)
     assert lru.get(b"b") is None and len(lru) == 2  # b went first
-    lru.put(b"d", b"123456789", 10)  # over the byte bound: the oldest go until it fits
-    assert lru.get(b"a") is None and lru.get(b"d") == b"123456789" and lru.bytes == 9
+    lru.put(b"d", b"12345678", 10)  # over the byte bound (keys count): the oldest go until it fits
+    assert lru.get(b"a") is None and lru.get(b"d") == b"12345678" and lru.bytes == 9
     now[0] = 11
     assert lru.get(b"d") is None and lru.bytes == 0
+    lru.put(b"k" * 9, b"1", 10)  # a large key with a small value is counted whole
+    assert lru.bytes == 10
+    lru.put(b"k" * 10, b"1", 10)
+    assert len(lru) == 0 and lru.bytes == 0
+
+
+def test_large_keys_are_neither_looked_up_nor_kept() -> None:
+    padded = RpcItem(index=0, id=1, method="getBlockTime", params=[5, "x" * MAX_KEY_BYTES])
+    assert lookup_of(padded) is None
+    long_signature = RpcItem(index=0, id=1, method="getSignatureStatuses", params=[["s" * 89]])
+    assert lookup_of(long_signature) is None
+    assert lookup_of(RpcItem(index=0, id=1, method="getSignatureStatuses", params=[["s" * 88]])) is not None
+
+
+def test_the_cached_reads_refuse_what_they_do_not_read() -> None:
+    """Planning bounds their params to what the method reads (docs/api.md, Response cache): free -32602."""
+    sig = "5" * 88
+    refused: list[tuple[str, list[Any]]] = [
+        ("getTransaction", [sig, {"encoding": "json", "padding": "x" * 1000}]),
+        ("getTransaction", [sig, {"commitment": "f" * 1000}]),
+        ("getTransaction", [sig, {"encoding": {"nested": 1}}]),
+        ("getTransaction", [sig, "json" * 100]),
+        ("getTransaction", [sig, {}, {}]),
+        ("getBlock", [5, {"minContextSlot": 1}]),
+        ("getBlockTime", [5, 6]),
+        ("getGenesisHash", [{}]),
+        ("getEpochSchedule", ["x"]),
+        ("getSignatureStatuses", [[sig], {"searchTransactionHistory": True, "x": 1}]),
+    ]
+    for method, params in refused:
+        item = planned(method, params)
+        assert item.error is not None and item.error.code == -32602, (method, params)
+        assert len(item.error.message) < 200 and item.price == 0
+    accepted: list[tuple[str, list[Any]]] = [
+        ("getTransaction", [sig, {"encoding": "jsonParsed", "commitment": "confirmed"}]),
+        ("getTransaction", [sig, "base64"]),
+        ("getBlock", [5, {"transactionDetails": "signatures", "rewards": False, "maxSupportedTransactionVersion": 0}]),
+        ("getBlockTime", [5]),
+        ("getGenesisHash", []),
+        ("getSignatureStatuses", [[sig], {"searchTransactionHistory": True}]),
+    ]
+    for method, params in accepted:
+        assert planned(method, params).error is None, (method, params)
