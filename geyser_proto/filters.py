@@ -21,8 +21,14 @@ What this project's servers do not offer raises :class:`Unsupported` (answered `
 ``blocks``, ``entry`` and ``block_footer`` filters, cuckoo filters and the ``token_accounts`` expansion;
 ``from_slot`` unless the server keeps a replay log (``FilterLimits.from_slot``: the gateway's).
 
-Only protobuf and the generated messages are imported here (the gateway and the devnode both use it,
-and neither may import the other).
+Every length is checked before anything is decoded (docs/api.md, gRPC limits): a request over
+``FilterLimits.max_request_bytes`` or ``max_request_keys`` keys in all, a key longer than a base58 public key
+(44 characters) or signature (88) can be, a memcmp longer than ``max_memcmp_bytes`` can encode to, is refused
+at once; keys and signatures are then decoded by solders' native decoder (the pure-Python one below is
+quadratic in the text's length and is only given texts already bounded).
+
+Only protobuf, the generated messages and solders are imported here (the gateway and the devnode both use
+it, and neither may import the other).
 """
 
 from __future__ import annotations
@@ -30,9 +36,13 @@ from __future__ import annotations
 import base64
 import binascii
 import itertools
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from solders.pubkey import Pubkey
+from solders.signature import Signature
 
 from geyser_proto import geyser_pb2
 
@@ -47,6 +57,14 @@ _INDEX = {c: i for i, c in enumerate(_ALPHABET)}
 _TOKEN_ACCOUNT_LEN = 165
 _TOKEN_STATE_OFFSET = 108
 _MULTISIG_LEN = 355
+#: The longest base58 text of 32 bytes (a public key) and of 64 (a signature).
+MAX_PUBKEY_CHARS = 44
+MAX_SIGNATURE_CHARS = 88
+
+
+def base58_chars(nbytes: int) -> int:
+    """The longest base58 text of ``nbytes`` bytes (each leading zero byte is one ``1``)."""
+    return math.ceil(nbytes * math.log(256, 58))
 
 
 class FilterError(ValueError):
@@ -79,15 +97,29 @@ def b58decode(text: str) -> bytes:
     return b"\0" * zeros + body
 
 
+def _shown(text: str) -> str:
+    """A client's text as an error message quotes it: at most its first 48 characters."""
+    return repr(text) if len(text) <= 48 else f"{text[:48]!r}... ({len(text)} characters)"
+
+
 def pubkey(text: str, what: str = "pubkey") -> bytes:
-    """A base58 public key as its 32 bytes, or :class:`FilterError`."""
-    try:
-        raw = b58decode(text)
-    except ValueError:
-        raw = b""
-    if len(raw) != 32:
-        raise FilterError(f"invalid {what} {text!r}: expected a base58 public key of 32 bytes")
-    return raw
+    """A base58 public key as its 32 bytes, or :class:`FilterError` (its length checked first)."""
+    if len(text) <= MAX_PUBKEY_CHARS:
+        try:
+            return bytes(Pubkey.from_string(text))
+        except ValueError:
+            pass
+    raise FilterError(f"invalid {what} {_shown(text)}: expected a base58 public key of 32 bytes")
+
+
+def signature(text: str) -> bytes:
+    """A base58 signature as its 64 bytes, or :class:`FilterError` (its length checked first)."""
+    if len(text) <= MAX_SIGNATURE_CHARS:
+        try:
+            return bytes(Signature.from_string(text))
+        except ValueError:
+            pass
+    raise FilterError(f"invalid signature {_shown(text)}: expected a base58 signature of 64 bytes")
 
 
 @dataclass(frozen=True)
@@ -100,6 +132,8 @@ class FilterLimits:
     max_memcmp_bytes: int = 128
     max_data_slices: int = 16
     max_name_length: int = 128
+    max_request_keys: int = 10_000  # public keys in all the request's filters together
+    max_request_bytes: int = 512 * 1024  # the serialized request (the transport takes at most twice this)
     from_slot: bool = False  # the server keeps a replay log, so a request may ask for ``from_slot``
 
 
@@ -265,6 +299,7 @@ EMPTY = Filters()
 
 def compile_request(request: geyser_pb2.SubscribeRequest, limits: FilterLimits = DEFAULT_LIMITS) -> Filters:
     """The filters a request sets (it replaces all of a stream's filters), or :class:`FilterError`."""
+    _bound(request, limits)
     _refuse_unsupported(request, limits)
     commitment = request.commitment if request.HasField("commitment") else PROCESSED
     if commitment not in COMMITMENTS:
@@ -287,6 +322,18 @@ def compile_request(request: geyser_pb2.SubscribeRequest, limits: FilterLimits =
         data_slices=_data_slices(request.accounts_data_slice, limits),
         from_slot=request.from_slot if request.HasField("from_slot") else None,
     )
+
+
+def _bound(request: geyser_pb2.SubscribeRequest, limits: FilterLimits) -> None:
+    """Refuse a request past its size limits before any of it is decoded or compiled."""
+    size = request.ByteSize()
+    if size > limits.max_request_bytes:
+        raise FilterError(f"request too large: {size} bytes (max {limits.max_request_bytes})")
+    keys = sum(len(f.account) + len(f.owner) for f in request.accounts.values())
+    for tf in [*request.transactions.values(), *request.transactions_status.values()]:
+        keys += len(tf.account_include) + len(tf.account_exclude) + len(tf.account_required)
+    if keys > limits.max_request_keys:
+        raise FilterError(f"too many keys in the request: {keys} (max {limits.max_request_keys} in all filters)")
 
 
 def _refuse_unsupported(request: geyser_pb2.SubscribeRequest, limits: FilterLimits) -> None:
@@ -360,6 +407,10 @@ def _account_filter(f: geyser_pb2.SubscribeRequestFilterAccounts, limits: Filter
 
 def _memcmp_bytes(memcmp: geyser_pb2.SubscribeRequestFilterAccountsFilterMemcmp, limits: FilterLimits) -> bytes:
     kind = memcmp.WhichOneof("data")
+    most = limits.max_memcmp_bytes
+    longest = {"base58": base58_chars(most), "base64": 4 * math.ceil(most / 3)}
+    if kind in longest and len(text := getattr(memcmp, kind)) > longest[kind]:
+        raise FilterError(f"memcmp data too large: {len(text)} {kind} characters (max {most} bytes)")
     try:
         if kind == "bytes":
             data = memcmp.bytes
@@ -379,18 +430,10 @@ def _memcmp_bytes(memcmp: geyser_pb2.SubscribeRequestFilterAccountsFilterMemcmp,
 
 
 def _transaction_filter(f: geyser_pb2.SubscribeRequestFilterTransactions, limits: FilterLimits) -> TransactionFilter:
-    signature: bytes | None = None
-    if f.HasField("signature"):
-        try:
-            signature = b58decode(f.signature)
-        except ValueError:
-            signature = b""
-        if len(signature) != 64:
-            raise FilterError(f"invalid signature {f.signature!r}: expected a base58 signature of 64 bytes")
     return TransactionFilter(
         vote=f.vote if f.HasField("vote") else None,
         failed=f.failed if f.HasField("failed") else None,
-        signature=signature,
+        signature=signature(f.signature) if f.HasField("signature") else None,
         include=_keys(f.account_include, "account_include", limits),
         exclude=_keys(f.account_exclude, "account_exclude", limits),
         required=_keys(f.account_required, "account_required", limits),

@@ -34,7 +34,7 @@ from gateway.node.geyser import MAX_MESSAGE_BYTES, UpstreamGeyser
 from gateway.storage.channels import CREDITED, RECALL, Channel
 from gateway.storage.connections import Connections
 from geyser_proto.fanout import Fanout
-from geyser_proto.filters import FilterLimits
+from geyser_proto.filters import DEFAULT_LIMITS, FilterLimits
 from geyser_proto.streaming import service_handler
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,9 @@ def server_options(reuse_port: bool) -> list[tuple[str, Any]]:
         ("grpc.keepalive_timeout_ms", 10_000),
         ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
         ("grpc.keepalive_permit_without_calls", 1),
-        ("grpc.max_receive_message_length", 4 * 2**20),
+        # twice the largest request served: one a little over it gets a clear INVALID_ARGUMENT, none is
+        # parsed past this (docs/api.md, gRPC limits)
+        ("grpc.max_receive_message_length", 2 * DEFAULT_LIMITS.max_request_bytes),
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ]
 

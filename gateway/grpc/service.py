@@ -7,7 +7,9 @@ process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`
 
 - a unary call pays 1 credit, then is forwarded to the node's geyser endpoint (``Ping`` is answered
   here); a failure of the node is refunded;
-- ``Subscribe`` pays 1 credit when established, then joins the process's fan-out
+- ``Subscribe`` pays 1 credit when established: reserved when it opens, charged once its first request's
+  filters are accepted, refunded (a recorded refund) when it ends before that (refused, invalid or left
+  empty); it then joins the process's fan-out
   (:mod:`geyser_proto.fanout`): each request the client sends replaces its filters, which the one
   upstream subscription then also asks for (:mod:`gateway.node.geyser`); a client ``ping`` is
   answered once the upstream has its latest filters. A billing task charges 60 credits at the start
@@ -127,11 +129,22 @@ class GeyserGateway:
                 for seat in seats:
                     self.deps.seats.release(seat)
 
+        stream_id = f"grpc-{os.urandom(8).hex()}"
+        admission: Admission | None = None
+
+        def settle(refunded: bool) -> None:  # the open's credit: charged once admitted, else refunded
+            nonlocal admission
+            if admission is not None:
+                entered.complete(admission, "grpc:Subscribe", stream_id, refunded=refunded)
+                admission = None
+
         try:
-            stream_id = f"grpc-{os.urandom(8).hex()}"
-            await self._pay(context, entered, SUBSCRIBE_CREDITS, "grpc:Subscribe", stream_id)
-            await self._stream(requests, context, entered, stream_id, uncount)
+            admission = await self._pay(
+                context, entered, SUBSCRIBE_CREDITS, "grpc:Subscribe", stream_id, complete=False
+            )
+            await self._stream(requests, context, entered, stream_id, uncount, lambda: settle(False))
         finally:
+            settle(True)  # never admitted: no filters accepted (refused, invalid, or the client left first)
             uncount()
 
     async def _seats(self, context: grpc.aio.ServicerContext, pubkey: str, address: str) -> list[Seat]:
@@ -165,6 +178,7 @@ class GeyserGateway:
         entered: EntrySession,
         stream_id: str,
         uncount: Callable[[], None],
+        admitted: Callable[[], None],
     ) -> None:
         """The revocation of the credential ``entered`` holds (a wallet's: nothing to revoke) ends the
         stream UNAUTHENTICATED."""
@@ -183,6 +197,7 @@ class GeyserGateway:
             if refused is not None:
                 out.end(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
                 return
+            admitted()
             live = filters if resume is None else resume.take(filters)
             if live is not None:
                 deps.fanout.replace(member, live)

@@ -44,7 +44,7 @@ class Subscription:
         """Ping, wait for the pong (the stream's filters are live once it comes); the updates before it."""
         ping_id = next(self._ping_ids)
         await self.send(ping=self.pb2.SubscribeRequestPing(id=ping_id))
-        before = []
+        before: list[Any] = []
         while True:
             update = await self.read()
             if update.WhichOneof("update_oneof") == "pong":

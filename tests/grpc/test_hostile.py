@@ -1,0 +1,129 @@
+"""A hostile SubscribeRequest is bounded before it is decoded: refused INVALID_ARGUMENT at once, its
+stream's credit refunded, and the other streams of the process never notice (docs/api.md, gRPC limits).
+A stream refused before any of its filters were accepted keeps no credit. Real grpcio client with the
+generated stubs, the server in this process, real PostgreSQL and Redis, the devnode's geyser."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import grpc
+
+from tests.grpc.client import Subscription, kind
+from tests.grpc.conftest import GeyserClient, RunningStream, StreamFactory
+
+
+async def records(db: asyncpg.Connection, stream: RunningStream, pubkey: str) -> list[tuple[str, int, bool]]:
+    """The account's usage rows (method, credits charged, refunded) once the server's meter settled them."""
+    await stream.server.meter.flush()
+    query = "SELECT method, credits, refunded FROM usage_history WHERE pubkey = $1 ORDER BY id"
+    return [(r["method"], r["credits"], r["refunded"]) for r in await db.fetch(query, pubkey)]
+
+
+async def slots_flowing(sub: Subscription, seen: list[int]) -> None:
+    """Read ``sub``'s slot updates into ``seen`` until cancelled."""
+    while True:
+        update = await sub.read()
+        if kind(update) == "slot":
+            seen.append(update.slot.slot)
+
+
+async def test_a_300000_character_key_is_refused_at_once_not_charged_and_other_streams_keep_flowing(
+    geyser: GeyserClient, stream: RunningStream, db: asyncpg.Connection
+) -> None:
+    pb2 = geyser.pb2
+    hostile_pubkey, hostile_key = await stream.customer(db, 100)
+    _, other_key = await stream.customer(db, 100)
+    async with grpc.aio.insecure_channel(stream.address) as channel:
+        other = Subscription(geyser, channel, other_key)
+        await other.send(slots={"s": pb2.SubscribeRequestFilterSlots()})
+        await other.until(lambda u: kind(u) == "slot")
+        seen: list[int] = []
+        reader = asyncio.create_task(slots_flowing(other, seen))
+        try:
+            hostile = Subscription(geyser, channel, hostile_key)
+            await hostile.send(accounts={"a": pb2.SubscribeRequestFilterAccounts(account=["A" * 300_000])})
+            error = await hostile.error()  # within WAIT_S: the old decoder took tens of seconds here
+            assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
+            assert "300000 characters" in (error.details() or "")
+            assert "expected a base58 public key of 32 bytes" in (error.details() or "")
+            before = len(seen)
+            while len(seen) < before + 3:  # and it still flows after
+                await asyncio.sleep(0.05)
+                assert not reader.done(), reader
+        finally:
+            reader.cancel()
+    assert await records(db, stream, hostile_pubkey) == [("grpc:Subscribe", 0, True)]  # a recorded refund
+    assert stream.server.meter.remaining(hostile_pubkey) == 100
+
+
+async def test_past_the_request_limits_is_invalid_argument_and_past_the_transport_is_refused_unread(
+    geyser: GeyserClient, stream: RunningStream, db: asyncpg.Connection
+) -> None:
+    pb2 = geyser.pb2
+    key44 = "1" * 32
+    cases = [
+        ({"transactions": {"t": pb2.SubscribeRequestFilterTransactions(signature="2" * 100)}}, "signature"),
+        (
+            {
+                "accounts": {
+                    "m": pb2.SubscribeRequestFilterAccounts(
+                        filters=[
+                            pb2.SubscribeRequestFilterAccountsFilter(
+                                memcmp=pb2.SubscribeRequestFilterAccountsFilterMemcmp(offset=0, base58="2" * 200)
+                            )
+                        ]
+                    )
+                }
+            },
+            "memcmp data too large: 200 base58 characters",
+        ),
+        (
+            {"accounts": {f"a{i}": pb2.SubscribeRequestFilterAccounts(account=[key44] * 4_000) for i in range(3)}},
+            "too many keys in the request: 12000",
+        ),
+        (
+            {
+                "accounts": {"a": pb2.SubscribeRequestFilterAccounts(owner=["x" * 600_000])},
+            },
+            "request too large",
+        ),
+    ]
+    pubkey, key = await stream.customer(db, 100)
+    async with grpc.aio.insecure_channel(stream.address) as channel:
+        for fields, wanted in cases:
+            sub = Subscription(geyser, channel, key)
+            await sub.send(**fields)
+            error = await sub.error()
+            assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, (wanted, error)
+            assert wanted in (error.details() or ""), error
+        sub = Subscription(geyser, channel, key)  # past what the transport takes: never parsed
+        await sub.send(accounts={"a": pb2.SubscribeRequestFilterAccounts(owner=["x" * 1_100_000])})
+        error = await sub.error()
+        assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
+    assert stream.server.meter.remaining(pubkey) == 100
+    assert set(await records(db, stream, pubkey)) == {("grpc:Subscribe", 0, True)}
+
+
+async def test_a_stream_refused_by_the_filter_budget_keeps_no_credit_and_an_admitted_one_pays(
+    geyser: GeyserClient, serve_stream: StreamFactory, db: asyncpg.Connection
+) -> None:
+    pb2 = geyser.pb2
+    async with serve_stream(upstream_grpc_max_filters=2, grpc_account_filter_share=0.5) as stream:
+        pubkey, key = await stream.customer(db, 100)
+        keys = ["So11111111111111111111111111111111111111112", "11111111111111111111111111111111"]
+        async with grpc.aio.insecure_channel(stream.address) as channel:
+            sub = Subscription(geyser, channel, key)
+            await sub.send(
+                accounts={f"a{i}": pb2.SubscribeRequestFilterAccounts(account=[k]) for i, k in enumerate(keys)}
+            )
+            error = await sub.error()
+            assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "filter budget" in (error.details() or "")
+            assert stream.server.meter.remaining(pubkey) == 100
+            admitted = Subscription(geyser, channel, key)
+            await admitted.send(slots={"s": pb2.SubscribeRequestFilterSlots()})
+            await admitted.ping()
+            admitted.call.cancel()
+        assert await records(db, stream, pubkey) == [("grpc:Subscribe", 0, True), ("grpc:Subscribe", 1, False)]
+        assert stream.server.meter.remaining(pubkey) == 99
