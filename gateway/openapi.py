@@ -54,6 +54,7 @@ class ErrorDetail(_Open):
     message: str
     requestId: str | None = Field(None, description="The X-Request-Id of the response")
     data: Any = None
+    rpcCode: int | None = Field(None, description="The JSON-RPC code, where the refusal has one (-32700, -32600, ...)")
 
 
 class ErrorBody(_Open):
@@ -372,9 +373,9 @@ _RPC_OR_HTTP_ERROR = {"anyOf": [_ref("RpcResponse"), _ref("ErrorBody")]}
 #: A malformed JSON-RPC body on the JSON-RPC routes (docs/api.md, Errors).
 _RPC_400 = {
     "400": _json(
-        _RPC_OR_HTTP_ERROR,
-        "malformed JSON-RPC: a JSON-RPC error, -32700 (not JSON) or -32600 (not a request or batch: empty, over 100 "
-        "items, or another method than the route's)",
+        _ref("ErrorBody"),
+        "malformed JSON-RPC: INVALID_REQUEST, rpcCode -32700 (not JSON) or -32600 (not a request or batch: empty, "
+        "over 100 items, or another method than the route's)",
     )
 }
 

@@ -113,11 +113,17 @@ def json_reply(status: int, document: Any, headers: dict[str, str] | None = None
 def render_proxy_error(call: Call, exc: ProxyError) -> Reply:
     """A refusal in the call's reply style (or the error's own); the error's headers win over the stages'."""
     headers = {**call.response_headers, **exc.headers}
-    if exc.rpc_code is not None and (exc.style or call.style) is ReplyStyle.JSONRPC:
+    if exc.rpc_code is not None and (exc.style or call.style) is ReplyStyle.JSONRPC and not _rest_400(call, exc):
         body: dict[str, Any] = {"jsonrpc": "2.0", "id": _item_id(call), "error": exc.rpc_error().to_json()}
         body.update(exc.extra_body)
         return json_reply(exc.status, body, headers)
     return json_reply(exc.status, exc.http_body(call.request_id), headers)
+
+
+def _rest_400(call: Call, exc: ProxyError) -> bool:
+    """A 400 is the HTTP error body ``INVALID_REQUEST`` on the JSON-RPC routes too (the interface's table
+    gives it no JSON-RPC code; docs/api.md, Errors); a WebSocket frame stays a JSON-RPC error."""
+    return exc.status == 400 and exc.style is None and call.wire is not Wire.WEBSOCKET
 
 
 def _item_id(call: Call) -> Any:

@@ -4,9 +4,9 @@ Two families, matching docs/api.md's two error shapes::
 
     RpcError            a JSON-RPC error object, answered inside HTTP 200 (per item in a batch)
     ProxyError          stops a request before the node; has an HTTP status and renders either
-                        as a JSON-RPC body (when it has a JSON-RPC code, e.g. -32010 at 402, -32700 at
-                        400, on the JSON-RPC routes) or as the HTTP body {error: {code, message,
-                        requestId}} (AUTH_FAILED, NONCE_REUSED...)
+                        as a JSON-RPC body (when it has a JSON-RPC code, e.g. -32010 at 402, on the
+                        JSON-RPC routes) or as the HTTP body {error: {code, message, requestId,
+                        rpcCode?}} (INVALID_REQUEST at 400 on every route, AUTH_FAILED, NONCE_REUSED...)
 
 Constructors below name each documented error once, so codes, statuses and messages live here only.
 """
@@ -117,6 +117,8 @@ class ProxyError(Exception):
             error["requestId"] = request_id
         if self.data is not None:
             error["data"] = self.data
+        if self.rpc_code is not None:  # the JSON-RPC code beside the constant (docs/api.md, Errors)
+            error["rpcCode"] = int(self.rpc_code)
         return {"error": error}
 
     def rpc_error(self) -> RpcError:
@@ -129,15 +131,14 @@ def invalid_request(message: str) -> ProxyError:
 
 
 def parse_error(detail: str) -> ProxyError:
-    """400 for a JSON-RPC body that is not JSON. Answered as a JSON-RPC error (-32700, id null) on the
-    JSON-RPC routes: the shape Solana clients parse (solders reads it as ``ParseErrorMessage``; the REST
-    body matches none of its types); docs/api.md's ``INVALID_REQUEST`` body elsewhere."""
+    """400 for a JSON-RPC body that is not JSON: ``INVALID_REQUEST`` in the HTTP error body on every
+    route (the interface's table), -32700 in its ``rpcCode``; a JSON-RPC error on a WebSocket."""
     return ProxyError(400, "INVALID_REQUEST", f"Parse error (-32700): {detail}", rpc_code=RpcCode.PARSE_ERROR)
 
 
 def invalid_rpc_request(detail: str) -> ProxyError:
     """400 for a JSON-RPC body that is not a valid request or batch (an empty batch, one over 100):
-    -32600 on the JSON-RPC routes (solders: ``InvalidRequestMessage``), as :func:`parse_error`."""
+    -32600 in ``rpcCode``, as :func:`parse_error`."""
     return ProxyError(400, "INVALID_REQUEST", f"Invalid Request (-32600): {detail}", rpc_code=RpcCode.INVALID_REQUEST)
 
 

@@ -1,10 +1,9 @@
 """JSON-RPC 2.0 envelope parsing: raw bytes in, a list of items out. Pure, no I/O.
 
 Whole-request faults (not JSON, not an object or array, empty or over-long batch, an invalid single
-request) stop the request with HTTP 400: on the JSON-RPC routes as a JSON-RPC error (-32700 or -32600,
-id null unless the request's id could be read), which Solana clients parse (solders'
-``ParseErrorMessage`` / ``InvalidRequestMessage``); elsewhere as ``INVALID_REQUEST``, the message
-naming the code. Inside a batch an invalid item does not sink its neighbours: it gets its own -32600
+request) stop the request with HTTP 400 ``INVALID_REQUEST`` in the HTTP error body, as the interface's
+table says, its message and ``rpcCode`` naming the JSON-RPC code (-32700 or -32600); on a WebSocket,
+a JSON-RPC error. Inside a batch an invalid item does not sink its neighbours: it gets its own -32600
 error object, as JSON-RPC 2.0 prescribes.
 """
 

@@ -241,7 +241,7 @@ async def test_non_utf8_body_is_signed_as_raw_bytes(
     body = b"\xff\xfe\x00garbage\x80"
     answer = await signed(http, funded, "POST", gateway.url, "/", body)
     assert answer.status == 400, answer  # authenticated, then refused as JSON: never a 500
-    assert answer.code == -32700  # a JSON-RPC parse error on a JSON-RPC route (docs/api.md, Errors)
+    assert answer.code == "INVALID_REQUEST"  # -32700 in its rpcCode (docs/api.md, Errors)
     forged = _tamper(funded.headers("POST", "/", body), signature=_b58(64))
     assert (await request(http, "POST", gateway.url + "/", body=body, headers=forged)).status == 401
 

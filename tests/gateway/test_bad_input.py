@@ -17,6 +17,7 @@ from typing import Any
 
 import aiohttp
 import asyncpg
+import httpx2
 import orjson
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -176,6 +177,8 @@ def assert_documented_shape(path: str, status: int, document: Any) -> None:
     assert isinstance(document, dict)
     error = document.get("error")
     assert isinstance(error, dict) and isinstance(error.get("message"), str), document
+    if status == 400 and path != "/mcp":  # INVALID_REQUEST in the HTTP error body on every route but MCP's
+        assert "jsonrpc" not in document and error.get("code") == "INVALID_REQUEST", document
     if "jsonrpc" in document:  # JSON-RPC paths, and a 402 anywhere (the spec gives it a JSON-RPC code)
         assert isinstance(error.get("code"), int), document
         assert path in JSON_RPC_PATHS or status == 402, document
@@ -203,3 +206,28 @@ async def test_no_input_gets_a_500_or_an_undocumented_answer(
         assert raw == b""
         return
     assert_documented_shape(path, resp.status, orjson.loads(raw))
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "rpc_code", "words"),
+    [
+        ("/", orjson.dumps([{"jsonrpc": "2.0", "id": i, "method": "getSlot"} for i in range(101)]), -32600, "101"),
+        ("/rpc", b"[]", -32600, "empty batch"),
+        ("/rpc", b'{"jsonrpc": "2.0", "id": 1, "method": "getSlot"', -32700, "not valid JSON"),
+        ("/", b'{"jsonrpc": "2.0", "method": "getSlot"}', -32600, "id is required"),
+        ("/relay/sendBundle", b'{"jsonrpc": "2.0", "id": 1, "method": "getSlot"}', -32600, "sendBundle"),
+    ],
+)
+async def test_a_malformed_json_rpc_body_is_400_invalid_request_in_the_http_error_shape(
+    target: Target, path: str, body: bytes, rpc_code: int, words: str
+) -> None:
+    """Issue 39: the interface's table answers 400 with ``{error: {code: "INVALID_REQUEST", message,
+    requestId}}`` on the JSON-RPC routes too; the JSON-RPC code rides along as ``rpcCode``."""
+    async with httpx2.AsyncClient() as http:
+        answer = await http.post(target.url + path, content=body, headers={"X-Api-Key": target.api_key})
+    assert answer.status_code == 400, answer.text
+    document = answer.json()
+    assert set(document) == {"error"}, document
+    error = document["error"]
+    assert error["code"] == "INVALID_REQUEST" and words in error["message"], document
+    assert error["rpcCode"] == rpc_code and error["requestId"] == answer.headers["X-Request-Id"], document

@@ -1,8 +1,8 @@
 """Issue 6: the refusals a Solana client meets, as solana-py and solders surface them.
 
-A body that is not JSON and a batch over 100 answer HTTP 400 (the spec's status) with a JSON-RPC error
-(-32700, -32600), the shape solders parses (the REST shape ``{error: {code: "INVALID_REQUEST"}}``
-matches none of its response types); an unknown method names the closest known ones and ``/pricing``;
+A body that is not JSON and a batch over 100 answer HTTP 400 ``{error: {code: "INVALID_REQUEST", message,
+requestId, rpcCode}}`` (the interface's table; issue 39), which solana-py raises as ``SolanaRpcException``
+and the gateway's client types as ``InvalidRequest``; an unknown method names the closest known ones and ``/pricing``;
 a wrong API key says how to get the current one (``gateway fund`` on a devnode gateway).
 """
 
@@ -18,7 +18,7 @@ import pytest
 from solana.exceptions import SolanaRpcException
 from solana.rpc.core import RPCException
 from solders.keypair import Keypair
-from solders.rpc.errors import InvalidRequestMessage, MethodNotFoundMessage, ParseErrorMessage
+from solders.rpc.errors import MethodNotFoundMessage
 from solders.rpc.requests import GetSlot, batch_to_json
 from solders.rpc.responses import GetSlotResp
 
@@ -78,26 +78,25 @@ async def refused(gateway: RunningGateway, api_key: str, text: str) -> SolanaRpc
     return info.value
 
 
-async def test_a_body_that_is_not_json_is_a_parse_error_solders_reads(gateway: RunningGateway, api_key: str) -> None:
+async def test_a_body_that_is_not_json_is_an_invalid_request(gateway: RunningGateway, api_key: str) -> None:
     exc = await refused(gateway, api_key, '{"jsonrpc": "2.0", "id": 1, "method": "getSlot"')
     cause = exc.__cause__
     assert isinstance(cause, httpx2.HTTPStatusError) and cause.response.status_code == 400
-    parsed = GetSlotResp.from_json(cause.response.text)
-    assert isinstance(parsed, ParseErrorMessage) and "not valid JSON" in parsed.message, parsed
-    assert orjson.loads(cause.response.content)["id"] is None
+    error = orjson.loads(cause.response.content)["error"]
+    assert error["rpcCode"] == -32700 and "not valid JSON" in error["message"], error
     typed = gateway_error(exc)  # the gateway's client library, on top of solana-py
-    assert isinstance(typed, InvalidRequest) and typed.code == -32700, typed
+    assert isinstance(typed, InvalidRequest) and typed.code == "INVALID_REQUEST", typed
+    assert typed.request_id == error["requestId"], typed
 
 
-async def test_a_batch_over_100_is_an_invalid_request_solders_reads(gateway: RunningGateway, api_key: str) -> None:
+async def test_a_batch_over_100_is_an_invalid_request(gateway: RunningGateway, api_key: str) -> None:
     exc = await refused(gateway, api_key, batch_to_json([GetSlot(id=i) for i in range(101)]))
     cause = exc.__cause__
     assert isinstance(cause, httpx2.HTTPStatusError) and cause.response.status_code == 400
-    parsed = GetSlotResp.from_json(cause.response.text)
-    assert isinstance(parsed, InvalidRequestMessage), parsed
-    assert "batch of 101 exceeds the maximum of 100" in parsed.message
+    error = orjson.loads(cause.response.content)["error"]
+    assert error["rpcCode"] == -32600 and "batch of 101 exceeds the maximum of 100" in error["message"], error
     typed = gateway_error(exc)
-    assert isinstance(typed, InvalidRequest) and typed.code == -32600, typed
+    assert isinstance(typed, InvalidRequest) and typed.code == "INVALID_REQUEST", typed
 
 
 async def test_the_rest_routes_keep_the_spec_constant(gateway: RunningGateway, api_key: str) -> None:

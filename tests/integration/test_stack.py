@@ -52,10 +52,10 @@ async def test_one_request_id_per_response(gateway_url: str, rpc_headers: dict[s
             assert resp.status == 400
             assert resp.headers.getall("X-Request-Id") == [body["error"]["requestId"]]
         async with s.post(f"{gateway_url}/rpc", data=b"{oops", headers=rpc_headers) as resp:
-            body = await resp.json()  # a JSON-RPC error body (-32700) has no place for it: the header alone
-            assert resp.status == 400 and body["error"]["code"] == -32700
+            body = await resp.json()  # INVALID_REQUEST in the REST error body, with its JSON-RPC code
+            assert resp.status == 400 and body["error"]["rpcCode"] == -32700
             (request_id,) = resp.headers.getall("X-Request-Id")
-            assert len(request_id) == 32
+            assert len(request_id) == 32 and body["error"]["requestId"] == request_id
         ok = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
         async with s.post(f"{gateway_url}/rpc", data=ok, headers=rpc_headers) as resp:
             assert resp.status == 200 and len(resp.headers.getall("X-Request-Id")) == 1
@@ -88,9 +88,9 @@ async def test_usdc_mint_and_transfer_checked_through_the_gateway(service: Runni
 @pytest.mark.parametrize(
     ("body", "status", "check"),
     [
-        # 400, as a JSON-RPC error on the JSON-RPC routes (the shape solders parses: docs/api.md, Errors)
-        (b"{oops", 400, lambda d: d["error"]["code"] == -32700 and d["id"] is None),
-        (b'{"jsonrpc":"2.0","method":"getSlot"}', 400, lambda d: d["error"]["code"] == -32600),
+        # 400 INVALID_REQUEST in the HTTP error body, its JSON-RPC code beside it (docs/api.md, Errors)
+        (b"{oops", 400, lambda d: d["error"]["code"] == "INVALID_REQUEST" and d["error"]["rpcCode"] == -32700),
+        (b'{"jsonrpc":"2.0","method":"getSlot"}', 400, lambda d: d["error"]["rpcCode"] == -32600),
         (
             b'{"jsonrpc":"2.0","id":1,"method":"requestAirdrop","params":[]}',
             200,

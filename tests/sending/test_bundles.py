@@ -112,7 +112,8 @@ async def test_tip_accounts_and_the_tip_floor_over_get(caller: Caller) -> None:
 async def test_a_relay_route_takes_only_its_own_method(caller: Caller) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "getSlot", "params": []}
     status, doc, _ = await relay(caller, "POST", "/relay/sendBundle", body)
-    assert status == 400 and doc["error"]["code"] == -32600, doc  # as any malformed JSON-RPC body (docs/api.md, Errors)
+    assert status == 400 and doc["error"]["code"] == "INVALID_REQUEST", doc  # as any malformed JSON-RPC body
+    assert doc["error"]["rpcCode"] == -32600, doc  # (docs/api.md, Errors)
 
 
 async def test_simulate_bundle_takes_an_object_of_transactions(

@@ -11,7 +11,7 @@ from solders.rpc.responses import GetSlotResp
 
 from gateway.core.errors import ProxyError
 from gateway.core.jsonrpc import MAX_BATCH, parse_payload
-from gateway.pipeline import Call, ReplyStyle, render_proxy_error
+from gateway.pipeline import Call, ReplyStyle, Wire, render_proxy_error
 
 
 def call(method: str = "getSlot", id_: object = 1, **extra: object) -> dict[str, object]:
@@ -84,17 +84,23 @@ def test_arbitrary_json_never_escapes_as_another_error(value: object) -> None:
         (orjson.dumps([call(id_=i) for i in range(MAX_BATCH + 1)]), -32600),
     ],
 )
-def test_whole_request_faults_answer_a_json_rpc_error_on_the_json_rpc_routes(raw: bytes, code: int) -> None:
-    """HTTP 400 either way; on the JSON-RPC routes the body is a JSON-RPC error a Solana client parses
-    (solders' ParseErrorMessage / InvalidRequestMessage), elsewhere the spec's INVALID_REQUEST body."""
+def test_whole_request_faults_answer_400_invalid_request_on_every_http_route(raw: bytes, code: int) -> None:
+    """HTTP 400 ``{error: {code: "INVALID_REQUEST", message, requestId, rpcCode}}`` on the JSON-RPC routes
+    too (the interface's table, issue 39); on a WebSocket a JSON-RPC error a Solana client parses."""
     with pytest.raises(ProxyError) as info:
         parse_payload(raw)
-    rpc = render_proxy_error(Call("POST", "/rpc", {}, {}, raw, style=ReplyStyle.JSONRPC), info.value)
-    assert rpc.status == 400
+    for call in (
+        Call("POST", "/rpc", {}, {}, raw, style=ReplyStyle.JSONRPC),
+        Call("POST", "/bulk/getBalances", {}, {}, raw),
+    ):
+        rest = render_proxy_error(call, info.value)
+        body = orjson.loads(rest.body)
+        assert rest.status == 400 and set(body) == {"error"}, body
+        assert (body["error"]["code"], body["error"]["rpcCode"]) == ("INVALID_REQUEST", code), body
+        assert str(code) in body["error"]["message"] and body["error"]["requestId"] == call.request_id
+    ws = Call("POST", "/ws", {}, {}, raw, wire=Wire.WEBSOCKET, style=ReplyStyle.JSONRPC)
+    rpc = render_proxy_error(ws, info.value)
     body = orjson.loads(rpc.body)
     assert (body["jsonrpc"], body["id"], body["error"]["code"]) == ("2.0", None, code), body
     parsed = GetSlotResp.from_json(rpc.body.decode())
     assert isinstance(parsed, ParseErrorMessage if code == -32700 else InvalidRequestMessage), parsed
-    rest = render_proxy_error(Call("POST", "/bulk/getBalances", {}, {}, raw), info.value)
-    assert rest.status == 400 and orjson.loads(rest.body)["error"]["code"] == "INVALID_REQUEST"
-    assert str(code) in orjson.loads(rest.body)["error"]["message"]
