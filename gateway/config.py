@@ -208,11 +208,12 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("RAY_ADDRESS", "GATEWAY_RAY_ADDRESS", "ray_address"),
         description="Ray cluster to join; empty starts a local Ray.",
     )
-    metrics_export_port: int | None = Field(
-        None,
+    metrics_export_port: int = Field(
+        9400,
         ge=1,
         le=65535,
-        description="The local Ray's Prometheus metrics port (docs/operations.md); empty: Ray's pick.",
+        description="The local Ray's Prometheus metrics port, on 127.0.0.1 (ops/prometheus.yml scrapes 9400; "
+        "docs/operations.md).",
     )
 
     ingress_mode: Literal["proxy", "direct", "haproxy"] = Field(

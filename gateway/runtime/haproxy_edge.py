@@ -75,6 +75,26 @@ def patch_config(text: str, rules: Sequence[str]) -> str:
     return "\n".join(out) + "\n"
 
 
+#: Sections of Ray's HAProxy configuration that answer without credentials (stats page, Prometheus
+#: exporter): Ray's template binds them on every interface; only this machine may reach them.
+ADMIN_SECTIONS = ("frontend prometheus", "listen stats")
+
+
+def loopback_admin(text: str) -> str:
+    """``text`` with the ``bind`` of each :data:`ADMIN_SECTIONS` section on 127.0.0.1 instead of ``*``."""
+    out: list[str] = []
+    section = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not line.startswith((" ", "\t")) and stripped:
+            section = stripped
+        elif section in ADMIN_SECTIONS and stripped.startswith("bind "):
+            port = stripped.split()[1].rpartition(":")[2]
+            line = f"{line[: len(line) - len(line.lstrip())]}bind 127.0.0.1:{port}"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
 def patched_args(args: Sequence[str], secret: str, request_timeout_s: float) -> list[str]:
     """HAProxy's arguments with each ``-f FILE`` replaced by a patched copy written beside it."""
     out = list(args)
@@ -84,7 +104,8 @@ def patched_args(args: Sequence[str], secret: str, request_timeout_s: float) -> 
             answer = source.with_name(source.name + SUFFIX + "-408.http")
             answer.write_bytes(timeout_answer(request_timeout_s))
             copy = source.with_name(source.name + SUFFIX)
-            copy.write_text(patch_config(source.read_text(), edge_rules(secret, request_timeout_s, answer)))
+            rules = edge_rules(secret, request_timeout_s, answer)
+            copy.write_text(patch_config(loopback_admin(source.read_text()), rules))
             copy.chmod(0o600)  # it holds the secret
             out[i + 1] = str(copy)
     return out

@@ -47,6 +47,27 @@ def ping_websockets_as_the_spec_says() -> None:
     uvicorn.Config = Config  # type: ignore[misc]
 
 
+def serve_internal_grpc_on_loopback() -> None:
+    """On a local Ray that listens on loopback only (gateway.runtime.serve_runtime.loopback_only_ray), bind
+    the replica's inter-deployment gRPC server on 127.0.0.1: Serve binds it ``[::]:0``, with no option,
+    after the replica's class is constructed. On a cluster (a routable node address) it is left alone."""
+    import ray
+    from ray.serve._private import replica
+
+    from gateway.runtime.exposure import is_loopback
+
+    base = getattr(replica, "add_port_to_grpc_server")  # noqa: B009  # not in the module's typed exports
+    if getattr(base, "gateway_loopback", False) or not is_loopback(ray.util.get_node_ip_address()):  # type: ignore[no-untyped-call]
+        return
+
+    def on_loopback(server: Any, address: str) -> int:
+        port: int = base(server, address.replace("[::]:", "127.0.0.1:", 1))
+        return port
+
+    on_loopback.gateway_loopback = True  # type: ignore[attr-defined]
+    setattr(replica, "add_port_to_grpc_server", on_loopback)  # noqa: B010
+
+
 # num_cpus=0: ingress replicas wait on I/O; reserving a core each would cap replicas at the core count.
 # log_level WARNING: Serve builds a log record for its access-log line on every request even with the
 # access log off; at WARNING the call stops at the level check.
@@ -64,6 +85,7 @@ class Ingress:
         install_ray_metrics()
         tune_gc(validated.gc_young_threshold)
         ping_websockets_as_the_spec_says()
+        serve_internal_grpc_on_loopback()
         racers = RayRacers(validated) if validated.send_racers > 0 else None  # None: races run here
         shards = None  # None: each replica enforces its share of the limits
         if validated.account_shards > 0:

@@ -25,6 +25,7 @@ from typing import Any
 import psutil
 
 from gateway.config import Settings
+from gateway.runtime.exposure import STARTER_RECORD
 from gateway.runtime.haproxy_edge import BINARY_ENV, TIMEOUT_ENV
 from gateway.runtime.leftovers import left_behind, record, stop_processes
 from gateway.runtime.ports import free_port
@@ -32,7 +33,7 @@ from gateway.transports.ray_edge import CALLBACK_IMPORT_PATH, EDGE_SECRET_ENV
 
 SERVE_APP_NAME = "gateway"
 #: Under the data dir: this stack's HAProxy files directory, the marker of its HAProxy processes.
-HAPROXY_RECORD = "haproxy.files"
+HAPROXY_RECORD = STARTER_RECORD
 #: How long a stopping replica has, after ``drain_s``, for its requests in flight to finish (the longest,
 #: sendAndConfirm, races up to 30 slots) and its shutdown to settle usage and give back leases and slices.
 #: Serve kills the replica when it is over: what was not settled by then is lost (in the customer's favour).
@@ -194,6 +195,20 @@ def ingress_env(settings: Settings, haproxy_files: str) -> dict[str, str]:
     return env
 
 
+def loopback_only_ray() -> None:
+    """Make the local Ray this process starts listen on loopback only, every process of it.
+
+    Ray turns ``_node_ip_address="127.0.0.1"`` into the host's routable address (``services.
+    resolve_ip_for_localhost``) unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` is off, a flag read once, when
+    ``ray`` is first imported: here it is set for the processes Ray starts (which inherit it) and in this
+    one. With it off, the GCS, raylet, workers and agents bind 127.0.0.1 (the README's "What runs where";
+    tests/integration/test_exposure.py lists them); with it on (Ray's default on Linux) they bind ``*``."""
+    from ray._private import ray_constants
+
+    os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+
+
 class ServeRuntime:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -235,7 +250,7 @@ class ServeRuntime:
             if warning is not None:
                 log.warning("%s", warning)
         else:
-            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+            loopback_only_ray()
             ray.init(
                 address="local",
                 namespace="gateway",
@@ -244,7 +259,10 @@ class ServeRuntime:
                 _node_ip_address="127.0.0.1",
                 _metrics_export_port=self.settings.metrics_export_port,  # scraped by Prometheus: docs/operations.md
             )
-            self.ray_description = "local Ray instance"
+            port = self.settings.metrics_export_port
+            self.ray_description = (
+                f"local Ray instance on 127.0.0.1 only; metrics http://127.0.0.1:{port}/metrics (ops/prometheus.yml)"
+            )
         self._started_ray = True
 
     def deploy(self) -> None:

@@ -184,6 +184,8 @@ class Stack:
         ports = [(s.host, s.port)]
         if s.grpc_servers > 0 and (s.upstream_rpc_url is None or s.upstream_grpc_url):
             ports.append((s.host, s.grpc_port))
+        if not s.ray_address or s.ray_address == "local":  # the local Ray's metrics agent
+            ports.append(("127.0.0.1", s.metrics_export_port))
         if s.upstream_rpc_url is None:
             ports += [("127.0.0.1", s.devnode_rpc_port), ("127.0.0.1", s.devnode_ws_port)]
             ports.append(("127.0.0.1", s.devnode_grpc_port))

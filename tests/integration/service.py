@@ -56,6 +56,7 @@ def service_env(home: Path, **extra: str) -> dict[str, str]:
         GATEWAY_DEVNODE_WS_PORT=str(free_port()),
         GATEWAY_DEVNODE_GRPC_PORT=str(free_port()),
         GATEWAY_GRPC_PORT=str(free_port()),
+        GATEWAY_METRICS_EXPORT_PORT=str(free_port()),
         GATEWAY_DEVNODE_SLOT_MS="100",
         GATEWAY_DEVNODE_FEED="false",
         GATEWAY_DEPOSIT_POLL_S="0.5",

@@ -1,0 +1,88 @@
+"""What the stack of a data dir listens on: every TCP listener of every process ``gateway up`` started.
+
+The processes: ``gateway up`` itself (named in the HAProxy record it keeps under the data dir,
+:data:`gateway.runtime.serve_runtime.HAPROXY_RECORD`, with the files directory that marks Serve's
+HAProxy), everything under it (Ray's GCS, raylet, agents, workers and replicas; Redis; the devnode),
+and what runs in a session of its own (PostgreSQL, started by ``pg_ctl``; HAProxy), found by the data
+dir or HAProxy's files directory on its command line. ``gateway status`` shows them and
+tests/integration/test_exposure.py fails on any not on loopback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+#: Under the data dir: ``<HAProxy files dir>\n<pid of gateway up>\n`` (gateway.runtime.serve_runtime).
+STARTER_RECORD = "haproxy.files"
+
+
+@dataclass(frozen=True)
+class Listener:
+    pid: int
+    process: str
+    address: str
+    port: int
+
+    @property
+    def loopback(self) -> bool:
+        return is_loopback(self.address)
+
+    def __str__(self) -> str:
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"{host}:{self.port} ({self.process}, pid {self.pid})"
+
+
+def is_loopback(address: str) -> bool:
+    """127.0.0.0/8, ::1, or an IPv4-mapped loopback address (Ray's gRPC servers listen on ``::ffff:127.0.0.1``)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    return bool((mapped or ip).is_loopback)
+
+
+def starter(home: Path) -> tuple[psutil.Process | None, str | None]:
+    """The running ``gateway up`` of ``home`` and its HAProxy files directory, from its record."""
+    try:
+        files, pid = (home / STARTER_RECORD).read_text().split("\n")[:2]
+        return psutil.Process(int(pid)), files
+    except (OSError, ValueError, psutil.Error):
+        return None, None
+
+
+def stack_processes(home: Path, root: psutil.Process | None = None) -> list[psutil.Process]:
+    """``gateway up`` of ``home`` (or ``root``), every process under it, and those naming the data dir or
+    HAProxy's files directory on their command line (PostgreSQL and HAProxy run in sessions of their own)."""
+    recorded, files = starter(home)
+    root = root or recorded
+    found: dict[int, psutil.Process] = {}
+    if root is not None:
+        with contextlib.suppress(psutil.Error):
+            for proc in [root, *root.children(recursive=True)]:
+                found[proc.pid] = proc
+    markers = [str(home.resolve())] + ([files] if files else [])
+    for proc in psutil.process_iter():
+        if proc.pid in found:
+            continue
+        with contextlib.suppress(psutil.Error):
+            if any(marker in part for part in proc.cmdline() for marker in markers):
+                found[proc.pid] = proc
+    return list(found.values())
+
+
+def listeners(processes: list[psutil.Process]) -> list[Listener]:
+    """Every listening TCP socket of ``processes`` (a process that has gone is skipped)."""
+    out: set[Listener] = set()
+    for proc in processes:
+        with contextlib.suppress(psutil.Error):
+            name = proc.name()
+            for conn in proc.net_connections(kind="inet"):
+                if conn.status == psutil.CONN_LISTEN and conn.laddr:
+                    out.add(Listener(proc.pid, name, str(conn.laddr.ip), int(conn.laddr.port)))
+    return sorted(out, key=lambda item: (item.port, item.pid))

@@ -1,0 +1,31 @@
+"""The embedded default exposes nothing but loopback: every TCP listener of every process ``gateway up``
+started (Ray's GCS, raylet, agents, workers and replicas, HAProxy with its stats and Prometheus front
+ends, the gRPC stream, the devnode, Redis and PostgreSQL) is on a loopback address."""
+
+from __future__ import annotations
+
+import urllib.request
+
+from gateway.runtime.exposure import listeners, stack_processes
+from tests.integration.service import RunningService
+
+
+def test_every_listener_of_the_stack_is_on_loopback(service: RunningService) -> None:
+    import psutil
+
+    processes = stack_processes(service.home, psutil.Process(service.process.pid))
+    names = {proc.name() for proc in processes}
+    assert {"gcs_server", "raylet"} <= names, names  # Ray's processes were found, not only gateway up
+    found = listeners(processes)
+    print("\n".join(str(item) for item in found))
+    ports = {item.port for item in found}
+    assert int(service.env["GATEWAY_PORT"]) in ports and int(service.env["GATEWAY_METRICS_EXPORT_PORT"]) in ports
+    exposed = [str(item) for item in found if not item.loopback]
+    assert not exposed, f"listening beyond loopback: {exposed}"
+
+
+def test_metrics_on_the_configured_loopback_port(service: RunningService) -> None:
+    url = f"http://127.0.0.1:{service.env['GATEWAY_METRICS_EXPORT_PORT']}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        assert resp.status == 200
+    assert f"metrics http://127.0.0.1:{service.env['GATEWAY_METRICS_EXPORT_PORT']}/metrics" in service.log.read_text()
