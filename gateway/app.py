@@ -119,6 +119,7 @@ class GatewayApp:
         self.auth = AuthServices(settings, api_key_secret=settings.api_key_secret_bytes, **auth_options)
         self.accounts = AccountEndpoints(self.auth, unsettled=self.meter.unsettled)
         self.notices = CreditNotices(None, self.meter)  # its channel opens with Redis, at start-up
+        self.auth.revocations.listeners.append(self.meter.suspend)  # a suspension stops its leases at once
         self.recall = CreditRecall(self.meter, settings.credit_recall_wait_s)
         self.seats = Seats()  # open WebSockets per account and address, over the service once Redis is up
         self.stop_troubles: list[str] = []  # the steps of the last stop that failed or hung

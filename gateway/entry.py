@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from gateway.auth.revocations import REASONS, Credential, End, Revocations
+from gateway.auth.revocations import REASONS, Credential, End, Revocations, account_credential
 from gateway.auth.services import AuthServices
 from gateway.core.credentials import Credentials
 from gateway.core.identity import Identity
@@ -56,8 +56,17 @@ class Entry:
         call.identity = identity
         session = EntrySession(self, identity, call.credentials, self.auth.credential_of(call.credentials, identity))
         session.bind(end)
+        held = [account_credential(session.pubkey)]  # a suspension ends it too (docs/api.md, ACCOUNT_SUSPENDED)
         if session.credential is not None:
-            session._release = revocations.hold(session.credential, session._revoked, generation)
+            held.append(session.credential)
+        session._release = revocations.hold_all(held, session._revoked, generation)
+        try:
+            suspended = (await self.meter.prepare(session.pubkey)).suspended
+        except BaseException:
+            session.close()
+            raise
+        if suspended:  # suspended before it opened: it ends at once (bind calls its end)
+            session._revoked(REASONS["account"])
         return session
 
     async def admit(self, call: Call, end: End | None = None) -> tuple[Reply, EntrySession | None]:

@@ -221,6 +221,8 @@ class ApiKeyStore:
         self._subscribed.set()
 
     def _on_revoked(self, message: str) -> None:
+        if self.revocations.on_message(message):  # an account suspended or resumed (its connections end)
+            return
         if message.startswith(SESSION_MESSAGE_PREFIX):
             self.revocations.revoked(("session", message[len(SESSION_MESSAGE_PREFIX) :]))
             return

@@ -19,7 +19,7 @@ import base58
 import orjson
 
 from gateway.auth.account_views import account_document, history_entry, ledger_entry
-from gateway.auth.errors import bearer_token_required, not_started
+from gateway.auth.errors import account_suspended, bearer_token_required, not_started
 from gateway.auth.services import AuthServices
 from gateway.core.credentials import bearer_token
 from gateway.core.errors import account_not_found, auth_failed, invalid_request
@@ -98,6 +98,7 @@ class AccountEndpoints:
         sessions = _ready(self.services.sessions)
         if not await sessions.consume_challenge(pubkey, challenge):
             raise auth_failed("challenge expired, already used, or not issued to this public key")
+        await self._not_suspended(pubkey)
         token = await sessions.issue_token(pubkey)
         return json_reply(200, {"token": token, "expires_in": sessions.token_expires_in})
 
@@ -120,8 +121,14 @@ class AccountEndpoints:
             raise invalid_request("ref_code must be a string")
         if ref_code is not None and len(ref_code) > MAX_REF_CODE_LEN:
             ref_code = None  # cannot be a known code; unknown codes are ignored silently
+        await self._not_suspended(identity.pubkey)
         key = await _ready(self.services.api_keys).rotate(identity.pubkey, ref_code)
         return json_reply(200, {"ok": True, "api_key": key, "message": API_KEY_MESSAGE})
+
+    async def _not_suspended(self, pubkey: str) -> None:
+        """403 ACCOUNT_SUSPENDED: a suspended account gets no new key or session (reads stay open)."""
+        if await _ready(self.services.accounts).suspended(pubkey):
+            raise account_suspended()
 
     async def info(self, call: Call) -> Reply:
         """``GET /account/info`` -> the Account resource; 404 ACCOUNT_NOT_FOUND without a record."""

@@ -10,6 +10,11 @@ from gateway.core.errors import ProxyError, ReplyStyle, RpcCode, auth_failed, se
 PAYMENT_REQUIRED = "PAYMENT_REQUIRED"
 
 
+def account_suspended() -> ProxyError:
+    """403 ACCOUNT_SUSPENDED, as the metering stage answers it (docs/api.md, Errors)."""
+    return ProxyError(403, "ACCOUNT_SUSPENDED", "this account is suspended; contact the operator")
+
+
 def payment_required(
     message: str, data: dict[str, Any], headers: dict[str, str], x402: Mapping[str, Any]
 ) -> ProxyError:

@@ -10,6 +10,13 @@ digest (never the credential itself), and ends them (docs/api.md, "Revoked crede
 - when a re-check finds a held credential no longer valid: after the channel was lost (messages
   published meanwhile were missed), every ``recheck_s`` (a session that expired), and at once for a
   connection whose authentication straddled a revocation message.
+
+An account's suspension is a revocation too (docs/api.md, ACCOUNT_SUSPENDED): every connection also
+holds its account, as ``("account", pubkey)``, and ``gateway account suspend`` publishes
+:func:`suspension_message` on the same ``REVOKED_KEYS`` channel (``resume`` publishes
+:func:`resumption_message`). :meth:`Revocations.on_message` ends the account's connections and tells
+:attr:`Revocations.listeners` (the meter stops spending the account's leases at once); the re-checks
+ask whether the account is still active.
 """
 
 from __future__ import annotations
@@ -22,18 +29,37 @@ from typing import Literal
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["key", "session"]
-#: A credential as held: its kind and its digest (hex; the API key's HMAC, the session token's SHA-256).
+Kind = Literal["key", "session", "account"]
+#: A credential as held: its kind and its digest (hex; the API key's HMAC, the session token's SHA-256),
+#: or ``("account", pubkey)`` for the account every connection belongs to.
 Credential = tuple[Kind, str]
 #: Ends one connection; called with the reason, which the connection shows its client.
 End = Callable[[str], None]
 Verify = Callable[[Credential], Awaitable[bool]]
+#: Told of an account's suspension (True) or resumption (False), by public key.
+Listener = Callable[[str, bool], None]
 
 REASONS: dict[Kind, str] = {
     "key": "the API key was revoked (rotated); reconnect with the new key",
     "session": "the session token is logged out or expired; sign in again",
+    "account": "ACCOUNT_SUSPENDED: this account is suspended; contact the operator",
 }
 RECHECK_S = 30.0
+#: The ``REVOKED_KEYS`` messages of an account's suspension and resumption: the prefix, then its pubkey.
+SUSPENDED_PREFIX = "suspended:"
+RESUMED_PREFIX = "resumed:"
+
+
+def suspension_message(pubkey: str) -> str:
+    return SUSPENDED_PREFIX + pubkey
+
+
+def resumption_message(pubkey: str) -> str:
+    return RESUMED_PREFIX + pubkey
+
+
+def account_credential(pubkey: str) -> Credential:
+    return ("account", pubkey)
 
 
 class Revocations:
@@ -43,6 +69,30 @@ class Revocations:
         self._held: dict[Credential, dict[int, End]] = {}
         self._ids = itertools.count()
         self._tasks: set[asyncio.Task[None]] = set()
+        #: Told of every suspension and resumption heard (the meter, :meth:`gateway.credits.meter.Meter.suspend`).
+        self.listeners: list[Listener] = []
+
+    def on_message(self, message: str) -> bool:
+        """Handle a ``REVOKED_KEYS`` message if it is an account's suspension or resumption (True)."""
+        if message.startswith(SUSPENDED_PREFIX):
+            self.suspended(message[len(SUSPENDED_PREFIX) :])
+            return True
+        if message.startswith(RESUMED_PREFIX):
+            self._tell(message[len(RESUMED_PREFIX) :], False)
+            return True
+        return False
+
+    def suspended(self, pubkey: str) -> int:
+        """The account is suspended: end its connections and tell the listeners; how many ended."""
+        self._tell(pubkey, True)
+        return self.revoked(account_credential(pubkey))
+
+    def _tell(self, pubkey: str, suspended: bool) -> None:
+        for listener in self.listeners:
+            try:
+                listener(pubkey, suspended)
+            except Exception:  # one listener's failure must not keep the connections open
+                log.exception("a suspension listener failed for %s", pubkey)
 
     def hold(self, credential: Credential, end: End, generation: int) -> Callable[[], None]:
         """Register an open connection; returns its release. ``generation`` is :attr:`generation` as it
@@ -62,6 +112,16 @@ class Revocations:
 
         return release
 
+    def hold_all(self, credentials: list[Credential], end: End, generation: int) -> Callable[[], None]:
+        """:meth:`hold` each of ``credentials`` (a connection's credential and its account); one release."""
+        releases = [self.hold(credential, end, generation) for credential in credentials]
+
+        def release() -> None:
+            for one in releases:
+                one()
+
+        return release
+
     def revoked(self, credential: Credential) -> int:
         """End every connection holding ``credential``; how many there were."""
         self.generation += 1
@@ -77,7 +137,13 @@ class Revocations:
 
     @property
     def held(self) -> int:
-        return sum(len(holders) for holders in self._held.values())
+        """Holds of a key or a session token (a wallet-signed connection holds none)."""
+        return sum(len(holders) for credential, holders in self._held.items() if credential[0] != "account")
+
+    @property
+    def held_accounts(self) -> int:
+        """Holds of an account: one per open connection, whatever its credential."""
+        return sum(len(holders) for credential, holders in self._held.items() if credential[0] == "account")
 
     async def run(self, recheck_s: float = RECHECK_S) -> None:
         """Re-check every held credential each ``recheck_s``, until cancelled."""

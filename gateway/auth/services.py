@@ -155,6 +155,8 @@ class AuthServices:
 
     async def _still_valid(self, credential: Credential) -> bool:
         kind, digest = credential
+        if kind == "account":  # ("account", pubkey): held until the account is suspended
+            return self.accounts is None or not await self.accounts.suspended(digest)
         if kind == "key":
             return self.api_keys is not None and await self.api_keys.owner_of_digest(bytes.fromhex(digest)) is not None
         return self.sessions is not None and await self.sessions.live(digest)

@@ -23,7 +23,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from gateway.cli.stores import StoreNotFound, default_operator, pool
+from gateway.cli.stores import StoreNotFound, announce_status, default_operator, pool
 from gateway.config import ConfigError, Settings, load_settings
 from gateway.storage import operator as ops
 from gateway.storage.errors import StoreUnavailable
@@ -266,7 +266,7 @@ def account_debit(
 def account_suspend(
     pubkey: PubkeyArg, reason: ReasonOption, operator: OperatorOption = None, config: ConfigOption = None
 ) -> None:
-    """Suspend the account: its calls are refused 403 ACCOUNT_SUSPENDED from each replica's next lease."""
+    """Suspend the account: its calls are refused 403 ACCOUNT_SUSPENDED and its open connections end (1008)."""
     _set_status(pubkey, ops.SUSPENDED, reason, operator, config)
 
 
@@ -282,6 +282,10 @@ def _set_status(pubkey: str, status: str, reason: str, operator: str | None, con
     settings = load(config)
     changed = run_db(settings, lambda p: ops.set_status(p, pubkey, status, reason, who(operator)))
     out.print(f"{pubkey} is {status}" + ("" if changed else " already (nothing written)"))
+    try:  # told again even when unchanged: a replica that missed it hears it now
+        _run(announce_status(settings, pubkey, status == ops.SUSPENDED))
+    except (OSError, StoreNotFound, StoreUnavailable, TimeoutError) as exc:
+        err.print(f"[yellow]could not tell the replicas at once ({escape(str(exc))}); they see it within 30 s[/yellow]")
 
 
 @account_app.command("limits")

@@ -9,9 +9,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import asyncpg
+import redis.asyncio as aioredis
 
+from gateway.auth.revocations import resumption_message, suspension_message
 from gateway.config import Settings
 from gateway.runtime.inspect import embedded_database_url, embedded_redis_url
+from gateway.storage.channels import REVOKED_KEYS, Channel
 
 
 class StoreNotFound(Exception):
@@ -61,3 +64,15 @@ async def pool(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
         yield p
     finally:
         await p.close()
+
+
+async def announce_status(settings: Settings, pubkey: str, suspended: bool) -> None:
+    """Tell every replica that ``pubkey`` was suspended (its connections end, its leases stop) or resumed,
+    on the channel of revoked credentials (:mod:`gateway.auth.revocations`). Raises when Redis cannot
+    take it (then the replicas see it at their next lease and re-check, within 30 s)."""
+    client = aioredis.Redis.from_url(redis_url(settings), socket_timeout=5, socket_connect_timeout=5)
+    try:
+        message = suspension_message(pubkey) if suspended else resumption_message(pubkey)
+        await Channel(client, REVOKED_KEYS).publish([message])
+    finally:
+        await client.aclose()

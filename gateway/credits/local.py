@@ -63,6 +63,7 @@ class AccountState:
     rate_limit_rps: int | None = None
     concurrency_limit: int | None = None
     suspended: bool = False
+    suspended_at: float = -math.inf  # when a suspension was last announced (a lease asked before it is stale)
     refunds_pending: int = 0
     last_used: float = 0.0
     window: int = 0  # credits spent since the last rate sample

@@ -343,6 +343,19 @@ class Meter:
             acct.empty_streak = 0
             acct.invalidated_at = self.clock()
 
+    def suspend(self, pubkey: str, suspended: bool) -> None:
+        """The account was suspended (or resumed) on some replica: its leases here take no new call at
+        once (the store grants a suspended account nothing), instead of at their deadline."""
+        acct = self.accounts.setdefault(pubkey, AccountState())
+        acct.suspended = suspended
+        if suspended:
+            acct.suspended_at = self.clock()
+            acct.checked_at = acct.suspended_at
+            for lease in acct.leases:
+                lease.closing = True
+        else:
+            self.invalidate(pubkey)
+
     def forget_shortness(self) -> None:
         """Invalidate every account: deposit notices may have been missed."""
         for pubkey in list(self.accounts):
@@ -407,6 +420,8 @@ class Meter:
         acct.store_available, acct.elsewhere = grant.available_after, grant.elsewhere
         _observe(acct, grant.standing)
         acct.rate_limit_rps, acct.concurrency_limit = grant.rate_limit_rps, grant.concurrency_limit
+        if acct.suspended_at >= started and not grant.suspended:
+            return  # asked before a suspension was announced: its grant is stale (it expires unspent)
         acct.suspended = grant.suspended
         if grant.lease_id is not None:
             deadline = started + self.lease_ttl_s - self.margin_s

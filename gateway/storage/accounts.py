@@ -92,6 +92,12 @@ class AccountStore:
         return found is not None
 
     @postgres_call(WHAT)
+    async def suspended(self, pubkey: str) -> bool:
+        """Whether the account is suspended (never cached: a suspension must show at once)."""
+        status = await self._db.fetchval("SELECT status FROM accounts WHERE pubkey = $1", pubkey)
+        return bool(status == "suspended")
+
+    @postgres_call(WHAT)
     async def get(self, pubkey: str) -> AccountRecord | None:
         row = await self._db.fetchrow(
             "SELECT pubkey, status, created_at, balance, total_consumed FROM accounts WHERE pubkey = $1", pubkey

@@ -393,8 +393,10 @@ async def charge(pool: asyncpg.Pool, dispatcher_id: str, job: ClaimedJob, events
     A charge that takes the balance below the low-balance line writes the ``low_balance`` event's jobs
     in the same transaction, as every deduction does (and calls ``events`` after the commit).
     """
-    if job.price <= 0 or job.charged > 0:
+    if job.charged > 0:
         return Charge.PAID
+    if job.price <= 0:  # a free (lifecycle) delivery: still none for a suspended account
+        return await _free(pool, dispatcher_id, job)
     async with pool.acquire() as conn, conn.transaction():
         account = await lock_account(conn, job.pubkey)
         row = await conn.fetchrow(
@@ -411,7 +413,10 @@ async def charge(pool: asyncpg.Pool, dispatcher_id: str, job: ClaimedJob, events
             return Charge.PAID
         available = 0 if account is None else int(account["balance"]) - await held(conn, job.pubkey)
         if account is None or account["status"] == "suspended" or available < price:
-            await _pause_unpaid(conn, job, price, available)
+            suspended = account is not None and account["status"] == "suspended"
+            await _pause_unpaid(
+                conn, job, price, available, webhooks.SUSPENDED_REASON % job.webhook_id if suspended else None
+            )
             return Charge.UNPAID
         description = f"webhook delivery {job.id} ({job.event_type})"
         debited = await debit(conn, account, [Move("debit", -price, description, f"delivery:{job.id}")])
@@ -421,8 +426,30 @@ async def charge(pool: asyncpg.Pool, dispatcher_id: str, job: ClaimedJob, events
     return Charge.CHARGED
 
 
-async def _pause_unpaid(conn: asyncpg.Connection, job: ClaimedJob, price: int, available: int) -> None:
-    reason = f"insufficient credits: a delivery costs {price}, {max(available, 0)} available"
+async def _free(pool: asyncpg.Pool, dispatcher_id: str, job: ClaimedJob) -> Charge:
+    """A free job goes out unless its account is suspended: then, as an unpaid one, it waits (pending)
+    with its subscription paused until the owner resumes it (docs/api.md, ACCOUNT_SUSPENDED)."""
+    status = await pool.fetchval("SELECT status FROM accounts WHERE pubkey = $1", job.pubkey)
+    if status != "suspended":
+        return Charge.PAID
+    async with pool.acquire() as conn, conn.transaction():
+        mine = await conn.fetchval(
+            """SELECT 1 FROM delivery_jobs
+               WHERE id = $1 AND status = 'delivering' AND locked_by = $2 AND attempts = $3 FOR UPDATE""",
+            job.id,
+            dispatcher_id,
+            job.attempts,
+        )
+        if mine is None:
+            return Charge.LOST
+        await _pause_unpaid(conn, job, 0, 0, webhooks.SUSPENDED_REASON % job.webhook_id)
+    return Charge.UNPAID
+
+
+async def _pause_unpaid(
+    conn: asyncpg.Connection, job: ClaimedJob, price: int, available: int, reason: str | None = None
+) -> None:
+    reason = reason or f"insufficient credits: a delivery costs {price}, {max(available, 0)} available"
     await webhooks.pause(conn, job.webhook_id, reason)
     await conn.execute(
         """UPDATE delivery_jobs SET status = 'pending', attempts = attempts - 1, locked_by = NULL,

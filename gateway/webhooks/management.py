@@ -26,7 +26,7 @@ from typing import Any
 from gateway.auth.account_views import iso8601
 from gateway.config import Settings
 from gateway.core.errors import ProxyError, ReplyStyle, invalid_request, not_found
-from gateway.credits.errors import insufficient_credits
+from gateway.credits.errors import account_suspended, insufficient_credits
 from gateway.pipeline import Call, Reply, json_reply
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
@@ -116,6 +116,7 @@ class WebhookEndpoints:
     async def replay(self, call: Call) -> Reply:
         target = webhook_id(call.path)
         parse_empty(call.body)
+        await self._may_deliver(call.authenticated().pubkey)
         replayed = await webhooks.replay_dead(self._pool(), call.authenticated().pubkey, target)
         if replayed is None:
             raise _not_found()
@@ -124,12 +125,24 @@ class WebhookEndpoints:
     async def resume(self, call: Call) -> Reply:
         target = webhook_id(call.path)
         parse_empty(call.body)
+        await self._may_deliver(call.authenticated().pubkey)
         resumed = await webhooks.resume(self._pool(), call.authenticated().pubkey, target)
         if resumed is None:
             raise _not_found()
         return json_reply(200, {"ok": True, "id": target, "resumed": resumed, "status": "active"})
 
+    async def _may_deliver(self, caller: str) -> None:
+        """What makes deliveries go out again (a replay, a resume) is refused as a creation is: 403 for a
+        suspended account, 402 without a positive balance (its deliveries are paid)."""
+        balance, suspended = await webhooks.standing(self._pool(), caller)
+        if suspended:
+            raise account_suspended()
+        if balance < MIN_BALANCE_TO_CREATE:
+            raise self._refusal(caller, Refused(Refusal.NO_CREDITS, balance))
+
     def _refusal(self, caller: str, refused: Refused) -> ProxyError:
+        if refused.reason is Refusal.SUSPENDED:
+            return account_suspended()
         if refused.reason is Refusal.NO_CREDITS:
             # The 402 of any call an account cannot pay for: a JSON-RPC body on every route (docs/api.md, Errors).
             error = insufficient_credits(MIN_BALANCE_TO_CREATE, refused.balance, self.top_up(caller))

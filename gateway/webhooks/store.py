@@ -62,6 +62,7 @@ class Refusal(StrEnum):
     TOO_MANY = "too_many"  # the account holds ``max_per_account`` subscriptions
     TOO_MANY_ADDRESSES = "too_many_addresses"  # a new address past ``max_watched`` watched ones
     NO_CREDITS = "no_credits"  # the balance is below ``min_balance``
+    SUSPENDED = "suspended"  # the account is suspended (docs/api.md, ACCOUNT_SUSPENDED)
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,10 @@ async def create(
     """
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", f"webhooks:{pubkey}")
-        balance = int(await conn.fetchval("SELECT balance FROM accounts WHERE pubkey = $1", pubkey) or 0)
+        account = await conn.fetchrow("SELECT balance, status FROM accounts WHERE pubkey = $1", pubkey)
+        balance = 0 if account is None else int(account["balance"])
+        if account is not None and account["status"] == "suspended":
+            return Refused(Refusal.SUSPENDED, balance)
         if balance < min_balance:
             return Refused(Refusal.NO_CREDITS, balance)
         held = await conn.fetchval("SELECT count(*) FROM webhooks WHERE pubkey = $1 AND status <> 'deleted'", pubkey)
@@ -281,6 +285,13 @@ async def rotate_secret(pool: asyncpg.Pool, pubkey: str, webhook_id: int, secret
         secret,
     )
     return found is not None
+
+
+@postgres_call(WHAT)
+async def standing(pool: asyncpg.Pool, pubkey: str) -> tuple[int, bool]:
+    """The account's balance and whether it is suspended (0 and False without an account)."""
+    row = await pool.fetchrow("SELECT balance, status FROM accounts WHERE pubkey = $1", pubkey)
+    return (0, False) if row is None else (int(row["balance"]), row["status"] == "suspended")
 
 
 @postgres_call(WHAT)
