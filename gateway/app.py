@@ -99,7 +99,11 @@ class GatewayApp:
         self.profile.services["x402_settle"] = settings.x402_settle  # POST /x402/settle (docs/api.md, x402)
         # webhooks may post to http:// and loopback or private hosts (docs/api.md, Webhooks)
         self.profile.services["webhook_private_targets"] = settings.webhook_allow_private
-        self.upstream = HttpUpstream(settings.upstream_rpc_url or DEFAULT_UPSTREAM, settings.fallback_rpc_url)
+        self.upstream = HttpUpstream(
+            settings.upstream_rpc_url or DEFAULT_UPSTREAM,
+            settings.fallback_rpc_url,
+            max_answer_bytes=settings.upstream_max_answer_bytes,
+        )
         self.monitor = HealthMonitor(self.upstream, settings.health_poll_s)
         self.conn = Connections()
         self.meter = Meter(

@@ -202,6 +202,13 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(None, description="Redis URL (redis://, rediss://, unix://); empty: embedded.")
     upstream_rpc_url: str | None = Field(None, description="Solana node JSON-RPC URL; empty starts the devnode.")
     upstream_ws_url: str | None = Field(None, description="Solana node PubSub URL; derived from the RPC URL if empty.")
+    upstream_max_answer_bytes: int = Field(
+        64 << 20,
+        ge=1 << 10,
+        le=1 << 30,
+        description="The most of one node answer a replica reads (decompressed); past it the call is answered "
+        "-32012 and charged (docs/api.md, Limits).",
+    )
     fallback_rpc_url: str | None = Field(None, description="Second node used while the first is unhealthy.")
     ray_address: str | None = Field(
         None,

@@ -135,7 +135,7 @@ REFUSALS = counter(
 # The node.
 UPSTREAM_SECONDS = histogram(
     "gateway_upstream_request_duration_seconds",
-    "One JSON-RPC request to the node, by outcome (ok, timeout, unavailable)",
+    "One JSON-RPC request to the node, by outcome (ok, timeout, unavailable, too_large)",
     LATENCY_BUCKETS,
     ("outcome",),
 )

@@ -33,6 +33,14 @@ class UpstreamUnavailable(Exception):
         self.sent = sent
 
 
+class UpstreamTooLarge(UpstreamUnavailable):
+    """The node answered more than the gateway reads (``limit`` bytes): the rest was left unread."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the node's answer is larger than {limit:,} bytes, the gateway's limit", sent=True)
+        self.limit = limit
+
+
 class UpstreamTimeout(Exception):
     """The node did not answer within the method's timeout."""
 
@@ -42,6 +50,8 @@ class Upstream(Protocol):
 
 
 DEFAULT_CALL_TIMEOUT_S = 15.0
+#: The most of one node answer a replica reads (docs/api.md, Limits): a full block is a few MiB.
+DEFAULT_MAX_ANSWER_BYTES = 64 << 20
 
 
 class ChainError(Exception):
@@ -134,8 +144,15 @@ class NodeStatus:
 class HttpUpstream:
     """A node reached over HTTP, with an optional fallback used while the primary is unhealthy."""
 
-    def __init__(self, url: str, fallback_url: str | None = None, connections: int = 512) -> None:
+    def __init__(
+        self,
+        url: str,
+        fallback_url: str | None = None,
+        connections: int = 512,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+    ) -> None:
         self.url = url
+        self.max_answer_bytes = max_answer_bytes
         self.fallback_url = fallback_url
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
@@ -169,7 +186,7 @@ class HttpUpstream:
         """``GET`` the URL itself (a REST document of the same service), errors mapped as for ``post``."""
         try:
             async with self._client().get(self.active_url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
-                payload = await resp.read()
+                payload = await self._read(resp)
                 if resp.status != 200:
                     raise UpstreamUnavailable(f"answered HTTP {resp.status}", sent=True)
                 return payload
@@ -184,7 +201,7 @@ class HttpUpstream:
     async def _post_to(self, url: str, body: bytes, timeout_s: float) -> bytes:
         try:
             async with self._client().post(url, data=body, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
-                payload = await resp.read()
+                payload = await self._read(resp)
                 if resp.status != 200 and not payload.startswith((b"{", b"[")):
                     raise UpstreamUnavailable(f"the node answered HTTP {resp.status}", sent=True)
                 return payload
@@ -196,6 +213,23 @@ class HttpUpstream:
         except aiohttp.ClientError as exc:  # details (host, port, URL) go to the log, not to callers
             log.warning("node request failed: %r", exc)
             raise UpstreamUnavailable("the connection to the node failed", sent=True) from exc
+
+    async def _read(self, resp: aiohttp.ClientResponse) -> bytes:
+        """The answer's body (decompressed), never more than ``max_answer_bytes`` of it in memory: past
+        them, :class:`UpstreamTooLarge` and the connection is dropped with the rest unread."""
+        limit = self.max_answer_bytes
+        chunks: list[bytes] = []
+        size = 0
+        if resp.content_length is None or resp.content_length <= limit:
+            async for chunk in resp.content.iter_any():
+                size += len(chunk)
+                if size > limit:
+                    break
+                chunks.append(chunk)
+            else:
+                return b"".join(chunks)
+        resp.close()  # the connection goes, with what is unread: it is never reused
+        raise UpstreamTooLarge(limit)
 
     async def close(self) -> None:
         if self._session is not None:

@@ -24,7 +24,7 @@ from gateway import metrics
 from gateway.core.errors import ProxyError, RpcError, backend_unavailable, service_unavailable, timed_out
 from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload, parse_payload
 from gateway.core.methods import CLASS_TIMEOUT_S, MethodClass, PriceTable, Registry
-from gateway.node.http import Upstream, UpstreamTimeout, UpstreamUnavailable
+from gateway.node.http import Upstream, UpstreamTimeout, UpstreamTooLarge, UpstreamUnavailable
 from gateway.pipeline import Call, Handler, Reply
 from gateway.rpc.planning import plan_item
 from gateway.rpc.response_cache import HEADER, ResponseCache
@@ -118,6 +118,11 @@ class Forwarder:
         started = time.perf_counter()
         try:
             raw = await self.upstream.post(body, timeout)
+        except UpstreamTooLarge as exc:
+            metrics.UPSTREAM_SECONDS.observe(time.perf_counter() - started, ("too_large",))
+            for item in items:  # answered by the node, so charged (docs/api.md, Limits)
+                item.response = too_large(item, exc.limit)
+            return
         except UpstreamTimeout as exc:
             metrics.UPSTREAM_SECONDS.observe(time.perf_counter() - started, ("timeout",))
             _failed(items, Failure.TIMED_OUT)
@@ -133,6 +138,19 @@ class Forwarder:
             _failed(items, Failure.LOST)
             raise backend_unavailable("upstream node sent a body that is not JSON") from exc
         _attach(items, answers)
+
+
+#: The code of an answer over the gateway's size limit: the node's own for results past its scan limit.
+TOO_LARGE_CODE = -32012
+
+
+def too_large(item: RpcItem, limit: int) -> dict[str, Any]:
+    """The answer of a call whose node answer was over ``limit`` bytes: an error in the node's place."""
+    message = (
+        f"Scan error: the node's answer is larger than {limit >> 20} MiB, the gateway's limit; "
+        "ask for less (fewer calls per batch, transactionDetails 'signatures' or 'none', a dataSlice)"
+    )
+    return {"jsonrpc": "2.0", "error": {"code": TOO_LARGE_CODE, "message": message}, "id": item.id}
 
 
 def _failed(items: list[RpcItem], failure: Failure) -> None:
