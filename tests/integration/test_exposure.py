@@ -4,6 +4,7 @@ ends, the gRPC stream, the devnode, Redis and PostgreSQL) is on a loopback addre
 
 from __future__ import annotations
 
+import stat
 import urllib.request
 
 from gateway.runtime.exposure import listeners, stack_processes
@@ -29,3 +30,19 @@ def test_metrics_on_the_configured_loopback_port(service: RunningService) -> Non
     with urllib.request.urlopen(url, timeout=10) as resp:
         assert resp.status == 200
     assert f"metrics http://127.0.0.1:{service.env['GATEWAY_METRICS_EXPORT_PORT']}/metrics" in service.log.read_text()
+
+
+def test_secrets_are_private_files(service: RunningService) -> None:
+    """The keys directory and the HMAC secret, the embedded Redis's files, PostgreSQL's data dir, Ray's token."""
+    from gateway.runtime.private_files import ray_token_path
+
+    home = service.home
+    redis_files = [path for path in (home / "redis").rglob("*") if path.is_file()]
+    assert redis_files, "Redis wrote no file"
+    token = ray_token_path()
+    assert token is not None
+    modes = {str(path): stat.S_IMODE(path.stat().st_mode) for path in [*redis_files, token]}
+    modes.update({str(path): stat.S_IMODE(path.stat().st_mode) for path in (home / "keys").iterdir()})
+    dirs = {str(path): stat.S_IMODE(path.stat().st_mode) for path in (home / "keys", home / "redis", home / "postgres")}
+    assert {path: oct(m) for path, m in modes.items() if m & 0o077} == {}
+    assert {path: oct(m) for path, m in dirs.items() if m & 0o077} == {}
