@@ -335,6 +335,20 @@ class Meter:
                 local += lease.granted - lease.spent
         return acct.store_available + local + acct.refunds_pending
 
+    def short_of(self, pubkey: str, price: int) -> bool:
+        """Whether the account is known, from a fresh store answer, to be unable to pay ``price`` here:
+        no lease covers it, the store had too little, and no other replica's lease could give some back.
+        A call it refuses then costs no store trip, no shard exchange and no node work."""
+        acct = self.accounts.get(pubkey)
+        if acct is None or not acct.exists or acct.suspended:
+            return False
+        now = self.clock()
+        lease = acct.active
+        if lease is not None and lease.covers(price, now):
+            return False
+        fresh = now - acct.checked_at < self._wait(acct)
+        return fresh and self._potential(acct) < price and not self._may_recall(acct, now)
+
     def invalidate(self, pubkey: str) -> None:
         """Forget cached shortness: a deposit was credited to ``pubkey`` (here or on another replica)."""
         acct = self.accounts.get(pubkey)

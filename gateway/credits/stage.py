@@ -73,6 +73,7 @@ class MeteringStage:
         acct = self.meter.known(pubkey) or await self._prepare(pubkey, payload)  # known: the common case
         rps = acct.rate_limit_rps
         self._check_account(call, pubkey, acct)
+        self._check_funds(call, pubkey, payload, rps)
         now, wall = self.clock(), self.wall()  # one reading for the admission (refreshed after an await)
         pending = self.limiter.ready(pubkey, len(payload.items), now, rps=rps, concurrency=acct.concurrency_limit)
         if pending is not None:  # the account's shard is asked for a slice (never with replica-local limits)
@@ -102,6 +103,14 @@ class MeteringStage:
         if acct.suspended:  # seen at the replica's next lease: within seconds
             self._headers(call, pubkey, acct.rate_limit_rps)
             raise account_suspended()
+
+    def _check_funds(self, call: Call, pubkey: str, payload: RpcPayload, rps: int | None) -> None:
+        """402 before any shard exchange or node work when the meter knows (a fresh store answer) that
+        the account cannot pay even the cheapest pending item: an unfunded account costs no shared write."""
+        cheapest = min((item.price for item in payload.items if item.pending), default=0)
+        if cheapest > 0 and self.meter.short_of(pubkey, cheapest):
+            self._headers(call, pubkey, rps)
+            raise insufficient_credits(cheapest, self.meter.remaining(pubkey), self.top_up(pubkey))
 
     async def _admit(
         self, call: Call, pubkey: str, rps: int | None, now: float, wall: float, admitted: Admitted
