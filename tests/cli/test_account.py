@@ -167,3 +167,19 @@ async def test_limits_overrides_reach_the_lease(cli_pool: asyncpg.Pool, gateway_
         "SELECT count(*) FROM operator_actions WHERE pubkey = $1 AND action = 'limits'", pubkey
     )
     assert kinds == 3
+
+
+async def test_limits_json_and_no_python_tuples(cli_pool: asyncpg.Pool, gateway_cli: Run) -> None:
+    pubkey = await funded(cli_pool, 1_000)
+    changed = await gateway_cli("account", "limits", pubkey, "--rate", "5", "--reason", "plan B", "--json")
+    assert changed.returncode == 0, changed.stderr
+    doc = json.loads(changed.stdout)
+    assert doc["rate_limit_rps"] == 5 and doc["rate_source"] == "override" and doc["concurrency_source"] == "default"
+    assert doc["overrides_before"] == {"rate_limit_rps": None, "concurrency_limit": None}
+    assert doc["overrides_after"] == {"rate_limit_rps": 5, "concurrency_limit": None}
+    shown = json.loads((await gateway_cli("account", "limits", pubkey, "--json")).stdout)
+    assert shown == {key: doc[key] for key in shown} and shown["pubkey"] == pubkey
+    said = await gateway_cli("account", "limits", pubkey, "--reset", "--reason", "back")
+    assert said.returncode == 0 and "(5, None)" not in said.stdout and "None" not in said.stdout, said.stdout
+    assert "overrides were rate 5, concurrency default, now none" in said.stdout
+    assert "within lease_ttl_s" in said.stdout
