@@ -64,6 +64,7 @@ from gateway.trades.builders import ExecuteSell, ExecuteSnipe
 from gateway.trades.fees import TradeFees
 from gateway.trades.sol_usd import CachedRate, ConfiguredRate, PoolRate, RateSource
 from gateway.webhooks.management import WebhookEndpoints
+from gateway.x402.paid import PaidCalls
 from gateway.x402.settle import X402Settle
 
 
@@ -134,6 +135,7 @@ class GatewayApp:
         self.x402_settle = X402Settle.from_settings(
             settings, self.auth.keys, self.upstream, lambda: self.conn.db, self.ip_limits.address
         )
+        self.paid_calls = PaidCalls(self.x402_settle, self.deposits, lambda: self.auth.terms, self.limit("x402_settle"))
         self.webhooks = WebhookEndpoints.from_settings(lambda: self.conn.db, settings, self._top_up)
         self.engine = BlockEngine.from_settings(settings)
         self.racers = racers or LocalRacers(settings)
@@ -201,7 +203,7 @@ class GatewayApp:
     def rpc_stages(self) -> list[Stage]:
         """The JSON-RPC stages between the error boundary and the forwarder, in order."""
         return [
-            AuthStage(self.auth),
+            AuthStage(self.auth, payment=self.paid_calls),  # x402: PAYMENT-SIGNATURE pays (gateway.x402.paid)
             CreditHeaders(self.metering),
             self._readiness_gate,
             ParseStage(self.methods, self.prices),

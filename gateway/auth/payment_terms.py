@@ -34,6 +34,12 @@ MINIMUM_DEPOSIT_BASE_UNITS = 10_000  # 0.01 USDC (6 decimals)
 MINIMUM_DEPOSIT_USDC = "0.01"
 MAX_TIMEOUT_SECONDS = 60
 PAYMENT_REQUIRED_HEADER = "PAYMENT-REQUIRED"
+#: The ceilings of the compute-budget instructions a sponsored payment may carry when it is sent in the
+#: paid call's ``PAYMENT-SIGNATURE`` header (the x402 SDK asks for 20,000 units at 1 micro-lamport),
+#: published in ``extra.sponsored``: they bound the priority fee the service's fee payer pays
+#: (docs/api.md, x402 settlement). ``POST /x402/settle`` allows no compute-budget instruction.
+SPONSORED_MAX_COMPUTE_UNITS = 200_000
+SPONSORED_MAX_COMPUTE_UNIT_PRICE = 10_000  # micro-lamports per unit
 
 SOLANA_MAINNET = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"
 SOLANA_DEVNET = "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1"
@@ -98,15 +104,25 @@ class PaymentTerms:
         )
         if self.x402_settle:
             how += (
-                " x402 clients may instead POST the signed payment transaction to /x402/settle "
-                '{"transaction": "<base64>"} (terms in the PAYMENT-REQUIRED header), then confirm the deposit.'
+                " x402 clients may instead retry this call with the payment (terms in the PAYMENT-REQUIRED header) "
+                "in a PAYMENT-SIGNATURE header: it is settled, credited at once and the call served; or POST the "
+                'signed payment transaction to /x402/settle {"transaction": "<base64>"}, then confirm the deposit.'
             )
         if self.test_chain:
             how += " On this test deployment `gateway fund` mints test USDC, deposits it and prints an API key."
         return how
 
     def extra(self) -> dict[str, Any]:
-        return {"feePayer": self.fee_payer} if self.fee_payer is not None else {}
+        """``feePayer``, and what a sponsored payment in the ``PAYMENT-SIGNATURE`` header may carry."""
+        if self.fee_payer is None:
+            return {}
+        sponsored = {
+            "instructions": "one TransferChecked; at most one SetComputeUnitLimit, SetComputeUnitPrice and Memo",
+            "maxComputeUnits": SPONSORED_MAX_COMPUTE_UNITS,
+            "maxComputeUnitPriceMicroLamports": SPONSORED_MAX_COMPUTE_UNIT_PRICE,
+            "settleRoute": "POST /x402/settle accepts the TransferChecked alone",
+        }
+        return {"feePayer": self.fee_payer, "sponsored": sponsored}
 
     def requirements(self) -> dict[str, Any]:
         """One x402 v2 ``PaymentRequirements`` for the SVM ``exact`` scheme."""
@@ -145,7 +161,10 @@ class PaymentTerms:
             "extra": self.extra(),
         }
 
-    def error(self, message: str, resource_url: str, pubkey: str | None = None) -> ProxyError:
+    def error(
+        self, message: str, resource_url: str, pubkey: str | None = None, reason: str | None = None
+    ) -> ProxyError:
+        """The 402; ``reason`` (why a payment header was refused) goes into ``data.reason`` too."""
         document = self.document(message, resource_url)
         header = base64.b64encode(orjson.dumps(document)).decode("ascii")
         headers = {
@@ -154,7 +173,10 @@ class PaymentTerms:
             "Cache-Control": "no-store",
         }
         x402 = {k: v for k, v in document.items() if k != "error"}
-        return payment_required(message, self.rpc_data(pubkey), headers, x402)
+        data = self.rpc_data(pubkey)
+        if reason is not None:
+            data["reason"] = reason
+        return payment_required(message, data, headers, x402)
 
 
 def no_account(terms: PaymentTerms, call: Call, pubkey: str) -> ProxyError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from gateway.auth.authenticator import Only
+from gateway.core.identity import Identity
 from gateway.pipeline import Call, Handler, Reply, Stage
 
 if TYPE_CHECKING:
@@ -18,18 +19,36 @@ if TYPE_CHECKING:
 class AuthStage:
     """``async (call, next) -> Reply``; built before start-up, it reads the services' stores per call."""
 
-    def __init__(self, services: AuthServices, *, require_account: bool = True, only: Only | None = None) -> None:
+    def __init__(
+        self,
+        services: AuthServices,
+        *,
+        require_account: bool = True,
+        only: Only | None = None,
+        payment: PaymentHook | None = None,
+    ) -> None:
         self.services = services
         self.require_account = require_account
         self.only = only
+        self.payment = payment
 
     async def __call__(self, call: Call, next_handler: Handler) -> Reply:
         authenticator = self.services.authenticator
         identity = authenticator.from_cache(call) if self.only is None else None
+        if identity is None and self.payment is not None and self.payment.offered(call):
+            identity = await self.payment(call)  # x402: settled and credited, the call is its payer's
         if identity is None:
             identity = await authenticator.authenticate(call, require_account=self.require_account, only=self.only)
         call.identity = identity
         return await next_handler(call)
+
+
+class PaymentHook(Protocol):
+    """Pays for a call that carries an x402 payment and no credentials (gateway.x402.paid), or raises."""
+
+    def offered(self, call: Call) -> bool: ...
+
+    async def __call__(self, call: Call) -> Identity: ...
 
 
 class Gates(Protocol):

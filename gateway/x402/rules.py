@@ -13,18 +13,14 @@ Two paths, told apart by the fee payer (the first account key):
   transaction is sent as it is (any other instructions are the caller's business).
 * **sponsored**: the fee payer is the service's key (``extra.feePayer`` of the payment terms), whose
   signature slot the service fills in. The sponsor's exposure must stay the fee, so
-  :func:`sponsor_violation` allows: one ``TransferChecked`` (the payment), plus at most one
-  ``SetComputeUnitLimit`` (at most :data:`MAX_SPONSORED_CU_LIMIT`), one ``SetComputeUnitPrice`` (at most
-  :data:`MAX_SPONSORED_CU_PRICE` micro-lamports per unit) and one ``Memo`` without accounts: exactly the
-  x402 SDK's transaction, whose fee is then at most 2 x 5,000 lamports + 400,000 x 10,000 / 10^6 =
-  14,000 lamports. The fee payer may appear in no instruction at all (so it is no transfer's source or
-  authority, no account closed to or from, writable nowhere but as fee payer), only it and the transfer
-  authority sign (each signature costs the fee payer 5,000 lamports), and no address lookup table may
-  load accounts (they cannot be checked without reading the chain).
-
-docs/api.md's sponsored path allows "a single transferChecked instruction and no compute-budget
-instructions"; the x402 SDK's client always adds a compute-unit limit and price and a memo, so those
-exact instructions are accepted under the caps above (docs/api.md, x402).
+  :func:`sponsor_violation` allows, on ``POST /x402/settle`` (docs/api.md's rule), the one
+  ``TransferChecked`` alone; on the x402 header path (``PAYMENT-SIGNATURE``, given :class:`ComputeCaps`)
+  also at most one ``SetComputeUnitLimit`` and one ``SetComputeUnitPrice`` under the caps and one
+  ``Memo`` without accounts: exactly the x402 SDK's transaction. On both, the fee payer may appear in no
+  instruction at all (so it is no transfer's source or authority, no account closed to or from,
+  writable nowhere but as fee payer), only it and the transfer authority sign (each signature costs
+  the fee payer 5,000 lamports), and no address lookup table may load accounts (they cannot be
+  checked without reading the chain).
 """
 
 from __future__ import annotations
@@ -56,10 +52,6 @@ from gateway.core.transactions import (
 MEMO_PROGRAM = Pubkey.from_string("MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr")
 #: The x402 SDK's bound on a memo (its ``MAX_MEMO_BYTES``).
 MAX_MEMO_BYTES = 256
-#: Caps of the compute-budget instructions a sponsored transaction may carry (the SDK asks for 20,000
-#: units at 1 micro-lamport): they bound the priority fee the sponsor pays.
-MAX_SPONSORED_CU_LIMIT = 200_000
-MAX_SPONSORED_CU_PRICE = 10_000
 #: The largest body the route reads: a base64 transaction of the largest version in a small JSON object.
 MAX_BODY_BYTES = 8 * 1024
 
@@ -90,6 +82,11 @@ class Reason(StrEnum):
     UNSIGNABLE_AUTHORITY = "unsignable_authority"
     SPONSORED_WHITELIST = "sponsored_whitelist_violation"
     MISSING_SIGNATURE = "missing_signature"
+    # the x402 header path (PAYMENT-SIGNATURE / X-PAYMENT) only
+    INVALID_PAYMENT_HEADER = "invalid_payment_header"
+    UNSUPPORTED_SCHEME = "unsupported_scheme"
+    NETWORK_MISMATCH = "network_mismatch"
+    SEVERAL_PAYERS = "several_payers"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +104,15 @@ class SettleRules:
     usdc_mint: str
     fee_payer: Pubkey  # ``extra.feePayer``
     minimum_base_units: int
+
+
+@dataclass(frozen=True, slots=True)
+class ComputeCaps:
+    """The ceilings of the compute-budget instructions a sponsored payment may carry on the x402 header
+    path (the SDK asks for 20,000 units at 1 micro-lamport): they bound the priority fee the sponsor pays."""
+
+    units: int
+    price_micro_lamports: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,8 +277,11 @@ def _token_view(keys: Sequence[str], ix: CompiledInstruction) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------- sponsored
 
 
-def sponsor_violation(payment: Payment) -> Refusal | None:
-    """Why a sponsored transaction could make the fee payer pay more than its fee, or None."""
+def sponsor_violation(payment: Payment, caps: ComputeCaps | None = None) -> Refusal | None:
+    """Why a sponsored transaction could make the fee payer pay more than its fee, or None.
+
+    Without ``caps`` (``POST /x402/settle``) the one TransferChecked is the only instruction allowed;
+    with them (the x402 header path) the SDK's compute-budget instructions and memo are too."""
     tx = payment.tx
     message = tx.message
     keys = _static_keys(tx)
@@ -292,18 +301,26 @@ def sponsor_violation(payment: Payment) -> Refusal | None:
             f"a sponsored transaction is signed by the fee payer and the transfer authority only; it names "
             f"{len(signers)} signers ({', '.join(signers)})"
         )
-    return _instruction_violation(tx)
+    return _instruction_violation(tx, caps)
 
 
-def _instruction_violation(tx: VersionedTransaction) -> Refusal | None:
-    """The whitelist: one TransferChecked, at most one of each compute-budget instruction and one memo."""
+def _instruction_violation(tx: VersionedTransaction, caps: ComputeCaps | None) -> Refusal | None:
+    """The whitelist: one TransferChecked; with ``caps``, at most one of each compute-budget instruction
+    and one memo besides."""
     keys = _static_keys(tx)
     seen: set[str] = set()
     for i, ix in enumerate(tx.message.instructions):
         program = keys[ix.program_id_index]
-        kind = _allowed_kind(program, bytes(ix.data), bytes(ix.accounts))
+        kind = _allowed_kind(program, bytes(ix.data), bytes(ix.accounts), caps)
         if isinstance(kind, Refusal):
             return _violation(f"instruction {i}: {kind.message}")
+        if caps is None and kind not in (None, "TransferChecked"):
+            return _violation(
+                f"instruction {i} ({_program_name(program)}): POST /x402/settle's sponsored path allows a single "
+                "TransferChecked and no other instruction (no compute budget, no memo); the x402 SDK's shape is "
+                "accepted when the payment is sent in the PAYMENT-SIGNATURE header of the paid call, or pay the "
+                "fee yourself (self-paid)"
+            )
         if kind is None:
             return _violation(
                 f"instruction {i} ({_program_name(program)}) is not allowed in a sponsored transaction: only one "
@@ -316,7 +333,7 @@ def _instruction_violation(tx: VersionedTransaction) -> Refusal | None:
     return None
 
 
-def _allowed_kind(program: str, data: bytes, accounts: bytes) -> str | Refusal | None:
+def _allowed_kind(program: str, data: bytes, accounts: bytes, caps: ComputeCaps | None) -> str | Refusal | None:
     """The whitelisted kind of one instruction, None when it is not whitelisted, a refusal over a cap."""
     if program in TOKEN_PROGRAMS and data[:1] == bytes([_TRANSFER_CHECKED]):
         return "TransferChecked"
@@ -324,14 +341,15 @@ def _allowed_kind(program: str, data: bytes, accounts: bytes) -> str | Refusal |
         return _violation("a sponsored payment must be a TransferChecked (it names the mint), not a Transfer")
     if program == str(COMPUTE_BUDGET) and data[:1] == bytes([_SET_CU_LIMIT]) and len(data) == 5:
         units = int.from_bytes(data[1:5], "little")
-        if units > MAX_SPONSORED_CU_LIMIT:
-            return _violation(f"a compute-unit limit of {units} is over the sponsored cap of {MAX_SPONSORED_CU_LIMIT}")
+        if caps is not None and units > caps.units:
+            return _violation(f"a compute-unit limit of {units} is over the sponsored cap of {caps.units}")
         return "SetComputeUnitLimit"
     if program == str(COMPUTE_BUDGET) and data[:1] == bytes([_SET_CU_PRICE]) and len(data) == 9:
         price = _u64(data, 1)
-        if price > MAX_SPONSORED_CU_PRICE:
+        if caps is not None and price > caps.price_micro_lamports:
             return _violation(
-                f"a compute-unit price of {price} micro-lamports is over the sponsored cap of {MAX_SPONSORED_CU_PRICE}"
+                f"a compute-unit price of {price} micro-lamports is over the sponsored cap of "
+                f"{caps.price_micro_lamports}"
             )
         return "SetComputeUnitPrice"
     if program == str(MEMO_PROGRAM) and not accounts:

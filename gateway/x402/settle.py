@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
+from solders.transaction import VersionedTransaction
 
 from gateway.auth.account_views import usdc_amount
 from gateway.auth.payment_terms import MINIMUM_DEPOSIT_BASE_UNITS, caip2_network
@@ -44,6 +45,7 @@ from gateway.pipeline import Call, Reply, json_reply
 from gateway.storage.connections import Pool
 from gateway.x402 import store as settlements
 from gateway.x402.rules import (
+    ComputeCaps,
     Payment,
     Refusal,
     SettleRules,
@@ -68,6 +70,14 @@ POLL_INTERVAL_S = 0.4
 _FEE_PAYER_BROKE = frozenset({"AccountNotFound", "InsufficientFundsForFee"})
 
 Landing = Literal["confirmed", "failed", "unseen"]
+
+
+@dataclass(frozen=True, slots=True)
+class Landed:
+    """A settled payment: confirmed (with its slot), or accepted by the node and not seen confirmed yet."""
+
+    confirmed: bool
+    slot: int | None
 
 
 def refused(refusal: Refusal) -> ProxyError:
@@ -154,8 +164,23 @@ class X402Settle:
         return cls(rules, fee_payer, upstream, get_pool, client_address, options)
 
     async def __call__(self, call: Call) -> Reply:
-        rules, fee_payer = self._configured()
-        payment, wire = self._verify(call.body, rules, fee_payer)
+        rules, fee_payer = self.configured()
+        encoded = read_body(call.body)
+        if isinstance(encoded, Refusal):
+            raise refused(encoded)
+        tx = decode_transaction(encoded)
+        if isinstance(tx, Refusal):
+            raise refused(tx)
+        verified = self.verify(tx, rules, fee_payer)
+        if isinstance(verified, Refusal):
+            raise refused(verified)
+        payment, wire = verified
+        landed = await self.settle(payment, wire, self.client_address(call))
+        how = "confirmed" if landed.confirmed else "accepted by the network, not confirmed yet"
+        return self._answer(payment, wire.signature, how)
+
+    async def settle(self, payment: Payment, wire: WireTx, client: str | None) -> Landed:
+        """Claim the signature, send, wait for it; a ProxyError (``data.reason``) when it is not settled."""
         pool = self.get_pool()
         if pool is None:
             raise service_unavailable("the settlement record (PostgreSQL) is not available yet", 5)
@@ -167,7 +192,7 @@ class X402Settle:
             fee_payer=str(wire.tx.message.account_keys[0]),
             authorities=payment.authorities,
             amount_base_units=payment.amount_base_units,
-            client=self.client_address(call),
+            client=client,
         )
         if not claim.claimed:
             raise ProxyError(
@@ -179,7 +204,7 @@ class X402Settle:
             )
         return await self._settle(pool, payment, wire)
 
-    def _configured(self) -> tuple[SettleRules, Keypair]:
+    def configured(self) -> tuple[SettleRules, Keypair]:
         if not self.options.enabled:
             raise not_configured(
                 "x402 settlement is not configured on this gateway (x402_settle is off): send the USDC yourself "
@@ -191,33 +216,30 @@ class X402Settle:
             )
         return self.rules, self.fee_payer
 
-    def _verify(self, body: bytes, rules: SettleRules, fee_payer: Keypair) -> tuple[Payment, WireTx]:
-        """The payment and the transaction to send (co-signed when sponsored), or a 400."""
-        encoded = read_body(body)
-        if isinstance(encoded, Refusal):
-            raise refused(encoded)
-        tx = decode_transaction(encoded)
-        if isinstance(tx, Refusal):
-            raise refused(tx)
+    def verify(
+        self, tx: VersionedTransaction, rules: SettleRules, fee_payer: Keypair, caps: ComputeCaps | None = None
+    ) -> tuple[Payment, WireTx] | Refusal:
+        """The payment and the transaction to send (co-signed when sponsored), or why not. ``caps``: the
+        x402 header path's compute-budget ceilings (None: ``POST /x402/settle``'s single TransferChecked)."""
         payment = check_payment(tx, rules)
         if isinstance(payment, Refusal):
-            raise refused(payment)
-        violation = sponsor_violation(payment) if payment.sponsored else None
+            return payment
+        violation = sponsor_violation(payment, caps) if payment.sponsored else None
         if violation is not None:
-            raise refused(violation)
+            return violation
         wire = signed_transaction(co_sign(tx, fee_payer) if payment.sponsored else bytes(tx))
         if isinstance(wire, Refusal):
-            raise refused(wire)
+            return wire
         return payment, wire
 
-    async def _settle(self, pool: Pool, payment: Payment, wire: WireTx) -> Reply:
+    async def _settle(self, pool: Pool, payment: Payment, wire: WireTx) -> Landed:
         signature = wire.signature
         accepted = await self._send(pool, payment, wire)
-        landing, err = await self._landing(signature)
+        landing, err, slot = await self._landing(signature)
         if landing == "confirmed":
             await settlements.finish(pool, signature, SettlementStatus.CONFIRMED)
             log.info("x402 settled %s (%s, %d base units)", signature, _path(payment), payment.amount_base_units)
-            return self._answer(payment, signature, "confirmed")
+            return Landed(True, slot)
         if landing == "failed":
             await settlements.finish(pool, signature, SettlementStatus.FAILED, str(err))
             raise network_rejected(
@@ -227,7 +249,7 @@ class X402Settle:
             )
         if accepted:
             await settlements.finish(pool, signature, SettlementStatus.SUBMITTED)
-            return self._answer(payment, signature, "accepted by the network, not confirmed yet")
+            return Landed(False, None)
         raise network_rejected(  # stays pending: it may still land, so a replay is refused
             f"the node's answer was lost and transaction {signature} was not seen on chain within "
             f"{self.options.confirm_timeout_s:g} s; it may still land: check getSignatureStatuses before paying again",
@@ -271,16 +293,18 @@ class X402Settle:
             f"the network rejected the transaction: {summary}; nothing was sent", "preflight_rejected", wire.signature
         )
 
-    async def _landing(self, signature: str) -> tuple[Landing, Any]:
-        """Poll the signature's status until it is confirmed or the wait is over; (outcome, its error)."""
+    async def _landing(self, signature: str) -> tuple[Landing, Any, int | None]:
+        """Poll the signature's status until it is confirmed or the wait is over; (outcome, its error, slot)."""
         deadline = self.clock() + self.options.confirm_timeout_s
         while True:
             status = await self._status(signature)
             if status is not None and status.get("confirmationStatus") in ("confirmed", "finalized"):
                 err = status.get("err")
-                return ("failed", err) if err is not None else ("confirmed", None)
+                slot = status.get("slot")
+                slot = slot if isinstance(slot, int) else None
+                return ("failed", err, slot) if err is not None else ("confirmed", None, slot)
             if self.clock() >= deadline:
-                return "unseen", None
+                return "unseen", None, None
             await asyncio.sleep(self.options.poll_interval_s)
 
     async def _status(self, signature: str) -> dict[str, Any] | None:

@@ -17,10 +17,11 @@ from solders.system_program import TransferParams, transfer
 from solders.transaction import VersionedTransaction
 from spl.token.instructions import create_idempotent_associated_token_account
 
+from gateway.auth.payment_terms import SPONSORED_MAX_COMPUTE_UNIT_PRICE, SPONSORED_MAX_COMPUTE_UNITS
 from gateway.core.deposits import deposit_token_account
 from gateway.x402.rules import (
-    MAX_SPONSORED_CU_LIMIT,
     MEMO_PROGRAM,
+    ComputeCaps,
     Payment,
     Reason,
     Refusal,
@@ -41,6 +42,7 @@ RULES = SettleRules(
     str(DEPOSIT), str(deposit_token_account(DEPOSIT, USDC_MINT)), str(USDC_MINT), SERVICE.pubkey(), 10_000
 )
 CLIENT = Keypair()
+HEADER_PATH = ComputeCaps(SPONSORED_MAX_COMPUTE_UNITS, SPONSORED_MAX_COMPUTE_UNIT_PRICE)  # PAYMENT-SIGNATURE
 
 
 def decoded(raw: bytes) -> VersionedTransaction:
@@ -49,15 +51,22 @@ def decoded(raw: bytes) -> VersionedTransaction:
     return tx
 
 
-def verdict(ixs: list[Instruction], *, sponsored: bool = True, signers: list[Keypair] | None = None) -> Refusal | None:
-    """The refusal of a transaction of ``ixs`` (sponsored: the service pays the fee), or None."""
+def verdict(
+    ixs: list[Instruction],
+    *,
+    sponsored: bool = True,
+    signers: list[Keypair] | None = None,
+    caps: ComputeCaps | None = HEADER_PATH,
+) -> Refusal | None:
+    """The refusal of a transaction of ``ixs`` (sponsored: the service pays the fee), or None; ``caps``
+    None is ``POST /x402/settle``'s rule, the default the x402 header path's."""
     fee_payer = SERVICE.pubkey() if sponsored else CLIENT.pubkey()
     tx = decoded(build(fee_payer, ixs, Hash.default(), signers or [CLIENT]))
     payment = check_payment(tx, RULES)
     if isinstance(payment, Refusal):
         return payment
     assert payment.sponsored is sponsored
-    return sponsor_violation(payment) if sponsored else None
+    return sponsor_violation(payment, caps) if sponsored else None
 
 
 def payment(amount: int = 10_000, owner: Pubkey | None = None) -> Instruction:
@@ -68,10 +77,15 @@ def memo(text: bytes) -> Instruction:
     return Instruction(MEMO_PROGRAM, text, [])
 
 
-def test_the_sdks_shape_is_accepted_sponsored() -> None:
+def test_the_sdks_shape_is_accepted_sponsored_on_the_header_path_only() -> None:
     sdk = [set_compute_unit_limit(20_000), set_compute_unit_price(1), payment(), memo(b"0123456789abcdef" * 2)]
     assert verdict(sdk) is None
     assert verdict([payment()]) is None
+    refusal = verdict(sdk, caps=None)  # POST /x402/settle: a single TransferChecked (docs/api.md)
+    assert refusal is not None and refusal.reason is Reason.SPONSORED_WHITELIST
+    assert "allows a single TransferChecked and no other instruction" in refusal.message
+    assert verdict([payment(), memo(b"hi")], caps=None) is not None
+    assert verdict([payment()], caps=None) is None
 
 
 def test_self_paid_transactions_may_do_anything_else() -> None:
@@ -100,7 +114,7 @@ def test_a_multisig_authority_is_refused_its_credits_could_never_be_used() -> No
 @pytest.mark.parametrize(
     ("ixs", "words"),
     [
-        ([set_compute_unit_limit(MAX_SPONSORED_CU_LIMIT + 1), payment()], "compute-unit limit of 200001 is over"),
+        ([set_compute_unit_limit(SPONSORED_MAX_COMPUTE_UNITS + 1), payment()], "compute-unit limit of 200001 is over"),
         ([set_compute_unit_price(10_001), payment()], "compute-unit price of 10001 micro-lamports is over"),
         ([set_compute_unit_price(1), set_compute_unit_price(2), payment()], "only one SetComputeUnitPrice"),
         ([request_heap_frame(64 * 1024), payment()], "(Compute Budget) is not allowed"),

@@ -1,6 +1,8 @@
 """The official x402 SDK (``x402==2.25.0``) against the gateway: its parser reads the 402's
 ``PAYMENT-REQUIRED`` header, and the payment its Solana client builds from those terms (the sponsored
-shape: compute-unit limit and price, TransferChecked, memo) is settled and credited.
+shape: compute-unit limit and price, TransferChecked, memo) pays in the paid call's
+``PAYMENT-SIGNATURE`` header, while ``POST /x402/settle`` keeps the interface's single TransferChecked
+(docs/api.md). The SDK's own client paying in one retry: test_paid_call.py.
 
 Its Solana client needs solana-py's synchronous client, which solana 0.41 no longer has: the tests give
 it one (:mod:`tests.x402.sdk_shim`)."""
@@ -19,7 +21,11 @@ from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 from solders.transaction import VersionedTransaction
 from x402 import NoMatchingRequirementsError, PaymentRequired, x402ClientSync
-from x402.http.utils import decode_payment_required_header
+from x402.http.utils import (
+    decode_payment_required_header,
+    decode_payment_response_header,
+    encode_payment_signature_header,
+)
 
 from devnode.node import Devnode
 from gateway.x402.rules import MEMO_PROGRAM
@@ -50,9 +56,17 @@ async def test_the_402_terms_parse_with_the_sdks_own_parser(x402: Settle) -> Non
     [accept] = required.accepts
     assert (accept.scheme, accept.network, accept.amount, accept.asset) == ("exact", MAINNET, "10000", str(USDC_MINT))
     assert accept.pay_to == str(x402.deposit_wallet) and accept.max_timeout_seconds == 60
-    assert accept.extra == {"feePayer": str(x402.fee_payer)}
+    assert accept.extra["feePayer"] == str(x402.fee_payer)
+    assert accept.extra["sponsored"]["maxComputeUnits"] == 200_000  # the header path's compute-budget caps
     assert answer.json["accepts"][0] == accept.model_dump(by_alias=True, exclude_none=True)
-    assert "/x402/settle" in answer.json["error"]["data"]["instructions"]  # where an x402 client settles
+    instructions = answer.json["error"]["data"]["instructions"]
+    assert "/x402/settle" in instructions and "PAYMENT-SIGNATURE" in instructions  # how an x402 client pays
+
+
+async def paid_call(x402: Settle, header: str) -> Answer:
+    """The call again, paid in the PAYMENT-SIGNATURE header."""
+    headers = {"Content-Type": "application/json", "PAYMENT-SIGNATURE": header}
+    return await request(x402.http, "POST", x402.url + "/", body=RPC_BODY, headers=headers)
 
 
 @pytest.fixture
@@ -64,7 +78,7 @@ def svm(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return exact
 
 
-async def test_the_sdks_payment_from_the_402_terms_is_settled_and_credited(
+async def test_the_sdks_payment_pays_in_the_header_and_x402_settle_refuses_its_shape(
     x402: Settle, wallet: Keypair, svm: ModuleType, devnode_url: str
 ) -> None:
     from x402.mechanisms.svm import KeypairSigner
@@ -81,11 +95,15 @@ async def test_the_sdks_payment_from_the_402_terms_is_settled_and_credited(
     programs = [keys[ix.program_id_index] for ix in tx.message.instructions]
     assert programs[:2] == [COMPUTE_BUDGET, COMPUTE_BUDGET] and programs[3] == MEMO_PROGRAM
 
-    answer = await x402.settle(orjson.dumps({"transaction": transaction}))
+    refused = await x402.settle(orjson.dumps({"transaction": transaction}))  # the interface's sponsored rule
+    assert refused.status == 400 and refused.json["error"]["data"]["reason"] == "sponsored_whitelist_violation"
+
+    answer = await paid_call(x402, encode_payment_signature_header(payload))
     assert answer.status == 200, answer
-    assert answer.json["success"] is True and answer.json["network"] == MAINNET
-    confirmed = await confirm_when_final(x402.url, wallet, answer.json["transaction"])
-    assert confirmed["credited_pubkey"] == str(wallet.pubkey()) and confirmed["credits_added"] == 1_000
+    settled = decode_payment_response_header(answer.headers["payment-response"])
+    assert settled.success and settled.network == MAINNET and settled.payer == str(wallet.pubkey())
+    confirmed = await confirm_when_final(x402.url, wallet, settled.transaction)  # credited already, once
+    assert confirmed["credited_pubkey"] == str(wallet.pubkey()) and confirmed["already_processed"] is True
 
 
 async def test_on_the_devnode_the_sdk_needs_the_test_usdc_allowed(
@@ -112,5 +130,6 @@ async def test_on_the_devnode_the_sdk_needs_the_test_usdc_allowed(
 
         client.set_spend_controls({"allowed_assets": [{"network": DEVNET, "asset": str(USDC_MINT)}]})
         payload = await asyncio.to_thread(client.create_payment_payload, required)
-        answer = await devnet.settle(orjson.dumps({"transaction": payload.payload["transaction"]}))
-    assert answer.status == 200 and answer.json["network"] == DEVNET, answer
+        answer = await paid_call(devnet, encode_payment_signature_header(payload))
+    assert answer.status == 200, answer
+    assert decode_payment_response_header(answer.headers["payment-response"]).network == DEVNET

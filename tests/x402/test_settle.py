@@ -72,12 +72,17 @@ async def test_sponsored_payment_costs_the_service_its_fee_only(x402: Settle, wa
     assert confirmed["credited_pubkey"] == str(wallet.pubkey()) and confirmed["credits_added"] == 1_000
 
 
-async def test_a_sponsored_payment_may_carry_the_sdks_budget_and_memo(x402: Settle, wallet: Keypair) -> None:
+async def test_a_sponsored_settle_is_the_transfer_alone_no_budget_no_memo(x402: Settle, wallet: Keypair) -> None:
+    """docs/api.md: this route's sponsored path is a single TransferChecked (the SDK's compute budget and
+    memo are accepted in the paid call's PAYMENT-SIGNATURE header instead: test_paid_call.py)."""
     memo = Instruction(Pubkey.from_string("MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr"), b"order 42", [])
     ixs = [set_compute_unit_limit(20_000), set_compute_unit_price(1), pay(wallet.pubkey(), x402.deposit_wallet, 10_000)]
-    raw = build(x402.fee_payer, [*ixs, memo], await x402.blockhash(), [wallet])
-    answer = await x402.settle(body(raw))
-    assert answer.status == 200, answer
+    sends = x402.broadcasts
+    for extra in ([*ixs, memo], [ixs[2], memo]):
+        answer = await x402.settle(body(build(x402.fee_payer, extra, await x402.blockhash(), [wallet])))
+        assert answer.status == 400 and reason(answer) == "sponsored_whitelist_violation", answer
+        assert "PAYMENT-SIGNATURE" in answer.json["error"]["message"]
+    assert x402.broadcasts == sends
 
 
 async def test_a_payment_the_caller_already_sent_is_settled(x402: Settle, wallet: Keypair) -> None:
@@ -172,9 +177,9 @@ REFUSALS: dict[str, tuple[str, str, Make]] = {
             ],
         ),
     ),
-    "sponsored over the compute-unit price cap": (
+    "sponsored with a compute-unit price": (
         "sponsored_whitelist_violation",
-        "over the sponsored cap",
+        "allows a single TransferChecked",
         lambda s, w, fp: (fp, [set_compute_unit_price(1_000_000), pay(w.pubkey(), s.deposit_wallet, 10_000)]),
     ),
 }
