@@ -477,9 +477,10 @@ class Settings(BaseSettings):
     )
     mcp_allowed_origins: list[str] = Field(
         default_factory=list,
-        description="Origins (scheme://host[:port]) whose browser pages may call /mcp; a request with any other "
-        "Origin header is refused 403 (the MCP transport's DNS-rebinding rule). Agents send no Origin and are "
-        "never refused for it. '*' allows every origin.",
+        description="Origins (scheme://host[:port]) whose browser pages may call /mcp besides the gateway's own "
+        "(127.0.0.1, localhost or [::1] at its port); a request with any other Origin header is refused 403 (the "
+        "MCP transport's DNS-rebinding rule). Agents send no Origin and are never refused for it. '*' allows "
+        "every origin.",
     )
     trade_notional_fee_bps: int = Field(
         10,

@@ -36,8 +36,13 @@ one JSON object when the client accepts ``application/json``, an SSE stream when
 - **Content-Type** other than ``application/json`` gets a JSON-RPC-shaped 415 here (the SDK answers
   it with a plain-text 400).
 - **Origin.** MCP's transport rule against DNS rebinding: a request whose ``Origin`` header is not
-  one of ``mcp_allowed_origins`` gets 403 before anything else runs. The SDK's own check also pins
-  the ``Host`` header to a list, which a gateway served under any name cannot give it.
+  the gateway's own (``http://127.0.0.1``, ``localhost`` or ``[::1]`` at its port) nor one of
+  ``mcp_allowed_origins`` gets 403 before anything else runs. The SDK's own check also pins the
+  ``Host`` header to a list, which a gateway served under any name cannot give it.
+- **Logging.** ``logging/setLevel`` is kept per caller (:mod:`gateway.mcp.logs`: the transport is
+  stateless); a caller that set a level and accepts SSE gets its tool calls answered as an SSE stream
+  carrying ``notifications/message`` at that level or above: each call's billing note (``info``) or
+  its refusal (``error``). In the SDK's JSON mode notifications would be dropped.
 - **Bounds.** The body is read here with JSON-RPC's limit (``RPC_MAX_BODY_BYTES``, 413 above it),
   before any stage runs.
 """
@@ -61,6 +66,7 @@ from starlette.types import Message, Receive, Scope, Send
 from gateway.app import GatewayApp
 from gateway.core.errors import ReplyStyle
 from gateway.entry import Entry, EntrySession
+from gateway.mcp.logs import LogLevels
 from gateway.mcp.tools import BY_NAME, TOOLS, ToolArgumentError, jsonrpc_request
 from gateway.pipeline import Call, Reply, Wire, json_reply
 from gateway.routing import (
@@ -87,6 +93,14 @@ INSTRUCTIONS = (
 )
 #: Headers of the HTTP response the SDK sets itself: the pipeline's reply never overrides them.
 _SDK_OWNED = frozenset({"content-type", "content-length"})
+#: The loopback names a page served by the gateway itself has in its Origin.
+_OWN_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+LOGGER_NAME = "gateway"
+
+
+def own_origins(port: int) -> frozenset[str]:
+    """The gateway's own origins at ``port`` (a page it serves may call ``/mcp``)."""
+    return frozenset(f"{scheme}://{host}:{port}" for scheme in ("http", "https") for host in _OWN_HOSTS)
 
 
 @dataclass(slots=True)
@@ -154,8 +168,10 @@ class McpTransport:
     def __init__(self, gw: GatewayApp) -> None:
         origins = gw.settings.mcp_allowed_origins
         self._any_origin = "*" in origins
-        self._origins = frozenset(origin.rstrip("/").lower() for origin in origins)
+        configured = frozenset(origin.rstrip("/").lower() for origin in origins)
+        self._origins = configured | own_origins(gw.settings.port)
         self._entry: Entry = gw.entry
+        self.log_levels = LogLevels()
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version="0.1.0",
@@ -164,6 +180,9 @@ class McpTransport:
             on_call_tool=self._call_tool,
         )
         self.server.middleware.append(_negotiate_version)
+        # Registered here rather than as on_set_logging_level, whose constructor overload warns that the
+        # 2026-07-28 revision drops logging; the revisions served here (2025-03-26, 2025-06-18) have it.
+        self.server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self._set_level)
         self._json = StreamableHTTPSessionManager(
             self.server, json_response=True, stateless=True, max_request_body_size=RPC_MAX_BODY_BYTES
         )
@@ -213,7 +232,41 @@ class McpTransport:
         )
         reply = await exchange.entered.rpc(call)
         exchange.headers.update(_own(reply.headers))
-        return tool_result(reply, structured)
+        result = tool_result(reply, structured)
+        await self._log_call(ctx, exchange, method, reply, result)
+        return result
+
+    async def _set_level(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        exchange = _exchange.get()
+        if exchange is None or exchange.call.identity is None:
+            raise MCPError(types.INTERNAL_ERROR, "logging/setLevel outside an authenticated request")
+        self.log_levels.set(exchange.call.identity.pubkey, params.level)
+        return types.EmptyResult()
+
+    async def _log_call(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        exchange: Exchange,
+        method: str,
+        reply: Reply,
+        result: types.CallToolResult,
+    ) -> None:
+        """The call's billing note (``info``) or its refusal (``error``), if the caller asked for that level."""
+        identity = exchange.call.identity
+        level: types.LoggingLevel = "error" if result.is_error else "info"
+        if identity is None or not self.log_levels.wants(identity.pubkey, level):
+            return
+        headers = {k.lower(): v for k, v in reply.headers.items()}
+        note: dict[str, Any] = {"method": method, "httpStatus": reply.status, "requestId": exchange.call.request_id}
+        if "x-credits-remaining" in headers:
+            note["creditsRemaining"] = int(headers["x-credits-remaining"])
+        if result.is_error:
+            note["error"] = result.content[0].text if isinstance(result.content[0], types.TextContent) else None
+        params = types.LoggingMessageNotificationParams(level=level, data=note, logger=LOGGER_NAME)
+        notification = types.LoggingMessageNotification(params=params)
+        await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -226,7 +279,7 @@ class McpTransport:
         call = call_from_scope(scope, body, ReplyStyle.JSONRPC)
         call.wire = Wire.MCP
         origin = call.headers.get("origin")
-        if origin is not None and not self._any_origin and origin.rstrip("/").lower() not in self._origins:
+        if origin is not None and not self._allowed_origin(origin.rstrip("/").lower(), scope):
             message = f"Forbidden: Origin {origin!r} may not call /mcp (the gateway's mcp_allowed_origins)"
             await send_reply(send, json_reply(403, _rpc_error(-32000, message)))
             return
@@ -239,6 +292,14 @@ class McpTransport:
         finally:
             entered.close()
 
+    def _allowed_origin(self, origin: str, scope: Scope) -> bool:
+        """A configured origin, or the gateway's own: at its port, or at the port this request came in on
+        (a gateway served on another port than ``port``, as the tests' and a proxied replica's)."""
+        if self._any_origin or origin in self._origins:
+            return True
+        server = scope.get("server")
+        return server is not None and origin in own_origins(server[1])
+
     async def _serve(self, scope: Scope, body: bytes, receive: Receive, send: Send, exchange: Exchange) -> None:
         """An authenticated request: refused here, or handed to the SDK."""
         call = exchange.call
@@ -248,8 +309,12 @@ class McpTransport:
             await send_reply(send, refusal)
             return
         manager = self._json
-        if not _accepts_json(call.headers.get("accept", "")):
-            manager = self._sse  # SSE asked for: the SDK's SSE mode wants both types listed
+        accept = call.headers.get("accept", "")
+        logging_to = call.identity is not None and self.log_levels.is_set(call.identity.pubkey)
+        if not _accepts_json(accept) or (logging_to and "text/event-stream" in accept.lower()):
+            # SSE asked for, or the caller set a log level (its notifications ride the SSE stream);
+            # the SDK's SSE mode wants both types listed
+            manager = self._sse
             scope = {**scope, "headers": _with_accept(scope["headers"], b"application/json, text/event-stream")}
         token = _exchange.set(exchange)
         try:
