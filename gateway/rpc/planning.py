@@ -50,8 +50,26 @@ def _class_error(method: str, spec: MethodSpec[Any] | None, methods: Registry[An
     return None
 
 
+def too_deep(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests arrays and objects more than ``limit`` levels deep (no recursion: any
+    depth the JSON parser let through is walked safely)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        container, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = container.values() if isinstance(container, dict) else container
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
 def method_unavailable(method: str) -> RpcError:
     return RpcError(RpcCode.METHOD_NOT_FOUND, f"Method not found: {method} is not available on this gateway yet")
+
+
+#: How deep params may nest (arrays and objects); a Solana method's are at most a few levels deep, and
+#: the gateway re-serializes params (the node's request, cache keys) with orjson, which stops at 255.
+MAX_PARAMS_DEPTH = 32
 
 
 def _parse_params(item: RpcItem, spec: MethodSpec[Any]) -> RpcError | None:
@@ -59,6 +77,8 @@ def _parse_params(item: RpcItem, spec: MethodSpec[Any]) -> RpcError | None:
         item.params = []
     if not isinstance(item.params, list):
         return invalid_params("params must be an array")
+    if too_deep(item.params, MAX_PARAMS_DEPTH):
+        return invalid_params(f"params nest deeper than {MAX_PARAMS_DEPTH} levels")
     if spec.parse is None:
         return None
     parsed = spec.parse(item.params)
