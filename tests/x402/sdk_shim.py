@@ -41,10 +41,14 @@ class Client:
 
     def get_account_info(self, pubkey: Pubkey, *args: Any, **kwargs: Any) -> GetAccountInfoResp:
         raw = self._call("getAccountInfo", [str(pubkey), {"encoding": "base64"}])
-        return GetAccountInfoResp.from_json(raw)
+        answer = GetAccountInfoResp.from_json(raw)
+        assert isinstance(answer, GetAccountInfoResp), answer  # else the node answered an error
+        return answer
 
     def get_latest_blockhash(self, *args: Any, **kwargs: Any) -> GetLatestBlockhashResp:
-        return GetLatestBlockhashResp.from_json(self._call("getLatestBlockhash", []))
+        answer = GetLatestBlockhashResp.from_json(self._call("getLatestBlockhash", []))
+        assert isinstance(answer, GetLatestBlockhashResp), answer
+        return answer
 
 
 def install(monkeypatch: pytest.MonkeyPatch) -> None:
