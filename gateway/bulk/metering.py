@@ -81,6 +81,9 @@ class BulkMetering:
             raise ledger_unavailable() from exc
         rps = acct.rate_limit_rps
         stage.check_account(call, pubkey, acct)
+        if prices and stage.meter.short_of(pubkey, sum(prices)):  # 402 from the cached answer: no shard exchange
+            stage.set_headers(call, pubkey, rps)
+            raise self._refusal(pubkey, Admission(Outcome.INSUFFICIENT, sum(prices), acct))
         now, wall = stage.clock(), stage.wall()
         pending = stage.limiter.ready(pubkey, len(prices), now, rps=rps, concurrency=acct.concurrency_limit, whole=True)
         if pending is not None:  # a slice from the account's shard (gateway.credits.slices)

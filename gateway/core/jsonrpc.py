@@ -48,6 +48,7 @@ class RpcItem:
     failure: Failure | None = None  # why a sent call got no answer
     parsed_value: object = None  # what planning parsed from the params (the method's parser), for its handler
     refund: str | None = None  # set by a gateway handler: why this call is refunded whatever it answers
+    refund_part: int = 0  # set by a gateway handler: credits of a charged call given back (its failed parts)
 
     @property
     def pending(self) -> bool:

@@ -244,14 +244,24 @@ class Meter:
         return Admission(Outcome.ADMITTED, price, acct, lease, datetime.now(UTC))
 
     def complete(
-        self, admission: Admission, method: str, request_id: str, refunded: bool = False, *, tallied: bool = False
+        self,
+        admission: Admission,
+        method: str,
+        request_id: str,
+        refunded: bool = False,
+        *,
+        tallied: bool = False,
+        part: int = 0,
     ) -> None:
         """Record an admitted call's outcome; a refunded call gives its credits back at the next flush.
 
         ``tallied``: a delivery of a connection (``request_id``), one of many a second (a WebSocket's
         notifications): its usage is one record per connection and method per flush, with the count,
         instead of a record each (a thousand subscribers' record per notification was most of what a
-        fan-out wrote to PostgreSQL, and its settles held the account row the next lease needed)."""
+        fan-out wrote to PostgreSQL, and its settles held the account row the next lease needed).
+
+        ``part``: of a charged call, the credits given back (its failed items): two records, the rest
+        charged and ``part`` refunded (a ``refund`` ledger entry at the flush, as for a refunded call)."""
         lease, acct = admission.lease, admission.account
         if lease is None or acct is None or admission.at is None:
             return
@@ -267,6 +277,12 @@ class Meter:
                 tally[0] += admission.price
                 tally[1] += 1
             return
+        if not refunded and 0 < part < admission.price:
+            lease.records.append(UsageRecord(method, admission.price - part, False, request_id, admission.at))
+            lease.records.append(UsageRecord(method, part, True, request_id, admission.at))
+            acct.refunds_pending += part
+            return
+        refunded = refunded or part >= admission.price > 0
         lease.records.append(UsageRecord(method, admission.price, refunded, request_id, admission.at))
         if refunded:
             acct.refunds_pending += admission.price

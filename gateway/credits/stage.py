@@ -189,7 +189,8 @@ class MeteringStage:
                 item.failure = failure
             refunded = refund_reason(item) is not None
             metrics.CREDITS.inc((str(item.method_class), "refunded" if refunded else "charged"), item.price)
-            self.meter.complete(admission, item.method, call.usage_id(item.index), refunded)
+            part = 0 if refunded else item.refund_part  # a charged call's failed parts (getTransactionHistory)
+            self.meter.complete(admission, item.method, call.usage_id(item.index), refunded, part=part)
 
     async def annotate(self, call: Call) -> None:
         """Set the headers on a call this stage did not meter (best effort: never fails the call)."""

@@ -126,17 +126,31 @@ def transaction_request(signature: str) -> list[Any]:
     return [signature, config]
 
 
-def history(listed: Sequence[dict[str, Any]], transactions: Sequence[Any]) -> dict[str, Any]:
-    """The ``getTransactionHistory`` result: one entry per listed signature, newest first as listed."""
-    entries = [entry(sig, tx if isinstance(tx, dict) else None) for sig, tx in zip(listed, transactions, strict=True)]
+def history(
+    listed: Sequence[dict[str, Any]], transactions: Sequence[Any], failures: Sequence[str | None] | None = None
+) -> dict[str, Any]:
+    """The ``getTransactionHistory`` result: one entry per listed signature, newest first as listed.
+    ``failures``: per transaction, the node's error when its lookup failed (its entry says so)."""
+    failed = failures or [None] * len(listed)
+    entries = [
+        entry(sig, tx if isinstance(tx, dict) else None, failure)
+        for sig, tx, failure in zip(listed, transactions, failed, strict=True)
+    ]
     return {"transactions": entries, "count": len(entries)}
 
 
-def entry(listed: dict[str, Any], tx: dict[str, Any] | None) -> dict[str, Any]:
+def entry(listed: dict[str, Any], tx: dict[str, Any] | None, failure: str | None = None) -> dict[str, Any]:
     """One history entry: the signature list's facts, and the transaction's enrichment when found."""
     signature = str(listed.get("signature"))
     if tx is None:
         slot = _int_or_none(listed.get("slot"))
+        why = (
+            f"The node lists this transaction{_in_slot(slot)} but could not return its details ({failure}); "
+            "its share of the price was refunded."
+            if failure is not None
+            else f"The node lists this transaction{_in_slot(slot)} but no longer returns its details "
+            "(it is outside the node's retention window)."
+        )
         return {
             "signature": signature,
             "found": False,
@@ -150,10 +164,7 @@ def entry(listed: dict[str, Any], tx: dict[str, Any] | None) -> dict[str, Any]:
                 "program_interactions": [],
                 "summary": "Not available from the node",
             },
-            "explanation": (
-                f"The node lists this transaction{_in_slot(slot)} but no longer returns its details "
-                "(it is outside the node's retention window)."
-            ),
+            "explanation": why,
         }
     meta = _dict(tx.get("meta"))
     slot = _int_or_none(tx.get("slot"))

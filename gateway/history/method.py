@@ -7,9 +7,11 @@ whatever the limit: ``getSignaturesForAddress`` (``confirmed``, newest first), t
 (:mod:`gateway.history.enrich`). Both share the class's timeout (READ_HEAVY, 30 s) as one deadline.
 
 What the node no longer has (outside its retention, an address it never saw) is an empty list or a
-``found: false`` entry, not an error. When the node cannot be reached, times out, answers an error
-(to the list or to any of the transactions) or something that is not what was asked, the caller
-gets a JSON-RPC error and is refunded: a history with holes the caller cannot see is worse than none.
+``found: false`` entry, not an error. When the node cannot be reached, times out, answers an error to
+the list or to every transaction, or something that is not what was asked, the caller gets a JSON-RPC
+error and is refunded: a history with holes the caller cannot see is worse than none. When it answers
+an error to some of the transactions only, those are ``found: false`` entries saying so, and their
+share of the price is refunded (:func:`failed_share`): the others' lookups were made and are charged.
 """
 
 from __future__ import annotations
@@ -62,14 +64,17 @@ class TransactionHistory:
         except (UpstreamUnavailable, UpstreamTimeout) as exc:
             transport_failure(item, exc)  # billing refunds a read that got no answer
             return
-        failed = next((tx for tx in transactions if isinstance(tx, ChainError)), None)
-        if failed is not None:
-            self._node_error(item, failed.message)
+        failed = [tx for tx in transactions if isinstance(tx, ChainError)]
+        if failed and len(failed) == len(transactions):
+            self._node_error(item, failed[0].message)
             return
-        if not all(tx is None or isinstance(tx, dict) for tx in transactions):
+        if not all(tx is None or isinstance(tx, dict | ChainError) for tx in transactions):
             self._malformed(item, "transactions")
             return
-        answer(item, history(listed, transactions))
+        errors = [str(tx.message)[:200] if isinstance(tx, ChainError) else None for tx in transactions]
+        found = [None if isinstance(tx, ChainError) else tx for tx in transactions]
+        answer(item, history(listed, found, errors))
+        item.refund_part = failed_share(item.price, len(failed), len(transactions))
 
     @staticmethod
     def _node_error(item: RpcItem, message: Any) -> None:
@@ -79,3 +84,9 @@ class TransactionHistory:
     def _malformed(item: RpcItem, what: str) -> None:
         error = RpcError(RpcCode.BACKEND_UNAVAILABLE, f"{item.method}: {NO_HISTORY}: it did not answer {what}")
         refuse(item, error, NO_HISTORY)
+
+
+def failed_share(price: int, failed: int, looked_up: int) -> int:
+    """The credits of a history given back for its ``failed`` lookups of ``looked_up``: their share of
+    the price, rounded down (exact integers; the list itself was answered and stays charged)."""
+    return price * failed // looked_up if looked_up else 0

@@ -9,12 +9,16 @@ and refunded.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import asyncpg
+import orjson
 import pytest
+from aiohttp import web
 from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
@@ -219,3 +223,66 @@ async def test_a_node_cut_off_or_unreachable_is_an_error_and_refunded(
     _, doc, after = await relayed_caller.rpc("getTransactionHistory", params)
     assert doc["error"]["code"] == -32003 and str(relay.port) not in str(doc), doc
     assert after == before
+
+
+class VersionOneRelay(FailingRelay):
+    """The relay, answering ``getTransaction`` of the signatures in ``version_one`` as a node answers a
+    transaction of a version the request does not accept (-32015), the rest of the batch as the node does."""
+
+    def __init__(self, node_url: str) -> None:
+        super().__init__(node_url)
+        self.version_one: set[str] = set()
+
+    async def _relay(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        calls = orjson.loads(body)
+        if not isinstance(calls, list):
+            return await super()._relay(request)
+        async with aiohttp.ClientSession() as http, http.post(self.node_url, data=body) as resp:
+            answers = {a["id"]: a for a in await resp.json()}
+        for call in calls:
+            if call["method"] == "getTransaction" and call["params"][0] in self.version_one:
+                message = "Transaction version (1) is not supported by the requesting client"
+                answers[call["id"]] = {
+                    "jsonrpc": "2.0",
+                    "id": call["id"],
+                    "error": {"code": -32015, "message": message},
+                }
+        return web.json_response([answers[c["id"]] for c in calls])
+
+
+async def refunds_of(db: asyncpg.Connection, pubkey: str, method: str, timeout_s: float = 10.0) -> list[int]:
+    """The ``refund`` ledger entries naming ``method``, once the flush wrote one."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        rows = await db.fetch(
+            "SELECT amount, description FROM ledger_entries WHERE pubkey = $1 AND type = 'refund'", pubkey
+        )
+        found = [int(r["amount"]) for r in rows if method in r["description"]]
+        if found or asyncio.get_running_loop().time() > deadline:
+            return found
+        await asyncio.sleep(0.2)
+
+
+async def test_one_failed_lookup_refunds_its_share_not_the_whole_history(
+    devnode_url: str, payer: Keypair, tmp_path: Path, database_url: str, redis_url: str, db: asyncpg.Connection
+) -> None:
+    me = payer.pubkey()
+    async with AsyncClient(devnode_url) as client:
+        for _ in range(5):
+            await send_sol(client, payer, Keypair().pubkey(), 1_000_000)
+    listed = await node_rpc(devnode_url, "getSignaturesForAddress", [str(me), {"limit": 5, "commitment": "confirmed"}])
+    assert len(listed) == 5
+    relay = VersionOneRelay(devnode_url)
+    relay.version_one = {listed[1]["signature"]}
+    await relay.start()
+    try:
+        async with caller_at(f"http://127.0.0.1:{relay.port}/", tmp_path, database_url, redis_url, db) as caller:
+            doc, cost = await charged(caller, "getTransactionHistory", [str(me), {"limit": 5}])
+    finally:
+        await relay.stop()
+    entries = doc["result"]["transactions"]
+    assert [e["found"] for e in entries] == [True, False, True, True, True], doc
+    assert "could not return its details" in entries[1]["explanation"] and "refunded" in entries[1]["explanation"]
+    assert cost == 25 - 25 * 1 // 5 == 20  # one lookup of five failed: its share (5 credits) given back
+    assert await refunds_of(db, caller.signer.pubkey, "getTransactionHistory") == [5]  # a ledger entry
