@@ -145,6 +145,9 @@ class Settings(BaseSettings):
         le=100_000,
         description="Open Subscribe streams from one client address over every gRPC server process (any accounts).",
     )
+    grpc_max_stream_opens_per_minute: int = Field(
+        30, ge=1, le=100_000, description="Subscribe streams one account may open per minute, over every gRPC server."
+    )
     grpc_max_queued: int = Field(
         10_000,
         ge=10,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -76,6 +77,7 @@ class Gap(Exception):
 class Segment:
     slot: int
     first: int  # sequence number of its first update
+    at: float = 0.0  # when its first update came (time.monotonic()): a replay from it covers the time since
     updates: list[bytes] = field(default_factory=list)
     nbytes: int = 0
     #: Per commitment (index), the lowest slot whose status releasing updates held for it came in this segment.
@@ -119,7 +121,7 @@ class ReplayLog:
             self._top = slot
             if top is not None and (self._synced or is_status):
                 self._synced = True
-                self.segments.append(Segment(slot, seq))
+                self.segments.append(Segment(slot, seq, time.monotonic()))
         if not self._synced:
             return
         segment = self.segments[-1]
@@ -180,6 +182,11 @@ class ReplayLog:
         else:
             first = 0
         return segments[first].slot if first < len(segments) else segments[-1].slot + 1
+
+    def received_at(self, from_slot: int) -> float | None:
+        """When the first held slot at or after ``from_slot`` came (time.monotonic()): where a replay from it
+        starts covering; None when no held slot is that new."""
+        return next((segment.at for segment in self.segments if segment.slot >= from_slot), None)
 
     def plan(self, from_slot: int, commitment: int) -> Plan | None:
         """Where a replay from ``from_slot`` reads, or None when the slot is newer than any held (the stream

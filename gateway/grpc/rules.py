@@ -9,6 +9,10 @@ line for Yellowstone-type gRPC, in credits like every other price, and are publi
   interval, then :data:`INTERVAL_CREDITS` at the start of each further interval while it is open (60 s
   by default): an hour of one stream is 1 + 59 × 60 = 3,541 credits, about $0.035 at the default rate.
   A stream whose account cannot pay the next interval ends with ``RESOURCE_EXHAUSTED``.
+  Intervals count the time a stream covers, not only the time it is open: a ``from_slot`` replay
+  covers from when the replayed slot came, and an account's new stream continues the interval an ended
+  one of its paid (:mod:`gateway.storage.stream_clocks`); an account opens at most
+  ``max_opens_per_minute`` streams a minute.
 
 Refusals map onto gRPC's codes: no or a bad ``x-token`` is ``UNAUTHENTICATED``; no account, no
 credits, a rate limit, the per-account stream cap, the filter budget and a client too slow to read are
@@ -50,6 +54,7 @@ class StreamLimits:
     max_queued_bytes: int = MAX_QUEUED_BYTES
     max_filters: int = 64  # distinct filters of a kind in the process's upstream subscription
     account_filters: int = 16  # of which one account's streams may use together
+    max_opens_per_minute: int = 30  # Subscribe streams one account may open per minute, over the service
 
 
 def account_share(max_filters: int, share: float) -> int:
@@ -83,6 +88,13 @@ def peer_address(peer: str) -> str:
     if kind == "ipv4":
         return rest.rpartition(":")[0]
     return peer  # unix sockets and the like: the whole name
+
+
+def open_rate_message(limit: int) -> str:
+    return (
+        f"stream open rate exceeded: {limit} Subscribe streams opened by this account in the last minute "
+        f"(at most {limit} a minute); retry shortly"
+    )
 
 
 def stream_limit_message(limit: int) -> str:
@@ -144,7 +156,7 @@ def refusal(exc: ProxyError) -> tuple[str, str]:
     return "INTERNAL", exc.message
 
 
-def pricing_view(limits: StreamLimits) -> dict[str, int | float]:
+def pricing_view(limits: StreamLimits) -> dict[str, int | float | str]:
     """The ``grpc`` part of ``/pricing``."""
     return {
         "unary_credits": UNARY_CREDITS,
@@ -153,6 +165,9 @@ def pricing_view(limits: StreamLimits) -> dict[str, int | float]:
         "interval_s": limits.billing_interval_s,
         "max_streams_per_account": limits.max_streams_per_account,
         "max_streams_per_address": limits.max_streams_per_address,
+        "max_stream_opens_per_minute": limits.max_opens_per_minute,
+        "billed": "stream time covered: a from_slot replay counts from the replayed slot, and an account's "
+        "next stream continues the interval its last one paid",
         "ping_interval_s": limits.ping_interval_s,
         "max_queued_updates": limits.max_queued,
         "max_filters_per_server": limits.max_filters,

@@ -51,6 +51,7 @@ def limits_of(settings: Settings) -> StreamLimits:
         max_queued=settings.grpc_max_queued,
         max_filters=settings.upstream_grpc_max_filters,
         account_filters=account_share(settings.upstream_grpc_max_filters, settings.grpc_account_filter_share),
+        max_opens_per_minute=settings.grpc_max_stream_opens_per_minute,
     )
 
 
@@ -154,6 +155,7 @@ class GrpcStreamServer:
             self.notices.start()
             self.recall.start(Channel(self.conn.redis, RECALL))
             self.service.deps.seats.start(self.conn.redis)
+            self.service.deps.clocks.start(self.conn.redis)
         self.upstream.start()
         server = grpc.aio.server(options=server_options(self.reuse_port))
         server.add_generic_rpc_handlers((service_handler(self.service, "this gateway"),))
@@ -182,6 +184,7 @@ class GrpcStreamServer:
         await self.notices.stop()
         await self.recall.stop()
         await self.service.deps.seats.stop()
+        await self.service.deps.clocks.stop()
         await self.meter.stop()
         if isinstance(self.limiter, SlicedLimiter):
             await self.limiter.close()  # the slices go back to the shards now, not when they forget them

@@ -25,13 +25,16 @@ process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`
   they join the fan-out: a stream whose request would take the upstream subscription past what the node
   accepts, or its account past its share, ends ``RESOURCE_EXHAUSTED`` and the others never notice;
 - a request with ``from_slot`` is replayed from the process's replay log before the stream goes live
-  (:mod:`gateway.grpc.replay`); the replayed updates cost nothing more than live ones (the stream is billed
-  by the interval, whatever it carries), and a ping is answered once the replay before it is sent.
+  (:mod:`gateway.grpc.replay`); the replayed span counts as stream time (its intervals are billed from
+  when the first replayed slot came), and a ping is answered once the replay before it is sent;
+- an account's new stream continues the interval an ended one paid, and an account opens at most
+  ``max_opens_per_minute`` streams a minute (:mod:`gateway.storage.stream_clocks`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -60,6 +63,7 @@ from gateway.grpc.rules import (
     StreamLimits,
     address_limit_message,
     interval_unpaid_message,
+    open_rate_message,
     peer_address,
     refusal,
     stream_limit_message,
@@ -68,6 +72,7 @@ from gateway.node.geyser import UpstreamGeyser
 from gateway.pipeline import Call, Wire
 from gateway.storage.errors import StoreUnavailable
 from gateway.storage.seats import Seat, Seats
+from gateway.storage.stream_clocks import StreamClocks
 from geyser_proto import geyser_pb2
 from geyser_proto.fanout import Fanout
 from geyser_proto.filters import DEFAULT_LIMITS, FilterLimits, Filters
@@ -84,6 +89,27 @@ SYNC_TIMEOUT_S = 5.0
 
 
 @dataclass
+class StreamTime:
+    """The time one stream covers, from ``start`` (time.monotonic()); the open paid the first ``interval`` of it
+    and ``paid`` further intervals were charged, so the next is due at :attr:`due`."""
+
+    start: float
+    interval: float
+    paid: int = 0
+    moved: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def due(self) -> float:
+        return self.start + (self.paid + 1) * self.interval
+
+    def cover(self, since: float) -> None:
+        """The stream covers the time from ``since`` too (a replay, an ended stream's paid interval)."""
+        if since < self.start:
+            self.start = since
+            self.moved.set()
+
+
+@dataclass
 class ServiceDeps:
     """What the service uses of its process (built by :class:`gateway.grpc.server.GrpcStreamServer`)."""
 
@@ -97,6 +123,7 @@ class ServiceDeps:
     filter_limits: FilterLimits = DEFAULT_LIMITS
     replay_log: ReplayLog | None = None  # from_slot is served from it (None: UNIMPLEMENTED)
     seats: Seats = field(default_factory=Seats)  # open streams per account and address, over the service
+    clocks: StreamClocks = field(default_factory=StreamClocks)  # opens per minute, paid intervals, per account
 
 
 class GeyserGateway:
@@ -115,6 +142,7 @@ class GeyserGateway:
             entered.close()
 
     async def _subscribe(self, requests: Any, context: grpc.aio.ServicerContext, entered: EntrySession) -> None:
+        await self._open_rate(context, entered.pubkey)
         seats = await self._seats(context, entered.pubkey, peer_address(context.peer() or ""))
         self.streams += 1
         metrics.GRPC_STREAMS.set(self.streams)
@@ -142,10 +170,30 @@ class GeyserGateway:
             admission = await self._pay(
                 context, entered, SUBSCRIBE_CREDITS, "grpc:Subscribe", stream_id, complete=False
             )
-            await self._stream(requests, context, entered, stream_id, uncount, lambda: settle(False))
+            clock = StreamTime(time.monotonic(), self.deps.limits.billing_interval_s)
+            try:
+                left = await self.deps.clocks.take(entered.pubkey)
+            except StoreUnavailable:
+                await _abort(context, "UNAVAILABLE", "the stream cannot be billed right now; retry")
+            if left is not None:  # an ended stream's paid interval: this one continues it
+                clock.cover(time.monotonic() + min(left, clock.interval) - clock.interval)
+            try:
+                await self._stream(requests, context, entered, stream_id, uncount, lambda: settle(False), clock)
+            finally:
+                self.deps.clocks.leave(entered.pubkey, clock.due - time.monotonic())
         finally:
             settle(True)  # never admitted: no filters accepted (refused, invalid, or the client left first)
             uncount()
+
+    async def _open_rate(self, context: grpc.aio.ServicerContext, pubkey: str) -> None:
+        """At most ``max_opens_per_minute`` streams opened by an account a minute, over the service."""
+        limit = self.deps.limits.max_opens_per_minute
+        try:
+            opened = await self.deps.clocks.opened(pubkey)
+        except StoreUnavailable:
+            await _abort(context, "UNAVAILABLE", "stream opens cannot be counted right now; retry")
+        if opened > limit:
+            await _abort(context, "RESOURCE_EXHAUSTED", open_rate_message(limit))
 
     async def _seats(self, context: grpc.aio.ServicerContext, pubkey: str, address: str) -> list[Seat]:
         """The stream's seats under the account's and the address's caps (over the service), or the
@@ -179,6 +227,7 @@ class GeyserGateway:
         stream_id: str,
         uncount: Callable[[], None],
         admitted: Callable[[], None],
+        clock: StreamTime,
     ) -> None:
         """The revocation of the credential ``entered`` holds (a wallet's: nothing to revoke) ends the
         stream UNAUTHENTICATED."""
@@ -197,8 +246,14 @@ class GeyserGateway:
             if refused is not None:
                 out.end(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
                 return
-            admitted()
+            if filters.from_slot is not None and deps.replay_log is not None:
+                since = deps.replay_log.received_at(filters.from_slot)
+                if since is not None:
+                    clock.cover(since)  # the replayed span is stream time too
             live = filters if resume is None else resume.take(filters)
+            if out.ended:
+                return  # a from_slot out of range or not held yet: refused, like an invalid request
+            admitted()
             if live is not None:
                 deps.fanout.replace(member, live)
                 deps.upstream.refresh()
@@ -211,7 +266,7 @@ class GeyserGateway:
 
         tasks = [
             asyncio.create_task(read_requests(requests, out, apply, pong, deps.filter_limits)),
-            asyncio.create_task(self._bill(entered, out, stream_id)),
+            asyncio.create_task(self._bill(entered, out, stream_id, clock)),
         ]
 
         def release() -> None:  # no more updates, no more charges
@@ -232,14 +287,19 @@ class GeyserGateway:
             release()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _bill(self, entered: EntrySession, out: Outbound, stream_id: str) -> None:
-        """Charge each further interval at its start, while the stream is open (this task dies with it)."""
-        interval = self.deps.limits.billing_interval_s
-        loop = asyncio.get_running_loop()
-        due = loop.time() + interval
+    async def _bill(self, entered: EntrySession, out: Outbound, stream_id: str, clock: StreamTime) -> None:
+        """Charge each further interval of the time the stream covers at its start, while the stream is open
+        (this task dies with it); a replay that moves the clock back brings the charge forward."""
+        interval = clock.interval
         while True:
-            await asyncio.sleep(max(0.0, due - loop.time()))
-            due += interval
+            wait = clock.due - time.monotonic()
+            if wait > 0:
+                clock.moved.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait):
+                        await clock.moved.wait()
+                continue
+            clock.paid += 1
             try:
                 admission = await entered.reserve(INTERVAL_CREDITS)
             except StoreUnavailable as exc:

@@ -32,6 +32,7 @@ def test_pricing_publishes_the_stream_prices() -> None:
     assert (grpc["unary_credits"], grpc["subscribe_credits"], grpc["interval_credits"]) == (1, 1, 60)
     assert (grpc["interval_s"], grpc["max_streams_per_account"]) == (60.0, 10)
     assert (grpc["max_filters_per_server"], grpc["max_filters_per_account"]) == (64, 16)
+    assert grpc["max_stream_opens_per_minute"] == 30 and "from_slot replay counts" in str(grpc["billed"])
 
 
 async def test_pricing_shows_the_configured_stream_limits(tmp_path: Path) -> None:
@@ -41,8 +42,10 @@ async def test_pricing_shows_the_configured_stream_limits(tmp_path: Path) -> Non
         grpc_max_streams_per_account=3,
         grpc_max_streams_per_address=7,
         upstream_grpc_max_filters=32,
+        grpc_max_stream_opens_per_minute=5,
     )
     app = GatewayApp(settings)
     grpc = pricing_document(PriceTable.default(), 100_000, 3600, method_registry(), grpc_limits=app.grpc_limits)["grpc"]
     assert (grpc["max_streams_per_account"], grpc["max_streams_per_address"]) == (3, 7)
     assert (grpc["max_filters_per_server"], grpc["max_filters_per_account"]) == (32, 8)
+    assert grpc["max_stream_opens_per_minute"] == 5

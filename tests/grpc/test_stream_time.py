@@ -1,0 +1,80 @@
+"""A stream is billed for the time it covers (docs/api.md, gRPC prices): an account's new stream continues the
+interval its ended one paid, so reconnecting does not restart the cheap first interval; a ``from_slot`` replay
+counts from the replayed slot; an account opens a bounded number of streams a minute. Real grpcio client with
+the generated stubs, the server in this process, real PostgreSQL and Redis, the devnode's geyser."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import grpc
+
+from tests.grpc.client import Subscription, kind
+from tests.grpc.conftest import GeyserClient, StreamFactory
+from tests.grpc.test_billing import usage
+
+
+async def test_reconnecting_continues_the_paid_interval_instead_of_restarting_it(
+    geyser: GeyserClient, serve_stream: StreamFactory, db: asyncpg.Connection
+) -> None:
+    """Streams of 1 s each, back to back, over several 3 s intervals: each is shorter than an interval, so
+    billed from its own open none would ever pay one; their account's shared clock charges them."""
+    async with serve_stream(grpc_billing_interval_s=3.0) as stream:
+        pubkey, key = await stream.customer(db, 10_000)
+        async with grpc.aio.insecure_channel(stream.address) as channel:
+            for _ in range(7):
+                sub = Subscription(geyser, channel, key)
+                await sub.send(slots={"s": geyser.pb2.SubscribeRequestFilterSlots()})
+                await sub.ping()
+                await asyncio.sleep(1.0)
+                sub.call.cancel()
+        rows = await usage(db, stream, pubkey)
+    assert rows.count(("grpc:Subscribe", 1)) == 7
+    assert rows.count(("grpc:Subscribe:interval", 60)) >= 1, rows
+
+
+async def test_a_replayed_span_is_stream_time(
+    geyser: GeyserClient, serve_stream: StreamFactory, db: asyncpg.Connection
+) -> None:
+    """A 3 s stream that replays from 6 s back covers 9 s: one 5 s interval charged (none if billed from its open)."""
+    pb2 = geyser.pb2
+    async with serve_stream(grpc_billing_interval_s=5.0) as stream:
+        _, watcher_key = await stream.customer(db, 10_000)
+        pubkey, key = await stream.customer(db, 10_000)
+        async with grpc.aio.insecure_channel(stream.address) as channel:
+            watcher = Subscription(geyser, channel, watcher_key)
+            await watcher.send(slots={"s": pb2.SubscribeRequestFilterSlots()})
+            first = (await watcher.until(lambda u: kind(u) == "slot")).slot.slot
+            await asyncio.sleep(6.0)
+            replayed = Subscription(geyser, channel, key)
+            await replayed.send(slots={"s": pb2.SubscribeRequestFilterSlots()}, from_slot=first)
+            await replayed.ping()
+            await asyncio.sleep(3.0)
+            replayed.call.cancel()
+        rows = await usage(db, stream, pubkey)
+    assert rows == [("grpc:Subscribe", 1), ("grpc:Subscribe:interval", 60)], rows
+
+
+async def test_stream_opens_per_account_are_rate_limited_and_the_refused_one_is_not_charged(
+    geyser: GeyserClient, serve_stream: StreamFactory, db: asyncpg.Connection
+) -> None:
+    async with serve_stream(grpc_max_stream_opens_per_minute=3) as stream:
+        pubkey, key = await stream.customer(db, 100)
+        _, other_key = await stream.customer(db, 100)
+        async with grpc.aio.insecure_channel(stream.address) as channel:
+            for _ in range(3):
+                sub = Subscription(geyser, channel, key)
+                await sub.send(slots={"s": geyser.pb2.SubscribeRequestFilterSlots()})
+                await sub.ping()
+                sub.call.cancel()
+            refused = Subscription(geyser, channel, key)
+            await refused.send(slots={"s": geyser.pb2.SubscribeRequestFilterSlots()})
+            error = await refused.error()
+            assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
+            assert "stream open rate exceeded" in (error.details() or "") and "at most 3 a minute" in error.details()
+            other = Subscription(geyser, channel, other_key)  # another account's opens are its own
+            await other.send(slots={"s": geyser.pb2.SubscribeRequestFilterSlots()})
+            await other.ping()
+        assert await usage(db, stream, pubkey) == [("grpc:Subscribe", 1)] * 3
+        assert stream.server.meter.remaining(pubkey) == 97
