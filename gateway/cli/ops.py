@@ -358,10 +358,12 @@ def _overrides(pair: tuple[int | None, int | None]) -> str:
 
 
 def audit(json_out: JsonOption = False, config: ConfigOption = None) -> None:
-    """The conservation check over every account; exit 1 on any mismatch."""
+    """The conservation check over every account, and that the ledger and the operators' actions are append-only
+    (their triggers in place); exit 1 on any mismatch or missing trigger."""
     settings = load(config)
 
-    async def check(p: asyncpg.Pool) -> tuple[int, list[dict[str, Any]]]:
+    async def check(p: asyncpg.Pool) -> tuple[int, list[dict[str, Any]], list[str]]:
+        gaps = await ops.history_guard_gaps(p)  # ledger_entries and operator_actions are append-only
         total = await ops.account_count(p)
         bad: list[dict[str, Any]] = []
         seen = 0
@@ -373,11 +375,11 @@ def audit(json_out: JsonOption = False, config: ConfigOption = None) -> None:
                 progress.advance(task)
                 if not c.ok:
                     bad.append({"pubkey": pubkey, **{k: getattr(c, k) for k in c.__dataclass_fields__}})
-        return seen, bad
+        return seen, bad, gaps
 
-    seen, bad = run_db(settings, check)
+    seen, bad, gaps = run_db(settings, check)
     if json_out:
-        print(_json({"accounts": seen, "mismatches": bad, "ok": not bad}))
+        print(_json({"accounts": seen, "mismatches": bad, "append_only_gaps": gaps, "ok": not bad and not gaps}))
     elif not bad:
         out.print(f"[green]conservation holds[/green] for all {seen} accounts")
     else:
@@ -400,7 +402,12 @@ def audit(json_out: JsonOption = False, config: ConfigOption = None) -> None:
         out.print(
             "granted = consumed + expired + balance; balance = ledger sum = batch remainders; consumed = total_consumed"
         )
-    if bad:
+    if not json_out:
+        for gap in gaps:
+            out.print(f"[red]not append-only:[/red] {escape(gap)}")
+        if not gaps:
+            out.print("[green]append-only[/green]: ledger_entries and operator_actions refuse UPDATE and DELETE")
+    if bad or gaps:
         raise typer.Exit(1)
 
 

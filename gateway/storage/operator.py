@@ -294,3 +294,27 @@ async def queue_figures(db: asyncpg.Pool | asyncpg.Connection) -> dict[str, Any]
         LOW_BALANCE_CREDITS,
     )
     return {k: (int(v) if isinstance(v, int) else v) for k, v in dict(row).items()}
+
+
+#: The triggers that keep history append-only (migration 0019), by table.
+HISTORY_TRIGGERS = {
+    "ledger_entries": ("ledger_entries_append_only", "ledger_entries_no_truncate"),
+    "operator_actions": ("operator_actions_append_only", "operator_actions_no_truncate"),
+}
+
+
+async def history_guard_gaps(pool: asyncpg.Pool) -> list[str]:
+    """Which of :data:`HISTORY_TRIGGERS` are missing or disabled (``ALTER TABLE ... DISABLE TRIGGER``)."""
+    rows = await pool.fetch(
+        "SELECT c.relname::text AS relname, t.tgname::text AS tgname, t.tgenabled::text AS tgenabled "
+        "FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+        "WHERE c.relname = ANY($1::text[]) AND NOT t.tgisinternal",
+        list(HISTORY_TRIGGERS),
+    )
+    enabled = {(r["relname"], r["tgname"]) for r in rows if r["tgenabled"] in ("O", "A")}
+    return [
+        f"{table}: trigger {name} missing or disabled (UPDATE/DELETE of its rows would not be refused)"
+        for table, names in HISTORY_TRIGGERS.items()
+        for name in names
+        if (table, name) not in enabled
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import asyncpg
+import pytest
 
 from tests.cli.conftest import Run
 from tests.credits.helpers import fund, new_pubkey, new_signature
@@ -100,3 +101,31 @@ async def test_status_without_ray_or_node_is_down(gateway_script: Run) -> None:
     assert {"lag webhooks", "lag sends", "lag deposits", "lag signals"} <= set(state)
     table = await gateway_script("status")
     assert table.returncode == 1 and "down: node, Ray" in table.stdout
+
+
+async def test_history_is_append_only_and_audit_checks_it(cli_pool: asyncpg.Pool, gateway_cli: Run) -> None:
+    pubkey = new_pubkey()
+    await fund(cli_pool, pubkey, 400)
+    credited = await gateway_cli("account", "credit", pubkey, "5", "--reason", "goodwill")
+    assert credited.returncode == 0, credited.stderr
+    for sql in (
+        "UPDATE ledger_entries SET amount = amount + 1 WHERE pubkey = $1",
+        "DELETE FROM ledger_entries WHERE pubkey = $1",
+        "UPDATE operator_actions SET reason = 'rewritten' WHERE pubkey = $1",
+        "DELETE FROM operator_actions WHERE pubkey = $1",
+    ):
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="append-only"):
+            await cli_pool.execute(sql, pubkey)
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="append-only"):
+        await cli_pool.execute("TRUNCATE operator_actions")
+    clean = await gateway_cli("audit")
+    assert clean.returncode == 0 and "append-only" in clean.stdout, clean.stdout
+    await cli_pool.execute("ALTER TABLE operator_actions DISABLE TRIGGER operator_actions_append_only")
+    try:
+        broken = await gateway_cli("audit", "--json")
+        doc = json.loads(broken.stdout)
+        assert broken.returncode == 1 and doc["ok"] is False, broken.stdout
+        assert [gap.split(":")[0] for gap in doc["append_only_gaps"]] == ["operator_actions"], doc
+    finally:
+        await cli_pool.execute("ALTER TABLE operator_actions ENABLE TRIGGER operator_actions_append_only")
+    assert (await gateway_cli("audit")).returncode == 0
