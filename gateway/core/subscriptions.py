@@ -58,6 +58,7 @@ class Limits:
     pong_timeout_s: float = 20.0
     balance_check_s: float = 5.0  # how often an idle connection's balance is looked at
     max_queued: int = 10_000  # undelivered messages before a slow client is dropped (close 1013)
+    max_queued_bytes: int = 4 * 1024 * 1024  # and their bytes (at least one message is always queued)
     max_pending_calls: int = 256  # plain calls running or waiting to run; past it: close 4003
     max_connections_per_account: int = 32  # open sockets over the service (settings ws_max_connections_*)
     max_connections_per_address: int = 64

@@ -17,7 +17,8 @@ Everything in between is here, and none of it knows of ASGI:
   socket closes 4002, as it does whenever the balance falls below the minimum;
 - a frame-rate bucket per connection (close 4003), a subscription cap (-32000), a bounded backlog of
   plain calls (at most ``max_pending_calls`` running or waiting, 16 of them at once; past it close
-  4003), a bounded queue of undelivered messages (past it the socket closes 1013, never buffered
+  4003), a bounded queue of undelivered messages, in count and in bytes (past either the socket closes
+  1013, never buffered
   without end, the reason saying whose fault it is: a client that does not read, when the writer is
   stuck on the socket's full buffer; the gateway, when the writer is not and the queue grew anyway).
 """
@@ -163,6 +164,7 @@ class WsSession:
         self._native_ids = itertools.count(1)
         self._signal_ids = itertools.count(1)
         self._out: asyncio.Queue[Outgoing | None] = asyncio.Queue()
+        self._queued_bytes = 0  # of the messages in _out
         self._frames = TokenBucket.full(self.limits.messages_per_second, self.limits.message_burst, clock())
         self._calls = asyncio.Semaphore(MAX_CALLS_IN_FLIGHT)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -365,11 +367,15 @@ class WsSession:
     def _put(self, message: Outgoing) -> None:
         if self.close_code is not None:
             return
-        if self._out.qsize() >= self.limits.max_queued:
+        size = len(message.body)
+        if self._out.qsize() >= self.limits.max_queued or (
+            self._queued_bytes and self._queued_bytes + size > self.limits.max_queued_bytes
+        ):
             cause = "client" if self.writing else "gateway"
             metrics.WS_OVERFLOW_CLOSES.inc((cause,))
             self.close(Close.TRY_AGAIN_LATER, OVERFLOW_REASONS[cause])
             return
+        self._queued_bytes += size
         self._out.put_nowait(message)
 
     def _result(self, req_id: Any, result: Any) -> None:
@@ -387,6 +393,7 @@ class WsSession:
             message = await self._out.get()
             if message is None:
                 return None
+            self._queued_bytes -= len(message.body)
             if not message.price:
                 return message.body
             if self.close_code is not None:

@@ -18,7 +18,8 @@ token closes 1008 as soon as that credential is revoked, wherever it was revoked
 Protocol pings are the server's (uvicorn's ``ws_ping_interval``/``ws_ping_timeout``, set to
 docs/api.md's 25 s where this gateway configures the server: :data:`UVICORN_WS_OPTIONS`); a client that
 misses its pong is dropped by the server, which ends the session here and releases its
-subscriptions upstream.
+subscriptions upstream. So is the message limit: a frame past 64 KiB, compressed or not, closes 1009
+in the server before it reaches the session.
 """
 
 from __future__ import annotations
@@ -49,8 +50,16 @@ from gateway.storage.seats import Seat
 log = logging.getLogger(__name__)
 
 WS_PATH = "/ws"
-#: uvicorn's WebSocket ping settings for docs/api.md's 25 s ping (tests and ``gateway.runtime.ingress``).
-UVICORN_WS_OPTIONS = {"ws_ping_interval": Limits.ping_interval_s, "ws_ping_timeout": Limits.pong_timeout_s}
+#: uvicorn's WebSocket settings (tests and ``gateway.runtime.ingress``): docs/api.md's 25 s ping, and a
+#: message limit of what the gateway serves (64 KiB) instead of uvicorn's 16 MiB. websockets enforces it
+#: on the frame header and while inflating (permessage-deflate stops at the limit, never inflating a
+#: bomb whole) and closes the socket 1009.
+UVICORN_WS_OPTIONS: dict[str, float | int | bool] = {
+    "ws_ping_interval": Limits.ping_interval_s,
+    "ws_ping_timeout": Limits.pong_timeout_s,
+    "ws_max_size": Limits.max_message_bytes,
+    "ws_per_message_deflate": True,
+}
 #: A close frame's reason is at most 123 bytes.
 MAX_REASON_BYTES = 123
 #: Retry-After of an upgrade refused for want of room: sockets are long-lived, room frees up slowly.

@@ -27,7 +27,9 @@ from tests.support import RunningGateway
 MAX_QUEUED = 5
 
 
-async def session_of(gateway: RunningGateway, caller: Caller) -> tuple[WsSession, EntrySession]:
+async def session_of(
+    gateway: RunningGateway, caller: Caller, max_queued: int = MAX_QUEUED, max_queued_bytes: int = 2**30
+) -> tuple[WsSession, EntrySession]:
     headers = {k.lower(): v for k, v in caller.headers.items()}
     call = Call("GET", WS_PATH, headers, {}, b"", credentials=websocket_credentials(headers, {}).credentials)
     call.wire = Wire.WEBSOCKET
@@ -35,7 +37,7 @@ async def session_of(gateway: RunningGateway, caller: Caller) -> tuple[WsSession
     assert entered is not None, reply
     await entered.prepare()
     deps = WsTransport(gateway.app).deps()
-    deps = replace(deps, limits=replace(deps.limits, max_queued=MAX_QUEUED))
+    deps = replace(deps, limits=replace(deps.limits, max_queued=max_queued, max_queued_bytes=max_queued_bytes))
     session = WsSession(deps, entered, None, "ws-overflow-test")
     await session.on_frame(orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "slotSubscribe"}))
     return session, entered
@@ -79,3 +81,29 @@ async def test_a_gateway_that_falls_behind_says_it_is_its_own_fault(gateway: Run
     assert session.close_code == Close.TRY_AGAIN_LATER
     assert session.close_reason == OVERFLOW_REASONS["gateway"]
     assert "reconnect" in session.close_reason
+
+
+async def test_a_client_that_stops_reading_is_dropped_at_the_byte_bound(
+    gateway: RunningGateway, caller: Caller
+) -> None:
+    """The count bound left as is (10,000): a few slot notifications' bytes past ``max_queued_bytes``
+    close the socket, so a client that stops reading cannot pin 10,000 large notifications."""
+    session, entered = await session_of(gateway, caller, max_queued=10_000, max_queued_bytes=400)
+    written: list[Any] = []
+    socket_full = asyncio.Event()  # never set: the client reads nothing more
+
+    async def send(message: Any) -> None:
+        written.append(message)
+        if len(written) > 2:
+            await socket_full.wait()
+
+    writer = asyncio.create_task(WsTransport._write(send, session))
+    try:
+        await asyncio.wait_for(closed(session), 30)
+    finally:
+        writer.cancel()
+        await session.release()
+        entered.close()
+    assert session.close_code == Close.TRY_AGAIN_LATER
+    assert session.close_reason == OVERFLOW_REASONS["client"]
+    assert session._out.qsize() < 10  # the bytes, not the count, closed it
