@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import orjson
 import pytest
 import requests
+from solana.rpc.async_api import AsyncClient
 from solders.hash import Hash
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
@@ -28,8 +30,12 @@ from x402.http.utils import (
     encode_payment_signature_header,
 )
 
+from devnode.node import Devnode
+from gateway.client import WalletSigner
 from tests.auth.helpers import RPC_BODY, Answer, request
+from tests.support import TEST_IP_LIMITS
 from tests.x402 import sdk_shim
+from tests.x402.conftest import settling
 from tests.x402.helpers import Settle, build, confirm_when_final, pay
 
 MAINNET = "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"
@@ -193,6 +199,25 @@ async def test_a_payment_in_another_mint_gets_the_402_with_the_reason(
 async def test_a_malformed_header_gets_the_402_with_the_reason(x402: Settle, header: str, reason: str) -> None:
     error, found = refusal(await paid(x402, header))
     assert found == reason and reason in error
+
+
+async def test_credentials_decide_alone_the_header_is_then_ignored(x402: Settle, wallet: Keypair) -> None:
+    """A wallet-signed call with a (bad) payment header is the wallet's call: no payment is attempted."""
+    signed = WalletSigner(bytes(wallet)).headers("POST", "/", RPC_BODY)
+    answer = await request(
+        x402.http, "POST", x402.url + "/", body=RPC_BODY, headers={**signed, "PAYMENT-SIGNATURE": "not base64!"}
+    )
+    assert answer.status == 402 and "reason" not in answer.json["error"]["data"], answer  # no account, no payment
+
+
+async def test_payment_headers_share_the_settle_routes_per_address_limit(
+    tmp_path: Path, database_url: str, redis_url: str, devnode: Devnode, node: AsyncClient
+) -> None:
+    limits = {**TEST_IP_LIMITS, "x402_settle": {"rps": 0.001, "burst": 1}}
+    async with settling(tmp_path, database_url, redis_url, devnode, node, ip_limits=limits) as limited:
+        first, second = await paid(limited, "not base64!"), await paid(limited, "not base64!")
+    assert refusal(first)[1] == "invalid_payment_header"
+    assert second.status == 429 and "retry-after" in second.headers, second  # refused before it is decoded
 
 
 def test_the_fee_payer_is_published_with_the_sponsored_caps() -> None:
