@@ -75,7 +75,7 @@ class FilterBudget:
         if held is None:
             return
         account, old = held
-        mine = self._accounts[account]
+        mine = self._accounts.get(account) or [Counter() for _ in KINDS]  # none when its filters counted nothing
         for i in range(len(KINDS)):
             for counter in (self._process[i], mine[i]):
                 counter.subtract(old[i])
@@ -83,7 +83,7 @@ class FilterBudget:
                     if counter[f] <= 0:
                         del counter[f]
         if not any(mine):
-            del self._accounts[account]
+            self._accounts.pop(account, None)
 
     def used(self, account: str | None = None) -> tuple[int, ...]:
         """Distinct filters of each kind in use: the process's, or one account's streams'."""

@@ -17,7 +17,8 @@ line for Yellowstone-type gRPC, in credits like every other price, and are publi
 Refusals map onto gRPC's codes: no or a bad ``x-token`` is ``UNAUTHENTICATED``; no account, no
 credits, a rate limit, the per-account stream cap, the filter budget and a client too slow to read are
 ``RESOURCE_EXHAUSTED`` (a quota ran out: the status message says which); a suspended account is
-``PERMISSION_DENIED``; the stores or the node being down is ``UNAVAILABLE``.
+``PERMISSION_DENIED`` with ``ACCOUNT_SUSPENDED`` in the message, and its open streams end so at once;
+the stores or the node being down is ``UNAVAILABLE``.
 
 The filter budget: a process asks the node for the union of its streams' filters in one subscription,
 so the union may hold no more distinct filters of a kind than the node accepts in one request
@@ -148,7 +149,7 @@ def refusal(exc: ProxyError) -> tuple[str, str]:
             return "RESOURCE_EXHAUSTED", f"payment required ({int(RpcCode.PAYMENT_REQUIRED)}): {exc.message}{where}"
         return "RESOURCE_EXHAUSTED", f"{INSUFFICIENT}: {exc.message}"
     if exc.status == 403:
-        return "PERMISSION_DENIED", exc.message
+        return "PERMISSION_DENIED", f"{exc.constant}: {exc.message}"
     if exc.status == 429:
         return "RESOURCE_EXHAUSTED", exc.message
     if exc.status in (502, 503, 504):

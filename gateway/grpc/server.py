@@ -124,6 +124,7 @@ class GrpcStreamServer:
             self.limiter = Limiter(
                 settings.rate_limit_rps, settings.concurrency_limit, replicas=settings.share_replicas
             )
+        self.auth.revocations.listeners.append(self.meter.suspend)  # a suspension stops its leases at once
         self.notices = CreditNotices(None, self.meter)
         self.recall = CreditRecall(self.meter, settings.credit_recall_wait_s)
         self.fanout = Fanout()

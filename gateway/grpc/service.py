@@ -17,7 +17,9 @@ process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`
   dies with the stream, so a client that goes away stops paying at once (a vanished peer is found by
   the server's HTTP/2 keepalive within 30 s, well inside an interval);
 - a stream opened with an API key or a session token ends ``UNAUTHENTICATED`` as soon as that
-  credential is rotated or logged out, on whichever replica (:mod:`gateway.auth.revocations`);
+  credential is rotated or logged out, on whichever replica (:mod:`gateway.auth.revocations`); every
+  stream of an account ends ``PERMISSION_DENIED`` "ACCOUNT_SUSPENDED: ..." as soon as the account is
+  suspended (``gateway account suspend`` publishes it on the same channel);
 - at most ``grpc_max_streams_per_account`` streams per account and ``grpc_max_streams_per_address``
   per client address are open over the service (:mod:`gateway.storage.seats`); a stream's
   queue is bounded (:class:`geyser_proto.streaming.Outbound`), so a client too slow to read is cut off;
@@ -45,6 +47,7 @@ from typing import Any, NoReturn
 import grpc
 
 from gateway import metrics
+from gateway.auth.revocations import REASONS
 from gateway.auth.services import AuthServices
 from gateway.core.credentials import grpc_credentials
 from gateway.core.errors import ProxyError, ReplyStyle
@@ -234,7 +237,7 @@ class GeyserGateway:
         deps = self.deps
         out = Outbound(deps.limits.max_queued, deps.limits.max_queued_bytes)
         member = deps.fanout.attach(out)
-        entered.bind(lambda why: out.end(grpc.StatusCode.UNAUTHENTICATED, why))
+        entered.bind(lambda why: out.end(revoked_code(why), why))
         refresh = deps.upstream.refresh
 
         resume = None if deps.replay_log is None else Resume(deps.replay_log, deps.fanout, member, out, refresh)
@@ -447,13 +450,19 @@ class GeyserGateway:
         if not admission.ok:
             account = admission.account
             if account is not None and account.suspended:
-                await _abort(context, "PERMISSION_DENIED", "this account is suspended")
+                await _abort(context, "PERMISSION_DENIED", REASONS["account"])
             if admission.outcome is Outcome.NO_ACCOUNT:
                 await _abort(context, "RESOURCE_EXHAUSTED", "payment required: no account for this public key")
             await _abort(context, "RESOURCE_EXHAUSTED", f"{INSUFFICIENT}: {method} costs {price} credits")
         if complete:
             entered.complete(admission, method, request_id)
         return admission
+
+
+def revoked_code(reason: str) -> grpc.StatusCode:
+    """How a stream whose credential was revoked ends: a suspended account's ``PERMISSION_DENIED`` (docs/api.md,
+    ACCOUNT_SUSPENDED), a rotated key's or a logged-out session's ``UNAUTHENTICATED``."""
+    return grpc.StatusCode.PERMISSION_DENIED if reason == REASONS["account"] else grpc.StatusCode.UNAUTHENTICATED
 
 
 async def _abort(context: grpc.aio.ServicerContext, code: str, message: str) -> NoReturn:

@@ -101,3 +101,12 @@ def test_what_the_budget_counts_is_what_the_union_asks_the_node_for() -> None:
 
 def test_an_accounts_share_is_a_part_of_the_nodes_limit() -> None:
     assert account_share(64, 0.25) == 16 and account_share(64, 1.0) == 64 and account_share(3, 0.1) == 1
+
+
+def test_streams_of_one_account_whose_filters_count_nothing_end_in_any_order() -> None:
+    budget = FilterBudget(LIMITS)
+    slots = compile_request(pb.SubscribeRequest(slots={"s": pb.SubscribeRequestFilterSlots()}))
+    assert budget.claim("s1", "alice", slots) is None and budget.claim("s2", "alice", slots) is None
+    budget.release("s1")
+    budget.release("s2")  # was a KeyError: the first release forgot the account its second stream still had
+    assert budget.used("alice") == (0, 0) and budget.used() == (0, 0)
