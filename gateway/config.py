@@ -95,7 +95,8 @@ class IpLimit(BaseModel):
 #: (/auth/*), ``account_create`` (POST /account/api-key: creates accounts), ``account_read``
 #: (/account/info, /ledger, /history), ``deposit_confirm`` (POST /account/confirm-deposit: node reads),
 #: ``webhooks`` (the /webhooks management routes), ``x402_settle`` (POST /x402/settle: node sends, and
-#: sponsored ones spend the fee payer's SOL), ``signals`` (GET /signals/recent: public Redis reads).
+#: sponsored ones spend the fee payer's SOL), ``signals`` (GET /signals/recent: public Redis reads),
+#: ``auth_failures`` (failed authentications on every transport: each unknown API key is a database lookup).
 #: Request slots of a replica that open WebSockets can never take (see ``max_ongoing_requests``).
 HTTP_HEADROOM = 256
 
@@ -107,6 +108,7 @@ DEFAULT_IP_LIMITS: dict[str, IpLimit] = {
     "webhooks": IpLimit(rps=5, burst=30),
     "x402_settle": IpLimit(rps=0.1, burst=5),
     "signals": IpLimit(rps=5, burst=30),
+    "auth_failures": IpLimit(rps=1, burst=100),
 }
 
 

@@ -15,7 +15,9 @@ give. So:
   messages published meanwhile were missed);
 * a lookup that raced with an invalidation does not store its (possibly stale) answer: every
   invalidation bumps a generation counter that the lookup compares before caching;
-* "no such key" is cached for one second only, so a fresh key is never refused for long.
+* "no such key" is cached for one second only, so a fresh key is never refused for long, and in a
+  small cache of its own (:data:`NEGATIVE_ENTRIES`): a spray of made-up keys cannot push real keys out
+  of theirs. (Failed authentications per client address are bounded too: :mod:`gateway.auth.failures`.)
 
 The same channel carries session logouts (``session:<token digest>``), and every revocation heard is
 handed on to :attr:`ApiKeyStore.revocations`, which ends the open connections that hold it
@@ -46,6 +48,8 @@ log = logging.getLogger(__name__)
 KEY_PREFIX = "srpc_live_"
 POSITIVE_TTL_S = 60.0
 NEGATIVE_TTL_S = 1.0
+#: Unknown keys remembered at once (each for NEGATIVE_TTL_S): a repeated bad key costs no lookup.
+NEGATIVE_ENTRIES = 1_000
 _NEW_FORMAT = re.compile(r"srpc_live_[A-Za-z0-9_-]{43}")  # base64url of 32 bytes, no padding
 _LEGACY_FORMAT = re.compile(r"[0-9a-fA-F]{64}")
 #: A logout's message on the channel: this prefix, then the session token's digest (hex).
@@ -103,9 +107,10 @@ class ApiKeyStore:
         self.revocations = revocations or Revocations()  # the process's open connections, by credential
         self._secret = secret
         self.on_rotated: RotationHook = on_rotated or _no_hook
-        self._cache: TtlCache[bytes, str | None] = TtlCache(cache_size)
+        self._cache: TtlCache[bytes, str] = TtlCache(cache_size)  # active keys only
+        self._unknown: TtlCache[bytes, None] = TtlCache(NEGATIVE_ENTRIES)  # "no such key", briefly
         self._cache_size = cache_size
-        self._digests: dict[str, bytes] = {}  # key -> HMAC; only well-formed keys
+        self._digests: dict[str, bytes] = {}  # key -> HMAC; only keys found to exist (digest() aside)
         self._positive_ttl_s = positive_ttl_s
         self._negative_ttl_s = negative_ttl_s
         self._generation = 0
@@ -144,18 +149,26 @@ class ApiKeyStore:
     async def lookup(self, key: str) -> str | None:
         """The public key owning the active key ``key``, or None (unknown, revoked, or not a key)."""
         digest = self._digests.get(key)
+        known = digest is not None
         if digest is None:
             if not is_api_key_format(key):
                 return None
-            digest = self._remember_digest(key)
+            digest = hash_api_key(self._secret, key)  # memoised below only for a key that exists
         if self._live:
             hit, pubkey = self._cache.get(digest)
-            if hit:
+            if hit or self._unknown.get(digest)[0]:
+                if pubkey is not None and not known:
+                    self._remember(key, digest)
                 return pubkey
         generation = self._generation
         pubkey = await self._rows.owner(digest)
+        if pubkey is not None and not known:  # made-up keys never push real ones out of the memo
+            self._remember(key, digest)
         if self._live and generation == self._generation:
-            self._cache.put(digest, pubkey, self._positive_ttl_s if pubkey else self._negative_ttl_s)
+            if pubkey is None:
+                self._unknown.put(digest, None, self._negative_ttl_s)
+            else:
+                self._cache.put(digest, pubkey, self._positive_ttl_s)
         return pubkey
 
     async def rotate(self, pubkey: str, ref_code: str | None) -> str:
@@ -199,18 +212,23 @@ class ApiKeyStore:
         """HMAC of ``key``, memoised: the hash is a pure function of the key, so the memo is never stale
         and needs no invalidation; it saves the HMAC (and the format check) on every repeat call."""
         digest = hash_api_key(self._secret, key)
+        self._remember(key, digest)
+        return digest
+
+    def _remember(self, key: str, digest: bytes) -> None:
         if len(self._digests) >= self._cache_size:
             self._digests.clear()  # bounded; dropping the memo only costs recomputation
         self._digests[key] = digest
-        return digest
 
     def _invalidate(self, digest: bytes) -> None:
         self._generation += 1
         self._cache.pop(digest)
+        self._unknown.pop(digest)
 
     def _invalidate_all(self) -> None:
         self._generation += 1
         self._cache.clear()
+        self._unknown.clear()
 
     def _on_live(self) -> None:
         """(Re)subscribed: messages may have been missed while away, so start from an empty cache."""

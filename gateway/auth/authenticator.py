@@ -5,6 +5,8 @@
     none at all                      -> 402 -32002 with the payment terms
     invalid                          -> 401 AUTH_FAILED (403 NONCE_REUSED for a replayed nonce)
     proven, but no account record    -> 402 -32002 (when the route needs an account)
+    too many failures from the address -> 429 RATE_LIMITED with Retry-After, before any lookup
+                                          (gateway.auth.failures)
 
 The first supporting strategy decides alone: a bad API key is not rescued by a good bearer token,
 which would make the priority order meaningless.
@@ -17,6 +19,7 @@ from typing import Literal
 
 from gateway.auth.api_keys import ApiKeyStore
 from gateway.auth.errors import bearer_token_required, wallet_signature_required
+from gateway.auth.failures import FailedAuths
 from gateway.auth.payment_terms import PaymentTerms, no_account, resource_url
 from gateway.auth.strategies import Strategy
 from gateway.core.credentials import Credentials
@@ -37,8 +40,10 @@ class Authenticator:
         accounts: AccountStore,
         terms: PaymentTerms,
         api_keys: ApiKeyStore | None = None,
+        failures: FailedAuths | None = None,
     ) -> None:
         self.strategies = tuple(strategies)
+        self.failures = failures
         self.accounts = accounts
         self.terms = terms
         self.api_keys = api_keys  # for :meth:`from_cache`
@@ -74,7 +79,16 @@ class Authenticator:
             raise self.terms.error("Payment required: no credentials presented", resource_url(call))
         if only is not None and strategy.kind != only:
             raise _only_error(only)
-        identity = await strategy.authenticate(credentials, call, require_account=require_account)
+        address = None
+        if self.failures is not None:
+            address = self.failures.address(call)
+            self.failures.check(address)
+        try:
+            identity = await strategy.authenticate(credentials, call, require_account=require_account)
+        except ProxyError as exc:
+            if exc.status == 401 and self.failures is not None and address is not None:
+                self.failures.failed(address)
+            raise
         if require_account and identity.mode == "session" and not await self.accounts.exists(identity.pubkey):
             # An API key implies an account (the key row references it); the wallet strategy looked already.
             raise no_account(self.terms, call, identity.pubkey)

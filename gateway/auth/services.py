@@ -23,11 +23,13 @@ from gateway.auth.account_views import Funding
 from gateway.auth.api_keys import ApiKeyStore, RotationHook
 from gateway.auth.authenticator import Authenticator
 from gateway.auth.errors import not_started
+from gateway.auth.failures import FailedAuths
 from gateway.auth.key_secret import SECRET_FILE, load_or_create_secret
 from gateway.auth.payment_terms import PaymentTerms
 from gateway.auth.revocations import RECHECK_S, Credential, Revocations
 from gateway.auth.strategies import ApiKeyStrategy, SessionStrategy, Strategy, TokenStrategy, WalletStrategy
 from gateway.config import Settings
+from gateway.core.client_address import TrustedProxies
 from gateway.core.credentials import Credentials, bearer_token
 from gateway.core.identity import Identity
 from gateway.keys import ServiceKeys, service_keys
@@ -120,7 +122,10 @@ class AuthServices:
             SessionStrategy(self.sessions),
             TokenStrategy(self.api_keys, self.sessions),
         ]
-        self._authenticator = Authenticator(strategies, self.accounts, self.terms, self.api_keys)
+        failures = FailedAuths(
+            s.ip_limits["auth_failures"], TrustedProxies.parse(s.trusted_proxies), replicas=s.share_replicas
+        )
+        self._authenticator = Authenticator(strategies, self.accounts, self.terms, self.api_keys, failures)
 
     def keys_view(self) -> dict[str, Any]:
         """``/health``'s ``keys``: the addresses served here, whether the fee payer's secret is, and a mismatch."""

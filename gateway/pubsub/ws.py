@@ -176,6 +176,8 @@ class WsTransport:
     def _refusal_code(self, call: Call, reply: Reply) -> int:
         if reply.status == 503:
             return Close.TRY_AGAIN_LATER
+        if reply.status == 429:  # too many failed authentications from this address (docs/api.md, Limits)
+            return Close.RATE_LIMITED
         strategy = self.gw.auth.authenticator.select(call.credentials)
         if reply.status == 401 and strategy is not None and strategy.kind == "session":
             return Close.POLICY_VIOLATION

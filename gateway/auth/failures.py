@@ -1,0 +1,82 @@
+"""Failed authentications per client address (docs/api.md, Limits): past a burst, an address is
+refused 429 with ``Retry-After`` before its credentials are looked at, on every transport that
+authenticates through :class:`gateway.auth.authenticator.Authenticator` (JSON-RPC, MCP, ``/ws``, gRPC).
+
+A well-formed made-up API key costs a PostgreSQL lookup; without this a caller could make as many as
+it liked, for free. The bucket is taken from only by a failure (401), so an address whose calls
+succeed is never slowed; a blocked address's calls with an API key this replica has cached as active
+still pass (they never reach the authenticator). Replica-local, like the per-address limits: each of R
+replicas allows ``rps / R`` and ``ceil(burst / R)``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from gateway.config import IpLimit
+from gateway.core.client_address import TrustedProxies, client_address
+from gateway.core.errors import ProxyError, address_rate_limited
+from gateway.core.limits import KeyedBuckets
+from gateway.pipeline import Call, Wire
+
+#: Blocked addresses remembered at once; past it the lapsed ones are forgotten.
+PRUNE_AT = 10_000
+
+
+class FailedAuths:
+    def __init__(
+        self,
+        limit: IpLimit,
+        trusted: TrustedProxies,
+        replicas: int = 1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.trusted = trusted
+        self.clock = clock
+        self._buckets = KeyedBuckets(limit.rps / replicas, max(1, math.ceil(limit.burst / replicas)))
+        self._blocked: dict[str, float] = {}  # address -> when its next failure is allowed
+
+    def address(self, call: Call) -> str:
+        peer = call.client
+        if call.wire is Wire.GRPC and peer is not None:
+            peer = _grpc_host(peer)
+        return client_address(peer, call.headers.get("x-forwarded-for"), self.trusted)
+
+    def check(self, address: str) -> None:
+        """Raise 429 while ``address`` has used up its failures."""
+        until = self._blocked.get(address)
+        if until is None:
+            return
+        now = self.clock()
+        if now >= until:
+            del self._blocked[address]
+            return
+        raise refused(max(1, math.ceil(until - now)))
+
+    def failed(self, address: str) -> None:
+        """Count one failed authentication of ``address``."""
+        now = self.clock()
+        wait = self._buckets.take(address, now)
+        if wait > 0:
+            if len(self._blocked) >= PRUNE_AT:
+                self._blocked = {a: until for a, until in self._blocked.items() if until > now}
+            self._blocked[address] = now + wait
+
+
+def refused(retry_after_s: int) -> ProxyError:
+    message = f"too many failed authentications from this address; retry in {retry_after_s} s"
+    return replace(address_rate_limited(retry_after_s), message=message)
+
+
+def _grpc_host(peer: str) -> str:
+    """The host of a gRPC peer name (``ipv4:1.2.3.4:port``, ``ipv6:[::1]:port``), as gateway.grpc.rules
+    reads it; anything else (a unix socket) whole."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6" and rest.startswith("["):
+        return rest[1 : rest.find("]")]
+    if kind == "ipv4":
+        return rest.rpartition(":")[0]
+    return peer
