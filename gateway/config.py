@@ -132,6 +132,11 @@ class Settings(BaseSettings):
         None, description="PEM certificate chain of the gRPC port; with grpc_tls_key it serves TLS, else plaintext."
     )
     grpc_tls_key: Path | None = Field(None, description="PEM private key of grpc_tls_cert.")
+    grpc_allow_plaintext_on_network: bool = Field(
+        False,
+        description="Serve the gRPC stream without TLS on a routable host (API keys in clear on the network): "
+        "gateway up refuses to unless this is set (docs/operations.md, Network exposure).",
+    )
     grpc_billing_interval_s: float = Field(
         60.0,
         gt=0,

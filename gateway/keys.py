@@ -46,7 +46,7 @@ def load_or_create_keypair(path: Path) -> Keypair:
     """
     if path.exists():
         return load_keypair(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # private: gateway/runtime/private_files.py
     keypair = Keypair()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".key-")
     try:

@@ -8,6 +8,7 @@ after a crash (``max_restarts=-1``), so one exists per cluster however many driv
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import Any
 
 from actors.account_shard import AccountShard
@@ -20,7 +21,9 @@ from actors.webhook_dispatcher import WebhookDispatcherActor
 from actors.webhook_watcher import WebhookWatcherActor
 from gateway.core.shards import shard_name
 from gateway.runtime.metrics import with_metrics
-from gateway.runtime.serve_runtime import bounded
+from gateway.runtime.serve_runtime import ACTORS_STOP_S, bounded, cluster_reachable
+
+log = logging.getLogger(__name__)
 
 NAMESPACE = "gateway"
 #: The CPU an actor reserves: next to none (the actors wait on I/O; a node runs thousands at this), but not
@@ -82,20 +85,30 @@ def stop_singleton(name: str, timeout_s: float = 20.0) -> None:
     stop_actors([name], timeout_s)
 
 
-def stop_actors(names: list[str], timeout_s: float = 20.0) -> None:
-    """Ask each named actor to shut down, then end it (a detached actor outlives the driver otherwise).
-    Bounded as a whole: a cluster that stopped answering must not hold up the stop once per actor."""
+def stop_actors(names: list[str], timeout_s: float = ACTORS_STOP_S) -> None:
+    """Ask every named actor to shut down, all at once, then end them (a detached actor outlives the driver
+    otherwise). Bounded as a whole: a cluster that stopped answering must not hold up the stop once per
+    actor; those whose shutdown did not finish are named in the log."""
     import ray
 
+    if not cluster_reachable():  # a SIGTERM to the whole process group stopped the GCS: the actors went with it
+        log.warning("stopping: the Ray cluster no longer answers; its actors are gone with it")
+        return
+
     def stop() -> None:
+        handles: dict[str, Any] = {}
         for name in names:
-            try:
-                handle = ray.get_actor(name, namespace=NAMESPACE)
-            except ValueError:
-                continue
+            with contextlib.suppress(ValueError):
+                handles[name] = ray.get_actor(name, namespace=NAMESPACE)
+        asked: dict[Any, str] = {handle.shutdown.remote(): name for name, handle in handles.items()}
+        pending: list[Any] = []
+        if asked:
+            _, pending = ray.wait(list(asked), num_returns=len(asked), timeout=max(0.5, timeout_s - 1.0))
+        if pending:
+            log.warning("stopping: gave up on the shutdown of %s", ", ".join(sorted(asked[ref] for ref in pending)))
+        for handle in handles.values():
             with contextlib.suppress(Exception):
-                ray.get(handle.shutdown.remote(), timeout=timeout_s / 2)
-            ray.kill(handle, no_restart=True)
+                ray.kill(handle, no_restart=True)
 
     bounded(stop, timeout_s, f"the stop of {', '.join(names)}")
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import psutil
 
+from gateway.config import Settings
+
 #: Under the data dir: ``<HAProxy files dir>\n<pid of gateway up>\n`` (gateway.runtime.serve_runtime).
 STARTER_RECORD = "haproxy.files"
 
@@ -86,3 +88,48 @@ def listeners(processes: list[psutil.Process]) -> list[Listener]:
                 if conn.status == psutil.CONN_LISTEN and conn.laddr:
                     out.add(Listener(proc.pid, name, str(conn.laddr.ip), int(conn.laddr.port)))
     return sorted(out, key=lambda item: (item.port, item.pid))
+
+
+#: The setting that allows a plaintext gRPC stream on a routable address (Settings.grpc_allow_plaintext_on_network).
+PLAINTEXT_OVERRIDE = "GATEWAY_GRPC_ALLOW_PLAINTEXT_ON_NETWORK"
+
+
+def host_is_loopback(host: str) -> bool:
+    return host == "localhost" or is_loopback(host)
+
+
+def network_refusals(settings: Settings) -> list[str]:
+    """Why ``gateway up`` must not start with ``settings`` on a routable ``host`` (docs/operations.md, Network
+    exposure): the gRPC stream in plaintext (API keys in ``x-token`` in clear) without the loudly named
+    override, and HAProxy's ingress without a shared edge secret (a node without it makes every client look
+    like its HAProxy: one per-address bucket for all; on a cluster each node's ``ray start`` needs the same)."""
+    if host_is_loopback(settings.host):
+        return []
+    refusals = []
+    grpc_on = settings.grpc_servers > 0 and (settings.upstream_rpc_url is None or settings.upstream_grpc_url)
+    if grpc_on and settings.grpc_tls_cert is None and not settings.grpc_allow_plaintext_on_network:
+        refusals.append(
+            f"the gRPC stream would be plaintext on {settings.host}:{settings.grpc_port}, API keys in clear on the "
+            f"network: set GATEWAY_GRPC_TLS_CERT and GATEWAY_GRPC_TLS_KEY, or {PLAINTEXT_OVERRIDE}=true to accept it "
+            "(a TLS-terminating proxy in front), or GATEWAY_GRPC_SERVERS=0"
+        )
+    joined = bool(settings.ray_address) and settings.ray_address != "local"  # a local Ray gets a generated one
+    if settings.ingress_mode == "haproxy" and joined and not settings.edge_secret:
+        refusals.append(
+            f"GATEWAY_EDGE_SECRET is not set with GATEWAY_HOST={settings.host}: without the same secret in every "
+            "node's environment (cluster.yaml), the replicas cannot tell clients apart behind HAProxy"
+        )
+    return refusals
+
+
+def replica_refusal(settings: Settings, environ: dict[str, str]) -> str | None:
+    """Why an ingress replica must not serve on this node: a routable ``host`` behind HAProxy and no edge
+    secret in the environment this node's Ray was started with (each node's HAProxy and replicas read it)."""
+    from gateway.transports.ray_edge import EDGE_SECRET_ENV
+
+    if settings.ingress_mode != "haproxy" or host_is_loopback(settings.host) or environ.get(EDGE_SECRET_ENV):
+        return None
+    return (
+        f"{EDGE_SECRET_ENV} is not in this node's environment (set it before `ray start`, the same on every "
+        f"node: cluster.yaml): behind HAProxy on {settings.host} every client would share HAProxy's address"
+    )

@@ -5,6 +5,7 @@ and ``gateway up`` both deploy :func:`build_app`.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ray import serve
@@ -14,8 +15,10 @@ from starlette.types import ASGIApp
 
 from gateway.app import GatewayApp
 from gateway.config import Settings
+from gateway.core.errors import ConfigError
 from gateway.pubsub.ws import UVICORN_WS_OPTIONS
 from gateway.runtime.actors import start_account_shards
+from gateway.runtime.exposure import replica_refusal
 from gateway.runtime.metrics import install_ray_metrics
 from gateway.runtime.racers import RayRacers
 from gateway.runtime.replica_process import tune_gc
@@ -82,6 +85,9 @@ class Ingress:
 
     def __init__(self, settings: dict[str, Any]) -> None:
         validated = Settings.model_validate(settings)
+        refusal = replica_refusal(validated, dict(os.environ))
+        if refusal is not None:
+            raise ConfigError(f"refused: {refusal}")
         install_ray_metrics()
         tune_gc(validated.gc_young_threshold)
         ping_websockets_as_the_spec_says()

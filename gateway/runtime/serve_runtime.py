@@ -39,8 +39,17 @@ HAPROXY_RECORD = STARTER_RECORD
 #: sendAndConfirm, races up to 30 slots) and its shutdown to settle usage and give back leases and slices.
 #: Serve kills the replica when it is over: what was not settled by then is lost (in the customer's favour).
 STOP_GRACE_S = 30.0
-#: Beyond a replica's drain and grace, how long Serve's shutdown may take.
+#: Beyond a replica's drain and grace, how long Serve's shutdown may take (a replica scaled in).
 STOP_SLACK_S = 5.0
+#: How long ``gateway up``'s whole stop may take after SIGTERM: the grace period to give it
+#: (docs/operations.md, Stopping: systemd's TimeoutStopSec, a container's stop timeout). Its parts:
+#: Serve's shutdown (the replicas drain, settle usage, give back leases and slices) gets
+#: ``SERVE_STOP_S``, the actors (gRPC seats, webhook deliveries) ``ACTORS_STOP_S``, all at once; then
+#: Ray, the devnode, Redis and PostgreSQL, about a second each. A step over its share is given up on,
+#: and named in the log; what a replica had not settled by then is lost in the customer's favour.
+STOP_BUDGET_S = 20.0
+SERVE_STOP_S = 10.0
+ACTORS_STOP_S = 5.0
 #: How long a cluster to join has to accept a connection before it counts as unreachable.
 RAY_PROBE_TIMEOUT_S = 5.0
 #: ``ray_address`` values that are not a cluster to join ("local" starts one; "auto" finds one).
@@ -116,7 +125,7 @@ def bounded(step: Callable[[], None], timeout_s: float, what: str) -> None:
 
     threading.Thread(target=run, name=f"stop {what}", daemon=True).start()
     if not done.wait(timeout_s):
-        log.warning("%s did not finish within %.0f s (the Ray cluster stopped answering); going on", what, timeout_s)
+        log.warning("stopping: gave up on %s after %.0f s (it did not finish); going on", what, timeout_s)
         return
     if failure:
         raise failure[0]
@@ -210,6 +219,43 @@ def loopback_only_ray() -> None:
     ray_constants.ENABLE_RAY_CLUSTER = False
 
 
+#: Lines of Ray's processes that ``gateway up`` does not print: not the operator's business. Serve's stop
+#: kills its controller while its own ``graceful_shutdown`` call is pending, and the raylet reports that call
+#: as failed "with infinite retries remaining" on every stop.
+RAY_NOISE = ("ServeController.graceful_shutdown failed",)
+#: On a local Ray: Serve's warning that replicas on loopback "won't accept connections from HAProxy on other
+#: nodes" (there are none). On a cluster it is kept (and :func:`cluster_host_warning` says it too).
+LOCAL_RAY_NOISE = ("cross-node routing will fail",)
+
+
+def quiet_ray_noise(noise: tuple[str, ...]) -> bool:
+    """Print the lines Ray's processes and the cluster's error messages send this driver as Ray would,
+    except those naming ``noise``. Both reach Ray's ``print_to_stdstream``: the error listener calls it by
+    its module name (replaced here), the log printer through the dispatcher handler ``ray_print_logs``
+    (replaced too). False when Ray's internals are not as expected (then everything is printed)."""
+    try:
+        from ray._private import worker
+        from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
+
+        ignore_prefix = worker._should_ignore_worker_log_prefix(worker.global_worker)
+        original = worker.print_to_stdstream
+    except (ImportError, AttributeError):
+        return False
+    original = getattr(original, "gateway_original", original)
+
+    def filtered(data: dict[str, Any], ignore_prefix: bool) -> None:
+        lines = [line for line in data.get("lines", []) if not any(part in str(line) for part in noise)]
+        if lines:
+            original({**data, "lines": lines}, ignore_prefix)
+
+    filtered.gateway_original = original  # type: ignore[attr-defined]
+    worker.print_to_stdstream = filtered
+    if any(name == "ray_print_logs" for name, _ in dispatcher.handlers):  # log_to_driver on
+        dispatcher.remove_handler("ray_print_logs")
+        dispatcher.add_handler("ray_print_logs", lambda data: filtered(data, ignore_prefix))
+    return True
+
+
 class ServeRuntime:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -249,6 +295,7 @@ class ServeRuntime:
             listed: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
             nodes = len([node for node in listed if node["Alive"]])
             self.ray_description = f"joined cluster {address} ({nodes} node{'s' if nodes > 1 else ''})"
+            quiet_ray_noise(RAY_NOISE)
             warning = cluster_host_warning(self.settings, nodes)
             if warning is not None:
                 log.warning("%s", warning)
@@ -262,6 +309,7 @@ class ServeRuntime:
                 _node_ip_address="127.0.0.1",
                 _metrics_export_port=self.settings.metrics_export_port,  # scraped by Prometheus: docs/operations.md
             )
+            quiet_ray_noise(RAY_NOISE + LOCAL_RAY_NOISE)
             port = self.settings.metrics_export_port
             self.ray_description = (
                 f"local Ray instance on 127.0.0.1 only; metrics http://127.0.0.1:{port}/metrics (ops/prometheus.yml)"
@@ -282,6 +330,16 @@ class ServeRuntime:
         serve.start(http_options={"host": s.host, "port": s.port}, logging_config=quiet, detached=False)
         serve.run(build_app(s), name=SERVE_APP_NAME, route_prefix="/", blocking=False)
 
+    def stop_serve(self) -> None:
+        """Shut the Serve app down (its replicas settle usage and give back leases and slices), within
+        ``SERVE_STOP_S``; before the actors the replicas give back to (the account shards) stop."""
+        import ray
+        from ray import serve
+
+        if self._started_ray and ray.is_initialized() and cluster_reachable():
+            within = min(self.settings.drain_s + STOP_GRACE_S + STOP_SLACK_S, SERVE_STOP_S)
+            bounded(serve.shutdown, within, "Serve shutdown (the replicas' drain and settlement)")
+
     def stop(self) -> None:
         try:
             if self._started_ray:
@@ -299,11 +357,9 @@ class ServeRuntime:
 
     def _stop_ray(self) -> None:
         import ray
-        from ray import serve
 
         try:
-            if cluster_reachable():
-                bounded(serve.shutdown, self.settings.drain_s + STOP_GRACE_S + STOP_SLACK_S, "Serve shutdown")
+            self.stop_serve()  # done already by a Stack's stop; here for a runtime stopped alone
         finally:
             ray.shutdown()
             self._started_ray = False

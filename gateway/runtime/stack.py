@@ -33,9 +33,10 @@ from gateway.runtime.actors import (
 )
 from gateway.runtime.devnode_proc import DevnodeProcess, stop_stale
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
+from gateway.runtime.exposure import network_refusals
 from gateway.runtime.inspect import forget_ray_address, record_ray_address
 from gateway.runtime.private_files import secure_home
-from gateway.runtime.serve_runtime import ServeRuntime, stop_left_haproxy
+from gateway.runtime.serve_runtime import STOP_BUDGET_S, ServeRuntime, stop_left_haproxy
 from gateway.storage.migrate import migrate_url
 from gateway.storage.service_keys import record_cluster_keys_at
 from gateway.webhooks.targets import allow_private, receivers_report
@@ -69,6 +70,9 @@ class Stack:
 
     def _start(self) -> Settings:
         s = self.settings
+        refusals = network_refusals(s)  # a routable host: encrypted and authenticated, or refused
+        if refusals:
+            raise RuntimeError("refused: " + "; ".join(refusals))
         # what a `gateway up` killed with SIGKILL left running (gateway/runtime/leftovers.py)
         if s.upstream_rpc_url is None and stop_stale(self.home / "devnode"):
             self.report("devnode", "stopped the one a killed `gateway up` left running")
@@ -154,6 +158,7 @@ class Stack:
         if resolved.account_shards > 0:  # before the replicas, which refuse calls until their shard answers
             start_account_shards(resolved.account_shards)
             self.report("limits", f"{resolved.account_shards} account-shard actor(s) owning rate and concurrency")
+        self._stops.append(("Serve", serve_rt.stop_serve))  # first: the replicas settle with the actors up
         serve_rt.deploy()
         _wait_healthy(f"http://{resolved.host}:{resolved.port}/health")
         start_deposit_watcher(resolved.model_dump(mode="json"), interval_s=resolved.deposit_poll_s)
@@ -195,13 +200,21 @@ class Stack:
         return ports
 
     def stop(self) -> None:
+        """Each part in reverse order, each timed; within ``STOP_BUDGET_S`` in all (serve_runtime says how)."""
+        began = time.monotonic()
         while self._stops:
             name, stop = self._stops.pop()
+            step = time.monotonic()
             try:
                 stop()
-                self.report(name, "stopped")
+                self.report(name, f"stopped ({time.monotonic() - step:.1f} s)")
             except Exception:
                 log.exception("stopping %s failed", name)
+        took = time.monotonic() - began
+        if took > STOP_BUDGET_S:
+            log.warning(
+                "the stop took %.1f s, over the %.0f s grace period docs/operations.md asks for", took, STOP_BUDGET_S
+            )
 
 
 def replicas_report(settings: Settings) -> str:

@@ -113,3 +113,20 @@ def test_a_loopback_host_is_named_on_a_cluster_behind_haproxy_only() -> None:
     assert cluster_host_warning(Settings(host="0.0.0.0"), 3) is None
     assert cluster_host_warning(Settings(host="10.0.0.10"), 3) is None  # the operator's choice
     assert cluster_host_warning(Settings(host="127.0.0.1", ingress_mode="proxy"), 2) is None  # Serve's proxy
+
+
+def test_ray_noise_is_not_printed_and_the_rest_is(capsys: pytest.CaptureFixture[str]) -> None:
+    """What the raylet's error messages and Ray's log lines reach the driver through (Ray's own printer)."""
+    from ray._private import worker
+
+    from gateway.runtime.serve_runtime import quiet_ray_noise
+
+    before = worker.print_to_stdstream
+    try:
+        assert quiet_ray_noise(("graceful_shutdown failed",))
+        message = "Task ServeController.graceful_shutdown failed. There are infinite retries remaining"
+        worker.print_to_stdstream({"lines": [message, "a replica died"], "pid": "raylet", "is_err": False}, False)
+    finally:
+        worker.print_to_stdstream = before
+    printed = capsys.readouterr().out
+    assert "a replica died" in printed and "graceful_shutdown" not in printed, printed
