@@ -24,10 +24,9 @@ Pure: no I/O, no clock; a sink's ``deliver`` must not block (a server queues wha
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, TypeVar, cast
 
 from geyser_proto import geyser_pb2
 from geyser_proto.filters import (
@@ -45,6 +44,7 @@ from geyser_proto.filters import (
 SLOT_DEAD = 6
 _NAMES_TAG = b"\x0a"  # SubscribeUpdate.filters: field 1, length-delimited
 _MAX_PREFIXES = 64
+F = TypeVar("F", AccountFilter, TransactionFilter)
 
 
 class Sink(Protocol):
@@ -93,6 +93,32 @@ class Member:
 _Held = tuple[Member, int, int, bytes]  # (member, its generation then, its commitment, encoded update)
 
 
+#: One stream's part of the index: (kind, the filter's key, the stream's entry under it).
+_Entry = tuple[str, Hashable, Hashable]
+
+
+def _keyed(index: dict[bytes, dict[F, None]], keys: Iterable[bytes], f: F, add: bool) -> int:
+    """Index ``f`` under each of ``keys`` (or take it out); how many keys that touched."""
+    count = 0
+    for key in keys:
+        count += 1
+        if add:
+            index.setdefault(key, {})[f] = None
+            continue
+        listed = index.get(key)
+        if listed is not None:
+            listed.pop(f, None)
+            if not listed:
+                del index[key]
+    return count
+
+
+def _tx_keys(tf: TransactionFilter) -> frozenset[bytes]:
+    """The keys a transaction filter is indexed under: any transaction it matches loads one of its included
+    keys, or (without any) its required ones; none: it is tried on every transaction."""
+    return tf.include or (frozenset([min(tf.required)]) if tf.required else frozenset())
+
+
 class Fanout:
     def __init__(self, *, pending_slots: int = 64) -> None:
         self.pending_slots = pending_slots
@@ -100,90 +126,114 @@ class Fanout:
         self.version = 0  # bumped whenever the set of filters may have changed (see wanted())
         self.published = 0  # updates given to publish()
         self.evaluated = 0  # filter evaluations (distinct filters tried against an update)
-        self._dirty = True
-        self._accounts: dict[AccountFilter, list[tuple[Member, str]]] = {}
-        self._account_keys: dict[bytes, list[AccountFilter]] = {}
-        self._account_owners: dict[bytes, list[AccountFilter]] = {}
-        self._account_any: list[AccountFilter] = []
-        self._txs: dict[TransactionFilter, list[tuple[Member, str, bool]]] = {}  # bool: a status filter
-        self._tx_keys: dict[bytes, list[TransactionFilter]] = {}
-        self._tx_any: list[TransactionFilter] = []
-        self._slots: dict[tuple[SlotFilter, int], list[tuple[Member, str]]] = {}
-        self._block_meta: list[Member] = []
+        self.reindexed = 0  # keys put in or taken out of the indexes (a change costs what it changes)
+        # Each distinct filter -> the streams' entries using it (ordered sets); the key indexes hold a
+        # filter while any entry uses it, and change only when a filter appears or goes.
+        self._accounts: dict[AccountFilter, dict[tuple[Member, str], None]] = {}
+        self._account_keys: dict[bytes, dict[AccountFilter, None]] = {}
+        self._account_owners: dict[bytes, dict[AccountFilter, None]] = {}
+        self._account_any: dict[AccountFilter, None] = {}
+        self._txs: dict[TransactionFilter, dict[tuple[Member, str, bool], None]] = {}  # bool: a status filter
+        self._tx_keys: dict[bytes, dict[TransactionFilter, None]] = {}
+        self._tx_any: dict[TransactionFilter, None] = {}
+        self._slots: dict[tuple[SlotFilter, int], dict[tuple[Member, str], None]] = {}
+        self._block_meta: dict[Member, None] = {}
         self._pending: dict[int, list[_Held]] = {}
-        self._kinds: frozenset[str] = frozenset()
 
     def wants(self, kind: str) -> bool:
         """Whether any stream has a filter for updates of ``kind`` (``transaction``, ``account``, ``slot``,
         ``block_meta``): a feed can skip building the others."""
-        if self._dirty:
-            self._rebuild()
-        return kind in self._kinds
+        used = {
+            "transaction": self._txs,
+            "account": self._accounts,
+            "slot": self._slots,
+            "block_meta": self._block_meta,
+        }
+        return bool(used.get(kind))
 
     # -- streams ----------------------------------------------------------------------------------
 
     def attach(self, sink: Sink, filters: Filters = EMPTY) -> Member:
         member = Member(sink, filters)
         self.members[member] = None
-        self._changed()
+        self._index(member, EMPTY, filters)
+        self.version += 1
         return member
 
     def replace(self, member: Member, filters: Filters) -> None:
         """A new request on the stream: its filters replace the old ones for every later update."""
-        member.filters = filters
+        old, member.filters = member.filters, filters
         member.generation += 1
-        self._changed()
+        if member in self.members:
+            self._index(member, old, filters)
+        self.version += 1
 
     def detach(self, member: Member) -> None:
         member.alive = False
         if member in self.members:
             del self.members[member]
-            self._changed()
+            self._index(member, member.filters, EMPTY)
+            self.version += 1
 
-    def _changed(self) -> None:
-        self._dirty = True
-        self.version += 1
+    def _index(self, member: Member, old: Filters, new: Filters) -> None:
+        """Move ``member`` from ``old`` to ``new`` filters in the indexes: only the entries that differ, and
+        the keys of only the filters that appear or go (never every stream's, whatever their number)."""
+        before, after = _entries(member, old), _entries(member, new)
+        for entry in after - before:
+            self._add(*entry)
+        for entry in before - after:
+            self._remove(*entry)
 
-    def _rebuild(self) -> None:
-        accounts: dict[AccountFilter, list[tuple[Member, str]]] = defaultdict(list)
-        txs: dict[TransactionFilter, list[tuple[Member, str, bool]]] = defaultdict(list)
-        slots: dict[tuple[SlotFilter, int], list[tuple[Member, str]]] = defaultdict(list)
-        block_meta: list[Member] = []
-        for member in self.members:
-            f = member.filters
-            for name, af in f.accounts:
-                accounts[af].append((member, name))
-            for name, tf in f.transactions:
-                txs[tf].append((member, name, False))
-            for name, tf in f.transactions_status:
-                txs[tf].append((member, name, True))
-            for name, sf in f.slots:
-                slots[(sf, f.commitment)].append((member, name))
-            if f.blocks_meta:
-                block_meta.append(member)
-        self._accounts, self._txs, self._slots, self._block_meta = dict(accounts), dict(txs), dict(slots), block_meta
-        self._account_keys, self._account_owners, self._account_any = {}, {}, []
-        for af in self._accounts:
+    def _add(self, kind: str, f: Hashable, entry: Hashable) -> None:
+        if kind == "b":
+            self._block_meta[cast(Member, entry)] = None
+            return
+        table = self._table(kind)
+        entries = table.get(f)
+        if entries is None:
+            entries = table[f] = {}
+            self._keys(kind, f, add=True)
+        entries[entry] = None
+
+    def _remove(self, kind: str, f: Hashable, entry: Hashable) -> None:
+        if kind == "b":
+            self._block_meta.pop(cast(Member, entry), None)
+            return
+        table = self._table(kind)
+        entries = table.get(f)
+        if entries is None:
+            return
+        entries.pop(entry, None)
+        if not entries:
+            del table[f]
+            self._keys(kind, f, add=False)
+
+    def _table(self, kind: str) -> dict[Any, dict[Any, None]]:
+        if kind == "a":
+            return self._accounts
+        return self._txs if kind == "t" else self._slots
+
+    def _keys(self, kind: str, f: Any, add: bool) -> None:
+        """Index a filter that appeared under its keys, or take out one that went."""
+        if kind == "a":
+            af: AccountFilter = f
             if af.accounts:
-                for key in af.accounts:
-                    self._account_keys.setdefault(key, []).append(af)
+                self.reindexed += _keyed(self._account_keys, af.accounts, af, add)
             elif af.owners:
-                for key in af.owners:
-                    self._account_owners.setdefault(key, []).append(af)
+                self.reindexed += _keyed(self._account_owners, af.owners, af, add)
+            elif add:
+                self._account_any[af] = None
             else:
-                self._account_any.append(af)
-        self._tx_keys, self._tx_any = {}, []
-        for tf in self._txs:
-            # Any transaction it matches loads one of its included keys, or (without any) its required ones.
-            keys = tf.include or (frozenset([min(tf.required)]) if tf.required else frozenset())
-            for key in keys:
-                self._tx_keys.setdefault(key, []).append(tf)
-            if not keys:
-                self._tx_any.append(tf)
-        kinds = {"transaction": bool(self._txs), "account": bool(self._accounts), "slot": bool(self._slots)}
-        kinds["block_meta"] = bool(self._block_meta)
-        self._kinds = frozenset(kind for kind, used in kinds.items() if used)
-        self._dirty = False
+                self._account_any.pop(af, None)
+        elif kind == "t":
+            tf: TransactionFilter = f
+            keys = _tx_keys(tf)
+            if keys:
+                self.reindexed += _keyed(self._tx_keys, keys, tf, add)
+            elif add:
+                self._tx_any[tf] = None
+            else:
+                self._tx_any.pop(tf, None)
 
     def wanted(self) -> geyser_pb2.SubscribeRequest:
         """One request at processed whose updates are a superset of what every stream wants."""
@@ -195,8 +245,6 @@ class Fanout:
         """Hand ``update`` (at processed) to every stream whose filters match it; its ``filters`` field
         is cleared (each stream gets its own names)."""
         self.published += 1
-        if self._dirty:
-            self._rebuild()
         kind = update.WhichOneof("update_oneof")
         if kind == "transaction":
             self._transaction(update)
@@ -324,6 +372,17 @@ class Fanout:
         if status == FINALIZED:  # what is older and still held was on a fork that will not be finalized
             for older in [s for s in self._pending if s < slot]:
                 del self._pending[older]
+
+
+def _entries(member: Member, f: Filters) -> set[_Entry]:
+    """``member``'s entries in the indexes under filters ``f``."""
+    out: set[_Entry] = {("a", af, (member, name)) for name, af in f.accounts}
+    out.update(("t", tf, (member, name, False)) for name, tf in f.transactions)
+    out.update(("t", tf, (member, name, True)) for name, tf in f.transactions_status)
+    out.update(("s", (sf, f.commitment), (member, name)) for name, sf in f.slots)
+    if f.blocks_meta:
+        out.add(("b", None, member))
+    return out
 
 
 def union_request(streams: Iterable[Filters]) -> geyser_pb2.SubscribeRequest:

@@ -91,6 +91,37 @@ def peer_address(peer: str) -> str:
     return peer  # unix sockets and the like: the whole name
 
 
+#: Filter changes (SubscribeRequests other than pings) one stream may send: this many at once, then this many a
+#: second (docs/api.md, gRPC limits): each one re-indexes the stream's keys and may reopen the upstream subscription.
+FILTER_CHANGES_BURST = 10
+FILTER_CHANGES_PER_S = 1.0
+
+
+class ChangeRate:
+    """One stream's bucket of filter changes (pure: the caller gives the time)."""
+
+    def __init__(self, burst: int = FILTER_CHANGES_BURST, per_s: float = FILTER_CHANGES_PER_S) -> None:
+        self.burst, self.per_s = burst, per_s
+        self.tokens = float(burst)
+        self.at: float | None = None
+
+    def take(self, now: float) -> bool:
+        if self.at is not None:
+            self.tokens = min(self.burst, self.tokens + (now - self.at) * self.per_s)
+        self.at = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
+def change_rate_message() -> str:
+    return (
+        f"filter change rate exceeded: at most {FILTER_CHANGES_BURST} SubscribeRequests at once and "
+        f"{FILTER_CHANGES_PER_S:g} a second on one stream (pings excepted); the stream is closed"
+    )
+
+
 def open_rate_message(limit: int) -> str:
     return (
         f"stream open rate exceeded: {limit} Subscribe streams opened by this account in the last minute "

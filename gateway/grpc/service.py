@@ -24,8 +24,10 @@ process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`
   per client address are open over the service (:mod:`gateway.storage.seats`); a stream's
   queue is bounded (:class:`geyser_proto.streaming.Outbound`), so a client too slow to read is cut off;
 - each request's filters are claimed from the process's filter budget (:mod:`gateway.grpc.budget`) before
-  they join the fan-out: a stream whose request would take the upstream subscription past what the node
-  accepts, or its account past its share, ends ``RESOURCE_EXHAUSTED`` and the others never notice;
+  they join the fan-out (at most ``FILTER_CHANGES_BURST`` requests at once, then ``FILTER_CHANGES_PER_S`` a
+  second, per stream: a request re-indexes its keys): a stream whose request would take the upstream
+  subscription past what the node accepts, or its account past its share, ends ``RESOURCE_EXHAUSTED``
+  and the others never notice;
 - a request with ``from_slot`` is replayed from the process's replay log before the stream goes live
   (:mod:`gateway.grpc.replay`); the replayed span counts as stream time (its intervals are billed from
   when the first replayed slot came), and a ping is answered once the replay before it is sent;
@@ -63,8 +65,10 @@ from gateway.grpc.rules import (
     MISSING_TOKEN,
     SUBSCRIBE_CREDITS,
     UNARY_CREDITS,
+    ChangeRate,
     StreamLimits,
     address_limit_message,
+    change_rate_message,
     interval_unpaid_message,
     open_rate_message,
     peer_address,
@@ -242,9 +246,14 @@ class GeyserGateway:
 
         resume = None if deps.replay_log is None else Resume(deps.replay_log, deps.fanout, member, out, refresh)
 
+        changes = ChangeRate()
+
         def apply(filters: Filters) -> None:
             if out.ended:
                 return  # the stream is ending: a later request changes nothing
+            if not changes.take(time.monotonic()):
+                out.end(grpc.StatusCode.RESOURCE_EXHAUSTED, change_rate_message())
+                return
             refused = deps.budget.claim(member, entered.pubkey, filters)
             if refused is not None:
                 out.end(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)

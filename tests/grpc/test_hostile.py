@@ -127,3 +127,24 @@ async def test_a_stream_refused_by_the_filter_budget_keeps_no_credit_and_an_admi
             admitted.call.cancel()
         assert await records(db, stream, pubkey) == [("grpc:Subscribe", 0, True), ("grpc:Subscribe", 1, False)]
         assert stream.server.meter.remaining(pubkey) == 99
+
+
+async def test_a_stream_changing_its_filters_too_fast_is_closed_and_another_stream_keeps_flowing(
+    geyser: GeyserClient, stream: RunningStream, db: asyncpg.Connection
+) -> None:
+    pb2 = geyser.pb2
+    pubkey, key = await stream.customer(db, 100)
+    _, other_key = await stream.customer(db, 100)
+    keys = ["So11111111111111111111111111111111111111112", "11111111111111111111111111111111"]
+    async with grpc.aio.insecure_channel(stream.address) as channel:
+        other = Subscription(geyser, channel, other_key)
+        await other.send(slots={"s": pb2.SubscribeRequestFilterSlots()})
+        await other.until(lambda u: kind(u) == "slot")
+        churner = Subscription(geyser, channel, key)
+        for i in range(40):  # far past 10 at once and 1 a second
+            await churner.send(accounts={"a": pb2.SubscribeRequestFilterAccounts(account=[keys[i % 2]])})
+        error = await churner.error()
+        assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
+        assert "filter change rate exceeded: at most 10 SubscribeRequests at once" in (error.details() or "")
+        await other.until(lambda u: kind(u) == "slot")
+    assert await records(db, stream, pubkey) == [("grpc:Subscribe", 1, False)]  # it was served: charged
