@@ -32,6 +32,7 @@ def dispatch_config(settings: Settings) -> DispatchConfig:
         concurrency=settings.webhook_concurrency,
         per_webhook=settings.webhook_per_subscription,
         per_account=settings.webhook_per_account,
+        total_slots=max(1, settings.webhook_dispatchers) * settings.webhook_concurrency,  # each account's share
         pause_after_dead=settings.webhook_pause_after_dead,
         timeout_s=settings.webhook_delivery_timeout_s,
         lease_s=settings.webhook_lease_s,

@@ -48,7 +48,9 @@ class WebhookWatcherActor:
             if conn is None or conn.db is None:
                 return
             self.watches = TransactionWatches(conn.db, upstream, pubsub)
-            self.retention = JobRetention(conn.db, s.webhook_retention_days)
+            self.retention = JobRetention(
+                conn.db, s.webhook_retention_days, paused_days=s.webhook_paused_retention_days
+            )
             work = [self.watches.run(stop), self.retention.run(stop), backlog_gauges(conn.db, stop)]
             if conn.redis is not None:
                 self.signals = SignalWebhooks(conn.db, SignalLog(conn.redis, retention=s.signal_retention_events))

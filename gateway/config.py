@@ -411,6 +411,20 @@ class Settings(BaseSettings):
         description="Delivered, dead and cancelled webhook jobs older than this are deleted (hourly); a dead job "
         "can be replayed until then.",
     )
+    webhook_actions_per_minute: int = Field(
+        10,
+        ge=1,
+        le=10_000,
+        description="Replays and resumes of webhooks one account may make a minute (429 past them): each makes "
+        "deliveries due again, for free.",
+    )
+    webhook_paused_retention_days: float = Field(
+        7.0,
+        gt=0,
+        le=3650,
+        description="The waiting jobs of a webhook paused longer than this are cancelled (hourly; a charged one "
+        "refunded): nobody delivers them, and the queue would keep them forever.",
+    )
     send_retention_days: float = Field(
         30.0,
         ge=1,

@@ -122,6 +122,9 @@ class DispatchConfig:
     concurrency: int = 64  # deliveries in flight in this dispatcher
     per_webhook: int = 8  # deliveries in flight to one subscription, over all dispatchers
     per_account: int | None = None  # to one account's subscriptions together, over all dispatchers (None: no cap)
+    total_slots: int | None = (
+        None  # every dispatcher's slots together, each account's share cut from them (None: this one's)
+    )
     pause_after_dead: int = 0  # dead deliveries of one subscription in a row that pause it (0: never)
     timeout_s: float = 10.0  # one attempt, from connecting to the end of the answer's excerpt
     lease_s: float = 60.0  # how long a claim is this dispatcher's
@@ -308,7 +311,8 @@ class Dispatcher:
         want = min(room, c.claim_batch)
         try:
             conn = await self._claims.get()
-            jobs = await claim(conn, self.id, want, c.lease_s, c.per_webhook, c.per_account, self._delivered)
+            total = c.total_slots or c.concurrency
+            jobs = await claim(conn, self.id, want, c.lease_s, c.per_webhook, c.per_account, self._delivered, total)
         except StoreUnavailable as exc:
             log.warning("webhook dispatcher %s: %s", self.id, exc)
             await self._claims.drop()

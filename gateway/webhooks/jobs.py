@@ -211,6 +211,7 @@ async def claim(
     per_webhook: int,
     per_account: int | None = None,
     finished: Collection[tuple[int, int]] = (),
+    total_slots: int | None = None,
 ) -> list[ClaimedJob]:
     """Lease up to ``limit`` due jobs of active subscriptions to ``dispatcher_id`` for ``lease_s``.
 
@@ -222,6 +223,13 @@ async def claim(
     whose attempt is over and whose outcome is not written yet; not out to their receiver, they hold no
     slot (a job is left out of the count only while it still carries that claim). The dispatcher
     names only delivered ones: a failed one holds its slot until its outcome moves the streak.
+
+    ``total_slots``: the delivery slots of every dispatcher together (None: ``limit``). An account's
+    share is then at most ``total_slots / (accounts + 1)`` as well, ``accounts`` counting those with
+    deliveries out or due in the claim's window (migration 0018): whatever any number of accounts'
+    receivers do, a share stays free for one more account (docs/api.md, Deliveries). The claim also
+    parks due jobs of subscriptions that are not active (``next_attempt_at`` infinity), so later
+    claims do not step over them; a resume, or :func:`unpark`, makes them due again.
 
     One round trip: the claim is the server-side function ``claim_delivery_jobs`` (migration 0016),
     which takes the claim lock, puts back jobs whose lease passed, and claims, and whose commit does
@@ -237,7 +245,7 @@ async def claim(
         return []
     account_cap = NO_ACCOUNT_CAP if per_account is None else per_account
     rows = await db.fetch(
-        "SELECT * FROM claim_delivery_jobs($1, $2, $3, $4, $5, $6, $7, $8)",
+        "SELECT * FROM claim_delivery_jobs($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         dispatcher_id,
         float(lease_s),
         limit,
@@ -246,6 +254,7 @@ async def claim(
         account_cap,
         [job_id for job_id, _ in finished],
         [attempts for _, attempts in finished],
+        NO_ACCOUNT_CAP if per_account is None else min(NO_ACCOUNT_CAP, total_slots or limit),  # no cap: no share
     )
     return sorted((_claimed(r) for r in rows), key=lambda job: job.id)
 
@@ -493,6 +502,20 @@ async def purge_finished(pool: asyncpg.Pool, older_than_days: float, batch: int 
                 LIMIT $3)""",
         list(FINISHED),
         float(older_than_days),
+        batch,
+    )
+    return int(tag.split()[-1])
+
+
+@postgres_call(WHAT)
+async def unpark(pool: asyncpg.Pool, batch: int = 5_000) -> int:
+    """Make due again up to ``batch`` parked jobs (``next_attempt_at`` infinity) whose subscription is
+    active: one a claim parked as its subscription was being resumed; how many."""
+    tag = await pool.execute(
+        """UPDATE delivery_jobs SET next_attempt_at = now() WHERE id IN (
+               SELECT j.id FROM delivery_jobs j JOIN webhooks w ON w.id = j.webhook_id
+                WHERE j.status = 'pending' AND j.next_attempt_at = 'infinity' AND w.status = 'active'
+                LIMIT $1 FOR UPDATE OF j SKIP LOCKED)""",
         batch,
     )
     return int(tag.split()[-1])

@@ -25,7 +25,7 @@ from typing import Any
 
 from gateway.auth.account_views import iso8601
 from gateway.config import Settings
-from gateway.core.errors import ProxyError, ReplyStyle, invalid_request, not_found
+from gateway.core.errors import ProxyError, ReplyStyle, address_rate_limited, invalid_request, not_found
 from gateway.credits.errors import account_suspended, insufficient_credits
 from gateway.pipeline import Call, Reply, json_reply
 from gateway.storage.connections import Pool
@@ -41,6 +41,8 @@ MAX_ID = 2**63 - 1
 NO_DELIVERIES = DeliveryCounts(pending=0, delivered=0, dead=0)
 #: Addresses an account's watches may follow when no setting says (the setting's default).
 DEFAULT_MAX_WATCHED = Settings.model_fields["webhook_watched_addresses_per_account"].default
+#: Replays and resumes one account may make a minute when no setting says (the setting's default).
+DEFAULT_ACTIONS_PER_MINUTE = Settings.model_fields["webhook_actions_per_minute"].default
 TopUp = Callable[[str | None], Mapping[str, Any]]
 
 
@@ -59,16 +61,21 @@ class WebhookEndpoints:
         *,
         max_watched: int = DEFAULT_MAX_WATCHED,
         top_up: TopUp = lambda pubkey: {},
+        actions_per_minute: int = DEFAULT_ACTIONS_PER_MINUTE,
     ) -> None:
         self.pool = pool
         self.allow_private = allow_private
         self.max_watched = max_watched
         self.top_up = top_up
+        self.actions_per_minute = actions_per_minute
 
     @classmethod
     def from_settings(cls, pool: Callable[[], Pool | None], settings: Settings, top_up: TopUp) -> WebhookEndpoints:
         max_watched = settings.webhook_watched_addresses_per_account
-        return cls(pool, settings.webhook_allow_private, max_watched=max_watched, top_up=top_up)
+        actions = settings.webhook_actions_per_minute
+        return cls(
+            pool, settings.webhook_allow_private, max_watched=max_watched, top_up=top_up, actions_per_minute=actions
+        )
 
     async def create(self, call: Call) -> Reply:
         caller = call.authenticated().pubkey
@@ -133,12 +140,22 @@ class WebhookEndpoints:
 
     async def _may_deliver(self, caller: str) -> None:
         """What makes deliveries go out again (a replay, a resume) is refused as a creation is: 403 for a
-        suspended account, 402 without a positive balance (its deliveries are paid)."""
+        suspended account, 402 without a positive balance (its deliveries are paid); and 429 past
+        ``actions_per_minute`` of them per account (docs/api.md, Limits)."""
         balance, suspended = await webhooks.standing(self._pool(), caller)
         if suspended:
             raise account_suspended()
         if balance < MIN_BALANCE_TO_CREATE:
-            raise self._refusal(caller, Refused(Refusal.NO_CREDITS, balance))
+            refusal = self._refusal(caller, Refused(Refusal.NO_CREDITS, balance))
+            message = "insufficient credits: a replay or resume needs a positive balance (its deliveries are paid)"
+            raise dataclasses.replace(refusal, message=message)
+        wait_s = await webhooks.take_action(self._pool(), caller, self.actions_per_minute)
+        if wait_s is not None:  # they are free, and each makes deliveries due again: bounded per account
+            raise dataclasses.replace(
+                address_rate_limited(wait_s),
+                message=f"too many replays and resumes: {self.actions_per_minute} a minute per account; "
+                f"retry in {wait_s} s",
+            )
 
     def _refusal(self, caller: str, refused: Refused) -> ProxyError:
         if refused.reason is Refusal.SUSPENDED:

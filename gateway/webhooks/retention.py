@@ -2,7 +2,9 @@
 
 Delivered, dead and cancelled jobs older than ``webhook_retention_days`` are deleted in batches, once
 an hour, by the one ``webhook-watcher`` actor of the cluster (:mod:`actors.webhook_watcher`); a dead
-job can be replayed until then. Pending and delivering jobs are never deleted.
+job can be replayed until then. Pending and delivering jobs are never deleted; but the waiting jobs of
+a subscription paused for more than ``webhook_paused_retention_days`` are cancelled (and so deleted a
+retention later), and parked jobs of a subscription active again are made due (:func:`unpark`).
 """
 
 from __future__ import annotations
@@ -11,13 +13,18 @@ import asyncio
 
 from gateway.storage.connections import Pool
 from gateway.storage.purge import INTERVAL_S, drain, every
-from gateway.webhooks.jobs import purge_finished
+from gateway.webhooks.jobs import purge_finished, unpark
+from gateway.webhooks.store import expire_paused
 
 
 class JobRetention:
-    def __init__(self, pool: Pool, retention_days: float, interval_s: float = INTERVAL_S) -> None:
+    def __init__(
+        self, pool: Pool, retention_days: float, interval_s: float = INTERVAL_S, paused_days: float = 7.0
+    ) -> None:
         self.pool = pool
         self.retention_days = retention_days
+        self.paused_days = paused_days
+        self.expired = 0
         self.interval_s = interval_s
         self.purged = 0
 
@@ -25,6 +32,8 @@ class JobRetention:
         """Delete every finished job past retention, a batch per transaction; how many went."""
         gone = await drain(purge_finished, self.pool, self.retention_days)
         self.purged += gone
+        self.expired += await drain(expire_paused, self.pool, self.paused_days)
+        await unpark(self.pool)
         return gone
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -19,6 +19,7 @@ dataclass here carries it, so no record logged or rendered can show it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -274,6 +275,63 @@ async def delete(pool: asyncpg.Pool, pubkey: str, webhook_id: int) -> int | None
     return len(jobs)
 
 
+#: A waiting job's ``last_error`` when it is cancelled, its subscription paused too long (docs/api.md).
+EXPIRED = "expired: its webhook stayed paused longer than %g days"
+
+
+@postgres_call(WHAT)
+async def expire_paused(pool: asyncpg.Pool, older_than_days: float, batch: int = 5_000) -> int:
+    """Cancel up to ``batch`` waiting jobs of subscriptions paused more than ``older_than_days`` ago;
+    how many. Nobody will deliver them unless the owner resumes, and every such job is a row the queue
+    keeps. A cancelled job that was charged and never answered is refunded in the same transaction, as
+    a deletion does (:func:`delete`); the retention of finished jobs deletes them later."""
+    hooks = await pool.fetch(
+        """SELECT w.id, w.pubkey FROM webhooks w
+           WHERE w.status = 'paused' AND w.paused_at < now() - $1::float8 * interval '1 day'
+             AND EXISTS (SELECT 1 FROM delivery_jobs j WHERE j.webhook_id = w.id AND j.status = 'pending')
+           ORDER BY w.paused_at LIMIT $2""",
+        float(older_than_days),
+        batch,
+    )
+    total = 0
+    for hook in hooks:
+        async with pool.acquire() as conn, conn.transaction():
+            account = await lock_account(conn, hook["pubkey"])
+            jobs = await conn.fetch(
+                """SELECT id, charged, answered FROM delivery_jobs
+                   WHERE webhook_id = $1 AND status = 'pending' ORDER BY id LIMIT $2 FOR UPDATE""",
+                int(hook["id"]),
+                batch - total,
+            )
+            still = await conn.fetchval(
+                """SELECT status = 'paused' AND paused_at < now() - $2::float8 * interval '1 day'
+                   FROM webhooks WHERE id = $1""",
+                int(hook["id"]),
+                float(older_than_days),
+            )
+            if not jobs or not still or account is None:
+                continue
+            await conn.execute(
+                """UPDATE delivery_jobs SET status = 'cancelled', last_error = $2,
+                          charged = CASE WHEN answered THEN charged ELSE 0 END
+                   WHERE id = ANY($1::bigint[])""",
+                [int(j["id"]) for j in jobs],
+                EXPIRED % older_than_days,
+            )
+            why = "webhook delivery {} expired (its webhook stayed paused): charge returned"
+            refunds = [
+                Refund(int(j["id"]), int(j["charged"]), why.format(j["id"]))
+                for j in jobs
+                if j["charged"] > 0 and not j["answered"]
+            ]
+            if refunds:
+                await refund_deliveries(conn, account, refunds)
+        total += len(jobs)
+        if total >= batch:
+            break
+    return total
+
+
 @postgres_call(WHAT)
 async def rotate_secret(pool: asyncpg.Pool, pubkey: str, webhook_id: int, secret: str) -> bool:
     """Replace the signing secret of ``pubkey``'s subscription; False when it has no such subscription."""
@@ -292,6 +350,35 @@ async def standing(pool: asyncpg.Pool, pubkey: str) -> tuple[int, bool]:
     """The account's balance and whether it is suspended (0 and False without an account)."""
     row = await pool.fetchrow("SELECT balance, status FROM accounts WHERE pubkey = $1", pubkey)
     return (0, False) if row is None else (int(row["balance"]), row["status"] == "suspended")
+
+
+#: The window in which an account's replays and resumes are counted (docs/api.md, Limits).
+ACTION_WINDOW_S = 60
+
+
+@postgres_call(WHAT)
+async def take_action(pool: asyncpg.Pool, pubkey: str, per_minute: int) -> int | None:
+    """Count one replay or resume of ``pubkey``: None when it is within ``per_minute`` in the last
+    minute, else the seconds until one of the counted ones leaves the window (nothing counted then).
+    Under a per-account advisory lock, so concurrent actions on several replicas cannot pass together."""
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", f"webhook-actions:{pubkey}")
+        window = float(ACTION_WINDOW_S)
+        await conn.execute(
+            "DELETE FROM webhook_actions WHERE pubkey = $1 AND at <= now() - $2::float8 * interval '1 second'",
+            pubkey,
+            window,
+        )
+        row = await conn.fetchrow(
+            """SELECT count(*) AS n, extract(epoch FROM min(at) + $2::float8 * interval '1 second' - now()) AS wait
+               FROM webhook_actions WHERE pubkey = $1""",
+            pubkey,
+            window,
+        )
+        if row["n"] >= per_minute:
+            return max(1, math.ceil(float(row["wait"])))
+        await conn.execute("INSERT INTO webhook_actions (pubkey) VALUES ($1)", pubkey)
+    return None
 
 
 @postgres_call(WHAT)

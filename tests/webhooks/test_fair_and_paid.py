@@ -75,7 +75,14 @@ async def test_one_accounts_hanging_receivers_cannot_stall_another_accounts_deli
         receiver.group[hook.id] = "greedy"
     backlog = [await enqueue(pool, hooks[n % 4]) for n in range(40)]
     config = DispatchConfig(
-        concurrency=4, per_webhook=4, per_account=3, timeout_s=120, lease_s=300, allow_private=True, poll_s=0.05
+        concurrency=4,
+        per_webhook=4,
+        per_account=3,
+        total_slots=8,  # the two dispatchers' slots, as the actors are told
+        timeout_s=120,
+        lease_s=300,
+        allow_private=True,
+        poll_s=0.05,
     )
     assert 2 * config.in_hand <= len(hooks) * config.per_webhook  # what the account could take without its share
 
@@ -93,6 +100,36 @@ async def test_one_accounts_hanging_receivers_cannot_stall_another_accounts_deli
     assert receiver.group_most["greedy"] == 3  # over both dispatchers, never more
     statuses = await pool.fetch("SELECT status FROM delivery_jobs WHERE id = ANY($1)", backlog)
     assert [r["status"] for r in statuses] == ["delivered"] * len(backlog)
+
+
+async def test_four_accounts_whose_receivers_hang_leave_a_share_of_the_slots_to_a_fifth(
+    pool: asyncpg.Pool, receiver: Receiver
+) -> None:
+    """Four accounts, each a webhook whose receiver never answers and a backlog, each allowed 2
+    deliveries at once: together all 8 slots of the one dispatcher, so without a share cut from the
+    slots a fifth account's event would wait for their attempts to time out (120 s)."""
+    hooks = [await subscribe(pool, receiver.url, await account(pool)) for _ in range(4)]
+    for n, hook in enumerate(hooks):
+        receiver.hold[hook.id] = asyncio.Event()
+        receiver.group[hook.id] = f"greedy{n}"
+    backlog = [await enqueue(pool, hooks[n % 4]) for n in range(40)]
+    config = DispatchConfig(
+        concurrency=8, per_webhook=8, per_account=2, timeout_s=120, lease_s=300, allow_private=True, poll_s=0.05
+    )
+    assert len(hooks) * config.per_account == config.concurrency  # what they could hold without the share
+
+    async with dispatching(pool, config):
+        await eventually(lambda: is_true(sum(receiver.group_in_flight.values()) >= 4), "the greedy deliveries out")
+        other = await subscribe(pool, receiver.url)  # a fifth account
+        prompt = await enqueue(pool, other)
+        await eventually(settled(pool, prompt), "a fifth account's delivery, the others hanging", timeout_s=30)
+        hanging = sum(receiver.group_in_flight[f"greedy{n}"] for n in range(4))
+        assert hanging == 4  # one each: 8 slots / (4 accounts + 1)
+        for hook in hooks:
+            receiver.hold[hook.id].set()
+        await eventually(settled(pool, *backlog), "the backlog once the receivers answer")
+    assert (await job(pool, prompt))["status"] == "delivered"
+    assert max(receiver.group_most[f"greedy{n}"] for n in range(4)) == 1
 
 
 # -- transaction deliveries are paid -------------------------------------------------------------------

@@ -25,6 +25,7 @@ from tests.auth.helpers import create_account, open_session, request, signed
 from tests.credits.helpers import fund
 from tests.support import RunningGateway
 from tests.webhooks.conftest import WebhookClient
+from tests.webhooks.support import spend
 
 CALLER = str(WalletSigner(bytes(32)).pubkey)
 SOMEONE = "Vote111111111111111111111111111111111111111"
@@ -434,3 +435,28 @@ async def add_jobs(
 async def job_statuses(db: asyncpg.Connection, ids: list[int]) -> list[str]:
     rows = await db.fetch("SELECT status FROM delivery_jobs WHERE id = ANY($1) ORDER BY id", ids)
     return [r["status"] for r in rows]
+
+
+async def test_replay_and_resume_need_credits_and_are_bounded_per_account(
+    gateway: RunningGateway, http: aiohttp.ClientSession, owner: WebhookClient, other: WebhookClient
+) -> None:
+    """Replays and resumes are free and make deliveries due again: an account without credits gets 402
+    for them, as for a creation, and one account gets 10 a minute (429 with Retry-After past them),
+    whatever another account does."""
+    hook = await owner.created(url=HOOK, filter_type="my_account")
+    theirs = await other.created(url=HOOK, filter_type="my_account")
+    for n in range(10):
+        answer = await owner.action(hook["id"], "resume" if n % 2 else "replay")
+        assert answer.status == 200, (n, answer)
+    refused = await owner.action(hook["id"], "resume")
+    assert (refused.status, refused.json["error"]["code"]) == (429, "RATE_LIMITED"), refused
+    retry_after = {k.lower(): v for k, v in refused.headers.items()}["retry-after"]
+    assert 1 <= int(retry_after) <= 60
+    assert "10 a minute per account" in refused.json["error"]["message"]
+    assert (await other.action(theirs["id"], "replay")).status == 200  # another account's own count
+
+    db = gateway.app.conn.db
+    assert db is not None
+    await spend(db, other.pubkey, await db.fetchval("SELECT balance FROM accounts WHERE pubkey = $1", other.pubkey))
+    unfunded = await other.action(theirs["id"], "resume")
+    assert (unfunded.status, unfunded.json["error"]["code"]) == (402, -32010), unfunded

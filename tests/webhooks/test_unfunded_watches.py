@@ -104,7 +104,7 @@ async def test_a_drained_accounts_watch_gives_its_place_to_another_account_until
 ) -> None:
     """The older watch holds the one place; its account spends its credits; at the next pass it is
     paused, its address dropped from the stream and the polls, and the newer account's address is
-    followed instead. Resumed without credits it is paused again before being followed; after a
+    followed instead. A resume without credits is refused (402, as a creation); after a
     deposit and a resume it is followed again and receives what happened while it was paused."""
     drained = await WebhookClient.new(http, gateway_here, credits=SMALL_DEPOSIT)
     other = await WebhookClient.new(http, gateway_here)
@@ -132,8 +132,8 @@ async def test_a_drained_accounts_watch_gives_its_place_to_another_account_until
         assert await signatures(pool, drained_hook) == []  # not watched: nothing written, nothing to charge
         assert await signatures(pool, other_hook) == [to_y]
 
-        resumed = await drained.action(drained_hook, "resume")  # still no credits
-        assert resumed.status == 200 and resumed.json["resumed"] is True
+        resumed = await drained.action(drained_hook, "resume")  # still no credits: refused, as a creation is
+        assert (resumed.status, resumed.json["error"]["code"]) == (402, -32010), resumed
         await watches.poll_all()
         assert watches.addresses == [str(y)]
         (listed,) = await drained.listed()
