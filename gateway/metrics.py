@@ -36,6 +36,9 @@ class MetricSpec:
     description: str
     labels: Labels = ()
     buckets: tuple[float, ...] = ()  # histograms: upper bounds in seconds (or the metric's unit)
+    #: Counters: the series exported at zero before their first event (so ``rate()`` and the alerts see
+    #: them from the start): every one of an unlabelled counter, the documented label values of others.
+    zero: tuple[Labels, ...] = ()
 
 
 class Sink(Protocol):
@@ -79,18 +82,33 @@ class Metric:
 REGISTRY: dict[str, Metric] = {}
 
 
-def _declare(name: str, kind: Kind, description: str, labels: Labels = (), buckets: Iterable[float] = ()) -> Metric:
+def _declare(
+    name: str,
+    kind: Kind,
+    description: str,
+    labels: Labels = (),
+    buckets: Iterable[float] = (),
+    zero: Iterable[Labels] = (),
+) -> Metric:
     if name in REGISTRY:
         raise ValueError(f"metric {name} declared twice")
     if (kind is Kind.COUNTER) != name.endswith("_total"):
         raise ValueError(f"{name}: counters, and only counters, end in _total")
-    metric = Metric(MetricSpec(name, kind, description, labels, tuple(buckets)))
+    zero = tuple(zero)
+    if any(len(series) != len(labels) for series in zero):
+        raise ValueError(f"{name}: a zero series must name each of {labels}")
+    metric = Metric(MetricSpec(name, kind, description, labels, tuple(buckets), zero))
     REGISTRY[name] = metric
     return metric
 
 
-def counter(name: str, description: str, labels: Labels = ()) -> Metric:
-    return _declare(name, Kind.COUNTER, description, labels)
+def counter(name: str, description: str, labels: Labels = (), zero: Iterable[Labels] | None = None) -> Metric:
+    """A counter; ``zero``: its series exported at 0 until they move (default: the one of no labels)."""
+    return _declare(name, Kind.COUNTER, description, labels, zero=((),) if zero is None and not labels else zero or ())
+
+
+def _each(*values: str) -> tuple[Labels, ...]:
+    return tuple((value,) for value in values)
 
 
 def gauge(name: str, description: str, labels: Labels = ()) -> Metric:
@@ -145,6 +163,7 @@ CACHE_LOOKUPS = counter(
     "gateway_response_cache_lookups_total",
     "Calls looked up in the response cache, by result (hit, partial, miss)",
     ("result",),
+    _each("hit", "partial", "miss"),
 )
 
 # Credits.
@@ -157,11 +176,13 @@ LEASES = counter(
     "gateway_credit_lease_requests_total",
     "Credit lease requests answered by the ledger, by result (granted, empty, no_account)",
     ("result",),
+    _each("granted", "empty", "no_account"),
 )
 RECALLS = counter(
     "gateway_credit_recalls_total",
     "Credits asked back from other replicas' leases by a call short of credits, by result (returned, nothing)",
     ("result",),
+    _each("returned", "nothing"),
 )
 SETTLE_SECONDS = histogram(
     "gateway_credit_settle_duration_seconds", "One lease settle (usage written, lease renewed)", LATENCY_BUCKETS
@@ -171,6 +192,7 @@ SLICE_EXCHANGES = counter(
     "gateway_account_slice_exchanges_total",
     "A replica's exchanges with an account shard (rate and concurrency slices), by result (answered, unavailable)",
     ("result",),
+    _each("answered", "unavailable"),
 )
 SLICE_SECONDS = histogram(
     "gateway_account_slice_exchange_duration_seconds",
@@ -193,6 +215,7 @@ WS_OVERFLOW_CLOSES = counter(
     "gateway_ws_overflow_closes_total",
     "WebSockets closed 1013 with 10,000 undelivered messages, by whose fault (client: not reading; gateway: behind)",
     ("cause",),
+    _each("client", "gateway"),
 )
 GRPC_STREAMS = gauge("gateway_grpc_streams", "Open gRPC Subscribe streams of this gRPC server process")
 GRPC_UPSTREAM_CONNECTED = gauge(
@@ -208,6 +231,7 @@ WEBHOOK_DELIVERIES = counter(
     "gateway_webhook_deliveries_total",
     "Webhook delivery attempts written, by outcome (delivered, retry, dead, lost)",
     ("outcome",),
+    _each("delivered", "retry", "dead", "lost"),
 )
 WEBHOOK_QUEUE = gauge("gateway_webhook_queue_depth", "Webhook jobs pending or being delivered")
 WEBHOOK_OLDEST = gauge(
@@ -215,7 +239,10 @@ WEBHOOK_OLDEST = gauge(
 )
 WEBHOOK_DEAD = gauge("gateway_webhook_dead_jobs", "Webhook jobs in the dead state (kept until retention)")
 SEND_RACES = counter(
-    "gateway_send_races_total", "sendAndConfirm races, by outcome (confirmed, failed, unknown)", ("outcome",)
+    "gateway_send_races_total",
+    "sendAndConfirm races, by outcome (confirmed, failed, unknown)",
+    ("outcome",),
+    _each("confirmed", "failed", "unknown"),
 )
 SEND_LANDING_SECONDS = histogram(
     "gateway_send_landing_duration_seconds",
@@ -226,6 +253,7 @@ SEND_LEG_SENDS = counter(
     "gateway_send_leg_sends_total",
     "Broadcasts of a race on one leg (local_rpc, jito, tpu_quic), by result (accepted, refused, failed)",
     ("leg", "result"),
+    tuple((leg, result) for leg in ("local_rpc", "jito", "tpu_quic") for result in ("accepted", "refused", "failed")),
 )
 SEND_HOLDS = gauge("gateway_send_holds_pending", "sendAndConfirm charges held and not settled yet")
 SEND_HOLD_OLDEST = gauge(

@@ -3,7 +3,8 @@
 Parts: PostgreSQL, Redis, the node (its slot), Ray (its nodes), Serve (the app's replicas), each named
 actor (``ALIVE``; ``RESTARTING`` is shown as a warning, ``DEAD`` or missing is down), and the lags: the
 deposit watcher's cursor and the signal classifier's against the node's slot, the webhook queue's depth
-and its oldest waiting job, the send holds not settled.
+and its oldest waiting job, the send holds not settled; and the exposure: every listening socket of the
+stack's processes, a warning for one beyond loopback on a local Ray, and the metrics URL.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def status(
     ):
         parts += _ray_parts(settings, ray_timeout)
     parts += _lags(settings, parts)
+    parts.append(_exposure(settings))
     down = [p.name for p in parts if p.state == DOWN]
     if json_out:
         doc = {"ok": not down, "down": down, "home": str(settings.resolved_home), "parts": [asdict(p) for p in parts]}
@@ -182,6 +184,30 @@ def _ray_parts(settings: Settings, timeout_s: float) -> list[Part]:
             state, detail = WARN, f"{detail}; its loop is not running"
         parts.append(Part(f"actor {name}", state, detail, actor))
     return parts
+
+
+def _exposure(settings: Settings) -> Part:
+    """What the stack's processes listen on (gateway.runtime.exposure), and the metrics URL. On a local Ray a
+    listener beyond loopback is flagged, unless it is the gateway's own port on the GATEWAY_HOST set."""
+    from gateway.runtime.exposure import is_loopback, listeners, stack_processes
+
+    found = listeners(stack_processes(settings.resolved_home))
+    metrics = f"http://127.0.0.1:{settings.metrics_export_port}/metrics"
+    local = not settings.ray_address or settings.ray_address == "local"
+    chosen = {settings.port, settings.grpc_port} if not is_loopback(settings.host) else set()
+    flagged = [str(item) for item in found if local and not item.loopback and item.port not in chosen]
+    data = {
+        "listeners": [{"address": i.address, "port": i.port, "pid": i.pid, "process": i.process} for i in found],
+        "not_loopback": flagged,
+        "metrics": metrics if local else None,
+    }
+    if not found:
+        return Part("exposure", WARN, "no process of this data dir's `gateway up` found listening", data)
+    shown = ", ".join(sorted({f"{i.address}:{i.port}" for i in found if not i.loopback})) or "loopback only"
+    detail = f"{len(found)} listening sockets: {shown}" + (f"; metrics {metrics}" if local else "")
+    if flagged:
+        return Part("exposure", WARN, f"{detail}; NOT on loopback: {', '.join(flagged)}", data)
+    return Part("exposure", UP, detail, data)
 
 
 def _lags(settings: Settings, parts: list[Part]) -> list[Part]:

@@ -52,7 +52,8 @@ class RaySink:
         inner = getattr(metric, "_metric", None)  # None: a name Ray discards (it would say so at start)
         self._record = inner.record if inner is not None else None
         self._tags: dict[Labels, dict[str, str]] = {}
-        self._pending: dict[Labels, Any] = {}
+        # a counter's documented series go out at 0 with the first flush (gateway.metrics, MetricSpec.zero)
+        self._pending: dict[Labels, Any] = dict.fromkeys(spec.zero, 0.0) if spec.kind is Kind.COUNTER else {}
         self._gauges: dict[Labels, float] = {}  # every gauge series' last value (the flusher's own)
         self._lock = threading.Lock()
 

@@ -5,6 +5,7 @@ ends, the gRPC stream, the devnode, Redis and PostgreSQL) is on a loopback addre
 from __future__ import annotations
 
 import stat
+import time
 import urllib.request
 
 from gateway.runtime.exposure import listeners, stack_processes
@@ -26,9 +27,21 @@ def test_every_listener_of_the_stack_is_on_loopback(service: RunningService) -> 
 
 
 def test_metrics_on_the_configured_loopback_port(service: RunningService) -> None:
+    """The port `gateway up` prints serves the gateway's metrics, counters that never moved included (at 0)."""
     url = f"http://127.0.0.1:{service.env['GATEWAY_METRICS_EXPORT_PORT']}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as resp:
-        assert resp.status == 200
+    wanted = ("ray_gateway_credit_settle_failures_total{", "ray_gateway_webhook_deliveries_total{", 'outcome="lost"')
+    deadline = time.monotonic() + 90  # each process reports to Ray's agent every 10 s
+    while True:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            assert resp.status == 200
+            text = resp.read().decode()
+        if all(part in text for part in wanted) or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    missing = [part for part in wanted if part not in text]
+    assert not missing, missing
+    zero = [line for line in text.splitlines() if line.startswith("ray_gateway_credit_settle_failures_total{")]
+    assert zero and all(line.endswith(" 0.0") or line.endswith(" 0") for line in zero), zero
     assert f"metrics http://127.0.0.1:{service.env['GATEWAY_METRICS_EXPORT_PORT']}/metrics" in service.log.read_text()
 
 

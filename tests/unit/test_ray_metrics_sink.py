@@ -50,3 +50,22 @@ def test_counters_hand_their_sum_once_and_histograms_each_observation() -> None:
     histogram.flush()
     histogram.flush()
     assert observed == [(0.05, {"side": "a"}), (0.5, {"side": "a"})]
+
+
+def test_a_counters_documented_series_go_out_at_zero_before_any_event() -> None:
+    """A documented metric that has had no event is still exported, at 0 (rate() and the alerts see it)."""
+    sink = RaySink(MetricSpec("gateway_test_outcomes_total", Kind.COUNTER, "test", ("side",), zero=(("a",), ("b",))))
+    handed: list[tuple[float, dict[str, str]]] = []
+    sink._record = lambda value, tags: handed.append((value, tags))
+    sink.flush()
+    sink.record(2.0, ("a",))
+    sink.flush()
+    assert handed == [(0.0, {"side": "a"}), (0.0, {"side": "b"}), (2.0, {"side": "a"})]
+
+
+def test_every_unlabelled_counter_and_the_documented_outcomes_are_zero_series() -> None:
+    from gateway import metrics
+
+    assert metrics.SETTLE_FAILURES.spec.zero == ((),)
+    assert ("lost",) in metrics.WEBHOOK_DELIVERIES.spec.zero and ("unknown",) in metrics.SEND_RACES.spec.zero
+    assert all(m.spec.zero == () for m in metrics.REGISTRY.values() if m.spec.kind is not Kind.COUNTER)
