@@ -136,6 +136,19 @@ async def test_a_blocked_address_gets_4003_on_the_socket(gateway: RunningGateway
     assert "failed authentications" in closed.value.rcvd.reason
 
 
+async def test_a_blocked_address_gets_429_on_mcp(gateway: RunningGateway) -> None:
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    async with aiohttp.ClientSession() as http:
+        for _ in range(BURST + 2):  # make sure the address is over its bound whatever ran before
+            await rpc(http, gateway.url, generate_api_key())
+        async with http.post(
+            gateway.url + "/mcp", json=initialize, headers={**headers, "X-Api-Key": generate_api_key()}
+        ) as resp:
+            assert resp.status == 429, await resp.text()
+            assert int(resp.headers["Retry-After"]) >= 1
+
+
 async def test_unknown_keys_do_not_push_real_ones_out_of_the_cache(
     database_url: str, redis_client: aioredis.Redis
 ) -> None:
