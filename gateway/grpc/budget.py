@@ -9,6 +9,11 @@ streams together would be more than ``account_filters`` (a part of the budget, s
 take it all and refuse everyone else's streams). A stream's new request is claimed instead of its old
 one, so a bigger replacement is checked like a new stream.
 
+With the replay log the process asks the node for its whole feed instead (``whole_feed``): the node never
+sees the streams' filters, so the process's limit then counts only the filters the fan-out tries on every
+update (those without keys: :func:`keyless`); keyed ones are index lookups and count only in their
+account's share, so a few accounts can no longer take the whole budget with them.
+
 Kinds that count: ``accounts``, and ``transactions`` with ``transactions_status`` (the union asks for
 both as transaction filters); the union's ``slots`` and ``blocks_meta`` are one filter each however many
 streams ask. Pure: no I/O.
@@ -20,7 +25,7 @@ from collections import Counter
 from collections.abc import Hashable
 
 from gateway.grpc.rules import StreamLimits, account_budget_message, process_budget_message
-from geyser_proto.filters import Filters
+from geyser_proto.filters import AccountFilter, Filters, TransactionFilter
 
 #: The kinds the budget counts, as a client's message names them.
 KINDS = ("`accounts`", "`transactions` and `transactions_status`")
@@ -41,9 +46,24 @@ def _distinct_after(held: Counter[Hashable], old: frozenset[Hashable], new: froz
     return len(held) - gone + added
 
 
+def keyless(f: Hashable) -> bool:
+    """A filter the fan-out tries on every update of its kind (no account, owner or transaction key to index it
+    under, :mod:`geyser_proto.fanout`); a keyed one costs only the updates that carry one of its keys."""
+    if isinstance(f, AccountFilter):
+        return not (f.accounts or f.owners)
+    if isinstance(f, TransactionFilter):
+        return not (f.include or f.required)
+    return True
+
+
 class FilterBudget:
-    def __init__(self, limits: StreamLimits) -> None:
+    """``whole_feed``: the upstream subscription asks for the node's whole feed (the replay log), so the
+    streams' filters never reach the node and the process's limit counts only the keyless filters, the ones
+    that cost matching on every update; each account's share still counts all of its filters."""
+
+    def __init__(self, limits: StreamLimits, *, whole_feed: bool = False) -> None:
         self.limits = limits
+        self.whole_feed = whole_feed
         self._streams: dict[Hashable, tuple[str, _Parts]] = {}  # stream -> (account, its parts)
         self._process: list[Counter[Hashable]] = [Counter() for _ in KINDS]
         self._accounts: dict[str, list[Counter[Hashable]]] = {}
@@ -58,14 +78,14 @@ class FilterBudget:
             count = _distinct_after(mine[i], old[i], new[i])
             if count > self.limits.account_filters:
                 return account_budget_message(kind, count, self.limits)
-            count = _distinct_after(self._process[i], old[i], new[i])
+            count = _distinct_after(self._process[i], self._counted(old[i]), self._counted(new[i]))
             if count > self.limits.max_filters:
-                return process_budget_message(kind, count, self.limits)
+                return process_budget_message(kind, count, self.limits, self.whole_feed)
         self.release(stream)
         self._streams[stream] = (account, new)
         mine = self._accounts.setdefault(account, [Counter() for _ in KINDS])
         for i in range(len(KINDS)):
-            self._process[i].update(new[i])
+            self._process[i].update(self._counted(new[i]))
             mine[i].update(new[i])
         return None
 
@@ -77,13 +97,17 @@ class FilterBudget:
         account, old = held
         mine = self._accounts.get(account) or [Counter() for _ in KINDS]  # none when its filters counted nothing
         for i in range(len(KINDS)):
-            for counter in (self._process[i], mine[i]):
-                counter.subtract(old[i])
-                for f in old[i]:
+            for counter, gone in ((self._process[i], self._counted(old[i])), (mine[i], old[i])):
+                counter.subtract(gone)
+                for f in gone:
                     if counter[f] <= 0:
                         del counter[f]
         if not any(mine):
             self._accounts.pop(account, None)
+
+    def _counted(self, held: frozenset[Hashable]) -> frozenset[Hashable]:
+        """What of ``held`` the process's limit counts."""
+        return frozenset(f for f in held if keyless(f)) if self.whole_feed else held
 
     def used(self, account: str | None = None) -> tuple[int, ...]:
         """Distinct filters of each kind in use: the process's, or one account's streams'."""

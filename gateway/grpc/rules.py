@@ -70,7 +70,13 @@ def account_budget_message(kind: str, count: int, limits: StreamLimits) -> str:
     )
 
 
-def process_budget_message(kind: str, count: int, limits: StreamLimits) -> str:
+def process_budget_message(kind: str, count: int, limits: StreamLimits, keyless: bool = False) -> str:
+    if keyless:
+        return (
+            f"filter budget exceeded: this server's streams would use {count} distinct {kind} filters without "
+            f"keys (at most {limits.max_filters}: each is tried on every update; the stream is closed: name the "
+            "accounts, owners or transaction keys to watch, or retry later)"
+        )
     return (
         f"filter budget exceeded: this server's streams would use {count} distinct {kind} filters (at most "
         f"{limits.max_filters}, what the node accepts in one subscription; the stream is closed: retry later)"

@@ -133,7 +133,7 @@ class GrpcStreamServer:
             settings.upstream_grpc_url, self.fanout, token=settings.upstream_grpc_token, log=self.replay_log
         )
         limits = limits_of(settings)
-        self.budget = FilterBudget(limits)
+        self.budget = FilterBudget(limits, whole_feed=self.replay_log is not None)
         deps = ServiceDeps(self.auth, self.meter, self.limiter, self.fanout, self.upstream, limits, self.budget)
         if self.replay_log is not None:
             deps.filter_limits, deps.replay_log = FilterLimits(from_slot=True), self.replay_log

@@ -67,8 +67,9 @@ async def test_the_budget_gives_each_account_a_share_and_checks_a_bigger_replace
     geyser: GeyserClient, serve_stream: StreamFactory, db: asyncpg.Connection
 ) -> None:
     pb2 = geyser.pb2
-    # A node that takes 8 filters of a kind: 4 per account.
-    async with serve_stream(upstream_grpc_max_filters=8, grpc_account_filter_share=0.5) as stream:
+    # A node that takes 8 filters of a kind: 4 per account. Without a replay log: with one, the node is asked
+    # for its whole feed and the process counts only keyless filters (tests/grpc/test_hostile.py).
+    async with serve_stream(upstream_grpc_max_filters=8, grpc_account_filter_share=0.5, grpc_replay_slots=0) as stream:
         keys = [(await stream.customer(db, 10_000))[1] for _ in range(3)]
         async with grpc.aio.insecure_channel(stream.address) as channel:
             first, shared = Subscription(geyser, channel, keys[0]), Subscription(geyser, channel, keys[0])

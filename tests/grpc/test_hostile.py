@@ -6,12 +6,14 @@ generated stubs, the server in this process, real PostgreSQL and Redis, the devn
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import asyncpg
 import grpc
 
 from tests.grpc.client import Subscription, kind
 from tests.grpc.conftest import GeyserClient, RunningStream, StreamFactory
+from tests.grpc.test_fairness import watched
 
 
 async def records(db: asyncpg.Connection, stream: RunningStream, pubkey: str) -> list[tuple[str, int, bool]]:
@@ -148,3 +150,40 @@ async def test_a_stream_changing_its_filters_too_fast_is_closed_and_another_stre
         assert "filter change rate exceeded: at most 10 SubscribeRequests at once" in (error.details() or "")
         await other.until(lambda u: kind(u) == "slot")
     assert await records(db, stream, pubkey) == [("grpc:Subscribe", 1, False)]  # it was served: charged
+
+
+async def test_with_the_whole_feed_a_few_accounts_keyed_filters_do_not_take_the_budget_keyless_ones_do(
+    geyser: GeyserClient, serve_stream: StreamFactory, db: asyncpg.Connection
+) -> None:
+    """With the replay log (the default) the node is asked for its whole feed: keyed filters are index lookups and
+    count only in their account's share, so two accounts at their share no longer refuse a third; filters without
+    keys, tried on every update, still count in the process's limit."""
+    pb2 = geyser.pb2
+
+    def keyless(count: int, base: int) -> dict[str, Any]:
+        sizes = [pb2.SubscribeRequestFilterAccountsFilter(datasize=base + n) for n in range(count)]
+        return {f"d{n}": pb2.SubscribeRequestFilterAccounts(filters=[size]) for n, size in enumerate(sizes)}
+
+    async with serve_stream(upstream_grpc_max_filters=8, grpc_account_filter_share=0.5) as stream:
+        keys = [(await stream.customer(db, 10_000))[1] for _ in range(6)]
+        async with grpc.aio.insecure_channel(stream.address) as channel:
+            held = []
+            for key in keys[:2]:  # two accounts, each at its share (4) of keyed filters: 8, the node's number
+                held.append(Subscription(geyser, channel, key))
+                await held[-1].send(accounts=watched(pb2, 4)[0])
+                await held[-1].ping()
+            third = Subscription(geyser, channel, keys[2])  # was refused: "this server's streams would use 12"
+            await third.send(accounts=watched(pb2, 4)[0])
+            await third.ping()
+
+            for n, key in enumerate(keys[3:5]):  # two more accounts, 4 keyless filters each: 8 in all
+                held.append(Subscription(geyser, channel, key))
+                await held[-1].send(accounts=keyless(4, 100 * n + 1))
+                await held[-1].ping()
+            refused = Subscription(geyser, channel, keys[5])  # a sixth account, within its share: one keyless more
+            await refused.send(accounts=keyless(1, 1_000))
+            error = await refused.error()
+            assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
+            assert "would use 9 distinct `accounts` filters without keys (at most 8" in (error.details() or "")
+            for sub in (*held, third):  # the others go on
+                await sub.ping()
