@@ -376,7 +376,7 @@ class Dispatcher:
         refusal = _url_problem(job.url, self.config.allow_private)  # as at creation: DNS is checked at connect
         if refusal is not None:
             return Outcome(job.id, job.attempts, Result.DEAD, error=f"refused: {refusal}")
-        if job.price > 0 and job.charged == 0:
+        if job.charged == 0:  # a free (lifecycle) job too: none for a suspended account
             paid = await charge(self.pool, self.id, job, self.events)
             if paid is Charge.UNPAID:
                 self.stats.unpaid += 1

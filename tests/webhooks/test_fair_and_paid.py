@@ -277,3 +277,21 @@ async def test_a_webhook_whose_deliveries_keep_dying_is_paused_until_resumed(
     (listed,) = await owner.listed()
     assert (listed["status"], listed["paused_reason"]) == ("active", None)
     assert await pool.fetchval("SELECT consecutive_dead FROM webhooks WHERE id = $1", hook_id) == 0
+
+
+async def test_a_suspended_accounts_free_lifecycle_delivery_waits_paused(
+    pool: asyncpg.Pool, receiver: Receiver
+) -> None:
+    """Lifecycle deliveries are free, but a suspended account gets none: its webhook is paused with the
+    reason and the job waits (pending) for a resume once the account is active again."""
+    hook = await subscribe(pool, receiver.url)
+    await pool.execute("UPDATE accounts SET status = 'suspended' WHERE pubkey = $1", hook.pubkey)
+    waiting = await enqueue(pool, hook)  # price 0: a lifecycle event
+    config = DispatchConfig(concurrency=2, per_webhook=2, timeout_s=5, lease_s=20, allow_private=True, poll_s=0.05)
+    async with dispatching(pool, config):
+        await eventually(paused(pool, hook.id), "the suspended account's webhook paused")
+    assert receiver.received == []
+    row = await job(pool, waiting)
+    assert (row["status"], row["attempts"]) == ("pending", 0)
+    reason = await pool.fetchval("SELECT paused_reason FROM webhooks WHERE id = $1", hook.id)
+    assert reason == webhooks.SUSPENDED_REASON % hook.id
