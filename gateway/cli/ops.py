@@ -23,7 +23,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from gateway.cli.stores import StoreNotFound, announce_status, default_operator, pool
+from gateway.cli.stores import StoreNotFound, announce_limits, announce_status, default_operator, pool
 from gateway.config import ConfigError, Settings, load_settings
 from gateway.storage import operator as ops
 from gateway.storage.errors import StoreUnavailable
@@ -300,7 +300,8 @@ def account_limits(
     config: ConfigOption = None,
 ) -> None:
     """Show the account's limits, or set its overrides (--rate, --concurrency) or drop them (--reset).
-    A change reaches each replica at its next credit lease: within lease_ttl_s (30 s), either direction."""
+    A change, tighter or looser, reaches every replica at once: each gives back its leases of the account
+    and reads the new limits with the next one (without Redis: at its next lease, within lease_ttl_s)."""
     settings = load(config)
     if reset and (rate is not None or concurrency is not None):
         raise fail("refused: --reset or --rate/--concurrency, not both", 2)
@@ -332,6 +333,12 @@ def account_limits(
 
     before, after = run_db(settings, change)
     shown = _limits(settings, *after)
+    try:  # the replicas take them at once (their leases of the account given back), tighter or looser
+        _run(announce_limits(settings, pubkey))
+        when = "every replica applies them at the account's next call"
+    except (OSError, StoreNotFound, StoreUnavailable, TimeoutError) as exc:
+        err.print(f"[yellow]could not tell the replicas at once ({escape(str(exc))})[/yellow]")
+        when = f"each replica applies them at its next credit lease, within lease_ttl_s = {settings.lease_ttl_s:g} s"
     if json_out:
         was = {"rate_limit_rps": before[0], "concurrency_limit": before[1]}
         now = {"rate_limit_rps": after[0], "concurrency_limit": after[1]}
@@ -340,8 +347,7 @@ def account_limits(
     out.print(
         f"{pubkey}: rate {shown['rate_limit_rps']} req/s ({shown['rate_source']}), concurrency "
         f"{shown['concurrency_limit']} ({shown['concurrency_source']}); overrides were "
-        f"{_overrides(before)}, now {_overrides(after)} (each replica applies them at its next credit lease, "
-        f"within lease_ttl_s = {settings.lease_ttl_s:g} s, in either direction)"
+        f"{_overrides(before)}, now {_overrides(after)} ({when})"
     )
 
 

@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 from gateway.auth.revocations import resumption_message, suspension_message
 from gateway.config import Settings
 from gateway.runtime.inspect import embedded_database_url, embedded_redis_url
-from gateway.storage.channels import REVOKED_KEYS, Channel
+from gateway.storage.channels import RECALL, REVOKED_KEYS, Channel
 
 
 class StoreNotFound(Exception):
@@ -74,5 +74,17 @@ async def announce_status(settings: Settings, pubkey: str, suspended: bool) -> N
     try:
         message = suspension_message(pubkey) if suspended else resumption_message(pubkey)
         await Channel(client, REVOKED_KEYS).publish([message])
+    finally:
+        await client.aclose()
+
+
+async def announce_limits(settings: Settings, pubkey: str) -> None:
+    """Make every replica take ``pubkey``'s new limits now, in either direction: a replica reads them from
+    its credit lease, so they are asked to give back the account's leases (the ``RECALL`` channel's
+    ``want``, :mod:`gateway.credits.recall`), and the account's next call there takes a new lease with the
+    new limits. Raises when Redis cannot take it (then each applies them at its next lease)."""
+    client = aioredis.Redis.from_url(redis_url(settings), socket_timeout=5, socket_connect_timeout=5)
+    try:
+        await Channel(client, RECALL).publish([f"want operator {pubkey}"])
     finally:
         await client.aclose()

@@ -3,6 +3,7 @@ operator action with the reason and the operator, the audit clean after each."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -182,4 +183,60 @@ async def test_limits_json_and_no_python_tuples(cli_pool: asyncpg.Pool, gateway_
     said = await gateway_cli("account", "limits", pubkey, "--reset", "--reason", "back")
     assert said.returncode == 0 and "(5, None)" not in said.stdout and "None" not in said.stdout, said.stdout
     assert "overrides were rate 5, concurrency default, now none" in said.stdout
-    assert "within lease_ttl_s" in said.stdout
+    assert "every replica applies them at the account's next call" in said.stdout
+
+
+async def test_a_limits_change_reaches_a_replicas_meter_at_once_both_ways(
+    cli_pool: asyncpg.Pool, redis_url: str, gateway_cli: Run
+) -> None:
+    """A replica reads an account's limits from its credit lease: the CLI's change makes every replica give
+    back its leases of the account (the recall channel), so the next call leases anew with the new limits,
+    tightened or loosened alike, instead of at the lease's end (lease_ttl_s, 30 s). Real meter, PostgreSQL
+    and Redis channel."""
+    import time
+
+    import redis.asyncio as aioredis
+
+    from gateway.credits.meter import Meter
+    from gateway.credits.recall import CreditRecall
+    from gateway.storage.channels import RECALL, Channel
+
+    pubkey = await funded(cli_pool, 100_000)
+    client = aioredis.Redis.from_url(redis_url)
+    meter = Meter(cli_pool, idle_release_s=60.0, flush_interval_s=0.05, lease_ttl_s=30.0)
+    meter.start()
+    recall = CreditRecall(meter)
+    recall.start(Channel(client, RECALL))
+    try:
+        for _ in range(500):  # a want published before the subscription is live would not be heard
+            if recall.live:
+                break
+            await asyncio.sleep(0.01)
+
+        async def limits_after(*args: str) -> tuple[int | None, float]:
+            done = await gateway_cli("account", "limits", pubkey, *args, "--reason", "plan change")
+            assert done.returncode == 0, done.stderr
+            began = time.monotonic()
+            while time.monotonic() - began < 10:
+                # what the credit stage reads before it admits: a caller refused 429 spends nothing, so
+                # its lease is not used up and would stay (with the old limits) until idle or expired
+                acct = meter.known(pubkey) or await meter.prepare(pubkey)
+                if acct.rate_limit_rps == expected:
+                    break
+                await asyncio.sleep(0.05)
+            return meter.accounts[pubkey].rate_limit_rps, time.monotonic() - began
+
+        first = await meter.admit(pubkey, 1)  # a lease, with the default limits
+        meter.complete(first, "getSlot", "sig-first")
+        assert meter.accounts[pubkey].rate_limit_rps is None
+        expected: int | None = 3
+        tightened, took_down = await limits_after("--rate", "3")
+        expected = None
+        loosened, took_up = await limits_after("--reset")
+        print(f"\ntightened in {took_down:.2f} s, loosened in {took_up:.2f} s (lease_ttl_s 30 s)")
+        assert (tightened, loosened) == (3, None)
+        assert took_down < 10 and took_up < 10  # not the lease's 30 s
+    finally:
+        await recall.stop()
+        await meter.stop()
+        await client.aclose()
