@@ -33,10 +33,17 @@ _ON_CONFLICT = "ON CONFLICT (webhook_id, dedupe_key) WHERE dedupe_key IS NOT NUL
 WATCHED = "CASE WHEN w.filter_type = 'my_account' THEN COALESCE(w.filter_value, w.pubkey) ELSE w.filter_value END"
 
 
+#: Lifecycle events one subscription may have waiting (pending or out): past them a new one is not
+#: queued. They are free and some can be caused at will (``api_key.rotated``); a receiver that does not
+#: take them must not make the queue grow without bound (docs/api.md, Webhooks).
+MAX_WAITING_LIFECYCLE = 100
+
+
 async def enqueue_lifecycle(
     conn: asyncpg.Connection, pubkey: str, event: str, payload: Mapping[str, Any], dedupe_key: str | None = None
 ) -> int:
-    """One ``event`` job per active ``lifecycle`` subscription of ``pubkey`` listing it; how many.
+    """One ``event`` job per active ``lifecycle`` subscription of ``pubkey`` listing it and with fewer
+    than :data:`MAX_WAITING_LIFECYCLE` jobs waiting; how many.
 
     Call it inside the transaction of the change (it takes no lock and commits nothing)."""
     status: str = await conn.execute(
@@ -44,12 +51,16 @@ async def enqueue_lifecycle(
             SELECT w.id, $2, $3::jsonb, $4 FROM webhooks w
             WHERE w.pubkey = $1 AND w.status = 'active' AND w.filter_type = 'lifecycle'
               AND $2 = ANY (w.lifecycle_events)
+              AND (SELECT count(*) FROM (
+                       SELECT 1 FROM delivery_jobs j
+                       WHERE j.webhook_id = w.id AND j.status IN ('pending', 'delivering') LIMIT $5) waiting) < $5
             ORDER BY w.id
             {_ON_CONFLICT}""",
         pubkey,
         event,
         _json(payload),
         dedupe_key,
+        MAX_WAITING_LIFECYCLE,
     )
     return int(status.rsplit(" ", 1)[-1])
 
