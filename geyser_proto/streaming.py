@@ -9,7 +9,8 @@
   its bound ends the stream with ``RESOURCE_EXHAUSTED``: a client that cannot keep up is cut off, it
   never slows the others nor grows memory without bound.
 - :func:`read_requests`: the client's side of the stream: each request replaces the filters, a
-  request with ``ping`` set is answered with a pong and changes nothing (as the public server does).
+  request with ``ping`` set is answered with a pong and changes nothing (as the public server does);
+  a large one is compiled in a worker thread, so the event loop keeps serving the other streams.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from geyser_proto import geyser_pb2
 from geyser_proto.filters import DEFAULT_LIMITS, FilterError, FilterLimits, Filters, Unsupported, compile_request
 
 SERVICE = "geyser.Geyser"
+#: A request larger than this is compiled off the event loop (its size is bounded first: FilterLimits).
+OFF_LOOP_BYTES = 64 * 1024
 SUBSCRIBE = "Subscribe"
 
 
@@ -205,7 +208,10 @@ async def read_requests(
                 await on_ping(request.ping.id)
             continue
         try:
-            filters = compile_request(request, limits)
+            if request.ByteSize() > OFF_LOOP_BYTES:  # up to 10,000 keys: milliseconds the other streams need
+                filters = await asyncio.to_thread(compile_request, request, limits)
+            else:
+                filters = compile_request(request, limits)
         except Unsupported as exc:
             out.end(grpc.StatusCode.UNIMPLEMENTED, str(exc))
             return
