@@ -287,6 +287,36 @@ def call_done(wire: str, payload: Any, status: int, started: float) -> None:
     REQUEST_SECONDS.observe(time.perf_counter() - started, (wire, method_class))
 
 
+#: The HTTP status under which ``gateway_requests_total`` counts a gRPC call, by its gRPC status (the
+#: usual mapping; CANCELLED, a client that left, as nginx's 499).
+GRPC_HTTP_STATUS = {
+    "OK": 200,
+    "CANCELLED": 499,
+    "UNKNOWN": 500,
+    "INVALID_ARGUMENT": 400,
+    "DEADLINE_EXCEEDED": 504,
+    "NOT_FOUND": 404,
+    "ALREADY_EXISTS": 409,
+    "PERMISSION_DENIED": 403,
+    "RESOURCE_EXHAUSTED": 429,
+    "FAILED_PRECONDITION": 400,
+    "ABORTED": 409,
+    "OUT_OF_RANGE": 400,
+    "UNIMPLEMENTED": 501,
+    "INTERNAL": 500,
+    "UNAVAILABLE": 503,
+    "DATA_LOSS": 500,
+    "UNAUTHENTICATED": 401,
+}
+
+
+def grpc_call_done(method_class: str, code: str | None, started: float) -> None:
+    """Count one ended gRPC call (``code``: its status's name, None for OK) under ``wire`` grpc."""
+    status = GRPC_HTTP_STATUS.get(code or "OK", 500)
+    REQUESTS.inc(("grpc", method_class, _STATUS[status]))
+    REQUEST_SECONDS.observe(time.perf_counter() - started, ("grpc", method_class))
+
+
 def refused(status: int, cause: str) -> None:
     if status in (402, 429):
         REFUSALS.inc((_STATUS[status], cause))

@@ -142,11 +142,18 @@ class GeyserGateway:
     # -- Subscribe ------------------------------------------------------------------------------
 
     async def Subscribe(self, requests: Any, context: grpc.aio.ServicerContext) -> None:
-        entered = await self._authenticate(context, "Subscribe")
+        started, failure = time.perf_counter(), None
         try:
-            await self._subscribe(requests, context, entered)
-        finally:
-            entered.close()
+            entered = await self._authenticate(context, "Subscribe")
+            try:
+                await self._subscribe(requests, context, entered)
+            finally:
+                entered.close()
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:  # gateway_requests_total{wire="grpc"} (docs/operations.md)
+            metrics.grpc_call_done("stream", _status_name(context, failure), started)
 
     async def _subscribe(self, requests: Any, context: grpc.aio.ServicerContext, entered: EntrySession) -> None:
         await self._open_rate(context, entered.pubkey)
@@ -371,11 +378,18 @@ class GeyserGateway:
         return await self._unary(context, rpc, lambda: self.deps.upstream.unary(rpc, request, response_type))
 
     async def _unary(self, context: grpc.aio.ServicerContext, rpc: str, work: Callable[[], Awaitable[Any]]) -> Any:
-        entered = await self._authenticate(context, rpc)
+        started, failure = time.perf_counter(), None
         try:
-            return await self._paid(context, entered, rpc, work)
+            entered = await self._authenticate(context, rpc)
+            try:
+                return await self._paid(context, entered, rpc, work)
+            finally:
+                entered.close()
+        except BaseException as exc:
+            failure = exc
+            raise
         finally:
-            entered.close()
+            metrics.grpc_call_done("unary", _status_name(context, failure), started)
 
     async def _paid(
         self, context: grpc.aio.ServicerContext, entered: EntrySession, rpc: str, work: Callable[[], Awaitable[Any]]
@@ -472,6 +486,17 @@ def revoked_code(reason: str) -> grpc.StatusCode:
     """How a stream whose credential was revoked ends: a suspended account's ``PERMISSION_DENIED`` (docs/api.md,
     ACCOUNT_SUSPENDED), a rotated key's or a logged-out session's ``UNAUTHENTICATED``."""
     return grpc.StatusCode.PERMISSION_DENIED if reason == REASONS["account"] else grpc.StatusCode.UNAUTHENTICATED
+
+
+def _status_name(context: grpc.aio.ServicerContext, failure: BaseException | None) -> str | None:
+    """The name of the status a call ended with: the one it aborted with, CANCELLED for a client that
+    left, INTERNAL for an error of ours, None (OK) otherwise."""
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return str(code.name)
+    if isinstance(failure, asyncio.CancelledError):
+        return "CANCELLED"
+    return None if failure is None else "INTERNAL"
 
 
 async def _abort(context: grpc.aio.ServicerContext, code: str, message: str) -> NoReturn:
