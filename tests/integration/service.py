@@ -165,7 +165,7 @@ def confirm_deposit(service: RunningService, signature: str, headers: dict[str, 
     while True:
         status, doc, _ = post_json(f"{service.url}/account/confirm-deposit", {"signature": signature}, headers)
         if status == 200 or time.monotonic() > deadline:
-            assert status == 200, doc
+            assert status == 200 and isinstance(doc, dict), doc
             return doc
         time.sleep(0.3)
 

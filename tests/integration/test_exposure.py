@@ -8,8 +8,12 @@ import stat
 import time
 import urllib.request
 
+import pytest
+
 from gateway.runtime.exposure import listeners, stack_processes
 from tests.integration.service import RunningService
+
+pytestmark = pytest.mark.integration
 
 
 def test_every_listener_of_the_stack_is_on_loopback(service: RunningService) -> None:
@@ -21,6 +25,8 @@ def test_every_listener_of_the_stack_is_on_loopback(service: RunningService) -> 
     found = listeners(processes)
     print("\n".join(str(item) for item in found))
     ports = {item.port for item in found}
+    haproxy = {item.port for item in found if item.process == "haproxy"}
+    assert len(haproxy) >= 3, found  # the gateway's port, the stats page, the Prometheus front end
     assert int(service.env["GATEWAY_PORT"]) in ports and int(service.env["GATEWAY_METRICS_EXPORT_PORT"]) in ports
     exposed = [str(item) for item in found if not item.loopback]
     assert not exposed, f"listening beyond loopback: {exposed}"
