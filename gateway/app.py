@@ -21,11 +21,12 @@ from gateway.bulk.endpoints import BulkEndpoint, bulk_endpoints
 from gateway.bulk.metering import BulkMetering
 from gateway.config import DEFAULT_UPSTREAM, DEFAULT_UPSTREAM_WS, Settings
 from gateway.core.client_address import TrustedProxies
-from gateway.core.errors import service_unavailable
+from gateway.core.errors import ProxyError, service_unavailable
 from gateway.core.limits import AccountLimits, Limiter
 from gateway.core.methods import MethodClass, PriceTable, Registry
 from gateway.core.subscriptions import Limits
 from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
+from gateway.credits.errors import insufficient_credits
 from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
 from gateway.credits.recall import CreditRecall
@@ -125,6 +126,7 @@ class GatewayApp:
         self.accounts = AccountEndpoints(self.auth, unsettled=self.meter.unsettled)
         self.notices = CreditNotices(None, self.meter)  # its channel opens with Redis, at start-up
         self.auth.revocations.listeners.append(self.meter.suspend)  # a suspension stops its leases at once
+        self.auth.unfunded = self._unfunded  # an unfunded wallet's signed call records no nonce
         self.recall = CreditRecall(self.meter, settings.credit_recall_wait_s)
         self.seats = Seats()  # open WebSockets per account and address, over the service once Redis is up
         self.stop_troubles: list[str] = []  # the steps of the last stop that failed or hung
@@ -203,7 +205,9 @@ class GatewayApp:
     def rpc_stages(self) -> list[Stage]:
         """The JSON-RPC stages between the error boundary and the forwarder, in order."""
         return [
-            AuthStage(self.auth, payment=self.paid_calls),  # x402: PAYMENT-SIGNATURE pays (gateway.x402.paid)
+            AuthStage(
+                self.auth, require_funds=True, payment=self.paid_calls
+            ),  # x402: PAYMENT-SIGNATURE pays (gateway.x402.paid)
             CreditHeaders(self.metering),
             self._readiness_gate,
             ParseStage(self.methods, self.prices),
@@ -213,7 +217,7 @@ class GatewayApp:
     def bulk_stages(self) -> list[Stage]:
         """The stages of a ``/bulk/*`` route: JSON-RPC's auth (an account needed), credit headers and
         readiness; the endpoint meters its items itself (:mod:`gateway.bulk.metering`)."""
-        return [AuthStage(self.auth), CreditHeaders(self.metering), self._readiness_gate]
+        return [AuthStage(self.auth, require_funds=True), CreditHeaders(self.metering), self._readiness_gate]
 
     async def trade_pricing(self) -> dict[str, Any]:
         """The trade builders' part of ``GET /pricing``: build fee, notional share and the SOL/USD rate."""
@@ -268,6 +272,12 @@ class GatewayApp:
             ("stores", self.conn.close),
         ]
         self.stop_troubles = await stop_in_steps(steps)
+
+    def _unfunded(self, pubkey: str) -> ProxyError | None:
+        """The 402 of an account the meter knows, from a fresh store answer, cannot pay even one credit."""
+        if not self.meter.short_of(pubkey, 1):
+            return None
+        return insufficient_credits(1, self.meter.remaining(pubkey), self._top_up(pubkey))
 
     def _top_up(self, pubkey: str | None) -> dict[str, Any]:
         """How to pay, for the metering stage's 402s (the terms are known once auth has started)."""

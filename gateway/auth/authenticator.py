@@ -69,8 +69,11 @@ class Authenticator:
     def select(self, credentials: Credentials) -> Strategy | None:
         return next((s for s in self.strategies if s.supports(credentials)), None)
 
-    async def authenticate(self, call: Call, *, require_account: bool = True, only: Only | None = None) -> Identity:
-        """Prove who is calling or raise; ``only`` restricts the route to one kind of credential."""
+    async def authenticate(
+        self, call: Call, *, require_account: bool = True, require_funds: bool = False, only: Only | None = None
+    ) -> Identity:
+        """Prove who is calling or raise; ``only`` restricts the route to one kind of credential;
+        ``require_funds``: the route bills its calls (:class:`gateway.auth.strategies.Strategy`)."""
         credentials = call.credentials
         strategy = self.select(credentials)
         if strategy is None:
@@ -84,7 +87,9 @@ class Authenticator:
             address = self.failures.address(call)
             self.failures.check(address)
         try:
-            identity = await strategy.authenticate(credentials, call, require_account=require_account)
+            identity = await strategy.authenticate(
+                credentials, call, require_account=require_account, require_funds=require_funds
+            )
         except ProxyError as exc:
             if exc.status == 401 and self.failures is not None and address is not None:
                 self.failures.failed(address)

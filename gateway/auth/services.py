@@ -27,7 +27,14 @@ from gateway.auth.failures import FailedAuths
 from gateway.auth.key_secret import SECRET_FILE, load_or_create_secret
 from gateway.auth.payment_terms import PaymentTerms
 from gateway.auth.revocations import RECHECK_S, Credential, Revocations
-from gateway.auth.strategies import ApiKeyStrategy, SessionStrategy, Strategy, TokenStrategy, WalletStrategy
+from gateway.auth.strategies import (
+    ApiKeyStrategy,
+    FundsCheck,
+    SessionStrategy,
+    Strategy,
+    TokenStrategy,
+    WalletStrategy,
+)
 from gateway.config import Settings
 from gateway.core.client_address import TrustedProxies
 from gateway.core.credentials import Credentials, bearer_token
@@ -88,6 +95,9 @@ class AuthServices:
         self.sessions: SessionStore | None = None
         self.api_keys: ApiKeyStore | None = None
         self.accounts: AccountStore | None = None
+        #: An account's 402 when the meter knows it has no credits (set by the app; the wallet strategy
+        #: asks it before recording a nonce on a route that bills its calls).
+        self.unfunded: FundsCheck | None = None
         self.revocations = Revocations(self._still_valid)  # told of revocations by the key store's channel
         self._recheck: asyncio.Task[None] | None = None
 
@@ -116,9 +126,11 @@ class AuthServices:
         await self.api_keys.start()
         self._recheck = asyncio.get_running_loop().create_task(self.revocations.run(RECHECK_S))
         self.accounts = AccountStore(conn.db)
+        wallet = WalletStrategy(self.nonces, self.accounts, self.terms, self._clock)
+        wallet.unfunded = self.unfunded
         strategies: list[Strategy] = [
             ApiKeyStrategy(self.api_keys, self.terms.test_chain),
-            WalletStrategy(self.nonces, self.accounts, self.terms, self._clock),
+            wallet,
             SessionStrategy(self.sessions),
             TokenStrategy(self.api_keys, self.sessions),
         ]

@@ -24,11 +24,13 @@ class AuthStage:
         services: AuthServices,
         *,
         require_account: bool = True,
+        require_funds: bool = False,
         only: Only | None = None,
         payment: PaymentHook | None = None,
     ) -> None:
         self.services = services
         self.require_account = require_account
+        self.require_funds = require_funds  # the route bills its calls: an account known to have none is refused
         self.only = only
         self.payment = payment
 
@@ -38,7 +40,9 @@ class AuthStage:
         if identity is None and self.payment is not None and self.payment.offered(call):
             identity = await self.payment(call)  # x402: settled and credited, the call is its payer's
         if identity is None:
-            identity = await authenticator.authenticate(call, require_account=self.require_account, only=self.only)
+            identity = await authenticator.authenticate(
+                call, require_account=self.require_account, require_funds=self.require_funds, only=self.only
+            )
         call.identity = identity
         return await next_handler(call)
 

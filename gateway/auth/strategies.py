@@ -33,10 +33,18 @@ class Strategy(Protocol):
 
     def supports(self, credentials: Credentials) -> bool: ...
 
-    async def authenticate(self, credentials: Credentials, call: Call, *, require_account: bool) -> Identity:
+    async def authenticate(
+        self, credentials: Credentials, call: Call, *, require_account: bool, require_funds: bool = False
+    ) -> Identity:
         """``require_account``: the route needs an account record (a strategy that records something,
-        as the wallet's nonce, checks it first; the :class:`Authenticator` checks the others)."""
+        as the wallet's nonce, checks it first; the :class:`Authenticator` checks the others).
+        ``require_funds``: the route bills its calls, so a strategy that records something first refuses
+        an account known to have no credits (the metering stage refuses the others)."""
         ...
+
+
+#: An account's 402 when it is known, from a cached answer, to have no credits at all; or None.
+FundsCheck = Callable[[str], ProxyError | None]
 
 
 #: How to get a key that works, by whether the gateway runs on the embedded devnode (a dev gateway).
@@ -55,7 +63,9 @@ class ApiKeyStrategy:
     def supports(self, credentials: Credentials) -> bool:
         return credentials.api_key is not None
 
-    async def authenticate(self, credentials: Credentials, call: Call, *, require_account: bool) -> Identity:
+    async def authenticate(
+        self, credentials: Credentials, call: Call, *, require_account: bool, require_funds: bool = False
+    ) -> Identity:
         assert credentials.api_key is not None
         pubkey = await self._keys.lookup(credentials.api_key)
         if pubkey is None:
@@ -69,9 +79,11 @@ class WalletStrategy:
     The nonce is recorded last so that a forged or stale request cannot burn its owner's nonce, and
     nothing at all is recorded for a request that fails. On a route that needs an account, a keypair
     without one is refused 402 before its nonce is recorded, so fresh keypairs cannot fill Redis with
-    nonces; the routes that serve keypairs without an account (the account and session routes:
-    ``POST /account/api-key`` creates the account, and its replay protection must hold) are bound by
-    per-address limits instead (docs/api.md, Authentication).
+    nonces; on a route that bills its calls, so is an account the meter knows has no credits
+    (``unfunded``, set by the app: a cached answer, no store trip). The routes that serve keypairs
+    without an account (the account and session routes: ``POST /account/api-key`` creates the account,
+    and its replay protection must hold) are bound by per-address limits instead (docs/api.md,
+    Authentication).
     """
 
     kind = "wallet"
@@ -87,11 +99,14 @@ class WalletStrategy:
         self._accounts = accounts  # a "yes" is cached: an account's own calls do not reach PostgreSQL
         self._terms = terms
         self._clock = clock
+        self.unfunded: FundsCheck | None = None
 
     def supports(self, credentials: Credentials) -> bool:
         return credentials.wallet is not None
 
-    async def authenticate(self, credentials: Credentials, call: Call, *, require_account: bool) -> Identity:
+    async def authenticate(
+        self, credentials: Credentials, call: Call, *, require_account: bool, require_funds: bool = False
+    ) -> Identity:
         assert credentials.wallet is not None
         parsed = parse_wallet_headers(credentials.wallet, self._clock())
         if isinstance(parsed, HeaderFailure):
@@ -103,6 +118,8 @@ class WalletStrategy:
             )
         if require_account and not await self._accounts.exists(parsed.pubkey):
             raise no_account(self._terms, call, parsed.pubkey)
+        if require_funds and self.unfunded is not None and (refusal := self.unfunded(parsed.pubkey)) is not None:
+            raise refusal
         claim = await self._nonces.claim(parsed.pubkey, parsed.nonce, parsed.timestamp)
         if claim is Claim.REPLAYED:
             raise nonce_reused()
@@ -120,7 +137,9 @@ class SessionStrategy:
     def supports(self, credentials: Credentials) -> bool:
         return credentials.authorization is not None
 
-    async def authenticate(self, credentials: Credentials, call: Call, *, require_account: bool) -> Identity:
+    async def authenticate(
+        self, credentials: Credentials, call: Call, *, require_account: bool, require_funds: bool = False
+    ) -> Identity:
         assert credentials.authorization is not None
         token = bearer_token(credentials.authorization)
         if token is None:
@@ -156,7 +175,9 @@ class TokenStrategy:
     def supports(self, credentials: Credentials) -> bool:
         return credentials.token is not None
 
-    async def authenticate(self, credentials: Credentials, call: Call, *, require_account: bool) -> Identity:
+    async def authenticate(
+        self, credentials: Credentials, call: Call, *, require_account: bool, require_funds: bool = False
+    ) -> Identity:
         token = credentials.token
         assert token is not None
         if is_api_key_format(token):
