@@ -185,7 +185,6 @@ class GrpcStreamServer:
         await self.notices.stop()
         await self.recall.stop()
         await self.service.deps.seats.stop()
-        await self.service.deps.clocks.stop()
         await self.meter.stop()
         if isinstance(self.limiter, SlicedLimiter):
             await self.limiter.close()  # the slices go back to the shards now, not when they forget them

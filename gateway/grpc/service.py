@@ -31,8 +31,9 @@ process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`
 - a request with ``from_slot`` is replayed from the process's replay log before the stream goes live
   (:mod:`gateway.grpc.replay`); the replayed span counts as stream time (its intervals are billed from
   when the first replayed slot came), and a ping is answered once the replay before it is sent;
-- an account's new stream continues the interval an ended one paid, and an account opens at most
-  ``max_opens_per_minute`` streams a minute (:mod:`gateway.storage.stream_clocks`).
+- an account's streams pay their further intervals at the ticks of one clock per account, so reconnecting
+  never restarts the first interval, and an account opens at most ``max_opens_per_minute`` streams a
+  minute (:mod:`gateway.storage.stream_clocks`).
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class StreamTime:
         return self.start + (self.paid + 1) * self.interval
 
     def cover(self, since: float) -> None:
-        """The stream covers the time from ``since`` too (a replay, an ended stream's paid interval)."""
+        """The stream covers the time from ``since`` too (a replay)."""
         if since < self.start:
             self.start = since
             self.moved.set()
@@ -184,17 +185,13 @@ class GeyserGateway:
             admission = await self._pay(
                 context, entered, SUBSCRIBE_CREDITS, "grpc:Subscribe", stream_id, complete=False
             )
-            clock = StreamTime(time.monotonic(), self.deps.limits.billing_interval_s)
-            try:
-                left = await self.deps.clocks.take(entered.pubkey)
+            interval = self.deps.limits.billing_interval_s
+            try:  # the account's clock: this stream's next interval starts at the account's next tick
+                tick = await self.deps.clocks.next_tick(entered.pubkey, interval)
             except StoreUnavailable:
                 await _abort(context, "UNAVAILABLE", "the stream cannot be billed right now; retry")
-            if left is not None:  # an ended stream's paid interval: this one continues it
-                clock.cover(time.monotonic() + min(left, clock.interval) - clock.interval)
-            try:
-                await self._stream(requests, context, entered, stream_id, uncount, lambda: settle(False), clock)
-            finally:
-                self.deps.clocks.leave(entered.pubkey, clock.due - time.monotonic())
+            clock = StreamTime(time.monotonic() + min(tick, interval) - interval, interval)
+            await self._stream(requests, context, entered, stream_id, uncount, lambda: settle(False), clock)
         finally:
             settle(True)  # never admitted: no filters accepted (refused, invalid, or the client left first)
             uncount()

@@ -6,6 +6,7 @@ the generated stubs, the server in this process, real PostgreSQL and Redis, the 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import asyncpg
 import grpc
@@ -15,11 +16,11 @@ from tests.grpc.conftest import GeyserClient, StreamFactory
 from tests.grpc.test_billing import usage
 
 
-async def test_reconnecting_continues_the_paid_interval_instead_of_restarting_it(
+async def test_reconnecting_does_not_restart_the_first_interval(
     geyser: GeyserClient, serve_stream: StreamFactory, db: asyncpg.Connection
 ) -> None:
     """Streams of 1 s each, back to back, over several 3 s intervals: each is shorter than an interval, so
-    billed from its own open none would ever pay one; their account's shared clock charges them."""
+    billed from its own open none would ever pay one; their account's one clock charges them at its ticks."""
     async with serve_stream(grpc_billing_interval_s=3.0) as stream:
         pubkey, key = await stream.customer(db, 10_000)
         async with grpc.aio.insecure_channel(stream.address) as channel:
@@ -34,6 +35,30 @@ async def test_reconnecting_continues_the_paid_interval_instead_of_restarting_it
     assert rows.count(("grpc:Subscribe:interval", 60)) >= 1, rows
 
 
+async def test_overlapping_short_streams_pay_at_the_accounts_ticks(
+    geyser: GeyserClient, serve_stream: StreamFactory, db: asyncpg.Connection
+) -> None:
+    """Streams of about 1.6 s, each closed just after the next one is live (so one is always open), over 3 s
+    intervals: none lives an interval, and none opens while an ended one's paid interval could be handed on."""
+    async with serve_stream(grpc_billing_interval_s=3.0) as stream:
+        pubkey, key = await stream.customer(db, 10_000)
+        async with grpc.aio.insecure_channel(stream.address) as channel:
+            open_now: list[Subscription] = []
+            for _ in range(6):
+                sub = Subscription(geyser, channel, key)
+                await sub.send(slots={"s": geyser.pb2.SubscribeRequestFilterSlots()})
+                await sub.ping()
+                open_now.append(sub)
+                if len(open_now) == 2:
+                    open_now.pop(0).call.cancel()  # the one before, once this one is live
+                await asyncio.sleep(1.5)
+            for sub in open_now:
+                sub.call.cancel()
+        rows = await usage(db, stream, pubkey)
+    assert rows.count(("grpc:Subscribe", 1)) == 6
+    assert rows.count(("grpc:Subscribe:interval", 60)) >= 1, rows
+
+
 async def test_a_replayed_span_is_stream_time(
     geyser: GeyserClient, serve_stream: StreamFactory, db: asyncpg.Connection
 ) -> None:
@@ -45,7 +70,14 @@ async def test_a_replayed_span_is_stream_time(
         async with grpc.aio.insecure_channel(stream.address) as channel:
             watcher = Subscription(geyser, channel, watcher_key)
             await watcher.send(slots={"s": pb2.SubscribeRequestFilterSlots()})
-            first = (await watcher.until(lambda u: kind(u) == "slot")).slot.slot
+            log = stream.server.replay_log
+            assert log is not None
+
+            def held(update: Any) -> bool:  # a slot the replay log holds (it holds from its first boundary on)
+                oldest = log.oldest()
+                return kind(update) == "slot" and oldest is not None and update.slot.slot >= oldest
+
+            first = (await watcher.until(held)).slot.slot
             await asyncio.sleep(6.0)
             replayed = Subscription(geyser, channel, key)
             await replayed.send(slots={"s": pb2.SubscribeRequestFilterSlots()}, from_slot=first)
