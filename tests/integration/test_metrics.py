@@ -200,7 +200,7 @@ def test_paid_calls_move_the_series_by_what_they_did(
     assert (prometheus.value('sum(gateway_credit_lease_requests_total{result="granted"})') or 0) >= 1
     # the account's limits came from its shard (account_shards defaults to 2), never refused for want of it
     assert (prometheus.value('sum(gateway_account_slice_exchanges_total{result="answered"})') or 0) >= 1
-    assert prometheus.value('sum(gateway_account_slice_exchanges_total{result="unavailable"})') is None
+    assert prometheus.value('sum(gateway_account_slice_exchanges_total{result="unavailable"})') == 0.0  # at 0
 
     # a key of a wallet without credits: one 402, counted by its cause
     broke_wallet = Keypair()
@@ -267,6 +267,9 @@ def test_grpc_streams_and_the_upstream_subscription_are_counted(
 
     assert asyncio.run(hold_one_stream()) == [1.0, 1.0]
     assert prometheus.wait_for("sum(gateway_grpc_streams)", 0.0) == 0.0
+    # the charged stream, ended by its client (CANCELLED: 499), is a call of wire grpc
+    streams = 'sum(gateway_requests_total{wire="grpc",method_class="stream",status="499"})'
+    assert prometheus.wait_for(streams, 1.0) == 1.0
 
 
 def referenced_names(text: str) -> set[str]:
