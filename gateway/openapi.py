@@ -248,6 +248,10 @@ class Pricing(_Open):
 class Capabilities(_Open):
     ok: bool
     service_profile: dict[str, Any]
+    limits: dict[str, Any] = Field(
+        description="what a request, a socket and a stream may hold: `jsonrpc`, `rest`, `websocket`, `grpc` "
+        "(docs/api.md, Limits)"
+    )
 
 
 # -------------------------------------------------------------------------------------- the document

@@ -8,13 +8,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.bulk.rules import BULK_CREDITS, MAX_BULK_ITEMS
+from gateway.core.jsonrpc import MAX_BATCH
 from gateway.core.methods import MethodClass, PriceTable, Registry
 from gateway.core.subscriptions import UNAVAILABLE, Limits, pricing_view
 from gateway.grpc.rules import StreamLimits
 from gateway.grpc.rules import pricing_view as grpc_pricing_view
 from gateway.node.http import HttpUpstream
+from gateway.routing import REST_MAX_BODY_BYTES, RPC_MAX_BODY_BYTES
+from gateway.rpc.planning import MAX_PARAMS_DEPTH
 from gateway.signals.rules import KINDS
 from gateway.webhooks.rules import pricing_view as webhook_pricing_view
+from geyser_proto.filters import DEFAULT_LIMITS as DEFAULT_FILTER_LIMITS
+from geyser_proto.filters import MAX_PUBKEY_CHARS, MAX_SIGNATURE_CHARS
 
 
 @dataclass
@@ -121,5 +126,46 @@ def pricing_document(
     return document
 
 
-def capabilities_document(profile: ServiceProfile) -> dict[str, Any]:
-    return {"ok": True, "service_profile": profile.capabilities_view()}
+def capabilities_document(
+    profile: ServiceProfile, ws_limits: Limits | None = None, grpc_limits: StreamLimits | None = None
+) -> dict[str, Any]:
+    """``service_profile`` as the interface gives it, and ``limits``: the bounds a client must stay within
+    (docs/api.md, Limits), as configured."""
+    return {
+        "ok": True,
+        "service_profile": profile.capabilities_view(),
+        "limits": limits_view(ws_limits or Limits(), grpc_limits or StreamLimits()),
+    }
+
+
+def limits_view(ws: Limits, grpc: StreamLimits) -> dict[str, Any]:
+    """What a request, a socket and a stream may hold (past each: the refusal docs/api.md names)."""
+    return {
+        "jsonrpc": {
+            "max_batch": MAX_BATCH,
+            "max_body_bytes": RPC_MAX_BODY_BYTES,
+            "max_params_depth": MAX_PARAMS_DEPTH,
+            "max_bulk_items": MAX_BULK_ITEMS,
+        },
+        "rest": {"max_body_bytes": REST_MAX_BODY_BYTES},
+        "websocket": {
+            "max_message_bytes": ws.max_message_bytes,
+            "messages_per_second": ws.messages_per_second,
+            "message_burst": ws.message_burst,
+            "max_subscriptions": ws.max_subscriptions,
+            "max_queued_messages": ws.max_queued,
+            "max_queued_bytes": ws.max_queued_bytes,
+            "max_connections_per_account": ws.max_connections_per_account,
+            "max_connections_per_address": ws.max_connections_per_address,
+        },
+        "grpc": {
+            "max_request_bytes": DEFAULT_FILTER_LIMITS.max_request_bytes,
+            "max_request_keys": DEFAULT_FILTER_LIMITS.max_request_keys,
+            "max_key_chars": MAX_PUBKEY_CHARS,
+            "max_signature_chars": MAX_SIGNATURE_CHARS,
+            "max_streams_per_account": grpc.max_streams_per_account,
+            "max_streams_per_address": grpc.max_streams_per_address,
+            "max_stream_opens_per_minute": grpc.max_opens_per_minute,
+            "max_filters_per_account": grpc.account_filters,
+        },
+    }

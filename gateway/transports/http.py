@@ -82,7 +82,7 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
         return to_response(json_reply(200, document))
 
     async def capabilities(request: Request) -> Response:
-        return to_response(json_reply(200, capabilities_document(gw.profile)))
+        return to_response(json_reply(200, capabilities_document(gw.profile, gw.ws_limits, gw.grpc_limits)))
 
     openapi_body = json_reply(200, openapi_document())  # the same document for the replica's lifetime
 

@@ -10,6 +10,7 @@ import struct
 import zlib
 from typing import Any
 
+import aiohttp
 import orjson
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
@@ -83,4 +84,17 @@ async def test_a_compressed_frame_is_not_inflated_past_the_limit(gateway: Runnin
     payload = deflate.compress(b"\0" * (8 * 1024 * 1024)) + deflate.flush(zlib.Z_SYNC_FLUSH)[:-4]
     payload += b"\xff" * 64  # not deflate data
     ws.transport.write(compressed_text_frame(payload))  # as is: the client's compressor would make valid data of it
+    assert await close_code(ws) == MESSAGE_TOO_BIG
+
+
+async def test_the_published_limit_is_the_one_enforced(gateway: RunningGateway, caller: Caller) -> None:
+    """``/capabilities`` tells clients the message limit: one byte past it closes 1009, at it is read."""
+    async with aiohttp.ClientSession() as http, http.get(gateway.url + "/capabilities") as resp:
+        limit = (await resp.json())["limits"]["websocket"]["max_message_bytes"]
+    padded = orjson.dumps({"jsonrpc": "2.0", "id": 3, "method": "getSlot", "pad": ""})
+    at_limit = padded[:-2] + b"x" * (limit - len(padded)) + padded[-2:]
+    ws = await authenticated(gateway, caller, compression=None)
+    await ws.send(at_limit.decode())
+    assert orjson.loads(await ws.recv())["id"] == 3
+    await ws.send(at_limit.decode() + " ")
     assert await close_code(ws) == MESSAGE_TOO_BIG
