@@ -52,19 +52,21 @@ def ping_websockets_as_the_spec_says() -> None:
 
 def serve_internal_grpc_on_loopback() -> None:
     """On a local Ray that listens on loopback only (gateway.runtime.serve_runtime.loopback_only_ray), bind
-    the replica's inter-deployment gRPC server on 127.0.0.1: Serve binds it ``[::]:0``, with no option,
-    after the replica's class is constructed. On a cluster (a routable node address) it is left alone."""
+    the replica's inter-deployment gRPC server on the node's loopback address: Serve binds it ``[::]:0``,
+    with no option, after the replica's class is constructed. On a cluster (routable node addresses) it
+    is left alone."""
     import ray
     from ray.serve._private import replica
 
     from gateway.runtime.exposure import is_loopback
 
     base = getattr(replica, "add_port_to_grpc_server")  # noqa: B009  # not in the module's typed exports
-    if getattr(base, "gateway_loopback", False) or not is_loopback(ray.util.get_node_ip_address()):  # type: ignore[no-untyped-call]
+    node_ip = str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+    if getattr(base, "gateway_loopback", False) or not is_loopback(node_ip):
         return
 
-    def on_loopback(server: Any, address: str) -> int:
-        port: int = base(server, address.replace("[::]:", "127.0.0.1:", 1))
+    def on_loopback(server: Any, address: str) -> int:  # the node's own loopback address (127.0.0.x)
+        port: int = base(server, address.replace("[::]:", f"{node_ip}:", 1))
         return port
 
     on_loopback.gateway_loopback = True  # type: ignore[attr-defined]

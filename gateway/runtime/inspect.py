@@ -69,12 +69,11 @@ def ray_report(address: str, actor_names: list[str], timeout_s: float = 30.0) ->
     """Join the cluster at ``address`` as a driver and read its nodes, the Serve app's replicas (and the
     nodes they run on) and the named actors' states (``ALIVE``, ``RESTARTING``, ``DEAD`` or ``MISSING``),
     nodes, and each live one's own ``status()``. Raises what Ray raised when the cluster cannot be joined."""
-    from gateway.runtime.exposure import is_loopback
     from gateway.runtime.serve_runtime import bounded, loopback_only_ray
 
     report: dict[str, Any] = {}
     local: dict[str, Any] = {}
-    if is_loopback(address.rpartition(":")[0].strip("[]")):
+    if address.rpartition(":")[0] == "127.0.0.1":  # the GCS of a local Ray of gateway up
         # gateway up's local Ray listens on loopback only: a driver must be on 127.0.0.1 too, or Ray looks
         # for a node at this host's routable address and waits for it (serve_runtime.loopback_only_ray)
         loopback_only_ray()
