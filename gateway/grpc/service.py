@@ -191,6 +191,9 @@ class GeyserGateway:
             except StoreUnavailable:
                 await _abort(context, "UNAVAILABLE", "the stream cannot be billed right now; retry")
             clock = StreamTime(time.monotonic() + min(tick, interval) - interval, interval)
+            # Response headers now, not with the first update: a client that opens the stream empty and
+            # writes its request later (Triton's) waits for them, and the first update may be a ping away.
+            await context.send_initial_metadata(())
             await self._stream(requests, context, entered, stream_id, uncount, lambda: settle(False), clock)
         finally:
             settle(True)  # never admitted: no filters accepted (refused, invalid, or the client left first)

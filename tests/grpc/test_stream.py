@@ -3,6 +3,8 @@ transaction, status and account updates, pings, filters replaced mid-stream, ref
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncpg
 import grpc
 from solana.rpc.async_api import AsyncClient
@@ -11,7 +13,7 @@ from solders.system_program import TransferParams, transfer
 
 from devnode.node import Devnode
 from tests.chain import airdrop, submit, wait_confirmed
-from tests.grpc.client import Subscription, eventually, kind
+from tests.grpc.client import WAIT_S, Subscription, eventually, kind
 from tests.grpc.conftest import GeyserClient, RunningStream, StreamFactory
 
 PROCESSED, CONFIRMED, FINALIZED = 0, 1, 2
@@ -242,3 +244,20 @@ async def test_open_streams_per_client_address_are_capped_whatever_the_accounts(
             await eventually(lambda: sum(s.key == address for s in seats.held) == 1, "the cancel seen")
             again = Subscription(geyser, channel, keys[2])
             await again.ping()
+
+
+async def test_an_admitted_stream_sends_its_headers_before_any_request_or_update(
+    geyser: GeyserClient, serve_stream: StreamFactory, db: asyncpg.Connection
+) -> None:
+    """Triton's client opens the stream, waits for the response headers, then writes its request: a server
+    that sent them with the first update (a ping, 15 s away) held it that long. Pings 300 s off here, so only
+    the headers themselves can end the wait."""
+    async with serve_stream(grpc_ping_interval_s=300.0) as running:
+        _, key = await running.customer(db, 10_000)
+        async with grpc.aio.insecure_channel(running.address) as channel:
+            sub = Subscription(geyser, channel, key)  # nothing written yet
+            async with asyncio.timeout(WAIT_S):
+                await sub.call.initial_metadata()
+            await sub.send(slots={"s": geyser.pb2.SubscribeRequestFilterSlots()})
+            assert kind(await sub.until(lambda u: kind(u) == "slot")) == "slot"
+            sub.call.cancel()

@@ -11,8 +11,7 @@ step("getVersion", await client.getVersion());
 step("getSlot", await client.getSlot(CommitmentLevel.CONFIRMED));
 step("getLatestBlockhash", await client.getLatestBlockhash(CommitmentLevel.CONFIRMED));
 
-// The request goes with the call (the 7.x client's way): a stream opened empty and written later waits for
-// the client's next flush.
+// The request goes with the call (the 7.x client's way); a stream opened empty and written later works too
 const stream = await client.subscribe({
   slots: { "my-slots": {} },
   blocksMeta: { "my-blocks-meta": {} },
