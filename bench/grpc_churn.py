@@ -48,7 +48,7 @@ import orjson
 
 from bench._proc import LOOPBACK, REPO_ROOT, emit, read_event, wait_for_port
 from bench.grpc_stream import Options as StreamOptions
-from bench.grpc_stream import Stores, client_process, cpu_seconds, customer, stores
+from bench.grpc_stream import Stores, cpu_seconds, customer, stores
 from gateway.grpc.rules import FILTER_CHANGES_BURST, FILTER_CHANGES_PER_S, ChangeRate
 from gateway.keys import service_key_addresses
 from gateway.runtime.ports import free_port
@@ -60,6 +60,8 @@ PACE = 0.95
 VARIANTS = 6
 #: How long a phase's end waits for the churn tenant's last changes to be answered.
 DRAIN_S = 10.0
+#: The start of a churn phase, when its streams spend their bursts, is reported apart from the rest.
+BURST_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class Phase:
     round: int
     churn: bool
     latencies: list[float]  # the victim's slot -> client, seconds
+    at: list[float]  # when each arrived, seconds from the phase's start
     seconds: float
     server_cpu_s: float
     changes: dict[str, dict[str, int]]  # the churn tenant's, by "paced" / "greedy" (empty without churn)
@@ -91,6 +94,9 @@ class Phase:
 
     def quantile(self, q: float) -> float | None:
         return quantile(self.latencies, q)
+
+    def during(self, start: float, end: float) -> list[float]:
+        return [s for s, t in zip(self.latencies, self.at, strict=True) if start <= t < end]
 
 
 @dataclass(frozen=True)
@@ -190,7 +196,7 @@ async def phases(port: int, pid: int, tokens: dict[str, Any], options: Options) 
     async with (
         role_process(*holders_args) as (holders, held),
         role_process(*churn_args) as (churner, churning_streams),
-        client_process(port, 1, tokens["victim"], "slots") as victim,
+        role_process("victim", "--port", str(port), "--token", tokens["victim"]) as (victim, _),
     ):
         print(f"holders hold {held['keys']:,} keys in {held['streams']} streams; measuring", flush=True)
         for round_no in range(options.rounds):
@@ -203,7 +209,8 @@ async def phases(port: int, pid: int, tokens: dict[str, Any], options: Options) 
                 cpu1, seconds = cpu_seconds(pid), time.perf_counter() - t0
                 done = await ask(victim, "stop", "done")
                 changes = (await ask(churner, "stop", "done", DRAIN_S + 30))["changes"] if churning else {}
-                phase = Phase(round_no, churning, done["latencies"], seconds, cpu1 - cpu0, changes, done["errors"])
+                latencies, at = done["latencies"], done["at"]
+                phase = Phase(round_no, churning, latencies, at, seconds, cpu1 - cpu0, changes, done["errors"])
                 out.append(phase)
                 print(format_phase(phase), flush=True)
                 await asyncio.sleep(options.settle_s)
@@ -312,6 +319,14 @@ def format_results(results: Results, options: Options) -> str:
         lines.append(
             f"{'with' if churning else 'without'} churn: victim p50 / p90 / p99 {' / '.join(medians)} ms "
             f"(median of rounds); all rounds pooled {pooled} ms"
+        )
+    for churning in (False, True):
+        mine = [p for p in results.phases if p.churn is churning]
+        first = [s for p in mine for s in p.during(0, BURST_S)]
+        rest = [s for p in mine for s in p.during(BURST_S, float("inf"))]
+        lines.append(
+            f"{'with' if churning else 'without'} churn, pooled: the phases' first {BURST_S:g} s {spread(first)} ms "
+            f"({len(first)} slot updates), the rest {spread(rest)} ms ({len(rest)})"
         )
     parts = []
     for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
@@ -552,6 +567,49 @@ async def holders(args: argparse.Namespace) -> None:
     await channel.close()
 
 
+async def victim(args: argparse.Namespace) -> None:
+    """One stream subscribed to slots; ``start`` clears, ``stop`` answers each slot update's latency and arrival."""
+    channel = grpc.aio.insecure_channel(f"{LOOPBACK}:{args.port}")
+    call = _subscribe(channel)(metadata=(("x-token", args.token),))
+    slots = geyser_pb2.SubscribeRequest(slots={"slots": geyser_pb2.SubscribeRequestFilterSlots()})
+    latencies: list[float] = []
+    at: list[float] = []
+    errors: list[str] = []
+    started = time.time()
+    live = asyncio.Event()
+
+    async def read() -> None:
+        try:
+            async for raw in call:
+                now = time.time()
+                update = geyser_pb2.SubscribeUpdate.FromString(raw)
+                if update.WhichOneof("update_oneof") == "slot" and update.HasField("created_at"):
+                    live.set()
+                    latencies.append(now - update.created_at.ToNanoseconds() / 1e9)
+                    at.append(now - started)
+        except grpc.aio.AioRpcError as exc:
+            errors.append(f"{exc.code().name}: {(exc.details() or '')[:120]}")
+        finally:
+            live.set()
+
+    await call.write(slots.SerializeToString())
+    reader = asyncio.create_task(read())
+    await live.wait()  # the stream is live: a slot came
+    emit({"event": "ready", "errors": errors})
+    loop = asyncio.get_running_loop()
+    while (command := (await loop.run_in_executor(None, sys.stdin.readline)).strip()) not in ("quit", ""):
+        if command == "start":
+            latencies.clear()
+            at.clear()
+            started = time.time()
+            emit({"event": "started"})
+        elif command == "stop":
+            emit({"event": "done", "latencies": latencies, "at": at, "errors": errors})
+    reader.cancel()
+    await asyncio.gather(reader, return_exceptions=True)
+    await channel.close()
+
+
 def role(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.grpc_churn role")
     sub = parser.add_subparsers(dest="role", required=True)
@@ -566,9 +624,13 @@ def role(argv: list[str]) -> None:
     ch.add_argument("--keys", type=int, required=True)
     ch.add_argument("--paced", type=int, required=True)
     ch.add_argument("--greedy", type=int, required=True)
+    vi = sub.add_parser("victim")
+    vi.add_argument("--port", type=int, required=True)
+    vi.add_argument("--token", required=True)
     args = parser.parse_args(argv)
+    roles = {"holders": holders, "churn": churn, "victim": victim}
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(holders(args) if args.role == "holders" else churn(args))
+        asyncio.run(roles[args.role](args))
 
 
 def main(argv: list[str] | None = None) -> None:

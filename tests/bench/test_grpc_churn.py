@@ -33,6 +33,7 @@ def test_grpc_churn_bench_alternates_phases_and_counts_changes(database_url: str
     for phase in results.phases:
         assert phase.latencies and phase.victim_errors == [], phase
         assert all(0 < s < 30 for s in phase.latencies)
+        assert len(phase.at) == len(phase.latencies) and all(0 <= t < 30 for t in phase.at)
         assert (phase.changes != {}) is phase.churn
     for phase in (p for p in results.phases if p.churn):
         for kind, tally in phase.changes.items():
@@ -45,4 +46,5 @@ def test_grpc_churn_bench_alternates_phases_and_counts_changes(database_url: str
 
     report = grpc_churn.format_results(results, options)
     assert "with / without churn, median of the rounds' ratios" in report
+    assert "with churn, pooled: the phases' first" in report
     assert "churn tenant, paced streams:" in report and "churn tenant, greedy streams:" in report
