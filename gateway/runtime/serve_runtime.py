@@ -18,6 +18,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -107,7 +108,7 @@ def cluster_reachable(timeout_s: float = 1.0) -> bool:
         return False
 
 
-def bounded(step: Callable[[], None], timeout_s: float, what: str) -> None:
+def bounded(step: Callable[[], None], timeout_s: float, what: str, alive: Callable[[], bool] | None = None) -> None:
     """Run a stop step that talks to the cluster, giving up after ``timeout_s``. A process manager that
     signals the whole process group (systemd's default) stops a local GCS and raylet while
     ``gateway up`` is still stopping; Ray's calls then wait 60 s or more each for them. The step runs
@@ -124,9 +125,14 @@ def bounded(step: Callable[[], None], timeout_s: float, what: str) -> None:
             done.set()
 
     threading.Thread(target=run, name=f"stop {what}", daemon=True).start()
-    if not done.wait(timeout_s):
-        log.warning("stopping: gave up on %s after %.0f s (it did not finish); going on", what, timeout_s)
-        return
+    deadline = time.monotonic() + timeout_s
+    while not done.wait(max(0.0, min(0.5, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline:
+            log.warning("stopping: gave up on %s after %.0f s (it did not finish); going on", what, timeout_s)
+            return
+        if alive is not None and not alive():  # ``alive``: whether waiting longer can still help
+            log.warning("stopping: gave up on %s: the Ray cluster stopped answering; going on", what)
+            return
     if failure:
         raise failure[0]
 
@@ -219,6 +225,8 @@ def loopback_only_ray() -> None:
     ray_constants.ENABLE_RAY_CLUSTER = False
 
 
+#: The logger of Ray's driver-side token set-up (its start-up warning is said on gateway up's Ray line).
+TOKEN_SETUP_LOGGER = "ray._private.authentication.authentication_token_setup"
 #: Lines of Ray's processes that ``gateway up`` does not print: not the operator's business. Serve's stop
 #: kills its controller while its own ``graceful_shutdown`` call is pending, and the raylet reports that call
 #: as failed "with infinite retries remaining" on every stop.
@@ -301,6 +309,8 @@ class ServeRuntime:
                 log.warning("%s", warning)
         else:
             loopback_only_ray()
+            # Ray warns at every start that it turned token authentication on; the Ray line below says so
+            logging.getLogger(TOKEN_SETUP_LOGGER).setLevel(logging.ERROR)
             ray.init(
                 address="local",
                 namespace="gateway",
@@ -311,8 +321,10 @@ class ServeRuntime:
             )
             quiet_ray_noise(RAY_NOISE + LOCAL_RAY_NOISE)
             port = self.settings.metrics_export_port
+            token = os.environ.get("RAY_AUTH_MODE", "token") != "disabled"
             self.ray_description = (
-                f"local Ray instance on 127.0.0.1 only; metrics http://127.0.0.1:{port}/metrics (ops/prometheus.yml)"
+                f"local Ray instance on 127.0.0.1 only{', token authentication on' if token else ''}; "
+                f"metrics http://127.0.0.1:{port}/metrics (ops/prometheus.yml)"
             )
         self._started_ray = True
 
@@ -327,6 +339,9 @@ class ServeRuntime:
         # Serve's own actors (controller, HAProxy manager, proxy) log every deploy step at INFO, which
         # buries `gateway up`'s own lines; their warnings and errors still show.
         quiet = LoggingConfig(log_level="WARNING", enable_access_log=False)
+        # and this process's Serve client logs each step at INFO too ("Connecting to existing Serve app …
+        # will not be applied" on every start, though nothing existed); `gateway up` says what matters
+        logging.getLogger("ray.serve").setLevel(logging.WARNING)
         serve.start(http_options={"host": s.host, "port": s.port}, logging_config=quiet, detached=False)
         serve.run(build_app(s), name=SERVE_APP_NAME, route_prefix="/", blocking=False)
 
@@ -338,7 +353,7 @@ class ServeRuntime:
 
         if self._started_ray and ray.is_initialized() and cluster_reachable():
             within = min(self.settings.drain_s + STOP_GRACE_S + STOP_SLACK_S, SERVE_STOP_S)
-            bounded(serve.shutdown, within, "Serve shutdown (the replicas' drain and settlement)")
+            bounded(serve.shutdown, within, "Serve shutdown (the replicas' drain and settlement)", cluster_reachable)
 
     def stop(self) -> None:
         try:

@@ -130,3 +130,14 @@ def test_ray_noise_is_not_printed_and_the_rest_is(capsys: pytest.CaptureFixture[
         worker.print_to_stdstream = before
     printed = capsys.readouterr().out
     assert "a replica died" in printed and "graceful_shutdown" not in printed, printed
+
+
+def test_a_stop_step_is_given_up_on_once_the_cluster_stops_answering() -> None:
+    """A SIGTERM to the whole process group stops the GCS while Serve's shutdown waits on it: waiting out
+    the step's whole bound (10 s) would only delay the stop."""
+    from gateway.runtime.serve_runtime import bounded
+
+    answers = iter([True, False])
+    began = time.monotonic()
+    bounded(lambda: time.sleep(5), 10.0, "a step waiting on a dead cluster", alive=lambda: next(answers, False))
+    assert time.monotonic() - began < 3
