@@ -2,7 +2,7 @@
 
     python -m bench.grpc_churn [--holders 16] [--holder-streams 3] [--keys 10000] [--churn-streams 8]
                                [--greedy 2] [--churn-keys 10000] [--rounds 3] [--phase 15]
-                               [--server-code DIR]
+                               [--server-code DIR] [--no-probe]
 
 One process of the gateway's gRPC stream server (:class:`gateway.grpc.server.GrpcStreamServer`, as
 ``bench/grpc_stream.py`` starts it, following the devnode's geyser server: 400 ms slots, the replay log
@@ -25,6 +25,8 @@ reverse order, ``--settle`` seconds between): the victim's p50 / p90 / p99 in ea
 each round and the median of those ratios, the server's CPU, and the churn tenant's changes sent,
 acknowledged, refused and lost. ``--server-code DIR`` runs the server process from another checkout
 (``git worktree add DIR <commit>``: its ``bench/grpc_processes.py gateway``), everything else from this one.
+First (unless ``--no-probe``), one change's stages are timed in a process of their own with the server's
+code beside the holders' keys (:func:`probe`): what a change costs the server, without sockets.
 Loopback only; the whole run is bounded (about 40 s of set-up plus the phases).
 """
 
@@ -49,7 +51,6 @@ import orjson
 from bench._proc import LOOPBACK, REPO_ROOT, emit, read_event, wait_for_port
 from bench.grpc_stream import Options as StreamOptions
 from bench.grpc_stream import Stores, cpu_seconds, customer, stores
-from gateway.grpc.rules import FILTER_CHANGES_BURST, FILTER_CHANGES_PER_S, ChangeRate
 from gateway.keys import service_key_addresses
 from gateway.runtime.ports import free_port
 from geyser_proto import geyser_pb2
@@ -77,6 +78,7 @@ class Options:
     settle_s: float = 2.0
     slot_ms: int = 400
     server_code: Path | None = None  # run the server from this checkout (None: this one)
+    probe: bool = True  # first time one change's stages in a process of their own (:func:`probe`)
     database_url: str | None = None  # stores to use (tests); none: embedded ones in a temporary home
     redis_url: str | None = None
 
@@ -104,6 +106,7 @@ class Results:
     phases: list[Phase]
     held: dict[str, Any]  # the holders' streams and keys once set, and whether they stayed open
     load: tuple[tuple[float, float, float], tuple[float, float, float]]  # load averages at start and end
+    probe: dict[str, float] | None = None  # ms per change by stage (median), see :func:`probe`
 
 
 def quantile(samples: list[float], q: float) -> float | None:
@@ -223,6 +226,7 @@ def run(options: Options) -> Results:
     from gateway.runtime.devnode_proc import DevnodeProcess
 
     load0 = os.getloadavg()
+    costs = probe_costs(options) if options.probe else None
     secret = os.urandom(32).hex()
     with stores(StreamOptions(database_url=options.database_url, redis_url=options.redis_url)) as st:
         tokens: dict[str, Any] = {
@@ -240,7 +244,7 @@ def run(options: Options) -> Results:
                 measured, held = asyncio.run(phases(port, pid, tokens, options))
         finally:
             node.stop()
-    return Results(measured, held, (load0, os.getloadavg()))
+    return Results(measured, held, (load0, os.getloadavg()), costs)
 
 
 # -- the report ----------------------------------------------------------------------------------------
@@ -296,6 +300,15 @@ def format_results(results: Results, options: Options) -> str:
             *results.load[0], *results.load[1]
         ),
         "",
+        *(
+            [
+                f"one change of {options.churn_keys:,} keys beside the holders' keys, in process (median of 20): "
+                + ", ".join(f"{stage} {ms:.2f} ms" for stage, ms in results.probe.items()),
+                "",
+            ]
+            if results.probe
+            else []
+        ),
         "| round | churn | slot updates | victim p50 / p90 / p99 ms | server CPU | changes sent | acknowledged "
         "| refused | lost | opens (refused) |",
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -399,7 +412,7 @@ class Churner:
     """One churn stream: its requests, its pace, what became of its changes."""
 
     variants: list[bytes]
-    rate: ChangeRate
+    rate: Any  # gateway.grpc.rules.ChangeRate (imported where used: --server-code may predate it)
     answered: asyncio.Event  # shared: the phase's end waits on it for the last answers
     tally: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_TALLY, 0))
     outstanding: set[int] = field(default_factory=set)
@@ -473,11 +486,13 @@ async def _churn_stream(channel: grpc.aio.Channel, token: str, me: Churner, runn
         finally:
             reader.cancel()
             call.cancel()
-            me.rate = ChangeRate(me.rate.burst, me.rate.per_s)  # a new stream has a new bucket
+            me.rate = type(me.rate)(me.rate.burst, me.rate.per_s)  # a new stream has a new bucket
 
 
 async def churn(args: argparse.Namespace) -> None:
     """``--paced`` + ``--greedy`` streams of one account; ``start`` churns, ``stop`` answers the counts."""
+    from gateway.grpc.rules import FILTER_CHANGES_BURST, FILTER_CHANGES_PER_S, ChangeRate
+
     pool_size = 5 * args.keys + 1  # consecutive windows of ``keys`` share no key; none repeats within a stream
     pool = random_keys(pool_size)
 
@@ -610,6 +625,71 @@ async def victim(args: argparse.Namespace) -> None:
     await channel.close()
 
 
+def probe(args: argparse.Namespace) -> None:
+    """The server's work for one churn change, in this process, with whatever code is on the path (no
+    socket, no loop): parse, compile, the filter budget's claim, and the fan-out's replace followed by the
+    next slot update's publish (the old fan-out rebuilt its indexes there), beside the holders' keys."""
+    from gateway.grpc.budget import FilterBudget
+    from gateway.grpc.rules import StreamLimits
+    from geyser_proto.fanout import Fanout
+    from geyser_proto.filters import compile_request
+
+    try:
+        budget = FilterBudget(StreamLimits(), whole_feed=True)  # type: ignore[call-arg,unused-ignore]
+    except TypeError:  # before the budget knew of the replay log
+        budget = FilterBudget(StreamLimits())
+
+    class Drop:
+        def deliver(self, data: bytes) -> None:
+            pass
+
+    fanout = Fanout()
+    per_stream = args.keys // args.streams
+    for account in range(args.holders):
+        for _ in range(args.streams):
+            member = fanout.attach(Drop())
+            filters = compile_request(geyser_pb2.SubscribeRequest.FromString(accounts_request(random_keys(per_stream))))
+            assert budget.claim(member, f"holder-{account}", filters) is None
+            fanout.replace(member, filters)
+    slots = geyser_pb2.SubscribeRequest(slots={"slots": geyser_pb2.SubscribeRequestFilterSlots()})
+    fanout.attach(Drop(), compile_request(slots))
+    churner = fanout.attach(Drop())
+    pool = random_keys(2 * args.churn_keys)
+    raws = [accounts_request(pool[::2][: args.churn_keys]), accounts_request(pool[1::2][: args.churn_keys])]
+    stages: dict[str, list[float]] = {"parse": [], "compile": [], "budget": [], "fan-out": []}
+    for n in range(args.changes):
+        t0 = time.perf_counter()
+        request = geyser_pb2.SubscribeRequest.FromString(raws[n % 2])
+        t1 = time.perf_counter()
+        filters = compile_request(request)
+        t2 = time.perf_counter()
+        assert budget.claim(churner, "churn", filters) is None
+        t3 = time.perf_counter()
+        fanout.replace(churner, filters)
+        fanout.publish(geyser_pb2.SubscribeUpdate(slot=geyser_pb2.SubscribeUpdateSlot(slot=n + 1)))
+        t4 = time.perf_counter()
+        for stage, seconds in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+            stages[stage].append(seconds)
+    emit({"event": "probe", "ms": {stage: 1000 * statistics.median(v) for stage, v in stages.items()}})
+
+
+def probe_costs(options: Options) -> dict[str, float]:
+    """:func:`probe` in a process of its own, with the server's code (``--server-code`` or this checkout)."""
+    root = (options.server_code or REPO_ROOT).resolve()
+    args = [sys.executable, str(Path(__file__).resolve()), "role", "probe", "--holders", str(options.holders)]
+    args += ["--streams", str(options.holder_streams), "--keys", str(options.keys)]
+    args += ["--churn-keys", str(options.churn_keys), "--changes", "20"]
+    done = subprocess.run(
+        args, cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, check=True, timeout=300
+    )
+    for line in done.stdout.splitlines():
+        if line.startswith(b"{"):
+            event = orjson.loads(line)
+            if event.get("event") == "probe":
+                return dict(event["ms"])
+    raise RuntimeError(f"the probe answered nothing: {done.stderr[-2000:]!r}")
+
+
 def role(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.grpc_churn role")
     sub = parser.add_subparsers(dest="role", required=True)
@@ -624,10 +704,19 @@ def role(argv: list[str]) -> None:
     ch.add_argument("--keys", type=int, required=True)
     ch.add_argument("--paced", type=int, required=True)
     ch.add_argument("--greedy", type=int, required=True)
+    pr = sub.add_parser("probe")
+    pr.add_argument("--holders", type=int, required=True)
+    pr.add_argument("--streams", type=int, required=True)
+    pr.add_argument("--keys", type=int, required=True)
+    pr.add_argument("--churn-keys", type=int, required=True)
+    pr.add_argument("--changes", type=int, required=True)
     vi = sub.add_parser("victim")
     vi.add_argument("--port", type=int, required=True)
     vi.add_argument("--token", required=True)
     args = parser.parse_args(argv)
+    if args.role == "probe":
+        probe(args)
+        return
     roles = {"holders": holders, "churn": churn, "victim": victim}
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(roles[args.role](args))
@@ -649,6 +738,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--phase", type=float, default=15.0, help="seconds of each phase")
     parser.add_argument("--settle", type=float, default=2.0, help="seconds between phases")
     parser.add_argument("--server-code", type=Path, default=None, help="run the server from this checkout")
+    parser.add_argument("--no-probe", action="store_true", help="skip timing one change's stages in process")
     args = parser.parse_args(argv)
     options = Options(
         args.holders,
@@ -661,6 +751,7 @@ def main(argv: list[str] | None = None) -> None:
         args.phase,
         args.settle,
         server_code=args.server_code,
+        probe=not args.no_probe,
     )
     print(format_results(run(options), options))
 

@@ -28,6 +28,8 @@ def test_grpc_churn_bench_alternates_phases_and_counts_changes(database_url: str
     assert results.held["streams"] == 4 and results.held["keys"] == 4 * 200
     assert results.held["open_at_end"] == 4 and results.held["ended"] == []
     assert results.held["churn"] == 3
+    # The probe timed one change's stages with the server's code.
+    assert results.probe is not None and set(results.probe) == {"parse", "compile", "budget", "fan-out"}
     # Two rounds, each a phase without churn and one with it, in alternating order.
     assert [(p.round, p.churn) for p in results.phases] == [(0, False), (0, True), (1, True), (1, False)]
     for phase in results.phases:
