@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import warnings
 from typing import Any
 
 from actors.account_shard import AccountShard
@@ -137,7 +138,10 @@ class RestartingAccountShard(AccountShard):
     def __init__(self, index: int) -> None:
         import ray
 
-        super().__init__(index, restarted=bool(ray.get_runtime_context().was_current_actor_reconstructed))
+        with warnings.catch_warnings():  # Ray 2.60's property reads its own deprecated actor_id: not ours to fix
+            warnings.simplefilter("ignore", DeprecationWarning)
+            restarted = bool(ray.get_runtime_context().was_current_actor_reconstructed)
+        super().__init__(index, restarted=restarted)
 
 
 def start_account_shards(count: int) -> list[Any]:
