@@ -76,6 +76,7 @@ class Options:
     rounds: int = 3
     phase_s: float = 15.0
     settle_s: float = 2.0
+    warmup_s: float = 5.0  # after set-up, before the first phase (the old fan-out rebuilt its index meanwhile)
     slot_ms: int = 400
     server_code: Path | None = None  # run the server from this checkout (None: this one)
     probe: bool = True  # first time one change's stages in a process of their own (:func:`probe`)
@@ -202,6 +203,7 @@ async def phases(port: int, pid: int, tokens: dict[str, Any], options: Options) 
         role_process("victim", "--port", str(port), "--token", tokens["victim"]) as (victim, _),
     ):
         print(f"holders hold {held['keys']:,} keys in {held['streams']} streams; measuring", flush=True)
+        await asyncio.sleep(options.warmup_s)
         for round_no in range(options.rounds):
             for churning in (False, True) if round_no % 2 == 0 else (True, False):
                 if churning:
@@ -737,6 +739,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--phase", type=float, default=15.0, help="seconds of each phase")
     parser.add_argument("--settle", type=float, default=2.0, help="seconds between phases")
+    parser.add_argument("--warmup", type=float, default=5.0, help="seconds after set-up before the first phase")
     parser.add_argument("--server-code", type=Path, default=None, help="run the server from this checkout")
     parser.add_argument("--no-probe", action="store_true", help="skip timing one change's stages in process")
     args = parser.parse_args(argv)
@@ -750,6 +753,7 @@ def main(argv: list[str] | None = None) -> None:
         args.rounds,
         args.phase,
         args.settle,
+        args.warmup,
         server_code=args.server_code,
         probe=not args.no_probe,
     )

@@ -19,6 +19,7 @@ def test_grpc_churn_bench_alternates_phases_and_counts_changes(database_url: str
         rounds=2,
         phase_s=4.0,
         settle_s=0.5,
+        warmup_s=0.5,
         database_url=database_url,
         redis_url=redis_url,
     )
