@@ -220,10 +220,13 @@ def run(
     pairs: int = 0,
     pair_s: float = 3.0,
     body: bytes = DEFAULT_BODY,
+    profile: Path | None = None,
 ) -> tuple[list[list[Row]], list[list[tuple[Row, Row]]]]:
     """Every target at every connection count, ``rounds`` times interleaved (the rows of each round),
     each round on a new replica process followed by its share of ``pairs`` short alternating runs of
-    serve-unmetered and metered-apikey (the pairs of each round); then the batch rows."""
+    serve-unmetered and metered-apikey (the pairs of each round); then the batch rows. With ``profile``,
+    instead: one run of (a), metered and the batch at 64 connections, each with the replica sampled by
+    py-spy into ``profile``.<name>, and where its time went."""
     from ray import serve
 
     from bench.unmetered import UNMETERED_PATH, paired_ingress
@@ -249,10 +252,19 @@ def run(
         base = f"http://{resolved.host}:{resolved.port}"
         cpu_pids = {"upstream": [upstream_proc.pid], "forwarder": [forwarder_proc.pid]}
 
+        stack_port = os.environ.get("RAY_SERVE_FALLBACK_PROXY_HTTP_PORT")  # a free port of this stack's own
+
+        def ours(process: psutil.Process) -> bool:
+            """A replica of this stack, not of another on the machine (its Ray's environment is this one's)."""
+            try:
+                return process.environ().get("RAY_SERVE_FALLBACK_PROXY_HTTP_PORT") == stack_port
+            except psutil.Error:
+                return False
+
         def new_replica(generation: int) -> None:
             """The gateway's app replaced by the paired ingress on a new replica process (module docstring)."""
             marker = f"ServeReplica:{SERVE_APP_NAME}:Ingress"
-            replaced = processes_naming(marker)
+            replaced = [p for p in processes_naming(marker) if ours(p)]
             deployment = paired_ingress(resolved.max_ongoing_requests, generation)
             serve.run(deployment.bind(resolved.model_dump(mode="json")), name=SERVE_APP_NAME, route_prefix="/")
             # A replica that exits during a run would take its CPU out of the sums: wait for it to go.
@@ -260,7 +272,7 @@ def run(
             if lingering:
                 print(f"  replaced replica(s) {[p.pid for p in lingering]} still running", flush=True)
             gone = {p.pid for p in replaced}
-            pids = [p.pid for p in processes_naming(marker) if p.pid not in gone]
+            pids = [p.pid for p in processes_naming(marker) if p.pid not in gone and ours(p)]
             for name in ("serve-unmetered", "metered-apikey", "metered-signed", "metered-batch100"):
                 cpu_pids[name] = pids
             wait_answering(f"{base}{UNMETERED_PATH}")  # through HAProxy: only the paired ingress has this path
@@ -283,6 +295,9 @@ def run(
             ("metered-signed", f"{base}/", signed, body),
         ]
         batch: Target = ("metered-batch100", f"{base}/", keyed, BATCH_BODY)  # after the others (module docstring)
+        if profile is not None:
+            profile_replica(profile, [targets[2], targets[3], batch], duration_s, client, cpu_pids)
+            return [], []
         by_round: list[list[Row]] = [[] for _ in range(rounds)]
         paired: list[list[tuple[Row, Row]]] = [[] for _ in range(rounds)]
         for round_no, rows in enumerate(by_round):  # interleaved, so a noisy minute hurts every target alike
@@ -308,6 +323,27 @@ def run(
             proc.terminate()
             proc.wait(timeout=10)
         shutil.rmtree(home, ignore_errors=True)  # PostgreSQL's data: 150-300 MB after a run
+
+
+def profile_replica(
+    profile: Path, targets: list[Target], duration_s: float, client: str, cpu_pids: dict[str, list[int]]
+) -> None:
+    """Each target at 64 connections with its replica sampled by py-spy, then where the time went."""
+    from bench import replica_profile
+
+    for target in targets:
+        name = target[0]
+        output = profile.with_name(f"{profile.name}.{name}")
+        run_target(target, 64, 1.0, client, cpu_pids, log=None)  # warm, outside the samples
+        sampler = replica_profile.start(cpu_pids[name][0], duration_s, output)
+        row = run_target(target, 64, duration_s, client, cpu_pids, warmup_s=0.0, log=None)
+        if sampler is None:
+            return
+        sampler.wait(timeout=duration_s + 60)
+        us = row.result.server_cpu_ms_per_req * 1e3 if row.result.server_cpu_ms_per_req else None
+        print(f"\n{name}: {row.result.rps:,.0f} req/s, replica {us or 0:.0f} µs CPU per request ({output})")
+        if output.exists():
+            print(replica_profile.summarize(output, us))
 
 
 RATIOS = [
@@ -348,6 +384,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", type=int, default=20, help="short alternating unmetered/metered runs (default 20)")
     parser.add_argument("--pair-seconds", type=float, default=3.0, help="seconds per run of a pair (default 3)")
     parser.add_argument(
+        "--profile", type=Path, default=None, help="py-spy the replica under (a), metered and the batch instead"
+    )
+    parser.add_argument(
         "--send", action="store_true", help="sendTransaction of a signed transfer instead of getSlot (verified, SEND)"
     )
     args = parser.parse_args(argv)
@@ -356,8 +395,10 @@ def main(argv: list[str] | None = None) -> None:
     connections = [int(c) for c in args.connections.split(",")]
     body = send_body() if args.send else DEFAULT_BODY
     by_round, short_pairs = run(
-        args.duration, connections, args.rounds, args.client, args.pairs, args.pair_seconds, body
+        args.duration, connections, args.rounds, args.client, args.pairs, args.pair_seconds, body, args.profile
     )
+    if args.profile is not None:
+        return
     rows = best_of(by_round)
     print()
     print(format_table(rows, baseline="forwarder"))
