@@ -6,14 +6,17 @@ Requests. Ray reads per-request control headers before the gateway sees the requ
 ``serve_multiplexed_model_id``, its session-id header (``x-session-id``) and ``x-request-id`` (taken
 as Ray's own request id). They are Serve's, not the API's: a client must not choose when its own
 request is cancelled. :class:`ServeEdge` removes them before Ray reads them; the gateway keeps none
-(documented in docs/api.md). Cancellation by a client that goes away still happens, and is billed
-by the one refund rule (:mod:`gateway.credits.refunds`).
+(documented in docs/api.md). It then marks each HTTP request ``x-request-disconnect-disabled: ?1``
+itself (:data:`DISCONNECT_DISABLED`): a call whose client goes away runs to its end, billed by the one
+refund rule (:mod:`gateway.credits.refunds`) as any call that may have reached the node.
 
 Responses. Ray's ``RequestIdMiddleware`` appends an ``X-Request-ID`` of Ray's to every response. The
 gateway sets its own on authenticated responses (the ``requestId`` of error bodies and usage
 records), and the API wants none on ``/health``, ``/pricing`` and ``/capabilities``; so Ray's would
-be a second, different value, or a header that must be absent. :class:`ServeEdge` removes the last
-``x-request-id`` of each response, which is Ray's (its middleware appends exactly one).
+be a second, different value, or a header that must be absent. In an ingress replica (direct
+ingress, behind HAProxy) Ray's middleware is not installed at all (:func:`ray_middlewares`), which
+saves two wrappers of every ``send``; elsewhere (Serve's own proxy) :class:`ServeEdge` removes the
+last ``x-request-id`` of each response, which is Ray's (its middleware appends exactly one).
 
 The client's address. Behind Ray's HAProxy every request comes from HAProxy's own address. HAProxy,
 run through ``gateway-haproxy`` (:mod:`gateway.runtime.haproxy_edge`), sends the address it saw in
@@ -30,6 +33,7 @@ response last.
 from __future__ import annotations
 
 import hmac
+import itertools
 import os
 
 from starlette.middleware import Middleware
@@ -58,12 +62,27 @@ SERVE_CONTROL_HEADERS = frozenset(
 )
 
 
-class ServeEdge:
-    """ASGI middleware: strip Serve's control headers from requests (HTTP and WebSocket), and the last
-    ``x-request-id`` from each HTTP response."""
+#: Every spelling of :data:`SERVE_CONTROL_HEADERS` (``-`` or ``_`` at each separator), so that a header
+#: name is looked up as it came, lower-cased, without rewriting it first.
+_CONTROL_SPELLINGS = frozenset(
+    parts[0] + b"".join(sep + part for sep, part in zip(seps, parts[1:], strict=True))
+    for parts in (name.split(b"_") for name in SERVE_CONTROL_HEADERS)
+    for seps in itertools.product((b"-", b"_"), repeat=len(parts) - 1)
+)
+#: Added to every HTTP request, after the client's own are removed: Serve then runs the request's app
+#: directly instead of in a task of its own beside a second task watching for the client's disconnect
+#: (two tasks and an ``asyncio.wait`` per request). A call whose client leaves runs to its end and is
+#: billed by the one refund rule as when it was answered (docs/api.md, Billing and refunds).
+DISCONNECT_DISABLED = (b"x-request-disconnect-disabled", b"?1")
 
-    def __init__(self, app: ASGIApp, edge_secret: str | None = None) -> None:
+
+class ServeEdge:
+    """ASGI middleware: strip Serve's control headers from requests (HTTP and WebSocket), add
+    :data:`DISCONNECT_DISABLED` to HTTP requests, and strip the last ``x-request-id`` from each HTTP response."""
+
+    def __init__(self, app: ASGIApp, edge_secret: str | None = None, ray_request_ids: bool = True) -> None:
         self.app = app
+        self.ray_request_ids = ray_request_ids  # False: Ray's RequestIdMiddleware is not in front of the app
         secret = os.environ.get(EDGE_SECRET_ENV, "") if edge_secret is None else edge_secret
         self.edge_secret = secret.encode() if secret else None
 
@@ -78,6 +97,10 @@ class ServeEdge:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        headers.append(DISCONNECT_DISABLED)
+        if not self.ray_request_ids:
+            await self.app(scope, receive, send)
+            return
 
         async def send_without_ray_id(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -88,7 +111,7 @@ class ServeEdge:
 
 
 def without_control_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    return [(k, v) for k, v in headers if k.lower().replace(b"-", b"_") not in SERVE_CONTROL_HEADERS]
+    return [(k, v) for k, v in headers if k.lower() not in _CONTROL_SPELLINGS]
 
 
 def edge_headers(headers: list[tuple[bytes, bytes]]) -> tuple[list[tuple[bytes, bytes]], bytes | None, bytes | None]:
@@ -101,7 +124,7 @@ def edge_headers(headers: list[tuple[bytes, bytes]]) -> tuple[list[tuple[bytes, 
             client = value
         elif lower == _EDGE_SECRET:
             secret = value
-        elif lower.replace(b"-", b"_") not in SERVE_CONTROL_HEADERS:
+        elif lower not in _CONTROL_SPELLINGS:
             kept.append((name, value))
     return kept, client, secret
 
@@ -115,6 +138,25 @@ def drop_last(headers: list[tuple[bytes, bytes]], name: bytes) -> list[tuple[byt
     return headers
 
 
+class _NoRequestIdMiddleware:
+    """Stands in for Ray's ``RequestIdMiddleware``: the app itself, unwrapped."""
+
+    def __new__(cls, app: ASGIApp) -> ASGIApp:  # type: ignore[misc]
+        return app
+
+
 def ray_middlewares() -> list[Middleware]:
-    """Called by Ray Serve when it builds an HTTP server."""
-    return [Middleware(ServeEdge)]
+    """Called by Ray Serve when it builds an HTTP server (in a replica, just before it wraps the app).
+
+    In an ingress replica, Ray's ``RequestIdMiddleware`` is replaced by the app itself: it would add a
+    request id to the scope's headers and an ``X-Request-ID`` to every response, through a wrapper of
+    every ``send``, which :class:`ServeEdge` then took out again through a second one. The replica
+    makes its own id when the header is absent (its logs keep one). Serve's proxy keeps Ray's (its
+    request context reads the header), and :class:`ServeEdge` strips Ray's response header there."""
+    from ray.serve import context
+    from ray.serve._private import http_util
+
+    if context._get_internal_replica_context() is None:  # type: ignore[no-untyped-call]  # Serve's proxy actor
+        return [Middleware(ServeEdge)]
+    http_util.RequestIdMiddleware = _NoRequestIdMiddleware  # type: ignore[misc,assignment]
+    return [Middleware(ServeEdge, ray_request_ids=False)]

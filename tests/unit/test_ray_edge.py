@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.types import Message, Receive, Scope, Send
 
-from gateway.transports.ray_edge import ServeEdge, drop_last, without_control_headers
+from gateway.transports.ray_edge import DISCONNECT_DISABLED, ServeEdge, drop_last, without_control_headers
 
 
 def test_the_last_request_id_goes_and_the_first_stays() -> None:
@@ -46,7 +46,27 @@ async def test_the_app_never_sees_them() -> None:
     for kind in ("http", "websocket"):
         scope = {"type": kind, "headers": [(b"x-request-timeout-seconds", b"0.2"), (b"host", b"h")]}
         await ServeEdge(app)(scope, receive, send)
-    assert seen == [[(b"host", b"h")], [(b"host", b"h")]]
+    assert seen == [[(b"host", b"h"), DISCONNECT_DISABLED], [(b"host", b"h")]]
+
+
+async def test_serve_is_told_to_run_each_http_request_in_place() -> None:
+    """Serve skips its per-request tasks (its disconnect watcher and the request's own) only on the
+    edge's ``?1``: a client's value of the header, whatever it is, never reaches Serve."""
+    seen: list[list[tuple[bytes, bytes]]] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        seen.append(scope["headers"])
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: Message) -> None:
+        return None
+
+    for value in (b"?0", b"?1", b"no"):
+        headers = [(b"X-Request_Disconnect-Disabled", value), (b"x-request-timeout_seconds", b"1")]
+        await ServeEdge(app)({"type": "http", "headers": headers}, receive, send)
+    assert seen == [[DISCONNECT_DISABLED]] * 3
 
 
 async def _client_seen(edge: ServeEdge, headers: list[tuple[bytes, bytes]]) -> tuple[object, list[tuple[bytes, bytes]]]:
@@ -64,7 +84,7 @@ async def _client_seen(edge: ServeEdge, headers: list[tuple[bytes, bytes]]) -> t
     await edge.__class__(app, edge_secret=edge.edge_secret.decode() if edge.edge_secret else "")(
         {"type": "http", "headers": headers, "client": ("127.0.0.1", 5000)}, receive, send
     )
-    return seen[0]["client"], seen[0]["headers"]
+    return seen[0]["client"], [h for h in seen[0]["headers"] if h != DISCONNECT_DISABLED]
 
 
 async def test_the_edge_names_the_client_only_with_the_secret() -> None:
