@@ -34,9 +34,19 @@ log = logging.getLogger(__name__)
 REQUEST_ID_HEADER = "X-Request-Id"
 
 
+#: Request ids drawn from the OS per system call: one ``os.urandom`` per call was a system call on
+#: every request (1-2 µs of a busy replica's CPU).
+_IDS_PER_DRAW = 256
+_ids: list[str] = []
+os.register_at_fork(after_in_child=_ids.clear)  # a forked child never hands out its parent's ids
+
+
 def new_request_id() -> str:
-    """32 random hex digits, as ``uuid4().hex`` looks, at a third of its cost."""
-    return os.urandom(16).hex()
+    """32 random hex digits (from ``os.urandom``), as ``uuid4().hex`` looks, at a fraction of its cost."""
+    if not _ids:
+        drawn = os.urandom(16 * _IDS_PER_DRAW).hex()
+        _ids.extend(drawn[i : i + 32] for i in range(0, len(drawn), 32))
+    return _ids.pop()
 
 
 class Wire(StrEnum):

@@ -28,7 +28,7 @@ from gateway.core.credits import LOW_BALANCE_CREDITS
 from gateway.core.errors import ProxyError, service_unavailable
 from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload
 from gateway.core.limits import AccountLimits, Allowed, RateLimited
-from gateway.core.methods import SELF_BILLED_CLASSES
+from gateway.core.methods import SELF_BILLED_CLASSES, MethodClass
 from gateway.credits.errors import (
     account_suspended,
     concurrency_limited,
@@ -43,6 +43,9 @@ from gateway.pipeline import Call, Handler, Reply
 from gateway.storage.errors import StoreUnavailable
 
 Admitted = list[tuple[RpcItem, Admission]]
+
+
+_CHARGED, _REFUNDED = "charged", "refunded"
 
 
 class MeteringStage:
@@ -183,14 +186,19 @@ class MeteringStage:
 
     def _complete(self, call: Call, admitted: Admitted, failure: Failure | None = None) -> None:
         """Record each admitted item's outcome; ``failure`` is how the call ended when it raised (an
-        item that already knows its own failure, e.g. a timeout at the forwarder, keeps it)."""
+        item that already knows its own failure, e.g. a timeout at the forwarder, keeps it). The credits
+        counter gets one record per method class and outcome of the call, not one per batch item."""
+        credits: dict[tuple[MethodClass | None, str], int] = {}
         for item, admission in admitted:
             if failure is not None and item.response is None and item.failure is None:
                 item.failure = failure
             refunded = refund_reason(item) is not None
-            metrics.CREDITS.inc((str(item.method_class), "refunded" if refunded else "charged"), item.price)
+            series = (item.method_class, _REFUNDED if refunded else _CHARGED)
+            credits[series] = credits.get(series, 0) + item.price
             part = 0 if refunded else item.refund_part  # a charged call's failed parts (getTransactionHistory)
             self.meter.complete(admission, item.method, call.usage_id(item.index), refunded, part=part)
+        for (method_class, outcome), total in credits.items():
+            metrics.CREDITS.inc((str(method_class), outcome), total)
 
     async def annotate(self, call: Call) -> None:
         """Set the headers on a call this stage did not meter (best effort: never fails the call)."""

@@ -11,6 +11,7 @@ import asyncpg
 import orjson
 import pytest
 
+from gateway import metrics
 from gateway.app import method_registry
 from gateway.core.identity import Identity
 from gateway.core.limits import Limiter
@@ -117,6 +118,33 @@ async def test_batch_items_are_billed_individually(gateway: Callable[..., Gatewa
     await gw.meter.flush()
     assert await balance(pool, gw.pubkey) == 1_000 - 26
     assert reply.headers["X-Credits-Low"] == "true"
+
+
+async def test_a_batch_counts_its_credits_once_per_class_and_outcome(
+    gateway: Callable[..., Gateway], pool: asyncpg.Pool
+) -> None:
+    """gateway_credits_total gets one record per method class and outcome of a batch, with the sum of
+    its items' credits (a record per item was the batch's largest per-item cost after parsing)."""
+    records: list[tuple[float, tuple[str, ...]]] = []
+
+    class Sink:
+        def record(self, value: float, labels: tuple[str, ...]) -> None:
+            records.append((value, labels))
+
+    class Backend:
+        def sink(self, spec: metrics.MetricSpec) -> Sink | metrics._Discard:
+            return Sink() if spec.name == "gateway_credits_total" else metrics._DISCARD
+
+    gw = gateway(rps=1_000)
+    await fund(pool, gw.pubkey, 1_000)
+    metrics.install(Backend())
+    try:
+        calls: list[tuple[str, list[Any]]] = [("getSlot", [])] * 40 + [("getBlock", [1])] * 3
+        reply, body = await gw.rpc(*calls, batch=True)
+    finally:
+        metrics.uninstall()
+    assert reply.status == 200 and all("result" in a for a in body)
+    assert sorted(records) == [(40.0, ("READ_CHEAP", "charged")), (75.0, ("READ_HEAVY", "charged"))]
 
 
 async def test_short_balance_in_a_batch_rejects_only_what_it_cannot_pay(
