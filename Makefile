@@ -24,6 +24,7 @@ check: $(BIN)/gateway
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python ops/check-doc-paths docs/architecture.md  # every path it names exists
 
 bench: $(BIN)/gateway
 	$(BIN)/python -m bench

@@ -2,7 +2,7 @@
 
 Each account has a token bucket (rate r/s, burst r: one unit per JSON-RPC item) and a concurrency
 counter (one slot per call). With R ingress replicas each replica enforces its share,
-``ceil(limit / R)``, so checking a limit never leaves the process (README, Architecture). The
+``ceil(limit / R)``, so checking a limit never leaves the process (docs/architecture.md). The
 trade-off: with an uneven load balancer an account can be limited below its full limit (all traffic
 on one replica gets only that replica's share), and with R > 1 the rounding up can let it exceed
 the limit by at most R - 1 per second. Buckets are soft state: a restart refills them.

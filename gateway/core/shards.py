@@ -28,7 +28,7 @@ given. The bound therefore holds across a restart too (tokens of the old incarna
 are never spendable beyond ``burst`` together), at the price of ``ttl_s`` of refusals after it (503,
 as while it was down).
 Replicas renew at least every ``ttl_s / 2`` while they hold slots, so by the end of the young period
-the calls in flight everywhere are counted again (README, Where state lives).
+the calls in flight everywhere are counted again (docs/architecture.md, Where state lives).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Rate and concurrency from the account-shard actors: a replica spends slices of each account's limits
 locally and asks the account's shard for more before it runs out (the rules and the bound are in
-:mod:`gateway.core.shards`; README, Where state lives).
+:mod:`gateway.core.shards`; docs/architecture.md, Where state lives).
 
 :class:`SlicedLimiter` is the limits of the metering stage (:class:`gateway.core.limits.AccountLimits`)
 when ``account_shards`` is set. Per account it holds ``tokens`` (rate units granted by the shard) and

@@ -62,7 +62,7 @@ class Row:
     failed: int = 0
     unbilled: int = 0
     problems: list[str] = field(default_factory=list)
-    unbilled_allowed: bool = False  # a killed process lost its unsettled usage (README, How metering works)
+    unbilled_allowed: bool = False  # a killed process lost its unsettled usage (docs/architecture.md, metering)
 
     @property
     def failed_checks(self) -> bool:

@@ -42,7 +42,7 @@ class Fault:
     name: str
     inject: Callable[[RunningService, Restarted], Awaitable[Callable[[], bool]]]
     #: a process holding credit leases: its answered calls not settled yet are lost, in the customer's
-    #: favour (README, How metering works), so unbilled calls are reported, not a failure
+    #: favour (docs/architecture.md, How metering works), so unbilled calls are reported, not a failure
     loses_unsettled_usage: bool = False
 
 

@@ -30,7 +30,7 @@ lease expired, and then: the conservation audit of every account (zero mismatche
 balance), each deposit signature credited exactly once with its credits, and the model check: the
 ledger's consumption of each account equals what the shadow model charged (completed, not refunded
 calls; send outcomes; deliveries not refunded) less the usage a killed replica had not settled,
-which is lost in the customer's favour (README, How metering works), counted exactly from its
+which is lost in the customer's favour (docs/architecture.md, How metering works), counted exactly from its
 in-memory leases and the database's ``flush_seq``, and reported.
 """
 

@@ -58,7 +58,7 @@ from tests.integration.service import (
 pytestmark = pytest.mark.integration
 
 GATEWAY = Path(sys.executable).with_name("gateway")
-RPS = 20  # the account's rate; its burst is the same (README, Where state lives)
+RPS = 20  # the account's rate; its burst is the same (docs/architecture.md, Where state lives)
 WORKERS = 24
 AUTOSCALING = {
     "min_replicas": 1,
