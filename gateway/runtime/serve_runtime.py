@@ -89,7 +89,8 @@ def cluster_host_warning(settings: Settings, nodes: int) -> str | None:
         return None
     return (
         f"host {settings.host} (GATEWAY_HOST) on a cluster of {nodes} nodes: each node's HAProxy reaches only "
-        "its own node's replicas, and no other machine reaches it; set GATEWAY_HOST=0.0.0.0 (README, Ray cluster)"
+        "its own node's replicas, and no other machine reaches it; set GATEWAY_HOST=0.0.0.0 "
+        "(docs/configuration.md, Ray cluster)"
     )
 
 
