@@ -218,7 +218,7 @@ def loopback_only_ray() -> None:
     Ray turns ``_node_ip_address="127.0.0.1"`` into the host's routable address (``services.
     resolve_ip_for_localhost``) unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` is off, a flag read once, when
     ``ray`` is first imported: here it is set for the processes Ray starts (which inherit it) and in this
-    one. With it off, the GCS, raylet, workers and agents bind 127.0.0.1 (the README's "What runs where";
+    one. With it off, the GCS, raylet, workers and agents bind 127.0.0.1 (docs/operations.md, "What runs where";
     tests/integration/test_exposure.py lists them); with it on (Ray's default on Linux) they bind ``*``."""
     from ray._private import ray_constants
 

@@ -225,7 +225,7 @@ class Load:
 
 
 def gateway_cli(service: RunningService, *args: str) -> subprocess.CompletedProcess[str]:
-    """One of the operator commands (README Operating it) against the running stack."""
+    """One of the operator commands (docs/operations.md, Operator commands) against the running stack."""
     gateway = str(Path(sys.executable).with_name("gateway"))
     return subprocess.run([gateway, *args], env=service.env, capture_output=True, text=True, timeout=180, check=False)
 

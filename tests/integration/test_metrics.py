@@ -217,7 +217,7 @@ def test_paid_calls_move_the_series_by_what_they_did(
     assert prometheus.wait_for("max(gateway_webhook_queue_depth)", 0.0) == 0.0
     assert prometheus.wait_for("max(gateway_send_holds_pending)", 0.0) == 0.0
     assert prometheus.value("max(gateway_signal_classifier_lag_slots)") is not None
-    # gateway up airdrops the fee payer SOL on the devnode (README, the data dir)
+    # gateway up airdrops the fee payer SOL on the devnode (docs/operations.md, The data dir)
     assert (prometheus.wait_for_some("min(gateway_x402_fee_payer_lamports)") or 0) > 0
 
 
