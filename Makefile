@@ -29,12 +29,12 @@ check: $(BIN)/gateway
 bench: $(BIN)/gateway
 	$(BIN)/python -m bench
 
-# The fault suite (README Reliability): one stack, faults one at a time, then the checks. FAULTS_ARGS: e.g. --operations 100.
+# The fault suite (docs/reliability.md): one stack, faults one at a time, then the checks. FAULTS_ARGS: e.g. --operations 100.
 faults: $(BIN)/gateway
 	$(BIN)/python -m tests.faults $(FAULTS_ARGS)
 	$(BIN)/python -m tests.faults.ledger_run --operations $(LEDGER_OPERATIONS) --seed $(LEDGER_SEED)
 
-# The in-process randomized ledger run alone (README Reliability): 10^5 metered operations by default.
+# The in-process randomized ledger run alone (docs/reliability.md): 10^5 metered operations by default.
 LEDGER_OPERATIONS ?= 100000
 LEDGER_SEED ?= 7
 ledger-run: $(BIN)/gateway
