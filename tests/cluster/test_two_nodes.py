@@ -167,7 +167,7 @@ def service(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
     env = service_env(
         home,
         **cluster.driver_env(),
-        GATEWAY_HOST="0.0.0.0",  # HAProxy on each node must reach the replicas of the other (README)
+        GATEWAY_HOST="0.0.0.0",  # HAProxy on each node must reach the replicas of the other (docs/configuration.md)
         GATEWAY_EDGE_SECRET=cluster.edge_secret,
         GATEWAY_INGRESS_REPLICAS="2",
         GATEWAY_INGRESS_REPLICAS_PER_NODE="1",  # one on each node, so the kill takes one of them

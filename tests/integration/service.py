@@ -117,7 +117,7 @@ class Customer:
 
 
 def create_api_key(url: str, wallet: Keypair) -> str:
-    """``POST /account/api-key`` under wallet-signature auth, as the README shows it."""
+    """``POST /account/api-key`` under wallet-signature auth, as docs/api.md (Authentication) shows it."""
     body = b"{}"
     headers = WalletSigner(bytes(wallet)).headers("POST", "/account/api-key", body)
     request = urllib.request.Request(
