@@ -20,6 +20,8 @@ configuration Ray wrote, adds to the ``http_frontend`` section
   the replica's request slot freed (HAProxy does not run this timeout while a replica is still working
   on the answer). Upgraded connections (``/ws``) run on ``timeout tunnel`` instead, added to the
   ``defaults`` section (HAProxy allows it there and in backends, not in a front end),
+- ``option dontlog-normal``: Ray's template has HAProxy format and send a log datagram for every
+  request; only errors and abnormal ends (timeouts, aborts, 5xx) are logged,
 
 then executes the real binary on the copy with the same arguments (HAProxy's reloads come through
 here too). The secret and the timeout come from the environment Ray's processes inherit from
@@ -97,6 +99,8 @@ def edge_rules(
         "    stick-table type ipv6 size 100k expire 60s store conn_cur",
         "    tcp-request connection track-sc0 src",
         f"    tcp-request connection reject if {{ sc0_conn_cur gt {limits.connections_per_source} }}",
+        # Ray's template logs every request (httplog, a UDP datagram each): only errors and abnormal ends.
+        "    option dontlog-normal",
     ]
     if timeout_answer is not None:
         rules.append(f"    errorfile 408 {timeout_answer}")

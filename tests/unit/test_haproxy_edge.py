@@ -41,6 +41,7 @@ def test_the_rules_go_after_the_http_frontends_bind_and_nowhere_else() -> None:
     assert sum(line in rules for line in lines) == len(rules)
     assert "    timeout http-request 2500ms" in rules
     assert "    http-request set-header X-Gateway-Edge s3cret" in rules
+    assert "    option dontlog-normal" in rules  # a log datagram per request only for errors
 
 
 def test_without_a_secret_no_address_headers_are_added() -> None:
