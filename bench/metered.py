@@ -380,6 +380,17 @@ RATIOS = [
 ]
 
 
+def median_of(by_round: list[list[Row]]) -> list[Row]:
+    """Each target's median round by throughput (of an even count, the lower middle), most connections
+    first: the figures a reader can expect of a run, where the best round is the run's luckiest."""
+    runs: dict[tuple[str, int], list[Row]] = {}
+    for rows in by_round:
+        for row in rows:
+            runs.setdefault((row.name, row.result.connections), []).append(row)
+    middle = [sorted(rs, key=lambda r: r.result.rps)[(len(rs) - 1) // 2] for rs in runs.values()]
+    return sorted(middle, key=lambda r: -r.result.connections)
+
+
 def best_of(by_round: list[list[Row]]) -> list[Row]:
     """Each target's best round, most connections first."""
     best: dict[tuple[str, int], Row] = {}
@@ -426,6 +437,10 @@ def main(argv: list[str] | None = None) -> None:
         return
     rows = best_of(by_round)
     print()
+    print("each target's median round:")
+    print(format_table(median_of(by_round), baseline="forwarder"))
+    print()
+    print("each target's best round:")
     print(format_table(rows, baseline="forwarder"))
     print()
     print("ratios of each target's best round:")
