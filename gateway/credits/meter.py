@@ -120,14 +120,15 @@ class Meter:
                 await self._refill(acct, pubkey, max(1, price_hint))
         return acct
 
-    def spend_local(self, pubkey: str, price: int) -> Admission | None:
-        """Reserve ``price`` from the active lease if it covers it (the common case: no await at all)."""
+    def spend_local(self, pubkey: str, price: int, at: datetime | None = None) -> Admission | None:
+        """Reserve ``price`` from the active lease if it covers it (the common case: no await at all);
+        ``at``: the admission's time, when the caller has read the clock already (a batch, once)."""
         acct = self.accounts.get(pubkey)
         if acct is None or not acct.leases:
             return None
         lease, now = acct.leases[-1], self.clock()  # the newest lease is the active one unless closing
         if lease.covers(price, now):  # (which it checks)
-            return self._spend(acct, pubkey, lease, price, now)
+            return self._spend(acct, pubkey, lease, price, now, at)
         return None
 
     async def reserve(self, pubkey: str, price: int) -> Admission:
@@ -234,14 +235,16 @@ class Meter:
             return None
         return [self._spend(acct, pubkey, newest, price, now) for price in prices]
 
-    def _spend(self, acct: AccountState, pubkey: str, lease: Lease, price: int, now: float) -> Admission:
+    def _spend(
+        self, acct: AccountState, pubkey: str, lease: Lease, price: int, now: float, at: datetime | None = None
+    ) -> Admission:
         lease.spent += price
         lease.inflight += 1
         acct.window += price
         acct.last_used = now
         if not lease.prefetched and lease.granted - lease.spent < lease.granted * PREFETCH_LEFT:
             self._start_prefetch(acct, pubkey, lease)
-        return Admission(Outcome.ADMITTED, price, acct, lease, datetime.now(UTC))
+        return Admission(Outcome.ADMITTED, price, acct, lease, at or datetime.now(UTC))
 
     def complete(
         self,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from gateway import metrics
@@ -123,6 +124,7 @@ class MeteringStage:
         payload = call.payload
         assert payload is not None
         rate: Allowed | None = None
+        at = datetime.now(UTC)  # the admission time of every item of the call (one clock read, not one each)
         try:
             for item in payload.items:
                 if not item.pending:
@@ -134,7 +136,7 @@ class MeteringStage:
                     rate, error = decision, None
                 else:
                     rate, error = decision, None
-                    admission = self.meter.spend_local(pubkey, item.price)  # the common case: no await
+                    admission = self.meter.spend_local(pubkey, item.price, at)  # the common case: no await
                     if admission is not None:
                         admitted.append((item, admission))
                     else:
