@@ -116,6 +116,9 @@ def parse_payload(raw: bytes) -> RpcPayload:
     return RpcPayload([_item(0, body)], is_batch=False)
 
 
+_NO_ID = object()
+
+
 def _parse_batch(body: list[Any]) -> RpcPayload:
     if not body:
         raise invalid_rpc_request("empty batch")
@@ -123,6 +126,16 @@ def _parse_batch(body: list[Any]) -> RpcPayload:
         raise invalid_rpc_request(f"batch of {len(body)} exceeds the maximum of {MAX_BATCH}")
     items: list[RpcItem] = []
     for index, obj in enumerate(body):
+        if type(obj) is dict:  # the common case, checked inline (what orjson gives: exact types)
+            method, item_id = obj.get("method"), obj.get("id", _NO_ID)
+            if (
+                type(method) is str
+                and method
+                and obj.get("jsonrpc") == "2.0"
+                and (item_id is None or type(item_id) is str or type(item_id) is int)
+            ):
+                items.append(RpcItem(index, item_id, method, obj.get("params")))
+                continue
         fault = envelope_fault(obj)
         if fault is None:
             items.append(_item(index, obj))

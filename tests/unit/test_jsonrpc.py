@@ -10,7 +10,7 @@ from solders.rpc.errors import InvalidRequestMessage, ParseErrorMessage
 from solders.rpc.responses import GetSlotResp
 
 from gateway.core.errors import ProxyError
-from gateway.core.jsonrpc import MAX_BATCH, parse_payload
+from gateway.core.jsonrpc import MAX_BATCH, envelope_fault, parse_payload
 from gateway.pipeline import Call, ReplyStyle, Wire, render_proxy_error
 
 
@@ -104,3 +104,26 @@ def test_whole_request_faults_answer_400_invalid_request_on_every_http_route(raw
     assert (body["jsonrpc"], body["id"], body["error"]["code"]) == ("2.0", None, code), body
     parsed = GetSlotResp.from_json(rpc.body.decode())
     assert isinstance(parsed, ParseErrorMessage if code == -32700 else InvalidRequestMessage), parsed
+
+
+_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False),
+    st.text(max_size=3),
+    st.just("2.0"),
+)
+_item_dicts = st.dictionaries(st.sampled_from(["jsonrpc", "method", "id", "params"]), _values)
+
+
+@given(st.lists(st.one_of(_item_dicts, _values), min_size=1, max_size=20))
+def test_a_batch_item_is_valid_exactly_when_envelope_fault_says_so(body: list[object]) -> None:
+    """The batch parser checks the common case inline: it must agree with ``envelope_fault`` on every item."""
+    items = parse_payload(orjson.dumps(body)).items
+    for obj, item in zip(body, items, strict=True):
+        fault = envelope_fault(obj)
+        assert (item.error is None) == (fault is None), (obj, item)
+        if fault is None:
+            assert isinstance(obj, dict)
+            assert (item.id, item.method, item.params) == (obj["id"], obj["method"], obj.get("params"))
