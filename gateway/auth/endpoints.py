@@ -11,6 +11,7 @@ shows within one flush interval.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -26,7 +27,9 @@ from gateway.core.errors import account_not_found, auth_failed, invalid_request
 from gateway.core.paging import page_document, parse_page
 from gateway.core.wallet_headers import HeaderFailure, decode_base58, verify_signature
 from gateway.pipeline import Call, Reply, json_reply
+from gateway.storage.errors import StoreUnavailable
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 _CHALLENGE = re.compile(r"[0-9a-f]{64}")
 MAX_REF_CODE_LEN = 128
@@ -98,7 +101,12 @@ class AccountEndpoints:
         sessions = _ready(self.services.sessions)
         if not await sessions.consume_challenge(pubkey, challenge):
             raise auth_failed("challenge expired, already used, or not issued to this public key")
-        await self._not_suspended(pubkey)
+        try:
+            await self._not_suspended(pubkey)
+        except StoreUnavailable:
+            # Sessions live in Redis and are issued while PostgreSQL is down (docs/api.md, Errors). A session
+            # grants a suspended account nothing: every paid call, connection and webhook action checks again.
+            log.warning("session issued without the suspension check: the account database is unavailable")
         token = await sessions.issue_token(pubkey)
         return json_reply(200, {"token": token, "expires_in": sessions.token_expires_in})
 
