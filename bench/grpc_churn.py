@@ -403,7 +403,7 @@ def _subscribe(channel: grpc.aio.Channel) -> Any:
 
 def _why(exc: grpc.aio.AioRpcError) -> str:
     details = exc.details() or ""
-    for marker in ("filter change rate", "filter budget", "stream open rate", "stream limit"):
+    for marker in ("filter change rate", "filter key rate", "filter budget", "stream open rate", "stream limit"):
         if marker in details:
             return marker
     return f"{exc.code().name}: {details[:80]}"

@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 
 from gateway.core.errors import ProxyError, RpcCode
+from geyser_proto.filters import Filters
 
 SUBSCRIBE_CREDITS = 1
 INTERVAL_CREDITS = 60
@@ -103,22 +104,72 @@ FILTER_CHANGES_BURST = 10
 FILTER_CHANGES_PER_S = 1.0
 
 
-class ChangeRate:
-    """One stream's bucket of filter changes (pure: the caller gives the time)."""
+#: Keys an account's filter changes may re-index on one server process (the keys a change drops plus the
+#: keys it sets): this many at once, then this many a second, over all the account's streams, reopened ones
+#: included (docs/api.md, gRPC limits). A change of the largest request (10,000 keys in place of 10,000)
+#: costs 20,000: one at once, then one every 10 s. Index work grows with keys, not requests.
+KEY_CHANGES_BURST = 20_000
+KEY_CHANGES_PER_S = 2_000.0
+_IDLE_ACCOUNTS = 10_000  # buckets kept before the full ones (nothing spent lately) are forgotten
 
-    def __init__(self, burst: int = FILTER_CHANGES_BURST, per_s: float = FILTER_CHANGES_PER_S) -> None:
+
+class ChangeRate:
+    """A token bucket (pure: the caller gives the time): one stream's filter changes, or an account's keys."""
+
+    def __init__(self, burst: float = FILTER_CHANGES_BURST, per_s: float = FILTER_CHANGES_PER_S) -> None:
         self.burst, self.per_s = burst, per_s
         self.tokens = float(burst)
         self.at: float | None = None
 
-    def take(self, now: float) -> bool:
+    def take(self, now: float, cost: float = 1) -> bool:
+        self.refill(now)
+        if self.tokens < cost:
+            return False
+        self.tokens -= cost
+        return True
+
+    def refill(self, now: float) -> None:
         if self.at is not None:
             self.tokens = min(self.burst, self.tokens + (now - self.at) * self.per_s)
         self.at = now
-        if self.tokens < 1:
-            return False
-        self.tokens -= 1
-        return True
+
+
+class KeyChanges:
+    """Each account's bucket of re-indexed keys on this process (:data:`KEY_CHANGES_BURST`)."""
+
+    def __init__(self, burst: float = KEY_CHANGES_BURST, per_s: float = KEY_CHANGES_PER_S) -> None:
+        self.burst, self.per_s = burst, per_s
+        self._accounts: dict[str, ChangeRate] = {}
+
+    def take(self, pubkey: str, now: float, cost: int) -> bool:
+        bucket = self._accounts.get(pubkey)
+        if bucket is None:
+            if len(self._accounts) >= _IDLE_ACCOUNTS:
+                self._forget_full(now)
+            bucket = self._accounts[pubkey] = ChangeRate(self.burst, self.per_s)
+        return bucket.take(now, cost)
+
+    def _forget_full(self, now: float) -> None:
+        for pubkey, bucket in list(self._accounts.items()):
+            bucket.refill(now)
+            if bucket.tokens >= bucket.burst:
+                del self._accounts[pubkey]
+
+
+def filter_keys(filters: Filters) -> int:
+    """The keys ``filters`` put in the fan-out's indexes."""
+    keys = sum(len(f.accounts) + len(f.owners) for _, f in filters.accounts)
+    for _, t in (*filters.transactions, *filters.transactions_status):
+        keys += len(t.include) + len(t.exclude) + len(t.required)
+    return keys
+
+
+def key_rate_message() -> str:
+    return (
+        f"filter key rate exceeded: an account's filter changes may re-index at most {KEY_CHANGES_BURST:,} keys "
+        f"at once and {KEY_CHANGES_PER_S:,.0f} a second (the keys a change drops plus those it sets); the "
+        "stream is closed"
+    )
 
 
 def change_rate_message() -> str:

@@ -25,7 +25,8 @@ process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`
   queue is bounded (:class:`geyser_proto.streaming.Outbound`), so a client too slow to read is cut off;
 - each request's filters are claimed from the process's filter budget (:mod:`gateway.grpc.budget`) before
   they join the fan-out (at most ``FILTER_CHANGES_BURST`` requests at once, then ``FILTER_CHANGES_PER_S`` a
-  second, per stream: a request re-indexes its keys): a stream whose request would take the upstream
+  second, per stream, and at most ``KEY_CHANGES_BURST`` re-indexed keys at once, then ``KEY_CHANGES_PER_S``
+  a second, per account: index work grows with keys): a stream whose request would take the upstream
   subscription past what the node accepts, or its account past its share, ends ``RESOURCE_EXHAUSTED``
   and the others never notice;
 - a request with ``from_slot`` is replayed from the process's replay log before the stream goes live
@@ -67,10 +68,13 @@ from gateway.grpc.rules import (
     SUBSCRIBE_CREDITS,
     UNARY_CREDITS,
     ChangeRate,
+    KeyChanges,
     StreamLimits,
     address_limit_message,
     change_rate_message,
+    filter_keys,
     interval_unpaid_message,
+    key_rate_message,
     open_rate_message,
     peer_address,
     refusal,
@@ -139,6 +143,7 @@ class GeyserGateway:
         self.deps = deps
         self.entry = Entry(deps.auth, deps.meter)  # no JSON-RPC here: only self-billed units
         self.streams = 0  # open on this process
+        self.key_changes = KeyChanges()  # each account's re-indexed keys, over its streams
 
     # -- Subscribe ------------------------------------------------------------------------------
 
@@ -254,13 +259,21 @@ class GeyserGateway:
         resume = None if deps.replay_log is None else Resume(deps.replay_log, deps.fanout, member, out, refresh)
 
         changes = ChangeRate()
+        indexed = 0  # keys the stream's current filters put in the indexes
 
         def apply(filters: Filters) -> None:
+            nonlocal indexed
             if out.ended:
                 return  # the stream is ending: a later request changes nothing
-            if not changes.take(time.monotonic()):
+            now = time.monotonic()
+            if not changes.take(now):
                 out.end(grpc.StatusCode.RESOURCE_EXHAUSTED, change_rate_message())
                 return
+            keys = filter_keys(filters)
+            if not self.key_changes.take(entered.pubkey, now, indexed + keys):
+                out.end(grpc.StatusCode.RESOURCE_EXHAUSTED, key_rate_message())
+                return
+            indexed = keys
             refused = deps.budget.claim(member, entered.pubkey, filters)
             if refused is not None:
                 out.end(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)

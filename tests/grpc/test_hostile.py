@@ -10,6 +10,7 @@ from typing import Any
 
 import asyncpg
 import grpc
+from solders.pubkey import Pubkey
 
 from tests.grpc.client import Subscription, kind
 from tests.grpc.conftest import GeyserClient, RunningStream, StreamFactory
@@ -189,3 +190,41 @@ async def test_with_the_whole_feed_a_few_accounts_keyed_filters_do_not_take_the_
             assert "would use 9 distinct `accounts` filters without keys (at most 8" in (error.details() or "")
             for sub in (*held, third):  # the others go on
                 await sub.ping()
+
+
+async def test_an_accounts_filter_changes_are_bounded_in_keys_over_its_streams_reopened_ones_included(
+    geyser: GeyserClient, stream: RunningStream, db: asyncpg.Connection
+) -> None:
+    """The index work of a change grows with its keys: an account re-indexes at most 20,000 keys at once over
+    all its streams (then 2,000 a second), so spreading large changes over streams, or reopening a refused
+    stream for a fresh burst, buys nothing; another account's slots keep flowing."""
+    pb2 = geyser.pb2
+    pubkey, key = await stream.customer(db, 1_000)
+    _, other_key = await stream.customer(db, 100)
+
+    def many(n: int = 10_000) -> Any:
+        return pb2.SubscribeRequestFilterAccounts(account=[str(Pubkey.new_unique()) for _ in range(n)])
+
+    async with grpc.aio.insecure_channel(stream.address) as channel:
+        other = Subscription(geyser, channel, other_key)
+        await other.send(slots={"s": pb2.SubscribeRequestFilterSlots()})
+        await other.until(lambda u: kind(u) == "slot")
+        first, second = Subscription(geyser, channel, key), Subscription(geyser, channel, key)
+        await first.send(accounts={"a": many()})  # 10,000 keys set
+        await first.ping()
+        await second.send(accounts={"a": many()})  # 10,000 more: the account's burst is spent
+        await second.ping()
+        await first.send(accounts={"a": many()})  # would drop 10,000 and set 10,000
+        error = await first.error()
+        assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
+        assert "filter key rate exceeded" in (error.details() or "")
+        reopened = Subscription(geyser, channel, key)  # a new stream gets no fresh burst
+        await reopened.send(accounts={"a": many()})
+        error = await reopened.error()
+        assert "filter key rate exceeded" in (error.details() or "")
+        small = Subscription(geyser, channel, key)  # small changes still pass while the bucket refills
+        await small.send(accounts={"a": many(10)})
+        await small.ping()
+        await other.until(lambda u: kind(u) == "slot")
+    charged = [r for r in await records(db, stream, pubkey) if not r[2]]
+    assert len(charged) >= 3  # the streams that got their filters in were served and charged
