@@ -14,7 +14,8 @@ Responses. Ray's ``RequestIdMiddleware`` appends an ``X-Request-ID`` of Ray's to
 gateway sets its own on authenticated responses (the ``requestId`` of error bodies and usage
 records), and the API wants none on ``/health``, ``/pricing`` and ``/capabilities``; so Ray's would
 be a second, different value, or a header that must be absent. In an ingress replica (direct
-ingress, behind HAProxy) Ray's middleware is not installed at all (:func:`ray_middlewares`), which
+ingress, behind HAProxy) Ray's middleware is not installed at all
+(:func:`gateway.runtime.serve_middlewares.ray_middlewares`), which
 saves two wrappers of every ``send``; elsewhere (Serve's own proxy) :class:`ServeEdge` removes the
 last ``x-request-id`` of each response, which is Ray's (its middleware appends exactly one).
 
@@ -36,11 +37,10 @@ import hmac
 import itertools
 import os
 
-from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 #: The value for ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH``.
-CALLBACK_IMPORT_PATH = "gateway.transports.ray_edge.ray_middlewares"
+CALLBACK_IMPORT_PATH = "gateway.runtime.serve_middlewares.ray_middlewares"
 
 #: The environment variable holding the secret HAProxy and the replicas share.
 EDGE_SECRET_ENV = "GATEWAY_EDGE_SECRET"
@@ -136,27 +136,3 @@ def drop_last(headers: list[tuple[bytes, bytes]], name: bytes) -> list[tuple[byt
             del headers[i]
             break
     return headers
-
-
-class _NoRequestIdMiddleware:
-    """Stands in for Ray's ``RequestIdMiddleware``: the app itself, unwrapped."""
-
-    def __new__(cls, app: ASGIApp) -> ASGIApp:  # type: ignore[misc]
-        return app
-
-
-def ray_middlewares() -> list[Middleware]:
-    """Called by Ray Serve when it builds an HTTP server (in a replica, just before it wraps the app).
-
-    In an ingress replica, Ray's ``RequestIdMiddleware`` is replaced by the app itself: it would add a
-    request id to the scope's headers and an ``X-Request-ID`` to every response, through a wrapper of
-    every ``send``, which :class:`ServeEdge` then took out again through a second one. The replica
-    makes its own id when the header is absent (its logs keep one). Serve's proxy keeps Ray's (its
-    request context reads the header), and :class:`ServeEdge` strips Ray's response header there."""
-    from ray.serve import context
-    from ray.serve._private import http_util
-
-    if context._get_internal_replica_context() is None:  # type: ignore[no-untyped-call]  # Serve's proxy actor
-        return [Middleware(ServeEdge)]
-    http_util.RequestIdMiddleware = _NoRequestIdMiddleware  # type: ignore[misc,assignment]
-    return [Middleware(ServeEdge, ray_request_ids=False)]
