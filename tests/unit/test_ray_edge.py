@@ -88,7 +88,7 @@ async def _client_seen(edge: ServeEdge, headers: list[tuple[bytes, bytes]]) -> t
 
 
 async def test_the_edge_names_the_client_only_with_the_secret() -> None:
-    edge = ServeEdge(lambda *_: None, edge_secret="s3cret")  # type: ignore[arg-type,return-value]
+    edge = ServeEdge(lambda *_: None, edge_secret="s3cret")  # type: ignore[arg-type]
     vouched = [(b"X-Gateway-Client", b"203.0.113.7"), (b"x-gateway-edge", b"s3cret"), (b"host", b"h")]
     assert await _client_seen(edge, vouched) == (("203.0.113.7", 0), [(b"host", b"h")])
     forged = [(b"x-gateway-client", b"203.0.113.7"), (b"x-gateway-edge", b"guess"), (b"host", b"h")]
@@ -98,6 +98,6 @@ async def test_the_edge_names_the_client_only_with_the_secret() -> None:
 
 
 async def test_without_a_secret_the_edge_headers_are_dropped_and_never_believed() -> None:
-    edge = ServeEdge(lambda *_: None, edge_secret="")  # type: ignore[arg-type,return-value]
+    edge = ServeEdge(lambda *_: None, edge_secret="")  # type: ignore[arg-type]
     headers = [(b"x-gateway-client", b"203.0.113.7"), (b"x-gateway-edge", b"")]
     assert await _client_seen(edge, headers) == (("127.0.0.1", 5000), [])
