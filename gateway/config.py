@@ -64,7 +64,7 @@ class IngressAutoscaling(BaseModel):
         gt=0,
         le=100_000,
         description="Requests in flight per replica Serve scales towards; every open WebSocket counts as one. "
-        "32: half of the 64 connections at which one replica gave its best throughput (README, Performance).",
+        "32: half of the 64 connections at which one replica gave its best throughput (docs/performance.md).",
     )
     upscale_delay_s: float = Field(30.0, ge=0, le=3_600, description="Load above target this long adds replicas.")
     downscale_delay_s: float = Field(

@@ -63,7 +63,7 @@ def replay_log_of(settings: Settings) -> ReplayLog | None:
 
 
 def tune_gc(settings: Settings) -> None:
-    """The replicas' garbage-collector setting (``gc_young_threshold``, README Performance) for the process
+    """The replicas' garbage-collector setting (``gc_young_threshold``, docs/performance.md) for the process
     a server runs in: a stream's updates are short-lived allocations like a replica's requests."""
     if settings.gc_young_threshold > 0:
         gc.set_threshold(settings.gc_young_threshold, 10, 10)

@@ -4,7 +4,7 @@ Python's cyclic garbage collector runs a young-generation pass every 700 net con
 A replica serving 64 concurrent calls allocates that many every few calls, and each pass walks every
 young object still alive, which under load is the in-flight calls' state. Raising the threshold
 makes those passes rare without changing what is collected: reference counting frees nearly all
-request garbage at once, and cycles wait a little longer (figures in the README, Performance). Ray
+request garbage at once, and cycles wait a little longer (figures in docs/performance.md). Ray
 Serve freezes the objects built during start-up after the constructor (``gc.freeze``), so they are
 not walked either way.
 """

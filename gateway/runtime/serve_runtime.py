@@ -1,4 +1,4 @@
-"""Ray and the Serve app: which Serve settings are used, and why (figures in the README, bench/).
+"""Ray and the Serve app: which Serve settings are used, and why (figures in docs/performance.md, bench/).
 
 Serve's default path (HTTP → proxy actor → replica) is about a tenth as fast here as direct ingress
 (the replica serves HTTP itself; figures in bench/README.md). So the ingress replicas serve HTTP directly, and with
