@@ -42,6 +42,7 @@ from solders.keypair import Keypair
 from gateway.config import Settings
 from gateway.runtime.serve_runtime import ingress_env
 from gateway.storage.ledger.audit import check_conservation
+from gateway.transports.ray_edge import CALLBACK_IMPORT_PATH
 from tests.cluster.nodes import HEAD_IP, WORKER_IP, Cluster, make_cluster, start_commands
 from tests.faults.load import (
     Load,
@@ -93,6 +94,8 @@ def test_cluster_yaml_gives_every_node_the_serve_settings_of_gateway_up() -> Non
         (command,) = [c for c in start_commands(role) if "ray start" in c]
         missing = sorted(name for name in wanted if f"{name}=" not in command)
         assert not missing, f"cluster.yaml {role}_start_ray_commands lacks {missing}"
+        # an import path that moved would stop every node's proxy at start: the value must be today's
+        assert f"RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH={CALLBACK_IMPORT_PATH} " in command
 
 
 @dataclass
