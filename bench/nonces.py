@@ -6,7 +6,7 @@ call per request (what a nonce-set actor would cost), one at a time and with man
 Both from one asyncio process, as a replica would make them. The actor is the account-shard actor (a
 plain method that returns at once: the cheapest call any actor could answer), so the actor figure is
 an upper bound of what a nonce-set actor could do. Each target keeps its best round. The decision it
-informs is in the README (Where state lives).
+informs is in docs/architecture.md (Where state lives).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The capacity model of ``docs/scaling.md``: from the measured cost of each operation and what one
 request makes each component do, the processes and cores a deployment needs. Pure arithmetic.
 
-How the work per request is counted (the gateway's own constants, README "How metering works" and
+How the work per request is counted (the gateway's own constants, docs/architecture.md "How metering works" and
 "Where state lives"). An account's calls are spread by HAProxy (``leastconn``) over every ingress
 replica, so an account at ``λ`` requests/s is ``μ = λ / R`` calls/s on each of the ``R`` replicas
 (``μ = λ`` when the balancer keeps an account on one replica: ``affinity``). Arrivals are taken as
@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-#: What the whole metered path costs a replica per call at one hot account (README, Performance:
+#: What the whole metered path costs a replica per call at one hot account (docs/performance.md:
 #: ``python -m bench.metered``, metered API key, 64 connections, replica CPU µs/req): slices and
 #: leases then serve thousands of calls each, so their cost per call is in the figures below instead.
 REPLICA_CALL_US = 251.0
