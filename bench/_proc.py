@@ -126,6 +126,21 @@ async def spawn_server(
         await stop_process(proc)
 
 
+async def quit_process(proc: asyncio.subprocess.Process, grace_s: float) -> None:
+    """Ask a child that reads commands on stdin to ``quit``, then SIGKILL after ``grace_s``; always reaps it."""
+    if proc.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, BrokenPipeError, ConnectionResetError):
+        assert proc.stdin is not None
+        proc.stdin.write(b"quit\n")
+        await proc.stdin.drain()
+    try:
+        await asyncio.wait_for(proc.wait(), grace_s)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+
+
 async def stop_process(proc: asyncio.subprocess.Process, grace_s: float = 5.0) -> None:
     """SIGTERM, then SIGKILL after `grace_s`; always reaps the child."""
     if proc.returncode is not None:

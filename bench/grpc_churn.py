@@ -48,7 +48,7 @@ from typing import Any
 import grpc
 import orjson
 
-from bench._proc import LOOPBACK, REPO_ROOT, emit, read_event, wait_for_port
+from bench._proc import LOOPBACK, REPO_ROOT, emit, quit_process, read_event, wait_for_port
 from bench.grpc_stream import Options as StreamOptions
 from bench.grpc_stream import Stores, cpu_seconds, customer, stores
 from gateway.keys import service_key_addresses
@@ -172,16 +172,7 @@ async def role_process(*args: str, ready_s: float = 120.0) -> AsyncIterator[tupl
         ready = await read_event(proc.stdout, "ready", ready_s)
         yield proc, ready
     finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError, BrokenPipeError, ConnectionResetError):
-                assert proc.stdin is not None
-                proc.stdin.write(b"quit\n")
-                await proc.stdin.drain()
-            try:
-                await asyncio.wait_for(proc.wait(), 15)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+        await quit_process(proc, 15)
 
 
 async def ask(proc: asyncio.subprocess.Process, command: str, answer: str, timeout_s: float = 30) -> dict[str, Any]:

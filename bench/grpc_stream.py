@@ -48,7 +48,7 @@ from typing import Any
 import grpc
 import orjson
 
-from bench._proc import LOOPBACK, REPO_ROOT, read_event, repo_env, wait_for_port
+from bench._proc import LOOPBACK, REPO_ROOT, quit_process, read_event, repo_env, wait_for_port
 from gateway.keys import service_key_addresses
 from gateway.runtime.ports import free_port
 from geyser_proto import geyser_pb2, geyser_pb2_grpc
@@ -268,16 +268,7 @@ async def client_process(port: int, streams: int, token: str, mode: str) -> Asyn
         await read_event(proc.stdout, "ready", 60 + streams / 10)
         yield proc
     finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError, BrokenPipeError, ConnectionResetError):
-                assert proc.stdin is not None
-                proc.stdin.write(b"quit\n")
-                await proc.stdin.drain()
-            try:
-                await asyncio.wait_for(proc.wait(), 10)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+        await quit_process(proc, 10)
 
 
 async def window(
