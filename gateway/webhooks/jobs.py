@@ -408,13 +408,7 @@ async def charge(pool: asyncpg.Pool, dispatcher_id: str, job: ClaimedJob, events
         return await _free(pool, dispatcher_id, job)
     async with pool.acquire() as conn, conn.transaction():
         account = await lock_account(conn, job.pubkey)
-        row = await conn.fetchrow(
-            """SELECT price, charged FROM delivery_jobs
-               WHERE id = $1 AND status = 'delivering' AND locked_by = $2 AND attempts = $3 FOR UPDATE""",
-            job.id,
-            dispatcher_id,
-            job.attempts,
-        )
+        row = await _lock_claimed(conn, dispatcher_id, job)
         if row is None:
             return Charge.LOST
         price = int(row["price"])
@@ -442,17 +436,21 @@ async def _free(pool: asyncpg.Pool, dispatcher_id: str, job: ClaimedJob) -> Char
     if status != "suspended":
         return Charge.PAID
     async with pool.acquire() as conn, conn.transaction():
-        mine = await conn.fetchval(
-            """SELECT 1 FROM delivery_jobs
-               WHERE id = $1 AND status = 'delivering' AND locked_by = $2 AND attempts = $3 FOR UPDATE""",
-            job.id,
-            dispatcher_id,
-            job.attempts,
-        )
-        if mine is None:
+        if await _lock_claimed(conn, dispatcher_id, job) is None:
             return Charge.LOST
         await _pause_unpaid(conn, job, 0, 0, webhooks.SUSPENDED_REASON % job.webhook_id)
     return Charge.UNPAID
+
+
+async def _lock_claimed(conn: asyncpg.Connection, dispatcher_id: str, job: ClaimedJob) -> asyncpg.Record | None:
+    """The job's price and charge, locked, while this attempt still holds its claim; None once it lost it."""
+    return await conn.fetchrow(
+        """SELECT price, charged FROM delivery_jobs
+           WHERE id = $1 AND status = 'delivering' AND locked_by = $2 AND attempts = $3 FOR UPDATE""",
+        job.id,
+        dispatcher_id,
+        job.attempts,
+    )
 
 
 async def _pause_unpaid(
