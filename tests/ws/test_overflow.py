@@ -50,23 +50,29 @@ async def closed(session: WsSession) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_a_client_that_stops_reading_is_told_so(gateway: RunningGateway, caller: Caller) -> None:
-    session, entered = await session_of(gateway, caller)
+async def stalled_reader_closes(session: WsSession, entered: EntrySession, timeout_s: float) -> None:
+    """Write ``session``'s messages to a client that reads two (the subscription's answer and a notification)
+    and then nothing more, until the session closes (within ``timeout_s``); then give the session back."""
     written: list[Any] = []
     socket_full = asyncio.Event()  # never set: the client reads nothing more
 
     async def send(message: Any) -> None:
         written.append(message)
-        if len(written) > 2:  # the subscription's answer and a notification went out; then the buffer is full
+        if len(written) > 2:
             await socket_full.wait()
 
     writer = asyncio.create_task(WsTransport._write(send, session))
     try:
-        await asyncio.wait_for(closed(session), 10)
+        await asyncio.wait_for(closed(session), timeout_s)
     finally:
         writer.cancel()
         await session.release()
         entered.close()
+
+
+async def test_a_client_that_stops_reading_is_told_so(gateway: RunningGateway, caller: Caller) -> None:
+    session, entered = await session_of(gateway, caller)
+    await stalled_reader_closes(session, entered, 10)
     assert session.close_code == Close.TRY_AGAIN_LATER
     assert session.close_reason == OVERFLOW_REASONS["client"]
 
@@ -89,21 +95,7 @@ async def test_a_client_that_stops_reading_is_dropped_at_the_byte_bound(
     """The count bound left as is (10,000): a few slot notifications' bytes past ``max_queued_bytes``
     close the socket, so a client that stops reading cannot pin 10,000 large notifications."""
     session, entered = await session_of(gateway, caller, max_queued=10_000, max_queued_bytes=400)
-    written: list[Any] = []
-    socket_full = asyncio.Event()  # never set: the client reads nothing more
-
-    async def send(message: Any) -> None:
-        written.append(message)
-        if len(written) > 2:
-            await socket_full.wait()
-
-    writer = asyncio.create_task(WsTransport._write(send, session))
-    try:
-        await asyncio.wait_for(closed(session), 30)
-    finally:
-        writer.cancel()
-        await session.release()
-        entered.close()
+    await stalled_reader_closes(session, entered, 30)
     assert session.close_code == Close.TRY_AGAIN_LATER
     assert session.close_reason == OVERFLOW_REASONS["client"]
     assert session._out.qsize() < 10  # the bytes, not the count, closed it
