@@ -163,6 +163,19 @@ WITH u AS (
 ), {_streaks("outcomes", "$9")}
 SELECT id FROM done
 """
+#: The outcome of an attempt that was under way when its job was cancelled: the job shows what the
+#: receiver answered (``delivered`` when it took it). Its charge went back with the cancel, and stays so.
+_LATE = """
+UPDATE delivery_jobs j
+SET status = CASE WHEN u.result = 'delivered' THEN 'delivered' ELSE j.status END,
+    delivered_at = CASE WHEN u.result = 'delivered' THEN now() ELSE j.delivered_at END,
+    last_status = u.http_status, last_error = u.error, response_excerpt = u.excerpt,
+    answered = j.answered OR u.http_status IS NOT NULL
+FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[])
+     AS u(id, attempts, result, http_status, error, excerpt)
+WHERE j.id = u.id AND j.status = 'cancelled' AND j.locked_by IS NULL AND j.attempts = u.attempts
+RETURNING j.id
+"""
 _ONE_DEAD = f"""
 WITH outcomes AS (SELECT $1::bigint AS webhook_id, false AS reset, 1 AS dead, $2::text AS last_error),
 {_streaks("outcomes", "$3")}
@@ -267,6 +280,8 @@ async def record(db: Db, dispatcher_id: str, outcomes: Sequence[Outcome], pause_
     Every outcome is written in one statement with the streaks of dead deliveries it moves (a
     subscription reaching ``pause_after`` in a row is paused; 0: never), except a dead job that was
     charged and never answered: that one is written in a transaction of its own that refunds the charge.
+    An attempt whose job was cancelled while it was on its way (its webhook deleted) is written on the
+    cancelled job, and counts as written: the receiver may have taken it (docs/api.md, Delete).
     """
     written: set[int] = set()
     refunding: list[Outcome] = []
@@ -288,6 +303,18 @@ async def record(db: Db, dispatcher_id: str, outcomes: Sequence[Outcome], pause_
     for outcome in refunding:
         if await _dead_refunded(db, dispatcher_id, outcome, pause_after):
             written.add(outcome.job_id)
+    late = [o for o in outcomes if o.job_id not in written]
+    if late:
+        rows = await db.fetch(
+            _LATE,
+            [o.job_id for o in late],
+            [o.attempts for o in late],
+            [o.result.value for o in late],
+            [o.http_status for o in late],
+            [o.error for o in late],
+            [o.excerpt for o in late],
+        )
+        written.update(int(r["id"]) for r in rows)
     return written
 
 
