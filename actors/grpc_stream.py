@@ -16,8 +16,8 @@ from typing import Any
 
 from actors.loop_thread import LoopThread
 from gateway.config import Settings
-from gateway.credits.slices import ShardClient
 from gateway.grpc.server import GrpcStreamServer, tune_gc
+from gateway.limits.slices import ShardClient
 
 log = logging.getLogger(__name__)
 

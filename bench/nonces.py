@@ -24,8 +24,8 @@ from typing import Any
 import ray
 import redis.asyncio as aioredis
 
-from actors.account_shard import AccountShard
-from gateway.core.shards import SliceRequest
+from gateway.limits.shard_actor import AccountShard
+from gateway.limits.shards import SliceRequest
 from gateway.runtime.embedded import EmbeddedRedis
 from gateway.storage.nonces import Claim, NonceStore
 

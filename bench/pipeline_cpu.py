@@ -9,7 +9,7 @@ network, and uses the gateway's own stores (leases, API-key cache, nonces) on a 
 PostgreSQL and Redis. The ``asgi-`` rows add the HTTP transport (ASGI messages → Call → response, as
 ``gateway.transports.http`` serves JSON-RPC) without a socket. Rounds alternate the pipelines and each
 keeps its best round; ``--profile NAME`` prints a cProfile of one instead. ``--sliced``: the limits
-are slices of in-process account shards (gateway/credits/slices.py) instead of the replica's own.
+are slices of in-process account shards (gateway/limits/slices.py) instead of the replica's own.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from bench.metered import fund_account
 from gateway.app import GatewayApp
 from gateway.client import WalletSigner
 from gateway.config import Settings
-from gateway.credits.slices import LocalShards
 from gateway.keys import service_key_addresses
+from gateway.limits.slices import LocalShards
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, compose, error_boundary
 from gateway.routing import RPC_MAX_BODY_BYTES, RpcFirst, http_call, mount
 from gateway.rpc.forward import Forwarder, ParseStage

@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("gateway/auth/", "auth"),
     ("gateway/core/credentials.py", "auth"),
     ("gateway/credits/", "metering (limits, credits, headers)"),
-    ("gateway/core/limits.py", "metering (limits, credits, headers)"),
+    ("gateway/limits/rules.py", "metering (limits, credits, headers)"),
     ("gateway/core/jsonrpc.py", "JSON-RPC parse and serialise"),
     ("gateway/rpc/", "JSON-RPC parse, plan, forward"),
     ("gateway/node/", "upstream client (gateway side)"),

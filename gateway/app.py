@@ -22,7 +22,6 @@ from gateway.bulk.metering import BulkMetering
 from gateway.config import DEFAULT_UPSTREAM, DEFAULT_UPSTREAM_WS, Settings
 from gateway.core.client_address import TrustedProxies
 from gateway.core.errors import ProxyError, service_unavailable
-from gateway.core.limits import AccountLimits, Limiter
 from gateway.core.methods import MethodClass, PriceTable, Registry
 from gateway.core.subscriptions import Limits
 from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
@@ -30,7 +29,6 @@ from gateway.credits.errors import insufficient_credits
 from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
 from gateway.credits.recall import CreditRecall
-from gateway.credits.slices import ShardClient, SlicedLimiter
 from gateway.credits.stage import CreditHeaders, MeteringStage
 from gateway.entry import Entry
 from gateway.fees import methods as fee_methods
@@ -38,7 +36,9 @@ from gateway.fees.method import PriorityFeeEstimate, SuggestPriorityFee
 from gateway.grpc.server import limits_of
 from gateway.history import methods as history_methods
 from gateway.history.method import TransactionHistory
-from gateway.ip_limits import IpLimits
+from gateway.limits.addresses import IpLimits
+from gateway.limits.rules import AccountLimits, Limiter
+from gateway.limits.slices import ShardClient, SlicedLimiter
 from gateway.node.http import HealthMonitor, HttpUpstream
 from gateway.node.pubsub import UpstreamPubSub
 from gateway.pipeline import Call, Handler, Reply, Stage, compose, error_boundary

@@ -7,7 +7,7 @@ replica, so an account at ``λ`` requests/s is ``μ = λ / R`` calls/s on each o
 (``μ = λ`` when the balancer keeps an account on one replica: ``affinity``). Arrivals are taken as
 Poisson. Per account and replica:
 
-- slices (``gateway/credits/slices.py``): a call that finds no slice asks the shard on the call path,
+- slices (``gateway/limits/slices.py``): a call that finds no slice asks the shard on the call path,
   and a slice unused for ``0.25 s`` (seen by the next 0.1 s tick) is given back in another exchange:
   ``2 · e^(-μ · 0.3)`` exchanges per call (renewals and refills of a busy slice are left out: they
   matter only above about 4 calls/s on one replica);

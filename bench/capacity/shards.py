@@ -29,9 +29,9 @@ from typing import Any
 import ray
 
 from bench.capacity import Figure, load_average
-from gateway.core.limits import Allowed
-from gateway.core.shards import ShardBook, SliceGrant, SliceRequest, shard_name
-from gateway.credits.slices import ShardUnavailable, SlicedLimiter
+from gateway.limits.rules import Allowed
+from gateway.limits.shards import ShardBook, SliceGrant, SliceRequest, shard_name
+from gateway.limits.slices import ShardUnavailable, SlicedLimiter
 from gateway.runtime.actors import NAMESPACE, start_account_shards, stop_account_shards
 from gateway.runtime.shards import RayShards
 

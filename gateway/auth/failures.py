@@ -19,7 +19,7 @@ from dataclasses import replace
 from gateway.config import IpLimit
 from gateway.core.client_address import TrustedProxies, client_address
 from gateway.core.errors import ProxyError, address_rate_limited
-from gateway.core.limits import KeyedBuckets
+from gateway.limits.rules import KeyedBuckets
 from gateway.pipeline import Call, Wire
 
 #: Blocked addresses remembered at once; past it the lapsed ones are forgotten.

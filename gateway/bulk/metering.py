@@ -24,10 +24,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from gateway.core.errors import ProxyError, ReplyStyle
-from gateway.core.limits import RateLimited
 from gateway.credits.errors import concurrency_limited, insufficient_credits, payment_required, rate_limited
 from gateway.credits.meter import Admission, Outcome
 from gateway.credits.stage import MeteringStage, ledger_unavailable
+from gateway.limits.rules import RateLimited
 from gateway.pipeline import Call
 from gateway.storage.errors import StoreUnavailable
 
@@ -86,7 +86,7 @@ class BulkMetering:
             raise self._refusal(pubkey, Admission(Outcome.INSUFFICIENT, sum(prices), acct))
         now, wall = stage.clock(), stage.wall()
         pending = stage.limiter.ready(pubkey, len(prices), now, rps=rps, concurrency=acct.concurrency_limit, whole=True)
-        if pending is not None:  # a slice from the account's shard (gateway.credits.slices)
+        if pending is not None:  # a slice from the account's shard (gateway.limits.slices)
             await stage.limits(call, pubkey, rps, pending)
             now, wall = stage.clock(), stage.wall()
         blocked = stage.limiter.acquire(pubkey, now, rps=rps, concurrency=acct.concurrency_limit)

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.core.errors import ProxyError, RpcCode
-from gateway.core.limits import ConcurrencyLimited, RateLimited
+from gateway.limits.rules import ConcurrencyLimited, RateLimited
 
 
 def account_suspended() -> ProxyError:

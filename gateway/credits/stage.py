@@ -28,7 +28,6 @@ from gateway import metrics
 from gateway.core.credits import LOW_BALANCE_CREDITS
 from gateway.core.errors import ProxyError, service_unavailable
 from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload
-from gateway.core.limits import AccountLimits, Allowed, RateLimited
 from gateway.core.methods import SELF_BILLED_CLASSES, MethodClass
 from gateway.credits.errors import (
     account_suspended,
@@ -39,7 +38,8 @@ from gateway.credits.errors import (
 )
 from gateway.credits.meter import AccountState, Admission, Meter, Outcome
 from gateway.credits.refunds import refund_reason
-from gateway.credits.slices import RETRY_AFTER_S, ShardUnavailable
+from gateway.limits.rules import AccountLimits, Allowed, RateLimited
+from gateway.limits.slices import RETRY_AFTER_S, ShardUnavailable
 from gateway.pipeline import Call, Handler, Reply
 from gateway.storage.errors import StoreUnavailable
 

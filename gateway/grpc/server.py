@@ -21,15 +21,15 @@ import grpc
 
 from gateway.auth.services import AuthServices
 from gateway.config import Settings
-from gateway.core.limits import AccountLimits, Limiter
 from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
 from gateway.credits.recall import CreditRecall
-from gateway.credits.slices import ShardClient, SlicedLimiter
 from gateway.grpc.budget import FilterBudget
 from gateway.grpc.replay import ReplayLog
 from gateway.grpc.rules import StreamLimits, account_share
 from gateway.grpc.service import GeyserGateway, ServiceDeps
+from gateway.limits.rules import AccountLimits, Limiter
+from gateway.limits.slices import ShardClient, SlicedLimiter
 from gateway.node.geyser import MAX_MESSAGE_BYTES, UpstreamGeyser
 from gateway.storage.channels import CREDITED, RECALL, Channel
 from gateway.storage.connections import Connections

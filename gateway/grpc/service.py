@@ -55,9 +55,7 @@ from gateway.auth.revocations import REASONS
 from gateway.auth.services import AuthServices
 from gateway.core.credentials import grpc_credentials
 from gateway.core.errors import ProxyError, ReplyStyle
-from gateway.core.limits import AccountLimits, RateLimited
 from gateway.credits.meter import Admission, Meter, Outcome
-from gateway.credits.slices import ShardUnavailable
 from gateway.entry import Entry, EntrySession
 from gateway.grpc.budget import FilterBudget
 from gateway.grpc.replay import ReplayLog, Resume
@@ -80,6 +78,8 @@ from gateway.grpc.rules import (
     refusal,
     stream_limit_message,
 )
+from gateway.limits.rules import AccountLimits, RateLimited
+from gateway.limits.slices import ShardUnavailable
 from gateway.node.geyser import UpstreamGeyser
 from gateway.pipeline import Call, Wire
 from gateway.storage.errors import StoreUnavailable

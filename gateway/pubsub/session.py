@@ -39,7 +39,6 @@ import orjson
 from gateway import metrics
 from gateway.core.errors import ReplyStyle, RpcCode
 from gateway.core.jsonrpc import MAX_BATCH, envelope_fault
-from gateway.core.limits import TokenBucket
 from gateway.core.subscriptions import (
     ENDED_NOTIFICATION,
     NATIVE,
@@ -58,6 +57,7 @@ from gateway.core.subscriptions import (
 )
 from gateway.credits.meter import Admission
 from gateway.entry import EntrySession
+from gateway.limits.rules import TokenBucket
 from gateway.node.pubsub import Handle, SubscribeError, UpstreamPubSub, signature_final
 from gateway.pipeline import Call, Wire
 from gateway.signals.rules import SignalFilter

@@ -40,7 +40,7 @@ from gateway.core.credentials import websocket_credentials
 from gateway.core.errors import ProxyError, ReplyStyle, address_rate_limited, service_unavailable
 from gateway.core.subscriptions import Close, Limits
 from gateway.entry import EntrySession
-from gateway.ip_limits import FORWARDED_FOR
+from gateway.limits.addresses import FORWARDED_FOR
 from gateway.pipeline import Call, Reply, Wire
 from gateway.pubsub.caps import Refusal, SocketCaps
 from gateway.pubsub.session import Frames, SessionDeps, SubscriptionTally, WsSession

@@ -12,7 +12,6 @@ import logging
 import warnings
 from typing import Any
 
-from actors.account_shard import AccountShard
 from actors.deposit_watcher import DEFAULT_INTERVAL_S, DepositWatcherActor
 from actors.grpc_stream import GrpcStreamActor
 from actors.send_racer import SendRacerActor
@@ -20,7 +19,8 @@ from actors.send_reconciler import SendReconcilerActor
 from actors.signal_classifier import SignalClassifierActor
 from actors.webhook_dispatcher import WebhookDispatcherActor
 from actors.webhook_watcher import WebhookWatcherActor
-from gateway.core.shards import shard_name
+from gateway.limits.shard_actor import AccountShard
+from gateway.limits.shards import shard_name
 from gateway.runtime.metrics import with_metrics
 from gateway.runtime.serve_runtime import ACTORS_STOP_S, bounded, cluster_reachable
 
@@ -44,7 +44,7 @@ def send_racer_names(count: int) -> list[str]:
 
 
 def account_shard_names(count: int) -> list[str]:
-    """The account-shard actors; an account's is ``shard_of(pubkey, count)`` (gateway/core/shards.py)."""
+    """The account-shard actors; an account's is ``shard_of(pubkey, count)`` (gateway/limits/shards.py)."""
     return [shard_name(n) for n in range(count)]
 
 
@@ -133,7 +133,7 @@ def stop_send_racers(count: int) -> None:
 
 class RestartingAccountShard(AccountShard):
     """The shard as Ray runs it: told whether Ray is restarting it, so that a restarted one's buckets
-    fill from its start (slices of the previous incarnation may still be in use: gateway/core/shards.py)."""
+    fill from its start (slices of the previous incarnation may still be in use: gateway/limits/shards.py)."""
 
     def __init__(self, index: int) -> None:
         import ray

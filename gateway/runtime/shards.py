@@ -1,5 +1,5 @@
-"""How a replica reaches the account-shard actors started by ``gateway up`` (:mod:`actors.account_shard`):
-the :class:`gateway.credits.slices.ShardClient` of :class:`gateway.credits.slices.SlicedLimiter`.
+"""How a replica reaches the account-shard actors started by ``gateway up`` (:mod:`gateway.limits.shard_actor`):
+the :class:`gateway.limits.slices.ShardClient` of :class:`gateway.limits.slices.SlicedLimiter`.
 
 Each shard by name, its handle kept while it answers. Anything Ray raises (the actor dead, being
 restarted, not started) is :class:`ShardUnavailable`: the limiter refuses the calls that need that
@@ -15,8 +15,8 @@ from typing import Any
 import ray
 from ray.exceptions import RayError
 
-from gateway.core.shards import SliceGrant, SliceRequest, shard_name
-from gateway.credits.slices import ShardUnavailable
+from gateway.limits.shards import SliceGrant, SliceRequest, shard_name
+from gateway.limits.slices import ShardUnavailable
 from gateway.runtime.actors import NAMESPACE
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import pytest
 
 from bench.capacity import Figure, ledger, model
 from bench.capacity.shards import Traffic
-from gateway.core.shards import ShardBook
+from gateway.limits.shards import ShardBook
 from tests.databases import drop_database, fresh_database
 
 COSTS = model.Costs(

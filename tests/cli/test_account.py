@@ -11,10 +11,10 @@ import asyncpg
 
 from gateway.app import method_registry
 from gateway.core.identity import Identity
-from gateway.core.limits import Limiter
 from gateway.core.methods import PriceTable
 from gateway.credits.meter import Meter
 from gateway.credits.stage import MeteringStage
+from gateway.limits.rules import Limiter
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, compose, error_boundary
 from gateway.routing import http_call
 from gateway.rpc.forward import Forwarder, ParseStage

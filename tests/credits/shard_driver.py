@@ -20,9 +20,9 @@ from typing import Any
 
 import ray
 
-from gateway.core.limits import Allowed
-from gateway.core.shards import shard_name, shard_of
-from gateway.credits.slices import ShardUnavailable, SlicedLimiter
+from gateway.limits.rules import Allowed
+from gateway.limits.shards import shard_name, shard_of
+from gateway.limits.slices import ShardUnavailable, SlicedLimiter
 from gateway.runtime.actors import NAMESPACE, start_account_shards, stop_account_shards
 from gateway.runtime.shards import RayShards
 

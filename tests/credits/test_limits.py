@@ -7,7 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.core.limits import Allowed, ConcurrencyLimited, Limiter, RateLimited, TokenBucket, share
+from gateway.limits.rules import Allowed, ConcurrencyLimited, Limiter, RateLimited, TokenBucket, share
 
 WALL = 1_700_000_000.0
 

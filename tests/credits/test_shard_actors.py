@@ -3,7 +3,7 @@ and a shard killed mid-run. The replicas and the actors run in a Ray driver of i
 (tests/credits/shard_driver.py: Ray in the test process breaks beside the in-process devnode); this
 test checks what it saw.
 
-The tolerance (gateway/core/shards.py): the calls admitted by all replicas together in any window of W
+The tolerance (gateway/limits/shards.py): the calls admitted by all replicas together in any window of W
 seconds are at most ``burst + rps * W`` (burst = rps, as for one process), across a shard's restart
 too. One client gets its full rate wherever its calls land: at least ``rps * duration`` (the rate less
 the burst: what the replica-local shares gave one replica, ``rps / replicas``, is far below it).

@@ -2,7 +2,7 @@
 in-process shards; the stage refusing 503 when the shard cannot be reached. The same over real Ray
 actors is tests/credits/test_shard_actors.py.
 
-The bound tested (gateway/core/shards.py): whatever the replicas do with their slices, the tokens
+The bound tested (gateway/limits/shards.py): whatever the replicas do with their slices, the tokens
 spent by all of them in any window of W seconds are at most ``burst + rps * W``.
 """
 
@@ -19,12 +19,12 @@ from hypothesis import strategies as st
 
 from gateway.app import method_registry
 from gateway.core.identity import Identity
-from gateway.core.limits import Allowed, ConcurrencyLimited, RateLimited
 from gateway.core.methods import PriceTable
-from gateway.core.shards import ShardBook, SliceGrant, SliceRequest, shard_of
 from gateway.credits.meter import Meter
-from gateway.credits.slices import LocalShards, ShardUnavailable, SlicedLimiter
 from gateway.credits.stage import CreditHeaders, MeteringStage
+from gateway.limits.rules import Allowed, ConcurrencyLimited, RateLimited
+from gateway.limits.shards import ShardBook, SliceGrant, SliceRequest, shard_of
+from gateway.limits.slices import LocalShards, ShardUnavailable, SlicedLimiter
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, compose, error_boundary
 from gateway.routing import http_call
 from gateway.rpc.forward import Forwarder, ParseStage

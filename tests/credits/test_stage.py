@@ -14,10 +14,10 @@ import pytest
 from gateway import metrics
 from gateway.app import method_registry
 from gateway.core.identity import Identity
-from gateway.core.limits import Limiter
 from gateway.core.methods import PriceTable
 from gateway.credits.meter import Meter
 from gateway.credits.stage import CreditHeaders, MeteringStage
+from gateway.limits.rules import Limiter
 from gateway.node.http import UpstreamTimeout, UpstreamUnavailable
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, Stage, compose, error_boundary
 from gateway.routing import http_call

@@ -21,11 +21,11 @@ from gateway.config import Settings
 from gateway.core.credentials import Credentials
 from gateway.core.errors import ProxyError, ReplyStyle
 from gateway.core.identity import Identity
-from gateway.core.limits import Limiter
 from gateway.core.methods import PriceTable
 from gateway.credits.meter import Meter
 from gateway.credits.stage import CreditHeaders, MeteringStage
 from gateway.entry import Entry, EntrySession
+from gateway.limits.rules import Limiter
 from gateway.node.http import UpstreamUnavailable
 from gateway.pipeline import Call, Handler, Reply, Wire, compose, error_boundary
 from gateway.rpc.forward import Forwarder, ParseStage

@@ -10,8 +10,8 @@ import json
 import asyncpg
 import grpc
 
-from gateway.core.limits import Allowed
-from gateway.credits.slices import LocalShards, SlicedLimiter
+from gateway.limits.rules import Allowed
+from gateway.limits.slices import LocalShards, SlicedLimiter
 from tests.grpc.client import Subscription, eventually
 from tests.grpc.conftest import GeyserClient, RunningStream, StreamFactory
 

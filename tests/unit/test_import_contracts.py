@@ -41,7 +41,7 @@ def test_the_tree_as_it_is_keeps_every_contract(tree: Path) -> None:
 @pytest.mark.parametrize(
     ("module", "planted", "contract"),
     [
-        ("gateway/core/limits.py", "import asyncpg", "core-is-pure"),
+        ("gateway/limits/rules.py", "import asyncpg", "core-is-pure"),
         ("gateway/rpc/planning.py", "import gateway.storage.accounts", "core-is-pure"),
         ("gateway/credits/stage.py", "import gateway.rpc.forward", "layers"),
         ("gateway/rpc/planning.py", "import gateway.fees.methods", "layers"),  # rpc plans from the registry

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from gateway.config import IpLimit
 from gateway.core.client_address import TrustedProxies, client_address
 from gateway.core.errors import address_rate_limited
-from gateway.core.limits import KeyedBuckets
+from gateway.limits.rules import KeyedBuckets
 from gateway.pipeline import Call, Handler, Reply, Stage
 
 FORWARDED_FOR = "x-forwarded-for"

@@ -1,11 +1,11 @@
 """Rate and concurrency from the account-shard actors: a replica spends slices of each account's limits
 locally and asks the account's shard for more before it runs out (the rules and the bound are in
-:mod:`gateway.core.shards`; docs/architecture.md, Where state lives).
+:mod:`gateway.limits.shards`; docs/architecture.md, Where state lives).
 
-:class:`SlicedLimiter` is the limits of the metering stage (:class:`gateway.core.limits.AccountLimits`)
+:class:`SlicedLimiter` is the limits of the metering stage (:class:`gateway.limits.rules.AccountLimits`)
 when ``account_shards`` is set. Per account it holds ``tokens`` (rate units granted by the shard) and
 ``cap`` (slots granted), and spends them with no cross-process call: :meth:`take` and :meth:`acquire`
-are as cheap as :class:`gateway.core.limits.Limiter`'s. Only :meth:`ready`, when the slice cannot
+are as cheap as :class:`gateway.limits.rules.Limiter`'s. Only :meth:`ready`, when the slice cannot
 decide a call (no tokens or no free slot, and the shard not known to be empty), returns an exchange to
 await. Once a slice falls to half of its size the next exchange is sent in the background; a tick
 gives back tokens and slots unused for ``idle_s``, reports spent tokens and renews what it holds.
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gateway import metrics
-from gateway.core.limits import Allowed, ConcurrencyLimited, RateLimited
-from gateway.core.shards import SLICE_TTL_S, ShardBook, SliceGrant, SliceRequest, shard_of
+from gateway.limits.rules import Allowed, ConcurrencyLimited, RateLimited
+from gateway.limits.shards import SLICE_TTL_S, ShardBook, SliceGrant, SliceRequest, shard_of
 from gateway.stopping import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -295,7 +295,7 @@ class SlicedLimiter:
             s.epoch,
             s.lease,
             s.rps,
-            s.rps,  # the burst is the per-second rate, as in core/limits.py
+            s.rps,  # the burst is the per-second rate, as in gateway/limits/rules.py
             s.concurrency,
             spent=s.spent,
             returned=returned,

@@ -40,7 +40,7 @@ LimitDecision = Allowed | RateLimited | ConcurrencyLimited
 
 class AccountLimits(Protocol):
     """What the metering stage asks of the limits: this module's :class:`Limiter` (each replica its
-    share), or the account-shard slices (:class:`gateway.credits.slices.SlicedLimiter`)."""
+    share), or the account-shard slices (:class:`gateway.limits.slices.SlicedLimiter`)."""
 
     def ready(
         self, pubkey: str, units: int, now: float, *, rps: int | None, concurrency: int | None, whole: bool = False

@@ -1,5 +1,5 @@
 """The account-shard actor: owns the rate buckets and concurrency budgets of the accounts that hash to
-it, and hands replicas slices of them (:mod:`gateway.core.shards` has the rules and the bound).
+it, and hands replicas slices of them (:mod:`gateway.limits.shards` has the rules and the bound).
 
 A plain class, testable without Ray; :mod:`gateway.runtime.actors` starts ``account_shards`` of them
 as named, restarting actors (``account-shard-0`` …), and :class:`gateway.runtime.shards.RayShards`
@@ -16,7 +16,7 @@ import time
 import uuid
 from typing import Any
 
-from gateway.core.shards import SLICE_TTL_S, ShardBook, SliceGrant, SliceRequest
+from gateway.limits.shards import SLICE_TTL_S, ShardBook, SliceGrant, SliceRequest
 
 
 class AccountShard:

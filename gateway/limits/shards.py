@@ -1,6 +1,6 @@
 """Account-owner shards: one owner per account of its rate bucket and concurrency budget, handing out
-slices to the replicas. Pure: no I/O, clocks passed in (the actor is :mod:`actors.account_shard`, the
-replica's side :mod:`gateway.credits.slices`).
+slices to the replicas. Pure: no I/O, clocks passed in (the actor is :mod:`gateway.limits.shard_actor`, the
+replica's side :mod:`gateway.limits.slices`).
 
 An account belongs to shard ``shard_of(pubkey, N)``. The shard keeps, per account, a token bucket
 (``rps`` per second, holding at most ``burst``) and the concurrency limit, and per replica (a
@@ -166,7 +166,7 @@ class ShardBook:
     @staticmethod
     def _tokens(acct: _Account, req: SliceRequest) -> int:
         """What the bucket gives. All or none, a request of more than the burst is given when the bucket
-        is full and leaves it in debt (as :meth:`gateway.core.limits.Limiter.take_many`): the calls after
+        is full and leaves it in debt (as :meth:`gateway.limits.rules.Limiter.take_many`): the calls after
         it wait until the rate has paid for it, so the average rate holds."""
         want = max(0, req.want_tokens)
         if not req.whole:
