@@ -408,7 +408,7 @@ def classify(args: argparse.Namespace) -> None:
     """The signal classifier (the actor's plain class, no Ray) until SIGTERM."""
     import threading
 
-    from actors.signal_classifier import SignalClassifierActor
+    from gateway.signals.classifier_actor import SignalClassifierActor
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())

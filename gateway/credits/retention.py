@@ -3,7 +3,7 @@ without bound (docs/api.md, Account and session routes).
 
 Once an hour, usage rows older than ``usage_retention_days`` and sends settled more than
 ``send_retention_days`` ago are deleted, a batch per transaction, by the one ``send-reconciler``
-actor of the cluster (:mod:`actors.send_reconciler`): it already settles sends and writes their usage
+actor of the cluster (:mod:`gateway.sending.reconciler_actor`): it already settles sends and writes their usage
 rows, so the cluster's one settling process also retires what settling wrote, and no replica runs a
 copy of the pass. Balances, ledger entries and pending sends are never touched.
 """

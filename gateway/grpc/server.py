@@ -2,7 +2,7 @@
 
 Built like :class:`gateway.app.GatewayApp` builds a replica (the same auth services, a meter of its
 own holding credit leases like a replica's, the account rate limits), plus the process's fan-out and
-its one upstream geyser subscription. Run by the ``grpc-stream-N`` actors (``actors/grpc_stream.py``)
+its one upstream geyser subscription. Run by the ``grpc-stream-N`` actors (``gateway/grpc/stream_actor.py``)
 under ``gateway up``, and in process by the tests and the benchmark::
 
     server = GrpcStreamServer(settings)

@@ -1,5 +1,5 @@
-"""Where the service's actors are created: each plain class of ``actors/`` wrapped with ``ray.remote``
-and its options, and stopped again. Needs ``ray.init`` done.
+"""Where the service's actors are created: each feature's plain actor class (``<feature>/*_actor.py``)
+wrapped with ``ray.remote`` and its options, and stopped again. Needs ``ray.init`` done.
 
 Singletons are named, detached actors in namespace ``gateway`` (``get_if_exists``), restarted by Ray
 after a crash (``max_restarts=-1``), so one exists per cluster however many drivers start it.
@@ -12,17 +12,17 @@ import logging
 import warnings
 from typing import Any
 
-from actors.deposit_watcher import DEFAULT_INTERVAL_S, DepositWatcherActor
-from actors.grpc_stream import GrpcStreamActor
-from actors.send_racer import SendRacerActor
-from actors.send_reconciler import SendReconcilerActor
-from actors.signal_classifier import SignalClassifierActor
-from actors.webhook_dispatcher import WebhookDispatcherActor
-from actors.webhook_watcher import WebhookWatcherActor
+from gateway.credits.watcher_actor import DEFAULT_INTERVAL_S, DepositWatcherActor
+from gateway.grpc.stream_actor import GrpcStreamActor
 from gateway.limits.shard_actor import AccountShard
 from gateway.limits.shards import shard_name
 from gateway.runtime.metrics import with_metrics
 from gateway.runtime.serve_runtime import ACTORS_STOP_S, bounded, cluster_reachable
+from gateway.sending.racer_actor import SendRacerActor
+from gateway.sending.reconciler_actor import SendReconcilerActor
+from gateway.signals.classifier_actor import SignalClassifierActor
+from gateway.webhooks.dispatcher_actor import WebhookDispatcherActor
+from gateway.webhooks.watcher_actor import WebhookWatcherActor
 
 log = logging.getLogger(__name__)
 

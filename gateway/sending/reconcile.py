@@ -14,7 +14,7 @@ send's hold (the history read finds an earlier send's landing of the same transa
 that status with nothing charged, as the race's settlement does
 (:func:`gateway.storage.sends.landed_before`).
 
-Used by the reconciler actor (:mod:`actors.send_reconciler`) for every stale pending send, and by
+Used by the reconciler actor (:mod:`gateway.sending.reconciler_actor`) for every stale pending send, and by
 ``getSendStatus`` for the one a caller asks about.
 """
 

@@ -81,7 +81,7 @@ _RETRY: Final = _Retry()
 
 
 class SignalClassifier:
-    """One poll at a time (no Ray, no thread: :mod:`actors.signal_classifier` runs it)."""
+    """One poll at a time (no Ray, no thread: :mod:`gateway.signals.classifier_actor` runs it)."""
 
     def __init__(
         self,

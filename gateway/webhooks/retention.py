@@ -1,7 +1,7 @@
 """How long finished webhook jobs are kept: the delivery log is not allowed to grow without bound.
 
 Delivered, dead and cancelled jobs older than ``webhook_retention_days`` are deleted in batches, once
-an hour, by the one ``webhook-watcher`` actor of the cluster (:mod:`actors.webhook_watcher`); a dead
+an hour, by the one ``webhook-watcher`` actor of the cluster (:mod:`gateway.webhooks.watcher_actor`); a dead
 job can be replayed until then. Pending and delivering jobs are never deleted; but the waiting jobs of
 a subscription paused for more than ``webhook_paused_retention_days`` are cancelled (and so deleted a
 retention later), and parked jobs of a subscription active again are made due (:func:`unpark`).

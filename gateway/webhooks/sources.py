@@ -1,7 +1,7 @@
 """The sources of the webhook events that happen outside the gateway: transactions and signals.
 
 (Lifecycle events are written by the transactions that cause them: :mod:`gateway.storage.webhook_events`.)
-Both run in the ``webhook-watcher`` actor (:mod:`actors.webhook_watcher`), one per cluster.
+Both run in the ``webhook-watcher`` actor (:mod:`gateway.webhooks.watcher_actor`), one per cluster.
 
 **Transaction watches** (``account``, ``program``, ``my_account``): :class:`TransactionWatches` re-reads
 the watched addresses every ``refresh_s`` (new subscriptions are picked up, deleted and paused ones

@@ -12,9 +12,9 @@ import asyncpg
 import pytest
 import redis.asyncio as aioredis
 
-from actors.signal_classifier import SignalClassifierActor
 from devnode.node import Devnode
 from gateway.config import Settings
+from gateway.signals.classifier_actor import SignalClassifierActor
 from gateway.signals.rules import KINDS, PUMP, PUMP_AMM
 from gateway.signals.store import SignalLog
 from tests.feed import feed_devnode

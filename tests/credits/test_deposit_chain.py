@@ -457,7 +457,7 @@ def actor_settings(chain: Chain, database_url: str, home: Path) -> dict[str, Any
 
 
 async def test_actor_class_without_ray(chain: Chain, pool: asyncpg.Pool, database_url: str, tmp_path: Path) -> None:
-    from actors.deposit_watcher import DepositWatcherActor
+    from gateway.credits.watcher_actor import DepositWatcherActor
 
     ivy = await wallet_with_usdc(chain, 1_000_000)
     sig = await send_finalized(chain, ivy, [usdc_transfer(chain, ivy, 70_000)])

@@ -7,8 +7,8 @@ import asyncio
 
 import asyncpg
 
-from actors.send_reconciler import SendReconcilerActor
 from gateway.credits.retention import SettledRetention
+from gateway.sending.reconciler_actor import SendReconcilerActor
 from gateway.storage import sends
 from gateway.storage.ledger import check_conservation
 from gateway.storage.sends import SendStatus

@@ -81,7 +81,7 @@ def test_certificate_and_key_go_together(tmp_path: Path) -> None:
 async def test_the_actor_serves_tls_on_its_own_loop_and_stops(
     geyser: GeyserClient, serve_stream: StreamFactory, db: asyncpg.Connection, tmp_path: Path
 ) -> None:
-    from actors.grpc_stream import GrpcStreamActor
+    from gateway.grpc.stream_actor import GrpcStreamActor
     from gateway.runtime.ports import free_port
 
     cert, key_file = self_signed(tmp_path)

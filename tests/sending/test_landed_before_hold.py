@@ -23,9 +23,9 @@ from aiohttp import web
 from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
 
-from actors.send_reconciler import SendReconciler
 from gateway.credits.retention import SettledRetention
 from gateway.node.http import HttpUpstream, rpc_call
+from gateway.sending.reconciler_actor import SendReconciler
 from tests.chain import wait_confirmed
 from tests.sending.conftest import FailingRelay, caller_at
 from tests.sending.helpers import Caller, b64, latest_blockhash, pay

@@ -11,8 +11,8 @@ from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
 from solders.signature import Signature
 
-from actors.send_reconciler import SendReconciler
 from gateway.node.http import HttpUpstream
+from gateway.sending.reconciler_actor import SendReconciler
 from tests.sending.helpers import Caller, b64, latest_blockhash, node_simulation, pay, unknown_blockhash
 
 LANDING, BASE_FEE = 10, 2

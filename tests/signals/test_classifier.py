@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from actors.signal_classifier import SignalClassifierActor
 from gateway.config import Settings
 from gateway.node.http import HttpUpstream, UpstreamUnavailable
 from gateway.signals.classifier import SignalClassifier
+from gateway.signals.classifier_actor import SignalClassifierActor
 from gateway.signals.rules import SignalRules, classify_block
 from gateway.signals.store import SignalLog
 from tests.gateway.test_upstream_failures import Relay

@@ -26,7 +26,7 @@ def lint(tree: Path, *contracts: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    for package in ("gateway", "actors", "devnode", "pumpfun", "geyser_proto"):
+    for package in ("gateway", "devnode", "pumpfun", "geyser_proto"):
         shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     return tmp_path
@@ -50,7 +50,7 @@ def test_the_tree_as_it_is_keeps_every_contract(tree: Path) -> None:
         ("gateway/trades/rules.py", "import gateway.node.http", "core-is-pure"),  # a feature's rules are pure
         ("gateway/storage/ledger/sql.py", "import gateway.credits.meter", "layers"),
         ("gateway/auth/endpoints.py", "import redis", "drivers-behind-storage"),
-        ("actors/deposit_watcher.py", "import gateway.runtime.serve_runtime", "actors-are-plain"),
+        ("gateway/credits/watcher_actor.py", "import gateway.runtime.serve_runtime", "actors-are-plain"),
         ("gateway/credits/meter.py", "import ray", "ray-in-runtime"),
         ("gateway/client.py", "import gateway.storage.errors", "client-standalone"),
         ("gateway/node/http.py", "import devnode.node", "devnode-independent"),

@@ -17,7 +17,6 @@ import asyncpg
 import orjson
 import pytest
 
-from actors.webhook_dispatcher import WebhookDispatcherActor, dispatch_config
 from gateway.config import Settings
 from gateway.runtime.ports import free_port
 from gateway.webhooks import jobs as delivery_jobs
@@ -31,6 +30,7 @@ from gateway.webhooks.dispatcher import (
     judge,
     parse_retry_after,
 )
+from gateway.webhooks.dispatcher_actor import WebhookDispatcherActor, dispatch_config
 from gateway.webhooks.jobs import Outcome, Result
 from gateway.webhooks.rules import delivery_body, new_secret, verify
 from gateway.webhooks.validation import url_problem

@@ -31,7 +31,6 @@ from spl.memo.instructions import create_memo
 from spl.memo.models import MemoParams
 from spl.token.instructions import create_idempotent_associated_token_account
 
-from actors.webhook_watcher import WebhookWatcherActor
 from devnode.node import Devnode
 from gateway.auth.api_keys import ApiKeyStore
 from gateway.config import Settings
@@ -51,6 +50,7 @@ from gateway.storage.deposits import credit_deposit, credit_deposit_on
 from gateway.storage.ledger import expire_due, lease, settle
 from gateway.webhooks.rules import TRANSACTION_DELIVERY_CREDITS
 from gateway.webhooks.sources import SignalWebhooks, TransactionWatches
+from gateway.webhooks.watcher_actor import WebhookWatcherActor
 from tests.chain import (
     USDC_MINT,
     airdrop,

@@ -4,7 +4,7 @@ A plain class, testable without Ray; :mod:`gateway.runtime.actors` starts a smal
 (``webhook_dispatchers``, named ``webhook-dispatcher-N``) as named, detached, restarting Ray actors.
 Any number may run at once: PostgreSQL hands each due job to one of them (``FOR UPDATE SKIP
 LOCKED``, under a lease), so they share the queue without talking to each other. Its loop runs on a
-:class:`actors.loop_thread.LoopThread` from ``__init__`` (a restart re-runs only ``__init__``; jobs
+:class:`gateway.actor_loop.LoopThread` from ``__init__`` (a restart re-runs only ``__init__``; jobs
 the previous incarnation held are claimed again when their lease passes).
 """
 
@@ -16,7 +16,7 @@ import os
 import secrets
 from typing import Any
 
-from actors.loop_thread import LoopThread, connect_when_up
+from gateway.actor_loop import LoopThread, connect_when_up
 from gateway.config import Settings
 from gateway.webhooks.dispatcher import DispatchConfig, Dispatcher, RetryPolicy, fixed_delays
 from gateway.webhooks.rules import retry_delay_s

@@ -6,7 +6,7 @@ A plain class around :class:`gateway.sending.racers.LocalRacers`, testable witho
 runs it as an async actor: one racer runs many races at once, each mostly waiting on the node.
 
 A racer that dies takes its races with it; the replica's call answers ``unknown`` and the held
-charge, written before the broadcast, is settled by the reconciler (:mod:`actors.send_reconciler`).
+charge, written before the broadcast, is settled by the reconciler (:mod:`gateway.sending.reconciler_actor`).
 """
 
 from __future__ import annotations

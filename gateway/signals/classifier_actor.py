@@ -4,7 +4,7 @@ A plain class, testable without Ray; :mod:`gateway.runtime.actors` makes it one 
 restarting Ray actor per cluster (``signal-classifier``), so one poller reads the node's blocks and
 every replica follows its log. Two at once would still be safe: the log's cursor lets only one of them
 append a slot (:class:`gateway.signals.store.CursorConflict` for the other). Its poll loop runs on a
-:class:`actors.loop_thread.LoopThread` from ``__init__`` (a restart re-runs only ``__init__``, and the
+:class:`gateway.actor_loop.LoopThread` from ``__init__`` (a restart re-runs only ``__init__``, and the
 classifier resumes from the stored cursor).
 """
 
@@ -14,7 +14,7 @@ import asyncio
 import logging
 from typing import Any
 
-from actors.loop_thread import LoopThread
+from gateway.actor_loop import LoopThread
 from gateway.config import Settings
 from gateway.node.http import HttpUpstream
 from gateway.signals.classifier import SignalClassifier

@@ -21,7 +21,7 @@ import contextlib
 import logging
 from typing import Any
 
-from actors.loop_thread import LoopThread, connect_when_up
+from gateway.actor_loop import LoopThread, connect_when_up
 from gateway.config import Settings
 from gateway.credits.retention import SettledRetention
 from gateway.node.http import HttpUpstream

@@ -3,7 +3,7 @@
 A plain class, testable without Ray; :mod:`gateway.runtime.actors` makes it one named, detached,
 restarting Ray actor per cluster (``webhook-watcher``). It runs :class:`gateway.webhooks.sources.TransactionWatches`
 (with the node's PubSub for wake-ups) and :class:`gateway.webhooks.sources.SignalWebhooks` side by
-side on a :class:`actors.loop_thread.LoopThread` from ``__init__``; both resume from their positions in
+side on a :class:`gateway.actor_loop.LoopThread` from ``__init__``; both resume from their positions in
 PostgreSQL after a restart. Two at once would still write each job once (dedupe keys), only wastefully.
 """
 
@@ -13,7 +13,7 @@ import asyncio
 import logging
 from typing import Any
 
-from actors.loop_thread import LoopThread, connect_when_up
+from gateway.actor_loop import LoopThread, connect_when_up
 from gateway.config import Settings
 from gateway.node.http import HttpUpstream
 from gateway.node.pubsub import UpstreamPubSub

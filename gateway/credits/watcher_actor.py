@@ -3,7 +3,7 @@
 A plain class, testable without Ray; :mod:`gateway.runtime.actors` makes it one named, detached,
 restarting Ray actor per cluster, so replicas never poll the node in parallel (two would still be
 safe: crediting is idempotent per signature, just wasteful). Its poll loop runs on a
-:class:`actors.loop_thread.LoopThread` from ``__init__`` (a restart re-runs only ``__init__``).
+:class:`gateway.actor_loop.LoopThread` from ``__init__`` (a restart re-runs only ``__init__``).
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import asyncio
 import logging
 from typing import Any
 
-from actors.loop_thread import LoopThread, connect_when_up
+from gateway.actor_loop import LoopThread, connect_when_up
 from gateway.config import Settings
 from gateway.credits.chain_reads import credit_policy, deposit_ata_for
+from gateway.credits.fee_payer import fee_payer_gauge
 from gateway.credits.notices import CreditNotices
 from gateway.credits.watcher import DepositWatcher
 from gateway.node.http import HttpUpstream
 from gateway.storage.channels import CREDITED, Channel
-from gateway.x402.fee_payer import fee_payer_gauge
 
 log = logging.getLogger(__name__)
 

@@ -1,1 +1,0 @@
-"""Ray actors: one module per owner of state."""
