@@ -24,10 +24,10 @@ from typing import Any
 import ray
 import redis.asyncio as aioredis
 
+from gateway.auth.store.nonces import Claim, NonceStore
 from gateway.limits.shard_actor import AccountShard
 from gateway.limits.shards import SliceRequest
 from gateway.runtime.embedded import EmbeddedRedis
-from gateway.storage.nonces import Claim, NonceStore
 
 
 async def rate(claim: Callable[[int], Awaitable[object]], claims: int, in_flight: int) -> float:

@@ -16,8 +16,8 @@ import redis.asyncio as aioredis
 from bench._proc import process_cpu_s
 from bench.capacity import Figure, load_average
 from bench.nonces import rate, redis_claimer
-from gateway.storage.nonces import NonceStore
-from gateway.storage.sessions import SessionStore
+from gateway.auth.store.nonces import NonceStore
+from gateway.auth.store.sessions import SessionStore
 
 SECTION = "Redis"
 SESSIONS = 1_000

@@ -21,7 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 from gateway.auth.payment_terms import MINIMUM_DEPOSIT_USDC, PaymentTerms
-from gateway.storage.accounts import AccountRecord, BatchRecord, CallRecord, DepositRecord, LedgerRecord
+from gateway.auth.store.accounts import AccountRecord, BatchRecord, CallRecord, DepositRecord, LedgerRecord
 
 USDC_DECIMALS = 6
 ATTRIBUTION = "USDC must be sent from the same wallet public key that activates the account"

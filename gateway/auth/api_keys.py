@@ -36,11 +36,11 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from gateway.auth.cache import TtlCache
 from gateway.auth.revocations import Revocations
-from gateway.core.cache import TtlCache
+from gateway.auth.store.accounts import ApiKeyRows
 from gateway.core.webhook_events import key_prefix
 from gateway.stopping import cancel_and_wait
-from gateway.storage.accounts import ApiKeyRows
 from gateway.storage.channels import Channel
 
 log = logging.getLogger(__name__)

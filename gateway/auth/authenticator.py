@@ -21,12 +21,12 @@ from gateway.auth.api_keys import ApiKeyStore
 from gateway.auth.errors import bearer_token_required, wallet_signature_required
 from gateway.auth.failures import FailedAuths
 from gateway.auth.payment_terms import PaymentTerms, no_account, resource_url
+from gateway.auth.store.accounts import AccountStore
 from gateway.auth.strategies import Strategy
 from gateway.core.credentials import Credentials
 from gateway.core.errors import ProxyError
 from gateway.core.identity import Identity
 from gateway.pipeline import Call
-from gateway.storage.accounts import AccountStore
 
 Only = Literal["wallet", "session"]
 

@@ -27,6 +27,10 @@ from gateway.auth.failures import FailedAuths
 from gateway.auth.key_secret import SECRET_FILE, load_or_create_secret
 from gateway.auth.payment_terms import PaymentTerms
 from gateway.auth.revocations import RECHECK_S, Credential, Revocations
+from gateway.auth.store.accounts import AccountStore, ApiKeyRows
+from gateway.auth.store.nonces import NonceStore
+from gateway.auth.store.service_keys import compare_cluster_keys
+from gateway.auth.store.sessions import CHALLENGE_TTL_MS, TOKEN_TTL_MS, SessionStore, token_digest
 from gateway.auth.strategies import (
     ApiKeyStrategy,
     FundsCheck,
@@ -41,12 +45,8 @@ from gateway.core.credentials import Credentials, bearer_token
 from gateway.core.identity import Identity
 from gateway.keys import ServiceKeys, service_keys
 from gateway.stopping import cancel_and_wait
-from gateway.storage.accounts import AccountStore, ApiKeyRows
 from gateway.storage.channels import REVOKED_KEYS, Channel
 from gateway.storage.connections import Connections
-from gateway.storage.nonces import NonceStore
-from gateway.storage.service_keys import compare_cluster_keys
-from gateway.storage.sessions import CHALLENGE_TTL_MS, TOKEN_TTL_MS, SessionStore, token_digest
 
 log = logging.getLogger(__name__)
 

@@ -14,15 +14,15 @@ from typing import Protocol
 
 from gateway.auth.api_keys import KEY_PREFIX, ApiKeyStore, is_api_key_format
 from gateway.auth.payment_terms import PaymentTerms, no_account
+from gateway.auth.store.accounts import AccountStore
+from gateway.auth.store.nonces import Claim, NonceStore
+from gateway.auth.store.sessions import SessionStore
 from gateway.core.credentials import Credentials, bearer_token
 from gateway.core.errors import ProxyError, auth_failed, nonce_reused
 from gateway.core.identity import Identity
 from gateway.core.signing import signing_message
 from gateway.core.wallet_headers import TIMESTAMP, HeaderFailure, parse_wallet_headers, verify_signature
 from gateway.pipeline import Call
-from gateway.storage.accounts import AccountStore
-from gateway.storage.nonces import Claim, NonceStore
-from gateway.storage.sessions import SessionStore
 
 _SESSION_TOKEN = re.compile(r"[0-9a-f]{64}")
 API_KEY_AS_BEARER = "if this is an API key, send it as 'X-Api-Key: <key>' (or ?api-key=<key>), not as a Bearer token"

@@ -5,7 +5,7 @@ data dirs never collide on a port. Redis runs with an append-only file (fsync ev
 nonce set and sessions survive a restart, as docs/api.md requires of replay protection, and with a
 memory bound under ``noeviction``: a full Redis refuses new keys (the request gets 503) rather than
 evicting a nonce or a session early. The second of writes a crash can lose is covered by the nonce
-store (:mod:`gateway.storage.nonces`).
+store (:mod:`gateway.auth.store.nonces`).
 """
 
 from __future__ import annotations

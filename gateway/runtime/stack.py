@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.auth.key_secret import SECRET_FILE, load_or_create_secret
+from gateway.auth.store.service_keys import record_cluster_keys_at
 from gateway.config import DEVNODE, Settings
 from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, ensure_service_keys
 from gateway.runtime.actors import (
@@ -38,7 +39,6 @@ from gateway.runtime.inspect import forget_ray_address, record_ray_address
 from gateway.runtime.private_files import secure_home
 from gateway.runtime.serve_runtime import STOP_BUDGET_S, ServeRuntime, stop_left_haproxy
 from gateway.storage.migrate import migrate_url
-from gateway.storage.service_keys import record_cluster_keys_at
 from gateway.webhooks.targets import allow_private, receivers_report
 from gateway.x402.devnode_settlement import prepare_sponsored_settlement
 

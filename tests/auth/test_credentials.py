@@ -14,10 +14,12 @@ from hypothesis import strategies as st
 from solders.keypair import Keypair
 
 from gateway.auth.api_keys import generate_api_key, hash_api_key, is_api_key_format
+from gateway.auth.cache import TtlCache
 from gateway.auth.key_secret import load_or_create_secret
 from gateway.auth.payment_terms import SOLANA_DEVNET, SOLANA_MAINNET, caip2_network
+from gateway.auth.store.nonces import Claim, NonceStore
+from gateway.auth.store.sessions import SessionStore
 from gateway.client import WalletSigner
-from gateway.core.cache import TtlCache
 from gateway.core.credentials import (
     Credentials,
     bearer_token,
@@ -26,8 +28,6 @@ from gateway.core.credentials import (
     websocket_credentials,
 )
 from gateway.storage.errors import StoreUnavailable
-from gateway.storage.nonces import Claim, NonceStore
-from gateway.storage.sessions import SessionStore
 
 
 def test_http_header_key_before_query_key() -> None:

@@ -15,8 +15,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.auth.api_keys import ApiKeyStore, hash_api_key
+from gateway.auth.store.accounts import ApiKeyRows
 from gateway.runtime.embedded import EmbeddedRedis
-from gateway.storage.accounts import ApiKeyRows
 from gateway.storage.channels import REVOKED_KEYS, Channel
 from tests.credits.helpers import new_pubkey
 

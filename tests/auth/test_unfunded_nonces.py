@@ -10,8 +10,8 @@ import aiohttp
 import orjson
 import redis.asyncio as aioredis
 
+from gateway.auth.store.nonces import nonce_key
 from gateway.client import WalletSigner
-from gateway.storage.nonces import nonce_key
 from tests.auth.helpers import create_api_key, signed
 from tests.support import RunningGateway
 

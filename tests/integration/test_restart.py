@@ -20,8 +20,8 @@ import pytest
 import redis
 from solders.keypair import Keypair
 
+from gateway.auth.store.nonces import nonce_key
 from gateway.client import WalletSigner
-from gateway.storage.nonces import nonce_key
 from tests.integration.service import (
     confirm_deposit,
     create_api_key,

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from gateway.auth.store.nonces import Claim, NonceStore
+from gateway.auth.store.sessions import SessionStore
 from gateway.runtime.embedded import EmbeddedRedis
 from gateway.storage.connections import Connections, redis_eviction_policy
 from gateway.storage.errors import StoreUnavailable
-from gateway.storage.nonces import Claim, NonceStore
-from gateway.storage.sessions import SessionStore
 
 
 async def test_a_full_redis_refuses_new_keys_and_evicts_no_nonce(tmp_path: Path) -> None:

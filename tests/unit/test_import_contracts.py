@@ -42,7 +42,7 @@ def test_the_tree_as_it_is_keeps_every_contract(tree: Path) -> None:
     ("module", "planted", "contract"),
     [
         ("gateway/limits/rules.py", "import asyncpg", "core-is-pure"),
-        ("gateway/rpc/planning.py", "import gateway.storage.accounts", "core-is-pure"),
+        ("gateway/rpc/planning.py", "import gateway.auth.store.accounts", "core-is-pure"),
         ("gateway/credits/stage.py", "import gateway.rpc.forward", "layers"),
         ("gateway/rpc/planning.py", "import gateway.fees.methods", "layers"),  # rpc plans from the registry
         ("gateway/sending/methods.py", "import gateway.node.http", "core-is-pure"),  # declarations are pure

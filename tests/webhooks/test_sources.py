@@ -33,6 +33,7 @@ from spl.token.instructions import create_idempotent_associated_token_account
 
 from devnode.node import Devnode
 from gateway.auth.api_keys import ApiKeyStore
+from gateway.auth.store.accounts import ApiKeyRows
 from gateway.config import Settings
 from gateway.core.credits import CreditPolicy, DepositCredit, UsageRecord
 from gateway.core.subscriptions import SIGNAL_EVENT_CREDITS
@@ -44,7 +45,6 @@ from gateway.node.pubsub import UpstreamPubSub
 from gateway.signals.rules import SignalEvent
 from gateway.signals.store import SignalLog
 from gateway.storage import sends
-from gateway.storage.accounts import ApiKeyRows
 from gateway.storage.channels import Channel
 from gateway.storage.deposits import credit_deposit, credit_deposit_on
 from gateway.storage.ledger import expire_due, lease, settle

@@ -12,7 +12,7 @@ from typing import Any
 
 import asyncpg
 
-from gateway.core.cache import TtlCache
+from gateway.auth.cache import TtlCache
 from gateway.core.paging import Page
 from gateway.core.webhook_events import API_KEY_ROTATED, api_key_rotated
 from gateway.storage import sends
