@@ -35,7 +35,7 @@ from gateway.config import Settings
 from gateway.keys import service_key_addresses
 from gateway.limits.slices import LocalShards
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, compose, error_boundary
-from gateway.routing import RPC_MAX_BODY_BYTES, RpcFirst, http_call, mount
+from gateway.pipeline_http import RPC_MAX_BODY_BYTES, RpcFirst, http_call, mount
 from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.storage.migrate import migrate_url

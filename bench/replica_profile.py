@@ -19,7 +19,7 @@ from pathlib import Path
 LAYERS: tuple[tuple[str, str], ...] = (
     ("gateway/transports/ray_edge.py", "ray edge (control headers, client address)"),
     ("gateway/transports/deadline.py", "body deadline"),
-    ("gateway/routing.py", "HTTP transport (RpcFirst: body, Call, reply)"),
+    ("gateway/pipeline_http.py", "HTTP transport (RpcFirst: body, Call, reply)"),
     ("gateway/metrics.py", "gateway metrics"),
     ("gateway/runtime/metrics.py", "gateway metrics"),
     ("gateway/pipeline.py", "pipeline (error boundary, compose)"),

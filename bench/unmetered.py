@@ -16,7 +16,7 @@ from __future__ import annotations
 from ray.serve import Deployment
 
 from gateway.pipeline import compose, error_boundary
-from gateway.routing import RpcFirst
+from gateway.pipeline_http import RpcFirst
 from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.runtime.ingress import Ingress
 

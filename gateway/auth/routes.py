@@ -13,7 +13,7 @@ from starlette.routing import BaseRoute
 from gateway.auth.endpoints import AccountEndpoints
 from gateway.auth.stage import Gates
 from gateway.pipeline import Handler
-from gateway.routing import mount
+from gateway.pipeline_http import mount
 
 
 def account_routes(gates: Gates, endpoints: AccountEndpoints, confirm_deposit: Handler) -> list[BaseRoute]:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from starlette.routing import BaseRoute
 
 from gateway.pipeline import Handler, Stage
-from gateway.routing import mount
+from gateway.pipeline_http import mount
 
 
 def bulk_routes(endpoints: Mapping[str, Handler], stages: list[Stage]) -> list[BaseRoute]:

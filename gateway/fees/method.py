@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.answers import answer, refuse, transport_failure
 from gateway.core.errors import RpcCode, RpcError
 from gateway.core.fees import FeeQuery, FeeSample, estimate, fee_sample, slot_fees, suggestion
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import CLASS_TIMEOUT_S
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.pipeline import Call
+from gateway.rpc.answers import answer, refuse, transport_failure
 
 DEFAULT_TIMEOUT_S = 5.0
 NO_ESTIMATE = "no recent fees from the node"

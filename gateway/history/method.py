@@ -19,13 +19,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from gateway.answers import answer, refuse, transport_failure
 from gateway.core.errors import RpcCode, RpcError
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import CLASS_TIMEOUT_S, MethodClass
 from gateway.history.enrich import HistoryQuery, history, signature_list, transaction_request
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_batch, rpc_call
 from gateway.pipeline import Call
+from gateway.rpc.answers import answer, refuse, transport_failure
 
 NO_HISTORY = "the node could not give the history"
 

@@ -69,7 +69,7 @@ from gateway.entry import Entry, EntrySession
 from gateway.mcp.logs import LogLevels
 from gateway.mcp.tools import BY_NAME, TOOLS, ToolArgumentError, jsonrpc_request
 from gateway.pipeline import Call, Reply, Wire, json_reply
-from gateway.routing import (
+from gateway.pipeline_http import (
     RPC_MAX_BODY_BYTES,
     BodyTooLarge,
     call_from_scope,

@@ -1,7 +1,7 @@
 """The last JSON-RPC stages: parse and plan the body, then answer what is left.
 
 Items already answered (invalid, denied, refused by a later stage) are not sent. Methods the gateway
-answers itself (``local``: :mod:`gateway.answers`) run their handlers; the rest go to the node in
+answers itself (``local``: :mod:`gateway.rpc.answers`) run their handlers; the rest go to the node in
 one request, with ids replaced by their positions so duplicate client ids cannot mix answers up; the
 client's ids are put back on the way out. In a batch, both run at once, and a failure of one part
 (the node down, a handler's error) becomes those items' errors: it never takes the others' answers.

@@ -27,7 +27,6 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gateway.answers import answer, config, unpaid
 from gateway.core.errors import RpcCode, RpcError
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.transactions import WireTx
@@ -35,6 +34,7 @@ from gateway.credits.errors import insufficient_credits, payment_required
 from gateway.credits.meter import Meter
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.pipeline import Call
+from gateway.rpc.answers import answer, config, unpaid
 from gateway.sending.preflight import simulate, simulation_failed
 from gateway.sending.race import Outcome, RaceResult
 from gateway.sending.racers import Racers

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gateway.answers import answer
 from gateway.core.jsonrpc import RpcItem
 from gateway.node.http import Upstream
 from gateway.pipeline import Call
+from gateway.rpc.answers import answer
 from gateway.sending.reconcile import UNPROVEN_RELEASE_S, reconcile
 from gateway.storage import sends
 from gateway.storage.connections import Pool

@@ -19,13 +19,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from gateway.answers import answer, config, node_error, refuse, transport_failure
 from gateway.core.errors import RpcCode, RpcError, invalid_params
 from gateway.core.fees import URGENCY_PERCENTILES, percentile, recent_fees
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.transactions import WireTx, compute_unit_price
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.pipeline import Call
+from gateway.rpc.answers import answer, config, node_error, refuse, transport_failure
 from gateway.sending.preflight import simulate, simulation_failed
 
 SEND_TIMEOUT_S = 10.0

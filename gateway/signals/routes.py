@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute
 from gateway.auth.stage import Gates
 from gateway.core.errors import ProxyError, invalid_request, service_unavailable
 from gateway.pipeline import Call, Reply, json_reply
-from gateway.routing import mount
+from gateway.pipeline_http import mount
 from gateway.signals.rules import RecentQuery
 from gateway.signals.store import RecentSignals, SignalLog
 from gateway.storage.errors import StoreUnavailable

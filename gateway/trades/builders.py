@@ -26,7 +26,6 @@ from typing import Any
 from solders.hash import Hash
 from solders.pubkey import Pubkey
 
-from gateway.answers import answer, transport_failure, unpaid
 from gateway.core.errors import RpcCode, RpcError
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import CLASS_TIMEOUT_S, MethodClass
@@ -34,6 +33,7 @@ from gateway.credits.errors import insufficient_credits, payment_required
 from gateway.credits.meter import Admission, Meter, Outcome
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_batch, rpc_call
 from gateway.pipeline import Call
+from gateway.rpc.answers import answer, transport_failure, unpaid
 from gateway.trades.fees import TradeFees
 from gateway.trades.params import SellParams, SnipeParams
 from gateway.trades.rules import (

@@ -24,9 +24,9 @@ from gateway.core.errors import ProxyError
 from gateway.mcp.server import MCP_PATH, McpTransport
 from gateway.openapi import openapi_document
 from gateway.pipeline import ReplyStyle, json_reply
+from gateway.pipeline_http import RPC_MAX_BODY_BYTES, RpcFirst, WebSocketFirst, mount, to_response
 from gateway.public import capabilities_document, health_document, pricing_document
 from gateway.pubsub.ws import WS_PATH, WsTransport
-from gateway.routing import RPC_MAX_BODY_BYTES, RpcFirst, WebSocketFirst, mount, to_response
 from gateway.signals.routes import signal_routes
 from gateway.transports.access_log import with_access_log
 from gateway.transports.deadline import BodyDeadline

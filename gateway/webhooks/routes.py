@@ -13,7 +13,7 @@ from starlette.routing import BaseRoute
 
 from gateway.auth.stage import Gates
 from gateway.pipeline import Stage
-from gateway.routing import mount
+from gateway.pipeline_http import mount
 from gateway.webhooks.management import WebhookEndpoints
 
 

@@ -18,7 +18,7 @@ from gateway.config import Settings
 from gateway.node.http import HttpUpstream
 from gateway.node.pubsub import UpstreamPubSub
 from gateway.signals.store import SignalLog
-from gateway.storage.backlog import backlog_gauges
+from gateway.webhooks.backlog import backlog_gauges
 from gateway.webhooks.retention import JobRetention
 from gateway.webhooks.sources import SignalWebhooks, TransactionWatches
 

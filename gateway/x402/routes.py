@@ -13,7 +13,7 @@ from starlette.routing import BaseRoute
 
 from gateway.auth.stage import Gates
 from gateway.pipeline import Handler
-from gateway.routing import mount
+from gateway.pipeline_http import mount
 from gateway.x402.rules import MAX_BODY_BYTES
 
 SETTLE_PATH = "/x402/settle"

@@ -19,7 +19,7 @@ from gateway.client import WalletSigner
 from gateway.core.credentials import grpc_credentials, websocket_credentials
 from gateway.core.identity import Identity
 from gateway.pipeline import Call, Wire
-from gateway.routing import http_call
+from gateway.pipeline_http import http_call
 from tests.auth.helpers import RPC_BODY, create_account, create_api_key, open_session, request, signed
 from tests.support import RunningGateway
 

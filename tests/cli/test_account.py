@@ -16,7 +16,7 @@ from gateway.credits.meter import Meter
 from gateway.credits.stage import MeteringStage
 from gateway.limits.rules import Limiter
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, compose, error_boundary
-from gateway.routing import http_call
+from gateway.pipeline_http import http_call
 from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.storage.ledger import check_conservation, lease
 from tests.cli.conftest import Run

@@ -26,7 +26,7 @@ from gateway.limits.rules import Allowed, ConcurrencyLimited, RateLimited
 from gateway.limits.shards import ShardBook, SliceGrant, SliceRequest, shard_of
 from gateway.limits.slices import LocalShards, ShardUnavailable, SlicedLimiter
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, compose, error_boundary
-from gateway.routing import http_call
+from gateway.pipeline_http import http_call
 from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.storage.ledger import balance
 from tests.credits.helpers import ScriptedNode, fund

@@ -20,7 +20,7 @@ from gateway.credits.stage import CreditHeaders, MeteringStage
 from gateway.limits.rules import Limiter
 from gateway.node.http import UpstreamTimeout, UpstreamUnavailable
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, Stage, compose, error_boundary
-from gateway.routing import http_call
+from gateway.pipeline_http import http_call
 from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.storage.ledger import balance, check_conservation
 from tests.credits.helpers import ScriptedNode, fund, signed_tx

@@ -12,7 +12,7 @@ import orjson
 from gateway.app import GatewayApp
 from gateway.config import Settings
 from gateway.pipeline import ReplyStyle
-from gateway.routing import http_call
+from gateway.pipeline_http import http_call
 from tests.credits.helpers import fund, new_pubkey
 from tests.support import service_key_settings
 

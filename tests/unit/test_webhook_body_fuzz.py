@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.core.errors import ProxyError
-from gateway.routing import REST_MAX_BODY_BYTES
+from gateway.pipeline_http import REST_MAX_BODY_BYTES
 from gateway.webhooks.rules import FILTER_TYPES, LIFECYCLE_EVENTS
 from gateway.webhooks.store import NewWebhook
 from gateway.webhooks.validation import parse_creation
