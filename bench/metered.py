@@ -233,7 +233,8 @@ def run(
     from bench.unmetered import UNMETERED_PATH, paired_ingress
     from gateway.client import WalletSigner
     from gateway.config import Settings
-    from gateway.runtime.serve_runtime import SERVE_APP_NAME, processes_naming
+    from gateway.runtime.cluster import SERVE_APP_NAME
+    from gateway.runtime.serve_runtime import processes_naming
     from gateway.runtime.stack import Stack
 
     upstream_proc, upstream_url = start_reference("bench.const_upstream")

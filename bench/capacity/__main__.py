@@ -23,7 +23,7 @@ import uvloop
 
 from bench.capacity import TABLE_HEADER, Figure, machine, model
 from bench.inprocess import embedded_stores
-from gateway.runtime.actors import NAMESPACE
+from gateway.runtime.cluster import NAMESPACE
 
 SECTIONS = ("shards", "ledger", "redis", "upstream")
 T = TypeVar("T")

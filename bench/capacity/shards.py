@@ -32,7 +32,8 @@ from bench.capacity import Figure, load_average
 from gateway.limits.rules import Allowed
 from gateway.limits.shards import ShardBook, SliceGrant, SliceRequest, shard_name
 from gateway.limits.slices import ShardUnavailable, SlicedLimiter
-from gateway.runtime.actors import NAMESPACE, start_account_shards, stop_account_shards
+from gateway.runtime.actors import start_account_shards, stop_account_shards
+from gateway.runtime.cluster import NAMESPACE
 from gateway.runtime.shards import RayShards
 
 SECTION = "account shard"

@@ -16,8 +16,8 @@ from gateway.credits.watcher_actor import DEFAULT_INTERVAL_S, DepositWatcherActo
 from gateway.grpc.stream_actor import GrpcStreamActor
 from gateway.limits.shard_actor import AccountShard
 from gateway.limits.shards import shard_name
+from gateway.runtime.cluster import ACTORS_STOP_S, NAMESPACE, bounded, cluster_reachable, send_racer_names
 from gateway.runtime.metrics import with_metrics
-from gateway.runtime.serve_runtime import ACTORS_STOP_S, bounded, cluster_reachable
 from gateway.sending.racer_actor import SendRacerActor
 from gateway.sending.reconciler_actor import SendReconcilerActor
 from gateway.signals.classifier_actor import SignalClassifierActor
@@ -26,7 +26,6 @@ from gateway.webhooks.watcher_actor import WebhookWatcherActor
 
 log = logging.getLogger(__name__)
 
-NAMESPACE = "gateway"
 #: The CPU an actor reserves: next to none (the actors wait on I/O; a node runs thousands at this), but not
 #: none. Ray places an actor that asks for no resource at all on a node picked at random and there ignores
 #: its scheduling strategy (measured on two nodes: soft node affinity kept 1 of 4 where asked, SPREAD put
@@ -36,11 +35,6 @@ DEPOSIT_WATCHER = "deposit-watcher"
 SEND_RECONCILER = "send-reconciler"
 SIGNAL_CLASSIFIER = "signal-classifier"
 WEBHOOK_WATCHER = "webhook-watcher"
-
-
-def send_racer_names(count: int) -> list[str]:
-    """The names of the pool's send-racer actors (replicas find them by name)."""
-    return [f"send-racer-{n}" for n in range(count)]
 
 
 def account_shard_names(count: int) -> list[str]:

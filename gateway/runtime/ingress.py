@@ -18,11 +18,11 @@ from gateway.config import Settings
 from gateway.core.errors import ConfigError
 from gateway.pubsub.ws import UVICORN_WS_OPTIONS
 from gateway.runtime.actors import start_account_shards
+from gateway.runtime.cluster import STOP_GRACE_S
 from gateway.runtime.exposure import replica_refusal
 from gateway.runtime.metrics import install_ray_metrics
 from gateway.runtime.racers import RayRacers
 from gateway.runtime.replica_process import tune_gc
-from gateway.runtime.serve_runtime import STOP_GRACE_S
 from gateway.runtime.shards import RayShards
 from gateway.transports.http import build_http_app
 

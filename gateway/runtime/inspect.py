@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-#: The actors' namespace (:data:`gateway.runtime.actors.NAMESPACE`, not imported: it imports every actor class).
-NAMESPACE = "gateway"
+from gateway.runtime.cluster import NAMESPACE, SERVE_APP_NAME, bounded
+
 #: Under the data dir: the GCS address of the Ray cluster ``gateway up`` started or joined.
 RAY_ADDRESS_FILE = "ray-address"
 #: Ray's environment variable for its authentication mode (``token`` or ``disabled``).
@@ -69,7 +69,7 @@ def ray_report(address: str, actor_names: list[str], timeout_s: float = 30.0) ->
     """Join the cluster at ``address`` as a driver and read its nodes, the Serve app's replicas (and the
     nodes they run on) and the named actors' states (``ALIVE``, ``RESTARTING``, ``DEAD`` or ``MISSING``),
     nodes, and each live one's own ``status()``. Raises what Ray raised when the cluster cannot be joined."""
-    from gateway.runtime.serve_runtime import bounded, loopback_only_ray
+    from gateway.runtime.serve_runtime import loopback_only_ray
 
     report: dict[str, Any] = {}
     local: dict[str, Any] = {}
@@ -125,8 +125,6 @@ def _node_address(actor: dict[str, Any]) -> str | None:
 
 def _serve_status(live_actors: list[dict[str, Any]]) -> dict[str, Any]:
     from ray import serve
-
-    from gateway.runtime.serve_runtime import SERVE_APP_NAME
 
     try:
         status = serve.status()

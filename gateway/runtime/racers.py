@@ -17,7 +17,7 @@ from ray.exceptions import RayError
 
 from gateway.config import Settings
 from gateway.core.transactions import WireTx
-from gateway.runtime.actors import NAMESPACE, send_racer_names
+from gateway.runtime.cluster import NAMESPACE, send_racer_names
 from gateway.sending.race import RaceResult
 from gateway.sending.racers import LocalRacers, RaceLost
 

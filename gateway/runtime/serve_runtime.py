@@ -17,15 +17,21 @@ import shutil
 import socket
 import sys
 import tempfile
-import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import psutil
 
 from gateway.config import Settings
+from gateway.runtime.cluster import (
+    SERVE_APP_NAME,
+    SERVE_STOP_S,
+    STOP_GRACE_S,
+    STOP_SLACK_S,
+    bounded,
+    cluster_reachable,
+)
 from gateway.runtime.exposure import STARTER_RECORD
 from gateway.runtime.haproxy_edge import BINARY_ENV, TIMEOUT_ENV
 from gateway.runtime.leftovers import left_behind, record, stop_processes
@@ -33,24 +39,8 @@ from gateway.runtime.ports import free_port
 from gateway.runtime.private_files import secure_ray_token
 from gateway.transports.ray_edge import CALLBACK_IMPORT_PATH, EDGE_SECRET_ENV
 
-SERVE_APP_NAME = "gateway"
 #: Under the data dir: this stack's HAProxy files directory, the marker of its HAProxy processes.
 HAPROXY_RECORD = STARTER_RECORD
-#: How long a stopping replica has, after ``drain_s``, for its requests in flight to finish (the longest,
-#: sendAndConfirm, races up to 30 slots) and its shutdown to settle usage and give back leases and slices.
-#: Serve kills the replica when it is over: what was not settled by then is lost (in the customer's favour).
-STOP_GRACE_S = 30.0
-#: Beyond a replica's drain and grace, how long Serve's shutdown may take (a replica scaled in).
-STOP_SLACK_S = 5.0
-#: How long ``gateway up``'s whole stop may take after SIGTERM: the grace period to give it
-#: (docs/operations.md, Stopping: systemd's TimeoutStopSec, a container's stop timeout). Its parts:
-#: Serve's shutdown (the replicas drain, settle usage, give back leases and slices) gets
-#: ``SERVE_STOP_S``, the actors (gRPC seats, webhook deliveries) ``ACTORS_STOP_S``, all at once; then
-#: Ray, the devnode, Redis and PostgreSQL, about a second each. A step over its share is given up on,
-#: and named in the log; what a replica had not settled by then is lost in the customer's favour.
-STOP_BUDGET_S = 20.0
-SERVE_STOP_S = 10.0
-ACTORS_STOP_S = 5.0
 #: How long a cluster to join has to accept a connection before it counts as unreachable.
 RAY_PROBE_TIMEOUT_S = 5.0
 #: ``ray_address`` values that are not a cluster to join ("local" starts one; "auto" finds one).
@@ -92,50 +82,6 @@ def cluster_host_warning(settings: Settings, nodes: int) -> str | None:
         "its own node's replicas, and no other machine reaches it; set GATEWAY_HOST=0.0.0.0 "
         "(docs/configuration.md, Ray cluster)"
     )
-
-
-def cluster_reachable(timeout_s: float = 1.0) -> bool:
-    """Whether the GCS of the cluster this process joined still accepts connections: a quick way to
-    skip the stop steps that would only wait for a cluster already gone."""
-    import ray
-
-    if not ray.is_initialized():
-        return False
-    host, _, port = str(ray.get_runtime_context().gcs_address).rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s):
-            return True
-    except (OSError, ValueError):
-        return False
-
-
-def bounded(step: Callable[[], None], timeout_s: float, what: str, alive: Callable[[], bool] | None = None) -> None:
-    """Run a stop step that talks to the cluster, giving up after ``timeout_s``. A process manager that
-    signals the whole process group (systemd's default) stops a local GCS and raylet while
-    ``gateway up`` is still stopping; Ray's calls then wait 60 s or more each for them. The step runs
-    in a daemon thread, so one that never returns does not hold up the exit either."""
-    done = threading.Event()
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            step()
-        except BaseException as exc:  # handed to the caller below
-            failure.append(exc)
-        finally:
-            done.set()
-
-    threading.Thread(target=run, name=f"stop {what}", daemon=True).start()
-    deadline = time.monotonic() + timeout_s
-    while not done.wait(max(0.0, min(0.5, deadline - time.monotonic()))):
-        if time.monotonic() >= deadline:
-            log.warning("stopping: gave up on %s after %.0f s (it did not finish); going on", what, timeout_s)
-            return
-        if alive is not None and not alive():  # ``alive``: whether waiting longer can still help
-            log.warning("stopping: gave up on %s: the Ray cluster stopped answering; going on", what)
-            return
-    if failure:
-        raise failure[0]
 
 
 def processes_naming(marker: str, among: Iterable[psutil.Process] | None = None) -> list[psutil.Process]:

@@ -17,7 +17,7 @@ from ray.exceptions import RayError
 
 from gateway.limits.shards import SliceGrant, SliceRequest, shard_name
 from gateway.limits.slices import ShardUnavailable
-from gateway.runtime.actors import NAMESPACE
+from gateway.runtime.cluster import NAMESPACE
 
 log = logging.getLogger(__name__)
 

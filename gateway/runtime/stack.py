@@ -32,12 +32,13 @@ from gateway.runtime.actors import (
     start_webhook_watcher,
     stop_actors,
 )
+from gateway.runtime.cluster import STOP_BUDGET_S
 from gateway.runtime.devnode_proc import DevnodeProcess, stop_stale
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.runtime.exposure import network_refusals
 from gateway.runtime.inspect import forget_ray_address, record_ray_address
 from gateway.runtime.private_files import secure_home
-from gateway.runtime.serve_runtime import STOP_BUDGET_S, ServeRuntime, stop_left_haproxy
+from gateway.runtime.serve_runtime import ServeRuntime, stop_left_haproxy
 from gateway.storage.migrate import migrate_url
 from gateway.webhooks.targets import allow_private, receivers_report
 from gateway.x402.devnode_settlement import prepare_sponsored_settlement

@@ -23,7 +23,8 @@ import ray
 from gateway.limits.rules import Allowed
 from gateway.limits.shards import shard_name, shard_of
 from gateway.limits.slices import ShardUnavailable, SlicedLimiter
-from gateway.runtime.actors import NAMESPACE, start_account_shards, stop_account_shards
+from gateway.runtime.actors import start_account_shards, stop_account_shards
+from gateway.runtime.cluster import NAMESPACE
 from gateway.runtime.shards import RayShards
 
 SHARDS = 2

@@ -42,7 +42,8 @@ from solders.keypair import Keypair
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from gateway.runtime.serve_runtime import STOP_GRACE_S, processes_naming
+from gateway.runtime.cluster import STOP_GRACE_S
+from gateway.runtime.serve_runtime import processes_naming
 from gateway.storage.ledger.audit import check_conservation
 from tests.integration.service import (
     RunningService,

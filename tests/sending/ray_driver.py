@@ -16,7 +16,8 @@ import uvicorn
 
 from gateway.app import GatewayApp
 from gateway.config import Settings
-from gateway.runtime.actors import NAMESPACE, send_racer_names, start_send_racers, stop_send_racers
+from gateway.runtime.actors import start_send_racers, stop_send_racers
+from gateway.runtime.cluster import NAMESPACE, send_racer_names
 from gateway.runtime.ports import free_port
 from gateway.runtime.racers import RayRacers
 from gateway.transports.http import build_http_app
