@@ -13,9 +13,9 @@ from typing import Any
 
 from solders.pubkey import Pubkey
 
+from gateway.accounts import AccountServices
 from gateway.auth.authenticator import Only
 from gateway.auth.endpoints import AccountEndpoints
-from gateway.auth.services import AuthServices
 from gateway.auth.stage import AuthStage
 from gateway.bulk.endpoints import BulkEndpoint, bulk_endpoints
 from gateway.bulk.metering import BulkMetering
@@ -26,9 +26,6 @@ from gateway.core.methods import MethodClass, PriceTable, Registry
 from gateway.core.subscriptions import Limits
 from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
 from gateway.credits.errors import insufficient_credits
-from gateway.credits.meter import Meter
-from gateway.credits.notices import CreditNotices
-from gateway.credits.recall import CreditRecall
 from gateway.credits.stage import CreditHeaders, MeteringStage
 from gateway.entry import Entry
 from gateway.fees import methods as fee_methods
@@ -37,8 +34,7 @@ from gateway.grpc.server import limits_of
 from gateway.history import methods as history_methods
 from gateway.history.method import TransactionHistory
 from gateway.limits.addresses import IpLimits
-from gateway.limits.rules import AccountLimits, Limiter
-from gateway.limits.slices import ShardClient, SlicedLimiter
+from gateway.limits.slices import ShardClient
 from gateway.node.http import HealthMonitor, HttpUpstream
 from gateway.node.pubsub import UpstreamPubSub
 from gateway.pipeline import Call, Handler, Reply, Stage, compose, error_boundary
@@ -57,7 +53,6 @@ from gateway.sending.smart_send import SmartSend
 from gateway.signals.feed import SignalFeed
 from gateway.signals.store import SignalLog
 from gateway.stopping import Step, stop_in_steps
-from gateway.storage.channels import CREDITED, RECALL, Channel
 from gateway.storage.connections import Connections, warn_unless_noeviction
 from gateway.storage.seats import Seats
 from gateway.trades import methods as trade_methods
@@ -107,31 +102,17 @@ class GatewayApp:
             max_answer_bytes=settings.upstream_max_answer_bytes,
         )
         self.monitor = HealthMonitor(self.upstream, settings.health_poll_s)
-        self.conn = Connections()
-        self.meter = Meter(
-            replicas=settings.share_replicas,
-            lease_ttl_s=settings.lease_ttl_s,
-            flush_interval_s=settings.credit_flush_interval_s,
-            expiry_interval_s=settings.credit_expiry_check_s,
-        )
-        self.limiter: AccountLimits = (
-            SlicedLimiter(shards, settings.rate_limit_rps, settings.concurrency_limit)
-            if shards is not None
-            else Limiter(settings.rate_limit_rps, settings.concurrency_limit, replicas=settings.share_replicas)
-        )
+        self.callers = AccountServices(settings, shards, sweeps_expiry=True, **auth_options)
+        self.auth, self.meter, self.limiter = self.callers.auth, self.callers.meter, self.callers.limiter
         self.metering = MeteringStage(self.meter, self.limiter, self._top_up)
         trusted = TrustedProxies.parse(settings.trusted_proxies)
         self.ip_limits = IpLimits(settings.ip_limits, trusted, replicas=settings.share_replicas)
-        self.auth = AuthServices(settings, api_key_secret=settings.api_key_secret_bytes, **auth_options)
         self.accounts = AccountEndpoints(self.auth, unsettled=self.meter.unsettled)
-        self.notices = CreditNotices(None, self.meter)  # its channel opens with Redis, at start-up
-        self.auth.revocations.listeners.append(self.meter.suspend)  # a suspension stops its leases at once
         self.auth.unfunded = self._unfunded  # an unfunded wallet's signed call records no nonce
-        self.recall = CreditRecall(self.meter, settings.credit_recall_wait_s)
         self.seats = Seats()  # open WebSockets per account and address, over the service once Redis is up
         self.stop_troubles: list[str] = []  # the steps of the last stop that failed or hung
         self.deposits = DepositServices.from_settings(
-            settings, self.upstream, lambda: self.conn.db, after_credit=self.notices.credited
+            settings, self.upstream, lambda: self.conn.db, after_credit=self.callers.notices.credited
         )
         self.confirm_deposit = ConfirmDepositEndpoint(self.deposits)
         self.x402_settle = X402Settle.from_settings(
@@ -232,17 +213,15 @@ class GatewayApp:
         (unless ``require_account``: 402 with the payment terms without one)."""
         return AuthStage(self.auth, require_account=require_account, only=only)
 
+    @property
+    def conn(self) -> Connections:
+        """The stores' connections (open once started)."""
+        return self.callers.conn
+
     async def startup(self) -> None:
-        self.conn = await Connections.open(self.settings.database_url, self.settings.redis_url)
+        await self.callers.start()
         if self.conn.redis is not None:
             await warn_unless_noeviction(self.conn.redis)
-        await self.auth.start(self.conn)
-        if self.conn.db is not None:
-            self.meter.start(self.conn.db)
-        if self.conn.redis is not None:
-            self.notices.channel = Channel(self.conn.redis, CREDITED)
-            self.notices.start()
-            self.recall.start(Channel(self.conn.redis, RECALL))
             self.seats.start(self.conn.redis)
             if self.cache is not None:
                 self.cache.shared = SharedResponses(self.conn.redis)
@@ -254,22 +233,18 @@ class GatewayApp:
     async def shutdown(self) -> None:
         """Stop in steps (:mod:`gateway.stopping`): one that fails or hangs does not keep the meter from
         settling; the names of those that went wrong are kept in ``stop_troubles``."""
-        engine, feed, cache, limiter = self.engine, self.signal_feed, self.cache, self.limiter
+        engine, feed, cache = self.engine, self.signal_feed, self.cache
         steps: list[Step] = [
             ("node pubsub", self.pubsub.close),
             ("send racers", self.racers.close),
             *([("block engine", engine.close)] if engine is not None else []),
-            ("credit notices", self.notices.stop),
-            ("credit recall", self.recall.stop),
+            *self.callers.first_stop_steps(),
             ("connection seats", self.seats.stop),
             *([("signal feed", feed.stop)] if feed is not None else []),
             *([("response cache", cache.close)] if cache is not None else []),
-            ("meter", self.meter.stop),
-            *([("account slices", limiter.close)] if isinstance(limiter, SlicedLimiter) else []),
             ("node health", self.monitor.stop),
             ("node client", self.upstream.close),
-            ("auth", self.auth.stop),
-            ("stores", self.conn.close),
+            *self.callers.last_stop_steps(),
         ]
         self.stop_troubles = await stop_in_steps(steps)
 

@@ -19,20 +19,15 @@ from typing import Any
 
 import grpc
 
-from gateway.auth.services import AuthServices
+from gateway.accounts import AccountServices
 from gateway.config import Settings
-from gateway.credits.meter import Meter
-from gateway.credits.notices import CreditNotices
-from gateway.credits.recall import CreditRecall
 from gateway.grpc.budget import FilterBudget
 from gateway.grpc.replay import ReplayLog
 from gateway.grpc.rules import StreamLimits, account_share
 from gateway.grpc.service import GeyserGateway, ServiceDeps
-from gateway.limits.rules import AccountLimits, Limiter
-from gateway.limits.slices import ShardClient, SlicedLimiter
+from gateway.limits.slices import ShardClient
 from gateway.node.geyser import MAX_MESSAGE_BYTES, UpstreamGeyser
-from gateway.storage.channels import CREDITED, RECALL, Channel
-from gateway.storage.connections import Connections
+from gateway.stopping import stop_in_steps
 from geyser_proto.fanout import Fanout
 from geyser_proto.filters import DEFAULT_LIMITS, FilterLimits
 from geyser_proto.streaming import service_handler
@@ -109,24 +104,8 @@ class GrpcStreamServer:
         self.settings = settings
         self.port = settings.grpc_port if port is None else port
         self.reuse_port = reuse_port
-        self.conn = Connections()
-        self.auth = AuthServices(settings, api_key_secret=settings.api_key_secret_bytes, **auth_options)
-        self.meter = Meter(
-            replicas=settings.share_replicas,
-            lease_ttl_s=settings.lease_ttl_s,
-            flush_interval_s=settings.credit_flush_interval_s,
-            expiry_interval_s=0,  # the replicas sweep expired credits
-        )
-        self.limiter: AccountLimits
-        if shards is not None:
-            self.limiter = SlicedLimiter(shards, settings.rate_limit_rps, settings.concurrency_limit)
-        else:
-            self.limiter = Limiter(
-                settings.rate_limit_rps, settings.concurrency_limit, replicas=settings.share_replicas
-            )
-        self.auth.revocations.listeners.append(self.meter.suspend)  # a suspension stops its leases at once
-        self.notices = CreditNotices(None, self.meter)
-        self.recall = CreditRecall(self.meter, settings.credit_recall_wait_s)
+        self.callers = AccountServices(settings, shards, sweeps_expiry=False, **auth_options)  # the replicas sweep
+        self.auth, self.meter, self.limiter = self.callers.auth, self.callers.meter, self.callers.limiter
         self.fanout = Fanout()
         self.replay_log = replay_log_of(settings)
         self.upstream = UpstreamGeyser(
@@ -147,16 +126,10 @@ class GrpcStreamServer:
     async def start(self) -> int:
         """Open the stores, the upstream subscription and the port; returns the port listened on."""
         s = self.settings
-        self.conn = await Connections.open(s.database_url, s.redis_url, pool_size=4)
-        await self.auth.start(self.conn)
-        if self.conn.db is not None:
-            self.meter.start(self.conn.db)
-        if self.conn.redis is not None:
-            self.notices.channel = Channel(self.conn.redis, CREDITED)
-            self.notices.start()
-            self.recall.start(Channel(self.conn.redis, RECALL))
-            self.service.deps.seats.start(self.conn.redis)
-            self.service.deps.clocks.start(self.conn.redis)
+        conn = await self.callers.start(pool_size=4)
+        if conn.redis is not None:
+            self.service.deps.seats.start(conn.redis)
+            self.service.deps.clocks.start(conn.redis)
         self.upstream.start()
         server = grpc.aio.server(options=server_options(self.reuse_port))
         server.add_generic_rpc_handlers((service_handler(self.service, "this gateway"),))
@@ -178,18 +151,19 @@ class GrpcStreamServer:
         return self.port
 
     async def stop(self) -> None:
+        """Stop in steps (:mod:`gateway.stopping`): one that fails or hangs does not keep the meter from
+        settling what the streams were charged."""
         if self._server is not None:
             await self._server.stop(grace=STOP_GRACE_S)
             self._server = None
-        await self.upstream.stop()
-        await self.notices.stop()
-        await self.recall.stop()
-        await self.service.deps.seats.stop()
-        await self.meter.stop()
-        if isinstance(self.limiter, SlicedLimiter):
-            await self.limiter.close()  # the slices go back to the shards now, not when they forget them
-        await self.auth.stop()
-        await self.conn.close()
+        await stop_in_steps(
+            [
+                ("geyser upstream", self.upstream.stop),
+                *self.callers.first_stop_steps(),
+                ("connection seats", self.service.deps.seats.stop),
+                *self.callers.last_stop_steps(),
+            ]
+        )
 
     def status(self) -> dict[str, Any]:
         """What the process serves (for the actor's status and the tests)."""
