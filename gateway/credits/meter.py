@@ -131,6 +131,23 @@ class Meter:
             return self._spend(acct, pubkey, lease, price, now, at)
         return None
 
+    def covers_local(self, pubkey: str, total: int, now: float) -> bool:
+        """Whether the active lease covers ``total`` at ``now``: :meth:`spend_local_each` of prices
+        summing to at most ``total`` at the same ``now`` then admits them all."""
+        acct = self.accounts.get(pubkey)
+        return acct is not None and bool(acct.leases) and acct.leases[-1].covers(total, now)
+
+    def spend_local_each(self, pubkey: str, prices: list[int], now: float, at: datetime) -> list[Admission] | None:
+        """:meth:`spend_local` of each of ``prices`` in turn at ``now`` (a batch's items), in one step: the
+        admissions in order, or None, with nothing spent, when the active lease does not cover their sum."""
+        acct = self.accounts.get(pubkey)
+        if acct is None or not acct.leases:
+            return None
+        lease = acct.leases[-1]
+        if not lease.covers(sum(prices), now):
+            return None
+        return self._spend_each(acct, pubkey, lease, prices, now, at)
+
     async def reserve(self, pubkey: str, price: int) -> Admission:
         """Reserve ``price`` for a product that bills itself (a subscription, a notification, a gRPC
         call, a build): from the active lease without touching the store when it covers it, else as
@@ -245,6 +262,21 @@ class Meter:
         if not lease.prefetched and lease.granted - lease.spent < lease.granted * PREFETCH_LEFT:
             self._start_prefetch(acct, pubkey, lease)
         return Admission(Outcome.ADMITTED, price, acct, lease, at or datetime.now(UTC))
+
+    def _spend_each(
+        self, acct: AccountState, pubkey: str, lease: Lease, prices: list[int], now: float, at: datetime
+    ) -> list[Admission]:
+        """:meth:`_spend` of each of ``prices`` (covered by ``lease``) in one step: the same books, the
+        prefetch started as one at a time would start it (at most once a lease, its task run later)."""
+        total = sum(prices)
+        lease.spent += total
+        lease.inflight += len(prices)
+        acct.window += total
+        if prices:
+            acct.last_used = now
+        if prices and not lease.prefetched and lease.granted - lease.spent < lease.granted * PREFETCH_LEFT:
+            self._start_prefetch(acct, pubkey, lease)
+        return [Admission(Outcome.ADMITTED, price, acct, lease, at) for price in prices]
 
     def complete(
         self,

@@ -38,7 +38,7 @@ from gateway.credits.errors import (
 )
 from gateway.credits.meter import AccountState, Admission, Meter, Outcome
 from gateway.credits.refunds import refund_reason
-from gateway.limits.rules import AccountLimits, Allowed, RateLimited
+from gateway.limits.rules import AccountLimits, Allowed, RateLimited, Taken
 from gateway.limits.slices import RETRY_AFTER_S, ShardUnavailable
 from gateway.pipeline import Call, Handler, Reply
 from gateway.storage.errors import StoreUnavailable
@@ -123,8 +123,10 @@ class MeteringStage:
         a refused batch item gets it as its answer. Returns the last rate decision (for the headers)."""
         payload = call.payload
         assert payload is not None
-        rate: Allowed | None = None
         at = datetime.now(UTC)  # the admission time of every item of the call (one clock read, not one each)
+        if payload.is_batch and (taken := self._admit_batch(pubkey, rps, now, wall, at, payload.items, admitted)):
+            return taken.last
+        rate: Allowed | None = None
         try:
             for item in payload.items:
                 if not item.pending:
@@ -157,6 +159,37 @@ class MeteringStage:
             self._complete(call, admitted)
             raise
         return rate
+
+    def _admit_batch(
+        self,
+        pubkey: str,
+        rps: int | None,
+        now: float,
+        wall: float,
+        at: datetime,
+        items: list[RpcItem],
+        admitted: Admitted,
+    ) -> Taken | None:
+        """The common batch, decided with no await: when the active lease covers every pending item's price,
+        the items' rate units are taken at once and the granted items' prices spent at once, each item
+        answered as :meth:`_admit`'s loop answers it (the same units, charges and refusals, in the same
+        order); what the limiter answered. None, with nothing taken, when the lease does not cover them (the
+        loop decides)."""
+        pending = [item for item in items if item.pending]
+        meter_now = self.meter.clock()
+        if not self.meter.covers_local(pubkey, sum(i.price for i in pending if _billed(i)), meter_now):
+            return None
+        taken = self.limiter.take_each(pubkey, len(pending), now, wall, rps)
+        granted = [item for item in pending[: taken.granted] if _billed(item)]
+        admissions = self.meter.spend_local_each(pubkey, [item.price for item in granted], meter_now, at)
+        assert admissions is not None  # a part of what the lease covered, at the same instant
+        admitted.extend(zip(granted, admissions, strict=True))
+        if taken.refused is not None:
+            error = rate_limited(taken.refused)
+            for item in pending[taken.granted :]:
+                metrics.refused(error.status, error.constant)
+                item.error = error.rpc_error()
+        return taken
 
     async def _forward(
         self, call: Call, next_handler: Handler, pubkey: str, rps: int | None, rate: Allowed | None, admitted: Admitted
@@ -261,6 +294,11 @@ class CreditHeaders:
             if call.identity is not None and "X-Credits-Remaining" not in call.response_headers:
                 await self.metering.annotate(call)
             raise
+
+
+def _billed(item: RpcItem) -> bool:
+    """Whether the stage spends ``item``'s price (not its handler: a held or product-priced item)."""
+    return item.method_class not in SELF_BILLED_CLASSES
 
 
 def ledger_unavailable() -> ProxyError:

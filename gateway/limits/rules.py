@@ -38,6 +38,16 @@ class ConcurrencyLimited:
 LimitDecision = Allowed | RateLimited | ConcurrencyLimited
 
 
+class Taken(NamedTuple):
+    """What ``units`` calls of ``take`` in a row answer (a batch's items, one unit each), decided at once:
+    the first ``granted`` got a unit, ``last`` is the last of their answers (None when none did), and
+    every later one was answered ``refused``."""
+
+    granted: int
+    last: Allowed | None
+    refused: RateLimited | None
+
+
 class AccountLimits(Protocol):
     """What the metering stage asks of the limits: this module's :class:`Limiter` (each replica its
     share), or the account-shard slices (:class:`gateway.limits.slices.SlicedLimiter`)."""
@@ -58,6 +68,8 @@ class AccountLimits(Protocol):
     def take_many(
         self, pubkey: str, units: int, now: float, wall: float, rps: int | None = None
     ) -> Allowed | RateLimited: ...
+
+    def take_each(self, pubkey: str, units: int, now: float, wall: float, rps: int | None = None) -> Taken: ...
 
     def peek(self, pubkey: str, now: float, wall: float, rps: int | None = None) -> Allowed: ...
 
@@ -142,6 +154,21 @@ class Limiter:
         if wait > 0:
             return RateLimited(acct.limit, max(1, math.ceil(wait)), math.ceil(wall + wait))
         return self._allowed(acct, wall)
+
+    def take_each(self, pubkey: str, units: int, now: float, wall: float, rps: int | None = None) -> Taken:
+        """As ``units`` calls of :meth:`take` in a row, in one step: a unit each while the bucket holds one."""
+        if units <= 0:
+            return Taken(0, None, None)
+        acct = self._account(pubkey, rps, now)
+        bucket = acct.bucket
+        bucket.refill(now)
+        granted = max(0, min(units, math.floor(bucket.tokens)))
+        bucket.tokens -= granted  # exact: take's one-at-a-time subtractions of 1 from tokens >= 1 are exact
+        last = self._allowed(acct, wall) if granted else None
+        if granted == units:
+            return Taken(granted, last, None)
+        wait = (1 - bucket.tokens) / bucket.rate
+        return Taken(granted, last, RateLimited(acct.limit, max(1, math.ceil(wait)), math.ceil(wall + wait)))
 
     def take_many(
         self, pubkey: str, units: int, now: float, wall: float, rps: int | None = None

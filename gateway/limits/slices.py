@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gateway import metrics
-from gateway.limits.rules import Allowed, ConcurrencyLimited, RateLimited
+from gateway.limits.rules import Allowed, ConcurrencyLimited, RateLimited, Taken
 from gateway.limits.shards import SLICE_TTL_S, ShardBook, SliceGrant, SliceRequest, shard_of
 from gateway.stopping import cancel_and_wait
 
@@ -178,6 +178,31 @@ class SlicedLimiter:
         if s.tokens <= s.size() // 2 and s.task is None and now >= s.tokens_at:
             self._start(pubkey, s, max(s.size(), s.demand), False, now)  # prefetch at the low-water mark
         return self._allowed(s, wall)
+
+    def take_each(self, pubkey: str, units: int, now: float, wall: float, rps: int | None = None) -> Taken:
+        """As ``units`` calls of :meth:`take` in a row, in one step (a batch's items): the prefetch starts
+        where the calls one at a time would start it, so it reports the same ``spent``."""
+        if units <= 0:
+            return Taken(0, None, None)
+        s = self._accounts.get(pubkey)
+        granted = 0 if s is None or now >= s.deadline else max(0, min(units, s.tokens))
+        if granted:
+            assert s is not None
+            first = max(1, s.tokens - s.size() // 2)  # the unit after which take would start the prefetch
+            if first <= granted and s.task is None and now >= s.tokens_at:
+                self._spend(s, first, now)
+                self._start(pubkey, s, max(s.size(), s.demand), False, now)
+                self._spend(s, granted - first, now)
+            else:
+                self._spend(s, granted, now)
+        last = self._allowed(s, wall) if s is not None and granted else None
+        return Taken(granted, last, None if granted == units else self._limited(s, rps, now, wall))
+
+    @staticmethod
+    def _spend(s: _Slice, units: int, now: float) -> None:
+        s.tokens -= units
+        s.spent += units
+        s.used_at = now
 
     def take_many(
         self, pubkey: str, units: int, now: float, wall: float, rps: int | None = None

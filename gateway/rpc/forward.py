@@ -26,7 +26,7 @@ from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload, parse_payload
 from gateway.core.methods import CLASS_TIMEOUT_S, MethodClass, PriceTable, Registry
 from gateway.node.http import Upstream, UpstreamTimeout, UpstreamTooLarge, UpstreamUnavailable
 from gateway.pipeline import Call, Handler, Reply
-from gateway.rpc.planning import plan_item
+from gateway.rpc.planning import plan_items
 from gateway.rpc.response_cache import HEADER, ResponseCache
 from gateway.storage.errors import StoreUnavailable
 
@@ -47,9 +47,7 @@ class ParseStage:
     async def __call__(self, call: Call, next_handler: Handler) -> Reply:
         payload = parse_payload(call.body)
         call.payload = payload
-        for item in payload.items:
-            if item.error is None:
-                plan_item(item, self.methods, self.prices)
+        plan_items(payload.items, self.methods, self.prices)
         return await next_handler(call)
 
 

@@ -19,21 +19,50 @@ from gateway.core.errors import (
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import MethodClass, MethodSpec, PriceTable, Registry
 
+#: What planning decides from a method's name alone: its declaration and price, or the call's error.
+MethodPlan = tuple[MethodSpec[Any], int] | RpcError
+
 
 def plan_item(item: RpcItem, methods: Registry[Any], prices: PriceTable) -> None:
     """Classify, price and parse ``item`` in place, or set its error."""
-    spec = methods.spec(item.method)
-    error = _class_error(item.method, spec, methods)
-    price = prices.price(spec.cls) if spec is not None else None
-    if error is None and price is None:  # fail closed: a call without a price is refused, never forwarded free
-        error = method_unavailable(item.method)
-    if error is None:
-        assert spec is not None
-        error = _parse_params(item, spec)
+    _apply(item, plan_method(item.method, methods, prices))
+
+
+def plan_items(items: list[RpcItem], methods: Registry[Any], prices: PriceTable) -> None:
+    """:func:`plan_item` for each item not answered yet; a method's name is looked up once per call (a
+    batch of 100 is mostly a few methods), its params are checked per item."""
+    plans: dict[str, MethodPlan] = {}
+    for item in items:
+        if item.error is not None:
+            continue
+        plan = plans.get(item.method)
+        if plan is None:
+            plan = plans[item.method] = plan_method(item.method, methods, prices)
+        _apply(item, plan)
+
+
+def plan_method(method: str, methods: Registry[Any], prices: PriceTable) -> MethodPlan:
+    """The declaration and price of ``method``, or the error of every call of it."""
+    spec = methods.spec(method)
+    error = _class_error(method, spec, methods)
+    if error is not None:
+        return error
+    assert spec is not None
+    price = prices.price(spec.cls)
+    if price is None:  # fail closed: a call without a price is refused, never forwarded free
+        return method_unavailable(method)
+    return spec, price
+
+
+def _apply(item: RpcItem, plan: MethodPlan) -> None:
+    if isinstance(plan, RpcError):
+        item.error = plan
+        return
+    spec, price = plan
+    error = _parse_params(item, spec)
     if error is not None:
         item.error = error
         return
-    assert spec is not None and price is not None
     item.method_class = spec.cls
     item.price = price
 
@@ -53,6 +82,8 @@ def _class_error(method: str, spec: MethodSpec[Any] | None, methods: Registry[An
 def too_deep(value: Any, limit: int) -> bool:
     """Whether ``value`` nests arrays and objects more than ``limit`` levels deep (no recursion: any
     depth the JSON parser let through is walked safely)."""
+    if limit >= 2 and _two_deep(value):  # the common shapes (scalars, a flat config object): one pass
+        return False
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         container, depth = stack.pop()
@@ -61,6 +92,16 @@ def too_deep(value: Any, limit: int) -> bool:
         children = container.values() if isinstance(container, dict) else container
         stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
     return False
+
+
+def _two_deep(value: Any) -> bool:
+    """Whether ``value`` (an array or object) nests at most two levels: no container inside a child."""
+    for child in value.values() if isinstance(value, dict) else value:
+        if isinstance(child, (dict, list)):
+            for grandchild in child.values() if isinstance(child, dict) else child:
+                if isinstance(grandchild, (dict, list)):
+                    return False
+    return True
 
 
 def method_unavailable(method: str) -> RpcError:

@@ -129,3 +129,33 @@ def test_take_many_keeps_the_average_rate(units: list[int], gaps: float) -> None
         if isinstance(limiter.take_many("a", n, now, now), Allowed):
             taken += n
     assert taken <= 10 + 10 * now + max(units, default=0)
+
+
+@given(
+    rate=st.integers(min_value=1, max_value=120),
+    replicas=st.integers(min_value=1, max_value=3),
+    earlier=st.lists(st.tuples(st.floats(0.0, 1.5), st.integers(0, 130)), max_size=6),
+    units=st.integers(min_value=0, max_value=130),
+    gap=st.floats(0.0, 1.5),
+)
+def test_take_each_answers_as_take_one_at_a_time(
+    rate: int, replicas: int, earlier: list[tuple[float, int]], units: int, gap: float
+) -> None:
+    """A batch's units at once (take_each) leave the bucket and answer every item as ``units`` calls of
+    take would: the same grants, the same last header values, the same refusal, the same tokens after."""
+    one, each = Limiter(rate, 4, replicas), Limiter(rate, 4, replicas)
+    now = 0.0
+    for step, n in earlier:  # the same history on both: some of it takes the bucket into debt
+        now += step
+        one.take_many("a", n, now, WALL + now)
+        each.take_many("a", n, now, WALL + now)
+    now += gap
+    answers = [one.take("a", now, WALL + now) for _ in range(units)]
+    granted = [a for a in answers if isinstance(a, Allowed)]
+    refused = [a for a in answers if isinstance(a, RateLimited)]
+    assert answers == granted + refused  # the granted ones come first
+    taken = each.take_each("a", units, now, WALL + now)
+    assert taken.granted == len(granted)
+    assert taken.last == (granted[-1] if granted else None)
+    assert all(r == taken.refused for r in refused) and (taken.refused is None) == (not refused)
+    assert each._accounts.get("a") == one._accounts.get("a")

@@ -1,6 +1,6 @@
 """Account-shard slices: the shard's book (pure, clocks passed in) and the replica's SlicedLimiter over
 in-process shards; the stage refusing 503 when the shard cannot be reached. The same over real Ray
-actors is tests/credits/test_shard_actors.py.
+actors is tests/limits/test_shard_actors.py.
 
 The bound tested (gateway/limits/shards.py): whatever the replicas do with their slices, the tokens
 spent by all of them in any window of W seconds are at most ``burst + rps * W``.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+from dataclasses import replace
 
 import asyncpg
 import orjson
@@ -22,7 +23,7 @@ from gateway.core.identity import Identity
 from gateway.core.methods import PriceTable
 from gateway.credits.meter import Meter
 from gateway.credits.stage import CreditHeaders, MeteringStage
-from gateway.limits.rules import Allowed, ConcurrencyLimited, RateLimited
+from gateway.limits.rules import Allowed, ConcurrencyLimited, RateLimited, Taken
 from gateway.limits.shards import ShardBook, SliceGrant, SliceRequest, shard_of
 from gateway.limits.slices import LocalShards, ShardUnavailable, SlicedLimiter
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, compose, error_boundary
@@ -329,3 +330,65 @@ async def test_the_stage_answers_503_with_retry_after_and_charges_nothing(pool: 
     finally:
         await limiter.close()
         await meter.stop()
+
+
+class RecordingShards(LocalShards):
+    """In-process shards that keep every request they are sent (to compare what two limiters asked)."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.requests: list[SliceRequest] = []
+
+    async def exchange(self, shard: int, request: SliceRequest) -> SliceGrant:
+        self.requests.append(request)
+        return await super().exchange(shard, request)
+
+
+@given(
+    tokens=st.integers(min_value=0, max_value=40),
+    rps=st.integers(min_value=1, max_value=300),
+    units=st.integers(min_value=0, max_value=60),
+    busy=st.booleans(),
+    waiting=st.booleans(),
+    expired=st.booleans(),
+    down=st.booleans(),
+)
+@settings(max_examples=200, deadline=None)
+def test_take_each_answers_as_take_one_at_a_time(
+    tokens: int, rps: int, units: int, busy: bool, waiting: bool, expired: bool, down: bool
+) -> None:
+    """A batch's units at once leave the slice, answer every item and send the shard the prefetch (its
+    ``spent`` included) as ``units`` calls of take would."""
+
+    async def run(
+        batch: bool,
+    ) -> tuple[Taken | list[Allowed | RateLimited], tuple[int, int, bool, bool], list[SliceRequest]]:
+        shards = RecordingShards()
+        limiter = SlicedLimiter(shards, rps, 8)
+        now = asyncio.get_running_loop().time()
+        s = limiter._slice("acct", rps, 8)
+        s.tokens, s.spent, s.cap, s.deadline = tokens, 3, 8, now - 1 if expired else now + 5
+        s.tokens_at = now + 1 if waiting else 0.0
+        if down:
+            limiter._down_until[s.shard] = now + 5
+        if busy:  # an exchange under way: no prefetch starts
+            s.task = asyncio.get_running_loop().create_task(asyncio.sleep(0))
+        answers: Taken | list[Allowed | RateLimited]
+        if batch:
+            answers = limiter.take_each("acct", units, now, WALL)
+        else:
+            answers = [limiter.take("acct", now, WALL, rps) for _ in range(units)]
+        state = (s.tokens, s.spent, s.used_at == now, s.task is not None)
+        await limiter._exchanges_done()
+        await limiter.close()
+        return answers, state, shards.requests[:1]  # the prefetch's request (close's give-back follows)
+
+    one, state_one, sent_one = asyncio.run(run(batch=False))
+    taken, state_each, sent_each = asyncio.run(run(batch=True))
+    assert isinstance(one, list) and isinstance(taken, Taken)
+    granted = [a for a in one if isinstance(a, Allowed)]
+    assert one[: len(granted)] == granted and taken.granted == len(granted)
+    assert taken.last == (granted[-1] if granted else None)
+    assert all(r == taken.refused for r in one[len(granted) :]) and (taken.refused is None) == (len(granted) == units)
+    assert state_each == state_one
+    assert [replace(r, holder="") for r in sent_each] == [replace(r, holder="") for r in sent_one]

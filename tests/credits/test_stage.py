@@ -17,14 +17,15 @@ from gateway.core.identity import Identity
 from gateway.core.methods import PriceTable
 from gateway.credits.meter import Meter
 from gateway.credits.stage import CreditHeaders, MeteringStage
-from gateway.limits.rules import Limiter
+from gateway.limits.rules import Limiter, Taken
 from gateway.node.http import UpstreamTimeout, UpstreamUnavailable
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, Stage, compose, error_boundary
 from gateway.pipeline_http import http_call
 from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.storage.ledger import balance, check_conservation
-from tests.credits.helpers import ScriptedNode, fund, signed_tx
+from tests.credits.helpers import ScriptedNode, fund, new_pubkey, signed_tx
 
+OWNER_KEY = "11111111111111111111111111111111"
 PAYMENT = {"deposit_address": "Dep1", "usdc_mint": "Mint1", "minimum_deposit_usdc": "0.01"}
 
 
@@ -72,6 +73,14 @@ async def gateway(pool: asyncpg.Pool, pubkey: str) -> AsyncIterator[Callable[...
     yield build
     for meter in meters:
         await meter.stop()
+
+
+def as_account(pubkey: str) -> Stage:
+    async def authenticate(call: Call, next_handler: Handler) -> Reply:
+        call.identity = Identity(pubkey, "api_key")
+        return await next_handler(call)
+
+    return authenticate
 
 
 def assert_metered_headers(reply: Reply) -> None:
@@ -372,3 +381,65 @@ async def test_unsettled_usage_is_known_until_flushed(gateway: Callable[..., Gat
     assert await balance(pool, gw.pubkey) == 100 and gw.meter.unsettled(gw.pubkey) == 25  # not flushed yet
     await gw.meter.flush()
     assert await balance(pool, gw.pubkey) == 75 and gw.meter.unsettled(gw.pubkey) == 0
+
+
+class LoopOnly(MeteringStage):
+    """The stage without its one-step batch path: every item through the loop (the general path)."""
+
+    def _admit_batch(self, *args: Any) -> Taken | None:
+        return None
+
+
+class CountingBatches(MeteringStage):
+    """The stage as built, counting the batches its one-step path decided."""
+
+    decided = 0
+
+    def _admit_batch(self, *args: Any) -> Taken | None:
+        taken = super()._admit_batch(*args)
+        self.decided += taken is not None
+        return taken
+
+
+@pytest.mark.parametrize(("rps", "credits"), [(1_000, 10_000), (30, 10_000), (7, 10_000), (30, 400)])
+async def test_a_batch_decided_in_one_step_answers_and_bills_as_the_item_loop(
+    pool: asyncpg.Pool, db: asyncpg.Connection, rps: int, credits: int
+) -> None:
+    """The same batches, from the same funded state and clocks, through the stage as built and through
+    the item loop alone: the same answers (rate-limited items included), the same headers, the same
+    usage rows (each item charged or refunded by its class once) and the same balance after."""
+    batch: list[tuple[str, list[Any]]] = [("getSlot", []), ("getTransaction", ["sig"]), ("getBlock", [1])] * 7
+    batch += [("nope", []), ("getBalance", [OWNER_KEY])] * 2
+    now = [100.0]
+    outcomes = []
+    for stage_class in (CountingBatches, LoopOnly):
+        pubkey = new_pubkey()
+        await fund(pool, pubkey, credits)
+        await db.execute("UPDATE accounts SET rate_limit_rps = $2 WHERE pubkey = $1", pubkey, rps)
+        meter = Meter(pool)
+        stage = stage_class(meter, Limiter(50, 4), top_up, clock=lambda: now[0], wall=lambda: 1_700_000_000.0)
+        node = ScriptedNode(errors={"getBlock": {"code": -32004, "message": "Block 1 cleaned up"}})
+        handler = compose(
+            [error_boundary, as_account(pubkey), ParseStage(method_registry(), PriceTable.default()), stage],
+            Forwarder(node),
+        )
+        answers = []
+        for step in (0.0, 0.0, 0.5):
+            now[0] += step
+            items = [{"jsonrpc": "2.0", "id": n, "method": m, "params": p} for n, (m, p) in enumerate(batch)]
+            reply = await handler(http_call("POST", "/", {}, style=ReplyStyle.JSONRPC, body=orjson.dumps(items)))
+            headers = {k: v for k, v in reply.headers.items() if k.startswith(("X-Ratelimit", "X-Credits"))}
+            answers.append((reply.status, orjson.loads(reply.body), headers))
+        await meter.flush()
+        await meter.stop()
+        rows = await db.fetch(
+            "SELECT method, credits, refunded, split_part(request_id, ':', 2) AS item FROM usage_history"
+            " WHERE pubkey = $1 ORDER BY id",
+            pubkey,
+        )
+        outcomes.append((answers, [tuple(r) for r in rows], await balance(pool, pubkey), node.seen))
+        if isinstance(stage, CountingBatches):
+            assert stage.decided > 0  # the one-step path did decide (some of) them
+    built, loop = outcomes
+    assert built == loop
+    assert any("error" in a for _, body, _ in built[0] for a in body) or rps == 1_000

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from gateway.core.errors import invalid_request_item
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import MethodClass, PriceTable
+from gateway.rpc.planning import plan_item, plan_items, too_deep
 from tests.credits.helpers import signed_tx
 from tests.methods import planned, registry
 
@@ -92,7 +97,14 @@ def test_simulate_bundle_needs_the_object_form() -> None:
         return planned("simulateBundle", params, "simulateBundle")  # the gateway answers it (with a block engine)
 
     assert simulate([{"transactions": ["AQID"]}]).error is None
-    for bad in ([["AQID"]], [], [{"transactions": []}], [{"transactions": [1]}], [{"transactions": ["AQID"] * 6}]):
+    bads: list[Any] = [
+        [["AQID"]],
+        [],
+        [{"transactions": []}],
+        [{"transactions": [1]}],
+        [{"transactions": ["AQID"] * 6}],
+    ]
+    for bad in bads:
         item = simulate(bad)
         assert item.error is not None and item.error.code == -32602
 
@@ -160,3 +172,69 @@ def test_several_suggestions_read_as_a_list() -> None:
     item = plan("sendTransacton", [])
     assert item.error is not None
     assert "Did you mean sendTransaction, sendSmartTransaction or getTransaction?" in item.error.message
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=3),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=2), children, max_size=3),
+    max_leaves=20,
+)
+
+
+def depth(value: Any) -> int:
+    """How many levels of arrays and objects ``value`` nests (a scalar: 0)."""
+    if isinstance(value, dict):
+        return 1 + max(map(depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(depth, value), default=0)
+    return 0
+
+
+@given(
+    value=st.lists(JSON, max_size=4) | st.dictionaries(st.text(max_size=2), JSON, max_size=3), limit=st.integers(1, 6)
+)
+def test_too_deep_agrees_with_the_depth_of_the_value(value: Any, limit: int) -> None:
+    """The one-pass check of the common shapes answers as the depth does, at every limit."""
+    assert too_deep(value, limit) == (depth(value) > limit)
+
+
+METHODS = [
+    *("getSlot", "getBalance", "getTransaction", "getBlock", "sendTransaction", "getTokenAccountsByOwner"),
+    *("getAssetsByOwner", "simulateBundle", "getSendStatus", "sendAndConfirm", "requestAirdrop", "getSlott"),
+    "getEnrichedTransaction",
+]
+DEEP = [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]  # 34 levels: over the limit
+PARAMS = (
+    st.sampled_from(
+        [None, [], [OWNER], [OWNER, {"encoding": "base64"}], [5, {"maxSupportedTransactionVersion": 1}], {"a": 1}, DEEP]
+    )
+    | JSON
+)
+
+
+@given(
+    calls=st.lists(st.tuples(st.sampled_from(METHODS), PARAMS, st.booleans()), min_size=1, max_size=30),
+    unpriced=st.booleans(),
+)
+def test_planning_a_batch_at_once_agrees_with_planning_each_item(
+    calls: list[tuple[str, Any, bool]], unpriced: bool
+) -> None:
+    """plan_items (a method looked up once per batch) leaves every item as plan_item on its own does:
+    the same class, price, params, parsed value or error; an item answered already is left alone."""
+    prices = PriceTable(
+        {c: p for c, p in PRICES.class_credits.items() if not (unpriced and c is MethodClass.READ_HEAVY)}
+    )
+    methods = registry("simulateBundle", "getSendStatus")
+
+    def items() -> list[RpcItem]:
+        made = [RpcItem(n, n, m, copy.deepcopy(p)) for n, (m, p, _) in enumerate(calls)]
+        for item, (_, _, invalid) in zip(made, calls, strict=True):
+            item.error = invalid_request_item("id is required") if invalid else None
+        return made
+
+    each, batch = items(), items()
+    for item in each:
+        if item.error is None:
+            plan_item(item, methods, prices)
+    plan_items(batch, methods, prices)
+    assert batch == each
