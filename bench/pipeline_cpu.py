@@ -1,6 +1,6 @@
 """CPU per call of the gateway's pipelines in one process: what auth and metering add, without HTTP or Ray.
 
-    python -m bench.pipeline_cpu [--calls 20000] [--rounds 5] [--ray-metrics] [--sliced]
+    python -m bench.pipeline_cpu [--calls 20000] [--rounds 5] [--ray-metrics] [--sliced] [--replica-gc]
                                  [--profile NAME [--sort cumulative]]
 
 At 64 connections a replica is CPU-bound, so its throughput is set by CPU per call; this measures that
@@ -10,6 +10,10 @@ PostgreSQL and Redis. The ``asgi-`` rows add the HTTP transport (ASGI messages â
 ``gateway.transports.http`` serves JSON-RPC) without a socket. Rounds alternate the pipelines and each
 keeps its best round; ``--profile NAME`` prints a cProfile of one instead. ``--sliced``: the limits
 are slices of in-process account shards (gateway/limits/slices.py) instead of the replica's own.
+``--replica-gc``: the garbage collector as in an ingress replica (the start-up heap frozen, as Serve
+freezes it, and the young generation's threshold ``gc_young_threshold``); without it, Python's defaults
+walk this process's whole start-up heap every few hundred batches, and a round's figure depends on
+whether one such pass fell in it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import os
 import pstats
 import shutil
@@ -38,6 +43,7 @@ from gateway.pipeline import Call, Handler, Reply, ReplyStyle, compose, error_bo
 from gateway.pipeline_http import RPC_MAX_BODY_BYTES, RpcFirst, http_call, mount
 from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
+from gateway.runtime.replica_process import tune_gc
 from gateway.storage.migrate import migrate_url
 from gateway.transports.deadline import BodyDeadline
 
@@ -158,6 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sort", default="tottime", help="cProfile order for --profile (default tottime)")
     parser.add_argument("--sliced", action="store_true", help="limits from in-process account shards")
     parser.add_argument("--ray-metrics", action="store_true", help="record metrics to a local Ray, as replicas do")
+    parser.add_argument("--replica-gc", action="store_true", help="the garbage collector tuned as in a replica")
     args = parser.parse_args(argv)
     if args.ray_metrics:
         with_ray_metrics()
@@ -167,7 +174,17 @@ def main(argv: list[str] | None = None) -> None:
     try:
         database_url, redis_url = pg.start(), redis.start()
         figures = asyncio.run(
-            measure(home, database_url, redis_url, args.calls, args.rounds, args.profile, args.sort, args.sliced)
+            measure(
+                home,
+                database_url,
+                redis_url,
+                args.calls,
+                args.rounds,
+                args.profile,
+                args.sort,
+                args.sliced,
+                args.replica_gc,
+            )
         )
         if figures:
             print(format_figures(figures))
@@ -186,13 +203,22 @@ async def measure(
     profile: str | None,
     sort: str,
     sliced: bool = False,
+    replica_gc: bool = False,
 ) -> dict[str, float]:
     """Each pipeline's best round, in CPU Âµs per call (per request of 100 items for the batch); nothing
     with ``profile``, which prints its cProfile instead."""
     gw, key, signer = await build(home, database_url, redis_url, sliced)
+    thresholds = gc.get_threshold()
+    if replica_gc:  # as gateway/runtime/ingress.py and Serve leave a replica's process
+        gc.collect()
+        gc.freeze()
+        tune_gc(gw.settings.gc_young_threshold)
     try:
         return await compare(gw, key, signer, calls, rounds, profile, sort)
     finally:
+        if replica_gc:
+            gc.unfreeze()
+            gc.set_threshold(*thresholds)
         await gw.shutdown()
 
 

@@ -227,7 +227,7 @@ class MeteringStage:
         for item, admission in admitted:
             if failure is not None and item.response is None and item.failure is None:
                 item.failure = failure
-            refunded = refund_reason(item) is not None
+            refunded = _refunded(item)
             series = (item.method_class, _REFUNDED if refunded else _CHARGED)
             credits[series] = credits.get(series, 0) + item.price
             part = 0 if refunded else item.refund_part  # a charged call's failed parts (getTransactionHistory)
@@ -294,6 +294,15 @@ class CreditHeaders:
             if call.identity is not None and "X-Credits-Remaining" not in call.response_headers:
                 await self.metering.annotate(call)
             raise
+
+
+def _refunded(item: RpcItem) -> bool:
+    """Whether an admitted ``item`` is refunded (:func:`refund_reason`), the common answer decided inline:
+    the node answered it with a result, no error, and nothing set a refund: charged."""
+    response = item.response
+    if item.refund is None and response is not None and "error" not in response:
+        return False
+    return refund_reason(item) is not None
 
 
 def _billed(item: RpcItem) -> bool:

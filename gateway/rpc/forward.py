@@ -64,13 +64,15 @@ class Forwarder:
     async def __call__(self, call: Call) -> Reply:
         payload = call.payload
         assert payload is not None
-        pending = [item for item in payload.items if item.pending]
-        local = [item for item in pending if item.method in self.local]
-        remote = [item for item in pending if item.method not in self.local]
+        local: list[RpcItem] = []
+        remote: list[RpcItem] = []
+        for item in payload.items:  # one pass: a batch's items are sorted with no intermediate list
+            if item.pending:
+                (local if item.method in self.local else remote).append(item)
         cached = None
-        if self.cache is not None and pending:
+        if self.cache is not None and (local or remote):
             cached = await self.cache.answer(remote)
-            call.response_headers[HEADER] = cached.header(len(pending))
+            call.response_headers[HEADER] = cached.header(len(local) + len(remote))
             metrics.CACHE_LOOKUPS.inc((call.response_headers[HEADER],))
             remote = [item for item in remote if item.pending]
         if not payload.is_batch and local:
@@ -108,7 +110,8 @@ class Forwarder:
                 item.error = exc.rpc_error()
 
     async def _forward(self, items: list[RpcItem], payload: RpcPayload) -> None:
-        timeout = max(CLASS_TIMEOUT_S.get(i.method_class or MethodClass.READ_CHEAP, 5.0) for i in items)
+        classes = {i.method_class for i in items}  # a batch's timeout: its slowest class's
+        timeout = max(CLASS_TIMEOUT_S.get(c or MethodClass.READ_CHEAP, 5.0) for c in classes)
         calls = [{"jsonrpc": "2.0", "id": i.index, "method": i.method, "params": i.params} for i in items]
         body = orjson.dumps(calls if payload.is_batch else calls[0])
         for item in items:
@@ -157,6 +160,16 @@ def _failed(items: list[RpcItem], failure: Failure) -> None:
 
 
 def _attach(items: list[RpcItem], answers: Any) -> None:
+    """Give each item its answer from the node's (ids are the items' positions), or its error."""
+    if type(answers) is list and _in_order(items, answers):
+        for item, answer in zip(items, answers, strict=True):
+            answer["id"] = item.id
+            item.response = answer
+        return
+    _attach_by_id(items, answers)
+
+
+def _attach_by_id(items: list[RpcItem], answers: Any) -> None:
     by_index: dict[int, dict[str, Any]] = {}
     if isinstance(answers, list):
         by_index = {a["id"]: a for a in answers if isinstance(a, dict) and isinstance(a.get("id"), int)}
@@ -172,3 +185,17 @@ def _attach(items: list[RpcItem], answers: Any) -> None:
             item.error = RpcError(whole_error.get("code", -32603), str(whole_error.get("message", "")))
         else:
             item.error = RpcError(-32603, "Internal error: the node sent no answer for this call")
+
+
+def _in_order(items: list[RpcItem], answers: list[Any]) -> bool:
+    """Whether the node answered each item once, in the order sent (the common case): the answer at
+    each position is an object whose id is that item's position in the request."""
+    if len(answers) != len(items):
+        return False
+    for item, answer in zip(items, answers, strict=True):
+        if type(answer) is not dict:
+            return False
+        index = answer.get("id")
+        if type(index) is not int or index != item.index:
+            return False
+    return True

@@ -10,13 +10,17 @@ from typing import Any
 import asyncpg
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gateway import metrics
 from gateway.app import method_registry
 from gateway.core.identity import Identity
-from gateway.core.methods import PriceTable
+from gateway.core.jsonrpc import Failure, RpcItem
+from gateway.core.methods import MethodClass, PriceTable
 from gateway.credits.meter import Meter
-from gateway.credits.stage import CreditHeaders, MeteringStage
+from gateway.credits.refunds import refund_reason
+from gateway.credits.stage import CreditHeaders, MeteringStage, _refunded
 from gateway.limits.rules import Limiter, Taken
 from gateway.node.http import UpstreamTimeout, UpstreamUnavailable
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, Stage, compose, error_boundary
@@ -443,3 +447,35 @@ async def test_a_batch_decided_in_one_step_answers_and_bills_as_the_item_loop(
     built, loop = outcomes
     assert built == loop
     assert any("error" in a for _, body, _ in built[0] for a in body) or rps == 1_000
+
+
+ERRORS = st.sampled_from(
+    [
+        {"code": -32004, "message": "Block 5 cleaned up"},
+        {"code": -32005, "message": "Node is unhealthy"},
+        {"code": -32007, "message": "timed out"},
+        {"code": -32003, "message": "backend down"},
+        {"code": -32003, "message": "signature verification failed"},
+        {"code": -32002, "message": "preflight"},
+        {"message": "no code"},
+        "not an object",
+        None,
+    ]
+)
+
+
+@given(
+    refund=st.none() | st.just("a handler's refund"),
+    response=st.none() | st.fixed_dictionaries({"id": st.just(1)}, optional={"result": st.integers(), "error": ERRORS}),
+    sent=st.booleans(),
+    failure=st.none() | st.sampled_from(Failure),
+    method_class=st.sampled_from([MethodClass.READ_CHEAP, MethodClass.SEND, MethodClass.READ_HEAVY]),
+)
+def test_the_inline_charge_of_an_answered_item_agrees_with_refund_reason(
+    refund: str | None, response: dict[str, Any] | None, sent: bool, failure: Failure | None, method_class: MethodClass
+) -> None:
+    """_complete decides an answered item without an error inline; every item is refunded exactly when
+    the one rule of gateway/credits/refunds.py says so."""
+    item = RpcItem(0, 1, "getSlot", method_class=method_class, response=response, sent=sent, failure=failure)
+    item.refund = refund
+    assert _refunded(item) == (refund_reason(item) is not None)
