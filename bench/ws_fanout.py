@@ -17,12 +17,14 @@ and a target that delivered what it was offered at every rate is told to raise i
 
 Targets, each in a process of its own and each holding ONE upstream subscription to the node:
 
-- ``gateway``: one :class:`gateway.app.GatewayApp` on uvicorn (uvloop, httptools, uvicorn's default
-  WebSocket implementation, docs/api.md's 25 s pings, the replica's GC setting), no Ray: the app one
-  Serve replica runs. Clients authenticate with the API key of a funded account (``auth.<key>``
-  subprotocol); the replica shares one upstream subscription among the sessions, each re-addresses
-  the notification to its own subscription id and charges it 1 credit through the replica's meter
-  (a usage record each, written to PostgreSQL at the meter's flush);
+- ``gateway``: one :class:`gateway.app.GatewayApp` on uvicorn (uvloop, httptools, the gateway's
+  ``UVICORN_WS_OPTIONS`` as every replica's uvicorn gets them: uvicorn's default WebSocket protocol
+  with a session's queued frames written together, docs/api.md's 25 s pings; the replica's GC
+  setting), no Ray: the app one Serve replica runs. Clients authenticate with the API key of a
+  funded account (``auth.<key>`` subprotocol); the replica shares one upstream subscription among
+  the sessions, each re-addresses the notification to its own subscription id and charges it 1
+  credit through the replica's meter (tallied per connection, written to PostgreSQL at the meter's
+  flush);
 - ``baseline``: a plain ``websockets`` server (uvloop, the same GC setting) that subscribes once
   upstream and writes each notification's ``result``, serialized once, re-addressed to every
   subscriber (the same bytes as the gateway's frames) through a queue and a writer task per
@@ -804,9 +806,12 @@ def run(options: Options) -> Results:
                     for rate in options.rates:
                         for target in order:
                             result = asyncio.run(measure(target, round_no, rate, st, options))
+                            counts = result.per_subscriber or [0]
                             print(
                                 f"round {round_no + 1}, {rate:g} transfers/s, {target}: "
-                                f"{result.rate:,.0f} notifications/s",
+                                f"{result.rate:,.0f} notifications/s of {result.offered_per_s:,.0f} offered, "
+                                f"{result.server_us:.1f} µs/note, per subscriber {min(counts):,} / "
+                                f"{statistics.median(counts):,.0f} / {max(counts):,}",
                                 flush=True,
                             )
                             results.append(result)
@@ -896,8 +901,8 @@ BUCKETS: tuple[tuple[str, tuple[str, ...] | None, str], ...] = (
         ("deliver", "_notify", "_put"),
         "fan-in: the share hands the notification to each session",
     ),
-    ("gateway/pubsub/session.py", None, "session writer (next_message, balance check)"),
-    ("gateway/pubsub/ws.py", None, "session writer (next_message, balance check)"),
+    ("gateway/pubsub/session.py", None, "session writer (next_batch, balance check)"),
+    ("gateway/pubsub/ws.py", None, "session writer (next_batch, balance check)"),
     ("gateway/credits", None, "meter (spend, complete: a usage record each)"),
     ("gateway/storage", None, "usage flush (ledger, asyncpg)"),
     ("asyncpg", None, "usage flush (ledger, asyncpg)"),

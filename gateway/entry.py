@@ -130,10 +130,17 @@ class EntrySession:
         return self._entry.meter.reserve(self.pubkey, price)
 
     def complete(
-        self, admission: Admission, method: str, request_id: str, refunded: bool = False, *, tallied: bool = False
+        self,
+        admission: Admission,
+        method: str,
+        request_id: str,
+        refunded: bool = False,
+        *,
+        tallied: bool = False,
+        calls: int = 1,
     ) -> None:
-        """Record a reserved unit's outcome: charged, or refunded (``tallied``: :meth:`Meter.complete`)."""
-        self._entry.meter.complete(admission, method, request_id, refunded, tallied=tallied)
+        """Record a reserved unit's outcome: charged, or refunded (``tallied``, ``calls``: :meth:`Meter.complete`)."""
+        self._entry.meter.complete(admission, method, request_id, refunded, tallied=tallied, calls=calls)
 
     def prepare(self) -> Awaitable[AccountState]:
         """The account's state at the meter (asking the store only when unknown or stale)."""

@@ -276,7 +276,14 @@ class Meter:
             acct.last_used = now
         if prices and not lease.prefetched and lease.granted - lease.spent < lease.granted * PREFETCH_LEFT:
             self._start_prefetch(acct, pubkey, lease)
-        return [Admission(Outcome.ADMITTED, price, acct, lease, at) for price in prices]
+        shared: dict[int, Admission] = {}  # the items of one price share one (equal, and never changed)
+        admissions = []
+        for price in prices:
+            admission = shared.get(price)
+            if admission is None:
+                admission = shared[price] = Admission(Outcome.ADMITTED, price, acct, lease, at)
+            admissions.append(admission)
+        return admissions
 
     def complete(
         self,
@@ -287,6 +294,7 @@ class Meter:
         *,
         tallied: bool = False,
         part: int = 0,
+        calls: int = 1,
     ) -> None:
         """Record an admitted call's outcome; a refunded call gives its credits back at the next flush.
 
@@ -294,6 +302,8 @@ class Meter:
         notifications): its usage is one record per connection and method per flush, with the count,
         instead of a record each (a thousand subscribers' record per notification was most of what a
         fan-out wrote to PostgreSQL, and its settles held the account row the next lease needed).
+        ``calls``: how many deliveries a tallied admission paid for (a socket's batch of them, reserved
+        together).
 
         ``part``: of a charged call, the credits given back (its failed items): two records, the rest
         charged and ``part`` refunded (a ``refund`` ledger entry at the flush, as for a refunded call)."""
@@ -307,10 +317,10 @@ class Meter:
         if tallied and not refunded:
             tally = lease.tallies.get((method, request_id))
             if tally is None:
-                lease.tallies[(method, request_id)] = [admission.price, 1, admission.at]
+                lease.tallies[(method, request_id)] = [admission.price, calls, admission.at]
             else:
                 tally[0] += admission.price
-                tally[1] += 1
+                tally[1] += calls
             return
         if not refunded and 0 < part < admission.price:
             lease.records.append(UsageRecord(method, admission.price - part, False, request_id, admission.at))

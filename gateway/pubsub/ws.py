@@ -44,6 +44,7 @@ from gateway.limits.addresses import FORWARDED_FOR
 from gateway.pipeline import Call, Reply, Wire
 from gateway.pubsub.caps import Refusal, SocketCaps
 from gateway.pubsub.session import Frames, SessionDeps, SubscriptionTally, WsSession
+from gateway.pubsub.uvicorn_protocol import SEND_FRAMES, FramesWebSocketProtocol
 from gateway.storage.errors import StoreUnavailable
 from gateway.storage.seats import Seat
 
@@ -54,7 +55,10 @@ WS_PATH = "/ws"
 #: message limit of what the gateway serves (64 KiB) instead of uvicorn's 16 MiB. websockets enforces it
 #: on the frame header and while inflating (permessage-deflate stops at the limit, never inflating a
 #: bomb whole) and closes the socket 1009.
-UVICORN_WS_OPTIONS: dict[str, float | int | bool] = {
+#: ``ws``: uvicorn's own protocol, plus the message that writes several frames at once
+#: (:mod:`gateway.pubsub.uvicorn_protocol`).
+UVICORN_WS_OPTIONS: dict[str, object] = {
+    "ws": FramesWebSocketProtocol,
     "ws_ping_interval": Limits.ping_interval_s,
     "ws_ping_timeout": Limits.pong_timeout_s,
     "ws_max_size": Limits.max_message_bytes,
@@ -64,20 +68,22 @@ UVICORN_WS_OPTIONS: dict[str, float | int | bool] = {
 MAX_REASON_BYTES = 123
 #: Retry-After of an upgrade refused for want of room: sockets are long-lived, room frees up slowly.
 FULL_RETRY_S = 30
-#: A writer lets the others run after this many frames. Taking a paid notification from a lease that
-#: covers it and writing to a socket with room never suspend, so a writer with a backlog would send
-#: it all in one go: past saturation the writers that resumed first drained theirs and spent the lease
-#: while the rest waited for the next one, and some subscribers got nothing for seconds
-#: (bench.ws_fanout's spread per subscriber). Every frame costs a loop pass each (60% fewer delivered).
-YIELD_EVERY = 16
+#: A writer takes at most this many queued frames at once (one socket write, one charge), and lets
+#: the others run after a full batch. Taking paid notifications from a lease that covers them and
+#: writing to a socket with room never suspend, so a writer with a backlog would send it all in one
+#: go: past saturation the writers that resumed first drained theirs and spent the lease while the
+#: rest waited for the next one, and some subscribers got nothing for seconds (bench.ws_fanout's
+#: spread per subscriber). A yield after every frame cost 60% of the deliveries.
+BATCH_FRAMES = 16
 
 
 class WsTransport:
     """One replica's ``/ws``: an ASGI app, the Starlette ``WebSocketRoute``'s endpoint.
 
     Frames go out through the ASGI ``send`` itself, not starlette's ``WebSocket.send_text``: its state
-    checks and wrapper were 14% of a saturated fan-out's samples (bench/README.md, ``bench.ws_fanout``).
-    The handshake, the reads and the close go through the ``WebSocket``."""
+    checks and wrapper were 14% of a saturated fan-out's samples (bench/README.md, ``bench.ws_fanout``);
+    several at once where the server offers it (:data:`SEND_FRAMES`). The handshake, the reads and the
+    close go through the ``WebSocket``."""
 
     def __init__(self, gw: GatewayApp) -> None:
         self.gw = gw
@@ -185,7 +191,8 @@ class WsTransport:
 
     async def _serve(self, websocket: WebSocket, send: Send, session: WsSession) -> None:
         reader = asyncio.create_task(self._read(websocket, session))
-        writer = asyncio.create_task(self._write(send, session))
+        together = SEND_FRAMES in (websocket.scope.get("extensions") or {})
+        writer = asyncio.create_task(self._write(send, session, together))
         ticker = asyncio.create_task(self._tick(session))
         try:
             await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
@@ -212,15 +219,19 @@ class WsTransport:
                 await asyncio.Event().wait()  # the writer sends what is queued, then ends the connection
 
     @staticmethod
-    async def _write(send: Send, session: WsSession) -> None:
+    async def _write(send: Send, session: WsSession, together: bool) -> None:
+        """Write the session's frames: with ``together`` (the server offers :data:`SEND_FRAMES`) each
+        batch in one message, so one socket write; else one ``websocket.send`` each."""
         with contextlib.suppress(OSError):  # the client went away (uvicorn's ClientDisconnected)
-            sent = 0
-            while (body := await session.next_message()) is not None:
+            while (batch := await session.next_batch(BATCH_FRAMES)) is not None:
                 session.writing = True  # seen by others only while this write waits for the client
-                await send({"type": "websocket.send", "text": body.decode()})
+                if together:
+                    await send({"type": SEND_FRAMES, "texts": batch})
+                else:
+                    for body in batch:
+                        await send({"type": "websocket.send", "text": body.decode()})
                 session.writing = False
-                sent += 1
-                if not sent % YIELD_EVERY:
+                if len(batch) >= BATCH_FRAMES:
                     await asyncio.sleep(0)
 
     async def _tick(self, session: WsSession) -> None:

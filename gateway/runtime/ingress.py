@@ -31,7 +31,9 @@ def ping_websockets_as_the_spec_says() -> None:
     """Make the uvicorn server Serve starts in this replica ping WebSockets every 25 s (docs/api.md's).
 
     Serve builds ``uvicorn.Config`` itself, after the replica's class is constructed, and has no
-    WebSocket ping option; uvicorn's default is 20 s. Idempotent; only this process is affected.
+    WebSocket ping option; uvicorn's default is 20 s. The rest of :data:`UVICORN_WS_OPTIONS` comes
+    with it (the message limit, and the protocol that writes a socket's queued frames together).
+    Idempotent; only this process is affected.
     """
     import uvicorn
 

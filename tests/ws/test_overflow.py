@@ -61,7 +61,7 @@ async def stalled_reader_closes(session: WsSession, entered: EntrySession, timeo
         if len(written) > 2:
             await socket_full.wait()
 
-    writer = asyncio.create_task(WsTransport._write(send, session))
+    writer = asyncio.create_task(WsTransport._write(send, session, together=False))
     try:
         await asyncio.wait_for(closed(session), timeout_s)
     finally:
