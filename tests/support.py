@@ -21,7 +21,7 @@ from gateway.stopping import await_chain
 from gateway.transports.http import build_http_app
 
 #: Per-address limits high enough for suites that create many accounts and sessions from 127.0.0.1;
-#: the limits themselves are tested with their defaults (tests/gateway/test_ip_limits.py).
+#: the limits themselves are tested with their defaults (tests/limits/test_addresses.py).
 TEST_IP_LIMITS = {group: {"rps": 10_000, "burst": 100_000} for group in DEFAULT_IP_LIMITS}
 
 

@@ -115,7 +115,7 @@ async def test_unary_calls_share_the_accounts_whole_rate_with_the_replicas_throu
     geyser: GeyserClient, serve_stream: StreamFactory, db: asyncpg.Connection
 ) -> None:
     """With account shards, a gRPC server's unary calls spend the same rate as the ingress replicas'
-    calls (in-process shards stand for the actors here; tests/credits/test_shard_actors.py has the real
+    calls (in-process shards stand for the actors here; tests/limits/test_shard_actors.py has the real
     ones): a replica that took the whole burst leaves none for gRPC, and a gRPC client alone gets the
     whole burst, not a share of it."""
     shards = LocalShards(1)

@@ -21,7 +21,7 @@ from gateway.client import WalletSigner
 from gateway.config import Settings
 from tests.auth.helpers import create_account, create_api_key
 from tests.chain import airdrop
-from tests.gateway.test_upstream_failures import Relay
+from tests.node.test_upstream_failures import Relay
 from tests.sending.helpers import Caller
 from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway, service_key_settings
 

@@ -18,7 +18,7 @@ from gateway.signals.classifier import SignalClassifier
 from gateway.signals.classifier_actor import SignalClassifierActor
 from gateway.signals.rules import SignalRules, classify_block
 from gateway.signals.store import SignalLog
-from tests.gateway.test_upstream_failures import Relay
+from tests.node.test_upstream_failures import Relay
 from tests.signals.conftest import Recorded, clear_default_log
 
 #: Rules that make many events of a little traffic: every trade over 0.1 SOL is a largeSwap.

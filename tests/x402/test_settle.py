@@ -323,7 +323,7 @@ def _pool(x402: Settle) -> asyncpg.Pool:
 
 async def test_the_client_library_settles_and_raises_the_documented_refusal(x402: Settle) -> None:
     """``GatewayClient.x402_settle`` (no credentials needed): a refusal is InvalidRequest with its reason
-    (the success path runs in examples/x402_pay.py, tests/x402/test_example.py)."""
+    (the success path runs in examples/x402_pay.py, tests/x402/test_pay_example.py)."""
     async with GatewayClient(x402.url, max_retries=0) as anonymous:
         with pytest.raises(InvalidRequest) as refused:
             await anonymous.x402_settle(b"not a transaction")

@@ -1,6 +1,6 @@
 """Rate and concurrency owned by real account-shard Ray actors, shared by 1, 2 and 4 replicas' limiters,
 and a shard killed mid-run. The replicas and the actors run in a Ray driver of its own
-(tests/credits/shard_driver.py: Ray in the test process breaks beside the in-process devnode); this
+(tests/limits/shard_driver.py: Ray in the test process breaks beside the in-process devnode); this
 test checks what it saw.
 
 The tolerance (gateway/limits/shards.py): the calls admitted by all replicas together in any window of W
@@ -39,7 +39,7 @@ async def seen() -> dict[str, Any]:
     driver = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "tests.credits.shard_driver",
+        "tests.limits.shard_driver",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         cwd=str(REPO_ROOT),
@@ -77,7 +77,7 @@ async def test_full_concurrency_on_one_replica_or_spread_and_never_more(seen: di
 
 async def test_many_concurrent_callers_across_replicas_never_exceed_the_limits(seen: dict[str, Any]) -> None:
     many = seen["concurrency"]["many"]
-    assert 1 < many["most_in_flight"] <= 8  # CONCURRENCY of tests/credits/shard_driver.py
+    assert 1 < many["most_in_flight"] <= 8  # CONCURRENCY of tests/limits/shard_driver.py
     assert_within_the_bound(many["admitted"], 400, many["duration"])
 
 

@@ -1,4 +1,4 @@
-"""A Ray driver for tests/credits/test_shard_actors.py: real account-shard actors (as ``gateway up``
+"""A Ray driver for tests/limits/test_shard_actors.py: real account-shard actors (as ``gateway up``
 starts them) and several replicas' limiters in this one process (a :class:`SlicedLimiter` each, reaching
 the actors through :class:`RayShards`, as an ingress replica does). Run in a process of its own, on a
 Ray instance of its own (``address="local"``); prints one JSON document of what each scenario saw.
