@@ -224,6 +224,7 @@ class MeteringStage:
         item that already knows its own failure, e.g. a timeout at the forwarder, keeps it). The credits
         counter gets one record per method class and outcome of the call, not one per batch item."""
         credits: dict[tuple[MethodClass | None, str], int] = {}
+        complete, usage_id = self.meter.complete, call.usage_id
         for item, admission in admitted:
             if failure is not None and item.response is None and item.failure is None:
                 item.failure = failure
@@ -231,7 +232,7 @@ class MeteringStage:
             series = (item.method_class, _REFUNDED if refunded else _CHARGED)
             credits[series] = credits.get(series, 0) + item.price
             part = 0 if refunded else item.refund_part  # a charged call's failed parts (getTransactionHistory)
-            self.meter.complete(admission, item.method, call.usage_id(item.index), refunded, part=part)
+            complete(admission, item.method, usage_id(item.index), refunded, part=part)
         for (method_class, outcome), total in credits.items():
             metrics.CREDITS.inc((str(method_class), outcome), total)
 

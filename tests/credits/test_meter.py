@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 import pytest
 
 from gateway.core.credits import SettleResult
-from gateway.credits.meter import Meter, Outcome
+from gateway.credits.meter import Admission, Meter, Outcome
 from gateway.storage import ledger, sends
 from gateway.storage.ledger import balance, check_conservation
 from tests.credits.helpers import fund, new_pubkey, new_signature
@@ -608,3 +609,46 @@ async def test_a_connections_deliveries_are_one_usage_row_per_flush(
     debits = await db.fetch("SELECT description FROM ledger_entries WHERE pubkey = $1 AND type = 'debit'", pubkey)
     assert sum(int(r["description"].split(" × ")[0]) for r in debits) == 301  # every delivery counted
     assert (await check_conservation(db, pubkey)).ok
+
+
+@pytest.mark.parametrize("prices", [[1] * 30, [1, 5, 25, 1, 5, 2] * 5, [25] * 8, [25] * 12, []])
+async def test_spending_a_batch_at_once_books_as_spending_each_in_turn(
+    make_meter: MeterFactory, pool: asyncpg.Pool, prices: list[int]
+) -> None:
+    """spend_local_each leaves the lease and the account as spend_local of each price does (the same
+    spent, in flight, window and prefetch) and admits each price; each admission completes on its own."""
+    books = []
+    for each in (False, True):
+        pubkey = new_pubkey()
+        await fund(pool, pubkey, 1_000)
+        meter = make_meter(clock=lambda: 100.0)
+        await meter.prepare(pubkey, 25)  # a lease of 20 × 25
+        at = datetime.now(UTC)
+        admissions: list[Admission | None]
+        if each:
+            assert meter.covers_local(pubkey, sum(prices), 100.0)
+            spent = meter.spend_local_each(pubkey, prices, 100.0, at)
+            assert spent is not None
+            admissions = list(spent)
+        else:
+            admissions = [meter.spend_local(pubkey, price, at) for price in prices]
+        assert [a.price for a in admissions if a is not None and a.ok and a.at == at] == prices
+        acct = meter.accounts[pubkey]
+        lease = acct.leases[-1]
+        books.append((lease.granted, lease.spent, lease.inflight, lease.prefetched, acct.window, acct.last_used))
+        for n, admission in enumerate(admissions):
+            assert admission is not None
+            meter.complete(admission, "getSlot", f"r:{n}")
+        assert lease.inflight == 0 and [r.credits for r in lease.records] == prices
+    assert books[0] == books[1]
+
+
+async def test_a_batch_the_lease_does_not_cover_spends_nothing(make_meter: MeterFactory, pool: asyncpg.Pool) -> None:
+    pubkey = new_pubkey()
+    await fund(pool, pubkey, 1_000)
+    meter = make_meter()
+    await meter.prepare(pubkey, 1)  # a lease of 20 credits
+    lease = meter.accounts[pubkey].leases[-1]
+    assert not meter.covers_local(pubkey, lease.granted + 1, meter.clock())
+    assert meter.spend_local_each(pubkey, [1] * (lease.granted + 1), meter.clock(), datetime.now(UTC)) is None
+    assert lease.spent == 0 and lease.inflight == 0
