@@ -14,6 +14,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gateway.auth.models import (
+    Account,
+    ApiKeyAnswer,
+    ApiKeyRequest,
+    Challenge,
+    ChallengeRequest,
+    HistoryPage,
+    LedgerPage,
+    LogoutAnswer,
+    Token,
+    VerifyRequest,
+)
 from gateway.bulk.models import (
     BalancesAnswer,
     BalancesRequest,
@@ -25,7 +37,8 @@ from gateway.bulk.models import (
 from gateway.bulk.rules import BULK_CREDITS, MAX_BULK_ITEMS
 from gateway.core.jsonrpc import MAX_BATCH
 from gateway.core.paging import MAX_LIMIT, MAX_OFFSET
-from gateway.core.patterns import BASE58_KEY, BASE58_SIGNATURE, SIGNAL_ID
+from gateway.core.patterns import SIGNAL_ID
+from gateway.credits.models import ConfirmDepositRequest, ConfirmedDeposit
 from gateway.signals.models import RecentSignals
 from gateway.signals.rules import DEFAULT_RECENT_LIMIT, KINDS, MAX_RECENT_LIMIT
 from gateway.webhooks.models import (
@@ -39,10 +52,9 @@ from gateway.webhooks.models import (
     WebhookSecret,
 )
 from gateway.webhooks.rules import MAX_WEBHOOKS_PER_ACCOUNT
-from gateway.x402.rules import MAX_BODY_BYTES as X402_MAX_BODY_BYTES
+from gateway.x402.models import SettleAnswer, SettleRequest
 
 API_VERSION = "0.2"
-X402_MAX_TRANSACTION_CHARS = X402_MAX_BODY_BYTES - 32  # the base64 string within the body's limit
 
 
 class _Open(BaseModel):
@@ -87,148 +99,6 @@ class RpcResponse(_Open):
 
 RpcBody = RpcRequest | list[RpcRequest]
 RpcAnswer = RpcResponse | list[RpcResponse]
-
-
-class Challenge(BaseModel):
-    challenge: str = Field(pattern="^[0-9a-f]{64}$")
-    expires_in: int
-
-
-class ChallengeRequest(BaseModel):
-    pubkey: str = Field(pattern=BASE58_KEY, description="base58 Ed25519 public key")
-
-
-class VerifyRequest(BaseModel):
-    pubkey: str = Field(pattern=BASE58_KEY)
-    challenge: str = Field(pattern="^[0-9a-f]{64}$")
-    signature: str = Field(pattern=BASE58_SIGNATURE, description="base58 signature of the challenge's UTF-8 text")
-
-
-class Token(BaseModel):
-    token: str
-    expires_in: int
-
-
-class LogoutAnswer(BaseModel):
-    status: Literal["ok"]
-
-
-class ApiKeyRequest(BaseModel):
-    ref_code: str | None = None
-
-
-class ApiKeyAnswer(BaseModel):
-    ok: bool
-    api_key: str
-    message: str
-
-
-class Funding(_Open):
-    asset: str
-    network: str
-    deposit_address: str
-    credits_per_usdc: int
-    credit_expiry_seconds: int
-    credit_expiry_days: int
-    attribution: str
-
-
-class LastDeposit(BaseModel):
-    signature: str
-    amount_usdc: str
-    credits: int
-    timestamp: str
-
-
-class CreditBatch(BaseModel):
-    id: int
-    source: str
-    granted: int
-    remaining: int
-    expires_at: str
-
-
-class Account(_Open):
-    ok: bool
-    pubkey: str
-    balance: int
-    pending_send_credits: int = Field(
-        description="the part of balance held for sendAndConfirm calls whose outcome is not known yet"
-    )
-    deposit_address: str
-    funding: Funding
-    status: str
-    total_consumed_credits: int
-    created_at: int = Field(description="Unix seconds (docs/api.md's type)")
-    last_deposit: LastDeposit | None
-    credit_batches: list[CreditBatch]
-
-
-class LedgerEntry(BaseModel):
-    type: Literal["deposit", "bonus", "debit", "refund", "expiry", "adjustment"]
-    amount: int
-    balance: int
-    description: str
-    timestamp: str = Field(description="ISO 8601 UTC")
-    signature: str | None = Field(description="the deposit's transaction signature (deposit, bonus)")
-
-
-class HistoryEntry(BaseModel):
-    method: str
-    credits: int
-    timestamp: str = Field(description="ISO 8601 UTC")
-    request_id: str | None = Field(description="the call's X-Request-Id (`<id>:<n>` for item n of a batch)")
-    refunded: bool
-    calls: int = Field(
-        description="deliveries this entry stands for: 1 for a call, more for a connection's notifications"
-    )
-
-
-class LedgerPage(BaseModel):
-    entries: list[LedgerEntry]
-    next_cursor: str | None
-
-
-class HistoryPage(BaseModel):
-    entries: list[HistoryEntry]
-    next_cursor: str | None
-
-
-class ConfirmDepositRequest(BaseModel):
-    signature: str = Field(pattern=BASE58_SIGNATURE, description="base58 signature of the USDC transfer")
-
-
-class ConfirmedDeposit(BaseModel):
-    ok: bool
-    credits_added: int
-    new_balance: int = Field(description="the caller's own balance")
-    already_processed: bool
-    signature: str
-    credited_pubkey: str
-    credited_to_caller: bool
-    amount_base_units: int
-    bonus_credits: int
-
-
-class SettleRequest(BaseModel):
-    """``POST /x402/settle``: a payment transaction (docs/api.md, x402)."""
-
-    model_config = ConfigDict(
-        json_schema_extra={"examples": [{"transaction": "AgAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}]}
-    )
-
-    transaction: str = Field(
-        max_length=X402_MAX_TRANSACTION_CHARS,
-        description="base64 of a signed (self-paid) or partially signed (sponsored: the fee payer's slot "
-        "empty) legacy, v0 or v1 transaction that pays the deposit wallet at least 0.01 USDC",
-    )
-
-
-class SettleAnswer(BaseModel):
-    success: bool = Field(description="true: the network accepted the payment (the message says if confirmed)")
-    transaction: str = Field(description="the transaction's signature: confirm the deposit with it")
-    network: str = Field(description="CAIP-2 id of the network, as in the payment terms")
-    message: str
 
 
 class Health(_Open):

@@ -1,7 +1,7 @@
 """The creation fields of ``POST /webhooks``, checked: every refusal is a 400 INVALID_REQUEST whose
 message names the field (and the value, when one is at fault). Pure.
 
-The request model (:class:`gateway.openapi.WebhookRequest`) takes any JSON of the right types and
+The request model (:class:`gateway.webhooks.models.WebhookRequest`) takes any JSON of the right types and
 refuses fields it does not know; the values are checked here, so each rule has its own message:
 
 - ``url``: ``https://`` with a host, at most 2,048 characters. A host given as an IP address

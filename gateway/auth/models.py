@@ -1,0 +1,120 @@
+"""The bodies of auth's routes as pydantic models, for the OpenAPI document (gateway/openapi.py):
+/auth (challenge, verify, logout), /account/api-key, and the /account views. The handlers build their
+answers as plain dicts; tests/integration/test_openapi.py checks every answer against these schemas."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.core.patterns import BASE58_KEY, BASE58_SIGNATURE
+
+
+class Challenge(BaseModel):
+    challenge: str = Field(pattern="^[0-9a-f]{64}$")
+    expires_in: int
+
+
+class ChallengeRequest(BaseModel):
+    pubkey: str = Field(pattern=BASE58_KEY, description="base58 Ed25519 public key")
+
+
+class VerifyRequest(BaseModel):
+    pubkey: str = Field(pattern=BASE58_KEY)
+    challenge: str = Field(pattern="^[0-9a-f]{64}$")
+    signature: str = Field(pattern=BASE58_SIGNATURE, description="base58 signature of the challenge's UTF-8 text")
+
+
+class Token(BaseModel):
+    token: str
+    expires_in: int
+
+
+class LogoutAnswer(BaseModel):
+    status: Literal["ok"]
+
+
+class ApiKeyRequest(BaseModel):
+    ref_code: str | None = None
+
+
+class ApiKeyAnswer(BaseModel):
+    ok: bool
+    api_key: str
+    message: str
+
+
+class Funding(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    asset: str
+    network: str
+    deposit_address: str
+    credits_per_usdc: int
+    credit_expiry_seconds: int
+    credit_expiry_days: int
+    attribution: str
+
+
+class LastDeposit(BaseModel):
+    signature: str
+    amount_usdc: str
+    credits: int
+    timestamp: str
+
+
+class CreditBatch(BaseModel):
+    id: int
+    source: str
+    granted: int
+    remaining: int
+    expires_at: str
+
+
+class Account(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    ok: bool
+    pubkey: str
+    balance: int
+    pending_send_credits: int = Field(
+        description="the part of balance held for sendAndConfirm calls whose outcome is not known yet"
+    )
+    deposit_address: str
+    funding: Funding
+    status: str
+    total_consumed_credits: int
+    created_at: int = Field(description="Unix seconds (docs/api.md's type)")
+    last_deposit: LastDeposit | None
+    credit_batches: list[CreditBatch]
+
+
+class LedgerEntry(BaseModel):
+    type: Literal["deposit", "bonus", "debit", "refund", "expiry", "adjustment"]
+    amount: int
+    balance: int
+    description: str
+    timestamp: str = Field(description="ISO 8601 UTC")
+    signature: str | None = Field(description="the deposit's transaction signature (deposit, bonus)")
+
+
+class HistoryEntry(BaseModel):
+    method: str
+    credits: int
+    timestamp: str = Field(description="ISO 8601 UTC")
+    request_id: str | None = Field(description="the call's X-Request-Id (`<id>:<n>` for item n of a batch)")
+    refunded: bool
+    calls: int = Field(
+        description="deliveries this entry stands for: 1 for a call, more for a connection's notifications"
+    )
+
+
+class LedgerPage(BaseModel):
+    entries: list[LedgerEntry]
+    next_cursor: str | None
+
+
+class HistoryPage(BaseModel):
+    entries: list[HistoryEntry]
+    next_cursor: str | None
