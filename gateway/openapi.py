@@ -26,6 +26,7 @@ from gateway.auth.models import (
     Token,
     VerifyRequest,
 )
+from gateway.auth.paging import MAX_LIMIT, MAX_OFFSET
 from gateway.bulk.models import (
     BalancesAnswer,
     BalancesRequest,
@@ -36,7 +37,6 @@ from gateway.bulk.models import (
 )
 from gateway.bulk.rules import BULK_CREDITS, MAX_BULK_ITEMS
 from gateway.core.jsonrpc import MAX_BATCH
-from gateway.core.paging import MAX_LIMIT, MAX_OFFSET
 from gateway.core.patterns import SIGNAL_ID
 from gateway.credits.models import ConfirmDepositRequest, ConfirmedDeposit
 from gateway.signals.models import RecentSignals

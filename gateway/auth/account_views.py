@@ -2,7 +2,7 @@
 
 Choices where docs/api.md says 'not shown' (documented here, tested in tests/auth):
 
-* paging: see :mod:`gateway.core.paging`;
+* paging: see :mod:`gateway.auth.paging`;
 * ``last_deposit``: ``{signature, amount_usdc (decimal string), credits, timestamp (ISO 8601 UTC)}``
   of the newest credited deposit, or null;
 * ``pending_send_credits``: the part of ``balance`` held for ``sendAndConfirm`` calls whose outcome is

@@ -21,10 +21,10 @@ import orjson
 
 from gateway.auth.account_views import account_document, history_entry, ledger_entry
 from gateway.auth.errors import account_suspended, bearer_token_required, not_started
+from gateway.auth.paging import page_document, parse_page
 from gateway.auth.services import AuthServices
 from gateway.core.credentials import bearer_token
 from gateway.core.errors import account_not_found, auth_failed, invalid_request
-from gateway.core.paging import page_document, parse_page
 from gateway.core.wallet_headers import HeaderFailure, decode_base58, verify_signature
 from gateway.pipeline import Call, Reply, json_reply
 from gateway.storage.errors import StoreUnavailable

@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 
 from gateway.auth.cache import TtlCache
-from gateway.core.paging import Page
+from gateway.auth.paging import Page
 from gateway.core.webhook_events import API_KEY_ROTATED, api_key_rotated
 from gateway.storage import sends
 from gateway.storage.errors import postgres_call
