@@ -8,8 +8,10 @@ docs/operations.md (``ops/prometheus.yml``) renames ``ray_gateway_*`` back to ``
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import math
 import threading
 import time
 from typing import Any
@@ -22,11 +24,14 @@ log = logging.getLogger(__name__)
 
 #: How often each process hands what it recorded to Ray (Ray's own report to its agent follows).
 FLUSH_INTERVAL_S = 1.0
+#: The most histogram observations handed to Ray in one go on an event loop (about 2 µs each): a flush
+#: of a busy second is spread over several turns of the loop, not one pause of every request.
+LOOP_SLICE = 256
 
 
 class RaySink:
     """One Ray metric. A record only adds to this process's pending values (a counter's sum, a
-    gauge's last value, a histogram's observations) under a lock; a flusher thread hands them to
+    gauge's last value, a histogram's observations) under a lock; the backend's flush hands them to
     Ray once a second. Ray's record costs about 5 µs a call (it converts the tags each time), too
     much for every call's half dozen records; batched, a counter or gauge costs one Ray record per
     series per second, and a histogram's observations leave the request's path.
@@ -35,7 +40,7 @@ class RaySink:
     series not reported for two of its export intervals (20 s by default), and most of ours are set
     only when they change (open sockets, a fallback in use)."""
 
-    __slots__ = ("_gauges", "_kind", "_lock", "_pending", "_record", "_spec", "_tags")
+    __slots__ = ("_gauges", "_kind", "_lock", "_pending", "_record", "_spec", "_tags", "backlog")
 
     def __init__(self, spec: MetricSpec) -> None:
         from ray.util import metrics as ray_metrics
@@ -55,6 +60,8 @@ class RaySink:
         # a counter's documented series go out at 0 with the first flush (gateway.metrics, MetricSpec.zero)
         self._pending: dict[Labels, Any] = dict.fromkeys(spec.zero, 0.0) if spec.kind is Kind.COUNTER else {}
         self._gauges: dict[Labels, float] = {}  # every gauge series' last value (the flusher's own)
+        #: a histogram's observations taken from pending and not handed to Ray yet (the flusher's own)
+        self.backlog: list[tuple[dict[str, str], list[float]]] = []
         self._lock = threading.Lock()
 
     def record(self, value: float, labels: Labels) -> None:
@@ -70,21 +77,42 @@ class RaySink:
                 else:
                     observed.append(value)
 
-    def flush(self) -> None:
+    def flush(self, budget: float = math.inf) -> None:
+        """Hands what is pending to Ray: a counter's sums, every gauge series, and up to ``budget`` of
+        a histogram's observations (the rest wait in ``backlog`` for :meth:`hand`)."""
         with self._lock:
             pending, self._pending = self._pending, {}
         if self._record is None:
+            return
+        if self._kind is Kind.HISTOGRAM:
+            self.backlog.extend((self._tags_of(labels), observed) for labels, observed in pending.items())
+            self.hand(budget)
             return
         if self._kind is Kind.GAUGE:
             self._gauges.update(pending)
             pending = self._gauges
         for labels, value in pending.items():
-            tags = self._tags_of(labels)
-            if self._kind is Kind.HISTOGRAM:
-                for observed in value:
-                    self._record(observed, tags=tags)
+            self._record(value, tags=self._tags_of(labels))
+
+    def hand(self, budget: float) -> int:
+        """Hands up to ``budget`` observations of the backlog to Ray; how many it handed."""
+        record = self._record
+        if record is None:
+            return 0
+        handed = 0
+        while self.backlog and handed < budget:
+            tags, observed = self.backlog[-1]
+            room = budget - handed
+            if len(observed) <= room:
+                self.backlog.pop()
+                take = observed
             else:
-                self._record(value, tags=tags)
+                cut = len(observed) - int(room)
+                take, observed[cut:] = observed[cut:], []
+            for value in take:
+                record(value, tags=tags)
+            handed += len(take)
+        return handed
 
     def _tags_of(self, labels: Labels) -> dict[str, str]:
         tags = self._tags.get(labels)
@@ -96,12 +124,14 @@ class RaySink:
 
 
 class RayBackend:
-    """Makes the sinks and flushes them from a daemon thread every ``interval_s``."""
+    """Makes the sinks and flushes them every ``interval_s``, on the process's event loop or from a
+    daemon thread (:meth:`start`)."""
 
     def __init__(self, interval_s: float = FLUSH_INTERVAL_S) -> None:
         self.interval_s = interval_s
         self.sinks: list[RaySink] = []
         self._thread = threading.Thread(target=self._run, name="gateway-metrics", daemon=True)
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def sink(self, spec: MetricSpec) -> RaySink:
         sink = RaySink(spec)
@@ -109,12 +139,42 @@ class RayBackend:
         return sink
 
     def start(self) -> None:
-        self._thread.start()
+        """Flush on the running event loop when there is one (a replica: built on the loop that serves
+        its requests), else from a daemon thread (an actor built outside a loop). Ray's record releases
+        the GIL inside it: from a thread, each one is a GIL handover with the busy loop, and a
+        saturated replica spent several times more on the same records (bench/README.md, issue 42)."""
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._thread.start()
+            return
+        self._loop.call_later(self.interval_s, self._tick)
 
-    def flush(self) -> None:
+    def _tick(self) -> None:
+        self.flush(budget=0)  # counters and gauges now; histograms' observations to their backlogs
+        self._hand_backlog()
+
+    def _hand_backlog(self) -> None:
+        """Hands at most ``LOOP_SLICE`` histogram observations to Ray, then yields the loop to requests
+        until the backlog is done; the next flush is an interval after it."""
+        budget = LOOP_SLICE
+        for sink in self.sinks:
+            if budget <= 0:
+                break
+            try:
+                budget -= sink.hand(budget)
+            except Exception:
+                log.exception("metrics: flushing %s failed", sink._spec.name)
+        assert self._loop is not None
+        if any(sink.backlog for sink in self.sinks):
+            self._loop.call_soon(self._hand_backlog)
+        else:
+            self._loop.call_later(self.interval_s, self._tick)
+
+    def flush(self, budget: float = math.inf) -> None:
         for sink in self.sinks:
             try:
-                sink.flush()
+                sink.flush(budget)
             except Exception:  # one metric's failure never stops the others'
                 log.exception("metrics: flushing %s failed", sink._spec.name)
 

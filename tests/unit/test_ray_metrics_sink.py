@@ -4,8 +4,10 @@ agent to a real Prometheus is tests/integration/test_metrics.py)."""
 
 from __future__ import annotations
 
+import asyncio
+
 from gateway.metrics import Kind, MetricSpec
-from gateway.runtime.metrics import RaySink
+from gateway.runtime.metrics import LOOP_SLICE, RayBackend, RaySink
 
 
 def sink_of(kind: Kind, name: str) -> tuple[RaySink, list[tuple[float, dict[str, str]]]]:
@@ -69,3 +71,50 @@ def test_every_unlabelled_counter_and_the_documented_outcomes_are_zero_series() 
     assert metrics.SETTLE_FAILURES.spec.zero == ((),)
     assert ("lost",) in metrics.WEBHOOK_DELIVERIES.spec.zero and ("unknown",) in metrics.SEND_RACES.spec.zero
     assert all(m.spec.zero == () for m in metrics.REGISTRY.values() if m.spec.kind is not Kind.COUNTER)
+
+
+def test_a_histogram_hands_at_most_its_budget_and_keeps_the_rest_for_later() -> None:
+    histogram, observed = sink_of(Kind.HISTOGRAM, "gateway_test_budget_seconds")
+    for value in (0.01, 0.02, 0.03):
+        histogram.record(value, ("a",))
+    histogram.record(0.5, ("b",))
+    histogram.flush(budget=0)
+    assert observed == [] and histogram.backlog
+    assert histogram.hand(2) == 2
+    assert histogram.hand(5) == 2
+    assert histogram.hand(5) == 0 and not histogram.backlog
+    assert sorted((tags["side"], value) for value, tags in observed) == [
+        ("a", 0.01),
+        ("a", 0.02),
+        ("a", 0.03),
+        ("b", 0.5),
+    ]
+
+
+def test_on_an_event_loop_the_flush_runs_there_in_slices_and_hands_every_observation() -> None:
+    """A replica is built on the loop that serves its requests: the flush runs on that loop (no
+    thread), and a busy second's observations go to Ray a slice per turn of the loop."""
+    backend = RayBackend(interval_s=0.01)
+    histogram = backend.sink(MetricSpec("gateway_test_loop_seconds", Kind.HISTOGRAM, "test", ("side",), (0.1, 1.0)))
+    counter = backend.sink(MetricSpec("gateway_test_loop_total", Kind.COUNTER, "test", ("side",)))
+    observed: list[float] = []
+    counted: list[float] = []
+    histogram._record = lambda value, tags: observed.append(value)
+    counter._record = lambda value, tags: counted.append(value)
+    slices: list[int] = []
+
+    async def run() -> None:
+        backend.start()
+        for i in range(LOOP_SLICE * 2 + 10):
+            histogram.record(i / 1000, ("a",))
+        counter.record(3.0, ("a",))
+        while len(observed) < LOOP_SLICE * 2 + 10:
+            before = len(observed)
+            await asyncio.sleep(0)  # one turn of the loop: at most one slice is handed in it
+            slices.append(len(observed) - before)
+
+    asyncio.run(asyncio.wait_for(run(), timeout=30))
+    assert not backend._thread.is_alive()
+    assert sorted(observed) == [i / 1000 for i in range(LOOP_SLICE * 2 + 10)]
+    assert counted == [3.0]
+    assert max(slices) <= LOOP_SLICE and len([n for n in slices if n]) >= 3
