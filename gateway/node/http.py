@@ -8,6 +8,7 @@ so no aiohttp exception travels further in.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Sequence
@@ -129,6 +130,12 @@ def _chain_error(doc: dict[str, Any], method: str) -> ChainError | None:
     return ChainError(code if isinstance(code, int) else None, str(message or error), data, method)
 
 
+@functools.lru_cache(maxsize=64)
+def _timeout(total_s: float) -> aiohttp.ClientTimeout:
+    """One ``ClientTimeout`` (frozen) per distinct timeout, not one built per call."""
+    return aiohttp.ClientTimeout(total=total_s)
+
+
 @dataclass
 class NodeStatus:
     """What the last health probe of one node found."""
@@ -185,7 +192,7 @@ class HttpUpstream:
     async def get(self, timeout_s: float) -> bytes:
         """``GET`` the URL itself (a REST document of the same service), errors mapped as for ``post``."""
         try:
-            async with self._client().get(self.active_url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            async with self._client().get(self.active_url, timeout=_timeout(timeout_s)) as resp:
                 payload = await self._read(resp)
                 if resp.status != 200:
                     raise UpstreamUnavailable(f"answered HTTP {resp.status}", sent=True)
@@ -200,7 +207,7 @@ class HttpUpstream:
 
     async def _post_to(self, url: str, body: bytes, timeout_s: float) -> bytes:
         try:
-            async with self._client().post(url, data=body, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            async with self._client().post(url, data=body, timeout=_timeout(timeout_s)) as resp:
                 payload = await self._read(resp)
                 if resp.status != 200 and not payload.startswith((b"{", b"[")):
                     raise UpstreamUnavailable(f"the node answered HTTP {resp.status}", sent=True)
@@ -221,13 +228,14 @@ class HttpUpstream:
         chunks: list[bytes] = []
         size = 0
         if resp.content_length is None or resp.content_length <= limit:
-            async for chunk in resp.content.iter_any():
+            read = resp.content.readany  # what iter_any() awaits, without its iterator per answer
+            while chunk := await read():
                 size += len(chunk)
                 if size > limit:
                     break
                 chunks.append(chunk)
             else:
-                return b"".join(chunks)
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
         resp.close()  # the connection goes, with what is unread: it is never reused
         raise UpstreamTooLarge(limit)
 
