@@ -138,14 +138,16 @@ class RayBackend:
         self.sinks.append(sink)
         return sink
 
-    def start(self) -> None:
-        """Flush on the running event loop when there is one (a replica: built on the loop that serves
-        its requests), else from a daemon thread (an actor built outside a loop). Ray's record releases
-        the GIL inside it: from a thread, each one is a GIL handover with the busy loop, and a
-        saturated replica spent several times more on the same records (bench/README.md, issue 42)."""
+    def start(self, on_loop: bool = True) -> None:
+        """Flush on the running event loop when ``on_loop`` and there is one (a replica: built on the
+        loop that serves its requests for its whole life), else from a daemon thread. Ray's record
+        releases the GIL inside it: from a thread, each one is a GIL handover with the busy loop, and
+        a saturated replica spent several times more on the same records (bench/README.md, issue 42)."""
         try:
-            self._loop = asyncio.get_running_loop()
+            self._loop = asyncio.get_running_loop() if on_loop else None
         except RuntimeError:
+            self._loop = None
+        if self._loop is None:
             self._thread.start()
             return
         self._loop.call_later(self.interval_s, self._tick)
@@ -187,16 +189,17 @@ class RayBackend:
 _installed = False
 
 
-def install_ray_metrics() -> None:
-    """Route this process's metrics to Ray (idempotent). A failure leaves them no-ops, logged: metrics
-    never stop a replica or an actor from serving."""
+def install_ray_metrics(on_loop: bool = True) -> None:
+    """Route this process's metrics to Ray (idempotent), flushed on the running loop if ``on_loop``
+    (:meth:`RayBackend.start`). A failure leaves them no-ops, logged: metrics never stop a replica or
+    an actor from serving."""
     global _installed
     if _installed:
         return
     try:
         backend = RayBackend()
         metrics.install(backend)
-        backend.start()
+        backend.start(on_loop)
         _installed = True
     except Exception:
         log.exception("metrics: the Ray backend could not be installed; this process records none")
@@ -206,10 +209,11 @@ def install_ray_metrics() -> None:
 
 def with_metrics(cls: type) -> type:
     """``cls`` whose instances install the Ray backend first (an actor's process records from its
-    constructor on). Same name, so Ray's log prefix still names the actor's class."""
+    constructor on). Same name, so Ray's log prefix still names the actor's class. An actor flushes
+    from the thread: the loop its constructor may run on is not known to outlive it."""
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        install_ray_metrics()
+        install_ray_metrics(on_loop=False)
         cls.__init__(self, *args, **kwargs)  # type: ignore[misc]
 
     return type(cls.__name__, (cls,), {"__init__": __init__, "__qualname__": cls.__qualname__})

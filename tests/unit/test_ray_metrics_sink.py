@@ -5,6 +5,7 @@ agent to a real Prometheus is tests/integration/test_metrics.py)."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 from gateway.metrics import Kind, MetricSpec
 from gateway.runtime.metrics import LOOP_SLICE, RayBackend, RaySink
@@ -118,3 +119,22 @@ def test_on_an_event_loop_the_flush_runs_there_in_slices_and_hands_every_observa
     assert sorted(observed) == [i / 1000 for i in range(LOOP_SLICE * 2 + 10)]
     assert counted == [3.0]
     assert max(slices) <= LOOP_SLICE and len([n for n in slices if n]) >= 3
+
+
+def test_off_the_loop_the_flush_runs_from_its_thread_even_inside_a_loop() -> None:
+    """Actors flush from the thread: the loop their constructor may run on is not known to outlive it."""
+    backend = RayBackend(interval_s=0.01)
+    gauge = backend.sink(MetricSpec("gateway_test_thread_sockets", Kind.GAUGE, "test", ("side",)))
+    handed: list[float] = []
+    gauge._record = lambda value, tags: handed.append(value)
+
+    async def run() -> None:
+        backend.start(on_loop=False)
+        gauge.record(2.0, ("a",))
+
+    asyncio.run(run())  # the loop is gone; the thread still hands the gauge to Ray
+    assert backend._thread.is_alive()
+    deadline = time.monotonic() + 30
+    while not handed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert handed[0] == 2.0
