@@ -114,15 +114,16 @@ MAX_PARAMS_DEPTH = 32
 
 
 def _parse_params(item: RpcItem, spec: MethodSpec[Any]) -> RpcError | None:
-    if item.params is None:
-        item.params = []
-    if not isinstance(item.params, list):
+    params = item.params
+    if params is None:
+        params = item.params = []
+    if not isinstance(params, list):
         return invalid_params("params must be an array")
-    if too_deep(item.params, MAX_PARAMS_DEPTH):
+    if params and too_deep(params, MAX_PARAMS_DEPTH):  # no params (getSlot's): one level, never too deep
         return invalid_params(f"params nest deeper than {MAX_PARAMS_DEPTH} levels")
     if spec.parse is None:
         return None
-    parsed = spec.parse(item.params)
+    parsed = spec.parse(params)
     if isinstance(parsed, RpcError):
         return parsed
     item.parsed_value = parsed
