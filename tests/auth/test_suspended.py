@@ -17,10 +17,10 @@ from gateway.cli.main import app as cli_app
 from gateway.client import WalletSigner
 from gateway.config import Settings
 from tests.auth.helpers import create_account, create_api_key, open_session, request, signed
+from tests.pubsub.conftest import new_caller
+from tests.pubsub.test_ws import ask, close_code, socket, ws_url
 from tests.sending.conftest import sending_settings
 from tests.support import serve_gateway, service_key_settings
-from tests.ws.conftest import new_caller
-from tests.ws.test_ws import ask, close_code, socket, ws_url
 
 BODY = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
 

@@ -18,9 +18,9 @@ from gateway.signals.classifier_actor import SignalClassifierActor
 from gateway.signals.rules import KINDS, PUMP, PUMP_AMM
 from gateway.signals.store import SignalLog
 from tests.feed import feed_devnode
+from tests.pubsub.conftest import new_caller
 from tests.sending.conftest import sending_settings
 from tests.support import RunningGateway, serve_gateway
-from tests.ws.conftest import new_caller
 
 __all__ = ["COMPUTE_BUDGET", "api_key", "chain", "settings", "signal_gateway", "signal_log"]
 

@@ -37,8 +37,8 @@ from gateway.runtime.ports import free_port
 from gateway.signals.rules import KINDS, PUMP, PUMP_AMM, WSOL
 from gateway.signals.store import SignalLog
 from tests.client.conftest import COMPUTE_BUDGET
+from tests.pubsub.conftest import new_caller
 from tests.support import RunningGateway, serve_gateway
-from tests.ws.conftest import new_caller
 
 REPO = Path(__file__).resolve().parents[2]
 Key = tuple[Any, Any, Any]

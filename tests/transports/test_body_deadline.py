@@ -1,4 +1,4 @@
-"""BodyDeadline on plain ASGI messages (through a real server: tests/ws/test_connection_limits.py and
+"""BodyDeadline on plain ASGI messages (through a real server: tests/pubsub/test_connection_limits.py and
 tests/integration/test_edge.py)."""
 
 from __future__ import annotations

@@ -25,11 +25,11 @@ from websockets.exceptions import InvalidStatus
 from devnode.node import Devnode
 from gateway.config import Settings
 from tests.auth.helpers import create_api_key, open_session, request
+from tests.pubsub.conftest import new_caller
+from tests.pubsub.test_ws import ask, close_code, ws_url
 from tests.sending.conftest import sending_settings
 from tests.sending.helpers import Caller
 from tests.support import RunningGateway, serve_gateway
-from tests.ws.conftest import new_caller
-from tests.ws.test_ws import ask, close_code, ws_url
 
 pytestmark = pytest.mark.asyncio
 

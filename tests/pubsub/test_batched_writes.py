@@ -26,10 +26,10 @@ from gateway.pubsub.ws import UVICORN_WS_OPTIONS
 from gateway.runtime.ports import free_port
 from gateway.transports.http import build_http_app
 from tests.chain import send_sol
+from tests.pubsub.conftest import new_caller
+from tests.pubsub.test_ws import credits_of, socket
 from tests.sending.helpers import Caller
 from tests.support import RunningGateway, stopped
-from tests.ws.conftest import new_caller
-from tests.ws.test_ws import credits_of, socket
 
 pytestmark = pytest.mark.asyncio
 

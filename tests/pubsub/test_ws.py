@@ -29,10 +29,10 @@ from devnode.node import Devnode
 from gateway.client import WalletSigner
 from tests.auth.helpers import create_account, open_session
 from tests.chain import send_sol, signed_transfer
+from tests.pubsub.conftest import new_caller
 from tests.sending.conftest import sending_settings
 from tests.sending.helpers import Caller
 from tests.support import RunningGateway, serve_gateway
-from tests.ws.conftest import new_caller
 
 pytestmark = pytest.mark.asyncio
 

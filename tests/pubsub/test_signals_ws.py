@@ -13,9 +13,9 @@ import orjson
 from websockets.asyncio.client import ClientConnection
 
 from gateway.signals.rules import SignalEvent
+from tests.pubsub.test_ws import ask, credits_of, socket
 from tests.sending.helpers import Caller
 from tests.support import RunningGateway
-from tests.ws.test_ws import ask, credits_of, socket
 
 PUMP = "6EF8rrecthR5Dkzon8Nwu78hRvfCKubJ14M5uBEwF6P"
 AMM = "pAMMBay6oceH9fJKBRHGP5D4bD4sWpmSwMn52FMfXEA"
