@@ -49,7 +49,7 @@ KNOWN_FAILURES = {
     "has no voters",
 }
 #: Left out of the run: it sleeps 60 s for performance samples to exist (getRecentPerformanceSamples is
-#: served: tests/reads).
+#: served: forwarded as every node read is, tests/rpc).
 NOT_RUN = ["tests/integration/test_recent_performance_samples.py"]
 SUITE_TIMEOUT_S = 900
 

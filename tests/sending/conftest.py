@@ -25,6 +25,9 @@ from tests.node.test_upstream_failures import Relay
 from tests.sending.helpers import Caller
 from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway, service_key_settings
 
+#: What the read tests' folders (bulk, rpc, fees, history) take from here with a star import.
+__all__ = ["FailingRelay", "caller", "caller_at", "charged", "gateway", "payer", "relay", "relayed_caller"]
+
 
 def sending_settings(home: Path, database_url: str, redis_url: str, devnode_url: str, **extra: object) -> Settings:
     return Settings(

@@ -27,7 +27,7 @@ from solders.system_program import TransferParams, transfer
 from devnode.node import Devnode
 from tests.chain import USDC_MINT, mint_usdc, send_sol, submit, transfer_usdc, usdc_account, wait_landed
 from tests.feed import Trade, feed_devnode, node_rpc, pump_trades
-from tests.reads.conftest import FailingRelay, caller_at, charged
+from tests.sending.conftest import FailingRelay, caller_at, charged
 from tests.sending.helpers import Caller
 
 SYSTEM = "11111111111111111111111111111111"

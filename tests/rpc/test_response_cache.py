@@ -31,8 +31,7 @@ from gateway.rpc.cache_store import BUDGET_PREFIX, PREFIX, WINDOW_S, SharedRespo
 from gateway.runtime.ports import free_port
 from tests.auth.helpers import create_account, create_api_key
 from tests.chain import send_sol, signed_transfer, wait_landed
-from tests.reads.conftest import FailingRelay
-from tests.sending.conftest import sending_settings
+from tests.sending.conftest import FailingRelay, sending_settings
 from tests.sending.helpers import Caller
 from tests.support import RunningGateway, serve_gateway
 

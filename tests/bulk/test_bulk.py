@@ -32,7 +32,7 @@ from gateway.storage.deposits import credit_deposit_on
 from tests.auth.helpers import create_api_key
 from tests.chain import USDC_MINT, mint_usdc, send_sol, transfer_usdc, usdc_account
 from tests.credits.helpers import new_signature
-from tests.reads.conftest import FailingRelay, caller_at
+from tests.sending.conftest import FailingRelay, caller_at
 from tests.sending.helpers import Caller
 from tests.support import RunningGateway
 

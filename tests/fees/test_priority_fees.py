@@ -25,7 +25,7 @@ from solders.pubkey import Pubkey
 from solders.transaction import Transaction, VersionedTransaction
 
 from tests.feed import node_rpc
-from tests.reads.conftest import FailingRelay, charged
+from tests.sending.conftest import FailingRelay, charged
 from tests.sending.helpers import Caller, b64, latest_blockhash, signed, transfer_ix
 
 URGENCY = {"low": 25, "medium": 50, "high": 75, "critical": 90}

@@ -18,8 +18,8 @@ from solders.keypair import Keypair
 
 from gateway.node.http import HttpUpstream, UpstreamTooLarge
 from gateway.runtime.ports import free_port
-from tests.reads.conftest import FailingRelay
-from tests.reads.test_response_cache import TX_PRICE, finalized_transfer, post, relayed, rpc
+from tests.rpc.test_response_cache import TX_PRICE, finalized_transfer, post, relayed, rpc
+from tests.sending.conftest import FailingRelay
 
 LIMIT = 16 << 10
 
