@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from gateway.core.errors import ProxyError, ReplyStyle
-from gateway.credits.errors import concurrency_limited, insufficient_credits, payment_required, rate_limited
+from gateway.credits.errors import insufficient_credits, payment_required, rate_limited
 from gateway.credits.meter import Admission, Outcome
 from gateway.credits.stage import MeteringStage, ledger_unavailable
 from gateway.limits.rules import RateLimited
@@ -61,7 +61,8 @@ class Reservation:
 
 
 class BulkMetering:
-    """Admits bulk requests with the metering stage's meter, limiter and headers."""
+    """Admits bulk requests through the metering stage's own entry (:meth:`MeteringStage.enter`: account,
+    funds, limiter, concurrency slot), then every item's rate unit and price at once."""
 
     def __init__(self, metering: MeteringStage) -> None:
         self.metering = metering
@@ -72,27 +73,9 @@ class BulkMetering:
         inside, :meth:`Reservation.complete` each item; on leaving, what is left is completed and the
         credit and rate headers are set (they count the refunds)."""
         stage = self.metering
-        if call.identity is None:  # fail closed: behind the auth stage, an account is always known
-            raise payment_required(stage.top_up(None))
-        pubkey = call.identity.pubkey
-        try:
-            acct = stage.meter.known(pubkey) or await stage.meter.prepare(pubkey, max(1, sum(prices)))
-        except StoreUnavailable as exc:
-            raise ledger_unavailable() from exc
-        rps = acct.rate_limit_rps
-        stage.check_account(call, pubkey, acct)
-        if prices and stage.meter.short_of(pubkey, sum(prices)):  # 402 from the cached answer: no shard exchange
-            stage.set_headers(call, pubkey, rps)
-            raise self._refusal(pubkey, Admission(Outcome.INSUFFICIENT, sum(prices), acct))
-        now, wall = stage.clock(), stage.wall()
-        pending = stage.limiter.ready(pubkey, len(prices), now, rps=rps, concurrency=acct.concurrency_limit, whole=True)
-        if pending is not None:  # a slice from the account's shard (gateway.limits.slices)
-            await stage.limits(call, pubkey, rps, pending)
-            now, wall = stage.clock(), stage.wall()
-        blocked = stage.limiter.acquire(pubkey, now, rps=rps, concurrency=acct.concurrency_limit)
-        if blocked is not None:
-            stage.set_headers(call, pubkey, rps)
-            raise concurrency_limited(blocked)
+        need = max(1, sum(prices))
+        entered = await stage.enter(call, len(prices), sum(prices), lambda: need, whole=True, style=ReplyStyle.JSONRPC)
+        pubkey, rps, now, wall = entered.pubkey, entered.rps, entered.now, entered.wall
         try:
             rate = stage.limiter.take_many(pubkey, len(prices), now, wall, rps) if prices else None
             if isinstance(rate, RateLimited):

@@ -19,14 +19,15 @@ Credit and rate headers go on every reply, errors included.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from gateway import metrics
 from gateway.core.credits import LOW_BALANCE_CREDITS
-from gateway.core.errors import ProxyError, service_unavailable
+from gateway.core.errors import ProxyError, ReplyStyle, service_unavailable
 from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload
 from gateway.core.methods import SELF_BILLED_CLASSES, MethodClass
 from gateway.credits.errors import (
@@ -44,6 +45,16 @@ from gateway.pipeline import Call, Handler, Reply
 from gateway.storage.errors import StoreUnavailable
 
 Admitted = list[tuple[RpcItem, Admission]]
+
+
+class Entered(NamedTuple):
+    """A call past :meth:`MeteringStage.enter`: its account known and able to pay, a concurrency slot held."""
+
+    pubkey: str
+    account: AccountState
+    rps: int | None
+    now: float  # the clock readings its items are decided at
+    wall: float
 
 
 _CHARGED, _REFUNDED = "charged", "refunded"
@@ -71,15 +82,45 @@ class MeteringStage:
         payload = call.payload
         if payload is None:
             return await next_handler(call)
+        cheapest = min((item.price for item in payload.items if item.pending), default=0)
+        entered = await self.enter(call, len(payload.items), cheapest, lambda: _dearest(payload))
+        pubkey, rps = entered.pubkey, entered.rps
+        try:
+            admitted: Admitted = []
+            rate = await self._admit(call, pubkey, rps, entered.now, entered.wall, admitted)
+            return await self._forward(call, next_handler, pubkey, rps, rate, admitted)
+        finally:
+            self.limiter.release(pubkey)
+
+    async def enter(
+        self,
+        call: Call,
+        units: int,
+        afford: int,
+        need: Callable[[], int],
+        *,
+        whole: bool = False,
+        style: ReplyStyle | None = None,
+    ) -> Entered:
+        """The steps every metered call takes before its items are decided, in this order, for the JSON-RPC
+        stages and the bulk routes alike: an account (402 without one, 403 suspended), funds for
+        ``afford`` credits (402 from the meter's cached answer: no shard exchange, no node work), the
+        limiter ready for ``units`` rate units (``whole``: all of them or none), then a concurrency slot,
+        which the caller gives back with ``self.limiter.release(pubkey)`` whatever happens. ``need``: the
+        credits a lease taken now should cover (asked only when the meter does not know the account);
+        ``style``: the shape of that early 402 where the route's own is not JSON-RPC's."""
         if call.identity is None:  # fail closed: an unauthenticated call is never forwarded for free
             raise payment_required(self.top_up(None))
         pubkey = call.identity.pubkey
-        acct = self.meter.known(pubkey) or await self._prepare(pubkey, payload)  # known: the common case
+        acct = self.meter.known(pubkey) or await self._prepare(pubkey, need())  # known: the common case
         rps = acct.rate_limit_rps
         self._check_account(call, pubkey, acct)
-        self._check_funds(call, pubkey, payload, rps)
+        if afford > 0 and self.meter.short_of(pubkey, afford):
+            self._headers(call, pubkey, rps)
+            error = insufficient_credits(afford, self.meter.remaining(pubkey), self.top_up(pubkey))
+            raise error if style is None else dataclasses.replace(error, style=style)
         now, wall = self.clock(), self.wall()  # one reading for the admission (refreshed after an await)
-        pending = self.limiter.ready(pubkey, len(payload.items), now, rps=rps, concurrency=acct.concurrency_limit)
+        pending = self.limiter.ready(pubkey, units, now, rps=rps, concurrency=acct.concurrency_limit, whole=whole)
         if pending is not None:  # the account's shard is asked for a slice (never with replica-local limits)
             await self.limits(call, pubkey, rps, pending)
             now, wall = self.clock(), self.wall()
@@ -87,16 +128,11 @@ class MeteringStage:
         if blocked is not None:
             self._headers(call, pubkey, rps)
             raise concurrency_limited(blocked)
-        try:
-            admitted: Admitted = []
-            rate = await self._admit(call, pubkey, rps, now, wall, admitted)
-            return await self._forward(call, next_handler, pubkey, rps, rate, admitted)
-        finally:
-            self.limiter.release(pubkey)
+        return Entered(pubkey, acct, rps, now, wall)
 
-    async def _prepare(self, pubkey: str, payload: RpcPayload) -> AccountState:
+    async def _prepare(self, pubkey: str, need: int) -> AccountState:
         try:
-            return await self.meter.prepare(pubkey, max((i.price for i in payload.items if i.pending), default=1))
+            return await self.meter.prepare(pubkey, need)
         except StoreUnavailable as exc:
             raise ledger_unavailable() from exc
 
@@ -107,14 +143,6 @@ class MeteringStage:
         if acct.suspended:  # seen at the replica's next lease: within seconds
             self._headers(call, pubkey, acct.rate_limit_rps)
             raise account_suspended()
-
-    def _check_funds(self, call: Call, pubkey: str, payload: RpcPayload, rps: int | None) -> None:
-        """402 before any shard exchange or node work when the meter knows (a fresh store answer) that
-        the account cannot pay even the cheapest pending item: an unfunded account costs no shared write."""
-        cheapest = min((item.price for item in payload.items if item.pending), default=0)
-        if cheapest > 0 and self.meter.short_of(pubkey, cheapest):
-            self._headers(call, pubkey, rps)
-            raise insufficient_credits(cheapest, self.meter.remaining(pubkey), self.top_up(pubkey))
 
     async def _admit(
         self, call: Call, pubkey: str, rps: int | None, now: float, wall: float, admitted: Admitted
@@ -254,10 +282,6 @@ class MeteringStage:
             self._headers(call, pubkey, rps)
             raise limits_unavailable() from exc
 
-    def check_account(self, call: Call, pubkey: str, acct: AccountState) -> None:
-        """402 without an account record, 403 when suspended (for endpoints that meter themselves)."""
-        self._check_account(call, pubkey, acct)
-
     def set_headers(self, call: Call, pubkey: str, rps: int | None, rate: Allowed | None = None) -> None:
         """The credit and rate headers, for endpoints that meter themselves (the bulk routes)."""
         self._headers(call, pubkey, rps, rate)
@@ -304,6 +328,11 @@ def _refunded(item: RpcItem) -> bool:
     if item.refund is None and response is not None and "error" not in response:
         return False
     return refund_reason(item) is not None
+
+
+def _dearest(payload: RpcPayload) -> int:
+    """The price of the dearest pending item: what a lease taken for this call should cover at least."""
+    return max((item.price for item in payload.items if item.pending), default=1)
 
 
 def _billed(item: RpcItem) -> bool:
