@@ -73,8 +73,10 @@ class BulkMetering:
         inside, :meth:`Reservation.complete` each item; on leaving, what is left is completed and the
         credit and rate headers are set (they count the refunds)."""
         stage = self.metering
-        need = max(1, sum(prices))
-        entered = await stage.enter(call, len(prices), sum(prices), lambda: need, whole=True, style=ReplyStyle.JSONRPC)
+        total = sum(prices)
+        entered = await stage.enter(
+            call, len(prices), total, lambda: max(1, total), whole=True, style=ReplyStyle.JSONRPC
+        )
         pubkey, rps, now, wall = entered.pubkey, entered.rps, entered.now, entered.wall
         try:
             rate = stage.limiter.take_many(pubkey, len(prices), now, wall, rps) if prices else None
