@@ -5,7 +5,7 @@ The deployment itself is :mod:`gateway.runtime.ingress`; ``gateway up`` deploys 
 
 from __future__ import annotations
 
-from gateway.config import load_settings
 from gateway.runtime.ingress import build_app
+from gateway.settings import load_settings
 
 app = build_app(load_settings())

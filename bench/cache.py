@@ -54,7 +54,7 @@ def serve(args: argparse.Namespace) -> None:
 
     from bench._proc import uvicorn_config
     from gateway.app import GatewayApp
-    from gateway.config import Settings
+    from gateway.settings import Settings
     from gateway.transports.http import build_http_app
 
     settings = Settings(

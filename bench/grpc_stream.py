@@ -199,7 +199,7 @@ def customer(st: Stores, secret: str) -> str:
 
     from bench.metered import fund_account
     from gateway.auth.services import AuthServices
-    from gateway.config import Settings
+    from gateway.settings import Settings
     from gateway.storage.connections import Connections
 
     pubkey = str(Keypair().pubkey())

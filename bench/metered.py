@@ -114,9 +114,9 @@ def wait_answering(url: str, timeout_s: float = 30.0) -> None:
 
 def fund_account(database_url: str, pubkey: str, usdc_base_units: int) -> None:
     """Credits through the ledger's deposit path (a benchmark has no chain to deposit on)."""
-    from gateway.config import Settings
     from gateway.core.credits import DepositCredit
     from gateway.credits.chain_reads import credit_policy
+    from gateway.settings import Settings
     from gateway.storage.deposits import credit_deposit_on
 
     async def run() -> None:
@@ -232,10 +232,10 @@ def run(
 
     from bench.unmetered import UNMETERED_PATH, paired_ingress
     from gateway.client import WalletSigner
-    from gateway.config import Settings
     from gateway.runtime.cluster import SERVE_APP_NAME
     from gateway.runtime.serve_runtime import processes_naming
     from gateway.runtime.stack import Stack
+    from gateway.settings import Settings
 
     upstream_proc, upstream_url = start_reference("bench.const_upstream")
     forwarder_proc, forwarder_url = start_reference("bench.forwarder", "--upstream", upstream_url)

@@ -36,7 +36,6 @@ from starlette.types import Message
 from bench.metered import fund_account
 from gateway.app import GatewayApp
 from gateway.client import WalletSigner
-from gateway.config import Settings
 from gateway.keys import service_key_addresses
 from gateway.limits.slices import LocalShards
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, compose, error_boundary
@@ -44,6 +43,7 @@ from gateway.pipeline_http import RPC_MAX_BODY_BYTES, RpcFirst, http_call, mount
 from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.runtime.replica_process import tune_gc
+from gateway.settings import Settings
 from gateway.storage.migrate import migrate_url
 from gateway.transports.deadline import BodyDeadline
 

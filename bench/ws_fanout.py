@@ -350,8 +350,8 @@ class Fanout:
 async def baseline(args: argparse.Namespace) -> None:
     from websockets.asyncio.server import serve
 
-    from gateway.config import Settings
     from gateway.runtime.replica_process import tune_gc
+    from gateway.settings import Settings
 
     tune_gc(Settings.model_fields["gc_young_threshold"].default)  # the gateway's GC setting: compare the code
     fanout = Fanout(args.upstream_ws)
@@ -367,9 +367,9 @@ def serve_gateway(args: argparse.Namespace) -> None:
     import uvicorn
 
     from gateway.app import GatewayApp
-    from gateway.config import Settings
     from gateway.pubsub.ws import UVICORN_WS_OPTIONS
     from gateway.runtime.replica_process import tune_gc
+    from gateway.settings import Settings
     from gateway.transports.http import build_http_app
 
     settings = Settings(

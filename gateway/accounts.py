@@ -9,20 +9,26 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.auth.services import AuthServices
-from gateway.config import Settings
+from gateway.auth.settings import AuthSettings
 from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
 from gateway.credits.recall import CreditRecall
+from gateway.credits.settings import CreditSettings
 from gateway.limits.rules import AccountLimits, Limiter
+from gateway.limits.settings import LimitSettings
 from gateway.limits.slices import ShardClient, SlicedLimiter
 from gateway.stopping import Step
 from gateway.storage.channels import CREDITED, RECALL, Channel
 from gateway.storage.connections import Connections
 
 
+class AccountSettings(AuthSettings, CreditSettings, LimitSettings):
+    """What :class:`AccountServices` reads: auth's, metering's and the limits' settings."""
+
+
 class AccountServices:
     """Args:
-    settings: the resolved settings.
+    settings: the resolved settings (auth, metering, limits).
     shards: the account-shard actors (``account_shards`` > 0): each account's rate and concurrency are
         then one whole shared by every process; None: each process enforces its share of them.
     sweeps_expiry: whether this process's meter sweeps expired credit batches (the replicas do; the
@@ -31,7 +37,7 @@ class AccountServices:
     """
 
     def __init__(
-        self, settings: Settings, shards: ShardClient | None, *, sweeps_expiry: bool, **auth_options: Any
+        self, settings: AccountSettings, shards: ShardClient | None, *, sweeps_expiry: bool, **auth_options: Any
     ) -> None:
         self.settings = settings
         self.conn = Connections()

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-from gateway.config import Settings
+from gateway.config import ServiceSettings
 from gateway.storage.connections import Connections
 from gateway.storage.errors import StoreUnavailable
 
@@ -69,7 +69,7 @@ class LoopThread:
 
 
 async def connect_when_up(
-    settings: Settings, stop: asyncio.Event, who: str, redis: bool, pool_size: int = 2
+    settings: ServiceSettings, stop: asyncio.Event, who: str, redis: bool, pool_size: int = 2
 ) -> Connections | None:
     """Open a small pool (and Redis when ``redis``), retrying while the database is not up yet;
     None when stopped first."""

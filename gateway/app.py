@@ -13,13 +13,13 @@ from typing import Any
 
 from solders.pubkey import Pubkey
 
-from gateway.accounts import AccountServices
+from gateway.accounts import AccountServices, AccountSettings
 from gateway.auth.authenticator import Only
 from gateway.auth.endpoints import AccountEndpoints
 from gateway.auth.stage import AuthStage
 from gateway.bulk.endpoints import BulkEndpoint, bulk_endpoints
 from gateway.bulk.metering import BulkMetering
-from gateway.config import DEFAULT_UPSTREAM, DEFAULT_UPSTREAM_WS, Settings
+from gateway.config import DEFAULT_UPSTREAM, DEFAULT_UPSTREAM_WS
 from gateway.core.client_address import TrustedProxies
 from gateway.core.errors import ProxyError, service_unavailable
 from gateway.core.methods import MethodClass, PriceTable, Registry
@@ -31,6 +31,7 @@ from gateway.entry import Entry
 from gateway.fees import methods as fee_methods
 from gateway.fees.method import PriorityFeeEstimate, SuggestPriorityFee
 from gateway.grpc.server import limits_of
+from gateway.grpc.settings import GrpcSettings
 from gateway.history import methods as history_methods
 from gateway.history.method import TransactionHistory
 from gateway.limits.addresses import IpLimits
@@ -43,14 +44,17 @@ from gateway.rpc import methods as rpc_methods
 from gateway.rpc.cache_store import SharedResponses
 from gateway.rpc.forward import Forwarder, LocalMethod, ParseStage
 from gateway.rpc.response_cache import ResponseCache
+from gateway.rpc.settings import RpcSettings
 from gateway.sending import methods as send_methods
 from gateway.sending.block_engine import BlockEngine
 from gateway.sending.racers import LocalRacers, Racers
 from gateway.sending.relay import BundleRelay, RelayRoute
 from gateway.sending.send_and_confirm import SendAndConfirm
 from gateway.sending.send_status import SendStatusMethod
+from gateway.sending.settings import SendingSettings
 from gateway.sending.smart_send import SmartSend
 from gateway.signals.feed import SignalFeed
+from gateway.signals.settings import SignalSettings
 from gateway.signals.store import SignalLog
 from gateway.stopping import Step, stop_in_steps
 from gateway.storage.connections import Connections, warn_unless_noeviction
@@ -58,10 +62,18 @@ from gateway.storage.seats import Seats
 from gateway.trades import methods as trade_methods
 from gateway.trades.builders import ExecuteSell, ExecuteSnipe
 from gateway.trades.fees import TradeFees
+from gateway.trades.settings import TradeSettings
 from gateway.trades.sol_usd import CachedRate, ConfiguredRate, PoolRate, RateSource
 from gateway.webhooks.management import WebhookEndpoints
+from gateway.webhooks.settings import WebhookSettings
 from gateway.x402.paid import PaidCalls
 from gateway.x402.settle import X402Settle
+
+
+class AppSettings(
+    AccountSettings, GrpcSettings, RpcSettings, SendingSettings, SignalSettings, TradeSettings, WebhookSettings
+):
+    """What a replica reads: the settings of every feature it serves (the gRPC stream's limits for /pricing)."""
 
 
 def method_registry(handlers: Mapping[str, LocalMethod] | None = None) -> Registry[LocalMethod]:
@@ -86,7 +98,11 @@ class GatewayApp:
     """
 
     def __init__(
-        self, settings: Settings, racers: Racers | None = None, shards: ShardClient | None = None, **auth_options: Any
+        self,
+        settings: AppSettings,
+        racers: Racers | None = None,
+        shards: ShardClient | None = None,
+        **auth_options: Any,
     ) -> None:
         self.settings = settings
         self.started_at = time.time()

@@ -13,10 +13,11 @@ from typing import Any
 import uvicorn
 
 from gateway.app import GatewayApp
-from gateway.config import DEFAULT_IP_LIMITS, Settings
 from gateway.keys import ServiceKeyAddresses, service_key_addresses
+from gateway.limits.settings import DEFAULT_IP_LIMITS
 from gateway.pubsub.ws import UVICORN_WS_OPTIONS
 from gateway.runtime.ports import free_port
+from gateway.settings import Settings
 from gateway.stopping import await_chain
 from gateway.transports.http import build_http_app
 

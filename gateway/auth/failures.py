@@ -16,10 +16,10 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from gateway.config import IpLimit
 from gateway.core.client_address import TrustedProxies, client_address
 from gateway.core.errors import ProxyError, address_rate_limited
 from gateway.limits.rules import KeyedBuckets
+from gateway.limits.settings import IpLimit
 from gateway.pipeline import Call, Wire
 
 #: Blocked addresses remembered at once; past it the lapsed ones are forgotten.

@@ -27,6 +27,7 @@ from gateway.auth.failures import FailedAuths
 from gateway.auth.key_secret import SECRET_FILE, load_or_create_secret
 from gateway.auth.payment_terms import PaymentTerms
 from gateway.auth.revocations import RECHECK_S, Credential, Revocations
+from gateway.auth.settings import AuthSettings
 from gateway.auth.store.accounts import AccountStore, ApiKeyRows
 from gateway.auth.store.nonces import NonceStore
 from gateway.auth.store.service_keys import compare_cluster_keys
@@ -39,7 +40,6 @@ from gateway.auth.strategies import (
     TokenStrategy,
     WalletStrategy,
 )
-from gateway.config import Settings
 from gateway.core.client_address import TrustedProxies
 from gateway.core.credentials import Credentials, bearer_token
 from gateway.core.identity import Identity
@@ -66,7 +66,7 @@ class AuthServices:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: AuthSettings,
         *,
         api_key_secret: bytes | None = None,
         on_api_key_rotated: RotationHook | None = None,

@@ -36,8 +36,8 @@ from spl.token.instructions import (
 from spl.token.models import MintToCheckedParams, TransferCheckedParams
 
 from gateway.client import AuthFailed, GatewayClient, PaymentRequired, WalletSigner, api_key_path, dev_wallet_path
-from gateway.config import Settings
 from gateway.keys import load_keypair, load_or_create_keypair
+from gateway.settings import Settings
 
 USDC_DECIMALS = 6
 AIRDROP_LAMPORTS = 2_000_000_000

@@ -22,7 +22,8 @@ warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set", category
 
 from gateway.cli.ops import register as register_operator_commands  # noqa: E402
 from gateway.cli.status import status  # noqa: E402
-from gateway.config import DEVNODE, ConfigError, Settings, load_settings  # noqa: E402
+from gateway.config import DEVNODE, ConfigError  # noqa: E402
+from gateway.settings import Settings, load_settings  # noqa: E402
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Credit-metered Solana RPC gateway.")
 console = Console(stderr=True, soft_wrap=True)

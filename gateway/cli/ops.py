@@ -24,7 +24,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from gateway.cli.stores import StoreNotFound, announce_limits, announce_status, default_operator, pool
-from gateway.config import ConfigError, Settings, load_settings
+from gateway.config import ConfigError
+from gateway.settings import Settings, load_settings
 from gateway.storage import operator as ops
 from gateway.storage.errors import StoreUnavailable
 

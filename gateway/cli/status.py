@@ -26,8 +26,8 @@ from rich.table import Table
 
 from gateway.cli.ops import ConfigOption, load
 from gateway.cli.stores import StoreNotFound, database_url, node_url, redis_url
-from gateway.config import Settings
 from gateway.runtime.inspect import RAY_ADDRESS_FILE, ray_report, recorded_ray_address
+from gateway.settings import Settings
 from gateway.signals.store import SignalLog
 from gateway.storage.operator import queue_figures
 

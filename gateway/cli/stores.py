@@ -12,8 +12,8 @@ import asyncpg
 import redis.asyncio as aioredis
 
 from gateway.auth.revocations import resumption_message, suspension_message
-from gateway.config import Settings
 from gateway.runtime.inspect import embedded_database_url, embedded_redis_url
+from gateway.settings import Settings
 from gateway.storage.channels import RECALL, REVOKED_KEYS, Channel
 
 

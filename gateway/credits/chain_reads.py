@@ -9,9 +9,9 @@ from typing import Any
 
 from solders.pubkey import Pubkey
 
-from gateway.config import Settings
 from gateway.core.credits import CreditPolicy, DepositCredit
 from gateway.core.deposits import DepositTransfer, deposit_token_account
+from gateway.credits.settings import CreditSettings
 from gateway.keys import DEPOSIT_SETTING, DEPOSIT_WALLET, configured_address
 from gateway.node.http import ChainError, Upstream, rpc_call
 
@@ -60,7 +60,7 @@ def deposit_credits(signature: str, slot: int | None, transfers: Sequence[Deposi
     ]
 
 
-def credit_policy(settings: Settings) -> CreditPolicy:
+def credit_policy(settings: CreditSettings) -> CreditPolicy:
     return CreditPolicy(
         credits_per_usdc=settings.credits_per_usdc,
         credit_expiry_seconds=settings.credit_expiry_seconds,
@@ -68,7 +68,7 @@ def credit_policy(settings: Settings) -> CreditPolicy:
     )
 
 
-def deposit_ata_for(settings: Settings) -> Pubkey:
+def deposit_ata_for(settings: CreditSettings) -> Pubkey:
     """The deposit wallet's USDC token account: the wallet is ``deposit_address``, which ``gateway up``
     hands every process it starts; without it :class:`~gateway.config.ConfigError` naming the setting
     (a serving process never creates a key: gateway/keys.py).

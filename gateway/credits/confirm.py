@@ -9,7 +9,6 @@ from typing import Any
 import orjson
 from solders.signature import Signature
 
-from gateway.config import Settings
 from gateway.core.credits import CreditPolicy, DepositCredit, DepositOutcome, EventHook, no_events
 from gateway.core.deposits import scan_deposits
 from gateway.core.errors import backend_unavailable, invalid_request, service_unavailable
@@ -21,6 +20,7 @@ from gateway.credits.chain_reads import (
     deposit_credits,
     get_finalized_transaction,
 )
+from gateway.credits.settings import CreditSettings
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.pipeline import Call, Reply, json_reply
 from gateway.storage.connections import Pool
@@ -170,7 +170,7 @@ class DepositServices:
     @classmethod
     def from_settings(
         cls,
-        settings: Settings,
+        settings: CreditSettings,
         upstream: Upstream,
         get_pool: Callable[[], Pool | None],
         events: EventHook = no_events,

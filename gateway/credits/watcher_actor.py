@@ -13,10 +13,10 @@ import logging
 from typing import Any
 
 from gateway.actor_loop import LoopThread, connect_when_up
-from gateway.config import Settings
 from gateway.credits.chain_reads import credit_policy, deposit_ata_for
 from gateway.credits.fee_payer import fee_payer_gauge
 from gateway.credits.notices import CreditNotices
+from gateway.credits.settings import CreditSettings
 from gateway.credits.watcher import DepositWatcher
 from gateway.node.http import HttpUpstream
 from gateway.storage.channels import CREDITED, Channel
@@ -30,7 +30,7 @@ class DepositWatcherActor:
     """Builds the pool and upstream from settings and runs ``DepositWatcher.run`` until stopped."""
 
     def __init__(self, settings: dict[str, Any], interval_s: float = DEFAULT_INTERVAL_S) -> None:
-        self.settings = Settings.model_validate(settings)
+        self.settings = CreditSettings.model_validate(settings)
         if not self.settings.database_url or not self.settings.upstream_rpc_url:
             raise ValueError("the deposit watcher needs resolved database_url and upstream_rpc_url settings")
         self.interval_s = interval_s

@@ -19,12 +19,12 @@ from typing import Any
 
 import grpc
 
-from gateway.accounts import AccountServices
-from gateway.config import Settings
+from gateway.accounts import AccountServices, AccountSettings
 from gateway.grpc.budget import FilterBudget
 from gateway.grpc.replay import ReplayLog
 from gateway.grpc.rules import StreamLimits, account_share
 from gateway.grpc.service import GeyserGateway, ServiceDeps
+from gateway.grpc.settings import GrpcSettings
 from gateway.limits.slices import ShardClient
 from gateway.node.geyser import MAX_MESSAGE_BYTES, UpstreamGeyser
 from gateway.stopping import stop_in_steps
@@ -37,7 +37,11 @@ log = logging.getLogger(__name__)
 STOP_GRACE_S = 1.0
 
 
-def limits_of(settings: Settings) -> StreamLimits:
+class StreamServerSettings(AccountSettings, GrpcSettings):
+    """What a gRPC stream server reads: the stream's settings and what knowing and billing callers needs."""
+
+
+def limits_of(settings: GrpcSettings) -> StreamLimits:
     return StreamLimits(
         max_streams_per_account=settings.grpc_max_streams_per_account,
         max_streams_per_address=settings.grpc_max_streams_per_address,
@@ -50,14 +54,14 @@ def limits_of(settings: Settings) -> StreamLimits:
     )
 
 
-def replay_log_of(settings: Settings) -> ReplayLog | None:
+def replay_log_of(settings: GrpcSettings) -> ReplayLog | None:
     """The process's replay log (``grpc_replay_*``; none when ``grpc_replay_slots`` is 0)."""
     if settings.grpc_replay_slots == 0:
         return None
     return ReplayLog(settings.grpc_replay_slots, settings.grpc_replay_max_bytes, settings.grpc_replay_max_updates)
 
 
-def tune_gc(settings: Settings) -> None:
+def tune_gc(settings: GrpcSettings) -> None:
     """The replicas' garbage-collector setting (``gc_young_threshold``, docs/performance.md) for the process
     a server runs in: a stream's updates are short-lived allocations like a replica's requests."""
     if settings.gc_young_threshold > 0:
@@ -92,7 +96,7 @@ class GrpcStreamServer:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: StreamServerSettings,
         *,
         reuse_port: bool = False,
         port: int | None = None,

@@ -15,8 +15,7 @@ import threading
 from typing import Any
 
 from gateway.actor_loop import LoopThread
-from gateway.config import Settings
-from gateway.grpc.server import GrpcStreamServer, tune_gc
+from gateway.grpc.server import GrpcStreamServer, StreamServerSettings, tune_gc
 from gateway.limits.slices import ShardClient
 
 log = logging.getLogger(__name__)
@@ -26,7 +25,7 @@ class GrpcStreamActor:
     """Builds the server from settings, serves until shut down; ``wait_ready`` says once it listens."""
 
     def __init__(self, settings: dict[str, Any], name: str = "grpc-stream", shards: ShardClient | None = None) -> None:
-        self.settings = Settings.model_validate(settings)
+        self.settings = StreamServerSettings.model_validate(settings)
         if not self.settings.database_url or not self.settings.upstream_grpc_url:
             raise ValueError("the gRPC stream needs resolved database_url and upstream_grpc_url settings")
         self.name = name

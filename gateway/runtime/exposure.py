@@ -17,9 +17,10 @@ from pathlib import Path
 
 import psutil
 
-from gateway.config import Settings
+from gateway.settings import (
+    Settings,  #: Under the data dir: ``<HAProxy files dir>\n<pid of gateway up>\n`` (gateway.runtime.serve_runtime).
+)
 
-#: Under the data dir: ``<HAProxy files dir>\n<pid of gateway up>\n`` (gateway.runtime.serve_runtime).
 STARTER_RECORD = "haproxy.files"
 
 

@@ -14,7 +14,6 @@ from ray.serve.schema import LoggingConfig
 from starlette.types import ASGIApp
 
 from gateway.app import GatewayApp
-from gateway.config import Settings
 from gateway.core.errors import ConfigError
 from gateway.pubsub.ws import UVICORN_WS_OPTIONS
 from gateway.runtime.actors import start_account_shards
@@ -24,6 +23,7 @@ from gateway.runtime.metrics import install_ray_metrics
 from gateway.runtime.racers import RayRacers
 from gateway.runtime.replica_process import tune_gc
 from gateway.runtime.shards import RayShards
+from gateway.settings import Settings
 from gateway.transports.http import build_http_app
 
 

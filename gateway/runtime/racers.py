@@ -15,11 +15,11 @@ from typing import Any
 import ray
 from ray.exceptions import RayError
 
-from gateway.config import Settings
 from gateway.core.transactions import WireTx
 from gateway.runtime.cluster import NAMESPACE, send_racer_names
 from gateway.sending.race import RaceResult
 from gateway.sending.racers import LocalRacers, RaceLost
+from gateway.settings import Settings
 
 log = logging.getLogger(__name__)
 

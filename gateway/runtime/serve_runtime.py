@@ -23,7 +23,6 @@ from typing import Any
 
 import psutil
 
-from gateway.config import Settings
 from gateway.runtime.cluster import (
     SERVE_APP_NAME,
     SERVE_STOP_S,
@@ -37,6 +36,7 @@ from gateway.runtime.haproxy_edge import BINARY_ENV, TIMEOUT_ENV
 from gateway.runtime.leftovers import left_behind, record, stop_processes
 from gateway.runtime.ports import free_port
 from gateway.runtime.private_files import secure_ray_token
+from gateway.settings import Settings
 from gateway.transports.ray_edge import CALLBACK_IMPORT_PATH, EDGE_SECRET_ENV
 
 #: Under the data dir: this stack's HAProxy files directory, the marker of its HAProxy processes.

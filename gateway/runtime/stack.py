@@ -18,7 +18,7 @@ from typing import Any
 
 from gateway.auth.key_secret import SECRET_FILE, load_or_create_secret
 from gateway.auth.store.service_keys import record_cluster_keys_at
-from gateway.config import DEVNODE, Settings
+from gateway.config import DEVNODE
 from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, ensure_service_keys
 from gateway.runtime.actors import (
     service_actor_names,
@@ -39,6 +39,7 @@ from gateway.runtime.exposure import network_refusals
 from gateway.runtime.inspect import forget_ray_address, record_ray_address
 from gateway.runtime.private_files import secure_home
 from gateway.runtime.serve_runtime import ServeRuntime, stop_left_haproxy
+from gateway.settings import Settings
 from gateway.storage.migrate import migrate_url
 from gateway.webhooks.targets import allow_private, receivers_report
 from gateway.x402.devnode_settlement import prepare_sponsored_settlement

@@ -12,15 +12,15 @@ from typing import Any
 
 import orjson
 
-from gateway.config import Settings
 from gateway.node.http import ChainError, HttpUpstream, rpc_call
+from gateway.sending.settings import SendingSettings
 
 TIMEOUT_S = 10.0
 
 
 class BlockEngine:
     @classmethod
-    def from_settings(cls, settings: Settings) -> BlockEngine | None:
+    def from_settings(cls, settings: SendingSettings) -> BlockEngine | None:
         """The configured block engine, or None: no bundle methods, no relay leg."""
         return cls(settings.block_engine_url, settings.tip_floor_url) if settings.block_engine_url else None
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.config import Settings
 from gateway.core.transactions import decode_transaction
 from gateway.sending.racers import LocalRacers
+from gateway.sending.settings import SendingSettings
 
 
 class SendRacerActor:
     def __init__(self, settings: dict[str, Any]) -> None:
-        self.settings = Settings.model_validate(settings)
+        self.settings = SendingSettings.model_validate(settings)
         self.racers: LocalRacers | None = None  # built on the actor's event loop, at the first race
         self.races = 0
 

@@ -22,10 +22,11 @@ import logging
 from typing import Any
 
 from gateway.actor_loop import LoopThread, connect_when_up
-from gateway.config import Settings
 from gateway.credits.retention import SettledRetention
+from gateway.credits.settings import CreditSettings
 from gateway.node.http import HttpUpstream
 from gateway.sending.reconcile import UNPROVEN_RELEASE_S, reconcile
+from gateway.sending.settings import SendingSettings
 from gateway.storage import sends
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
@@ -35,6 +36,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 2.0
 DEFAULT_MIN_AGE_S = 20.0  # a race gives up after 30 slots (12 s at 400 ms): leave it that and more
+
+
+class ReconcilerSettings(SendingSettings, CreditSettings):
+    """What the reconciler reads: sending's settings, and how long usage rows are kept (it deletes both)."""
 
 
 class SendReconciler:
@@ -80,7 +85,7 @@ class SendReconcilerActor:
     def __init__(
         self, settings: dict[str, Any], interval_s: float = DEFAULT_INTERVAL_S, min_age_s: float = DEFAULT_MIN_AGE_S
     ) -> None:
-        self.settings = Settings.model_validate(settings)
+        self.settings = ReconcilerSettings.model_validate(settings)
         if not self.settings.database_url or not self.settings.upstream_rpc_url:
             raise ValueError("the send reconciler needs resolved database_url and upstream_rpc_url settings")
         self.interval_s = interval_s

@@ -15,17 +15,17 @@ import logging
 from typing import Any
 
 from gateway.actor_loop import LoopThread
-from gateway.config import Settings
 from gateway.node.http import HttpUpstream
 from gateway.signals.classifier import SignalClassifier
 from gateway.signals.rules import SignalRules
+from gateway.signals.settings import SignalSettings
 from gateway.signals.store import SignalLog
 from gateway.storage.connections import Connections
 
 log = logging.getLogger(__name__)
 
 
-def rules_of(settings: Settings) -> SignalRules:
+def rules_of(settings: SignalSettings) -> SignalRules:
     return SignalRules(
         programs=frozenset(settings.signal_programs),
         large_swap_lamports=settings.signal_large_swap_lamports,
@@ -37,7 +37,7 @@ class SignalClassifierActor:
     """Builds the Redis client and upstream from settings and runs ``SignalClassifier.run`` until stopped."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
-        self.settings = Settings.model_validate(settings)
+        self.settings = SignalSettings.model_validate(settings)
         if not self.settings.redis_url or not self.settings.upstream_rpc_url:
             raise ValueError("the signal classifier needs resolved redis_url and upstream_rpc_url settings")
         self.classifier: SignalClassifier | None = None

@@ -17,9 +17,9 @@ import secrets
 from typing import Any
 
 from gateway.actor_loop import LoopThread, connect_when_up
-from gateway.config import Settings
 from gateway.webhooks.dispatcher import DispatchConfig, Dispatcher, RetryPolicy, fixed_delays
 from gateway.webhooks.rules import retry_delay_s
+from gateway.webhooks.settings import WebhookSettings
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 POOL_SIZE = 4
 
 
-def dispatch_config(settings: Settings) -> DispatchConfig:
+def dispatch_config(settings: WebhookSettings) -> DispatchConfig:
     return DispatchConfig(
         concurrency=settings.webhook_concurrency,
         per_webhook=settings.webhook_per_subscription,
@@ -51,7 +51,7 @@ class WebhookDispatcherActor:
     def __init__(
         self, settings: dict[str, Any], name: str = "webhook-dispatcher-0", retry_delays: list[float] | None = None
     ) -> None:
-        self.settings = Settings.model_validate(settings)
+        self.settings = WebhookSettings.model_validate(settings)
         if not self.settings.database_url:
             raise ValueError("the webhook dispatcher needs a resolved database_url setting")
         self.name = name

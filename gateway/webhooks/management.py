@@ -24,7 +24,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gateway.auth.account_views import iso8601
-from gateway.config import Settings
 from gateway.core.errors import ProxyError, ReplyStyle, address_rate_limited, invalid_request, not_found
 from gateway.credits.errors import account_suspended, insufficient_credits
 from gateway.pipeline import Call, Reply, json_reply
@@ -32,6 +31,7 @@ from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
 from gateway.webhooks import store as webhooks
 from gateway.webhooks.rules import MAX_WEBHOOKS_PER_ACCOUNT, MIN_BALANCE_TO_CREATE, event_id, new_secret
+from gateway.webhooks.settings import WebhookSettings
 from gateway.webhooks.store import DeliveryCounts, LastDelivery, Refusal, Refused, WebhookView
 from gateway.webhooks.validation import parse_creation, parse_empty
 
@@ -40,9 +40,9 @@ PATH = "/webhooks"
 MAX_ID = 2**63 - 1
 NO_DELIVERIES = DeliveryCounts(pending=0, delivered=0, dead=0)
 #: Addresses an account's watches may follow when no setting says (the setting's default).
-DEFAULT_MAX_WATCHED = Settings.model_fields["webhook_watched_addresses_per_account"].default
+DEFAULT_MAX_WATCHED = WebhookSettings.model_fields["webhook_watched_addresses_per_account"].default
 #: Replays and resumes one account may make a minute when no setting says (the setting's default).
-DEFAULT_ACTIONS_PER_MINUTE = Settings.model_fields["webhook_actions_per_minute"].default
+DEFAULT_ACTIONS_PER_MINUTE = WebhookSettings.model_fields["webhook_actions_per_minute"].default
 TopUp = Callable[[str | None], Mapping[str, Any]]
 
 
@@ -70,7 +70,9 @@ class WebhookEndpoints:
         self.actions_per_minute = actions_per_minute
 
     @classmethod
-    def from_settings(cls, pool: Callable[[], Pool | None], settings: Settings, top_up: TopUp) -> WebhookEndpoints:
+    def from_settings(
+        cls, pool: Callable[[], Pool | None], settings: WebhookSettings, top_up: TopUp
+    ) -> WebhookEndpoints:
         max_watched = settings.webhook_watched_addresses_per_account
         actions = settings.webhook_actions_per_minute
         return cls(

@@ -28,14 +28,14 @@ from aiohappyeyeballs import AddrInfoType
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
-from gateway.config import Settings
 from gateway.webhooks.rules import forbidden_address
+from gateway.webhooks.settings import WebhookSettings
 from gateway.webhooks.validation import LOCAL_RECEIVERS
 
 SETTING = "webhook_allow_private"
 
 
-def allow_private(settings: Settings) -> bool:
+def allow_private(settings: WebhookSettings) -> bool:
     """Whether the gateway ``settings`` describe accepts local receivers (``http://``, loopback and
     private hosts): ``webhook_allow_private`` as set (environment, TOML file or argument), either way;
     unset, on exactly when there is no ``upstream_rpc_url``, so ``gateway up`` starts the embedded
@@ -46,7 +46,7 @@ def allow_private(settings: Settings) -> bool:
     return settings.upstream_rpc_url is None
 
 
-def receivers_report(settings: Settings) -> str:
+def receivers_report(settings: WebhookSettings) -> str:
     """``gateway up``'s line about which receivers webhooks may post to (``settings`` as configured)."""
     explicit = SETTING in settings.model_fields_set
     if allow_private(settings):

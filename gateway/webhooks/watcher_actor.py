@@ -14,22 +14,27 @@ import logging
 from typing import Any
 
 from gateway.actor_loop import LoopThread, connect_when_up
-from gateway.config import Settings
 from gateway.node.http import HttpUpstream
 from gateway.node.pubsub import UpstreamPubSub
+from gateway.signals.settings import SignalSettings
 from gateway.signals.store import SignalLog
 from gateway.webhooks.backlog import backlog_gauges
 from gateway.webhooks.retention import JobRetention
+from gateway.webhooks.settings import WebhookSettings
 from gateway.webhooks.sources import SignalWebhooks, TransactionWatches
 
 log = logging.getLogger(__name__)
+
+
+class WatcherSettings(WebhookSettings, SignalSettings):
+    """What the watcher reads: webhooks' settings, and how far back the signal log it follows reaches."""
 
 
 class WebhookWatcherActor:
     """Builds the pool, Redis, the node's RPC and PubSub from settings and runs both sources until stopped."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
-        self.settings = Settings.model_validate(settings)
+        self.settings = WatcherSettings.model_validate(settings)
         if not self.settings.database_url or not self.settings.upstream_rpc_url:
             raise ValueError("the webhook watcher needs resolved database_url and upstream_rpc_url settings")
         self.watches: TransactionWatches | None = None

@@ -35,7 +35,7 @@ from solders.transaction import VersionedTransaction
 
 from gateway.auth.account_views import usdc_amount
 from gateway.auth.payment_terms import MINIMUM_DEPOSIT_BASE_UNITS, caip2_network
-from gateway.config import Settings
+from gateway.config import ServiceSettings
 from gateway.core.deposits import deposit_token_account
 from gateway.core.errors import ProxyError, service_unavailable
 from gateway.core.transactions import WireTx
@@ -140,7 +140,7 @@ class X402Settle:
     @classmethod
     def from_settings(
         cls,
-        settings: Settings,
+        settings: ServiceSettings,
         keys: ServiceKeys,
         upstream: Upstream,
         get_pool: Callable[[], Pool | None],

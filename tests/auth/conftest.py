@@ -12,7 +12,7 @@ import pytest
 
 from gateway.auth.api_keys import ApiKeyRotated
 from gateway.client import WalletSigner
-from gateway.config import Settings
+from gateway.settings import Settings
 from tests.auth.helpers import create_account
 from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway, service_key_settings
 

@@ -11,8 +11,8 @@ import pytest
 
 from devnode.node import Devnode
 from gateway.auth.api_keys import generate_api_key
-from gateway.config import Settings
 from gateway.grpc.server import GrpcStreamServer
+from gateway.settings import Settings
 from tests.grpc.conftest import GeyserClient, geyser
 from tests.support import TEST_IP_LIMITS, service_key_settings
 

@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 
 from gateway.client import WalletSigner
-from gateway.config import Settings
+from gateway.settings import Settings
 from tests.auth.helpers import RPC_BODY, create_account, create_api_key, request
 from tests.grpc.client import eventually
 from tests.support import RunningGateway, serve_gateway

@@ -18,8 +18,9 @@ from solders.keypair import Keypair
 
 from gateway.app import GatewayApp
 from gateway.auth.store.service_keys import record_cluster_keys
-from gateway.config import ConfigError, Settings
+from gateway.config import ConfigError
 from gateway.keys import FEE_PAYER, ensure_service_keys
+from gateway.settings import Settings
 from tests.auth.helpers import RPC_BODY, request
 from tests.support import RunningGateway, serve_gateway
 

@@ -14,7 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.client import WalletSigner
-from gateway.config import Settings
+from gateway.settings import Settings
 from tests.auth.helpers import RPC_BODY, create_account, create_api_key, open_session, request
 from tests.support import RunningGateway, serve_gateway
 

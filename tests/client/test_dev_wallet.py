@@ -9,7 +9,7 @@ import pytest
 
 from gateway.cli.fund import DEFAULT_USDC, to_deposit, usdc_base_units
 from gateway.client import api_key_path, dev_api_key, dev_wallet_path, gateway_home, require_dev_api_key
-from gateway.config import Settings
+from gateway.settings import Settings
 
 
 @pytest.fixture(autouse=True)

@@ -32,8 +32,8 @@ from gateway.client import __version__ as client_version
 from gateway.client import signals as client_signals
 from gateway.client.errors import error_from_close
 from gateway.client.signals import Backoff, SeenEvents, websocket_url
-from gateway.config import Settings
 from gateway.runtime.ports import free_port
+from gateway.settings import Settings
 from gateway.signals.rules import KINDS, PUMP, PUMP_AMM, WSOL
 from gateway.signals.store import SignalLog
 from tests.client.conftest import COMPUTE_BUDGET

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from pathlib import Path
 
 import pytest
 
-from gateway.config import ConfigError, load_settings
+import gateway
+from gateway.config import ConfigError, ServiceSettings
+from gateway.settings import Settings, load_settings
+from gateway.webhooks.settings import WebhookSettings
 
 
 def test_defaults_are_the_embedded_service(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -115,3 +120,42 @@ def test_ingress_autoscaling_is_checked(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         load_settings(ingress_autoscaling=autoscaling, **others)
+
+
+def feature_models() -> list[type[ServiceSettings]]:
+    """Every settings model a feature declares (``gateway/<feature>/settings.py``), found by walking the package."""
+    models: list[type[ServiceSettings]] = []
+    for info in pkgutil.walk_packages(gateway.__path__, "gateway."):
+        if info.name.endswith(".settings") and info.name != "gateway.settings":
+            module = importlib.import_module(info.name)
+            models += [
+                value
+                for value in vars(module).values()
+                if isinstance(value, type) and issubclass(value, ServiceSettings) and value.__module__ == info.name
+            ]
+    return models
+
+
+def test_the_root_composes_every_features_settings() -> None:
+    # A feature model left out of the composition would leave its GATEWAY_* variables unread.
+    models = feature_models()
+    assert len(models) >= 9
+    assert [m.__name__ for m in models if not issubclass(Settings, m)] == []
+    declared = {name for m in [ServiceSettings, *models] for name in m.model_fields}
+    assert declared - set(Settings.model_fields) == set()
+
+
+def test_each_part_validates_its_own_model_from_the_whole_settings() -> None:
+    # Actors are sent Settings.model_dump and validate only their feature's model from it: the other
+    # features' fields are ignored there, and the feature's own values and checks hold.
+    whole = load_settings(webhook_concurrency=7, signal_poll_s=0.5, send_racers=3, lease_ttl_s=40)
+    sent = whole.model_dump(mode="json")
+    for model in feature_models():
+        own = model.model_validate(sent)
+        assert {name: getattr(own, name) for name in model.model_fields} == {
+            name: getattr(whole, name) for name in model.model_fields
+        }, model.__name__
+    with pytest.raises(ValueError, match="webhook_lease_s"):
+        WebhookSettings.model_validate({**sent, "webhook_lease_s": 5})
+    with pytest.raises(ConfigError, match="Extra inputs"):
+        load_settings(no_such_setting=1)  # the root still refuses what no model declares

@@ -17,7 +17,6 @@ import pytest
 from gateway.app import method_registry
 from gateway.auth.services import AuthServices
 from gateway.auth.stage import AuthStage
-from gateway.config import Settings
 from gateway.core.credentials import Credentials
 from gateway.core.errors import ProxyError, ReplyStyle
 from gateway.core.identity import Identity
@@ -29,6 +28,7 @@ from gateway.limits.rules import Limiter
 from gateway.node.http import UpstreamUnavailable
 from gateway.pipeline import Call, Handler, Reply, Wire, compose, error_boundary
 from gateway.rpc.forward import Forwarder, ParseStage
+from gateway.settings import Settings
 from gateway.storage.connections import Connections
 from gateway.storage.ledger import balance
 from tests.credits.helpers import ScriptedNode, fund, new_pubkey

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from gateway.app import GatewayApp, method_registry
-from gateway.config import Settings
 from gateway.core.errors import RpcError, invalid_params
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import MethodClass, MethodSpec, PriceTable, Registry
@@ -19,6 +18,7 @@ from gateway.pipeline import Call
 from gateway.public import pricing_document
 from gateway.rpc import methods as node_methods
 from gateway.rpc.planning import plan_item
+from gateway.settings import Settings
 from tests.support import service_key_settings
 
 PRICES = PriceTable.default()

@@ -38,7 +38,6 @@ from spl.token.instructions import (
 from spl.token.models import InitializeMint2Params, MintToCheckedParams, TransferCheckedParams, TransferParams
 
 from devnode.node import Devnode
-from gateway.config import Settings
 from gateway.core.credits import CreditPolicy
 from gateway.core.deposits import REASON_FAILED, REASON_NO_TRANSFER, deposit_token_account
 from gateway.core.errors import ProxyError
@@ -46,6 +45,7 @@ from gateway.credits.chain_reads import NOT_FINALIZED
 from gateway.credits.confirm import confirm_deposit
 from gateway.credits.watcher import DepositWatcher
 from gateway.node.http import HttpUpstream
+from gateway.settings import Settings
 from tests.chain import (
     USDC_MINT,
     airdrop,

@@ -10,9 +10,9 @@ import asyncpg
 import orjson
 
 from gateway.app import GatewayApp
-from gateway.config import Settings
 from gateway.pipeline import ReplyStyle
 from gateway.pipeline_http import http_call
+from gateway.settings import Settings
 from tests.credits.helpers import fund, new_pubkey
 from tests.support import service_key_settings
 

@@ -30,10 +30,10 @@ from grpc_tools import protoc
 from solders.keypair import Keypair
 
 from devnode.node import Devnode
-from gateway.config import Settings
 from gateway.core.credits import CreditPolicy, DepositCredit
 from gateway.grpc.server import GrpcStreamServer
 from gateway.limits.slices import ShardClient
+from gateway.settings import Settings
 from gateway.storage.deposits import credit_deposit_on
 from tests.support import TEST_IP_LIMITS, service_key_settings
 

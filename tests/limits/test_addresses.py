@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from gateway.client import WalletSigner
-from gateway.config import Settings
+from gateway.settings import Settings
 from tests.auth.helpers import request, signed
 from tests.support import RunningGateway, serve_gateway, service_key_settings
 

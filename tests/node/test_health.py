@@ -13,8 +13,8 @@ import aiohttp
 import asyncpg
 
 from gateway.client import WalletSigner
-from gateway.config import Settings
 from gateway.runtime.ports import free_port
+from gateway.settings import Settings
 from tests.auth.helpers import create_account, create_api_key
 from tests.support import serve_gateway, service_key_settings
 

@@ -19,8 +19,8 @@ import pytest
 from aiohttp import web
 
 from gateway.client import BackendUnavailable, GatewayClient, WalletSigner
-from gateway.config import Settings
 from gateway.runtime.ports import free_port
+from gateway.settings import Settings
 from tests.auth.helpers import RPC_BODY, create_account, create_api_key, request
 from tests.credits.helpers import signed_tx
 from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway, service_key_settings

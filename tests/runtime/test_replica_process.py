@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.config import Settings
 from gateway.runtime.replica_process import tune_gc
+from gateway.settings import Settings
 
 
 @pytest.fixture

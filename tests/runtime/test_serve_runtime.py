@@ -12,7 +12,6 @@ import time
 import psutil
 import pytest
 
-from gateway.config import Settings
 from gateway.runtime.ports import free_port
 from gateway.runtime.serve_runtime import (
     ServeRuntime,
@@ -22,6 +21,7 @@ from gateway.runtime.serve_runtime import (
     ray_address_unreachable,
     stop_processes_naming,
 )
+from gateway.settings import Settings
 
 
 def test_processes_naming_finds_and_stops_a_process_by_its_command_line() -> None:

@@ -18,7 +18,7 @@ from aiohttp import web
 from solders.keypair import Keypair
 
 from gateway.client import WalletSigner
-from gateway.config import Settings
+from gateway.settings import Settings
 from tests.auth.helpers import create_account, create_api_key
 from tests.chain import airdrop
 from tests.node.test_upstream_failures import Relay

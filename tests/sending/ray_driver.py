@@ -15,11 +15,11 @@ import ray
 import uvicorn
 
 from gateway.app import GatewayApp
-from gateway.config import Settings
 from gateway.runtime.actors import start_send_racers, stop_send_racers
 from gateway.runtime.cluster import NAMESPACE, send_racer_names
 from gateway.runtime.ports import free_port
 from gateway.runtime.racers import RayRacers
+from gateway.settings import Settings
 from gateway.transports.http import build_http_app
 
 

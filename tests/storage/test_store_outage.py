@@ -20,8 +20,8 @@ from solders.keypair import Keypair
 
 from devnode.node import Devnode
 from gateway.client import WalletSigner
-from gateway.config import Settings
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
+from gateway.settings import Settings
 from gateway.storage.migrate import migrate_url
 from tests.auth.helpers import RPC_BODY, Answer, create_api_key, open_session, request, signed
 from tests.chain import airdrop, mint_usdc, read_keypair, transfer_usdc, wait_confirmed

@@ -10,8 +10,8 @@ import pytest
 from starlette.types import Message, Receive, Scope, Send
 
 from gateway.app import GatewayApp
-from gateway.config import Settings
 from gateway.core.client_address import TrustedProxies
+from gateway.settings import Settings
 from gateway.transports.access_log import LOGGER, AccessLog, with_access_log
 from gateway.transports.deadline import BodyDeadline
 from gateway.transports.http import build_http_app

@@ -28,7 +28,7 @@ from solders.system_program import TransferParams, transfer
 from solders.transaction import Transaction
 
 from gateway.client import WalletSigner
-from gateway.config import Settings
+from gateway.settings import Settings
 from tests.auth.helpers import create_account, create_api_key
 from tests.support import TEST_IP_LIMITS, serve_gateway, service_key_settings
 

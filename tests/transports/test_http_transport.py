@@ -17,8 +17,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from gateway.client import WalletSigner
-from gateway.config import Settings
 from gateway.pipeline_http import RPC_MAX_BODY_BYTES, route_path
+from gateway.settings import Settings
 from tests.auth.helpers import create_account, create_api_key
 from tests.support import RunningGateway, serve_gateway, service_key_settings
 

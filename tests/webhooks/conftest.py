@@ -18,7 +18,7 @@ from aiohttp import web
 
 from devnode.node import Devnode
 from gateway.client import WalletSigner
-from gateway.config import Settings
+from gateway.settings import Settings
 from tests.auth.helpers import Answer, create_api_key, request
 from tests.credits.helpers import fund
 from tests.databases import drop_database, fresh_database

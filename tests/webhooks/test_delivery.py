@@ -17,8 +17,8 @@ import asyncpg
 import orjson
 import pytest
 
-from gateway.config import Settings
 from gateway.runtime.ports import free_port
+from gateway.settings import Settings
 from gateway.webhooks import jobs as delivery_jobs
 from gateway.webhooks import store as webhooks
 from gateway.webhooks import targets

@@ -12,8 +12,8 @@ import pytest
 
 from gateway.app import GatewayApp
 from gateway.client.webhooks import verify_webhook, webhook_signature
-from gateway.config import Settings, load_settings
 from gateway.public import capabilities_document
+from gateway.settings import Settings, load_settings
 from gateway.webhooks import targets
 from gateway.webhooks.rules import signature
 from gateway.webhooks.validation import url_problem

@@ -34,7 +34,6 @@ from spl.token.instructions import create_idempotent_associated_token_account
 from devnode.node import Devnode
 from gateway.auth.api_keys import ApiKeyStore
 from gateway.auth.store.accounts import ApiKeyRows
-from gateway.config import Settings
 from gateway.core.credits import CreditPolicy, DepositCredit, UsageRecord
 from gateway.core.subscriptions import SIGNAL_EVENT_CREDITS
 from gateway.core.webhook_events import iso8601
@@ -42,6 +41,7 @@ from gateway.credits.confirm import confirm_deposit
 from gateway.credits.watcher import DepositWatcher
 from gateway.node.http import HttpUpstream
 from gateway.node.pubsub import UpstreamPubSub
+from gateway.settings import Settings
 from gateway.signals.rules import SignalEvent
 from gateway.signals.store import SignalLog
 from gateway.storage import sends
