@@ -11,8 +11,9 @@ the limit by at most R - 1 per second. Buckets are soft state: a restart refills
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import NamedTuple, Protocol
 
 
@@ -20,6 +21,11 @@ class Allowed(NamedTuple):  # a tuple: built on every admitted item, and cheaper
     limit: int  # the account's requests-per-second limit (all replicas)
     remaining: int  # units left in this replica's bucket
     reset_at: int  # unix seconds at which this replica's bucket is full again
+
+
+#: An :class:`Allowed` from a tuple of its fields: ``tuple.__new__`` costs half of the named tuple's own
+#: constructor (a Python-level ``__new__``), and the limiters build one for every admitted item.
+allowed: Callable[[tuple[int, int, int]], Allowed] = partial(tuple.__new__, Allowed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,8 +204,8 @@ class Limiter:
     @staticmethod
     def _allowed(acct: _Account, wall: float) -> Allowed:
         bucket = acct.bucket
-        return Allowed(
-            acct.limit, max(0, int(bucket.tokens)), math.ceil(wall + (bucket.burst - bucket.tokens) / bucket.rate)
+        return allowed(
+            (acct.limit, max(0, int(bucket.tokens)), math.ceil(wall + (bucket.burst - bucket.tokens) / bucket.rate))
         )
 
     def ready(

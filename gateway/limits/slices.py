@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gateway import metrics
-from gateway.limits.rules import Allowed, ConcurrencyLimited, RateLimited, Taken
+from gateway.limits.rules import Allowed, ConcurrencyLimited, RateLimited, Taken, allowed
 from gateway.limits.shards import SLICE_TTL_S, ShardBook, SliceGrant, SliceRequest, shard_of
 from gateway.stopping import cancel_and_wait
 
@@ -87,6 +87,7 @@ class _Slice:
     shard: int
     rps: int
     concurrency: int
+    size: int = 0  # rate units a slice holds (:func:`slice_size` of ``rps``): set with ``rps``, read on every take
     epoch: str = ""
     lease: int = 0
     tokens: int = 0  # spendable rate units
@@ -106,12 +107,17 @@ class _Slice:
     demand: int = 0  # units of the calls waiting for an exchange
     task: asyncio.Task[None] | None = None
 
-    def size(self) -> int:
-        return max(1, math.ceil(self.rps * SLICE_S))
+    def __post_init__(self) -> None:
+        self.size = slice_size(self.rps)
 
     def step(self) -> int:
         """Slots asked for beyond those in use when the replica runs out."""
         return 1 + self.concurrency // 16
+
+
+def slice_size(rps: int) -> int:
+    """A slice: ``SLICE_S`` of the account's rate, at least one unit."""
+    return max(1, math.ceil(rps * SLICE_S))
 
 
 class SlicedLimiter:
@@ -175,8 +181,8 @@ class SlicedLimiter:
         s.tokens -= 1
         s.spent += 1
         s.used_at = now
-        if s.tokens <= s.size() // 2 and s.task is None and now >= s.tokens_at:
-            self._start(pubkey, s, max(s.size(), s.demand), False, now)  # prefetch at the low-water mark
+        if s.tokens <= s.size // 2 and s.task is None and now >= s.tokens_at:
+            self._start(pubkey, s, max(s.size, s.demand), False, now)  # prefetch at the low-water mark
         return self._allowed(s, wall)
 
     def take_each(self, pubkey: str, units: int, now: float, wall: float, rps: int | None = None) -> Taken:
@@ -188,10 +194,10 @@ class SlicedLimiter:
         granted = 0 if s is None or now >= s.deadline else max(0, min(units, s.tokens))
         if granted:
             assert s is not None
-            first = max(1, s.tokens - s.size() // 2)  # the unit after which take would start the prefetch
+            first = max(1, s.tokens - s.size // 2)  # the unit after which take would start the prefetch
             if first <= granted and s.task is None and now >= s.tokens_at:
                 self._spend(s, first, now)
-                self._start(pubkey, s, max(s.size(), s.demand), False, now)
+                self._start(pubkey, s, max(s.size, s.demand), False, now)
                 self._spend(s, granted - first, now)
             else:
                 self._spend(s, granted, now)
@@ -225,7 +231,7 @@ class SlicedLimiter:
     @staticmethod
     def _allowed(s: _Slice, wall: float) -> Allowed:
         remaining = max(0, s.tokens + s.remaining)
-        return Allowed(s.rps, remaining, math.ceil(wall + max(0, s.rps - remaining) / s.rps))
+        return allowed((s.rps, remaining, math.ceil(wall + max(0, s.rps - remaining) / s.rps)))
 
     def _limited(self, s: _Slice | None, rps: int | None, now: float, wall: float) -> RateLimited:
         limit = rps or self.default_rps
@@ -254,7 +260,7 @@ class SlicedLimiter:
                 own, lease = s.task is None, (s.epoch, s.lease)
                 if own:
                     short = (s.tokens < units or now >= s.deadline) and now >= s.tokens_at
-                    want = (units if whole else max(s.demand - s.tokens, s.size())) if short else 0
+                    want = (units if whole else max(s.demand - s.tokens, s.size)) if short else 0
                     slot = (s.active >= s.cap and now >= s.slots_at) or now >= s.deadline
                     if self._start(pubkey, s, want, whole, now, slot=slot) is None:
                         raise ShardUnavailable(f"account shard {s.shard} is unavailable")
@@ -285,7 +291,9 @@ class SlicedLimiter:
         if s is None:
             s = self._accounts[pubkey] = _Slice(shard_of(pubkey, self.client.shards), limit, slots)
             self._start_ticker()
-        s.rps, s.concurrency = limit, slots  # an override that changed reaches the shard with this exchange
+        if s.rps != limit:  # an override that changed reaches the shard with this exchange
+            s.rps, s.size = limit, slice_size(limit)
+        s.concurrency = slots
         return s
 
     def _start(
