@@ -159,8 +159,11 @@ async def error_boundary(call: Call, next_handler: Handler) -> Reply:
         reply = render_proxy_error(call, internal_error())
     else:
         headers = reply.headers
-        for name, value in call.response_headers.items():
-            headers.setdefault(name, value)
+        if not headers:  # the common reply: one C call copies the stages' (a metered call's five)
+            headers.update(call.response_headers)
+        else:  # the reply's own headers win
+            for name, value in call.response_headers.items():
+                headers.setdefault(name, value)
     reply.headers[REQUEST_ID_HEADER] = call.request_id
     metrics.call_done(call.wire, call.payload, reply.status, started)
     return reply

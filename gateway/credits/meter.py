@@ -553,7 +553,10 @@ class Meter:
             lease.tallies = {}
         if lease.sent is None and lease.records:
             lease.seq += 1
-            lease.sent, lease.records = lease.records[: self.flush_chunk], lease.records[self.flush_chunk :]
+            if len(lease.records) <= self.flush_chunk:  # the common flush: the list itself, not a copy of it
+                lease.sent, lease.records = lease.records, []
+            else:
+                lease.sent, lease.records = lease.records[: self.flush_chunk], lease.records[self.flush_chunk :]
         records = lease.sent or []
         release = lease.closing and (lease.inflight == 0 or final) and not lease.records
         shrink = lease.spent if lease.closing and not release and lease.granted > lease.spent else None

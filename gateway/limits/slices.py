@@ -230,8 +230,12 @@ class SlicedLimiter:
 
     @staticmethod
     def _allowed(s: _Slice, wall: float) -> Allowed:
-        remaining = max(0, s.tokens + s.remaining)
-        return allowed((s.rps, remaining, math.ceil(wall + max(0, s.rps - remaining) / s.rps)))
+        # comparisons, not max(): this runs for every admitted item
+        remaining = s.tokens + s.remaining
+        if remaining < 0:
+            remaining = 0
+        missing = s.rps - remaining  # units until the bucket is full again
+        return allowed((s.rps, remaining, math.ceil(wall + missing / s.rps) if missing > 0 else math.ceil(wall)))
 
     def _limited(self, s: _Slice | None, rps: int | None, now: float, wall: float) -> RateLimited:
         limit = rps or self.default_rps
