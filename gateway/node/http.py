@@ -1,24 +1,24 @@
 """The one seam to the Solana node: ``Upstream.post(body, timeout)`` and a health monitor.
 
-aiohttp with one shared session per replica: httpx was several times slower here (bench/README.md).
-Transport failures are mapped at this boundary to :class:`UpstreamUnavailable` / :class:`UpstreamTimeout`,
-so no aiohttp exception travels further in.
+Requests go over :mod:`gateway.node.wire` (kept-alive HTTP/1.1 connections, one pool per node URL):
+aiohttp cost three times its CPU a call, and httpx more (bench/README.md). Transport failures are
+mapped at this boundary to :class:`UpstreamUnavailable` / :class:`UpstreamTimeout`, so no transport
+exception travels further in.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import aiohttp
 import orjson
 
 from gateway import metrics
+from gateway.node.wire import AnswerTooLarge, WireError, WirePool
 from gateway.stopping import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -130,12 +130,6 @@ def _chain_error(doc: dict[str, Any], method: str) -> ChainError | None:
     return ChainError(code if isinstance(code, int) else None, str(message or error), data, method)
 
 
-@functools.lru_cache(maxsize=64)
-def _timeout(total_s: float) -> aiohttp.ClientTimeout:
-    """One ``ClientTimeout`` (frozen) per distinct timeout, not one built per call."""
-    return aiohttp.ClientTimeout(total=total_s)
-
-
 @dataclass
 class NodeStatus:
     """What the last health probe of one node found."""
@@ -162,18 +156,16 @@ class HttpUpstream:
         self.max_answer_bytes = max_answer_bytes
         self.fallback_url = fallback_url
         self._connections = connections
-        self._session: aiohttp.ClientSession | None = None
+        self._pools: dict[str, WirePool] = {}
         self.primary = NodeStatus()
         self.fallback = NodeStatus()
         self.use_fallback = False
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self._connections, ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(
-                connector=connector, headers={"Content-Type": "application/json"}, skip_auto_headers=("User-Agent",)
-            )
-        return self._session
+    def _pool(self, url: str) -> WirePool:
+        pool = self._pools.get(url)
+        if pool is None:
+            pool = self._pools[url] = WirePool(url, connections=self._connections, limit=self.max_answer_bytes)
+        return pool
 
     @property
     def finalized_slot(self) -> int | None:
@@ -191,57 +183,34 @@ class HttpUpstream:
 
     async def get(self, timeout_s: float) -> bytes:
         """``GET`` the URL itself (a REST document of the same service), errors mapped as for ``post``."""
-        try:
-            async with self._client().get(self.active_url, timeout=_timeout(timeout_s)) as resp:
-                payload = await self._read(resp)
-                if resp.status != 200:
-                    raise UpstreamUnavailable(f"answered HTTP {resp.status}", sent=True)
-                return payload
-        except TimeoutError as exc:
-            raise UpstreamTimeout(f"no answer within {timeout_s:g} s") from exc
-        except aiohttp.ClientConnectorError as exc:
-            raise UpstreamUnavailable("could not connect", sent=False) from exc
-        except aiohttp.ClientError as exc:
-            log.warning("GET failed: %r", exc)
-            raise UpstreamUnavailable("the connection failed", sent=True) from exc
+        status, payload = await self._request(self.active_url, "GET", None, timeout_s)
+        if status != 200:
+            raise UpstreamUnavailable(f"answered HTTP {status}", sent=True)
+        return payload
 
     async def _post_to(self, url: str, body: bytes, timeout_s: float) -> bytes:
+        status, payload = await self._request(url, "POST", body, timeout_s)
+        if status != 200 and not payload.startswith((b"{", b"[")):
+            raise UpstreamUnavailable(f"the node answered HTTP {status}", sent=True)
+        return payload
+
+    async def _request(self, url: str, method: str, body: bytes | None, timeout_s: float) -> tuple[int, bytes]:
+        """The answer's status and body, never more than ``max_answer_bytes`` of it read."""
         try:
-            async with self._client().post(url, data=body, timeout=_timeout(timeout_s)) as resp:
-                payload = await self._read(resp)
-                if resp.status != 200 and not payload.startswith((b"{", b"[")):
-                    raise UpstreamUnavailable(f"the node answered HTTP {resp.status}", sent=True)
-                return payload
+            return await self._pool(url).request(method, body, timeout_s)
         except TimeoutError as exc:
             raise UpstreamTimeout(f"no answer within {timeout_s:g} s") from exc
-        except aiohttp.ClientConnectorError as exc:  # no connection was made: nothing was sent
-            log.warning("cannot connect to the node: %s", exc)
-            raise UpstreamUnavailable("could not connect to the node", sent=False) from exc
-        except aiohttp.ClientError as exc:  # details (host, port, URL) go to the log, not to callers
-            log.warning("node request failed: %r", exc)
+        except AnswerTooLarge as exc:
+            raise UpstreamTooLarge(self.max_answer_bytes) from exc
+        except WireError as exc:  # details go to the log, not to callers (they would name the node)
+            log.warning("node request failed: %s", exc)
+            if not exc.sent:
+                raise UpstreamUnavailable("could not connect to the node", sent=False) from exc
             raise UpstreamUnavailable("the connection to the node failed", sent=True) from exc
 
-    async def _read(self, resp: aiohttp.ClientResponse) -> bytes:
-        """The answer's body (decompressed), never more than ``max_answer_bytes`` of it in memory: past
-        them, :class:`UpstreamTooLarge` and the connection is dropped with the rest unread."""
-        limit = self.max_answer_bytes
-        chunks: list[bytes] = []
-        size = 0
-        if resp.content_length is None or resp.content_length <= limit:
-            read = resp.content.readany  # what iter_any() awaits, without its iterator per answer
-            while chunk := await read():
-                size += len(chunk)
-                if size > limit:
-                    break
-                chunks.append(chunk)
-            else:
-                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        resp.close()  # the connection goes, with what is unread: it is never reused
-        raise UpstreamTooLarge(limit)
-
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        for pool in self._pools.values():
+            await pool.close()
 
     async def probe(self, timeout_s: float = 2.0) -> None:
         """Refresh both nodes' status and choose which one serves traffic."""
