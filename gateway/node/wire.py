@@ -170,6 +170,8 @@ class Connection(asyncio.Protocol):
         if self.timer is not None:
             self.timer.cancel()
         self.answer, self.timer, self.chunks, self.size, self.framed = None, None, [], 0, False
+        # A fresh parser per answer: the old one would still report the last answer's status, and an
+        # answer cut before its headers would be taken for a whole one delimited by the connection's end.
         self.parser = httptools.HttpResponseParser(self)
 
 
