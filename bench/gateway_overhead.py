@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ import aiohttp
 from bench._proc import LOOPBACK, process_cpu_s, require_loopback_url, spawn_server
 from bench.forwarder import DEFAULT_CONNECTOR_LIMIT
 from bench.loadgen import DEFAULT_BODY, DEFAULT_HEADERS, Headers, LoadResult, run_load
+from bench.node_cpu import NodeCpu
 from bench.report import Row, print_report
 from gateway.runtime.ports import free_port
 
@@ -108,12 +110,14 @@ async def measure(
     cpu_pids: Mapping[str, Sequence[int]] | None = None,
     pause_s: float = 0.5,
     log: Callable[[str], None] | None = print,
+    node_cpu: bool = False,
 ) -> list[Row]:
     """Load every target at every connection count, one after the other; rows in that order.
 
     Each measurement is a warm-up run (`warmup_s`, discarded) then the measured run. Where
     `cpu_pids[name]` is given, the CPU those processes used during the measured run, divided by
-    the requests served, is stored in `LoadResult.server_cpu_ms_per_req`.
+    the requests served, is stored in `LoadResult.server_cpu_ms_per_req`; with `node_cpu`, every
+    process's on the machine, by role, in `LoadResult.node_cpu_us_per_req` (bench/node_cpu.py).
     """
     for url in targets.values():
         require_loopback_url(url)
@@ -123,12 +127,17 @@ async def measure(
             if warmup_s > 0:
                 await run_load(url, body, headers, conns, warmup_s, max_requests, 0.0, backend=backend)
             pids = list((cpu_pids or {}).get(name, ()))
+            node = NodeCpu() if node_cpu else None
+            if node is not None:
+                node.start()
             cpu_before = process_cpu_s(pids)
             result: LoadResult = await run_load(
                 url, body, headers, conns, duration_s, max_requests, 0.0, backend=backend
             )
             if pids and result.count:
                 result.server_cpu_ms_per_req = (process_cpu_s(pids) - cpu_before) / result.count * 1e3
+            if node is not None:
+                result.node_cpu_us_per_req = node.per_request(result.count, exclude={os.getpid()})
             rows.append(Row(name, result))
             if log is not None:
                 errors = f" errors={result.errors}" if result.errors else ""

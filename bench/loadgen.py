@@ -75,6 +75,7 @@ class LoadResult:
     client_cpu_s: float = 0.0  # CPU used by the client over the measured window (wrk: whole run)
     client_cpu_ms_per_req: float = 0.0
     server_cpu_ms_per_req: float | None = None  # filled in by callers that know the server's pids
+    node_cpu_us_per_req: dict[str, float] | None = None  # by process role (bench/node_cpu.py), when asked
 
     @property
     def error_count(self) -> int:

@@ -62,9 +62,9 @@ import asyncpg
 import orjson
 import psutil
 
-from bench._proc import process_cpu_s
 from bench.gateway_overhead import measure
 from bench.loadgen import BACKENDS, DEFAULT_BODY, DEFAULT_HEADERS, Headers
+from bench.node_cpu import format_node
 from bench.report import Row, format_ratios, format_table, ratio
 from bench.stats import median_interval, quartiles
 from gateway.keys import service_key_addresses
@@ -193,6 +193,8 @@ def run_target(
             **options,
         )
     )
+    if row.result.node_cpu_us_per_req is not None:
+        print(f"    CPU per request: {format_node(row.result.node_cpu_us_per_req)}", flush=True)
     if isinstance(headers, Presigned) and headers.live > live:
         print(f"  {name}: {headers.live - live} requests past the {Presigned.PER_S:,}/s signed ahead", flush=True)
     return row
@@ -306,16 +308,10 @@ def run(
             if round_no > 0:
                 new_replica(round_no)
             order = targets if round_no % 2 == 0 else targets[::-1]  # and reversed every other round
-            haproxy = haproxy_pids(os.environ.get("RAY_SERVE_HAPROXY_CONFIG_FILE_LOC", ""))  # a reload is a new one
             print(f"round {round_no + 1} of {rounds}: {', '.join(name for name, *_ in order)}", flush=True)
             for conns in connections:
                 for target in order:
-                    edge_before = process_cpu_s(haproxy)
-                    row = run_target(target, conns, duration_s, client, cpu_pids)
-                    if haproxy and target[0] in EDGE_SHOWN and row.result.count:
-                        edge_us = (process_cpu_s(haproxy) - edge_before) / row.result.count * 1e6
-                        print(f"  HAProxy CPU per request, {target[0]} @{conns}: {edge_us:.0f} µs", flush=True)
-                    rows.append(row)
+                    rows.append(run_target(target, conns, duration_s, client, cpu_pids, node_cpu=True))
             share = pairs // rounds + (1 if round_no < pairs % rounds else 0)
             if share:
                 print(f"{share} short pairs: serve-unmetered, metered-apikey", flush=True)
@@ -323,7 +319,7 @@ def run(
         print(f"{batch[0]}: {rounds} runs", flush=True)
         for rows in by_round:
             for conns in connections:
-                rows.append(run_target(batch, conns, duration_s, client, cpu_pids))
+                rows.append(run_target(batch, conns, duration_s, client, cpu_pids, node_cpu=True))
         return by_round, paired
     finally:
         stack.stop()
@@ -352,24 +348,6 @@ def profile_replica(
         print(f"\n{name}: {row.result.rps:,.0f} req/s, replica {us or 0:.0f} µs CPU per request ({output})")
         if output.exists():
             print(replica_profile.summarize(output, us))
-
-
-#: Targets behind HAProxy whose HAProxy CPU per request is printed (it shares the replica's cores).
-EDGE_SHOWN = ("serve-unmetered", "metered-apikey")
-
-
-def haproxy_pids(config: str) -> list[int]:
-    """This stack's HAProxy processes (their configuration is a copy gateway-haproxy wrote under the
-    directory of ``config``, the stack's own)."""
-    if not config:
-        return []
-    files = str(Path(config).parent) + "/"
-    pids = []
-    for process in psutil.process_iter(["name", "cmdline"]):
-        cmdline = process.info.get("cmdline") or []
-        if "haproxy" in (process.info.get("name") or "") and any(arg.startswith(files) for arg in cmdline):
-            pids.append(process.pid)
-    return pids
 
 
 RATIOS = [
@@ -484,9 +462,9 @@ def main(argv: list[str] | None = None) -> None:
         if pair_cpu:
             median_cpu = statistics.median(pair_cpu)
             print(f"replica CPU added by metering in the short pairs: median {median_cpu:+.0f} µs/call")
-    batch = [r.result for r in rows if r.name == "metered-batch100"]
+    batch = [r.result for r in median_of(by_round) if r.name == "metered-batch100"]
     for result in batch:
-        print(f"batch of 100 at {result.connections} conn: {result.rps * 100:,.0f} metered calls/s")
+        print(f"batch of 100 at {result.connections} conn, median round: {result.rps * 100:,.0f} metered calls/s")
 
 
 if __name__ == "__main__":
