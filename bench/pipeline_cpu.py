@@ -1,19 +1,26 @@
 """CPU per call of the gateway's pipelines in one process: what auth and metering add, without HTTP or Ray.
 
-    python -m bench.pipeline_cpu [--calls 20000] [--rounds 5] [--ray-metrics] [--sliced] [--replica-gc]
+    python -m bench.pipeline_cpu [--calls 20000] [--rounds 5] [--ray-metrics] [--sliced] [--replica-gc] [--cold]
                                  [--profile NAME [--sort cumulative]]
 
 At 64 connections a replica is CPU-bound, so its throughput is set by CPU per call; this measures that
 part of it alone. Each pipeline ends in the real forwarder, whose node answers at once without a
 network, and uses the gateway's own stores (leases, API-key cache, nonces) on a real embedded
 PostgreSQL and Redis. The ``asgi-`` rows add the HTTP transport (ASGI messages → Call → response, as
-``gateway.transports.http`` serves JSON-RPC) without a socket. Rounds alternate the pipelines and each
-keeps its best round; ``--profile NAME`` prints a cProfile of one instead. ``--sliced``: the limits
+``gateway.transports.http`` serves JSON-RPC) without a socket. Rounds alternate the pipelines; each
+figure is the median of its rounds. ``--profile NAME`` prints a cProfile of one instead. ``--sliced``: the limits
 are slices of in-process account shards (gateway/limits/slices.py) instead of the replica's own.
 ``--replica-gc``: the garbage collector as in an ingress replica (the start-up heap frozen, as Serve
 freezes it, and the young generation's threshold ``gc_young_threshold``); without it, Python's defaults
 walk this process's whole start-up heap every few hundred batches, and a round's figure depends on
 whether one such pass fell in it.
+
+``--cold``: the CPU caches are overwritten before each call (``COLD_BYTES`` written, one byte a cache
+line), and each call is timed alone. Calls back to back find their code and objects in the caches; in a
+replica each call's run through the pipeline is interleaved with uvicorn's, Serve's, Ray's and the
+kernel's, and finds them cold. Cold, the same code costs 2.5-3.5 times as much (docs/performance.md,
+"Where the replica's time goes"): what a pipeline costs in a replica follows how much code and data it
+touches, not only how many instructions it runs warm.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from statistics import median
 
 from starlette.applications import Starlette
 from starlette.types import Message
@@ -103,22 +111,47 @@ def over_asgi(handler: Handler) -> Handler:
     return handle
 
 
+#: Bytes written between calls with ``--cold``: more than this machine's L2 and its share of L3.
+COLD_BYTES = 32 * 1024 * 1024
+_LINE = 64
+
+
+class Evictor:
+    """Overwrites the CPU caches: one byte written in every cache line of a buffer larger than they are."""
+
+    def __init__(self, size: int = COLD_BYTES) -> None:
+        self._buffer = bytearray(size)
+        self._line = bytes(len(range(0, size, _LINE)))
+
+    def __call__(self) -> None:
+        self._buffer[::_LINE] = self._line
+
+
 async def per_call_us(
-    handler: Handler, make_call: Callable[[], Call], calls: int, flush: Callable[[], Awaitable[None]]
+    handler: Handler,
+    make_call: Callable[[], Call],
+    calls: int,
+    flush: Callable[[], Awaitable[None]],
+    evict: Callable[[], None] | None = None,
 ) -> float:
     """CPU µs per call, the flush of their usage records included; the calls are built before the clock
-    starts (signing is the client's cost)."""
+    starts (signing is the client's cost). With ``evict``, it runs before each call, outside the clock."""
     for _ in range(200):  # warm: leases taken, caches filled
         await handler(make_call())
     await flush()
     prepared = [make_call() for _ in range(calls)]
-    start = time.process_time()
+    spent = 0
+    start = time.process_time_ns()
     for call in prepared:
+        if evict is not None:
+            spent += time.process_time_ns() - start
+            evict()
+            start = time.process_time_ns()
         reply = await handler(call)
     await flush()  # writing the calls' usage to PostgreSQL is part of their cost
-    elapsed = time.process_time() - start
+    spent += time.process_time_ns() - start
     assert reply.status == 200, reply.body
-    return elapsed / calls * 1e6
+    return spent / calls / 1e3
 
 
 async def build(
@@ -165,6 +198,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sliced", action="store_true", help="limits from in-process account shards")
     parser.add_argument("--ray-metrics", action="store_true", help="record metrics to a local Ray, as replicas do")
     parser.add_argument("--replica-gc", action="store_true", help="the garbage collector tuned as in a replica")
+    parser.add_argument("--cold", action="store_true", help="the CPU caches overwritten before each call")
     args = parser.parse_args(argv)
     if args.ray_metrics:
         with_ray_metrics()
@@ -184,6 +218,7 @@ def main(argv: list[str] | None = None) -> None:
                 args.sort,
                 args.sliced,
                 args.replica_gc,
+                args.cold,
             )
         )
         if figures:
@@ -204,8 +239,9 @@ async def measure(
     sort: str,
     sliced: bool = False,
     replica_gc: bool = False,
+    cold: bool = False,
 ) -> dict[str, float]:
-    """Each pipeline's best round, in CPU µs per call (per request of 100 items for the batch); nothing
+    """Each pipeline's median round, in CPU µs per call (per request of 100 items for the batch); nothing
     with ``profile``, which prints its cProfile instead."""
     gw, key, signer = await build(home, database_url, redis_url, sliced)
     thresholds = gc.get_threshold()
@@ -214,7 +250,7 @@ async def measure(
         gc.freeze()
         tune_gc(gw.settings.gc_young_threshold)
     try:
-        return await compare(gw, key, signer, calls, rounds, profile, sort)
+        return await compare(gw, key, signer, calls, rounds, profile, sort, Evictor() if cold else None)
     finally:
         if replica_gc:
             gc.unfreeze()
@@ -223,7 +259,14 @@ async def measure(
 
 
 async def compare(
-    gw: GatewayApp, key: str, signer: WalletSigner, calls: int, rounds: int, profile: str | None, sort: str
+    gw: GatewayApp,
+    key: str,
+    signer: WalletSigner,
+    calls: int,
+    rounds: int,
+    profile: str | None,
+    sort: str,
+    evict: Callable[[], None] | None = None,
 ) -> dict[str, float]:
     unmetered = compose([error_boundary, ParseStage(gw.methods, gw.prices)], Forwarder(ConstantNode()))
     metered = compose([error_boundary, *gw.rpc_stages()], Forwarder(ConstantNode()))
@@ -259,23 +302,22 @@ async def compare(
         profiler.disable()
         pstats.Stats(profiler).sort_stats(sort).print_stats(40)
         return {}
-    best: dict[str, float] = {}
+    by_round: dict[str, list[float]] = {name: [] for name in targets}
     for _ in range(rounds):
         for name, (handler, make_call) in targets.items():
             n = max(calls // 50, 20) if name == "metered-batch100" else calls  # a batch is ~50 calls' CPU
-            us = await per_call_us(handler, make_call, n, gw.meter.flush)
-            best[name] = min(best.get(name, us), us)
-    return best
+            by_round[name].append(await per_call_us(handler, make_call, n, gw.meter.flush, evict))
+    return {name: median(figures) for name, figures in by_round.items()}
 
 
-def format_figures(best: dict[str, float]) -> str:
+def format_figures(figures: dict[str, float]) -> str:
     lines = []
-    for name, us in best.items():
+    for name, us in figures.items():
         if name == "metered-batch100":
             per_item = f"{us / BATCH:6.2f} µs/item  ({BATCH * 1e6 / us:,.0f} items/s of CPU)"
             lines.append(f"{name:<20} {us:8.1f} µs/request  {per_item}")
             continue
-        base = best["asgi-unmetered" if name.startswith("asgi-") else "unmetered"]
+        base = figures["asgi-unmetered" if name.startswith("asgi-") else "unmetered"]
         lines.append(f"{name:<20} {us:8.1f} µs/call   added {us - base:+7.1f} µs")
     return "\n".join(lines)
 

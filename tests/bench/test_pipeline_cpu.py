@@ -12,11 +12,12 @@ from bench import pipeline_cpu
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("cold", [False, True], ids=["warm", "cold"])
 async def test_pipeline_cpu_runs_and_prints_its_figures(
-    database_url: str, redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    database_url: str, redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], cold: bool
 ) -> None:
     figures = await pipeline_cpu.measure(
-        tmp_path, database_url, redis_url, calls=400, rounds=1, profile=None, sort="tottime"
+        tmp_path, database_url, redis_url, calls=400, rounds=1, profile=None, sort="tottime", cold=cold
     )
     assert set(figures) == {
         "unmetered",
@@ -28,5 +29,6 @@ async def test_pipeline_cpu_runs_and_prints_its_figures(
     }
     assert all(us > 0 for us in figures.values()), figures
     with capsys.disabled():  # printed in make test's output, not captured
-        print("\nbench.pipeline_cpu (in process, CPU per call, 400 calls; no timing asserted):")
+        caches = "the CPU caches overwritten before each call" if cold else "calls back to back"
+        print(f"\nbench.pipeline_cpu (in process, CPU per call, 400 calls, {caches}; no timing asserted):")
         print(pipeline_cpu.format_figures(figures))
