@@ -3,7 +3,8 @@
 A saturated replica shares the machine's cores with HAProxy, the upstream, PostgreSQL and Ray's own
 processes, so what they spend per request is CPU the replica did not get. Ray's metrics agent is its
 own role: in Ray 2.60 it turns each histogram observation of every process on the node back into one
-Python record (docs/performance.md, "Ray's metrics agent"), tens of µs per Serve request. The load
+Python record (bench/README.md, "Where the replica's and the machine's time goes"), tens of µs per
+Serve request. The load
 generator (wrk) is not in these sums: its CPU is the run's client column.
 """
 
