@@ -94,6 +94,10 @@ def _declare(
         raise ValueError(f"metric {name} declared twice")
     if (kind is Kind.COUNTER) != name.endswith("_total"):
         raise ValueError(f"{name}: counters, and only counters, end in _total")
+    if name.endswith(("_bucket_total", "_sum_total", "_count_total")):  # ops/prometheus.yml's histogram rule
+        raise ValueError(f"{name}: the scrape config would take it for a histogram's series")
+    if "le" in labels:
+        raise ValueError(f"{name}: le is the bucket label of a histogram's series")
     zero = tuple(zero)
     if any(len(series) != len(labels) for series in zero):
         raise ValueError(f"{name}: a zero series must name each of {labels}")

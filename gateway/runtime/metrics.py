@@ -1,17 +1,25 @@
-"""The Ray backend of :mod:`gateway.metrics`: each declared metric becomes a ``ray.util.metrics`` one,
+"""The Ray backend of :mod:`gateway.metrics`: each declared metric becomes ``ray.util.metrics`` ones,
 which Ray's metrics agent on the process's node exports beside Ray's and Serve's own metrics.
 
 Installed in every process ``gateway up`` starts: each ingress replica (``ingress.py``) and each actor
 (``actors.py``), when it is built. Ray prefixes its metrics' names with ``ray_``; the scrape config of
 docs/operations.md (``ops/prometheus.yml``) renames ``ray_gateway_*`` back to ``gateway_*``.
+
+A histogram is not handed to Ray as a Ray histogram. Ray 2.60's metrics agent records a histogram's
+bucket counts again one observation at a time, in Python (about 10 µs of the node's CPU each: two a
+call, bench/README.md "Where the replica's and the machine's time goes"), and the process's own record
+costs 2-5 µs an observation. Here its buckets are counted in the process and handed to Ray as three
+counters, which are Prometheus's own series of a histogram: ``<name>_bucket`` (cumulative, with an
+``le`` label), ``<name>_sum`` and ``<name>_count``, one record a series a flush whatever the call rate.
+Ray's exporter adds ``_total`` to a counter's name; the scrape config takes it off again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import logging
-import math
 import threading
 import time
 from typing import Any
@@ -24,44 +32,45 @@ log = logging.getLogger(__name__)
 
 #: How often each process hands what it recorded to Ray (Ray's own report to its agent follows).
 FLUSH_INTERVAL_S = 1.0
-#: The most histogram observations handed to Ray in one go on an event loop (about 2 µs each): a flush
-#: of a busy second is spread over several turns of the loop, not one pause of every request.
-LOOP_SLICE = 256
+#: The series Ray's counters of one histogram stand for (the scrape config renames them back).
+HISTOGRAM_SERIES = ("_bucket", "_sum", "_count")
 
 
 class RaySink:
-    """One Ray metric. A record only adds to this process's pending values (a counter's sum, a
-    gauge's last value, a histogram's observations) under a lock; the backend's flush hands them to
-    Ray once a second. Ray's record costs about 5 µs a call (it converts the tags each time), too
-    much for every call's half dozen records; batched, a counter or gauge costs one Ray record per
-    series per second, and a histogram's observations leave the request's path.
+    """One metric. A record only adds to this process's pending values (a counter's sum, a gauge's last
+    value, a histogram's bucket counts and sum) under a lock; the backend's flush hands them to Ray once
+    a second. Ray's record costs about 5 µs a call (it converts the tags each time), too much for every
+    call's half dozen records; batched, each series costs one Ray record a second.
 
     A gauge's every series is handed to Ray again at each flush, changed or not: Ray forgets a gauge
     series not reported for two of its export intervals (20 s by default), and most of ours are set
     only when they change (open sockets, a fallback in use)."""
 
-    __slots__ = ("_gauges", "_kind", "_lock", "_pending", "_record", "_spec", "_tags", "backlog")
+    __slots__ = ("_bounds", "_gauges", "_kind", "_les", "_lock", "_pending", "_record", "_records", "_spec", "_tags")
 
     def __init__(self, spec: MetricSpec) -> None:
         from ray.util import metrics as ray_metrics
 
         self._spec = spec
         self._kind = spec.kind
-        metric: Any
-        if spec.kind is Kind.COUNTER:
-            metric = ray_metrics.Counter(spec.name, spec.description, spec.labels)
-        elif spec.kind is Kind.GAUGE:
-            metric = ray_metrics.Gauge(spec.name, spec.description, spec.labels)
+        self._bounds = tuple(spec.buckets)
+        #: each bucket's ``le`` label as Ray's own histograms wrote it ("0.005", "1.0", "+Inf")
+        self._les = [str(float(bound)) for bound in self._bounds] + ["+Inf"]
+        if spec.kind is Kind.HISTOGRAM:
+            label_sets = ((*spec.labels, "le"), spec.labels, spec.labels)
+            self._records = tuple(
+                _record_of(ray_metrics.Counter(spec.name + suffix, spec.description, labels))
+                for suffix, labels in zip(HISTOGRAM_SERIES, label_sets, strict=True)
+            )
+        elif spec.kind is Kind.COUNTER:
+            self._records = (_record_of(ray_metrics.Counter(spec.name, spec.description, spec.labels)),)
         else:
-            metric = ray_metrics.Histogram(spec.name, spec.description, list(spec.buckets), spec.labels)
-        inner = getattr(metric, "_metric", None)  # None: a name Ray discards (it would say so at start)
-        self._record = inner.record if inner is not None else None
+            self._records = (_record_of(ray_metrics.Gauge(spec.name, spec.description, spec.labels)),)
+        self._record = self._records[0]
         self._tags: dict[Labels, dict[str, str]] = {}
         # a counter's documented series go out at 0 with the first flush (gateway.metrics, MetricSpec.zero)
         self._pending: dict[Labels, Any] = dict.fromkeys(spec.zero, 0.0) if spec.kind is Kind.COUNTER else {}
         self._gauges: dict[Labels, float] = {}  # every gauge series' last value (the flusher's own)
-        #: a histogram's observations taken from pending and not handed to Ray yet (the flusher's own)
-        self.backlog: list[tuple[dict[str, str], list[float]]] = []
         self._lock = threading.Lock()
 
     def record(self, value: float, labels: Labels) -> None:
@@ -70,23 +79,22 @@ class RaySink:
                 self._pending[labels] = self._pending.get(labels, 0.0) + value
             elif self._kind is Kind.GAUGE:
                 self._pending[labels] = value
-            else:
-                observed = self._pending.get(labels)
-                if observed is None:
-                    self._pending[labels] = [value]
-                else:
-                    observed.append(value)
+            else:  # [sum, count of each bucket..., count above the last bound]
+                counts = self._pending.get(labels)
+                if counts is None:
+                    counts = self._pending[labels] = [0.0] + [0] * len(self._les)
+                counts[0] += value
+                counts[1 + bisect.bisect_left(self._bounds, value)] += 1
 
-    def flush(self, budget: float = math.inf) -> None:
-        """Hands what is pending to Ray: a counter's sums, every gauge series, and up to ``budget`` of
-        a histogram's observations (the rest wait in ``backlog`` for :meth:`hand`)."""
+    def flush(self) -> None:
+        """Hands what is pending to Ray: a counter's sums, every gauge series, a histogram's counts."""
         with self._lock:
             pending, self._pending = self._pending, {}
-        if self._record is None:
+        if None in self._records:
             return
         if self._kind is Kind.HISTOGRAM:
-            self.backlog.extend((self._tags_of(labels), observed) for labels, observed in pending.items())
-            self.hand(budget)
+            for labels, counts in pending.items():
+                self._hand_histogram(labels, counts)
             return
         if self._kind is Kind.GAUGE:
             self._gauges.update(pending)
@@ -94,25 +102,17 @@ class RaySink:
         for labels, value in pending.items():
             self._record(value, tags=self._tags_of(labels))
 
-    def hand(self, budget: float) -> int:
-        """Hands up to ``budget`` observations of the backlog to Ray; how many it handed."""
-        record = self._record
-        if record is None:
-            return 0
-        handed = 0
-        while self.backlog and handed < budget:
-            tags, observed = self.backlog[-1]
-            room = budget - handed
-            if len(observed) <= room:
-                self.backlog.pop()
-                take = observed
-            else:
-                cut = len(observed) - int(room)
-                take, observed[cut:] = observed[cut:], []
-            for value in take:
-                record(value, tags=tags)
-            handed += len(take)
-        return handed
+    def _hand_histogram(self, labels: Labels, counts: list[Any]) -> None:
+        """One flush's observations of one series: every bucket's cumulative count (all of them, so
+        that each ``le`` series exists from the first observation on), the sum and the count."""
+        bucket, total, count = self._records
+        tags = self._tags_of(labels)
+        below = 0
+        for le, observed in zip(self._les, counts[1:], strict=True):
+            below += observed
+            bucket(below, tags={**tags, "le": le})
+        total(counts[0], tags=tags)
+        count(below, tags=tags)
 
     def _tags_of(self, labels: Labels) -> dict[str, str]:
         tags = self._tags.get(labels)
@@ -121,6 +121,12 @@ class RaySink:
                 raise ValueError(f"{self._spec.name} takes labels {self._spec.labels}, got {labels}")
             tags = self._tags[labels] = {key: str(val) for key, val in zip(self._spec.labels, labels, strict=True)}
         return tags
+
+
+def _record_of(metric: Any) -> Any:
+    """The Ray metric's record (None: a name Ray discards; it would say so at start)."""
+    inner = getattr(metric, "_metric", None)
+    return inner.record if inner is not None else None
 
 
 class RayBackend:
@@ -153,30 +159,14 @@ class RayBackend:
         self._loop.call_later(self.interval_s, self._tick)
 
     def _tick(self) -> None:
-        self.flush(budget=0)  # counters and gauges now; histograms' observations to their backlogs
-        self._hand_backlog()
-
-    def _hand_backlog(self) -> None:
-        """Hands at most ``LOOP_SLICE`` histogram observations to Ray, then yields the loop to requests
-        until the backlog is done; the next flush is an interval after it."""
-        budget = LOOP_SLICE
-        for sink in self.sinks:
-            if budget <= 0:
-                break
-            try:
-                budget -= sink.hand(budget)
-            except Exception:
-                log.exception("metrics: flushing %s failed", sink._spec.name)
+        self.flush()
         assert self._loop is not None
-        if any(sink.backlog for sink in self.sinks):
-            self._loop.call_soon(self._hand_backlog)
-        else:
-            self._loop.call_later(self.interval_s, self._tick)
+        self._loop.call_later(self.interval_s, self._tick)
 
-    def flush(self, budget: float = math.inf) -> None:
+    def flush(self) -> None:
         for sink in self.sinks:
             try:
-                sink.flush(budget)
+                sink.flush()
             except Exception:  # one metric's failure never stops the others'
                 log.exception("metrics: flushing %s failed", sink._spec.name)
 

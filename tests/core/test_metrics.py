@@ -55,6 +55,11 @@ def test_a_name_is_declared_once_and_counters_end_in_total() -> None:
         metrics.counter("gateway_things", "a counter without _total")
     with pytest.raises(ValueError, match="_total"):
         metrics.gauge("gateway_things_total", "a gauge with _total")
+    # a histogram reaches Ray as counters <name>_bucket, _sum and _count (gateway/runtime/metrics.py)
+    with pytest.raises(ValueError, match="histogram"):
+        metrics.counter("gateway_things_count_total", "renamed by the scrape config as a histogram's")
+    with pytest.raises(ValueError, match="le is"):
+        metrics.histogram("gateway_things_seconds", "a label of its own named le", (1.0,), ("le",))
 
 
 def test_nothing_is_recorded_without_a_backend() -> None:

@@ -191,6 +191,15 @@ def test_paid_calls_move_the_series_by_what_they_did(
     http_cheap = 'wire="http",method_class="READ_CHEAP"'
     assert prometheus.wait_for(f'sum(gateway_requests_total{{{http_cheap},status="200"}})', CALLS) == CALLS
     assert prometheus.wait_for(f"sum(gateway_request_duration_seconds_count{{{http_cheap}}})", CALLS) == CALLS
+    # the histogram reaches Ray as counters (gateway/runtime/metrics.py): its buckets still make a quantile
+    every = f'sum(gateway_request_duration_seconds_bucket{{{http_cheap},le="+Inf"}})'
+    assert prometheus.wait_for(every, CALLS) == CALLS
+    total = prometheus.value(f"sum(gateway_request_duration_seconds_sum{{{http_cheap}}})")
+    assert total is not None and 0 < total < CALLS * 10  # seconds: each call well under the 10 s bucket
+    median = prometheus.value(
+        f"histogram_quantile(0.5, sum by (le) (gateway_request_duration_seconds_bucket{{{http_cheap}}}))"
+    )
+    assert median is not None and 0 < median <= 10.0, median
     charged = 'gateway_credits_total{method_class="READ_CHEAP",outcome="charged"}'
     assert prometheus.wait_for(f"sum({charged})", CALLS * 1) == CALLS  # READ_CHEAP: 1 credit (docs/api.md)
     assert prometheus.value('sum(gateway_credits_total{outcome="refunded"})') is None  # nothing refunded

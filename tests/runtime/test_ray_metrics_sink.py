@@ -1,14 +1,15 @@
 """The Ray backend's batching (gateway/runtime/metrics.py): what one flush hands to Ray. Ray's record
 is replaced by a list here (no Ray instance is needed to build the metric; the export through Ray's
-agent to a real Prometheus is tests/integration/test_prometheus_scrape.py)."""
+agent to a real Prometheus, histograms' quantiles included, is tests/integration/test_prometheus_scrape.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from gateway.metrics import Kind, MetricSpec
-from gateway.runtime.metrics import LOOP_SLICE, RayBackend, RaySink
+from gateway.runtime.metrics import RayBackend, RaySink
 
 
 def sink_of(kind: Kind, name: str) -> tuple[RaySink, list[tuple[float, dict[str, str]]]]:
@@ -39,7 +40,7 @@ def test_every_gauge_series_is_handed_again_at_each_flush() -> None:
     ]
 
 
-def test_counters_hand_their_sum_once_and_histograms_each_observation() -> None:
+def test_counters_hand_their_sum_once() -> None:
     counter, counted = sink_of(Kind.COUNTER, "gateway_test_calls_total")
     for _ in range(3):
         counter.record(2.0, ("a",))
@@ -47,12 +48,49 @@ def test_counters_hand_their_sum_once_and_histograms_each_observation() -> None:
     counter.flush()
     assert counted == [(6.0, {"side": "a"})]
 
-    histogram, observed = sink_of(Kind.HISTOGRAM, "gateway_test_seconds")
-    histogram.record(0.05, ("a",))
-    histogram.record(0.5, ("a",))
+
+def histogram_of(name: str) -> tuple[RaySink, list[tuple[str, float, dict[str, str]]]]:
+    """A histogram with buckets 0.1 and 1.0 whose three Ray counters record into one list."""
+    sink = RaySink(MetricSpec(name, Kind.HISTOGRAM, "test", ("side",), (0.1, 1.0)))
+    handed: list[tuple[str, float, dict[str, str]]] = []
+
+    def into(series: str) -> Callable[[float, dict[str, str]], None]:
+        return lambda value, tags: handed.append((series, value, tags))
+
+    sink._records = (into("bucket"), into("sum"), into("count"))
+    return sink, handed
+
+
+def test_a_histogram_hands_its_cumulative_buckets_sum_and_count_once_a_flush() -> None:
+    """Not one Ray record an observation (Ray's agent would record each again: the module says why)."""
+    histogram, handed = histogram_of("gateway_test_seconds")
+    for value in (0.05, 0.1, 0.5, 0.7, 3.0):  # 0.1 is in the le="0.1" bucket: le means "at most"
+        histogram.record(value, ("a",))
+    histogram.record(0.2, ("b",))
     histogram.flush()
+    assert handed == [
+        ("bucket", 2, {"side": "a", "le": "0.1"}),
+        ("bucket", 4, {"side": "a", "le": "1.0"}),
+        ("bucket", 5, {"side": "a", "le": "+Inf"}),
+        ("sum", 4.35, {"side": "a"}),
+        ("count", 5, {"side": "a"}),
+        ("bucket", 0, {"side": "b", "le": "0.1"}),  # every bucket series exists from the first observation
+        ("bucket", 1, {"side": "b", "le": "1.0"}),
+        ("bucket", 1, {"side": "b", "le": "+Inf"}),
+        ("sum", 0.2, {"side": "b"}),
+        ("count", 1, {"side": "b"}),
+    ]
+    handed.clear()
+    histogram.flush()  # nothing new: nothing handed (Ray's counters keep their totals)
+    histogram.record(0.01, ("a",))
     histogram.flush()
-    assert observed == [(0.05, {"side": "a"}), (0.5, {"side": "a"})]
+    assert [(series, value) for series, value, _ in handed] == [
+        ("bucket", 1),
+        ("bucket", 1),
+        ("bucket", 1),
+        ("sum", 0.01),
+        ("count", 1),
+    ]
 
 
 def test_a_counters_documented_series_go_out_at_zero_before_any_event() -> None:
@@ -74,51 +112,32 @@ def test_every_unlabelled_counter_and_the_documented_outcomes_are_zero_series() 
     assert all(m.spec.zero == () for m in metrics.REGISTRY.values() if m.spec.kind is not Kind.COUNTER)
 
 
-def test_a_histogram_hands_at_most_its_budget_and_keeps_the_rest_for_later() -> None:
-    histogram, observed = sink_of(Kind.HISTOGRAM, "gateway_test_budget_seconds")
-    for value in (0.01, 0.02, 0.03):
-        histogram.record(value, ("a",))
-    histogram.record(0.5, ("b",))
-    histogram.flush(budget=0)
-    assert observed == [] and histogram.backlog
-    assert histogram.hand(2) == 2
-    assert histogram.hand(5) == 2
-    assert histogram.hand(5) == 0 and not histogram.backlog
-    assert sorted((tags["side"], value) for value, tags in observed) == [
-        ("a", 0.01),
-        ("a", 0.02),
-        ("a", 0.03),
-        ("b", 0.5),
-    ]
-
-
-def test_on_an_event_loop_the_flush_runs_there_in_slices_and_hands_every_observation() -> None:
-    """A replica is built on the loop that serves its requests: the flush runs on that loop (no
-    thread), and a busy second's observations go to Ray a slice per turn of the loop."""
+def test_on_an_event_loop_the_flush_runs_there_and_hands_every_observation() -> None:
+    """A replica is built on the loop that serves its requests: the flush runs on that loop (no thread)."""
     backend = RayBackend(interval_s=0.01)
     histogram = backend.sink(MetricSpec("gateway_test_loop_seconds", Kind.HISTOGRAM, "test", ("side",), (0.1, 1.0)))
     counter = backend.sink(MetricSpec("gateway_test_loop_total", Kind.COUNTER, "test", ("side",)))
-    observed: list[float] = []
+    counts: list[float] = []
     counted: list[float] = []
-    histogram._record = lambda value, tags: observed.append(value)
+    flushed = asyncio.Event()
+
+    def count(value: float, tags: dict[str, str]) -> None:
+        counts.append(value)
+        flushed.set()
+
+    histogram._records = (lambda value, tags: None, lambda value, tags: None, count)
     counter._record = lambda value, tags: counted.append(value)
-    slices: list[int] = []
 
     async def run() -> None:
         backend.start()
-        for i in range(LOOP_SLICE * 2 + 10):
+        for i in range(1_000):
             histogram.record(i / 1000, ("a",))
         counter.record(3.0, ("a",))
-        while len(observed) < LOOP_SLICE * 2 + 10:
-            before = len(observed)
-            await asyncio.sleep(0)  # one turn of the loop: at most one slice is handed in it
-            slices.append(len(observed) - before)
+        await flushed.wait()
 
     asyncio.run(asyncio.wait_for(run(), timeout=30))
     assert not backend._thread.is_alive()
-    assert sorted(observed) == [i / 1000 for i in range(LOOP_SLICE * 2 + 10)]
-    assert counted == [3.0]
-    assert max(slices) <= LOOP_SLICE and len([n for n in slices if n]) >= 3
+    assert counts == [1_000] and counted == [3.0]
 
 
 def test_off_the_loop_the_flush_runs_from_its_thread_even_inside_a_loop() -> None:
