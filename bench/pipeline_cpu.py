@@ -18,7 +18,7 @@ whether one such pass fell in it.
 ``--cold``: the CPU caches are overwritten before each call (``COLD_BYTES`` written, one byte a cache
 line), and each call is timed alone. Calls back to back find their code and objects in the caches; in a
 replica each call's run through the pipeline is interleaved with uvicorn's, Serve's, Ray's and the
-kernel's, and finds them cold. Cold, the same code costs 2.5-5 times as much (bench/README.md, "Where
+kernel's, and finds them cold. Cold, the same code costs 3.5-5 times as much (bench/README.md, "Where
 the replica's and the machine's time goes"): what a pipeline costs in a replica follows how much code
 and data it touches, not only how many instructions it runs warm.
 """
