@@ -46,7 +46,7 @@ class RaySink:
     series not reported for two of its export intervals (20 s by default), and most of ours are set
     only when they change (open sockets, a fallback in use)."""
 
-    __slots__ = ("_bounds", "_gauges", "_kind", "_les", "_lock", "_pending", "_record", "_records", "_spec", "_tags")
+    __slots__ = ("_bounds", "_gauges", "_kind", "_les", "_lock", "_pending", "_records", "_spec", "_tags")
 
     def __init__(self, spec: MetricSpec) -> None:
         from ray.util import metrics as ray_metrics
@@ -66,7 +66,6 @@ class RaySink:
             self._records = (_record_of(ray_metrics.Counter(spec.name, spec.description, spec.labels)),)
         else:
             self._records = (_record_of(ray_metrics.Gauge(spec.name, spec.description, spec.labels)),)
-        self._record = self._records[0]
         self._tags: dict[Labels, dict[str, str]] = {}
         # a counter's documented series go out at 0 with the first flush (gateway.metrics, MetricSpec.zero)
         self._pending: dict[Labels, Any] = dict.fromkeys(spec.zero, 0.0) if spec.kind is Kind.COUNTER else {}
@@ -99,8 +98,9 @@ class RaySink:
         if self._kind is Kind.GAUGE:
             self._gauges.update(pending)
             pending = self._gauges
+        (record,) = self._records
         for labels, value in pending.items():
-            self._record(value, tags=self._tags_of(labels))
+            record(value, tags=self._tags_of(labels))
 
     def _hand_histogram(self, labels: Labels, counts: list[Any]) -> None:
         """One flush's observations of one series: every bucket's cumulative count (all of them, so

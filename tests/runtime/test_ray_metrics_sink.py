@@ -16,7 +16,7 @@ def sink_of(kind: Kind, name: str) -> tuple[RaySink, list[tuple[float, dict[str,
     buckets = (0.1, 1.0) if kind is Kind.HISTOGRAM else ()
     sink = RaySink(MetricSpec(name, kind, "test", ("side",), buckets))
     handed: list[tuple[float, dict[str, str]]] = []
-    sink._record = lambda value, tags: handed.append((value, tags))
+    sink._records = (lambda value, tags: handed.append((value, tags)),)
     return sink, handed
 
 
@@ -97,7 +97,7 @@ def test_a_counters_documented_series_go_out_at_zero_before_any_event() -> None:
     """A documented metric that has had no event is still exported, at 0 (rate() and the alerts see it)."""
     sink = RaySink(MetricSpec("gateway_test_outcomes_total", Kind.COUNTER, "test", ("side",), zero=(("a",), ("b",))))
     handed: list[tuple[float, dict[str, str]]] = []
-    sink._record = lambda value, tags: handed.append((value, tags))
+    sink._records = (lambda value, tags: handed.append((value, tags)),)
     sink.flush()
     sink.record(2.0, ("a",))
     sink.flush()
@@ -126,7 +126,7 @@ def test_on_an_event_loop_the_flush_runs_there_and_hands_every_observation() -> 
         flushed.set()
 
     histogram._records = (lambda value, tags: None, lambda value, tags: None, count)
-    counter._record = lambda value, tags: counted.append(value)
+    counter._records = (lambda value, tags: counted.append(value),)
 
     async def run() -> None:
         backend.start()
@@ -145,7 +145,7 @@ def test_off_the_loop_the_flush_runs_from_its_thread_even_inside_a_loop() -> Non
     backend = RayBackend(interval_s=0.01)
     gauge = backend.sink(MetricSpec("gateway_test_thread_sockets", Kind.GAUGE, "test", ("side",)))
     handed: list[float] = []
-    gauge._record = lambda value, tags: handed.append(value)
+    gauge._records = (lambda value, tags: handed.append(value),)
 
     async def run() -> None:
         backend.start(on_loop=False)
