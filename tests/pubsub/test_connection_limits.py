@@ -198,7 +198,11 @@ async def answered_again(gateway: RunningGateway, key: str, within_s: float) -> 
         try:
             async with opened(gateway, key) as again:
                 return isinstance((await ask(again, "getSlot"))["result"], int)
-        except (InvalidStatus, ConnectionClosed):  # 429 at the address's cap, 4003 at the account's
+        except (InvalidStatus, ConnectionClosed) as refused:  # 429 at the address's cap, 4003 at the account's
+            if isinstance(refused, InvalidStatus) and refused.response.status_code != 429:
+                raise
+            if isinstance(refused, ConnectionClosed) and (refused.rcvd is None or refused.rcvd.code != 4003):
+                raise
             if time.monotonic() > deadline:
                 return False
             await asyncio.sleep(0.05)
