@@ -13,7 +13,8 @@ SIGKILLed (its raylet, its workers, its HAProxy). Then:
   that lived on the worker are started again on the head and answer their ``status()`` (``gateway status``,
   which says where each runs), the shard with a new epoch;
 - the ledger is exact: the conservation audit is clean (``gateway audit`` too), the consumption is the
-  price times the calls answered less at most the dead replica's unsettled calls, and no lease is left
+  price times the calls answered less at most the dead replica's unsettled calls (plus at most the lost
+  connections, whose calls the head's replica may have answered and charged), and no lease is left
   live: the head's replicas released theirs, the dead one's expired;
 - a second customer's ``sendAndConfirm`` transfers (one every 2 s, before and after the kill) to a sink
   its webhook watches: every hold is settled as the chain says, the sink holds exactly the confirmed
@@ -287,7 +288,7 @@ async def test_the_worker_node_lost_under_paid_load_loses_nothing(cluster: Clust
     print(
         f"\ntwo nodes: killed the worker's {len(victims)} processes ({', '.join(sorted(set(victims)))}); "
         f"{sorted(on_worker)} on the head again {replaced_s:.1f} s later; {len(calls.statuses)} calls {counts}; "
-        f"consumed {consumed} of {calls.results} x {price} answered (unsettled by the dead replica: {lost // price}); "
+        f"consumed {consumed} of {calls.results} x {price} answered (answered less consumed: {lost // price} calls); "
         f"{len(sent)} sends {sorted(Counter((c.phase, c.status, c.outcome) for c in sends.calls).items())} "
         f"({len(confirmed)} confirmed) settled {settle_s:.0f} s after the load, "
         f"{receiver.posts} webhook posts"
@@ -301,8 +302,11 @@ async def test_the_worker_node_lost_under_paid_load_loses_nothing(cluster: Clust
     assert settled.count(200) >= 10, counts  # the head's replica answers
     assert report.ok, report
     # The dead replica's usage not yet flushed is lost, in the customer's favour: at most its share of the
-    # calls admitted in one flush interval and the calls in flight at the kill.
-    assert 0 <= lost <= (RPS + WORKERS) * price, (consumed, calls.results, price)
+    # calls admitted in one flush interval and the calls in flight at the kill. The other way, a call whose
+    # connection the dead node's HAProxy held (both nodes' HAProxies share the port) may have been answered by
+    # the head's replica, which charges it as sent (docs/api.md, a caller disconnected after the call was
+    # sent): at most one a lost connection.
+    assert -counts.get(0, 0) * price <= lost <= (RPS + WORKERS) * price, (consumed, calls.results, counts)
     for name in on_worker:
         actor = after[f"actor {name}"]["data"]
         assert actor["restarts"] >= 1 and "status" in actor, (name, actor)
