@@ -337,6 +337,19 @@ class Meter:
         if refunded:
             acct.refunds_pending += admission.price
 
+    def complete_charged(self, done: list[tuple[Admission, str, str]]) -> None:
+        """:meth:`complete` of each ``(admission, method, request id)``, every one charged in full, in one
+        step: a batch's answered items (a call of :meth:`complete` each cost 0.2-0.3 µs of an item's ~5)."""
+        for admission, method, request_id in done:
+            lease = admission.lease
+            if lease is None or admission.account is None or admission.at is None:
+                continue
+            lease.inflight -= 1
+            if lease.dead:
+                log.info("lease %s already ended: usage of %s (%d credits) dropped", lease.id, method, admission.price)
+                continue
+            lease.records.append(_record((method, admission.price, False, request_id, admission.at, 1)))
+
     async def carve(self, pubkey: str, amount: int, take: Callable[[int | None], Awaitable[tuple[T, bool]]]) -> T:
         """Run ``take``, a store transaction that holds ``amount`` credits outside any lease, offering it
         this replica's active lease (its id) to take them from when the lease covers them.

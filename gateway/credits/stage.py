@@ -265,9 +265,16 @@ class MeteringStage:
             return
         credits: dict[tuple[MethodClass | None, str], int] = {}
         usage_id = call.usage_id
+        charged: list[tuple[Admission, str, str]] = []  # answered with a result, nothing given back
         for item, admission in admitted:
-            series = (item.method_class, self._complete_item(item, admission, usage_id(item.index), failure))
+            response = item.response
+            if item.refund is None and not item.refund_part and response is not None and "error" not in response:
+                charged.append((admission, item.method, usage_id(item.index)))
+                series = (item.method_class, _CHARGED)
+            else:
+                series = (item.method_class, self._complete_item(item, admission, usage_id(item.index), failure))
             credits[series] = credits.get(series, 0) + item.price
+        self.meter.complete_charged(charged)
         for (method_class, outcome), total in credits.items():
             metrics.CREDITS.inc((str(method_class), outcome), total)
 

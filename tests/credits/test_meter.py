@@ -616,7 +616,8 @@ async def test_spending_a_batch_at_once_books_as_spending_each_in_turn(
     make_meter: MeterFactory, pool: asyncpg.Pool, prices: list[int]
 ) -> None:
     """spend_local_each leaves the lease and the account as spend_local of each price does (the same
-    spent, in flight, window and prefetch) and admits each price; each admission completes on its own."""
+    spent, in flight, window and prefetch) and admits each price; complete_charged of them all records
+    what complete of each does."""
     books = []
     for each in (False, True):
         pubkey = new_pubkey()
@@ -636,11 +637,31 @@ async def test_spending_a_batch_at_once_books_as_spending_each_in_turn(
         acct = meter.accounts[pubkey]
         lease = acct.leases[-1]
         books.append((lease.granted, lease.spent, lease.inflight, lease.prefetched, acct.window, acct.last_used))
-        for n, admission in enumerate(admissions):
-            assert admission is not None
-            meter.complete(admission, "getSlot", f"r:{n}")
+        done = [(admission, "getSlot", f"r:{n}") for n, admission in enumerate(admissions) if admission is not None]
+        if each:
+            meter.complete_charged(done)
+        else:
+            for admission, method, request_id in done:
+                meter.complete(admission, method, request_id)
         assert lease.inflight == 0 and [r.credits for r in lease.records] == prices
-    assert books[0] == books[1]
+        assert all(r.at == at for r in lease.records)
+        books.append([(r.method, r.credits, r.refunded, r.request_id, r.calls) for r in lease.records])
+    assert books[:2] == books[2:]
+
+
+async def test_completing_on_a_dead_lease_records_nothing(make_meter: MeterFactory, pool: asyncpg.Pool) -> None:
+    """A lease that ended (expired, released) takes no usage: complete and complete_charged drop it alike."""
+    pubkey = new_pubkey()
+    await fund(pool, pubkey, 1_000)
+    meter = make_meter()
+    await meter.prepare(pubkey, 1)
+    lease = meter.accounts[pubkey].leases[-1]
+    admissions = [meter.spend_local(pubkey, 1) for _ in range(3)]
+    lease.dead = True
+    first, *rest = [a for a in admissions if a is not None]
+    meter.complete(first, "getSlot", "r:0")
+    meter.complete_charged([(a, "getSlot", f"r:{n}") for n, a in enumerate(rest, 1)])
+    assert len(rest) == 2 and lease.inflight == 0 and lease.records == []
 
 
 async def test_a_batch_the_lease_does_not_cover_spends_nothing(make_meter: MeterFactory, pool: asyncpg.Pool) -> None:
