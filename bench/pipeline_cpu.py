@@ -1,7 +1,7 @@
 """CPU per call of the gateway's pipelines in one process: what auth and metering add, without HTTP or Ray.
 
     python -m bench.pipeline_cpu [--calls 20000] [--rounds 5] [--ray-metrics] [--sliced] [--replica-gc] [--cold]
-                                 [--profile NAME [--sort cumulative]]
+                                 [--profile NAME [--sort cumulative]] [--ladder]
 
 At 64 connections a replica is CPU-bound, so its throughput is set by CPU per call; this measures that
 part of it alone. Each pipeline ends in the real forwarder, whose node answers at once without a
@@ -21,6 +21,11 @@ replica each call's run through the pipeline is interleaved with uvicorn's, Serv
 kernel's, and finds them cold. Cold, the same code costs 3.5-5 times as much (bench/README.md, "Where
 the replica's and the machine's time goes"): what a pipeline costs in a replica follows how much code
 and data it touches, not only how many instructions it runs warm.
+
+``--ladder``: the API-key call through the JSON-RPC stages added one at a time (the error boundary and
+parsing; auth; the credit headers and the readiness gate; metering as served), each row's cost over the
+one before it, and beside metering a floor that is not a gateway stage (:class:`FloorMeter`): the least a
+metered call could do. What metering costs above that floor is all a leaner metering stage could save.
 """
 
 from __future__ import annotations
@@ -44,9 +49,10 @@ from starlette.types import Message
 from bench.metered import fund_account
 from gateway.app import GatewayApp
 from gateway.client import WalletSigner
+from gateway.credits.meter import Meter
 from gateway.keys import service_key_addresses
 from gateway.limits.slices import LocalShards
-from gateway.pipeline import Call, Handler, Reply, ReplyStyle, compose, error_boundary
+from gateway.pipeline import Call, Handler, Reply, ReplyStyle, Stage, compose, error_boundary
 from gateway.pipeline_http import RPC_MAX_BODY_BYTES, RpcFirst, http_call, mount
 from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
@@ -109,6 +115,44 @@ def over_asgi(handler: Handler) -> Handler:
         return Reply(sent[0]["status"], sent[1]["body"])
 
     return handle
+
+
+class FloorMeter:
+    """The ladder's lower bound, not a gateway stage: spend a call's price from the replica's lease (the store
+    when it runs short), record its usage and set the credit and rate headers, with nothing else: no account
+    checks, no rate or concurrency limit, no refund rule, no metrics."""
+
+    def __init__(self, meter: Meter) -> None:
+        self.meter = meter
+
+    async def __call__(self, call: Call, next_handler: Handler) -> Reply:
+        payload = call.payload
+        assert payload is not None and not payload.is_batch, "the floor meters one call"
+        pubkey, item = call.authenticated().pubkey, payload.items[0]
+        admission = self.meter.spend_local(pubkey, item.price) or await self.meter.admit(pubkey, item.price)
+        try:
+            return await next_handler(call)
+        finally:
+            self.meter.complete(admission, item.method, call.request_id)
+            headers = call.response_headers
+            headers["X-Credits-Remaining"] = str(self.meter.remaining(pubkey))
+            headers["X-Ratelimit-Limit"] = headers["X-Ratelimit-Remaining"] = "1000000"
+            headers["X-Ratelimit-Reset"] = str(int(time.time()))
+
+
+def ladder(gw: GatewayApp) -> dict[str, Handler]:
+    """The JSON-RPC stages as served (:meth:`GatewayApp.rpc_stages`), added one step at a time, and the
+    floor beside metering; each ends in the forwarder."""
+    auth, headers, ready, parse, metering = gw.rpc_stages()
+    assert isinstance(parse, ParseStage) and metering is gw.metering, "the ladder must follow rpc_stages()"
+    steps: dict[str, list[Stage]] = {
+        "boundary+parse": [error_boundary, parse],
+        "+auth": [error_boundary, auth, parse],
+        "+headers,readiness": [error_boundary, auth, headers, ready, parse],
+        "+floor meter": [error_boundary, auth, headers, ready, parse, FloorMeter(gw.meter)],
+        "+metering": [error_boundary, auth, headers, ready, parse, metering],
+    }
+    return {name: compose(stages, Forwarder(ConstantNode())) for name, stages in steps.items()}
 
 
 #: Bytes written between calls with ``--cold``: more than this machine's L2 and its share of L3.
@@ -199,6 +243,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ray-metrics", action="store_true", help="record metrics to a local Ray, as replicas do")
     parser.add_argument("--replica-gc", action="store_true", help="the garbage collector tuned as in a replica")
     parser.add_argument("--cold", action="store_true", help="the CPU caches overwritten before each call")
+    parser.add_argument("--ladder", action="store_true", help="the API-key call's stages added one at a time")
     args = parser.parse_args(argv)
     if args.ray_metrics:
         with_ray_metrics()
@@ -219,10 +264,11 @@ def main(argv: list[str] | None = None) -> None:
                 args.sliced,
                 args.replica_gc,
                 args.cold,
+                args.ladder,
             )
         )
         if figures:
-            print(format_figures(figures))
+            print(format_ladder(figures) if args.ladder else format_figures(figures))
     finally:
         redis.stop()
         pg.stop()
@@ -240,17 +286,21 @@ async def measure(
     sliced: bool = False,
     replica_gc: bool = False,
     cold: bool = False,
+    with_ladder: bool = False,
 ) -> dict[str, float]:
     """Each pipeline's median round, in CPU µs per call (per request of 100 items for the batch); nothing
-    with ``profile``, which prints its cProfile instead."""
+    with ``profile``, which prints its cProfile instead. ``with_ladder``: the ladder's rows instead."""
     gw, key, signer = await build(home, database_url, redis_url, sliced)
     thresholds = gc.get_threshold()
     if replica_gc:  # as gateway/runtime/ingress.py and Serve leave a replica's process
         gc.collect()
         gc.freeze()
         tune_gc(gw.settings.gc_young_threshold)
+    evict = Evictor() if cold else None
     try:
-        return await compare(gw, key, signer, calls, rounds, profile, sort, Evictor() if cold else None)
+        if with_ladder:
+            return await climb(gw, key, calls, rounds, evict)
+        return await compare(gw, key, signer, calls, rounds, profile, sort, evict)
     finally:
         if replica_gc:
             gc.unfreeze()
@@ -308,6 +358,36 @@ async def compare(
             n = max(calls // 50, 20) if name == "metered-batch100" else calls  # a batch is ~50 calls' CPU
             by_round[name].append(await per_call_us(handler, make_call, n, gw.meter.flush, evict))
     return {name: median(figures) for name, figures in by_round.items()}
+
+
+async def climb(
+    gw: GatewayApp, key: str, calls: int, rounds: int, evict: Callable[[], None] | None
+) -> dict[str, float]:
+    """The ladder's rows, rounds alternating them; each figure the median of its rounds."""
+
+    def keyed() -> Call:
+        return http_call("POST", "/", {**BASE_HEADERS, "x-api-key": key}, BODY, style=ReplyStyle.JSONRPC)
+
+    handlers = ladder(gw)
+    by_round: dict[str, list[float]] = {name: [] for name in handlers}
+    for _ in range(rounds):
+        for name, handler in handlers.items():
+            by_round[name].append(await per_call_us(handler, keyed, calls, gw.meter.flush, evict))
+    return {name: median(figures) for name, figures in by_round.items()}
+
+
+def format_ladder(figures: dict[str, float]) -> str:
+    """Each row's µs a call and what it adds to the row it builds on (metering's and the floor's: the
+    readiness row's)."""
+    lines, before = [], 0.0
+    for name, us in figures.items():
+        base = figures["+headers,readiness"] if name == "+metering" else before
+        lines.append(
+            f"{name:<20} {us:8.1f} µs/call   adds {us - base:+7.1f} µs" if base else f"{name:<20} {us:8.1f} µs/call"
+        )
+        if name != "+floor meter":
+            before = us
+    return "\n".join(lines)
 
 
 def format_figures(figures: dict[str, float]) -> str:
