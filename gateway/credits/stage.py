@@ -265,10 +265,9 @@ class MeteringStage:
             return
         credits: dict[tuple[MethodClass | None, str], int] = {}
         usage_id = call.usage_id
-        charged: list[tuple[Admission, str, str]] = []  # answered with a result, nothing given back
+        charged: list[tuple[Admission, str, str]] = []  # answered, nothing given back: charged in full
         for item, admission in admitted:
-            response = item.response
-            if item.refund is None and not item.refund_part and response is not None and "error" not in response:
+            if not item.refund_part and _answered(item):
                 charged.append((admission, item.method, usage_id(item.index)))
                 series = (item.method_class, _CHARGED)
             else:
@@ -346,13 +345,16 @@ class CreditHeaders:
             raise
 
 
-def _refunded(item: RpcItem) -> bool:
-    """Whether an admitted ``item`` is refunded (:func:`refund_reason`), the common answer decided inline:
-    the node answered it with a result, no error, and nothing set a refund: charged."""
+def _answered(item: RpcItem) -> bool:
+    """The common answer of :func:`refund_reason`, decided inline: the node answered ``item`` with a result,
+    no error, and nothing set a refund: charged."""
     response = item.response
-    if item.refund is None and response is not None and "error" not in response:
-        return False
-    return refund_reason(item) is not None
+    return item.refund is None and response is not None and "error" not in response
+
+
+def _refunded(item: RpcItem) -> bool:
+    """Whether an admitted ``item`` is refunded (:func:`refund_reason`)."""
+    return not _answered(item) and refund_reason(item) is not None
 
 
 def _cheapest(items: list[RpcItem]) -> int:

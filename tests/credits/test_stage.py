@@ -20,7 +20,7 @@ from gateway.core.jsonrpc import Failure, RpcItem
 from gateway.core.methods import MethodClass, PriceTable
 from gateway.credits.meter import Meter
 from gateway.credits.refunds import refund_reason
-from gateway.credits.stage import CreditHeaders, MeteringStage, _refunded
+from gateway.credits.stage import CreditHeaders, MeteringStage, _answered, _refunded
 from gateway.limits.rules import Limiter, Taken
 from gateway.node.http import UpstreamTimeout, UpstreamUnavailable
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, Stage, compose, error_boundary
@@ -474,8 +474,9 @@ ERRORS = st.sampled_from(
 def test_the_inline_charge_of_an_answered_item_agrees_with_refund_reason(
     refund: str | None, response: dict[str, Any] | None, sent: bool, failure: Failure | None, method_class: MethodClass
 ) -> None:
-    """_complete decides an answered item without an error inline; every item is refunded exactly when
+    """_complete decides an answered item without an error inline (_answered); every item is refunded exactly when
     the one rule of gateway/credits/refunds.py says so."""
     item = RpcItem(0, 1, "getSlot", method_class=method_class, response=response, sent=sent, failure=failure)
     item.refund = refund
     assert _refunded(item) == (refund_reason(item) is not None)
+    assert not _answered(item) or refund_reason(item) is None  # what the batch charges in full is charged
