@@ -40,6 +40,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from statistics import median
 
@@ -115,6 +116,11 @@ def over_asgi(handler: Handler) -> Handler:
         return Reply(sent[0]["status"], sent[1]["body"])
 
     return handle
+
+
+def keyed_call(key: str, body: bytes) -> Call:
+    """A JSON-RPC call to ``POST /`` carrying the API key ``key``, as the HTTP transport builds it."""
+    return http_call("POST", "/", {**BASE_HEADERS, "x-api-key": key}, body, style=ReplyStyle.JSONRPC)
 
 
 class FloorMeter:
@@ -324,16 +330,11 @@ async def compare(
     def plain() -> Call:
         return http_call("POST", "/", BASE_HEADERS, BODY, style=ReplyStyle.JSONRPC)
 
-    def keyed() -> Call:
-        return http_call("POST", "/", {**BASE_HEADERS, "x-api-key": key}, BODY, style=ReplyStyle.JSONRPC)
-
     def signed() -> Call:
         wallet = {name.lower(): value for name, value in signer.headers("POST", "/", BODY).items()}
         return http_call("POST", "/", {**BASE_HEADERS, **wallet}, BODY, style=ReplyStyle.JSONRPC)
 
-    def batch() -> Call:
-        return http_call("POST", "/", {**BASE_HEADERS, "x-api-key": key}, BATCH_BODY, style=ReplyStyle.JSONRPC)
-
+    keyed, batch = partial(keyed_call, key, BODY), partial(keyed_call, key, BATCH_BODY)
     targets: dict[str, tuple[Handler, Callable[[], Call]]] = {
         "unmetered": (unmetered, plain),
         "metered-apikey": (metered, keyed),
@@ -364,10 +365,7 @@ async def climb(
     gw: GatewayApp, key: str, calls: int, rounds: int, evict: Callable[[], None] | None
 ) -> dict[str, float]:
     """The ladder's rows, rounds alternating them; each figure the median of its rounds."""
-
-    def keyed() -> Call:
-        return http_call("POST", "/", {**BASE_HEADERS, "x-api-key": key}, BODY, style=ReplyStyle.JSONRPC)
-
+    keyed = partial(keyed_call, key, BODY)
     handlers = ladder(gw)
     by_round: dict[str, list[float]] = {name: [] for name in handlers}
     for _ in range(rounds):
