@@ -199,7 +199,7 @@ class GeyserGateway:
             # Response headers now, not with the first update: a client that opens the stream empty and
             # writes its request later (Triton's) waits for them, and the first update may be a ping away.
             await context.send_initial_metadata(())
-            await self._stream(requests, context, entered, stream_id, uncount, lambda: settle(False), clock)
+            await self._stream(requests, context, entered, stream_id, uncount, settle, clock)
         finally:
             settle(True)  # never admitted: no filters accepted (refused, invalid, or the client left first)
             uncount()
@@ -245,11 +245,12 @@ class GeyserGateway:
         entered: EntrySession,
         stream_id: str,
         uncount: Callable[[], None],
-        admitted: Callable[[], None],
+        settle: Callable[[bool], None],
         clock: StreamTime,
     ) -> None:
         """The revocation of the credential ``entered`` holds (a wallet's: nothing to revoke) ends the
-        stream UNAUTHENTICATED."""
+        stream UNAUTHENTICATED. ``settle``: the open's credit, charged (False) once a request is admitted,
+        refunded (True) as the stream ends before one was, before its status is sent."""
         deps = self.deps
         out = Outbound(deps.limits.max_queued, deps.limits.max_queued_bytes)
         member = deps.fanout.attach(out)
@@ -285,7 +286,7 @@ class GeyserGateway:
             live = filters if resume is None else resume.take(filters)
             if out.ended:
                 return  # a from_slot out of range or not held yet: refused, like an invalid request
-            admitted()
+            settle(False)  # admitted: the open's credit is charged
             if live is not None:
                 deps.fanout.replace(member, live)
                 deps.upstream.refresh()
@@ -311,6 +312,7 @@ class GeyserGateway:
             if resume is not None:
                 resume.cancel()
             uncount()
+            settle(True)  # never admitted: refunded before the refusal's status reaches the client
             entered.close()
 
         try:
