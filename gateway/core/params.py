@@ -1,4 +1,9 @@
-"""Checks shared by the methods' parameter parsers (each feature's ``methods.py``). Pure."""
+"""Checks shared by the parameter parsers of the methods (each feature's ``methods.py``) and the routes. Pure.
+
+Client text becomes a number only through :func:`whole_number`, which bounds its length first: Python's
+``int()`` refuses more than 4,300 digits with a ``ValueError`` (a 500 where a refusal was due), and
+converting costs time growing with the square of the length below that (docs/reliability.md, bad input).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,18 @@ def is_pubkey(value: Any) -> bool:
         return len(base58.b58decode(value)) == 32
     except ValueError:
         return False
+
+
+def whole_number(text: str, maximum: int) -> int | None:
+    """The number ``text`` spells in ASCII decimal digits, or None: not only digits, or above ``maximum``.
+    Leading zeros are allowed; what is longer than ``maximum`` is refused before it is converted."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(maximum)):
+        return None
+    value = int(digits)
+    return value if value <= maximum else None
 
 
 def config_object(params: list[Any], at: int) -> dict[str, Any] | RpcError:

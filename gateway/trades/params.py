@@ -6,13 +6,14 @@ Shapes (docs/api.md's, with the choices made here for what it leaves open)::
     executeSell  [{mint, token_amount, slippage_bps?, priority_fee_micro_lamports?}]
 
 - ``mint``: a base58 public key (32 bytes).
-- ``amount_sol``: the SOL budget, a JSON number or a decimal string, positive, at most 9 decimals (one
-  lamport) and at most :data:`MAX_AMOUNT_SOL`. It becomes lamports exactly: a number is read through its
-  shortest decimal form (``repr``: 0.1 is ``"0.1"``, not 0.1000000000000000055...), never multiplied as a
-  float, so ``0.1`` SOL is exactly 100,000,000 lamports.
+- ``amount_sol``: the SOL budget, a JSON number or a decimal string (at most 40 characters), positive,
+  at most 9 decimals (one lamport) and at most :data:`MAX_AMOUNT_SOL`. It becomes lamports exactly: a
+  number is read through its shortest decimal form (``repr``: 0.1 is ``"0.1"``, not
+  0.1000000000000000055...), never multiplied as a float, so ``0.1`` SOL is exactly 100,000,000 lamports.
 - ``token_amount``: raw base units (pump tokens have 6 decimals: 1 token = 1,000,000 units), a JSON
   integer or a string of decimal digits, positive, at most u64. ``'all'``, fractions, zero and negatives
-  are refused, each with its own message.
+  are refused, each with its own message; a string's length is bounded before it is converted
+  (:func:`gateway.core.params.whole_number`).
 - ``slippage_bps``: an integer from 0 to 10,000 (default 500, i.e. 5%).
 - ``exact_in`` (snipe only): ``true`` spends exactly ``amount_sol`` (the program's budget buy,
   ``buy_exact_sol_in`` / ``buy_exact_quote_in_v2``) with ``slippage_bps`` taken off the tokens instead of
@@ -28,12 +29,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from typing import Any, Final
 
 from solders.pubkey import Pubkey
 
 from gateway.core.errors import RpcError, invalid_params
+from gateway.core.params import whole_number
 
 __all__ = [
     "DEFAULT_PRIORITY_FEE_MICRO_LAMPORTS",
@@ -59,6 +61,9 @@ MAX_PRIORITY_FEE_MICRO_LAMPORTS: Final = 100_000_000
 MAX_AMOUNT_SOL: Final = 1_000_000
 _U64_MAX: Final = 2**64 - 1
 _SOL_DECIMALS: Final = 9
+#: "1000000.000000000" is 17 characters; room for zeros around it, and every digit read exactly.
+_MAX_AMOUNT_TEXT: Final = 40
+_EXACT: Final = Context(prec=_MAX_AMOUNT_TEXT + 10)
 _DIGITS = re.compile(r"[0-9]+")
 _DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?|\.[0-9]+")
 _COMMON = ("slippage_bps", "priority_fee_micro_lamports")
@@ -169,7 +174,11 @@ def sol_to_lamports(value: Any) -> int | str:
     """``amount_sol`` (a JSON number or a decimal string) in lamports, exactly; or why it is refused."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return f"amount_sol must be a number of SOL (e.g. 0.5), got {_shown(value)}"
+    if isinstance(value, int) and not 0 < value <= MAX_AMOUNT_SOL:  # compared as is: no text of a huge one
+        return f"amount_sol must be positive and at most {MAX_AMOUNT_SOL:,} SOL, got {_shown(value)}"
     text = repr(value) if isinstance(value, float) else str(value).strip()
+    if isinstance(value, str) and len(text) > _MAX_AMOUNT_TEXT:
+        return f"amount_sol must be at most {_MAX_AMOUNT_TEXT} characters, got {_shown(value)}"
     if isinstance(value, str) and not _DECIMAL.fullmatch(text.lstrip("-")):
         return f'amount_sol must be a number of SOL in decimal digits (e.g. "0.5"), got {_shown(value)}'
     try:
@@ -180,7 +189,7 @@ def sol_to_lamports(value: Any) -> int | str:
         return f"amount_sol must be a finite number of SOL, got {_shown(value)}"
     if amount <= 0:
         return f"amount_sol must be positive, got {_shown(value)}"
-    exponent = amount.normalize().as_tuple().exponent
+    exponent = amount.normalize(_EXACT).as_tuple().exponent  # the default context would round past 28 digits
     if isinstance(exponent, int) and exponent < -_SOL_DECIMALS:
         return f"amount_sol has more than {_SOL_DECIMALS} decimals (1 lamport = 0.000000001 SOL), got {_shown(value)}"
     if amount > MAX_AMOUNT_SOL:
@@ -199,7 +208,9 @@ def token_units(value: Any) -> int | str:
         return f"token_amount must be an integer or a decimal string of raw base units, got {_shown(value)}"
     if isinstance(value, float) and value.is_integer():
         return f"token_amount must be an integer, not a float ({value!r}): send it as an integer or a string"
-    text = repr(value) if isinstance(value, float) else str(value).strip()
+    if isinstance(value, int):  # compared as is: text of a huge one could not even be made (4,300 digits)
+        return _units_refusal(value) or value
+    text = repr(value) if isinstance(value, float) else value.strip()
     negative = text.startswith("-")
     digits = text[1:] if negative else text
     if _DECIMAL.fullmatch(digits) and not _DIGITS.fullmatch(digits):
@@ -209,16 +220,28 @@ def token_units(value: Any) -> int | str:
         )
     if not _DIGITS.fullmatch(digits):
         return f"token_amount must be an integer or a decimal string of raw base units, got {_shown(value)}"
-    amount = -int(digits) if negative else int(digits)
-    if amount < 0:
+    if negative and digits.strip("0"):
         return f"token_amount must be positive, got a negative amount ({_shown(value)})"
+    amount = whole_number(digits, _U64_MAX)
+    if amount is None:
+        return f"token_amount {_shown(value)} is larger than a u64 ({_U64_MAX})"
+    return _units_refusal(amount) or amount
+
+
+def _units_refusal(amount: int) -> str | None:
+    if amount < 0:
+        return f"token_amount must be positive, got a negative amount ({_shown(amount)})"
     if amount == 0:
         return "token_amount must be positive, got 0: there is nothing to sell"
     if amount > _U64_MAX:
-        return f"token_amount {amount} is larger than a u64 ({_U64_MAX})"
-    return amount
+        return f"token_amount {_shown(amount)} is larger than a u64 ({_U64_MAX})"
+    return None
 
 
 def _shown(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"an integer of {value.bit_length()} bits"  # repr() of one past 4,300 digits raises
+    if isinstance(value, str) and len(value) > 60:
+        return repr(value[:57]) + "..."  # repr() of the whole would copy it
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."

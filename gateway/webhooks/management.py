@@ -25,6 +25,7 @@ from typing import Any
 
 from gateway.auth.account_views import iso8601
 from gateway.core.errors import ProxyError, ReplyStyle, address_rate_limited, invalid_request, not_found
+from gateway.core.params import whole_number
 from gateway.credits.errors import account_suspended, insufficient_credits
 from gateway.pipeline import Call, Reply, json_reply
 from gateway.storage.connections import Pool
@@ -186,10 +187,10 @@ class WebhookEndpoints:
 def webhook_id(path: str) -> int:
     """The id of ``/webhooks/{id}[/action]``; 404 for one that cannot be an id (so it looks like any
     unknown id). The routes' own pattern guarantees the shape of the path."""
-    raw = path.rsplit(PATH + "/", 1)[-1].split("/", 1)[0]
-    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_ID:
+    target = whole_number(path.rsplit(PATH + "/", 1)[-1].split("/", 1)[0], MAX_ID)
+    if target is None or target < 1:
         raise _not_found()
-    return int(raw)
+    return target
 
 
 def webhook_document(view: WebhookView) -> dict[str, Any]:

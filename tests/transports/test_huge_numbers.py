@@ -1,0 +1,92 @@
+"""Issue 49: numbers and ids of thousands of digits, where Python's ``int()`` refuses more than 4,300
+(a ``ValueError`` that was a 500 ``INTERNAL_ERROR`` and a logged traceback). Each is refused in the
+documented shape, a batch's bad item with its own -32602 beside its neighbours' answers, and nothing
+is logged as a crash."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from gateway.core.errors import RpcCode
+from tests.transports.target import Target, serve_target
+
+MINT = "So11111111111111111111111111111111111111112"
+DIGITS = "7" * 5_000
+
+
+@pytest.fixture(scope="module")
+async def target(
+    tmp_path_factory: pytest.TempPathFactory, database_url: str, redis_url: str, devnode_url: str
+) -> AsyncIterator[Target]:
+    home: Path = tmp_path_factory.mktemp("huge-numbers")
+    async with serve_target(home, database_url, redis_url, devnode_url) as target:
+        yield target
+
+
+@pytest.fixture(autouse=True)
+def no_crash_before(target: Target) -> None:
+    target.crashes.take()  # each test reads only what its own requests logged
+
+
+async def post(target: Target, path: str, document: Any) -> tuple[int, Any]:
+    headers = {"X-Api-Key": target.api_key, "Content-Type": "application/json"}
+    async with target.http.post(target.url + path, data=orjson.dumps(document), headers=headers) as resp:
+        return resp.status, orjson.loads(await resp.read())
+
+
+def sell(item_id: int, token_amount: Any) -> dict[str, Any]:
+    params = [{"mint": MINT, "token_amount": token_amount}]
+    return {"jsonrpc": "2.0", "id": item_id, "method": "executeSell", "params": params}
+
+
+@pytest.mark.parametrize("amount", [DIGITS, "-" + DIGITS, DIGITS + ".5", " " + DIGITS])
+async def test_a_sell_of_5000_digits_is_a_32602(target: Target, amount: str) -> None:
+    status, answer = await post(target, "/", sell(1, amount))
+    assert status == 200, answer
+    assert answer["error"]["code"] == RpcCode.INVALID_PARAMS and "token_amount" in answer["error"]["message"], answer
+    assert len(answer["error"]["message"]) < 300, answer  # the amount is not echoed whole
+    assert target.crashes.take() == []
+
+
+@pytest.mark.parametrize("amount", ["1" * 5_000, "0." + "1" * 5_000, "1" * 40 + ".5"])
+async def test_a_snipe_of_thousands_of_digits_is_a_32602(target: Target, amount: str) -> None:
+    call = {"jsonrpc": "2.0", "id": 1, "method": "executeSnipe", "params": [{"mint": MINT, "amount_sol": amount}]}
+    status, answer = await post(target, "/", call)
+    assert status == 200, answer
+    assert answer["error"]["code"] == RpcCode.INVALID_PARAMS and "amount_sol" in answer["error"]["message"], answer
+    assert target.crashes.take() == []
+
+
+async def test_a_batch_with_a_sell_of_5000_digits_answers_every_item(target: Target) -> None:
+    batch = [{"jsonrpc": "2.0", "id": 0, "method": "getSlot"}, sell(1, DIGITS), sell(2, "0")]
+    status, answer = await post(target, "/", batch)
+    assert status == 200, answer
+    by_id = {item["id"]: item for item in answer}
+    assert isinstance(by_id[0]["result"], int), answer
+    assert by_id[1]["error"]["code"] == RpcCode.INVALID_PARAMS, answer
+    assert by_id[2]["error"]["code"] == RpcCode.INVALID_PARAMS, answer
+    assert target.crashes.take() == []
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("DELETE", f"/webhooks/{DIGITS}"),
+        ("POST", f"/webhooks/{DIGITS}/rotate-secret"),
+        ("POST", f"/webhooks/{DIGITS}/replay"),
+        ("POST", f"/webhooks/{DIGITS}/resume"),
+        ("DELETE", f"/webhooks/{'0' * 5_000}1"),
+    ],
+)
+async def test_a_webhook_id_of_5000_digits_is_404(target: Target, method: str, path: str) -> None:
+    headers = {"X-Api-Key": target.api_key, "Content-Type": "application/json"}
+    body = b"{}" if method == "POST" else None
+    async with target.http.request(method, target.url + path, data=body, headers=headers) as resp:
+        status, answer = resp.status, orjson.loads(await resp.read())
+    assert status == 404 and answer["error"]["code"] == "NOT_FOUND", answer
+    assert target.crashes.take() == []
