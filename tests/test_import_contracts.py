@@ -26,7 +26,7 @@ def lint(tree: Path, *contracts: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    for package in ("gateway", "devnode", "pumpfun", "geyser_proto"):
+    for package in ("actors", "gateway", "devnode", "pumpfun", "geyser_proto"):
         shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     return tmp_path
@@ -52,7 +52,9 @@ def test_the_tree_as_it_is_keeps_every_contract(tree: Path) -> None:
         ("gateway/auth/endpoints.py", "import redis", "drivers-behind-storage"),
         ("gateway/credits/watcher_actor.py", "import gateway.runtime.serve_runtime", "actors-are-plain"),
         ("gateway/credits/meter.py", "import ray", "ray-in-runtime"),
-        ("gateway/runtime/cluster.py", "import gateway.runtime.actors", "no-circles"),  # actors imports cluster
+        ("gateway/webhooks/dispatcher.py", "import actors.webhook_dispatchers", "actors-started-by-the-runtime"),
+        ("devnode/node.py", "import actors.supervision", "devnode-imports-nothing"),
+        ("gateway/runtime/cluster.py", "import gateway.runtime.inspect", "no-circles"),  # inspect imports cluster
         ("gateway/core/errors.py", "import gateway.core.methods", "no-circles"),  # methods imports errors
         ("gateway/client.py", "import gateway.storage.errors", "client-standalone"),
         ("gateway/node/http.py", "import devnode.node", "devnode-independent"),

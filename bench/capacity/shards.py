@@ -28,11 +28,11 @@ from typing import Any
 
 import ray
 
+from actors.account_shards import start_account_shards, stop_account_shards
 from bench.capacity import Figure, load_average
 from gateway.limits.rules import Allowed
 from gateway.limits.shards import ShardBook, SliceGrant, SliceRequest, shard_name
 from gateway.limits.slices import ShardUnavailable, SlicedLimiter
-from gateway.runtime.actors import start_account_shards, stop_account_shards
 from gateway.runtime.cluster import NAMESPACE
 from gateway.runtime.shards import RayShards
 

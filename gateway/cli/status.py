@@ -137,7 +137,7 @@ async def _node(settings: Settings) -> Part:
 
 
 def _actor_names(settings: Settings) -> list[str]:
-    from gateway.runtime.actors import service_actor_names  # the actor classes' imports: only when asked
+    from actors.service import service_actor_names  # the actor classes' imports: only when asked
 
     names = service_actor_names(settings.model_dump(mode="json"))
     grpc_on = settings.grpc_servers > 0 and (settings.upstream_rpc_url is None or settings.upstream_grpc_url)

@@ -1,6 +1,6 @@
 """The deposit watcher actor: a thin shell around :class:`gateway.credits.watcher.DepositWatcher`.
 
-A plain class, testable without Ray; :mod:`gateway.runtime.actors` makes it one named, detached,
+A plain class, testable without Ray; :mod:`actors` makes it one named, detached,
 restarting Ray actor per cluster, so replicas never poll the node in parallel (two would still be
 safe: crediting is idempotent per signature, just wasteful). Its poll loop runs on a
 :class:`gateway.actor_loop.LoopThread` from ``__init__`` (a restart re-runs only ``__init__``).

@@ -1,6 +1,6 @@
 """The gRPC stream actor: a thin shell around :class:`gateway.grpc.server.GrpcStreamServer`.
 
-A plain class, testable without Ray; :mod:`gateway.runtime.actors` starts ``grpc_servers`` of them
+A plain class, testable without Ray; :mod:`actors` starts ``grpc_servers`` of them
 (``grpc-stream-N``), named and restarted by Ray after a crash. Each is one process serving
 ``grpc_port`` (several share it through ``SO_REUSEPORT``, the kernel spreading connections over them)
 with its one upstream geyser subscription and its own credit leases. The server runs on a

@@ -1,7 +1,7 @@
 """The account-shard actor: owns the rate buckets and concurrency budgets of the accounts that hash to
 it, and hands replicas slices of them (:mod:`gateway.limits.shards` has the rules and the bound).
 
-A plain class, testable without Ray; :mod:`gateway.runtime.actors` starts ``account_shards`` of them
+A plain class, testable without Ray; :mod:`actors` starts ``account_shards`` of them
 as named, restarting actors (``account-shard-0`` …), and :class:`gateway.runtime.shards.RayShards`
 is how a replica reaches them. Its state is soft: a restarted shard has a new epoch and no holders,
 and is young for a slice's TTL (``restarted``): no tokens, no new slots, so that slices of the

@@ -13,10 +13,10 @@ from ray.serve import Application
 from ray.serve.schema import LoggingConfig
 from starlette.types import ASGIApp
 
+from actors.account_shards import start_account_shards
 from gateway.app import GatewayApp
 from gateway.core.errors import ConfigError
 from gateway.pubsub.ws import UVICORN_WS_OPTIONS
-from gateway.runtime.actors import start_account_shards
 from gateway.runtime.cluster import STOP_GRACE_S
 from gateway.runtime.exposure import replica_refusal
 from gateway.runtime.metrics import install_ray_metrics

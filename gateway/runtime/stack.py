@@ -16,22 +16,20 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from actors.account_shards import start_account_shards
+from actors.deposit_watcher import start_deposit_watcher
+from actors.grpc_streams import start_grpc_streams
+from actors.send_racers import start_send_racers
+from actors.send_reconciler import start_send_reconciler
+from actors.service import service_actor_names
+from actors.signal_classifier import start_signal_classifier
+from actors.supervision import stop_actors
+from actors.webhook_dispatchers import start_webhook_dispatchers
+from actors.webhook_watcher import start_webhook_watcher
 from gateway.auth.key_secret import SECRET_FILE, load_or_create_secret
 from gateway.auth.store.service_keys import record_cluster_keys_at
 from gateway.config import DEVNODE
 from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, ensure_service_keys
-from gateway.runtime.actors import (
-    service_actor_names,
-    start_account_shards,
-    start_deposit_watcher,
-    start_grpc_streams,
-    start_send_racers,
-    start_send_reconciler,
-    start_signal_classifier,
-    start_webhook_dispatchers,
-    start_webhook_watcher,
-    stop_actors,
-)
 from gateway.runtime.cluster import STOP_BUDGET_S
 from gateway.runtime.devnode_proc import DevnodeProcess, stop_stale
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis

@@ -1,7 +1,7 @@
 """The send-racer actor: races ``sendAndConfirm`` transactions for any replica.
 
 A plain class around :class:`gateway.sending.racers.LocalRacers`, testable without Ray;
-:mod:`gateway.runtime.actors` starts a pool of them as named, restarting Ray actors, and
+:mod:`actors` starts a pool of them as named, restarting Ray actors, and
 :class:`gateway.runtime.racers.RayRacers` hands each race to one. Its methods are coroutines, so Ray
 runs it as an async actor: one racer runs many races at once, each mostly waiting on the node.
 

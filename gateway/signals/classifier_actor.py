@@ -1,6 +1,6 @@
 """The signal classifier actor: a thin shell around :class:`gateway.signals.classifier.SignalClassifier`.
 
-A plain class, testable without Ray; :mod:`gateway.runtime.actors` makes it one named, detached,
+A plain class, testable without Ray; :mod:`actors` makes it one named, detached,
 restarting Ray actor per cluster (``signal-classifier``), so one poller reads the node's blocks and
 every replica follows its log. Two at once would still be safe: the log's cursor lets only one of them
 append a slot (:class:`gateway.signals.store.CursorConflict` for the other). Its poll loop runs on a

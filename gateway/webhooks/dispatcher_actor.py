@@ -1,6 +1,6 @@
 """The webhook dispatcher actor: a thin shell around :class:`gateway.webhooks.dispatcher.Dispatcher`.
 
-A plain class, testable without Ray; :mod:`gateway.runtime.actors` starts a small pool of them
+A plain class, testable without Ray; :mod:`actors` starts a small pool of them
 (``webhook_dispatchers``, named ``webhook-dispatcher-N``) as named, detached, restarting Ray actors.
 Any number may run at once: PostgreSQL hands each due job to one of them (``FOR UPDATE SKIP
 LOCKED``, under a lease), so they share the queue without talking to each other. Its loop runs on a

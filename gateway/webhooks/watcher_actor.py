@@ -1,6 +1,6 @@
 """The webhook watcher actor: the sources of transaction and signal webhook events, on one loop.
 
-A plain class, testable without Ray; :mod:`gateway.runtime.actors` makes it one named, detached,
+A plain class, testable without Ray; :mod:`actors` makes it one named, detached,
 restarting Ray actor per cluster (``webhook-watcher``). It runs :class:`gateway.webhooks.sources.TransactionWatches`
 (with the node's PubSub for wake-ups) and :class:`gateway.webhooks.sources.SignalWebhooks` side by
 side on a :class:`gateway.actor_loop.LoopThread` from ``__init__``; both resume from their positions in

@@ -482,7 +482,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 RAY_DRIVER = """
 import json, sys
 import ray
-from gateway.runtime.actors import start_deposit_watcher, stop_deposit_watcher
+from actors.deposit_watcher import start_deposit_watcher, stop_deposit_watcher
 
 settings = json.loads(sys.argv[1])
 ray.init(namespace="gateway", include_dashboard=False, _node_ip_address="127.0.0.1", num_cpus=1)

@@ -14,8 +14,8 @@ import sys
 import ray
 import uvicorn
 
+from actors.send_racers import start_send_racers, stop_send_racers
 from gateway.app import GatewayApp
-from gateway.runtime.actors import start_send_racers, stop_send_racers
 from gateway.runtime.cluster import NAMESPACE, send_racer_names
 from gateway.runtime.ports import free_port
 from gateway.runtime.racers import RayRacers
