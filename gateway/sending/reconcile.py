@@ -2,14 +2,16 @@
 
 A send left ``pending`` (its race ended ``unknown``, or the racer running it went away) is settled by
 the chain, not by a clock: it landed (``confirmed`` or ``failed``, at its price), or its blockhash is no
-longer valid and it is nowhere to be found, so it can never land (``expired``, free). The order of the
+longer valid and it is nowhere to be found, so it can never land (``expired``, the base fee: it was
+broadcast, docs/api.md sendAndConfirm). The order of the
 reads matters: the blockhash is checked first, so a status read after it that finds nothing proves the
 transaction will not land later; and a node that still keeps the blocks from the send's hold on
 (``getFirstAvailableBlock``, read last) proves it did not land before either. Anything else (the node
 cannot say, only ``processed`` so far) leaves it pending for the next pass. The one exception to "not
 by a clock": a send whose blocks the node no longer keeps (a limited ledger, a restart) can be proven
-neither way; it stays pending ``UNPROVEN_RELEASE_S``, then is released free, marked ``<by>:unproven``
-(never charged for what cannot be proven; recorded, not silently). A landing at a slot before the
+neither way; it stays pending ``UNPROVEN_RELEASE_S``, then is released as ``expired`` at the base fee,
+marked ``<by>:unproven`` (never charged the landing price for a landing that cannot be proven; recorded,
+not silently). A landing at a slot before the
 send's hold (the history read finds an earlier send's landing of the same transaction) settles it at
 that status with nothing charged, as the race's settlement does
 (:func:`gateway.storage.sends.landed_before`).
@@ -33,7 +35,7 @@ from gateway.storage.sends import SendRecord, SendStatus
 log = logging.getLogger(__name__)
 
 READ_TIMEOUT_S = 5.0
-#: A send no node can prove landed or lost (its history purged past the hold) is released, free, after this
+#: A send no node can prove landed or lost (its history purged past the hold) is released at the base fee after this
 #: (the default of the setting ``send_unproven_release_s``).
 UNPROVEN_RELEASE_S = 600.0
 
@@ -72,7 +74,7 @@ async def reconcile(
 
 
 async def _release_unproven(pool: Pool, record: SendRecord, by: str, after_s: float) -> SendRecord:
-    """Pending until ``after_s`` old, then released free and marked (see the module's docstring)."""
+    """Pending until ``after_s`` old, then released at the base fee and marked (see the module's docstring)."""
     if datetime.now(UTC) - record.created_at < timedelta(seconds=after_s):
         return record
     error = "the node no longer keeps the blocks since the hold: released unproven"

@@ -13,10 +13,11 @@ stage took a rate unit but no credits (the class is held, not leased). Here, in 
 3. **Race** it (:mod:`gateway.sending.race`, in a send-racer actor or in this replica).
 4. **Settle**: ``confirmed`` → the landing price; ``failed`` (landed, execution error) → the base
    fee (the SEND price); ``unknown`` → the hold stays pending and the reconciler settles it from the
-   chain once its blockhash has expired. A racer that goes away, a client that disconnects or a
-   ledger that cannot be written leaves the hold pending too: reconciled, never lost. A landing at a
-   slot before the hold's is not this send's (the same transaction landed before, e.g. through a send
-   whose record retention deleted): settled at its status, charged nothing
+   chain: landed, or ``expired`` once its blockhash has (the base fee too: it was broadcast). A racer
+   that goes away, a client that disconnects or a ledger that cannot be written leaves the hold
+   pending too: reconciled, never lost. A landing at a slot before the hold's is not this send's (the
+   same transaction landed before, e.g. through a send whose record retention deleted): settled at its
+   status, charged nothing
    (:func:`gateway.storage.sends.landed_before`), by the race's settlement and the reconciler alike.
 """
 
@@ -47,13 +48,14 @@ log = logging.getLogger(__name__)
 
 SIMULATE_TIMEOUT_S = 5.0
 SLOT_TIMEOUT_S = 2.0
-#: How a settled send reads in the result's ``status`` (pending is ``unknown``: not proven yet).
+#: How a send's record reads in the result's ``status``: the interface's three values only, the finer
+#: state being ``getSendStatus``'s (docs/api.md maps them: pending, expired and refused read ``unknown``).
 _STATUS = {
     SendStatus.PENDING: "unknown",
     SendStatus.CONFIRMED: "confirmed",
     SendStatus.FAILED: "failed",
-    SendStatus.EXPIRED: "expired",
-    SendStatus.REFUSED: "refused",
+    SendStatus.EXPIRED: "unknown",
+    SendStatus.REFUSED: "unknown",
 }
 
 

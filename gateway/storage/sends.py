@@ -38,7 +38,7 @@ class SendStatus(StrEnum):
     PENDING = "pending"  # held; the outcome is not known yet
     CONFIRMED = "confirmed"  # landed and succeeded: the landing price
     FAILED = "failed"  # landed and failed: the base fee
-    EXPIRED = "expired"  # never landed before its blockhash expired: nothing
+    EXPIRED = "expired"  # broadcast, never landed before its blockhash expired (or released unproven): the base fee
     REFUSED = "refused"  # its preflight simulation failed or could not run: nothing was sent, nothing
 
 
@@ -187,8 +187,13 @@ async def settle(
         row = await conn.fetchrow("SELECT * FROM sends WHERE signature = $1 FOR UPDATE", signature)
         if row["status"] != SendStatus.PENDING:  # settled already: the first settlement stands
             return replace(_record(row), standing=(await holds(conn, pubkey, int(account["balance"])))[1])
-        charged = {SendStatus.CONFIRMED: row["held"], SendStatus.FAILED: row["base_fee"]}.get(status, 0)
-        if charged and landed_before(row["hold_slot"], slot):
+        # docs/api.md, sendAndConfirm: the landing price when confirmed, the base fee for anything else
+        # broadcast; only a preflight refusal (nothing broadcast) is free
+        charged = (
+            row["held"] if status is SendStatus.CONFIRMED else 0 if status is SendStatus.REFUSED else row["base_fee"]
+        )
+        landed = status in (SendStatus.CONFIRMED, SendStatus.FAILED)
+        if charged and landed and landed_before(row["hold_slot"], slot):
             log.info(
                 "send %s landed at slot %s, before its hold at slot %s: settled %s, nothing charged",
                 signature,

@@ -450,7 +450,8 @@ class Run:
                 self.report.problems.append(f"send {signature} settled without a hold")
             return
         landing, base_fee = held
-        expected = 0 if before else {"confirmed": landing, "failed": base_fee}.get(outcome, 0)
+        landed = outcome != "expired"  # an expired send never landed: "before its hold" does not apply
+        expected = 0 if before and landed else {"confirmed": landing}.get(outcome, base_fee)
         if record is None or record.charged != expected:
             self.report.problems.append(
                 f"send {signature} {outcome}: charged {record and record.charged}, not {expected}"

@@ -2,11 +2,11 @@
 its hold: a transaction that landed there and was purged (a node with a limited ledger, or restarted)
 is not found either, which proves nothing. Found by the fault suite (tests/faults): a send whose racer
 was killed landed, the reconciler came 20 s later to a devnode keeping 5 s of blocks, and settled it
-expired, free, while the sink held its lamports.
+expired, while the sink held its lamports.
 
 A devnode of its own keeping 5 slots of history; the send held at its slot, landed, then 200 slots
-later (its blockhash expired, its block purged): left pending, then released free and marked once it
-is ``UNPROVEN_RELEASE_S`` old."""
+later (its blockhash expired, its block purged): left pending, then released at the base fee (it was
+broadcast; the landing price needs the proof) and marked once it is ``UNPROVEN_RELEASE_S`` old."""
 
 from __future__ import annotations
 
@@ -57,7 +57,9 @@ async def test_a_send_landed_before_the_nodes_history_is_left_pending_not_expire
 
         old = replace(record, created_at=record.created_at - timedelta(seconds=UNPROVEN_RELEASE_S + 1))
         released = await reconcile(pool, upstream, old, "test")  # as a pass that much later would
-        assert released.status is SendStatus.EXPIRED and released.charged == 0
+        assert released.status is SendStatus.EXPIRED and released.charged == 2  # the base fee held with it
+        entries = await pool.fetch("SELECT amount, description FROM ledger_entries WHERE ref = $1", signature)
+        assert [(r["amount"], r["description"]) for r in entries] == [(-2, f"sendAndConfirm expired: {signature}")]
         row = await pool.fetchrow("SELECT settled_by, error FROM sends WHERE signature = $1", signature)
         assert row["settled_by"] == "test:unproven" and "released unproven" in row["error"]
     finally:

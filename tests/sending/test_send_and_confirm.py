@@ -6,6 +6,8 @@ itself: each settled send has one ``debit`` entry naming its outcome, or none wh
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncpg
 from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
@@ -87,7 +89,18 @@ async def test_a_failing_preflight_sends_nothing_and_charges_nothing(
     assert doc["error"]["data"] == {"err": own["err"]}, doc  # the free answer: the error alone
 
 
-async def test_an_unknown_blockhash_ends_unknown_then_the_reconciler_refunds_it(
+async def reconcile_all(devnode_url: str, database_url: str) -> int:
+    """One pass of the send reconciler, as its actor runs it, over every pending send old enough."""
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
+    node = HttpUpstream(devnode_url)
+    try:
+        return await SendReconciler(pool, node, min_age_s=0).run_once()
+    finally:
+        await node.close()
+        await pool.close()
+
+
+async def test_an_unknown_blockhash_ends_unknown_then_the_reconciler_charges_the_base_fee(
     caller: Caller, payer: Keypair, devnode_url: str, database_url: str, db: asyncpg.Connection
 ) -> None:
     tx = pay(payer, 1_000_000, unknown_blockhash())
@@ -98,17 +111,49 @@ async def test_an_unknown_blockhash_ends_unknown_then_the_reconciler_refunds_it(
     held = await db.fetchval("SELECT held FROM sends WHERE signature = $1 AND status = 'pending'", signature)
     assert held == LANDING
 
-    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
-    node = HttpUpstream(devnode_url)
-    try:
-        settled = await SendReconciler(pool, node, min_age_s=0).run_once()
-    finally:
-        await node.close()
-        await pool.close()
-    assert settled >= 1
+    assert await reconcile_all(devnode_url, database_url) >= 1
     send_status = await caller.result("getSendStatus", [signature])
-    assert (send_status["status"], send_status["retry_safe"], send_status["charged_credits"]) == ("expired", True, 0)
-    assert await debits(db, signature) == []
+    assert (send_status["status"], send_status["retry_safe"]) == ("expired", True), send_status
+    assert send_status["charged_credits"] == BASE_FEE  # it was sent: the base fee, as the interface prices it
+    assert await debits(db, signature) == [(-BASE_FEE, f"sendAndConfirm expired: {signature}")]
+
+
+async def test_a_broadcast_transaction_that_never_lands_is_charged_the_base_fee(
+    caller: Caller, devnode_url: str, database_url: str, db: asyncpg.Connection
+) -> None:
+    """Correctly signed, but its fee payer holds nothing: broadcast, never lands, settled ``expired``
+    once its blockhash has; the interface's "base fee otherwise" (issue 49 found it settled for 0)."""
+    unfunded = Keypair()
+    tx = pay(unfunded, 1_000, await latest_blockhash(devnode_url))
+    result = await caller.result("sendAndConfirm", [b64(tx)])
+    signature = result["signature"]
+    assert result["status"] == "unknown" and result["legs_attempted"], result
+    assert result["charged_credits"] == LANDING  # held until the chain proves what became of it
+
+    check = {"jsonrpc": "2.0", "id": 1, "method": "isBlockhashValid", "params": [str(tx.message.recent_blockhash)]}
+    for _ in range(600):  # 150 blocks of 100 ms, bounded at 60 s
+        async with caller.http.post(devnode_url, json=check) as resp:
+            if not (await resp.json())["result"]["value"]:
+                break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError("the blockhash never expired")
+    async with AsyncClient(devnode_url) as node:
+        assert (await node.get_signature_statuses([tx.signatures[0]])).value[0] is None  # never landed
+    assert await reconcile_all(devnode_url, database_url) >= 1
+
+    send_status = await caller.result("getSendStatus", [signature])
+    assert (send_status["status"], send_status["charged_credits"]) == ("expired", BASE_FEE), send_status
+    assert await debits(db, signature) == [(-BASE_FEE, f"sendAndConfirm expired: {signature}")]
+    history = await db.fetch(
+        "SELECT credits, refunded FROM usage_history WHERE pubkey = $1 AND method = 'sendAndConfirm'",
+        caller.signer.pubkey,
+    )
+    assert [(r["credits"], r["refunded"]) for r in history] == [(BASE_FEE, False)]
+
+    again = await caller.result("sendAndConfirm", [b64(tx)])  # the first send's state, in the interface's values
+    assert (again["status"], again["confirmed"], again["charged_credits"]) == ("unknown", False, BASE_FEE), again
+    assert await debits(db, signature) == [(-BASE_FEE, f"sendAndConfirm expired: {signature}")]
 
 
 async def test_the_same_transaction_twice_is_charged_once(
