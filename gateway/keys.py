@@ -12,6 +12,7 @@ holds another key stops start-up.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -48,17 +49,35 @@ def load_or_create_keypair(path: Path) -> Keypair:
         return load_keypair(path)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # private: gateway/runtime/private_files.py
     keypair = Keypair()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".key-")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".key-")  # created 0600: private before it holds the key
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(list(bytes(keypair)), f)
-        os.chmod(tmp, 0o600)
         os.link(tmp, path)
     except FileExistsError:
         return load_keypair(path)
     finally:
         os.unlink(tmp)
     return keypair
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a secret to ``path``, readable by its owner only from the moment it exists.
+
+    Written to a temporary file created 0600 beside it (never a chmod after writing, which leaves the
+    secret readable by others meanwhile), then renamed over it: the secret goes into a new file, so a
+    reader that had the old file open (when it was open to others) cannot read the new one.
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".private-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 @dataclass(frozen=True, slots=True)

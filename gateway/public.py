@@ -1,11 +1,14 @@
-"""The public documents: ``/health``, ``/pricing``, ``/capabilities``. Pure functions of state."""
+"""The public documents: ``/health``, ``/pricing``, ``/capabilities``. Pure functions of state, and
+:class:`SingleFlight`, which keeps ``/pricing``'s one node read (the SOL/USD rate, when its cache is
+stale) one read however many callers ask at once."""
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from gateway.bulk.rules import BULK_CREDITS, MAX_BULK_ITEMS
 from gateway.core.jsonrpc import MAX_BATCH
@@ -20,6 +23,32 @@ from gateway.signals.rules import KINDS
 from gateway.webhooks.rules import pricing_view as webhook_pricing_view
 from geyser_proto.filters import DEFAULT_LIMITS as DEFAULT_FILTER_LIMITS
 from geyser_proto.filters import MAX_PUBKEY_CHARS, MAX_SIGNATURE_CHARS
+
+T = TypeVar("T")
+
+
+class SingleFlight(Generic[T]):
+    """``fetch`` run once for every caller that asks while it runs: they all get its answer (or its
+    error). A caller that goes away does not cancel it for the others."""
+
+    def __init__(self, fetch: Callable[[], Awaitable[T]]) -> None:
+        self._fetch = fetch
+        self._running: asyncio.Future[T] | None = None
+        self.runs = 0  # how many times ``fetch`` was started
+
+    async def __call__(self) -> T:
+        running = self._running
+        if running is None:
+            self.runs += 1
+            running = self._running = asyncio.ensure_future(self._fetch())
+            running.add_done_callback(self._done)
+        return await asyncio.shield(running)
+
+    def _done(self, finished: asyncio.Future[T]) -> None:
+        if self._running is finished:
+            self._running = None
+        if not finished.cancelled():
+            finished.exception()  # retrieved: an error every caller left is not logged as never retrieved
 
 
 @dataclass
@@ -110,8 +139,8 @@ def pricing_document(
             "landing_credits": prices.price(MethodClass.SEND_AND_CONFIRM),
             "base_fee_credits": prices.price(MethodClass.SEND),
             "held_at_admission": prices.price(MethodClass.SEND_AND_CONFIRM),
-            "charged": "landing_credits when confirmed; base_fee_credits when it landed and failed; nothing when "
-            "it never landed before its blockhash expired or its preflight refused it",
+            "charged": "landing_credits when confirmed; base_fee_credits otherwise (it landed and failed, or it "
+            "was sent and never landed); nothing only when its preflight refused it (nothing was sent)",
         },
         "bulk": {
             f"/bulk/{name}": {"credits_per_item": credits, "max_items": MAX_BULK_ITEMS}

@@ -36,7 +36,7 @@ from spl.token.instructions import (
 from spl.token.models import MintToCheckedParams, TransferCheckedParams
 
 from gateway.client import AuthFailed, GatewayClient, PaymentRequired, WalletSigner, api_key_path, dev_wallet_path
-from gateway.keys import load_keypair, load_or_create_keypair
+from gateway.keys import load_keypair, load_or_create_keypair, write_private
 from gateway.settings import Settings
 
 USDC_DECIMALS = 6
@@ -143,7 +143,7 @@ async def _api_key(gw: GatewayClient, url: str, key_path: Path) -> str:
             except AuthFailed:
                 pass  # rotated since: make a new one
     key = await gw.create_api_key()
-    _save_key(key_path, key)
+    save_api_key(key_path, key)
     return key
 
 
@@ -151,10 +151,9 @@ def _saved_key(path: Path) -> str | None:
     return path.read_text().strip() if path.exists() else None
 
 
-def _save_key(path: Path, key: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(key + "\n")
-    path.chmod(0o600)
+def save_api_key(path: Path, key: str) -> None:
+    """The key beside the wallet, private from the moment it is written (:func:`gateway.keys.write_private`)."""
+    write_private(path, key + "\n")
 
 
 async def _deposit(

@@ -22,7 +22,8 @@ class IpLimit(BaseModel):
 #: (/account/info, /ledger, /history), ``deposit_confirm`` (POST /account/confirm-deposit: node reads),
 #: ``webhooks`` (the /webhooks management routes), ``x402_settle`` (POST /x402/settle: node sends, and
 #: sponsored ones spend the fee payer's SOL), ``signals`` (GET /signals/recent: public Redis reads),
-#: ``auth_failures`` (failed authentications on every transport: each unknown API key is a database lookup).
+#: ``auth_failures`` (failed authentications on every transport: each unknown API key is a database lookup),
+#: ``pricing`` (GET /pricing: its SOL/USD rate is a node read when stale).
 DEFAULT_IP_LIMITS: dict[str, IpLimit] = {
     "session": IpLimit(rps=5, burst=30),
     "account_create": IpLimit(rps=0.2, burst=10),
@@ -32,6 +33,7 @@ DEFAULT_IP_LIMITS: dict[str, IpLimit] = {
     "x402_settle": IpLimit(rps=0.1, burst=5),
     "signals": IpLimit(rps=5, burst=30),
     "auth_failures": IpLimit(rps=1, burst=100),
+    "pricing": IpLimit(rps=5, burst=30),
 }
 
 

@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.keys import write_private  # it holds the secret
 from gateway.transports.deadline import timeout_body
 from gateway.transports.ray_edge import EDGE_CLIENT_HEADER, EDGE_SECRET_ENV, EDGE_SECRET_HEADER
 
@@ -183,8 +184,7 @@ def patched_args(
             answer.write_bytes(timeout_answer(request_timeout_s))
             copy = source.with_name(source.name + SUFFIX)
             rules = edge_rules(secret, request_timeout_s, answer, limits)
-            copy.write_text(patch_config(loopback_admin(source.read_text()), rules, defaults_rules(limits)))
-            copy.chmod(0o600)  # it holds the secret
+            write_private(copy, patch_config(loopback_admin(source.read_text()), rules, defaults_rules(limits)))
             out[i + 1] = str(copy)
     return out
 

@@ -23,9 +23,9 @@ from gateway.bulk.routes import bulk_routes
 from gateway.core.errors import ProxyError
 from gateway.mcp.server import MCP_PATH, McpTransport
 from gateway.openapi import openapi_document
-from gateway.pipeline import ReplyStyle, json_reply
-from gateway.pipeline_http import RPC_MAX_BODY_BYTES, RpcFirst, WebSocketFirst, mount, to_response
-from gateway.public import capabilities_document, health_document, pricing_document
+from gateway.pipeline import Call, Reply, ReplyStyle, json_reply
+from gateway.pipeline_http import RPC_MAX_BODY_BYTES, RpcFirst, WebSocketFirst, call_from_scope, mount, to_response
+from gateway.public import SingleFlight, capabilities_document, health_document, pricing_document
 from gateway.pubsub.ws import WS_PATH, WsTransport
 from gateway.signals.routes import signal_routes
 from gateway.transports.access_log import with_access_log
@@ -68,18 +68,28 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
         status, doc = health_document(gw.upstream, gw.profile, gw.started_at, gw.auth.keys_view())
         return to_response(json_reply(status, doc))
 
+    trade_pricing = SingleFlight(gw.trade_pricing)  # concurrent callers share one node read
+    limit_pricing = gw.limit("pricing")
+
     async def pricing(request: Request) -> Response:
+        try:
+            reply = await limit_pricing(call_from_scope(request.scope, b""), pricing_reply)
+        except ProxyError as exc:  # 429 with Retry-After; like the 200, no X-Request-Id (docs/api.md)
+            reply = json_reply(exc.status, exc.http_body(None), dict(exc.headers))
+        return to_response(reply)
+
+    async def pricing_reply(call: Call) -> Reply:
         s = gw.settings
         document = pricing_document(
             gw.prices,
             s.credits_per_usdc,
             s.credit_expiry_seconds,
             gw.methods,
-            await gw.trade_pricing(),
+            await trade_pricing(),
             ws_limits=gw.ws_limits,
             grpc_limits=gw.grpc_limits,
         )
-        return to_response(json_reply(200, document))
+        return json_reply(200, document)
 
     async def capabilities(request: Request) -> Response:
         return to_response(json_reply(200, capabilities_document(gw.profile, gw.ws_limits, gw.grpc_limits)))
