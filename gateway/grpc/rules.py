@@ -10,8 +10,9 @@ line for Yellowstone-type gRPC, in credits like every other price, and are publi
   by default): an hour of one stream is 1 + 59 × 60 = 3,541 credits, about $0.035 at the default rate.
   A stream whose account cannot pay the next interval ends with ``RESOURCE_EXHAUSTED``.
   Intervals count the time a stream covers, not only the time it is open: a ``from_slot`` replay
-  covers from when the replayed slot came, and an account's streams pay their further intervals at the
-  ticks of one clock per account (:mod:`gateway.storage.stream_clocks`); an account opens at most
+  covers from when the replayed slot came, and a stream counts as held already what its account's ended
+  streams held past their last paid interval (:mod:`gateway.storage.stream_clocks`), so an account pays
+  for the stream time it held, summed over its reconnects; an account opens at most
   ``max_opens_per_minute`` streams a minute.
 
 Refusals map onto gRPC's codes: no or a bad ``x-token`` is ``UNAUTHENTICATED``; no account, no
@@ -255,8 +256,8 @@ def pricing_view(limits: StreamLimits) -> dict[str, int | float | str]:
         "max_streams_per_account": limits.max_streams_per_account,
         "max_streams_per_address": limits.max_streams_per_address,
         "max_stream_opens_per_minute": limits.max_opens_per_minute,
-        "billed": "stream time covered: a from_slot replay counts from the replayed slot, and an account's "
-        "streams pay their further intervals at the ticks of one clock per account",
+        "billed": "stream time covered: a from_slot replay counts from the replayed slot, and what an account's "
+        "ended streams held past their last paid interval counts in its next stream (summed over reconnects)",
         "ping_interval_s": limits.ping_interval_s,
         "max_queued_updates": limits.max_queued,
         "max_filters_per_server": limits.max_filters,

@@ -165,6 +165,7 @@ class GrpcStreamServer:
                 ("geyser upstream", self.upstream.stop),
                 *self.callers.first_stop_steps(),
                 ("connection seats", self.service.deps.seats.stop),
+                ("stream clocks", self.service.deps.clocks.stop),  # the ended streams' carries reach Redis
                 *self.callers.last_stop_steps(),
             ]
         )

@@ -32,9 +32,10 @@ process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`
 - a request with ``from_slot`` is replayed from the process's replay log before the stream goes live
   (:mod:`gateway.grpc.replay`); the replayed span counts as stream time (its intervals are billed from
   when the first replayed slot came), and a ping is answered once the replay before it is sent;
-- an account's streams pay their further intervals at the ticks of one clock per account, so reconnecting
-  never restarts the first interval, and an account opens at most ``max_opens_per_minute`` streams a
-  minute (:mod:`gateway.storage.stream_clocks`).
+- a stream that ends hands the time it held past its last paid interval to its account's next stream
+  (:mod:`gateway.storage.stream_clocks`), which counts it as held already, so an account's intervals are
+  those of the stream time it held, summed over its reconnects; an account opens at most
+  ``max_opens_per_minute`` streams a minute.
 """
 
 from __future__ import annotations
@@ -102,13 +103,23 @@ SYNC_TIMEOUT_S = 5.0
 
 @dataclass
 class StreamTime:
-    """The time one stream covers, from ``start`` (time.monotonic()); the open paid the first ``interval`` of it
-    and ``paid`` further intervals were charged, so the next is due at :attr:`due`."""
+    """The time one stream covers (time.monotonic()): from ``opened``, or from ``since`` when a replay reaches
+    back further, plus ``carried``, the time its account's ended streams held and no interval billed. The open
+    paid the first ``interval`` of it and ``paid`` further intervals were charged, so the next is due at
+    :attr:`due`."""
 
-    start: float
+    opened: float
     interval: float
+    carried: float = 0.0
+    since: float | None = None
     paid: int = 0
+    ended: bool = False  # its unbilled time handed on
     moved: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def start(self) -> float:
+        """When the stream's time would have begun, had it all been held in one piece before this stream."""
+        return (self.opened if self.since is None else min(self.opened, self.since)) - self.carried
 
     @property
     def due(self) -> float:
@@ -116,9 +127,14 @@ class StreamTime:
 
     def cover(self, since: float) -> None:
         """The stream covers the time from ``since`` too (a replay)."""
-        if since < self.start:
-            self.start = since
+        if since < self.opened and (self.since is None or since < self.since):
+            self.since = since
             self.moved.set()
+
+    def unbilled(self, now: float) -> float:
+        """The time covered by ``now`` past the last boundary a charge was made at (less than an interval
+        unless a charge could not be made): what the account's next stream carries."""
+        return max(0.0, now - self.start - self.paid * self.interval)
 
 
 @dataclass
@@ -135,7 +151,7 @@ class ServiceDeps:
     filter_limits: FilterLimits = DEFAULT_LIMITS
     replay_log: ReplayLog | None = None  # from_slot is served from it (None: UNIMPLEMENTED)
     seats: Seats = field(default_factory=Seats)  # open streams per account and address, over the service
-    clocks: StreamClocks = field(default_factory=StreamClocks)  # opens per minute, paid intervals, per account
+    clocks: StreamClocks = field(default_factory=StreamClocks)  # opens per minute, unbilled time, per account
 
 
 class GeyserGateway:
@@ -190,19 +206,27 @@ class GeyserGateway:
             admission = await self._pay(
                 context, entered, SUBSCRIBE_CREDITS, "grpc:Subscribe", stream_id, complete=False
             )
-            interval = self.deps.limits.billing_interval_s
-            try:  # the account's clock: this stream's next interval starts at the account's next tick
-                tick = await self.deps.clocks.next_tick(entered.pubkey, interval)
+            try:  # what the account's ended streams held and no interval billed: this stream holds it on
+                carried = await self.deps.clocks.take(entered.pubkey)
             except StoreUnavailable:
                 await _abort(context, "UNAVAILABLE", "the stream cannot be billed right now; retry")
-            clock = StreamTime(time.monotonic() + min(tick, interval) - interval, interval)
-            # Response headers now, not with the first update: a client that opens the stream empty and
-            # writes its request later (Triton's) waits for them, and the first update may be a ping away.
-            await context.send_initial_metadata(())
-            await self._stream(requests, context, entered, stream_id, uncount, settle, clock)
+            clock = StreamTime(time.monotonic(), self.deps.limits.billing_interval_s, carried)
+            try:
+                # Response headers now, not with the first update: a client that opens the stream empty and
+                # writes its request later (Triton's) waits for them, and the first update may be a ping away.
+                await context.send_initial_metadata(())
+                await self._stream(requests, context, entered, stream_id, uncount, settle, clock)
+            finally:
+                self._hand_on(entered.pubkey, clock)  # (the stream's end did already, unless it never began)
         finally:
             settle(True)  # never admitted: no filters accepted (refused, invalid, or the client left first)
             uncount()
+
+    def _hand_on(self, pubkey: str, clock: StreamTime) -> None:
+        """Once, as the stream ends: the time it covered and no interval billed goes to the account's next."""
+        if not clock.ended:
+            clock.ended = True
+            self.deps.clocks.give(pubkey, clock.unbilled(time.monotonic()), clock.interval)
 
     async def _open_rate(self, context: grpc.aio.ServicerContext, pubkey: str) -> None:
         """At most ``max_opens_per_minute`` streams opened by an account a minute, over the service."""
@@ -302,7 +326,8 @@ class GeyserGateway:
             asyncio.create_task(self._bill(entered, out, stream_id, clock)),
         ]
 
-        def release() -> None:  # no more updates, no more charges
+        def release() -> None:  # no more updates, no more charges; the time not billed goes on to the next
+            self._hand_on(entered.pubkey, clock)
             if member.alive:
                 deps.fanout.detach(member)
                 deps.upstream.refresh()
@@ -323,7 +348,7 @@ class GeyserGateway:
 
     async def _bill(self, entered: EntrySession, out: Outbound, stream_id: str, clock: StreamTime) -> None:
         """Charge each further interval of the time the stream covers at its start, while the stream is open
-        (this task dies with it); a replay that moves the clock back brings the charge forward."""
+        (this task dies with it); a replay that moves the clock back, or carried time, brings the charge forward."""
         interval = clock.interval
         while True:
             wait = clock.due - time.monotonic()
@@ -333,7 +358,6 @@ class GeyserGateway:
                     async with asyncio.timeout(wait):
                         await clock.moved.wait()
                 continue
-            clock.paid += 1
             try:
                 admission = await entered.reserve(INTERVAL_CREDITS)
             except StoreUnavailable as exc:
@@ -342,6 +366,7 @@ class GeyserGateway:
             if not admission.ok:
                 out.end(grpc.StatusCode.RESOURCE_EXHAUSTED, interval_unpaid_message(interval))
                 return
+            clock.paid += 1  # only what was charged: an interval it could not pay is carried, not lost
             entered.complete(admission, "grpc:Subscribe:interval", stream_id)
 
     # -- unary calls ----------------------------------------------------------------------------

@@ -1,20 +1,24 @@
 """What an account's gRPC streams share over the whole service: their stream opens per minute, and the
-interval clock that bills their stream time (docs/api.md, gRPC prices and limits).
+stream time they held that no interval has billed yet (docs/api.md, gRPC prices and limits).
 
 - Opens: one Redis counter per account and minute (``grpc:opens:<pubkey>``, its window starting at its
   first open), so reconnecting cannot be done at any rate.
-- The clock: one anchor per account (``grpc:clock:<pubkey>``, a time in Redis's clock), set by the first
-  stream the account opens and kept while it opens streams at least once per two intervals. Every stream of
-  the account pays its further intervals at the anchor's ticks (anchor + k intervals), not an interval after
-  it opened, so closing a stream and opening another, or overlapping short streams, never buys a fresh
-  first interval: an account's streams are billed for the time they cover, however often they reconnect.
+- Carried time: one counter per account (``grpc:carry:<pubkey>``, microseconds). A stream that ends adds
+  the time it held past its last paid interval boundary; the account's next stream takes all of it when it
+  opens and counts it as time it already held, so its next interval comes that much sooner (at once when
+  it holds an interval or more). The account's streams are thus billed for the time they held, summed over
+  their reconnects, wherever each ran: closing before an interval starts and reopening after it never
+  skips it. The counter is kept ``CARRY_KEEP_INTERVALS`` intervals after the last stream that added to it.
 
 Without Redis (a process started without one, as some tests run) both are counted in this process.
-Fail closed like the seats (:mod:`gateway.storage.seats`): when Redis cannot answer, ``StoreUnavailable``.
+Fail closed like the seats (:mod:`gateway.storage.seats`) where a stream opens: when Redis cannot answer,
+``StoreUnavailable``. A stream's end cannot be refused: a carry Redis cannot take is logged and lost (less
+than an interval of that stream's time), as is the time of streams open on a process that dies.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -22,38 +26,49 @@ import time
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 
-from gateway.storage.errors import redis_errors
+from gateway.storage.errors import StoreUnavailable, redis_errors
 
 log = logging.getLogger(__name__)
 
 WHAT = "the stream clocks"
 WINDOW_S = 60
+#: An account's carried stream time is kept this many intervals after a stream last added to it
+#: (an hour at the default 60 s interval).
+CARRY_KEEP_INTERVALS = 60
+#: How long stopping waits for carries still on their way to Redis.
+STOP_WAIT_S = 5.0
 
 _OPEN = """
 redis.call('SET', KEYS[1], 0, 'EX', ARGV[1], 'NX')
 return redis.call('INCR', KEYS[1])
 """
 
-_TICK = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local interval = tonumber(ARGV[1])
-local anchor = tonumber(redis.call('GET', KEYS[1]) or now)
-redis.call('SET', KEYS[1], tostring(anchor), 'EX', math.ceil(2 * interval) + 1)
-return tostring(anchor + (math.floor((now - anchor) / interval) + 1) * interval - now)
+_TAKE = """
+local carried = redis.call('GET', KEYS[1])
+redis.call('DEL', KEYS[1])
+return carried or 0
+"""
+
+_GIVE = """
+local total = redis.call('INCRBY', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return total
 """
 
 
 class StreamClocks:
     def __init__(self) -> None:
         self._open: AsyncScript | None = None
-        self._tick: AsyncScript | None = None
+        self._take: AsyncScript | None = None
+        self._give: AsyncScript | None = None
         self._opens: dict[str, tuple[float, int]] = {}  # without Redis: pubkey -> (window start, opens)
-        self._anchors: dict[str, tuple[float, float]] = {}  # without Redis: pubkey -> (anchor, last touched)
+        self._carried: dict[str, tuple[int, float]] = {}  # without Redis: pubkey -> (µs, kept until)
+        self._giving: set[asyncio.Task[None]] = set()
 
     def start(self, redis: aioredis.Redis) -> None:
         self._open = redis.register_script(_OPEN)
-        self._tick = redis.register_script(_TICK)
+        self._take = redis.register_script(_TAKE)
+        self._give = redis.register_script(_GIVE)
 
     async def opened(self, pubkey: str) -> int:
         """Count a stream opening of ``pubkey``; how many it opened in its current minute, this one included."""
@@ -67,15 +82,40 @@ class StreamClocks:
         async with redis_errors(WHAT):
             return int(await self._open(keys=[f"grpc:opens:{pubkey}"], args=[WINDOW_S]))
 
-    async def next_tick(self, pubkey: str, interval_s: float) -> float:
-        """Seconds until the account's next interval starts (a stream opening now pays its next interval then);
-        the account's clock starts now when it has none."""
-        if self._tick is None:
-            now = time.monotonic()
-            anchor, touched = self._anchors.get(pubkey, (now, now))
-            if now - touched > 2 * interval_s:
-                anchor = now
-            self._anchors[pubkey] = (anchor, now)
-            return anchor + (math.floor((now - anchor) / interval_s) + 1) * interval_s - now
+    async def take(self, pubkey: str) -> float:
+        """Seconds of stream time ``pubkey``'s ended streams held and no interval billed, now the opening
+        stream's (0 when none)."""
+        if self._take is None:
+            carried, until = self._carried.pop(pubkey, (0, 0.0))
+            return carried / 1e6 if time.monotonic() < until else 0.0
         async with redis_errors(WHAT):
-            return float(await self._tick(keys=[f"grpc:clock:{pubkey}"], args=[interval_s]))
+            return int(await self._take(keys=[f"grpc:carry:{pubkey}"])) / 1e6
+
+    def give(self, pubkey: str, seconds: float, interval_s: float) -> None:
+        """An ending stream's unbilled time goes to the account's next stream (on its way while the
+        stream's end is handled; :meth:`stop` waits for what is still going)."""
+        micros = math.floor(seconds * 1e6)
+        if micros <= 0:
+            return
+        keep_s = CARRY_KEEP_INTERVALS * interval_s
+        if self._give is None:
+            carried, until = self._carried.get(pubkey, (0, 0.0))
+            now = time.monotonic()
+            self._carried[pubkey] = ((carried if now < until else 0) + micros, now + keep_s)
+            return
+        task = asyncio.get_running_loop().create_task(self._send(pubkey, micros, keep_s))
+        self._giving.add(task)
+        task.add_done_callback(self._giving.discard)
+
+    async def _send(self, pubkey: str, micros: int, keep_s: float) -> None:
+        assert self._give is not None
+        try:
+            async with redis_errors(WHAT):
+                await self._give(keys=[f"grpc:carry:{pubkey}"], args=[micros, math.ceil(keep_s * 1000)])
+        except StoreUnavailable:
+            log.warning("%s: %.3f s of %s's stream time not carried (Redis unavailable)", WHAT, micros / 1e6, pubkey)
+
+    async def stop(self) -> None:
+        """Wait (a while) for the carries still on their way."""
+        if self._giving:
+            await asyncio.wait(set(self._giving), timeout=STOP_WAIT_S)
