@@ -33,7 +33,30 @@ class Tool:
         for name in self.input_schema.get("required", ()):
             if arguments.get(name) is None:
                 raise ToolArgumentError(f"{self.name}: argument '{name}' is required")
+        if not _within_json_integers(arguments):
+            raise ToolArgumentError(f"{self.name}: an integer argument is outside {JSON_INT_MIN} to {JSON_INT_MAX}")
         return self.build(arguments)
+
+
+#: The integers a JSON-RPC body holds exactly (orjson's range, as ``POST /`` reads them). The SDK parses MCP
+#: messages into Python integers of any size; one beyond these cannot become the call's JSON-RPC body.
+JSON_INT_MIN = -(2**63)
+JSON_INT_MAX = 2**64 - 1
+
+
+def _within_json_integers(arguments: Mapping[str, Any]) -> bool:
+    """Whether every integer in ``arguments`` is within the JSON-RPC body's range (walked without
+    recursion: any depth the SDK's parser let through)."""
+    stack: list[Any] = [arguments]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Mapping):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, int) and not JSON_INT_MIN <= value <= JSON_INT_MAX:
+            return False
+    return True
 
 
 _STRING = {"type": "string"}

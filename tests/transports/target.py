@@ -14,6 +14,7 @@ from pathlib import Path
 import aiohttp
 import asyncpg
 
+from devnode.node import Devnode
 from gateway.client import WalletSigner
 from gateway.settings import Settings
 from tests.auth.helpers import create_account, create_api_key
@@ -50,30 +51,32 @@ class Target:
     crashes: Crashes = field(default_factory=Crashes)
 
 
-def target_settings(home: Path, database_url: str, redis_url: str, devnode_url: str) -> Settings:
+def target_settings(home: Path, database_url: str, redis_url: str, devnode: Devnode) -> Settings:
     return Settings.model_validate(
         {
             "home": home,
             **service_key_settings(home),
             "database_url": database_url,
             "redis_url": redis_url,
-            "upstream_rpc_url": devnode_url,
-            "block_engine_url": f"{devnode_url}/api/v1",
+            "upstream_rpc_url": devnode.rpc_url,
+            "upstream_ws_url": devnode.ws_url,
+            "block_engine_url": f"{devnode.rpc_url}/api/v1",
             "ip_limits": TEST_IP_LIMITS,
+            "rate_limit_rps": 100_000,  # the fuzz sends fast; its refusals are the inputs', not the pace's
             "webhook_allow_private": True,
         }
     )
 
 
 async def funded_key(
-    gateway: RunningGateway, http: aiohttp.ClientSession, database_url: str
+    gateway: RunningGateway, http: aiohttp.ClientSession, database_url: str, usdc: int = 100_000
 ) -> tuple[WalletSigner, str]:
-    """A new wallet with an account holding credits, and its API key."""
+    """A new wallet with an account holding ``usdc`` base units' worth of credits, and its API key."""
     signer = WalletSigner(os.urandom(32))
     key = await create_api_key(http, signer, gateway.url)
     db = await asyncpg.connect(database_url)
     try:
-        await create_account(db, signer.pubkey)
+        await create_account(db, signer.pubkey, usdc)
     finally:
         await db.close()
     gateway.app.meter.invalidate(signer.pubkey)
@@ -81,14 +84,16 @@ async def funded_key(
 
 
 @asynccontextmanager
-async def serve_target(home: Path, database_url: str, redis_url: str, devnode_url: str) -> AsyncIterator[Target]:
+async def serve_target(
+    home: Path, database_url: str, redis_url: str, devnode: Devnode, *, usdc: int = 100_000
+) -> AsyncIterator[Target]:
     crashes = Crashes()
     root = logging.getLogger()
     root.addHandler(crashes)
     try:
-        config = target_settings(home, database_url, redis_url, devnode_url)
+        config = target_settings(home, database_url, redis_url, devnode)
         async with serve_gateway(config) as gw, aiohttp.ClientSession() as http:
-            signer, key = await funded_key(gw, http, database_url)
+            signer, key = await funded_key(gw, http, database_url, usdc)
             crashes.take()  # start-up's own records are not the inputs'
             yield Target(gw.url, key, signer, http, gw, crashes)
     finally:
