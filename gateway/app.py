@@ -13,6 +13,9 @@ from typing import Any
 
 from solders.pubkey import Pubkey
 
+from gateway.access.endpoints import AccessEndpoints
+from gateway.access.guard import install as install_access
+from gateway.access.stage import AccessMethods
 from gateway.accounts import AccountServices, AccountSettings
 from gateway.auth.authenticator import Only
 from gateway.auth.endpoints import AccountEndpoints
@@ -23,7 +26,7 @@ from gateway.config import DEFAULT_UPSTREAM, DEFAULT_UPSTREAM_WS
 from gateway.core.client_address import TrustedProxies
 from gateway.core.errors import ProxyError, service_unavailable
 from gateway.core.methods import MethodClass, PriceTable, Registry
-from gateway.core.subscriptions import Limits
+from gateway.core.subscriptions import NATIVE, SIGNAL_SUBSCRIBE, Limits
 from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
 from gateway.credits.errors import insufficient_credits
 from gateway.credits.stage import CreditHeaders, MeteringStage
@@ -57,6 +60,7 @@ from gateway.signals.feed import SignalFeed
 from gateway.signals.settings import SignalSettings
 from gateway.signals.store import SignalLog
 from gateway.stopping import Step, stop_in_steps
+from gateway.storage.channels import REVOKED_KEYS, Channel
 from gateway.storage.connections import Connections, warn_unless_noeviction
 from gateway.storage.seats import Seats
 from gateway.trades import methods as trade_methods
@@ -123,6 +127,8 @@ class GatewayApp:
         self.metering = MeteringStage(self.meter, self.limiter, self._top_up)
         trusted = TrustedProxies.parse(settings.trusted_proxies)
         self.ip_limits = IpLimits(settings.ip_limits, trusted, replicas=settings.share_replicas)
+        self.access = install_access(self.auth, trusted)  # the account access rules (docs/api.md)
+        self.access_methods = AccessMethods(self.access)
         self.accounts = AccountEndpoints(self.auth, unsettled=self.meter.unsettled)
         self.auth.unfunded = self._unfunded  # an unfunded wallet's signed call records no nonce
         self.seats = Seats()  # open WebSockets per account and address, over the service once Redis is up
@@ -143,6 +149,9 @@ class GatewayApp:
         )
         self.sol_usd: RateSource = self._sol_usd_rate()
         self.methods = method_registry(self._local_methods())  # a local method not registered is refused free
+        self.access_endpoints = AccessEndpoints(
+            self.access, [*(spec.name for spec in self.methods), *NATIVE, SIGNAL_SUBSCRIBE], self._revoked_keys
+        )
         self.cache = self._response_cache()
         self.forwarder = Forwarder(self.upstream, self.methods.handlers, self.cache)
         self.rpc: Handler = compose([error_boundary, *self.rpc_stages()], self.forwarder)
@@ -208,6 +217,7 @@ class GatewayApp:
             CreditHeaders(self.metering),
             self._readiness_gate,
             ParseStage(self.methods, self.prices),
+            self.access_methods,  # an account's method rules, per item, before anything is metered
             self.metering,
         ]
 
@@ -234,8 +244,13 @@ class GatewayApp:
         """The stores' connections (open once started)."""
         return self.callers.conn
 
+    def _revoked_keys(self) -> Channel | None:
+        """The channel a change of the access rules is announced on (once Redis is open)."""
+        return Channel(self.conn.redis, REVOKED_KEYS) if self.conn.redis is not None else None
+
     async def startup(self) -> None:
         await self.callers.start()
+        self.access.pool = self.conn.db
         if self.conn.redis is not None:
             await warn_unless_noeviction(self.conn.redis)
             self.seats.start(self.conn.redis)
@@ -252,6 +267,7 @@ class GatewayApp:
         engine, feed, cache = self.engine, self.signal_feed, self.cache
         steps: list[Step] = [
             ("node pubsub", self.pubsub.close),
+            ("access rules", self.access.stop),
             ("send racers", self.racers.close),
             *([("block engine", engine.close)] if engine is not None else []),
             *self.callers.first_stop_steps(),

@@ -54,12 +54,20 @@ class Entry:
         if identity is None:
             identity = await authenticator.authenticate(call, require_account=True)
         call.identity = identity
+        access = self.auth.access  # the account's access rules (gateway.access): checked, then watched
+        access_generation = 0 if access is None else access.generation
+        if access is not None and (pending := access.check(call, identity)) is not None:
+            await pending
         session = EntrySession(self, identity, call.credentials, self.auth.credential_of(call.credentials, identity))
         session.bind(end)
         held = [account_credential(session.pubkey)]  # a suspension ends it too (docs/api.md, ACCOUNT_SUSPENDED)
         if session.credential is not None:
             held.append(session.credential)
-        session._release = revocations.hold_all(held, session._revoked, generation)
+        release = revocations.hold_all(held, session._revoked, generation)
+        if access is not None:
+            session._release = _both(release, access.watch(call, identity, session._revoked, access_generation))
+        else:
+            session._release = release
         try:
             suspended = (await self.meter.prepare(session.pubkey)).suspended
         except BaseException:
@@ -154,6 +162,13 @@ class EntrySession:
         """The balance as ``X-Credits-Remaining`` shows it (None: not known yet)."""
         return self._entry.meter.remaining(self.pubkey)
 
+    def permits(self, method: str, method_class: str | None) -> Awaitable[bool]:
+        """Whether the account's access rules allow ``method`` on this connection (a subscription)."""
+        access = self._entry.auth.access
+        if access is None:
+            return _allowed()
+        return access.permits(self.identity, method, method_class)
+
     # -- the credential -------------------------------------------------------------------------
 
     async def recheck(self) -> bool:
@@ -177,3 +192,15 @@ class EntrySession:
         release, self._release = self._release, None
         if release is not None:
             release()
+
+
+async def _allowed() -> bool:
+    return True
+
+
+def _both(first: Callable[[], None], second: Callable[[], None]) -> Callable[[], None]:
+    def release() -> None:
+        first()
+        second()
+
+    return release

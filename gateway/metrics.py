@@ -153,6 +153,11 @@ REFUSALS = counter(
     "Calls refused 402 or 429, by the error's code (INSUFFICIENT_CREDITS, RATE_LIMITED, ...)",
     ("status", "cause"),
 )
+ACCESS_REFUSALS = counter(
+    "gateway_access_refusals_total",
+    "Calls and connections refused 403 ACCESS_DENIED by an account's access rules (docs/api.md), by rule and wire",
+    ("rule", "wire"),
+)
 
 # The node.
 UPSTREAM_SECONDS = histogram(

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gateway.access.models import AccessRulesAnswer, AccessRulesRequest
 from gateway.auth.models import (
     Account,
     ApiKeyAnswer,
@@ -129,7 +130,8 @@ class Capabilities(_Open):
 _ERRORS = {
     400: "malformed request: INVALID_REQUEST",
     401: "credentials presented but invalid: AUTH_FAILED",
-    403: "replayed nonce (NONCE_REUSED) or suspended account (ACCOUNT_SUSPENDED)",
+    403: "replayed nonce (NONCE_REUSED), suspended account (ACCOUNT_SUSPENDED), or refused by the account's "
+    "access rules (ACCESS_DENIED, rpcCode -32030)",
     404: "no account record: ACCOUNT_NOT_FOUND",
     405: "method not allowed on this path",
     413: "body too large: PAYLOAD_TOO_LARGE",
@@ -224,6 +226,8 @@ _MODELS: tuple[type[BaseModel], ...] = (
     BalancesAnswer,
     TokenBalancesAnswer,
     TransactionsAnswer,
+    AccessRulesRequest,
+    AccessRulesAnswer,
 )
 
 
@@ -448,6 +452,19 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
             "/relay/tipFloor": {"get": _relay_operation("Landed-tip percentiles (SOL)", False)},
             **{f"/bulk/{name}": {"post": _bulk_operation(name)} for name in _BULK},
             "/account/info": _account_read("The account: balance, deposit terms, batches", "Account"),
+            "/account/access": {
+                **_account_read("The account's access rules (any credential)", "AccessRulesAnswer"),
+                "post": {
+                    **_operation(
+                        "Replace the account's access rules (the wallet's own signature only)",
+                        _json(_ref("AccessRulesAnswer"), "the rules now in force"),
+                        {**rest_errors, **_errors(401, 403, 404), **_errors(402, rpc=(402,))},
+                        body="AccessRulesRequest",
+                        tag="Account",
+                    ),
+                    "security": [{"walletSignature": []}],
+                },
+            },
             "/account/ledger": _account_read("Ledger entries, newest first", "LedgerPage", paged=True),
             "/account/history": _account_read("Usage history, one entry per call, newest first", "HistoryPage", True),
             **_webhook_paths(),

@@ -71,9 +71,18 @@ class Revocations:
         self._tasks: set[asyncio.Task[None]] = set()
         #: Told of every suspension and resumption heard (the meter, :meth:`gateway.credits.meter.Meter.suspend`).
         self.listeners: list[Listener] = []
+        #: Other ``REVOKED_KEYS`` messages by prefix, each handler given the rest (the access rules'
+        #: changes: :mod:`gateway.access.guard`), and who is told when messages may have been missed.
+        self.handlers: dict[str, Callable[[str], None]] = {}
+        self.resync_hooks: list[Callable[[], None]] = []
 
     def on_message(self, message: str) -> bool:
-        """Handle a ``REVOKED_KEYS`` message if it is an account's suspension or resumption (True)."""
+        """Handle a ``REVOKED_KEYS`` message if it is an account's suspension or resumption, or one of
+        :attr:`handlers` (True)."""
+        for prefix, handler in self.handlers.items():
+            if message.startswith(prefix):
+                handler(message[len(prefix) :])
+                return True
         if message.startswith(SUSPENDED_PREFIX):
             self.suspended(message[len(SUSPENDED_PREFIX) :])
             return True
@@ -133,6 +142,8 @@ class Revocations:
     def resync(self) -> None:
         """Revocations may have been missed: check every held credential again."""
         self.generation += 1
+        for hook in self.resync_hooks:
+            hook()
         self._spawn(self._recheck(list(self._held)))
 
     @property

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gateway.auth.access_hook import AccessCheck
 from gateway.auth.account_views import Funding
 from gateway.auth.api_keys import ApiKeyStore, RotationHook
 from gateway.auth.authenticator import Authenticator
@@ -98,6 +99,8 @@ class AuthServices:
         #: An account's 402 when the meter knows it has no credits (set by the app; the wallet strategy
         #: asks it before recording a nonce on a route that bills its calls).
         self.unfunded: FundsCheck | None = None
+        #: The account access rules' checks (set by the serving process: :func:`gateway.access.guard.install`).
+        self.access: AccessCheck | None = None
         self.revocations = Revocations(self._still_valid)  # told of revocations by the key store's channel
         self._recheck: asyncio.Task[None] | None = None
 

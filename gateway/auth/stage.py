@@ -44,6 +44,9 @@ class AuthStage:
                 call, require_account=self.require_account, require_funds=self.require_funds, only=self.only
             )
         call.identity = identity
+        access = self.services.access  # the account's access rules (gateway.access): 403 ACCESS_DENIED
+        if access is not None and (pending := access.check(call, identity)) is not None:
+            await pending
         return await next_handler(call)
 
 

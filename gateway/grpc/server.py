@@ -19,7 +19,9 @@ from typing import Any
 
 import grpc
 
+from gateway.access.guard import install as install_access
 from gateway.accounts import AccountServices, AccountSettings
+from gateway.core.client_address import TrustedProxies
 from gateway.grpc.budget import FilterBudget
 from gateway.grpc.replay import ReplayLog
 from gateway.grpc.rules import StreamLimits, account_share
@@ -110,6 +112,7 @@ class GrpcStreamServer:
         self.reuse_port = reuse_port
         self.callers = AccountServices(settings, shards, sweeps_expiry=False, **auth_options)  # the replicas sweep
         self.auth, self.meter, self.limiter = self.callers.auth, self.callers.meter, self.callers.limiter
+        self.access = install_access(self.auth, TrustedProxies.parse(settings.trusted_proxies))  # the access rules
         self.fanout = Fanout()
         self.replay_log = replay_log_of(settings)
         self.upstream = UpstreamGeyser(
@@ -131,6 +134,7 @@ class GrpcStreamServer:
         """Open the stores, the upstream subscription and the port; returns the port listened on."""
         s = self.settings
         conn = await self.callers.start(pool_size=4)
+        self.access.pool = conn.db
         if conn.redis is not None:
             self.service.deps.seats.start(conn.redis)
             self.service.deps.clocks.start(conn.redis)
@@ -163,6 +167,7 @@ class GrpcStreamServer:
         await stop_in_steps(
             [
                 ("geyser upstream", self.upstream.stop),
+                ("access rules", self.access.stop),
                 *self.callers.first_stop_steps(),
                 ("connection seats", self.service.deps.seats.stop),
                 ("stream clocks", self.service.deps.clocks.stop),  # the ended streams' carries reach Redis

@@ -52,6 +52,7 @@ from typing import Any, NoReturn
 import grpc
 
 from gateway import metrics
+from gateway.access.rules import ACCESS_DENIED
 from gateway.auth.revocations import REASONS
 from gateway.auth.services import AuthServices
 from gateway.core.credentials import grpc_credentials
@@ -525,7 +526,8 @@ class GeyserGateway:
 def revoked_code(reason: str) -> grpc.StatusCode:
     """How a stream whose credential was revoked ends: a suspended account's ``PERMISSION_DENIED`` (docs/api.md,
     ACCOUNT_SUSPENDED), a rotated key's or a logged-out session's ``UNAUTHENTICATED``."""
-    return grpc.StatusCode.PERMISSION_DENIED if reason == REASONS["account"] else grpc.StatusCode.UNAUTHENTICATED
+    denied = reason == REASONS["account"] or reason.startswith(ACCESS_DENIED)  # suspended, or the access rules
+    return grpc.StatusCode.PERMISSION_DENIED if denied else grpc.StatusCode.UNAUTHENTICATED
 
 
 def _status_name(context: grpc.aio.ServicerContext, failure: BaseException | None) -> str | None:

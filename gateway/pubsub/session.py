@@ -37,6 +37,7 @@ from typing import Any, Protocol
 import orjson
 
 from gateway import metrics
+from gateway.access.rules import ACCESS_DENIED_RPC, SUBSCRIPTION
 from gateway.core.errors import ReplyStyle, RpcCode
 from gateway.core.jsonrpc import MAX_BATCH, envelope_fault
 from gateway.core.subscriptions import (
@@ -218,6 +219,9 @@ class WsSession:
         if method in NATIVE or method == SIGNAL_SUBSCRIBE:
             if not isinstance(params, list):
                 self._error(req_id, RpcCode.INVALID_PARAMS, "Invalid params: expected an array")
+            elif not await self.entered.permits(method, SUBSCRIPTION):  # the account's access rules
+                message = f"access denied: the account's access rules do not allow {method} with this credential"
+                self._error(req_id, ACCESS_DENIED_RPC, message)
             elif method == SIGNAL_SUBSCRIBE:
                 await self._subscribe_signal(req_id, params)
             else:

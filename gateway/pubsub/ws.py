@@ -35,6 +35,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from gateway.access.rules import ACCESS_DENIED, ACCESS_DENIED_CLOSE
 from gateway.app import GatewayApp
 from gateway.core.credentials import websocket_credentials
 from gateway.core.errors import ProxyError, ReplyStyle, address_rate_limited, service_unavailable
@@ -137,7 +138,9 @@ class WsTransport:
         call.wire, call.style = Wire.WEBSOCKET, ReplyStyle.REST
         reply, entered = await self.gw.entry.admit(call)
         if entered is None:
-            await _close(websocket, self._refusal_code(call, reply), _message(reply))
+            code = self._refusal_code(call, reply)
+            reason = _message(reply) if code != ACCESS_DENIED_CLOSE else f"{ACCESS_DENIED}: {_message(reply)}"
+            await _close(websocket, code, reason)
             return
         try:
             seat = await self._join(websocket, entered.pubkey)
@@ -172,7 +175,7 @@ class WsTransport:
             await _close(websocket, Close.INSUFFICIENT_CREDITS, reason)
             return
         session = WsSession(self.deps(), entered, peer, f"ws-{os.urandom(8).hex()}")
-        entered.bind(lambda why: session.close(Close.POLICY_VIOLATION, why))
+        entered.bind(lambda why: session.close(_revoked_code(why), why))
         try:
             await self._serve(websocket, send, session)
         finally:
@@ -184,6 +187,8 @@ class WsTransport:
             return Close.TRY_AGAIN_LATER
         if reply.status == 429:  # too many failed authentications from this address (docs/api.md, Limits)
             return Close.RATE_LIMITED
+        if reply.status == 403 and _message_code(reply) == ACCESS_DENIED:  # the account's access rules
+            return ACCESS_DENIED_CLOSE
         strategy = self.gw.auth.authenticator.select(call.credentials)
         if reply.status == 401 and strategy is not None and strategy.kind == "session":
             return Close.POLICY_VIOLATION
@@ -239,6 +244,23 @@ class WsTransport:
         while True:
             await asyncio.sleep(self.limits.balance_check_s)
             session.check_balance()
+
+
+def _revoked_code(reason: str) -> int:
+    """1008 for a revoked credential or a suspended account, 4004 for a connection the account's access
+    rules no longer allow (docs/api.md, "Access rules")."""
+    return ACCESS_DENIED_CLOSE if reason.startswith(ACCESS_DENIED) else Close.POLICY_VIOLATION
+
+
+def _message_code(reply: Reply) -> str | None:
+    """The refusal's constant (the REST error shape's ``code``)."""
+    try:
+        body = orjson.loads(reply.body)
+    except orjson.JSONDecodeError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
 
 
 def _message(reply: Reply) -> str:

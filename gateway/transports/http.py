@@ -17,6 +17,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 from swagger_ui_bundle import swagger_ui_path
 
+from gateway.access.routes import access_routes
 from gateway.app import GatewayApp
 from gateway.auth.routes import account_routes
 from gateway.bulk.routes import bulk_routes
@@ -129,6 +130,7 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
         Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]),
         Mount("/docs/static", StaticFiles(directory=swagger_ui_path), name="docs-static"),
         *account_routes(gw, gw.accounts, gw.confirm_deposit),
+        *access_routes(gw, gw.access_endpoints),
         *bulk_routes(gw.bulk, gw.bulk_stages()),
         *signal_routes(gw, lambda: gw.signal_log),
         *webhook_routes(gw, gw.webhooks),

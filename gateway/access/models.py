@@ -1,0 +1,43 @@
+"""The bodies of the access rules' routes as pydantic models, for the OpenAPI document (gateway/openapi.py).
+The handlers build their answers as plain dicts; tests/integration/test_openapi.py checks them against these."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.access.rules import MAX_ADDRESSES, MAX_ENTRY_CHARS, MAX_METHODS, MAX_ORIGINS
+
+_Entry = Field(min_length=1, max_length=MAX_ENTRY_CHARS)
+
+
+class AccessRulesRequest(BaseModel):
+    """The account's whole rules (each list replaces the last; absent or empty: no rule of its kind)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    origins: list[str] = Field(
+        default=[],
+        max_length=MAX_ORIGINS,
+        description="exact origins (`https://app.example.com`, a port if not the scheme's) or a wildcard "
+        "subdomain (`https://*.example.com`)",
+    )
+    addresses: list[str] = Field(
+        default=[], max_length=MAX_ADDRESSES, description="client IPv4/IPv6 addresses and CIDR ranges"
+    )
+    methods: list[str] = Field(
+        default=[],
+        max_length=MAX_METHODS,
+        description="JSON-RPC method names and method classes (READ_CHEAP, ..., SUBSCRIPTION for the WebSocket "
+        "subscriptions, GRPC for the gRPC stream)",
+    )
+
+
+class AccessRulesAnswer(BaseModel):
+    ok: Literal[True]
+    pubkey: str
+    origins: list[str]
+    addresses: list[str]
+    methods: list[str]
+    binds: list[Literal["api_key", "session"]] = Field(description="the credentials the rules bind")

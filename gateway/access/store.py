@@ -1,0 +1,54 @@
+"""The access rules' table (migration 0021) and the message that tells every process they changed.
+
+A change is published on the ``REVOKED_KEYS`` channel, the one key rotations and logouts use, after
+its transaction commits: each process (replica or gRPC server) that follows the channel drops its
+cached rules of the account and re-checks the connections the account holds open
+(:mod:`gateway.access.guard`).
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from gateway.access.rules import NO_RULES, AccessRules
+from gateway.storage.channels import Channel
+from gateway.storage.errors import postgres_call
+
+WHAT = "the access rules"
+#: A rules change's message on ``REVOKED_KEYS``: this prefix, then the account's public key.
+CHANGED_PREFIX = "access:"
+
+
+def changed_message(pubkey: str) -> str:
+    return CHANGED_PREFIX + pubkey
+
+
+@postgres_call(WHAT)
+async def load(pool: asyncpg.Pool, pubkey: str) -> AccessRules:
+    """The account's rules (no row: none)."""
+    row = await pool.fetchrow("SELECT origins, addresses, methods FROM access_rules WHERE pubkey = $1", pubkey)
+    if row is None:
+        return NO_RULES
+    return AccessRules(tuple(row["origins"]), tuple(row["addresses"]), tuple(row["methods"]))
+
+
+@postgres_call(WHAT)
+async def save(pool: asyncpg.Pool, pubkey: str, rules: AccessRules) -> bool:
+    """Write the account's rules; False when there is no account."""
+    async with pool.acquire() as conn, conn.transaction():
+        if await conn.fetchval("SELECT 1 FROM accounts WHERE pubkey = $1 FOR UPDATE", pubkey) is None:
+            return False
+        await conn.execute(
+            """INSERT INTO access_rules (pubkey, origins, addresses, methods) VALUES ($1, $2, $3, $4)
+               ON CONFLICT (pubkey) DO UPDATE SET origins = $2, addresses = $3, methods = $4, updated_at = now()""",
+            pubkey,
+            list(rules.origins),
+            list(rules.addresses),
+            list(rules.methods),
+        )
+    return True
+
+
+async def announce(channel: Channel, pubkey: str) -> None:
+    """Tell every process the account's rules changed; raises ``StoreUnavailable`` when Redis cannot."""
+    await channel.publish([changed_message(pubkey)])

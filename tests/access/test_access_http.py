@@ -1,0 +1,205 @@
+"""Access rules through the real stack (docs/api.md, "Access rules"): each rule refuses the API key and a
+session token, never a wallet-signed request; the refusal is 403 ACCESS_DENIED (-32030), free, and
+counted; only the wallet changes the rules, and bad rules are refused 400."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+import asyncpg
+import orjson
+import pytest
+
+from gateway import metrics
+from gateway.access.rules import ACCESS_DENIED_RPC
+from tests.access.conftest import BODY, Owner, rpc
+from tests.auth.helpers import Answer, request
+from tests.support import RunningGateway
+
+BALANCE = b'{"jsonrpc":"2.0","id":2,"method":"getBalance","params":["11111111111111111111111111111111"]}'
+
+
+class Recorded:
+    """The gateway's counters, routed to memory (the export through Ray: tests/integration)."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, tuple[str, ...]]] = Counter()
+
+    def sink(self, spec: metrics.MetricSpec) -> Recorded.Sink:
+        return Recorded.Sink(self, spec.name)
+
+    class Sink:
+        def __init__(self, owner: Recorded, name: str) -> None:
+            self.owner, self.name = owner, name
+
+        def record(self, value: float, labels: tuple[str, ...]) -> None:
+            self.owner.counts[(self.name, labels)] += int(value)
+
+
+@pytest.fixture
+def recorded() -> Iterator[Recorded]:
+    backend = Recorded()
+    metrics.install(backend)
+    yield backend
+    metrics.uninstall()
+
+
+def denied(answer: Answer, rule: str) -> None:
+    """A 403 refusal by the access rules: -32030 on the JSON-RPC routes, ACCESS_DENIED on the others."""
+    assert answer.status == 403, answer
+    assert answer.code in (ACCESS_DENIED_RPC, "ACCESS_DENIED"), answer
+    assert rule in answer.json["error"]["message"], answer
+
+
+async def usage_rows(gateway: RunningGateway, db: asyncpg.Connection, pubkey: str) -> int:
+    await gateway.app.meter.flush()
+    return int(await db.fetchval("SELECT count(*) FROM usage_history WHERE pubkey = $1", pubkey))
+
+
+async def test_an_origin_rule_refuses_a_key_or_session_from_another_site_but_not_the_wallet(
+    gateway: RunningGateway, http: aiohttp.ClientSession, owner: Owner, db: asyncpg.Connection, recorded: Recorded
+) -> None:
+    put = await owner.put_rules(http, {"origins": ["https://app.example.com", "https://*.example.org"]})
+    assert put.status == 200, put
+    assert put.json["origins"] == ["https://app.example.com", "https://*.example.org"]
+    for name, credential in owner.credentials().items():
+        refused = await rpc(http, gateway.url, {**credential, "Origin": "https://evil.example.net"})
+        denied(refused, "origin")
+        info = await request(
+            http, "GET", gateway.url + "/account/info", headers={**credential, "Origin": "https://x.com"}
+        )
+        denied(info, "origin")
+        assert info.code == "ACCESS_DENIED"
+        own = gateway.url  # the gateway's own page (same origin), and no Origin at all (not a browser)
+        for origin in ("https://app.example.com", "https://a.b.example.org", own, None):
+            headers = credential if origin is None else {**credential, "Origin": origin}
+            assert (await rpc(http, gateway.url, headers)).status == 200, (name, origin)
+        apex = await rpc(http, gateway.url, {**credential, "Origin": "https://example.org"})
+        denied(apex, "origin")  # a wildcard names subdomains, not the domain itself
+    wallet = {**owner.wallet("POST", "/", BODY), "Origin": "https://evil.example.net"}
+    assert (await rpc(http, gateway.url, wallet)).status == 200  # the owner is never refused by the rules
+    assert await usage_rows(gateway, db, owner.signer.pubkey) == 9  # 4 + 4 allowed calls and the wallet's
+    refusals = sum(n for (metric, labels), n in recorded.counts.items() if metric == "gateway_access_refusals_total")
+    assert refusals == 6, recorded.counts
+
+
+async def test_an_address_rule_refuses_a_key_or_session_from_another_address_but_not_the_wallet(
+    gateway: RunningGateway,
+    http: aiohttp.ClientSession,
+    other_address: aiohttp.ClientSession,
+    owner: Owner,
+    db: asyncpg.Connection,
+) -> None:
+    put = await owner.put_rules(http, {"addresses": ["127.0.0.2", "10.0.0.0/8", "2001:db8::/32"]})
+    assert put.status == 200, put
+    assert put.json["addresses"] == ["127.0.0.2/32", "10.0.0.0/8", "2001:db8::/32"]
+    for credential in owner.credentials().values():
+        denied(await rpc(http, gateway.url, credential), "127.0.0.1")  # this test's own address
+        assert (await rpc(other_address, gateway.url, credential)).status == 200  # from 127.0.0.2
+        bulk = await request(
+            http, "POST", gateway.url + "/bulk/getBalances", body=b'{"addresses":[]}', headers=credential
+        )
+        denied(bulk, "address")
+    assert (await rpc(http, gateway.url, owner.wallet("POST", "/", BODY))).status == 200  # a wrong CIDR: the owner
+    assert await usage_rows(gateway, db, owner.signer.pubkey) == 3
+
+
+async def test_a_method_rule_refuses_other_methods_per_item_and_on_the_bulk_and_relay_routes(
+    gateway: RunningGateway, http: aiohttp.ClientSession, owner: Owner, db: asyncpg.Connection
+) -> None:
+    put = await owner.put_rules(http, {"methods": ["getSlot", "READ_MEDIUM"]})
+    assert put.status == 200, put
+    batch = b"[" + BODY + b"," + BALANCE + b"]"
+    for credential in owner.credentials().values():
+        denied(await rpc(http, gateway.url, credential, BALANCE), "getBalance")
+        assert (await rpc(http, gateway.url, credential)).status == 200
+        answers = await rpc(http, gateway.url, credential, batch)
+        assert answers.status == 200, answers
+        assert isinstance(answers.json[0]["result"], int)
+        assert answers.json[1]["error"]["code"] == ACCESS_DENIED_RPC, answers
+        bulk = await request(
+            http, "POST", gateway.url + "/bulk/getBalances", body=b'{"addresses":[]}', headers=credential
+        )
+        denied(bulk, "getBalance")
+        relay = await request(http, "GET", gateway.url + "/relay/getTipAccounts", headers=credential)
+        denied(relay, "getTipAccounts")
+    wallet = await rpc(http, gateway.url, owner.wallet("POST", "/", BALANCE), BALANCE)
+    assert wallet.status == 200 and "result" in wallet.json, wallet
+    assert await usage_rows(gateway, db, owner.signer.pubkey) == 5  # getSlot twice, each batch's getSlot, the wallet's
+
+
+async def test_only_the_wallet_changes_the_rules_any_credential_reads_them(
+    gateway: RunningGateway, http: aiohttp.ClientSession, owner: Owner
+) -> None:
+    rules = {"addresses": ["127.0.0.2"], "methods": ["getSlot"]}
+    assert (await owner.put_rules(http, rules)).status == 200
+    lift = orjson.dumps({})
+    for credential in owner.credentials().values():
+        attempt = await request(http, "POST", gateway.url + "/account/access", body=lift, headers=credential)
+        assert (attempt.status, attempt.code) == (401, "AUTH_FAILED"), attempt  # a leaked key cannot lift its rules
+    for credential in owner.credentials().values():
+        read = await request(http, "GET", gateway.url + "/account/access", headers=credential)
+        denied(read, "address")  # bound like every other use of the key from here
+    signed_read = owner.wallet("GET", "/account/access", b"")
+    read = await request(http, "GET", gateway.url + "/account/access", headers=signed_read)
+    assert read.status == 200, read
+    assert read.json["addresses"] == ["127.0.0.2/32"] and read.json["methods"] == ["getSlot"]
+    assert read.json["binds"] == ["api_key", "session"]
+    cleared = await owner.put_rules(http, {})
+    assert cleared.status == 200 and cleared.json["addresses"] == [], cleared
+    for credential in owner.credentials().values():
+        read = await request(http, "GET", gateway.url + "/account/access", headers=credential)
+        assert read.status == 200 and read.json["pubkey"] == owner.signer.pubkey, read
+
+
+@pytest.mark.parametrize(
+    ("rules", "words"),
+    [
+        ({"addresses": ["10.0.0.1/8"]}, "not an IP address or CIDR range"),
+        ({"addresses": ["example.com"]}, "not an IP address or CIDR range"),
+        ({"methods": ["getFoo"]}, "not a method of this gateway"),
+        ({"methods": ["DENIED"]}, "not a method of this gateway"),
+        ({"origins": ["https://app.example.com/path"]}, "nothing after it"),
+        ({"origins": ["ftp://app.example.com"]}, "must be http(s)"),
+        ({"origins": ["https://exa mple.com"]}, "not a host name"),
+        ({"origins": [f"https://a{i}.example.com" for i in range(33)]}, "at most 32 entries"),
+        ({"origins": "https://app.example.com"}, "must be an array of strings"),
+        ({"origins": ["x" * 300]}, "1 to 253 characters"),
+        ({"rate": 5}, "unknown field 'rate'"),
+        ([], "JSON object"),
+    ],
+)
+async def test_bad_rules_are_refused_400_with_the_reason(
+    gateway: RunningGateway, http: aiohttp.ClientSession, owner: Owner, rules: Any, words: str
+) -> None:
+    answer = await owner.put_rules(http, rules)
+    assert (answer.status, answer.code) == (400, "INVALID_REQUEST"), answer
+    assert words in answer.json["error"]["message"], answer
+    read = await request(http, "GET", gateway.url + "/account/access", headers={"X-Api-Key": owner.key})
+    assert read.json["origins"] == [] and read.json["addresses"] == [] and read.json["methods"] == []
+
+
+async def test_mcp_is_bound_by_the_address_rule(
+    gateway: RunningGateway, http: aiohttp.ClientSession, other_address: aiohttp.ClientSession, owner: Owner
+) -> None:
+    assert (await owner.put_rules(http, {"addresses": ["127.0.0.2"]})).status == 200
+    init = orjson.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+    )
+    headers = {"X-Api-Key": owner.key, "Accept": "application/json, text/event-stream"}
+    refused = await request(http, "POST", gateway.url + "/mcp", body=init, headers=headers)
+    denied(refused, "address")
+    allowed = await request(other_address, "POST", gateway.url + "/mcp", body=init, headers=headers)
+    assert allowed.status == 200, allowed

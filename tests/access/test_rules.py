@@ -1,0 +1,97 @@
+"""The pure access rules (gateway/access/rules.py): input checked and normalised, requests decided."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.access.rules import (
+    AccessRules,
+    RulesInvalid,
+    address_allowed,
+    method_allowed,
+    origin_allowed,
+    parse_rules,
+    peer_host,
+)
+
+KNOWN = ("getSlot", "getBalance")
+
+
+def test_entries_are_normalised_and_deduplicated() -> None:
+    rules = parse_rules(
+        {
+            "origins": ["HTTPS://App.Example.com/", "https://app.example.com", "http://localhost:5173"],
+            "addresses": ["127.0.0.1", "::1", "10.0.0.0/8"],
+            "methods": ["getSlot", "READ_HEAVY", "SUBSCRIPTION"],
+        },
+        KNOWN,
+    )
+    assert rules.origins == ("https://app.example.com", "http://localhost:5173")
+    assert rules.addresses == ("127.0.0.1/32", "::1/128", "10.0.0.0/8")
+    assert rules.methods == ("getSlot", "READ_HEAVY", "SUBSCRIPTION")
+
+
+@pytest.mark.parametrize(
+    ("origin", "allowed"),
+    [
+        ("https://app.example.com", True),
+        ("https://APP.example.com/", True),
+        ("http://app.example.com", False),  # another scheme
+        ("https://app.example.com:8443", False),  # another port
+        ("https://a.example.org", True),
+        ("https://a.b.example.org", True),
+        ("https://example.org", False),  # the wildcard's apex
+        ("https://badexample.org", False),
+        ("https://example.org.evil.com", False),
+        ("null", False),
+        (None, True),  # no Origin: not a browser page (the rate and the cap bound those)
+        ("http://gw.local:8000", True),  # the gateway's own page
+    ],
+)
+def test_origins(origin: str | None, allowed: bool) -> None:
+    rules = AccessRules(origins=("https://app.example.com", "https://*.example.org"))
+    assert origin_allowed(rules, origin, "gw.local:8000") is allowed
+
+
+def test_addresses_and_mapped_ipv4() -> None:
+    networks = AccessRules(addresses=("10.0.0.0/8", "2001:db8::/32")).networks()
+    assert address_allowed(networks, "10.1.2.3")
+    assert address_allowed(networks, "::ffff:10.1.2.3")
+    assert address_allowed(networks, "2001:db8::1")
+    assert not address_allowed(networks, "11.0.0.1")
+    assert not address_allowed(networks, "unknown")
+    assert address_allowed((), "unknown")  # no rule: any address
+
+
+def test_methods_by_name_or_class() -> None:
+    rules = AccessRules(methods=("getSlot", "READ_MEDIUM"))
+    assert method_allowed(rules, "getSlot", "READ_CHEAP")
+    assert method_allowed(rules, "getTransaction", "READ_MEDIUM")
+    assert not method_allowed(rules, "getBalance", "READ_CHEAP")
+    assert method_allowed(AccessRules(), "getBalance", "READ_CHEAP")
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"origins": ["https://*"]},
+        {"origins": ["https://user@example.com"]},
+        {"origins": ["https://example.com?x=1"]},
+        {"origins": ["https://example.com:99999"]},
+        {"addresses": ["300.0.0.1"]},
+        {"addresses": ["10.0.0.0/33"]},
+        {"methods": ["requestAirdrop"]},
+        {"methods": [""]},
+        {"addresses": [f"10.0.0.{i}" for i in range(65)]},
+        {"methods": [1]},
+    ],
+)
+def test_bad_input_is_refused(document: dict[str, object]) -> None:
+    with pytest.raises(RulesInvalid):
+        parse_rules(document, KNOWN)
+
+
+def test_grpc_peer_names() -> None:
+    assert peer_host("ipv4:127.0.0.2:5000") == "127.0.0.2"
+    assert peer_host("ipv6:[::1]:5000") == "::1"
+    assert peer_host("unix:/tmp/s") == "unix:/tmp/s"
