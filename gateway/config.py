@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Self
 from urllib.parse import urlparse
@@ -33,6 +34,8 @@ DEVNODE_SOL_USD_POOL = "HVXZega2t3QuANhHfnZRCvXtR5XQYLqxnrYcJMC96gxh"
 #: The network name of the embedded local chain (test USDC, no value).
 DEVNODE = "devnode"
 Port = Annotated[int, Field(ge=1, le=65535)]
+#: An origin as a browser sends it in ``Origin``: scheme://host[:port], no path.
+ORIGIN = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]+")
 
 
 def url_with_scheme(value: str | None, schemes: tuple[str, ...], name: str) -> str | None:
@@ -114,6 +117,14 @@ class ServiceSettings(BaseModel):
         description="The most of one node answer a replica reads (decompressed); past it the call is answered "
         "-32012 and charged (docs/api.md, Limits).",
     )
+    upstream_buffered_answer_bytes: int = Field(
+        256 << 20,
+        ge=1 << 20,
+        le=1 << 34,
+        description="The most bytes of node answers a replica's node client holds at once, every answer being read "
+        "counted; an answer that would go past it is dropped and its call answered as a lost node answer (HTTP 502, "
+        "docs/api.md, Billing and refunds).",
+    )
     fallback_rpc_url: str | None = Field(None, description="Second node used while the first is unhealthy.")
     health_poll_s: float = Field(2.0, gt=0, le=60, description="How often each replica probes the upstream.")
     gc_young_threshold: int = Field(
@@ -174,6 +185,13 @@ class ServiceSettings(BaseModel):
         default_factory=list,
         description="Addresses or networks of proxies whose X-Forwarded-For is believed: the client is the "
         "right-most address not in this list. Empty: the client is the peer address.",
+    )
+    cors_allowed_origins: list[str] = Field(
+        default_factory=lambda: ["*"],
+        description="Origins (scheme://host[:port]) whose web pages may call every route but /mcp and read the "
+        "answers, refusals included (CORS: docs/api.md, Use from a browser). '*', the default, allows every "
+        "origin, as hosted RPCs do; empty: no page on another origin. Nothing is refused for it: a browser "
+        "refuses an answer without the CORS headers; an account's own rules refuse the key (docs/api.md).",
     )
     mcp_allowed_origins: list[str] = Field(
         default_factory=list,
@@ -244,6 +262,14 @@ class ServiceSettings(BaseModel):
         if value is not None and value != "" and not is_pubkey(value):
             raise ValueError(f"{value!r} is not a base58 public key")
         return value or None
+
+    @field_validator("cors_allowed_origins")
+    @classmethod
+    def _check_origins(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            if entry != "*" and not ORIGIN.fullmatch(entry.rstrip("/")):
+                raise ValueError(f"{entry!r} is not '*' nor an origin (scheme://host[:port], no path)")
+        return value
 
     @field_validator("trusted_proxies")
     @classmethod

@@ -22,7 +22,7 @@ from gateway.app import GatewayApp
 from gateway.auth.routes import account_routes
 from gateway.bulk.routes import bulk_routes
 from gateway.core.errors import ProxyError
-from gateway.mcp.server import MCP_PATH, McpTransport
+from gateway.mcp.server import MCP_PATH, McpTransport, own_origins
 from gateway.openapi import openapi_document
 from gateway.pipeline import Call, Reply, ReplyStyle, json_reply
 from gateway.pipeline_http import RPC_MAX_BODY_BYTES, RpcFirst, WebSocketFirst, call_from_scope, mount, to_response
@@ -30,6 +30,7 @@ from gateway.public import SingleFlight, capabilities_document, health_document,
 from gateway.pubsub.ws import WS_PATH, WsTransport
 from gateway.signals.routes import signal_routes
 from gateway.transports.access_log import with_access_log
+from gateway.transports.cors import Cors, OriginPolicy
 from gateway.transports.deadline import BodyDeadline
 from gateway.webhooks.routes import webhook_routes
 from gateway.x402.routes import x402_routes
@@ -58,10 +59,16 @@ DOCS_PAGE = """<!doctype html>
 
 def build_http_app(gw: GatewayApp) -> ASGIApp:
     """The gateway over HTTP: JSON-RPC ``POST``s straight to the pipeline, ``/ws`` straight to its
-    transport, everything else by Starlette; every body under one deadline."""
+    transport, everything else by Starlette; every body under one deadline; every answer with CORS's headers."""
+    s = gw.settings
     routed = RpcFirst(WebSocketFirst(build_starlette_app(gw), WS_PATH, WsTransport(gw)), RPC_PATHS, gw.rpc)
-    app = BodyDeadline(routed, gw.settings.request_body_timeout_s)
-    return with_access_log(app, gw.settings.access_log, gw.settings.trusted_proxies)  # off: app itself
+    mcp_policy = OriginPolicy.parse([*s.mcp_allowed_origins, *own_origins(s.port)])
+    app = Cors(
+        BodyDeadline(routed, s.request_body_timeout_s),
+        OriginPolicy.parse(s.cors_allowed_origins),
+        {MCP_PATH: mcp_policy},
+    )
+    return with_access_log(app, s.access_log, s.trusted_proxies)  # off: app itself
 
 
 def build_starlette_app(gw: GatewayApp) -> Starlette:

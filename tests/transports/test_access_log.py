@@ -13,7 +13,7 @@ from gateway.app import GatewayApp
 from gateway.core.client_address import TrustedProxies
 from gateway.settings import Settings
 from gateway.transports.access_log import LOGGER, AccessLog, with_access_log
-from gateway.transports.deadline import BodyDeadline
+from gateway.transports.cors import Cors
 from gateway.transports.http import build_http_app
 from tests.support import service_key_settings
 
@@ -103,8 +103,8 @@ async def test_a_request_the_app_fails_is_logged_too(caplog: pytest.LogCaptureFi
 
 async def test_the_setting_wires_it_in_front_of_the_gateway(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     assert isinstance(
-        build_http_app(GatewayApp(Settings(**service_key_settings(tmp_path), home=tmp_path))), BodyDeadline
-    )  # off by default
+        build_http_app(GatewayApp(Settings(**service_key_settings(tmp_path), home=tmp_path))), Cors
+    )  # off by default: the app itself, CORS outermost
     app = build_http_app(GatewayApp(Settings(**service_key_settings(tmp_path), home=tmp_path, access_log=True)))
     assert isinstance(app, AccessLog)
     scope = {**http_scope("/no-such-route", f"api-key={KEY}".encode()), "method": "GET"}
