@@ -33,6 +33,7 @@ from gateway.transports.access_log import with_access_log
 from gateway.transports.cors import Cors, OriginPolicy
 from gateway.transports.deadline import BodyDeadline
 from gateway.webhooks.routes import webhook_routes
+from gateway.webui.routes import webui_routes
 from gateway.x402.routes import x402_routes
 
 #: Where JSON-RPC is served over HTTP (docs/api.md).
@@ -142,6 +143,7 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
         *signal_routes(gw, lambda: gw.signal_log),
         *webhook_routes(gw, gw.webhooks),
         *x402_routes(gw, gw.x402_settle),
+        *webui_routes(),
         *(
             mount(
                 path,

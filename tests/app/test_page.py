@@ -1,0 +1,149 @@
+"""The account page in a real browser (Debian's Chromium, headless): a person signs in with a Wallet Standard
+wallet, sees the balance their deposit bought, spends from Python and sees the history move, rotates the key
+(the old one then refused), signs out (the token then refused); markup in a ledger description stays text;
+axe-core finds no serious or critical accessibility violation at 375 px and on a desktop."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+import pytest
+from playwright.async_api import BrowserContext, expect
+
+from devnode.node import Devnode
+from gateway.storage.operator import credit_account
+from tests.app.chain_money import account_status, confirm_deposit, deposit, rpc
+from tests.app.conftest import AccountPage, PageWallet, axe_source, open_page, screenshot, screenshot_dir
+from tests.support import RunningGateway
+
+pytestmark = pytest.mark.slow
+WAIT_MS = 20_000  # the page polls every 5 s; the gateway flushes usage every second
+
+
+async def sign_in(app: AccountPage) -> None:
+    await app.page.get_by_role("button", name="Sign in with Test Wallet").click()
+    await expect(app.page.locator("#account")).to_be_visible(timeout=WAIT_MS)
+
+
+async def create_key(app: AccountPage) -> str:
+    await app.page.locator("#rotate-key").click()
+    await app.page.locator("#confirm-rotate").click()
+    key = app.page.locator("#api-key")
+    await expect(key).to_have_value(re.compile(r"^srpc_live_"), timeout=WAIT_MS)
+    value = await key.input_value()
+    await app.page.get_by_role("button", name="I have saved it").click()
+    return value
+
+
+async def grant(database_url: str, pubkey: str, reason: str) -> None:
+    """1,000 credits through the operator's own path (`gateway account credit --reason ...`), whose reason
+    is written into the ledger's description."""
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=1)
+    try:
+        await credit_account(pool, pubkey, 1_000, reason, "page-test", 86_400)
+    finally:
+        await pool.close()
+
+
+async def test_sign_in_balance_spend_rotate_sign_out(
+    account_page: AccountPage,
+    page_gateway: RunningGateway,
+    devnode: Devnode,
+    http: aiohttp.ClientSession,
+    tmp_path: Path,
+) -> None:
+    app, page, base = account_page, account_page.page, page_gateway.url
+    await sign_in(app)
+    challenge = app.wallet.signed[0].decode()
+    assert re.fullmatch(r"[0-9a-f]{64}", challenge), "the wallet signed the /auth challenge as UTF-8 text"
+    await expect(page.locator("#balance")).to_contain_text("no account yet")
+
+    first_key = await create_key(app)
+    assert app.wallet.signed[-1].decode().startswith("ledger-svc:v2:POST:/account/api-key:")
+    assert await account_status(http, base, {"X-Api-Key": first_key}) == 200
+
+    # A real USDC deposit on the devnode, confirmed from Python: the page shows what it bought.
+    settings = page_gateway.app.settings
+    signature = await deposit(devnode, app.wallet.keypair, settings.deposit_address, 500_000)
+    outcome = await confirm_deposit(http, base, first_key, signature)
+    bought = outcome["credits_added"]
+    assert bought == 50_000
+    await expect(page.locator("#balance-value")).to_have_text(re.compile(r"^50,000"), timeout=WAIT_MS)
+    await expect(page.locator("#batches")).to_contain_text("50,000")
+    await expect(page.locator("#ledger")).to_contain_text("deposit")
+
+    # Spent from Python: the history, the balance and the chart follow without a reload.
+    for _ in range(5):
+        assert await rpc(http, base, {"X-Api-Key": first_key}) == 200
+    await expect(page.locator("#history tbody tr").first).to_contain_text("getSlot", timeout=WAIT_MS)
+    await expect(page.locator("#history tbody tr")).to_have_count(5, timeout=WAIT_MS)
+    await expect(page.locator("#balance-value")).not_to_have_text(re.compile(r"^50,000"), timeout=WAIT_MS)
+    await expect(page.locator("#chart svg rect").first).to_be_attached(timeout=WAIT_MS)
+
+    shots = screenshot_dir(tmp_path)
+    await screenshot(page, shots / "dashboard-desktop.png", full_page=True)
+    await page.set_viewport_size({"width": 375, "height": 800})
+    await screenshot(page, shots / "dashboard-375.png", full_page=False)
+    await page.set_viewport_size({"width": 1280, "height": 900})
+
+    # Rotated in the page under the wallet's signature: the old key is refused, the new one works.
+    second_key = await create_key(app)
+    assert second_key != first_key
+    assert await rpc(http, base, {"X-Api-Key": first_key}) == 401
+    assert await rpc(http, base, {"X-Api-Key": second_key}) == 200
+
+    # Signed out: the token the page held is revoked.
+    token = await app.session_token()
+    assert token is not None
+    assert await account_status(http, base, {"Authorization": f"Bearer {token}"}) == 200
+    await page.get_by_role("button", name="Sign out").click()
+    await expect(page.locator("#signin")).to_be_visible()
+    assert await app.session_token() is None
+    assert await account_status(http, base, {"Authorization": f"Bearer {token}"}) == 401
+    assert app.errors == [], "the page logged errors (a CSP refusal shows here)"
+
+
+async def test_markup_in_a_ledger_description_is_shown_as_text(account_page: AccountPage, database_url: str) -> None:
+    app, page = account_page, account_page.page
+    await sign_in(app)
+    await create_key(app)  # opens the account
+    planted = '<img src=x onerror="window.__planted=1"><b>bold</b>'
+    await grant(database_url, app.wallet.address, planted)
+    cell = page.locator("#ledger td", has_text="operator credit")
+    await expect(cell).to_have_text(f"operator credit: {planted}", timeout=WAIT_MS)
+    assert await page.locator("#ledger img, #ledger b").count() == 0
+    assert await page.evaluate("window.__planted") is None
+    assert app.errors == []
+
+
+def serious(results: dict[str, Any]) -> list[str]:
+    return [
+        f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']]}"
+        for v in results["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+async def test_no_serious_accessibility_violation_at_375_px_and_on_a_desktop(
+    context: BrowserContext, page_gateway: RunningGateway, database_url: str
+) -> None:
+    app = await open_page(context, page_gateway.url, PageWallet())
+    page = app.page
+    await expect(page.locator("#pricing table")).to_be_attached(timeout=WAIT_MS)
+    await page.evaluate(axe_source())  # through DevTools: the page's CSP refuses inline scripts, as it should
+    for width in (375, 1280):
+        await page.set_viewport_size({"width": width, "height": 800})
+        assert serious(await page.evaluate("axe.run()")) == [], f"signed out, {width} px"
+    await sign_in(app)
+    await create_key(app)
+    await grant(database_url, app.wallet.address, "welcome credits")  # so the tables have rows
+    await expect(page.locator("#ledger table")).to_be_attached(timeout=WAIT_MS)
+    for width in (375, 1280):
+        await page.set_viewport_size({"width": width, "height": 800})
+        assert serious(await page.evaluate("axe.run()")) == [], f"signed in, {width} px"
+        overflow = await page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert overflow <= 0, f"the page scrolls sideways at {width} px"

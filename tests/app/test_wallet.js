@@ -1,0 +1,65 @@
+// A test wallet, injected into the page before its scripts run (Playwright's add_init_script), registered the
+// way a browser extension registers one: the Wallet Standard's own registration protocol (what registerWallet
+// of @wallet-standard/wallet does), so the page's code cannot tell it from Phantom. It holds no key: signing
+// is done in Python by the test's keypair (window.__testWalletSign, exposed by Playwright).
+(() => {
+  const { address, publicKey } = window.__TEST_WALLET__;
+  const chains = ["solana:localnet"];
+  const account = Object.freeze({
+    address,
+    publicKey: new Uint8Array(publicKey),
+    chains,
+    features: ["solana:signMessage"],
+  });
+  let connected = [];
+  const listeners = new Set();
+  const wallet = {
+    version: "1.0.0",
+    name: "Test Wallet",
+    icon: "data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCAxNiAxNiI+PHJlY3Qgd2lkdGg9IjE2IiBoZWlnaHQ9IjE2IiBmaWxsPSIjNTU1Ii8+PC9zdmc+",
+    chains,
+    get accounts() {
+      return connected;
+    },
+    features: {
+      "standard:connect": {
+        version: "1.0.0",
+        connect: async () => {
+          connected = [account];
+          for (const listener of listeners) listener({ accounts: connected });
+          return { accounts: connected };
+        },
+      },
+      "standard:disconnect": {
+        version: "1.0.0",
+        disconnect: async () => {
+          connected = [];
+          for (const listener of listeners) listener({ accounts: connected });
+        },
+      },
+      "standard:events": {
+        version: "1.0.0",
+        on: (event, listener) => {
+          if (event !== "change") return () => {};
+          listeners.add(listener);
+          return () => listeners.delete(listener);
+        },
+      },
+      "solana:signMessage": {
+        version: "1.0.0",
+        signMessage: async (...inputs) => {
+          const outputs = [];
+          for (const input of inputs) {
+            if (input.account.address !== address) throw new Error("unknown account");
+            const signature = await window.__testWalletSign(Array.from(input.message));
+            outputs.push({ signedMessage: input.message, signature: new Uint8Array(signature) });
+          }
+          return outputs;
+        },
+      },
+    },
+  };
+  const callback = ({ register }) => register(wallet);
+  window.dispatchEvent(new CustomEvent("wallet-standard:register-wallet", { detail: callback }));
+  window.addEventListener("wallet-standard:app-ready", ({ detail }) => callback(detail));
+})();

@@ -1,0 +1,22 @@
+// Builds the account page into dist/ (served by the gateway at /app/: gateway/webui): one ES module bundled
+// by esbuild from src/main.js and what it imports from node_modules (package-lock.json pins them), plus the
+// page and its stylesheet copied as they are. Nothing is fetched when the page runs.
+import { build } from "esbuild";
+import { copyFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+
+const out = new URL("./dist/", import.meta.url);
+rmSync(out, { recursive: true, force: true });
+mkdirSync(out, { recursive: true });
+await build({
+  entryPoints: [new URL("./src/main.js", import.meta.url).pathname],
+  outfile: new URL("app.js", out).pathname,
+  bundle: true,
+  format: "esm",
+  target: ["es2022"],
+  minify: true,
+  sourcemap: false,
+  legalComments: "linked",
+  logLevel: "warning",
+});
+for (const name of ["index.html", "app.css", "favicon.svg"]) copyFileSync(new URL(`./src/${name}`, import.meta.url), new URL(name, out));
+writeFileSync(new URL("BUILT", out), `built ${new Date().toISOString()}\n`);

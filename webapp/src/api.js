@@ -1,0 +1,122 @@
+// The gateway's HTTP routes as the page uses them (docs/api.md), and the session it keeps.
+//
+// The session token lives in sessionStorage, not a cookie: a cookie would be sent by the browser on
+// requests other sites make to the gateway (a cross-site request could spend with it), sessionStorage is
+// read only by scripts of this origin and sent only where this page puts it in an Authorization header;
+// it is also cleared when the tab closes. The API key is never stored: it is shown once and forgotten.
+
+import bs58 from "bs58";
+import { sha256 } from "@noble/hashes/sha2.js";
+import { bytesToHex, randomBytes } from "@noble/hashes/utils.js";
+
+const SESSION = "gateway.session";
+
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** {token, pubkey, wallet} or null. */
+export function loadSession() {
+  try {
+    const saved = JSON.parse(sessionStorage.getItem(SESSION) || "null");
+    return saved && typeof saved.token === "string" && typeof saved.pubkey === "string" ? saved : null;
+  } catch {
+    return null;
+  }
+}
+
+export function saveSession(session) {
+  sessionStorage.setItem(SESSION, JSON.stringify(session));
+}
+
+export function clearSession() {
+  sessionStorage.removeItem(SESSION);
+}
+
+async function call(method, path, { body, headers = {} } = {}) {
+  const init = { method, headers: { ...headers }, cache: "no-store", credentials: "omit" };
+  if (body !== undefined) {
+    init.body = body;
+    init.headers["Content-Type"] = "application/json";
+  }
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch (err) {
+    throw new ApiError(0, "NETWORK", `the gateway did not answer (${err.message})`);
+  }
+  const text = await response.text();
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = null;
+  }
+  if (!response.ok) {
+    const error = data && typeof data.error === "object" && data.error ? data.error : {};
+    throw new ApiError(response.status, error.code || `HTTP_${response.status}`, error.message || text.slice(0, 200));
+  }
+  return data;
+}
+
+function bearer(session) {
+  return { Authorization: `Bearer ${session.token}` };
+}
+
+export const publicRoutes = {
+  health: () => call("GET", "/health").catch((err) => {
+    if (err.status === 503) return { status: "starting" };
+    throw err;
+  }),
+  pricing: () => call("GET", "/pricing"),
+};
+
+export function challenge(pubkey) {
+  return call("POST", "/auth/challenge", { body: JSON.stringify({ pubkey }) });
+}
+
+export function verify(pubkey, challengeText, signature) {
+  return call("POST", "/auth/verify", { body: JSON.stringify({ pubkey, challenge: challengeText, signature }) });
+}
+
+export function logout(session) {
+  return call("POST", "/auth/logout", { body: "{}", headers: bearer(session) });
+}
+
+export function accountInfo(session) {
+  return call("GET", "/account/info", { headers: bearer(session) });
+}
+
+/** One page of /account/history or /account/ledger: {entries, next_cursor}. */
+export function page(session, which, limit, cursor) {
+  const query = new URLSearchParams({ limit: String(limit) });
+  if (cursor) query.set("cursor", cursor);
+  return call("GET", `/account/${which}?${query}`, { headers: bearer(session) });
+}
+
+/**
+ * The interface's per-request wallet signature: the four X- headers over
+ * `ledger-svc:v2:{METHOD}:{PATH}:{TIMESTAMP}:{NONCE}:{BODY_HASH}`, signed by `signMessage` (the wallet's).
+ * `skewS` is the server's clock minus ours (from /health), so a wrong local clock is not refused.
+ */
+export async function signedHeaders(method, path, body, pubkey, signMessage, skewS = 0) {
+  const timestamp = String(Math.floor(Date.now() / 1000 + skewS));
+  const nonce = bytesToHex(randomBytes(16));
+  const bodyHash = method === "GET" ? "" : bytesToHex(sha256(new TextEncoder().encode(body)));
+  const message = `ledger-svc:v2:${method}:${path}:${timestamp}:${nonce}:${bodyHash}`;
+  const signature = await signMessage(new TextEncoder().encode(message));
+  return { "X-Pubkey": pubkey, "X-Signature": bs58.encode(signature), "X-Timestamp": timestamp, "X-Nonce": nonce };
+}
+
+/** POST /account/api-key under the wallet's signature: {ok, api_key, message}. */
+export async function createApiKey(pubkey, signMessage, skewS) {
+  const body = "{}";
+  const headers = await signedHeaders("POST", "/account/api-key", body, pubkey, signMessage, skewS);
+  return call("POST", "/account/api-key", { body, headers });
+}
+
+export const base58 = bs58;

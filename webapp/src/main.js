@@ -1,0 +1,345 @@
+// The account page (docs/dashboard.md): sign-in with a Wallet Standard wallet, then the account's balance,
+// credit batches, spending, history and ledger, refreshed on their own; the key created or rotated under
+// the wallet's signature; the pricing and the service's health for everyone.
+
+import * as api from "./api.js";
+import * as wallets from "./wallet.js";
+import { spendChart, classOf } from "./chart.js";
+import { h, fill, show, num, when, until, table } from "./dom.js";
+
+const POLL_MS = 5000; // balance, first pages, health
+const CHART_EVERY = 2; // polls between chart refreshes (it reads up to CHART_ROWS history rows)
+const CHART_ROWS = 1000;
+const PAGE_ROWS = 20;
+
+const state = {
+  session: api.loadSession(),
+  skewS: 0,
+  pricing: null,
+  account: null,
+  pages: { history: { cursors: [null], data: null }, ledger: { cursors: [null], data: null } },
+  polls: 0,
+  timer: null,
+  busy: false,
+  newKey: null,
+  confirmRotate: false,
+};
+
+function notify(text, kind = "info") {
+  const node = document.getElementById("notice");
+  node.textContent = text;
+  node.className = `notice ${kind}`;
+  node.hidden = !text;
+}
+
+function explain(err) {
+  return err instanceof api.ApiError ? `${err.message} (${err.code})` : String(err && err.message ? err.message : err);
+}
+
+// ---------------------------------------------------------------------------------------------- sign-in
+
+function renderWallets() {
+  if (state.session) return;
+  const list = wallets.signingWallets();
+  if (!list.length) {
+    fill("wallets", h("p", { class: "muted" },
+      "No wallet found. Install or unlock a Solana wallet that supports the Wallet Standard, then reload this page."));
+    return;
+  }
+  fill("wallets", list.map((w) =>
+    h("button", { type: "button", class: "wallet", onclick: () => signIn(w) },
+      w.icon && h("img", { src: w.icon, alt: "", width: 24, height: 24 }),
+      `Sign in with ${w.name}`)));
+}
+
+async function signIn(wallet) {
+  if (state.busy) return;
+  state.busy = true;
+  notify(`Waiting for ${wallet.name}…`);
+  try {
+    const account = await wallets.connect(wallet);
+    const { challenge } = await api.challenge(account.address);
+    const signature = await wallets.signer(wallet, account)(new TextEncoder().encode(challenge));
+    const { token } = await api.verify(account.address, challenge, api.base58.encode(signature));
+    state.session = { token, pubkey: account.address, wallet: wallet.name };
+    api.saveSession(state.session);
+    notify("");
+    enterAccount();
+  } catch (err) {
+    notify(`Sign-in failed: ${explain(err)}`, "error");
+  } finally {
+    state.busy = false;
+  }
+}
+
+async function signOut(reason) {
+  const session = state.session;
+  leaveAccount();
+  if (session && !reason) {
+    try {
+      await api.logout(session);
+    } catch (err) {
+      if (err.status !== 401) notify(`Sign-out: ${explain(err)}`, "error");
+    }
+    await wallets.disconnect(wallets.findWallet(session.wallet));
+  }
+  notify(reason || "Signed out.", reason ? "error" : "info");
+}
+
+function leaveAccount() {
+  api.clearSession();
+  state.session = null;
+  state.account = null;
+  state.newKey = null;
+  state.confirmRotate = false;
+  state.pages.history = { cursors: [null], data: null };
+  state.pages.ledger = { cursors: [null], data: null };
+  show("account", false);
+  show("signin", true);
+  fill("who");
+  renderWallets();
+}
+
+function enterAccount() {
+  show("signin", false);
+  show("account", true);
+  const { pubkey, wallet } = state.session;
+  fill("who",
+    h("span", { class: "addr", title: pubkey }, `${wallet} · ${pubkey.slice(0, 4)}…${pubkey.slice(-4)}`),
+    h("button", { type: "button", onclick: () => signOut() }, "Sign out"));
+  renderKey();
+  refresh(true);
+}
+
+// ------------------------------------------------------------------------------------------ account data
+
+async function refresh(all = false) {
+  const session = state.session;
+  if (!session) return;
+  try {
+    const jobs = [refreshAccount(session)];
+    for (const which of ["history", "ledger"]) {
+      if (all || state.pages[which].cursors.length === 1) jobs.push(loadPage(which)); // live on the first page
+    }
+    if (all || state.polls % CHART_EVERY === 0) jobs.push(refreshChart(session));
+    await Promise.all(jobs);
+  } catch (err) {
+    if (state.session !== session) return;
+    if (err.status === 401) {
+      signOut("Your session ended (expired or revoked): sign in again.");
+    } else {
+      notify(`Could not refresh: ${explain(err)}`, "error");
+    }
+  }
+}
+
+async function refreshAccount(session) {
+  try {
+    state.account = await api.accountInfo(session);
+  } catch (err) {
+    if (err.code !== "ACCOUNT_NOT_FOUND") throw err;
+    state.account = null;
+  }
+  if (state.session === session) renderAccount();
+}
+
+function renderAccount() {
+  const a = state.account;
+  if (!a) {
+    fill("balance",
+      h("p", {}, "This wallet has no account yet."),
+      h("p", { class: "muted" }, "Create an API key (below) to open one with a zero balance, then send USDC to the deposit address it shows."));
+    fill("batches", h("p", { class: "muted" }, "No credits yet."));
+    return;
+  }
+  const f = a.funding || {};
+  fill("balance",
+    h("p", { class: "big", id: "balance-value" }, num(a.balance), h("span", { class: "unit" }, " credits")),
+    h("dl", { class: "facts" },
+      h("dt", {}, "Held for pending sends"), h("dd", {}, num(a.pending_send_credits || 0)),
+      h("dt", {}, "Spent, all time"), h("dd", {}, num(a.total_consumed_credits || 0)),
+      h("dt", {}, "Status"), h("dd", {}, a.status),
+      h("dt", {}, "Deposit address"), h("dd", {}, h("code", { class: "addr" }, a.deposit_address),
+        " ", copyButton(a.deposit_address, "Copy address")),
+      h("dt", {}, "Rate"), h("dd", {}, `1 ${f.asset || "USDC"} = ${num(f.credits_per_usdc || 0)} credits, minimum ${f.minimum_deposit_usdc || "0.01"}`),
+      a.last_deposit && [h("dt", {}, "Last deposit"), h("dd", {}, `${num(a.last_deposit.credits)} credits, ${when(a.last_deposit.timestamp)}`)]),
+    h("p", { class: "muted small" }, f.attribution || ""));
+  const batches = a.credit_batches || [];
+  fill("batches", batches.length
+    ? table("Credit batches, soonest expiry first", ["Source", "Granted", "Remaining", "Expires"],
+      batches.map((b) => [b.source, num(b.granted), num(b.remaining), `${when(b.expires_at)} (${until(b.expires_at)})`]), [1, 2])
+    : h("p", { class: "muted" }, "No live credit batch."));
+}
+
+async function loadPage(which) {
+  const session = state.session;
+  const p = state.pages[which];
+  const data = await api.page(session, which, PAGE_ROWS, p.cursors[p.cursors.length - 1]);
+  if (state.session !== session) return;
+  p.data = data;
+  renderPage(which);
+}
+
+function turn(which, forward) {
+  const p = state.pages[which];
+  if (forward && p.data && p.data.next_cursor) p.cursors.push(p.data.next_cursor);
+  else if (!forward && p.cursors.length > 1) p.cursors.pop();
+  else return;
+  loadPage(which).catch((err) => notify(`Could not load the ${which}: ${explain(err)}`, "error"));
+}
+
+function renderPage(which) {
+  const p = state.pages[which];
+  const entries = (p.data && p.data.entries) || [];
+  const n = p.cursors.length;
+  const pager = h("nav", { class: "pager", "aria-label": `${which} pages` },
+    h("button", { type: "button", disabled: n === 1, onclick: () => turn(which, false) }, "Newer"),
+    h("span", { class: "muted" }, n === 1 ? "Latest (live)" : `Page ${n}`),
+    h("button", { type: "button", disabled: !(p.data && p.data.next_cursor), onclick: () => turn(which, true) }, "Older"));
+  let body;
+  if (!entries.length) {
+    body = h("p", { class: "muted" }, which === "history" ? "No calls recorded yet." : "No ledger entry yet.");
+  } else if (which === "history") {
+    body = table("Usage history, newest first", ["Time", "Method", "Calls", "Credits", "Request"],
+      entries.map((e) => [when(e.timestamp), e.method, num(e.calls || 1),
+        e.refunded ? "refunded" : num(e.credits), h("code", { class: "small" }, e.request_id || "")]), [2, 3]);
+  } else {
+    body = table("Ledger, newest first", ["Time", "Type", "Amount", "Balance after", "Description"],
+      entries.map((e) => [when(e.timestamp), e.type, (e.amount > 0 ? "+" : "") + num(e.amount), num(e.balance), e.description]), [2, 3]);
+  }
+  fill(which, body, pager);
+}
+
+async function refreshChart(session) {
+  if (!state.pricing) state.pricing = await api.publicRoutes.pricing();
+  const data = await api.page(session, "history", CHART_ROWS, null);
+  if (state.session !== session) return;
+  fill("chart", spendChart(data.entries || [], classOf(state.pricing), !data.next_cursor));
+}
+
+// ------------------------------------------------------------------------------------------------- key
+
+function renderKey() {
+  const parts = [];
+  if (state.newKey) {
+    parts.push(
+      h("p", { class: "warn" }, "Your new API key. It is shown only this once: copy it now."),
+      h("div", { class: "keyrow" },
+        h("input", { id: "api-key", class: "key", readonly: true, value: state.newKey, "aria-label": "New API key" }),
+        copyButton(state.newKey, "Copy key")),
+      h("button", { type: "button", onclick: () => { state.newKey = null; notify(""); renderKey(); } }, "I have saved it"));
+  } else if (state.confirmRotate) {
+    parts.push(
+      h("p", { class: "warn" }, "A new key replaces the current one at once, everywhere: apps using the old key stop working."),
+      h("div", { class: "row" },
+        h("button", { type: "button", class: "primary", id: "confirm-rotate", onclick: rotateKey }, "Sign with wallet and create"),
+        h("button", { type: "button", onclick: () => { state.confirmRotate = false; renderKey(); } }, "Cancel")));
+  } else {
+    parts.push(
+      h("p", {}, "One key per account. Only a hash of it is kept: if you lose it, create a new one."),
+      h("button", { type: "button", class: "primary", id: "rotate-key", onclick: () => { state.confirmRotate = true; renderKey(); } },
+        "Create or rotate API key"));
+  }
+  const ws = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
+  parts.push(
+    h("h3", { class: "sub" }, "Where to use it"),
+    h("dl", { class: "facts" },
+      h("dt", {}, "JSON-RPC"), h("dd", {}, h("code", { class: "addr" }, `${location.origin}/`)),
+      h("dt", {}, "WebSocket"), h("dd", {}, h("code", { class: "addr" }, ws)),
+      h("dt", {}, "Header"), h("dd", {}, h("code", {}, "X-Api-Key: <key>"), " or ", h("code", {}, "?api-key=<key>"))),
+    h("p", { class: "small muted" }, "Prices per method class are under Pricing in force; every call's cost is in the usage history."));
+  fill("key", parts);
+}
+
+async function rotateKey() {
+  const session = state.session;
+  if (!session || state.busy) return;
+  state.busy = true;
+  notify(`Asking ${session.wallet} to sign the key request…`);
+  try {
+    const wallet = wallets.findWallet(session.wallet);
+    if (!wallet) throw new Error(`${session.wallet} is not available in this browser now`);
+    const account = await wallets.connect(wallet, session.pubkey);
+    const answer = await api.createApiKey(session.pubkey, wallets.signer(wallet, account), state.skewS);
+    state.newKey = answer.api_key;
+    state.confirmRotate = false;
+    notify(answer.message || "New API key created.");
+    renderKey();
+    refresh(true);
+  } catch (err) {
+    notify(`The key was not changed: ${explain(err)}`, "error");
+  } finally {
+    state.busy = false;
+  }
+}
+
+function copyButton(text, label) {
+  const button = h("button", { type: "button", class: "copy" }, label);
+  button.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(text);
+      button.textContent = "Copied";
+    } catch {
+      button.textContent = "Select and copy it";
+    }
+    setTimeout(() => { button.textContent = label; }, 2000);
+  });
+  return button;
+}
+
+// --------------------------------------------------------------------------------------- public parts
+
+async function refreshHealth() {
+  try {
+    const doc = await api.publicRoutes.health();
+    if (typeof doc.timestamp === "number") state.skewS = doc.timestamp - Date.now() / 1000;
+    const status = doc.status || "unknown";
+    fill("health",
+      h("p", {}, h("span", { class: `dot ${status}`, "aria-hidden": "true" }), h("strong", { id: "health-status" }, status),
+        doc.paid_traffic_ready === false ? " · paid traffic not ready" : ""),
+      h("dl", { class: "facts" },
+        doc.solanaSlot !== undefined && [h("dt", {}, "Slot"), h("dd", {}, num(doc.solanaSlot))],
+        doc.agave_healthy !== undefined && [h("dt", {}, "Node"), h("dd", {}, doc.agave_healthy ? "healthy" : "unhealthy")],
+        doc.fallback_active && [h("dt", {}, "Fallback"), h("dd", {}, "active")],
+        doc.nodeVersion && [h("dt", {}, "Node version"), h("dd", {}, doc.nodeVersion)],
+        doc.timestamp && [h("dt", {}, "Checked"), h("dd", {}, when(doc.timestamp))]));
+  } catch (err) {
+    fill("health", h("p", {}, h("span", { class: "dot down", "aria-hidden": "true" }), h("strong", {}, "unreachable"), ` · ${explain(err)}`));
+  }
+}
+
+async function refreshPricing() {
+  try {
+    state.pricing = await api.publicRoutes.pricing();
+  } catch (err) {
+    fill("pricing", h("p", { class: "muted" }, `Pricing unavailable: ${explain(err)}`));
+    return;
+  }
+  const p = state.pricing;
+  const classes = Object.entries(p.classes || {}).sort(([, a], [, b]) => a.credits - b.credits);
+  fill("pricing",
+    h("p", {}, `1 USDC buys ${num(p.credits_per_usdc)} credits; credits expire after ${Math.round(p.credit_expiry_seconds / 86400)} days; minimum deposit ${p.minimum_deposit_usdc} USDC.`),
+    table("Credits per call by method class", ["Class", "Credits per call", "Methods"],
+      classes.map(([name, c]) => [name, num(c.credits),
+        h("details", {}, h("summary", {}, `${(c.methods || []).length} methods`), h("p", { class: "small methods" }, (c.methods || []).join(", ")))]), [1]));
+}
+
+// ---------------------------------------------------------------------------------------------- start
+
+function tick() {
+  state.polls += 1;
+  refreshHealth();
+  if (state.polls % 12 === 0) refreshPricing();
+  if (state.session) refresh();
+}
+
+function start() {
+  wallets.onWalletsChanged(renderWallets);
+  refreshHealth();
+  refreshPricing();
+  if (state.session) enterAccount();
+  else renderWallets();
+  state.timer = setInterval(tick, POLL_MS);
+}
+
+start();
