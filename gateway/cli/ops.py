@@ -28,6 +28,7 @@ from gateway.config import ConfigError
 from gateway.settings import Settings, load_settings
 from gateway.storage import operator as ops
 from gateway.storage.errors import StoreUnavailable
+from gateway.storage.stream_limits import StreamOverrides
 
 T = TypeVar("T")
 
@@ -144,7 +145,8 @@ def account_show(
         raise fail(f"no account {pubkey}")
     if json_out:
         data = {k: getattr(view, k) for k in view.__dataclass_fields__} | {"available": view.available}
-        data["limits"] = _limits(settings, view.rate_limit_rps, view.concurrency_limit)
+        data["limits"] = _limits(settings, _overrides_of(view))
+        data["streams"] = view.streams.as_dict()
         print(_json(data))
         return
     status = "[red]SUSPENDED[/red]" if view.status == ops.SUSPENDED else "[green]active[/green]"
@@ -153,11 +155,7 @@ def account_show(
         f"balance {view.balance}  held {view.held}  available {view.available}  "
         f"consumed {view.total_consumed}  low-balance notice {'sent' if view.low_balance_notified else 'armed'}"
     )
-    limits = _limits(settings, view.rate_limit_rps, view.concurrency_limit)
-    out.print(
-        f"limits  rate {limits['rate_limit_rps']} req/s ({limits['rate_source']}), "
-        f"concurrency {limits['concurrency_limit']} ({limits['concurrency_source']})"
-    )
+    out.print(f"limits  {_limits_line(_limits(settings, _overrides_of(view)))}")
     _table("credit batches", ["id", "source", "granted", "remaining", "expires", ""], view.batches, _batch_row)
     _table(
         "live leases (unsettled)",
@@ -218,13 +216,52 @@ def _table(
     out.print(table)
 
 
-def _limits(settings: Settings, rate: int | None, concurrency: int | None) -> dict[str, Any]:
-    return {
-        "rate_limit_rps": rate if rate is not None else settings.rate_limit_rps,
-        "rate_source": "override" if rate is not None else "default",
-        "concurrency_limit": concurrency if concurrency is not None else settings.concurrency_limit,
-        "concurrency_source": "override" if concurrency is not None else "default",
-    }
+#: Each limit ``gateway account limits`` shows and sets: (its name in the output, the settings' field).
+LIMITS = {
+    "rate_limit_rps": "rate_limit_rps",
+    "concurrency_limit": "concurrency_limit",
+    "grpc_max_streams": "grpc_max_streams_per_account",
+    "grpc_max_opens_per_minute": "grpc_max_stream_opens_per_minute",
+    "grpc_max_streams_per_address": "grpc_max_streams_per_address",
+}
+OPTIONS = {  # the option that sets each
+    "rate_limit_rps": "--rate",
+    "concurrency_limit": "--concurrency",
+    "grpc_max_streams": "--streams",
+    "grpc_max_opens_per_minute": "--stream-opens",
+    "grpc_max_streams_per_address": "--address-streams",
+}
+_SOURCES = {  # the JSON's "<x>_source" keys (rate_source, concurrency_source kept as they were)
+    "rate_limit_rps": "rate_source",
+    "concurrency_limit": "concurrency_source",
+    "grpc_max_streams": "grpc_max_streams_source",
+    "grpc_max_opens_per_minute": "grpc_max_opens_per_minute_source",
+    "grpc_max_streams_per_address": "grpc_max_streams_per_address_source",
+}
+
+
+def _overrides_of(view: ops.AccountView) -> ops.Overrides:
+    return ops.Overrides(view.rate_limit_rps, view.concurrency_limit, view.streams)
+
+
+def _limits(settings: Settings, overrides: ops.Overrides) -> dict[str, Any]:
+    """Each limit in force (the override, else the settings' default) and which it is."""
+    shown: dict[str, Any] = {}
+    for name, value in overrides.as_dict().items():
+        shown[name] = value if value is not None else getattr(settings, LIMITS[name])
+        shown[_SOURCES[name]] = "override" if value is not None else "default"
+    return shown
+
+
+def _limits_line(limits: dict[str, Any]) -> str:
+    def one(name: str) -> str:
+        return f"{limits[name]} ({limits[_SOURCES[name]]})"
+
+    return (
+        f"rate {one('rate_limit_rps').replace(' (', ' req/s (', 1)}, concurrency {one('concurrency_limit')}; "
+        f"gRPC streams {one('grpc_max_streams')} open, {one('grpc_max_opens_per_minute')} opens a minute, "
+        f"{one('grpc_max_streams_per_address')} from one address"
+    )
 
 
 @account_app.command("credit", context_settings=AMOUNT)
@@ -294,71 +331,99 @@ def account_limits(
     pubkey: PubkeyArg,
     rate: Annotated[int | None, typer.Option("--rate", help="Requests per second (override).")] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", help="Calls in flight (override).")] = None,
+    streams: Annotated[
+        int | None, typer.Option("--streams", help="gRPC Subscribe streams open at once over the service (override).")
+    ] = None,
+    stream_opens: Annotated[
+        int | None, typer.Option("--stream-opens", help="gRPC Subscribe streams opened a minute (override).")
+    ] = None,
+    address_streams: Annotated[
+        int | None,
+        typer.Option(
+            "--address-streams",
+            help="gRPC streams open from one client address, for this account's streams (override).",
+        ),
+    ] = None,
     reset: Annotated[bool, typer.Option("--reset", help="Back to the settings' defaults.")] = False,
     reason: Annotated[str | None, typer.Option("--reason", help="Why (required for a change).")] = None,
     operator: OperatorOption = None,
     json_out: JsonOption = False,
     config: ConfigOption = None,
 ) -> None:
-    """Show the account's limits, or set its overrides (--rate, --concurrency) or drop them (--reset).
-    A change, tighter or looser, reaches every replica at once: each gives back its leases of the account
-    and reads the new limits with the next one (without Redis: at its next lease, within lease_ttl_s)."""
+    """Show the account's limits, or set its overrides (--rate, --concurrency; the gRPC stream's --streams,
+    --stream-opens, --address-streams) or drop them all (--reset). A change of rate or concurrency, tighter or
+    looser, reaches every replica at once: each gives back its leases of the account and reads the new limits
+    with the next one (without Redis: at its next lease, within lease_ttl_s). The stream limits are read at
+    every stream open, on every gRPC server process; streams already open stay open."""
     settings = load(config)
-    if reset and (rate is not None or concurrency is not None):
-        raise fail("refused: --reset or --rate/--concurrency, not both", 2)
-    if not reset and rate is None and concurrency is None:
+    given = {
+        "rate_limit_rps": rate,
+        "concurrency_limit": concurrency,
+        "grpc_max_streams": streams,
+        "grpc_max_opens_per_minute": stream_opens,
+        "grpc_max_streams_per_address": address_streams,
+    }
+    changes = {name: value for name, value in given.items() if value is not None}
+    for name, value in changes.items():
+        if value <= 0:
+            raise fail(f"refused: {OPTIONS[name]} must be a positive integer, not {value}")
+    if reset and changes:
+        raise fail("refused: --reset or new limits (--rate, --concurrency, --streams, ...), not both", 2)
+    if not reset and not changes:
         view = run_db(settings, lambda p: ops.account_view(p, pubkey, 0))
         if view is None:
             raise fail(f"refused: no account {pubkey}")
-        limits = _limits(settings, view.rate_limit_rps, view.concurrency_limit)
+        limits = _limits(settings, _overrides_of(view))
         if json_out:
             print(json.dumps({"pubkey": pubkey, **limits}, indent=2))
             return
-        out.print(
-            f"rate {limits['rate_limit_rps']} req/s ({limits['rate_source']}), "
-            f"concurrency {limits['concurrency_limit']} ({limits['concurrency_source']})"
-        )
+        out.print(_limits_line(limits))
         return
     if reason is None:
         raise fail("refused: a reason is required (--reason)")
 
-    async def change(p: asyncpg.Pool) -> tuple[tuple[int | None, int | None], tuple[int | None, int | None]]:
-        new_rate, new_concurrency = rate, concurrency
+    async def change(p: asyncpg.Pool) -> tuple[ops.Overrides, ops.Overrides]:
+        wanted = ops.Overrides()
         if not reset:  # an option not given keeps its override
             view = await ops.account_view(p, pubkey, 0)
             if view is None:
                 raise ops.OperatorRefusal(f"no account {pubkey}")
-            new_rate = view.rate_limit_rps if rate is None else rate
-            new_concurrency = view.concurrency_limit if concurrency is None else concurrency
-        return await ops.set_limits(p, pubkey, new_rate, new_concurrency, reason, who(operator))
+            now = _overrides_of(view).as_dict() | changes
+            wanted = ops.Overrides(
+                now["rate_limit_rps"],
+                now["concurrency_limit"],
+                StreamOverrides(
+                    now["grpc_max_streams"], now["grpc_max_opens_per_minute"], now["grpc_max_streams_per_address"]
+                ),
+            )
+        return await ops.set_limits(p, pubkey, wanted, reason, who(operator))
 
     before, after = run_db(settings, change)
-    shown = _limits(settings, *after)
+    shown = _limits(settings, after)
     try:  # the replicas take them at once (their leases of the account given back), tighter or looser
         _run(announce_limits(settings, pubkey))
-        when = "every replica applies them at the account's next call"
+        when = "every replica applies them at the account's next call, every gRPC server at its next stream open"
     except (OSError, StoreNotFound, StoreUnavailable, TimeoutError) as exc:
         err.print(f"[yellow]could not tell the replicas at once ({escape(str(exc))})[/yellow]")
-        when = f"each replica applies them at its next credit lease, within lease_ttl_s = {settings.lease_ttl_s:g} s"
+        when = (
+            f"each replica applies them at its next credit lease, within lease_ttl_s = {settings.lease_ttl_s:g} s; "
+            "every gRPC server at the account's next stream open"
+        )
     if json_out:
-        was = {"rate_limit_rps": before[0], "concurrency_limit": before[1]}
-        now = {"rate_limit_rps": after[0], "concurrency_limit": after[1]}
-        print(json.dumps({"pubkey": pubkey, **shown, "overrides_before": was, "overrides_after": now}, indent=2))
+        document = {"pubkey": pubkey, **shown, "overrides_before": before.as_dict(), "overrides_after": after.as_dict()}
+        print(json.dumps(document, indent=2))
         return
-    out.print(
-        f"{pubkey}: rate {shown['rate_limit_rps']} req/s ({shown['rate_source']}), concurrency "
-        f"{shown['concurrency_limit']} ({shown['concurrency_source']}); overrides were "
-        f"{_overrides(before)}, now {_overrides(after)} ({when})"
-    )
+    out.print(f"{pubkey}: {_limits_line(shown)}; overrides were {_overrides(before)}, now {_overrides(after)} ({when})")
 
 
-def _overrides(pair: tuple[int | None, int | None]) -> str:
-    rate, concurrency = pair
-    if rate is None and concurrency is None:
+def _overrides(overrides: ops.Overrides) -> str:
+    """The overrides set: none, else rate and concurrency, and the stream's three when any of them is set."""
+    values = overrides.as_dict()
+    if all(value is None for value in values.values()):
         return "none"
-    return (
-        f"rate {'default' if rate is None else rate}, concurrency {'default' if concurrency is None else concurrency}"
-    )
+    named = {name: option.removeprefix("--").replace("-", " ") for name, option in OPTIONS.items()}
+    shown = list(values)[: 2 if overrides.streams.none else None]
+    return ", ".join(f"{named[k]} {'default' if values[k] is None else values[k]}" for k in shown)
 
 
 # -- audit -------------------------------------------------------------------------------------------

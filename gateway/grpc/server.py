@@ -134,6 +134,8 @@ class GrpcStreamServer:
         """Open the stores, the upstream subscription and the port; returns the port listened on."""
         s = self.settings
         conn = await self.callers.start(pool_size=4)
+        if conn.db is not None:
+            self.service.deps.overrides.start(conn.db)
         self.access.pool = conn.db
         if conn.redis is not None:
             self.service.deps.seats.start(conn.redis)

@@ -21,7 +21,8 @@ process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`
   stream of an account ends ``PERMISSION_DENIED`` "ACCOUNT_SUSPENDED: ..." as soon as the account is
   suspended (``gateway account suspend`` publishes it on the same channel);
 - at most ``grpc_max_streams_per_account`` streams per account and ``grpc_max_streams_per_address``
-  per client address are open over the service (:mod:`gateway.storage.seats`); a stream's
+  per client address are open over the service (:mod:`gateway.storage.seats`), or the account's
+  overrides of them (:mod:`gateway.storage.stream_limits`, read at each open); a stream's
   queue is bounded (:class:`geyser_proto.streaming.Outbound`), so a client too slow to read is cut off;
 - each request's filters are claimed from the process's filter budget (:mod:`gateway.grpc.budget`) before
   they join the fan-out (at most ``FILTER_CHANGES_BURST`` requests at once, then ``FILTER_CHANGES_PER_S`` a
@@ -87,6 +88,7 @@ from gateway.pipeline import Call, Wire
 from gateway.storage.errors import StoreUnavailable
 from gateway.storage.seats import Seat, Seats
 from gateway.storage.stream_clocks import StreamClocks
+from gateway.storage.stream_limits import AccountStreamLimits
 from geyser_proto import geyser_pb2
 from geyser_proto.fanout import Fanout
 from geyser_proto.filters import DEFAULT_LIMITS, FilterLimits, Filters
@@ -138,6 +140,15 @@ class StreamTime:
         return max(0.0, now - self.start - self.paid * self.interval)
 
 
+@dataclass(frozen=True, slots=True)
+class StreamCaps:
+    """One account's stream limits, as its stream opens."""
+
+    per_account: int  # open at once over the service
+    per_address: int  # open from the client's address (the account's overrides: for its own streams)
+    opens_per_minute: int
+
+
 @dataclass
 class ServiceDeps:
     """What the service uses of its process (built by :class:`gateway.grpc.server.GrpcStreamServer`)."""
@@ -153,6 +164,7 @@ class ServiceDeps:
     replay_log: ReplayLog | None = None  # from_slot is served from it (None: UNIMPLEMENTED)
     seats: Seats = field(default_factory=Seats)  # open streams per account and address, over the service
     clocks: StreamClocks = field(default_factory=StreamClocks)  # opens per minute, unbilled time, per account
+    overrides: AccountStreamLimits = field(default_factory=AccountStreamLimits)  # the accounts' own stream limits
 
 
 class GeyserGateway:
@@ -179,8 +191,9 @@ class GeyserGateway:
             metrics.grpc_call_done("stream", _status_name(context, failure), started)
 
     async def _subscribe(self, requests: Any, context: grpc.aio.ServicerContext, entered: EntrySession) -> None:
-        await self._open_rate(context, entered.pubkey)
-        seats = await self._seats(context, entered.pubkey, peer_address(context.peer() or ""))
+        caps = await self._caps(context, entered.pubkey)
+        await self._open_rate(context, entered.pubkey, caps)
+        seats = await self._seats(context, entered.pubkey, peer_address(context.peer() or ""), caps)
         self.streams += 1
         metrics.GRPC_STREAMS.set(self.streams)
         counted = True
@@ -229,9 +242,23 @@ class GeyserGateway:
             clock.ended = True
             self.deps.clocks.give(pubkey, clock.unbilled(time.monotonic()), clock.interval)
 
-    async def _open_rate(self, context: grpc.aio.ServicerContext, pubkey: str) -> None:
-        """At most ``max_opens_per_minute`` streams opened by an account a minute, over the service."""
-        limit = self.deps.limits.max_opens_per_minute
+    async def _caps(self, context: grpc.aio.ServicerContext, pubkey: str) -> StreamCaps:
+        """The account's stream limits: its overrides (``gateway account limits``), read at each open so that
+        a change holds on every process from the next one, else the settings'."""
+        limits = self.deps.limits
+        try:
+            mine = await self.deps.overrides.of(pubkey)
+        except StoreUnavailable:
+            await _abort(context, "UNAVAILABLE", "the account's stream limits cannot be read right now; retry")
+        return StreamCaps(
+            limits.max_streams_per_account if mine.streams is None else mine.streams,
+            limits.max_streams_per_address if mine.address_streams is None else mine.address_streams,
+            limits.max_opens_per_minute if mine.opens_per_minute is None else mine.opens_per_minute,
+        )
+
+    async def _open_rate(self, context: grpc.aio.ServicerContext, pubkey: str, caps: StreamCaps) -> None:
+        """At most ``caps.opens_per_minute`` streams opened by an account a minute, over the service."""
+        limit = caps.opens_per_minute
         try:
             opened = await self.deps.clocks.opened(pubkey)
         except StoreUnavailable:
@@ -239,18 +266,20 @@ class GeyserGateway:
         if opened > limit:
             await _abort(context, "RESOURCE_EXHAUSTED", open_rate_message(limit))
 
-    async def _seats(self, context: grpc.aio.ServicerContext, pubkey: str, address: str) -> list[Seat]:
+    async def _seats(
+        self, context: grpc.aio.ServicerContext, pubkey: str, address: str, caps: StreamCaps
+    ) -> list[Seat]:
         """The stream's seats under the account's and the address's caps (over the service), or the
         call ended ``RESOURCE_EXHAUSTED`` at a cap, ``UNAVAILABLE`` when they cannot be counted."""
-        limits, seats = self.deps.limits, self.deps.seats
-        per_account, per_address = limits.max_streams_per_account, limits.max_streams_per_address
-        caps = (
+        seats = self.deps.seats
+        per_account, per_address = caps.per_account, caps.per_address
+        capped = (
             (f"seats:grpc:account:{pubkey}", per_account, stream_limit_message(per_account)),
             (f"seats:grpc:address:{address}", per_address, address_limit_message(per_address)),
         )
         taken: list[Seat] = []
         try:
-            for key, cap, full in caps:
+            for key, cap, full in capped:
                 seat = await seats.take(key, cap)
                 if seat is None:
                     await _abort(context, "RESOURCE_EXHAUSTED", full)
@@ -258,7 +287,7 @@ class GeyserGateway:
         except StoreUnavailable:
             await _abort(context, "UNAVAILABLE", "open streams cannot be counted right now; retry")
         finally:
-            if len(taken) < len(caps):  # refused: give back what was taken
+            if len(taken) < len(capped):  # refused: give back what was taken
                 for seat in taken:
                     seats.release(seat)
         return taken

@@ -24,6 +24,8 @@ from gateway.core.credits import LOW_BALANCE_CREDITS, Conservation
 from gateway.storage.ledger.audit import check_conservation
 from gateway.storage.ledger.moves import Move, credit, debit
 from gateway.storage.ledger.sql import held, lock_account
+from gateway.storage.stream_limits import COLUMNS as STREAM_COLUMNS
+from gateway.storage.stream_limits import StreamOverrides, write_stream_overrides
 
 SUSPENDED = "suspended"
 ACTIVE = "active"
@@ -56,6 +58,7 @@ class AccountView:
     low_balance_notified: bool
     rate_limit_rps: int | None  # the account's overrides; None: the settings' defaults
     concurrency_limit: int | None
+    streams: StreamOverrides = field(default_factory=StreamOverrides)  # of the gRPC stream's limits
     batches: list[dict[str, Any]] = field(default_factory=list)
     leases: list[dict[str, Any]] = field(default_factory=list)
     sends: list[dict[str, Any]] = field(default_factory=list)
@@ -155,31 +158,43 @@ async def set_status(pool: asyncpg.Pool, pubkey: str, status: str, reason: str, 
     return True
 
 
+@dataclass(frozen=True, slots=True)
+class Overrides:
+    """An account's limit overrides (None: the settings' default)."""
+
+    rate_limit_rps: int | None = None
+    concurrency_limit: int | None = None
+    streams: StreamOverrides = field(default_factory=StreamOverrides)
+
+    def as_dict(self) -> dict[str, int | None]:
+        return {"rate_limit_rps": self.rate_limit_rps, "concurrency_limit": self.concurrency_limit} | (
+            self.streams.as_dict()
+        )
+
+
 async def set_limits(
-    pool: asyncpg.Pool, pubkey: str, rate_rps: int | None, concurrency: int | None, reason: str, operator: str
-) -> tuple[tuple[int | None, int | None], tuple[int | None, int | None]]:
-    """Set the account's overrides of ``rate_limit_rps`` and ``concurrency_limit`` (None: back to the
-    settings' default); the overrides before and after."""
+    pool: asyncpg.Pool, pubkey: str, overrides: Overrides, reason: str, operator: str
+) -> tuple[Overrides, Overrides]:
+    """Set the account's overrides of ``rate_limit_rps`` and ``concurrency_limit`` and of the gRPC stream's
+    limits (None: back to the settings' default); the overrides before and after."""
     _check(reason, operator)
-    for name, value in (("rate", rate_rps), ("concurrency", concurrency)):
+    for name, value in overrides.as_dict().items():
         if value is not None and value <= 0:
-            raise OperatorRefusal(f"--{name} must be a positive integer, not {value}")
+            raise OperatorRefusal(f"{name} must be a positive integer, not {value}")
     async with pool.acquire() as conn, conn.transaction():
         account = await _locked(conn, pubkey)
-        before = (account["rate_limit_rps"], account["concurrency_limit"])
-        after = (rate_rps, concurrency)
+        streams = await conn.fetchrow(f"SELECT {', '.join(STREAM_COLUMNS)} FROM accounts WHERE pubkey = $1", pubkey)
+        before = Overrides(account["rate_limit_rps"], account["concurrency_limit"], StreamOverrides.of(streams))
         await conn.execute(
             "UPDATE accounts SET rate_limit_rps = $2, concurrency_limit = $3 WHERE pubkey = $1",
             pubkey,
-            rate_rps,
-            concurrency,
+            overrides.rate_limit_rps,
+            overrides.concurrency_limit,
         )
-        detail = {
-            "before": {"rate_limit_rps": before[0], "concurrency_limit": before[1]},
-            "after": {"rate_limit_rps": after[0], "concurrency_limit": after[1]},
-        }
+        await write_stream_overrides(conn, pubkey, overrides.streams)
+        detail = {"before": before.as_dict(), "after": overrides.as_dict()}
         await record_action(conn, pubkey, "limits", detail, reason, operator)
-    return before, after
+    return before, overrides
 
 
 def _rows(records: list[asyncpg.Record]) -> list[dict[str, Any]]:
@@ -190,8 +205,8 @@ async def account_view(pool: asyncpg.Pool, pubkey: str, entries: int = 20) -> Ac
     """The account whole, in one repeatable-read snapshot; None when there is none."""
     async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
         row = await conn.fetchrow(
-            """SELECT pubkey, status, created_at, balance, total_consumed, low_balance_notified,
-                      rate_limit_rps, concurrency_limit
+            f"""SELECT pubkey, status, created_at, balance, total_consumed, low_balance_notified,
+                      rate_limit_rps, concurrency_limit, {", ".join(STREAM_COLUMNS)}
                FROM accounts WHERE pubkey = $1""",
             pubkey,
         )
@@ -235,6 +250,7 @@ async def account_view(pool: asyncpg.Pool, pubkey: str, entries: int = 20) -> Ac
         low_balance_notified=bool(row["low_balance_notified"]),
         rate_limit_rps=row["rate_limit_rps"],
         concurrency_limit=row["concurrency_limit"],
+        streams=StreamOverrides.of(row),
         batches=_rows(batches),
         leases=_rows(leases),
         sends=_rows(sends),

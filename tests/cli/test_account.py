@@ -176,8 +176,9 @@ async def test_limits_json_and_no_python_tuples(cli_pool: asyncpg.Pool, gateway_
     assert changed.returncode == 0, changed.stderr
     doc = json.loads(changed.stdout)
     assert doc["rate_limit_rps"] == 5 and doc["rate_source"] == "override" and doc["concurrency_source"] == "default"
-    assert doc["overrides_before"] == {"rate_limit_rps": None, "concurrency_limit": None}
-    assert doc["overrides_after"] == {"rate_limit_rps": 5, "concurrency_limit": None}
+    streams = {"grpc_max_streams": None, "grpc_max_opens_per_minute": None, "grpc_max_streams_per_address": None}
+    assert doc["overrides_before"] == {"rate_limit_rps": None, "concurrency_limit": None, **streams}
+    assert doc["overrides_after"] == {"rate_limit_rps": 5, "concurrency_limit": None, **streams}
     shown = json.loads((await gateway_cli("account", "limits", pubkey, "--json")).stdout)
     assert shown == {key: doc[key] for key in shown} and shown["pubkey"] == pubkey
     said = await gateway_cli("account", "limits", pubkey, "--reset", "--reason", "back")
