@@ -128,7 +128,7 @@ class GatewayApp:
         trusted = TrustedProxies.parse(settings.trusted_proxies)
         self.ip_limits = IpLimits(settings.ip_limits, trusted, replicas=settings.share_replicas)
         self.access = install_access(self.auth, trusted)  # the account access rules (docs/api.md)
-        self.access_methods = AccessMethods(self.access)
+        self.access_methods = AccessMethods(self.access, self.limiter)
         self.accounts = AccountEndpoints(self.auth, unsettled=self.meter.unsettled)
         self.auth.unfunded = self._unfunded  # an unfunded wallet's signed call records no nonce
         self.seats = Seats()  # open WebSockets per account and address, over the service once Redis is up

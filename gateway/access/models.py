@@ -7,9 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.access.rules import MAX_ADDRESSES, MAX_ENTRY_CHARS, MAX_METHODS, MAX_ORIGINS
-
-_Entry = Field(min_length=1, max_length=MAX_ENTRY_CHARS)
+from gateway.access.rules import MAX_ADDRESSES, MAX_METHODS, MAX_ORIGINS, MAX_RATE
 
 
 class AccessRulesRequest(BaseModel):
@@ -32,6 +30,13 @@ class AccessRulesRequest(BaseModel):
         description="JSON-RPC method names and method classes (READ_CHEAP, ..., SUBSCRIPTION for the WebSocket "
         "subscriptions, GRPC for the gRPC stream)",
     )
+    rate: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_RATE,
+        description="requests per second the API key and session tokens make together, over every replica "
+        "(below the account's own to matter); null: none",
+    )
 
 
 class AccessRulesAnswer(BaseModel):
@@ -40,4 +45,5 @@ class AccessRulesAnswer(BaseModel):
     origins: list[str]
     addresses: list[str]
     methods: list[str]
+    rate: int | None
     binds: list[Literal["api_key", "session"]] = Field(description="the credentials the rules bind")

@@ -10,6 +10,7 @@ out). Each list left empty allows everything of its kind:
     addresses   IPv4/IPv6 addresses and CIDR ranges the client address must fall in
     methods     JSON-RPC method names and method classes (``READ_CHEAP`` ...); ``SUBSCRIPTION``
                 for the WebSocket subscriptions, ``GRPC`` for the gRPC stream
+    rate        requests per second the key and sessions make together (None: the account's alone)
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ MAX_ORIGINS = 32
 MAX_ADDRESSES = 64
 MAX_METHODS = 128
 MAX_ENTRY_CHARS = 253
+MAX_RATE = 100_000
 #: The JSON-RPC code of an access refusal: none of the interface's (-32001..-32015, -326xx, -32700).
 ACCESS_DENIED_RPC = -32030
 ACCESS_DENIED = "ACCESS_DENIED"
@@ -61,13 +63,19 @@ class AccessRules:
     origins: tuple[str, ...] = ()
     addresses: tuple[str, ...] = ()
     methods: tuple[str, ...] = ()
+    rate: int | None = None
 
     @property
     def empty(self) -> bool:
-        return not (self.origins or self.addresses or self.methods)
+        return not (self.origins or self.addresses or self.methods or self.rate)
 
     def document(self) -> dict[str, Any]:
-        return {"origins": list(self.origins), "addresses": list(self.addresses), "methods": list(self.methods)}
+        return {
+            "origins": list(self.origins),
+            "addresses": list(self.addresses),
+            "methods": list(self.methods),
+            "rate": self.rate,
+        }
 
     def networks(self) -> tuple[IpNetwork, ...]:
         return tuple(ipaddress.ip_network(a, strict=False) for a in self.addresses)
@@ -80,10 +88,10 @@ def parse_rules(document: Any, known_methods: Iterable[str]) -> AccessRules:
     """The rules of a ``POST /account/access`` body, each entry checked and normalised; raises
     :class:`RulesInvalid`. Absent lists are empty; any other field is refused."""
     if not isinstance(document, dict):
-        raise RulesInvalid("the body must be a JSON object with origins, addresses and methods")
-    unknown = sorted(set(document) - {"origins", "addresses", "methods"})
+        raise RulesInvalid("the body must be a JSON object with origins, addresses, methods and rate")
+    unknown = sorted(set(document) - {"origins", "addresses", "methods", "rate"})
     if unknown:
-        raise RulesInvalid(f"unknown field {unknown[0]!r}; the fields are origins, addresses and methods")
+        raise RulesInvalid(f"unknown field {unknown[0]!r}; the fields are origins, addresses, methods and rate")
     origins = _list(document, "origins", MAX_ORIGINS)
     addresses = _list(document, "addresses", MAX_ADDRESSES)
     methods = _list(document, "methods", MAX_METHODS)
@@ -92,7 +100,16 @@ def parse_rules(document: Any, known_methods: Iterable[str]) -> AccessRules:
         tuple(dict.fromkeys(normalize_origin(o) for o in origins)),
         tuple(dict.fromkeys(normalize_address(a) for a in addresses)),
         tuple(dict.fromkeys(_method(m, known) for m in methods)),
+        _rate(document.get("rate")),
     )
+
+
+def _rate(value: Any) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_RATE:
+        raise RulesInvalid(f"rate must be a whole number of requests per second, 1 to {MAX_RATE}, or null")
+    return value
 
 
 def _list(document: dict[str, Any], name: str, most: int) -> list[str]:

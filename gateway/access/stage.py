@@ -1,25 +1,58 @@
-"""``AccessMethods``: the JSON-RPC stage that applies an account's method rules to each item.
+"""``AccessMethods``: the JSON-RPC stage that applies an account's method rules and rate to each item.
 
 Placed right after parsing (its items are classified) and before metering, so a refused item costs
-nothing: no rate unit, no credits, no node work::
+nothing: no credits, no node work, no unit of the account's own rate::
 
     error_boundary → AuthStage → CreditHeaders → readiness → ParseStage → AccessMethods → MeteringStage → Forwarder
 
-A refused single call stops with 403 ``ACCESS_DENIED`` (-32030); a refused batch item gets the same
-JSON-RPC error as its answer and the rest go on. Origins and addresses were decided at the auth stage.
+A method the rules do not allow: a single call stops with 403 ``ACCESS_DENIED`` (-32030), a batch item
+gets that JSON-RPC error as its answer and the rest go on. The rules' rate is a bucket of its own (the
+account's limiter under the key :func:`rate_key`, so the account shards make it exact over every
+replica, as the account's own rate is), taken from by each item a key or session sends: past it 429
+``RATE_LIMITED`` as the account's rate answers, its message naming the rules. Origins and addresses
+were decided at the auth stage.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import time
+from collections.abc import Callable
+
 from gateway import metrics
 from gateway.access.guard import AccessGuard
 from gateway.access.rules import BOUND_MODES, access_denied, method_allowed, method_denied
+from gateway.core.errors import ProxyError
+from gateway.core.jsonrpc import RpcItem
+from gateway.credits.errors import rate_limited
+from gateway.credits.stage import limits_unavailable
+from gateway.limits.rules import AccountLimits
+from gateway.limits.slices import ShardUnavailable
 from gateway.pipeline import Call, Handler, Reply
+
+#: The concurrency the rules' bucket is asked for: none of its slots is ever held (the account's
+#: concurrency is the limit), but a slice of the shard comes with some.
+RATE_SLOTS = 1_000
+
+
+def rate_key(pubkey: str) -> str:
+    """The limiter's key of the rules' rate: a bucket beside the account's own."""
+    return f"access-rate:{pubkey}"
 
 
 class AccessMethods:
-    def __init__(self, guard: AccessGuard) -> None:
+    def __init__(
+        self,
+        guard: AccessGuard,
+        limiter: AccountLimits,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self.guard = guard
+        self.limiter = limiter
+        self.clock = clock
+        self.wall = wall
 
     async def __call__(self, call: Call, next_handler: Handler) -> Reply:
         identity, payload = call.identity, call.payload
@@ -28,12 +61,43 @@ class AccessMethods:
         guard = self.guard
         compiled = guard.cached(identity.pubkey) or await guard.rules_of(identity.pubkey)
         rules = compiled.rules
-        if not rules.methods:
-            return await next_handler(call)
-        for item in payload.items:
-            if item.pending and not method_allowed(rules, item.method, item.method_class):
-                metrics.ACCESS_REFUSALS.inc(("method", str(call.wire)))
-                if not payload.is_batch:
-                    raise access_denied(f"the account's access rules do not allow {item.method} with this credential")
-                item.error = method_denied(item.method)
+        if rules.methods:
+            for item in payload.items:
+                if item.pending and not method_allowed(rules, item.method, item.method_class):
+                    metrics.ACCESS_REFUSALS.inc(("method", str(call.wire)))
+                    if not payload.is_batch:
+                        raise access_denied(
+                            f"the account's access rules do not allow {item.method} with this credential"
+                        )
+                    item.error = method_denied(item.method)
+        if rules.rate is not None:
+            await self._rate(call, identity.pubkey, rules.rate, [item for item in payload.items if item.pending])
         return await next_handler(call)
+
+    async def _rate(self, call: Call, pubkey: str, rps: int, items: list[RpcItem]) -> None:
+        """One unit of the rules' bucket per pending item; the items past it are refused 429."""
+        if not items:
+            return
+        key, limiter = rate_key(pubkey), self.limiter
+        now = self.clock()
+        pending = limiter.ready(key, len(items), now, rps=rps, concurrency=RATE_SLOTS)
+        if pending is not None:
+            try:
+                await pending
+            except ShardUnavailable as exc:
+                raise limits_unavailable() from exc
+            now = self.clock()
+        taken = limiter.take_each(key, len(items), now, self.wall(), rps)  # units only: no slot is held
+        if taken.refused is None:
+            return
+        error = _rules_rate(rate_limited(taken.refused), rps)
+        for item in items[taken.granted :]:
+            metrics.ACCESS_REFUSALS.inc(("rate", str(call.wire)))
+            item.error = error.rpc_error()
+        if call.payload is not None and not call.payload.is_batch:
+            raise error
+
+
+def _rules_rate(error: ProxyError, rps: int) -> ProxyError:
+    message = f"rate limit exceeded: the account's access rules allow the API key and sessions {rps} requests a second"
+    return dataclasses.replace(error, message=message)

@@ -26,10 +26,12 @@ def changed_message(pubkey: str) -> str:
 @postgres_call(WHAT)
 async def load(pool: asyncpg.Pool, pubkey: str) -> AccessRules:
     """The account's rules (no row: none)."""
-    row = await pool.fetchrow("SELECT origins, addresses, methods FROM access_rules WHERE pubkey = $1", pubkey)
+    row = await pool.fetchrow(
+        "SELECT origins, addresses, methods, rate_limit_rps FROM access_rules WHERE pubkey = $1", pubkey
+    )
     if row is None:
         return NO_RULES
-    return AccessRules(tuple(row["origins"]), tuple(row["addresses"]), tuple(row["methods"]))
+    return AccessRules(tuple(row["origins"]), tuple(row["addresses"]), tuple(row["methods"]), row["rate_limit_rps"])
 
 
 @postgres_call(WHAT)
@@ -39,12 +41,15 @@ async def save(pool: asyncpg.Pool, pubkey: str, rules: AccessRules) -> bool:
         if await conn.fetchval("SELECT 1 FROM accounts WHERE pubkey = $1 FOR UPDATE", pubkey) is None:
             return False
         await conn.execute(
-            """INSERT INTO access_rules (pubkey, origins, addresses, methods) VALUES ($1, $2, $3, $4)
-               ON CONFLICT (pubkey) DO UPDATE SET origins = $2, addresses = $3, methods = $4, updated_at = now()""",
+            """INSERT INTO access_rules (pubkey, origins, addresses, methods, rate_limit_rps)
+               VALUES ($1, $2, $3, $4, $5)
+               ON CONFLICT (pubkey) DO UPDATE
+               SET origins = $2, addresses = $3, methods = $4, rate_limit_rps = $5, updated_at = now()""",
             pubkey,
             list(rules.origins),
             list(rules.addresses),
             list(rules.methods),
+            rules.rate,
         )
     return True
 

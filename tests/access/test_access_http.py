@@ -168,7 +168,7 @@ async def test_only_the_wallet_changes_the_rules_any_credential_reads_them(
         ({"origins": [f"https://a{i}.example.com" for i in range(33)]}, "at most 32 entries"),
         ({"origins": "https://app.example.com"}, "must be an array of strings"),
         ({"origins": ["x" * 300]}, "1 to 253 characters"),
-        ({"rate": 5}, "unknown field 'rate'"),
+        ({"rates": 5}, "unknown field 'rates'"),
         ([], "JSON object"),
     ],
 )
@@ -203,3 +203,38 @@ async def test_mcp_is_bound_by_the_address_rule(
     denied(refused, "address")
     allowed = await request(other_address, "POST", gateway.url + "/mcp", body=init, headers=headers)
     assert allowed.status == 200, allowed
+
+
+async def test_the_rules_rate_bounds_the_key_and_sessions_together_not_the_wallet(
+    gateway: RunningGateway, http: aiohttp.ClientSession, owner: Owner, db: asyncpg.Connection
+) -> None:
+    put = await owner.put_rules(http, {"rate": 2})
+    assert put.status == 200 and put.json["rate"] == 2, put
+    batch = b"[" + b",".join([BODY] * 5) + b"]"
+    answers = await rpc(http, gateway.url, {"X-Api-Key": owner.key}, batch)  # a full bucket: burst = rate
+    assert answers.status == 200, answers
+    granted = [a for a in answers.json if "result" in a]
+    refused = [a["error"] for a in answers.json if "error" in a]
+    assert len(granted) == 2 and len(refused) == 3, answers
+    assert {e["code"] for e in refused} == {-32005} and "access rules" in refused[0]["message"], refused
+    answered = len(granted)
+    for credential in owner.credentials().values():  # the key and the session share the bucket
+        for _ in range(20):  # the bucket refills 2 a second: a slow machine may see a unit come back
+            single = await rpc(http, gateway.url, credential)
+            if single.status != 200:
+                break
+            answered += 1
+        assert (single.status, single.code) == (429, -32005), single
+        assert int(single.headers["retry-after"]) >= 1
+    for _ in range(5):  # the owner is held to the account's rate only
+        assert (await rpc(http, gateway.url, owner.wallet("POST", "/", BODY))).status == 200
+    assert await usage_rows(gateway, db, owner.signer.pubkey) == answered + 5  # refused calls cost nothing
+
+
+async def test_a_rate_must_be_a_positive_whole_number(
+    gateway: RunningGateway, http: aiohttp.ClientSession, owner: Owner
+) -> None:
+    for rate in (0, -1, 1.5, True, "5", 100_001):
+        answer = await owner.put_rules(http, {"rate": rate})
+        assert (answer.status, answer.code) == (400, "INVALID_REQUEST"), (rate, answer)
+    assert (await owner.put_rules(http, {"rate": None})).json["rate"] is None
