@@ -4,9 +4,12 @@
         API key  >  wallet signature (any X-Pubkey/X-Signature/X-Timestamp/X-Nonce header)  >  bearer
     none at all                      -> 402 -32002 with the payment terms
     invalid                          -> 401 AUTH_FAILED (403 NONCE_REUSED for a replayed nonce)
-    proven, but no account record    -> 402 -32002 (when the route needs an account)
+    proven, but no account record    -> 402 -32002 (when the route needs an account); the "no" is
+                                        remembered briefly (gateway.auth.cache.NoAccounts)
     too many failures from the address -> 429 RATE_LIMITED with Retry-After, before any lookup
-                                          (gateway.auth.failures)
+                                          (gateway.auth.failures); a proven key without an account
+                                          counts as one: its 402 costs work too (a signature check,
+                                          a store query while it is not remembered)
 
 The first supporting strategy decides alone: a bad API key is not rescued by a good bearer token,
 which would make the priority order meaningless.
@@ -18,13 +21,14 @@ from collections.abc import Sequence
 from typing import Literal
 
 from gateway.auth.api_keys import ApiKeyStore
+from gateway.auth.cache import NoAccounts
 from gateway.auth.errors import bearer_token_required, wallet_signature_required
 from gateway.auth.failures import FailedAuths
 from gateway.auth.payment_terms import PaymentTerms, no_account, resource_url
 from gateway.auth.store.accounts import AccountStore
-from gateway.auth.strategies import Strategy
+from gateway.auth.strategies import Strategy, has_account
 from gateway.core.credentials import Credentials
-from gateway.core.errors import ProxyError
+from gateway.core.errors import ProxyError, RpcCode
 from gateway.core.identity import Identity
 from gateway.pipeline import Call
 
@@ -41,9 +45,12 @@ class Authenticator:
         terms: PaymentTerms,
         api_keys: ApiKeyStore | None = None,
         failures: FailedAuths | None = None,
+        no_accounts: NoAccounts | None = None,
     ) -> None:
         self.strategies = tuple(strategies)
         self.failures = failures
+        #: Keys found without an account (shared with the wallet strategy by :class:`AuthServices`).
+        self.no_accounts = NoAccounts() if no_accounts is None else no_accounts
         self.accounts = accounts
         self.terms = terms
         self.api_keys = api_keys  # for :meth:`from_cache`
@@ -90,14 +97,20 @@ class Authenticator:
             identity = await strategy.authenticate(
                 credentials, call, require_account=require_account, require_funds=require_funds
             )
+            # An API key implies an account (the key row references it); the wallet strategy looked already.
+            session = require_account and identity.mode == "session"
+            if session and not await has_account(self.accounts, self.no_accounts, identity.pubkey):
+                raise no_account(self.terms, call, identity.pubkey)
         except ProxyError as exc:
-            if exc.status == 401 and self.failures is not None and address is not None:
+            if self.failures is not None and address is not None and _counts_as_failure(exc):
                 self.failures.failed(address)
             raise
-        if require_account and identity.mode == "session" and not await self.accounts.exists(identity.pubkey):
-            # An API key implies an account (the key row references it); the wallet strategy looked already.
-            raise no_account(self.terms, call, identity.pubkey)
         return identity
+
+
+def _counts_as_failure(exc: ProxyError) -> bool:
+    """Bad credentials (401), or proven ones without an account (402 -32002): both are work for nothing."""
+    return exc.status == 401 or (exc.status == 402 and exc.rpc_code == RpcCode.PAYMENT_REQUIRED)
 
 
 def _only_error(only: Only) -> ProxyError:

@@ -1,7 +1,8 @@
 """A small replica-local cache: bounded (least recently used goes first) with a TTL per entry.
 
 Used for API-key lookups and account existence, which would otherwise cost a database round trip on
-every request. Single-threaded asyncio use only: no locks.
+every request, and for the public keys found to have no account (:class:`NoAccounts`). Single-threaded
+asyncio use only: no locks.
 """
 
 from __future__ import annotations
@@ -49,3 +50,43 @@ class TtlCache(Generic[K, V]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+#: How long "no account" is remembered at most (docs/api.md, Authentication): the account's appearance
+#: (a deposit credited, on the ``CREDITED`` channel; an API key created on this replica) drops it at once,
+#: and this bounds what a missed message costs a new account.
+NO_ACCOUNT_TTL_S = 5.0
+
+
+class NoAccounts:
+    """Public keys a store query found without an account: their proven calls are answered 402 from
+    here, without another query, until the account appears or ``ttl_s`` passes. Bounded: past
+    ``max_entries`` the least recently seen are forgotten (they cost a query again, nothing more).
+
+    A query that was in flight when an account appeared must not store its stale "no": :meth:`remember`
+    takes the :attr:`generation` read before the query, and stores nothing if an appearance came since.
+    """
+
+    def __init__(
+        self, ttl_s: float = NO_ACCOUNT_TTL_S, max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.ttl_s = ttl_s
+        self.generation = 0
+        self._keys: TtlCache[str, None] = TtlCache(max_entries, clock)
+
+    def known(self, pubkey: str) -> bool:
+        """Whether ``pubkey`` was found without an account within ``ttl_s`` (and has not appeared since)."""
+        return self._keys.get(pubkey)[0]
+
+    def remember(self, pubkey: str, generation: int) -> None:
+        """A query begun at ``generation`` found no account for ``pubkey``."""
+        if generation == self.generation:
+            self._keys.put(pubkey, None, self.ttl_s)
+
+    def appeared(self, pubkey: str) -> None:
+        """``pubkey`` has an account now (a deposit credited it, or a key was created for it)."""
+        self.generation += 1
+        self._keys.pop(pubkey)
+
+    def __len__(self) -> int:
+        return len(self._keys)

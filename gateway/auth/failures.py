@@ -2,11 +2,14 @@
 refused 429 with ``Retry-After`` before its credentials are looked at, on every transport that
 authenticates through :class:`gateway.auth.authenticator.Authenticator` (JSON-RPC, MCP, ``/ws``, gRPC).
 
-A well-formed made-up API key costs a PostgreSQL lookup; without this a caller could make as many as
-it liked, for free. The bucket is taken from only by a failure (401), so an address whose calls
-succeed is never slowed; a blocked address's calls with an API key this replica has cached as active
-still pass (they never reach the authenticator). Replica-local, like the per-address limits: each of R
-replicas allows ``rps / R`` and ``ceil(burst / R)``.
+A well-formed made-up API key costs a PostgreSQL lookup, and a valid signature of a fresh keypair an
+Ed25519 check and one (its 402 is then remembered a few seconds, :class:`gateway.auth.cache.NoAccounts`);
+without this a caller could make as many as it liked, for free. The bucket is taken from only by a
+failure (401) or a proven key without an account (402 -32002), so an address whose calls succeed is
+never slowed, and a new user's first calls before its deposit are far within the burst; a blocked
+address's calls with an API key this replica has cached as active still pass (they never reach the
+authenticator). Replica-local, like the per-address limits: each of R replicas allows ``rps / R`` and
+``ceil(burst / R)``.
 """
 
 from __future__ import annotations
@@ -67,7 +70,10 @@ class FailedAuths:
 
 
 def refused(retry_after_s: int) -> ProxyError:
-    message = f"too many failed authentications from this address; retry in {retry_after_s} s"
+    message = (
+        "too many failed authentications (or calls of keys without an account) from this address; "
+        f"retry in {retry_after_s} s"
+    )
     return replace(address_rate_limited(retry_after_s), message=message)
 
 

@@ -21,8 +21,9 @@ from typing import Any
 
 from gateway.auth.access_hook import AccessCheck
 from gateway.auth.account_views import Funding
-from gateway.auth.api_keys import ApiKeyStore, RotationHook
+from gateway.auth.api_keys import ApiKeyRotated, ApiKeyStore, RotationHook
 from gateway.auth.authenticator import Authenticator
+from gateway.auth.cache import NoAccounts
 from gateway.auth.errors import not_started
 from gateway.auth.failures import FailedAuths
 from gateway.auth.key_secret import SECRET_FILE, load_or_create_secret
@@ -102,6 +103,9 @@ class AuthServices:
         #: The account access rules' checks (set by the serving process: :func:`gateway.access.guard.install`).
         self.access: AccessCheck | None = None
         self.revocations = Revocations(self._still_valid)  # told of revocations by the key store's channel
+        #: Keys found without an account, shared by the wallet strategy and the authenticator; told when
+        #: an account appears (a deposit credited anywhere: :class:`gateway.accounts.AccountServices`).
+        self.no_accounts = NoAccounts()
         self._recheck: asyncio.Task[None] | None = None
 
     async def start(self, conn: Connections) -> None:
@@ -124,12 +128,12 @@ class AuthServices:
         self.sessions = SessionStore(conn.redis, self._challenge_ttl_ms, self._token_ttl_ms)
         channel = Channel(conn.redis, REVOKED_KEYS)
         self.api_keys = ApiKeyStore(
-            ApiKeyRows(conn.db), channel, secret, on_rotated=self._on_rotated, revocations=self.revocations
+            ApiKeyRows(conn.db), channel, secret, on_rotated=self._rotated, revocations=self.revocations
         )
         await self.api_keys.start()
         self._recheck = asyncio.get_running_loop().create_task(self.revocations.run(RECHECK_S))
         self.accounts = AccountStore(conn.db)
-        wallet = WalletStrategy(self.nonces, self.accounts, self.terms, self._clock)
+        wallet = WalletStrategy(self.nonces, self.accounts, self.terms, self._clock, self.no_accounts)
         wallet.unfunded = self.unfunded
         strategies: list[Strategy] = [
             ApiKeyStrategy(self.api_keys, self.terms.test_chain),
@@ -140,7 +144,15 @@ class AuthServices:
         failures = FailedAuths(
             s.ip_limits["auth_failures"], TrustedProxies.parse(s.trusted_proxies), replicas=s.share_replicas
         )
-        self._authenticator = Authenticator(strategies, self.accounts, self.terms, self.api_keys, failures)
+        self._authenticator = Authenticator(
+            strategies, self.accounts, self.terms, self.api_keys, failures, self.no_accounts
+        )
+
+    async def _rotated(self, event: ApiKeyRotated) -> None:
+        """A key rotation may have created the account: this replica stops answering it as missing."""
+        self.no_accounts.appeared(event.pubkey)
+        if self._on_rotated is not None:
+            await self._on_rotated(event)
 
     def keys_view(self) -> dict[str, Any]:
         """``/health``'s ``keys``: the addresses served here, whether the fee payer's secret is, and a mismatch."""

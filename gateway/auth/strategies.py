@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from gateway.auth.api_keys import KEY_PREFIX, ApiKeyStore, is_api_key_format
+from gateway.auth.cache import NoAccounts
 from gateway.auth.payment_terms import PaymentTerms, no_account
 from gateway.auth.store.accounts import AccountStore
 from gateway.auth.store.nonces import Claim, NonceStore
@@ -79,7 +80,9 @@ class WalletStrategy:
     The nonce is recorded last so that a forged or stale request cannot burn its owner's nonce, and
     nothing at all is recorded for a request that fails. On a route that needs an account, a keypair
     without one is refused 402 before its nonce is recorded, so fresh keypairs cannot fill Redis with
-    nonces; on a route that bills its calls, so is an account the meter knows has no credits
+    nonces, and the "no" is remembered a few seconds (``no_accounts``), so its replays cost no store
+    query either (the authenticator counts each such 402 against the address's budget, docs/api.md
+    Limits); on a route that bills its calls, so is an account the meter knows has no credits
     (``unfunded``, set by the app: a cached answer, no store trip). The routes that serve keypairs
     without an account (the account and session routes: ``POST /account/api-key`` creates the account,
     and its replay protection must hold) are bound by per-address limits instead (docs/api.md,
@@ -94,9 +97,12 @@ class WalletStrategy:
         accounts: AccountStore,
         terms: PaymentTerms,
         clock: Callable[[], float] = time.time,
+        no_accounts: NoAccounts | None = None,
     ) -> None:
         self._nonces = nonces
         self._accounts = accounts  # a "yes" is cached: an account's own calls do not reach PostgreSQL
+        # and a "no" briefly, so a stranger's replays do not either (an empty one is falsy: no `or`)
+        self.no_accounts = NoAccounts() if no_accounts is None else no_accounts
         self._terms = terms
         self._clock = clock
         self.unfunded: FundsCheck | None = None
@@ -116,7 +122,7 @@ class WalletStrategy:
             raise auth_failed(
                 "X-Signature does not verify: sign ledger-svc:v2:{METHOD}:{PATH}:{TIMESTAMP}:{NONCE}:{BODY_HASH}"
             )
-        if require_account and not await self._accounts.exists(parsed.pubkey):
+        if require_account and not await has_account(self._accounts, self.no_accounts, parsed.pubkey):
             raise no_account(self._terms, call, parsed.pubkey)
         if require_funds and self.unfunded is not None and (refusal := self.unfunded(parsed.pubkey)) is not None:
             raise refusal
@@ -126,6 +132,18 @@ class WalletStrategy:
         if claim is Claim.BEFORE_RESTART:
             raise auth_failed("X-Timestamp predates the nonce store's last restart; sign again with the current time")
         return Identity(parsed.pubkey, "wallet")
+
+
+async def has_account(accounts: AccountStore, no_accounts: NoAccounts, pubkey: str) -> bool:
+    """Whether ``pubkey`` has an account record: a remembered "no" answers without a query, and a query's
+    "no" is remembered (:class:`NoAccounts`); the store caches a "yes" itself."""
+    if no_accounts.known(pubkey):
+        return False
+    generation = no_accounts.generation
+    if await accounts.exists(pubkey):
+        return True
+    no_accounts.remember(pubkey, generation)
+    return False
 
 
 class SessionStrategy:

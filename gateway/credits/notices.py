@@ -1,4 +1,5 @@
-"""Credited deposits, told to every replica: the meter stops waiting on accounts it thought empty.
+"""Credited deposits, told to every replica: the meter stops waiting on accounts it thought empty,
+and auth forgets that the account was missing (:attr:`CreditNotices.listeners`).
 
 Whichever path credits a deposit (``POST /account/confirm-deposit`` on any replica, or the deposit
 watcher) publishes the account on the ``CREDITED`` channel; every replica follows it and forgets the
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from gateway.credits.meter import Meter
 from gateway.stopping import cancel_and_wait
@@ -23,12 +25,13 @@ class CreditNotices:
     def __init__(self, channel: Channel | None, meter: Meter | None = None) -> None:
         self.channel = channel
         self.meter = meter
+        #: Also told of each account credited, here or elsewhere (auth: :meth:`NoAccounts.appeared`).
+        self.listeners: list[Callable[[str], None]] = []
         self._task: asyncio.Task[None] | None = None
 
     async def credited(self, pubkey: str) -> None:
         """A deposit was credited to ``pubkey``: tell this replica's meter at once, and every other."""
-        if self.meter is not None:
-            self.meter.invalidate(pubkey)
+        self._heard(pubkey)
         if self.channel is None:
             return
         try:
@@ -38,13 +41,18 @@ class CreditNotices:
 
     def start(self) -> None:
         if self.channel is not None and self.meter is not None and self._task is None:
-            meter = self.meter
-            follow = self.channel.follow(self._on_live, meter.invalidate, self._on_lost)
+            follow = self.channel.follow(self._on_live, self._heard, self._on_lost)
             self._task = asyncio.get_running_loop().create_task(follow)
 
     async def stop(self) -> None:
         task, self._task = self._task, None
         await cancel_and_wait(task)
+
+    def _heard(self, pubkey: str) -> None:
+        if self.meter is not None:
+            self.meter.invalidate(pubkey)
+        for listener in self.listeners:
+            listener(pubkey)
 
     def _on_live(self) -> None:
         assert self.meter is not None

@@ -12,6 +12,7 @@ import orjson
 from gateway.client import WalletSigner
 from gateway.core.credits import CreditPolicy, DepositCredit
 from gateway.storage.deposits import credit_deposit_on
+from tests.support import RunningGateway
 
 RPC_BODY = b'{"jsonrpc":"2.0","id":7,"method":"getSlot"}'
 
@@ -96,3 +97,9 @@ async def create_account(db: asyncpg.Connection, pubkey: str, usdc_base_units: i
     )
     outcome = await credit_deposit_on(db, deposit, CreditPolicy(credits_per_usdc=100_000, credit_expiry_seconds=86_400))
     assert outcome.credited, outcome
+
+
+async def deposit_credited(gateway: RunningGateway, pubkey: str) -> None:
+    """What the deposit path does once it has credited ``pubkey`` (:func:`create_account` writes the ledger
+    itself): tell this replica's meter and auth, and every other process on the ``CREDITED`` channel."""
+    await gateway.app.callers.notices.credited(pubkey)

@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 
 from gateway.client import WalletSigner
 from gateway.settings import Settings
-from tests.auth.helpers import RPC_BODY, create_account, create_api_key, open_session, request
+from tests.auth.helpers import RPC_BODY, create_account, create_api_key, deposit_credited, open_session, request
 from tests.support import RunningGateway, serve_gateway
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -51,6 +51,7 @@ async def test_challenge_verify_and_bearer(
     no_account = await request(http, "POST", gateway.url + "/", body=RPC_BODY, headers=bearer)
     assert (no_account.status, no_account.code) == (402, -32002), no_account
     await create_account(db, signer.pubkey)
+    await deposit_credited(gateway, signer.pubkey)  # the 402's "no account" is remembered until told
     ok = await request(http, "POST", gateway.url + "/", body=RPC_BODY, headers=bearer)
     assert ok.status == 200, ok
 

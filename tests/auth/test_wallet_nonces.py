@@ -9,7 +9,7 @@ import asyncpg
 import redis.asyncio as aioredis
 
 from gateway.client import WalletSigner
-from tests.auth.helpers import RPC_BODY, create_account, request
+from tests.auth.helpers import RPC_BODY, create_account, deposit_credited, request
 from tests.support import RunningGateway
 
 
@@ -42,6 +42,7 @@ async def test_once_the_account_exists_the_same_request_is_accepted_once(
     headers = signer.headers("POST", "/", RPC_BODY, nonce="early")
     assert (await request(http, "POST", gateway.url + "/", body=RPC_BODY, headers=headers)).status == 402
     await create_account(db, signer.pubkey)
+    await deposit_credited(gateway, signer.pubkey)  # the 402's "no account" is remembered until told
     first = await request(http, "POST", gateway.url + "/", body=RPC_BODY, headers=headers)
     assert first.status == 200, first
     assert await redis_client.exists(nonce_key(signer, "early")) == 1

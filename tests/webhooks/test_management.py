@@ -21,7 +21,7 @@ from gateway.webhooks.management import DEFAULT_MAX_WATCHED
 from gateway.webhooks.models import WebhookCreated, WebhookList
 from gateway.webhooks.rules import MAX_WEBHOOKS_PER_ACCOUNT
 from gateway.webhooks.validation import parse_creation, url_problem
-from tests.auth.helpers import create_account, open_session, request, signed
+from tests.auth.helpers import create_api_key, open_session, request, signed
 from tests.credits.helpers import fund
 from tests.support import RunningGateway
 from tests.webhooks.conftest import WebhookClient
@@ -217,7 +217,7 @@ async def test_an_account_with_credits_is_needed(
     unknown = await signed(http, stranger, "POST", gateway.url, "/webhooks", body)
     assert unknown.status == 402 and unknown.json["error"]["code"] == -32002
 
-    await create_account(db, stranger.pubkey, usdc_base_units=0)  # an account, no credits
+    await create_api_key(http, stranger, gateway.url)  # an account, no credits (this replica hears of it)
     for kind in ({"filter_type": "signal"}, {"filter_type": "my_account"}, unwatched()):
         broke = await signed(http, stranger, "POST", gateway.url, "/webhooks", orjson.dumps({"url": HOOK, **kind}))
         assert broke.status == 402, broke
