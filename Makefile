@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: up test check bench faults ledger-run clean
+.PHONY: up test check bench faults ledger-run clean webapp
 
 $(BIN)/gateway: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -11,10 +11,17 @@ $(BIN)/gateway: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(BIN)/gateway
 
-up: $(BIN)/gateway
+# The account page served at /app/ (docs/dashboard.md), built from webapp/ when its sources or lock change.
+WEBAPP := webapp/dist/BUILT
+$(WEBAPP): webapp/build webapp/build.mjs webapp/package.json webapp/package-lock.json $(wildcard webapp/src/*)
+	./webapp/build
+
+webapp: $(WEBAPP)
+
+up: $(BIN)/gateway $(WEBAPP)
 	$(BIN)/gateway up
 
-test: $(BIN)/gateway
+test: $(BIN)/gateway $(WEBAPP)
 	./ops/install-prometheus  # Debian's prometheus for the metrics test, when missing
 	./ops/install-foreign-clients  # the foreign clients (tests/foreign: npm packages, solana-py's suite), when missing
 	./ops/install-browser  # Debian's chromium and tests/browser's npm packages, when missing
