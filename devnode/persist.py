@@ -5,6 +5,7 @@ counts the launch feed's runs. Transaction history and blocks are not persisted.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -40,9 +41,14 @@ def account_from_json(obj: dict[str, Any]) -> Account:
     )
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def _atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
+    """``text`` into a new file of ``mode`` (given at creation: a secret is never readable by others, not
+    even before a chmod), renamed over ``path``."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()  # a crash's leftover keeps its own mode: start anew
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "w") as f:
+        f.write(text)
     os.replace(tmp, path)
 
 
@@ -66,6 +72,5 @@ def load_or_create_keypair(path: Path) -> Keypair:
     if path.exists():
         return Keypair.from_bytes(bytes(json.loads(path.read_text())))
     keypair = Keypair()
-    _atomic_write(path, json.dumps(list(bytes(keypair))))
-    os.chmod(path, 0o600)
+    _atomic_write(path, json.dumps(list(bytes(keypair))), 0o600)
     return keypair

@@ -27,6 +27,7 @@ from typing import Any
 from aiohttp import ClientSession, web
 
 from gateway.client import WalletSigner, api_key_path, dev_wallet_path
+from gateway.client.dev_wallet import save_api_key
 from gateway.client.webhooks import EVENT_ID_HEADER, verify_webhook
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
@@ -111,10 +112,8 @@ async def main(signer: WalletSigner) -> None:
 
 def _save_key(key: str) -> None:
     """Where `gateway fund` keeps the wallet's key, so it (and the other examples) use the new one."""
-    path = api_key_path(WALLET)
-    if path.exists():
-        path.write_text(key + "\n")
-        path.chmod(0o600)
+    if api_key_path(WALLET).exists():
+        save_api_key(key, WALLET)  # private from the moment it is written
 
 
 if __name__ == "__main__":

@@ -36,7 +36,8 @@ from spl.token.instructions import (
 from spl.token.models import MintToCheckedParams, TransferCheckedParams
 
 from gateway.client import AuthFailed, GatewayClient, PaymentRequired, WalletSigner, api_key_path, dev_wallet_path
-from gateway.keys import load_keypair, load_or_create_keypair, write_private
+from gateway.client.dev_wallet import save_api_key, saved_api_key
+from gateway.keys import load_keypair, load_or_create_keypair
 from gateway.settings import Settings
 
 USDC_DECIMALS = 6
@@ -104,7 +105,7 @@ async def fund(settings: Settings, base_units: int | None, wallet_path: Path | N
     node_url = f"http://127.0.0.1:{settings.devnode_rpc_port}"
     key_path = api_key_path(wallet_path)
     async with GatewayClient(url, signer=WalletSigner(bytes(wallet)), max_retries=0) as gw:
-        api_key = await _api_key(gw, url, key_path)  # a new key makes the account
+        api_key = await _api_key(gw, url, wallet_path)  # a new key makes the account
     async with GatewayClient(url, api_key=api_key, max_retries=0) as keyed:
         balance = int((await keyed.account_info())["balance"])
     amount = to_deposit(base_units, balance)
@@ -132,9 +133,9 @@ async def _deposit_address(url: str) -> Pubkey:
     raise FundError("the gateway answered a call without credentials: is this the gateway's URL?")
 
 
-async def _api_key(gw: GatewayClient, url: str, key_path: Path) -> str:
-    """The key saved beside the wallet if it still works, else a new one (saved, mode 0600)."""
-    saved = _saved_key(key_path)
+async def _api_key(gw: GatewayClient, url: str, wallet_path: Path) -> str:
+    """The key saved beside the wallet if it still works, else a new one (saved, private from the start)."""
+    saved = saved_api_key(wallet_path)
     if saved is not None:
         async with GatewayClient(url, api_key=saved, max_retries=0) as keyed:
             try:
@@ -143,17 +144,8 @@ async def _api_key(gw: GatewayClient, url: str, key_path: Path) -> str:
             except AuthFailed:
                 pass  # rotated since: make a new one
     key = await gw.create_api_key()
-    save_api_key(key_path, key)
+    save_api_key(key, wallet_path)
     return key
-
-
-def _saved_key(path: Path) -> str | None:
-    return path.read_text().strip() if path.exists() else None
-
-
-def save_api_key(path: Path, key: str) -> None:
-    """The key beside the wallet, private from the moment it is written (:func:`gateway.keys.write_private`)."""
-    write_private(path, key + "\n")
 
 
 async def _deposit(

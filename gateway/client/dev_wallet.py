@@ -10,7 +10,9 @@ Only the environment and the file system: nothing of the server.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 HOME_ENV = "GATEWAY_HOME"
@@ -46,6 +48,28 @@ def saved_api_key(wallet: str | Path | None = None) -> str | None:
     except FileNotFoundError:
         return None
     return key or None
+
+
+def save_api_key(key: str, wallet: str | Path | None = None) -> Path:
+    """Save ``key`` beside ``wallet`` (default :func:`dev_wallet_path`); where it went.
+
+    The file is private from the moment it exists: a temporary file created 0600 beside it, renamed
+    over it (never a chmod after writing, which leaves the key readable by others meanwhile; and a
+    reader that had an old, readable key file open cannot read the new key through it). The server's
+    own secrets are written the same way (``gateway.keys.write_private``; the client imports nothing of
+    the server)."""
+    path = api_key_path(dev_wallet_path() if wallet is None else wallet)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".api-key-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(key + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return path
 
 
 def dev_api_key(wallet: str | Path | None = None) -> str | None:

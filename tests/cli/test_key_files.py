@@ -1,7 +1,7 @@
 """Secret files are private from the moment they exist (mode at creation, never a chmod after writing):
-the API key ``gateway fund`` saves beside the dev wallet, the keypairs, and HAProxy's patched config (it
-holds the edge secret). Real files; the umask is opened wide so that only the mode given at creation
-can make them private."""
+the API key ``gateway fund`` (and the examples) save beside the dev wallet, the keypairs (the service's
+and the devnode's), and HAProxy's patched config (it holds the edge secret). Real files; the umask is
+opened wide so that only the mode given at creation can make them private."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli.fund import save_api_key
+from devnode.persist import load_or_create_keypair as devnode_keypair
+from gateway.client.dev_wallet import save_api_key
 from gateway.keys import load_or_create_keypair
 from gateway.runtime.haproxy_edge import patched_args
 from tests.runtime.test_haproxy_edge import CONFIG
@@ -36,9 +37,8 @@ def mode(path: Path) -> int:
 
 @pytest.mark.usefixtures("open_umask")
 def test_the_saved_api_key_is_private_in_a_private_directory(tmp_path: Path) -> None:
-    path = tmp_path / "wallets" / "dev-wallet.api-key"
-    save_api_key(path, NEW_KEY)
-    assert path.read_text() == NEW_KEY + "\n"
+    path = save_api_key(NEW_KEY, tmp_path / "wallets" / "dev-wallet.json")  # as `gateway fund` saves it
+    assert path == tmp_path / "wallets" / "dev-wallet.api-key" and path.read_text() == NEW_KEY + "\n"
     assert mode(path) == 0o600 and mode(path.parent) == 0o700
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
 
@@ -52,7 +52,7 @@ def test_a_reader_of_the_old_key_file_never_reads_the_new_key(tmp_path: Path) ->
     path.chmod(0o644)
     reader = os.open(path, os.O_RDONLY)  # another user, while the file was open to all
     try:
-        save_api_key(path, NEW_KEY)
+        save_api_key(NEW_KEY, tmp_path / "dev-wallet.json")
         assert os.pread(reader, 100, 0) == (OLD_KEY + "\n").encode()
     finally:
         os.close(reader)
@@ -65,6 +65,9 @@ def test_a_new_keypair_file_is_private(tmp_path: Path) -> None:
     keypair = load_or_create_keypair(path)
     assert mode(path) == 0o600 and mode(path.parent) == 0o700
     assert load_or_create_keypair(path) == keypair
+    devnode_path = tmp_path / "devnode" / "usdc-authority.json"  # the devnode's keys, the same way
+    devnode_path.parent.mkdir()
+    assert devnode_keypair(devnode_path) == devnode_keypair(devnode_path) and mode(devnode_path) == 0o600
 
 
 @pytest.mark.usefixtures("open_umask")
