@@ -397,7 +397,7 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
                     },
                 }
             },
-            "/pricing": {"get": _public("Prices: credits per class, which methods are available", "Pricing")},
+            "/pricing": {"get": _pricing_operation()},
             "/capabilities": {"get": _public("What this deployment offers", "Capabilities")},
             "/signals/recent": {"get": _recent_signals_operation()},
             "/openapi.json": {"get": {**_public("This document", None), "responses": public}},
@@ -622,6 +622,12 @@ def _webhook_paths() -> dict[str, Any]:
 
 
 _PER_WEBHOOK = ("rotateWebhookSecret", "replayWebhook", "resumeWebhook", "deleteWebhook")
+
+
+def _pricing_operation() -> dict[str, Any]:
+    operation = _public("Prices: credits per class, which methods are available", "Pricing")
+    limited = _json(_ref("ErrorBody"), "the per-address limit (ip_limits pricing): RATE_LIMITED, with Retry-After")
+    return {**operation, "responses": {**operation["responses"], "429": limited}}
 
 
 def _public(summary: str, schema: str | None) -> dict[str, Any]:
