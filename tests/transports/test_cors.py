@@ -116,16 +116,20 @@ async def test_an_answer_carries_the_headers_a_page_reads(gateway: RunningGatewa
     assert "X-Credits-Remaining" in resp.headers and "X-Ratelimit-Limit" in resp.headers
 
 
-async def test_refusals_carry_the_same_headers(gateway: RunningGateway) -> None:
+async def test_refusals_carry_the_same_headers(gateway: RunningGateway, db: asyncpg.Connection) -> None:
     unknown = await post(gateway.url + "/", {"Origin": APP, "X-Api-Key": "srpc_live_" + "A" * 43})
     assert unknown.status == 401
     assert_cors(unknown)
     anonymous = await post(gateway.url + "/rpc", {"Origin": APP})
     assert anonymous.status == 402 and "PAYMENT-REQUIRED" in anonymous.headers  # which the page may read
     assert_cors(anonymous)
-    unsigned = await post(gateway.url + "/account/api-key", {"Origin": APP, "Authorization": "Bearer x"}, b"{}")
-    assert unsigned.status in (401, 403)
-    assert_cors(unsigned)
+    wallet = WalletSigner(os.urandom(32))
+    await create_account(db, wallet.pubkey)
+    signed = {"Origin": APP, **wallet.headers("POST", "/", GET_SLOT)}
+    assert (await post(gateway.url + "/", signed)).status == 200
+    replayed = await post(gateway.url + "/", signed)
+    assert replayed.status == 403  # NONCE_REUSED
+    assert_cors(replayed)
     too_large = await post(gateway.url + "/auth/challenge", {"Origin": APP}, b"x" * (65 * 1024))
     assert too_large.status == 413
     assert_cors(too_large)
