@@ -119,4 +119,16 @@ export async function createApiKey(pubkey, signMessage, skewS) {
   return call("POST", "/account/api-key", { body, headers });
 }
 
+/** GET /account/access: {origins, addresses, methods, rate?, binds} (docs/api.md, Access rules). */
+export function accessRules(session) {
+  return call("GET", "/account/access", { headers: bearer(session) });
+}
+
+/** POST /account/access under the wallet's signature: the whole set replaced. */
+export async function setAccessRules(rules, pubkey, signMessage, skewS) {
+  const body = JSON.stringify(rules);
+  const headers = await signedHeaders("POST", "/account/access", body, pubkey, signMessage, skewS);
+  return call("POST", "/account/access", { body, headers });
+}
+
 export const base58 = bs58;

@@ -23,6 +23,8 @@ const state = {
   busy: false,
   newKey: null,
   confirmRotate: false,
+  access: null, // GET /account/access, or null while unknown (no account, or a gateway without the route)
+  editingAccess: false,
 };
 
 function notify(text, kind = "info") {
@@ -92,6 +94,8 @@ function leaveAccount() {
   state.account = null;
   state.newKey = null;
   state.confirmRotate = false;
+  state.access = null;
+  state.editingAccess = false;
   state.pages.history = { cursors: [null], data: null };
   state.pages.ledger = { cursors: [null], data: null };
   show("account", false);
@@ -117,7 +121,7 @@ async function refresh(all = false) {
   const session = state.session;
   if (!session) return;
   try {
-    const jobs = [refreshAccount(session)];
+    const jobs = [refreshAccount(session), state.editingAccess ? null : refreshAccess(session)];
     for (const which of ["history", "ledger"]) {
       if (all || state.pages[which].cursors.length === 1) jobs.push(loadPage(which)); // live on the first page
     }
@@ -215,6 +219,89 @@ async function refreshChart(session) {
   const data = await api.page(session, "history", CHART_ROWS, null);
   if (state.session !== session) return;
   fill("chart", spendChart(data.entries || [], classOf(state.pricing), !data.next_cursor));
+}
+
+// --------------------------------------------------------------------------------------- access rules
+
+const RULES = [
+  ["origins", "Allowed origins", "https://app.example.com or https://*.example.com"],
+  ["addresses", "Allowed client addresses", "203.0.113.7 or 10.0.0.0/8"],
+  ["methods", "Allowed methods or classes", "getSlot, READ_CHEAP, SUBSCRIPTION, GRPC"],
+];
+
+async function refreshAccess(session) {
+  try {
+    state.access = await api.accessRules(session);
+  } catch (err) {
+    if (err.code !== "ACCOUNT_NOT_FOUND" && err.status !== 404) throw err;
+    state.access = null;
+  }
+  if (state.session === session && !state.editingAccess) renderAccess();
+}
+
+function renderAccess() {
+  const a = state.access;
+  if (!a) {
+    fill("access", h("p", { class: "muted" }, state.account ? "Access rules are not served by this gateway." : "Open an account first (create an API key)."));
+    return;
+  }
+  if (state.editingAccess) {
+    const fields = RULES.map(([name, label, example]) =>
+      h("div", { class: "field" },
+        h("label", { for: `rule-${name}` }, label),
+        h("textarea", { id: `rule-${name}`, rows: 3, spellcheck: "false", "aria-describedby": `rule-${name}-help` }, (a[name] || []).join("\n")),
+        h("p", { class: "small muted", id: `rule-${name}-help` }, `One per line, e.g. ${example}. Empty: no rule of this kind.`)));
+    if ("rate" in a) {
+      fields.push(h("div", { class: "field" },
+        h("label", { for: "rule-rate" }, "Rate limit (requests per second)"),
+        h("input", { id: "rule-rate", type: "number", min: 1, step: 1, inputmode: "numeric", value: a.rate ?? "" }),
+        h("p", { class: "small muted" }, "Empty: the account's own rate.")));
+    }
+    fill("access",
+      h("form", { id: "access-form", onsubmit: (event) => { event.preventDefault(); saveAccess(); } },
+        fields,
+        h("div", { class: "row" },
+          h("button", { type: "submit", class: "primary", id: "save-access" }, "Sign with wallet and save"),
+          h("button", { type: "button", onclick: () => { state.editingAccess = false; renderAccess(); } }, "Cancel"))));
+    return;
+  }
+  const none = RULES.every(([name]) => !(a[name] || []).length) && !a.rate;
+  fill("access",
+    h("p", { class: "small muted" }, `They bind your ${(a.binds || []).join(" and ").replace("api_key", "API key").replace("session", "session tokens")}; a request your wallet signs is never refused by them.`),
+    none ? h("p", {}, "No rule: your key works from any origin, address and method.") :
+      h("dl", { class: "facts" },
+        RULES.map(([name, label]) => [h("dt", {}, label), h("dd", {}, (a[name] || []).length ? (a[name] || []).join(", ") : "any")]),
+        "rate" in a && [h("dt", {}, "Rate limit"), h("dd", {}, a.rate ? `${num(a.rate)} per second` : "the account's")]),
+    h("button", { type: "button", id: "edit-access", onclick: () => { state.editingAccess = true; renderAccess(); } }, "Edit rules"));
+}
+
+function lines(id) {
+  return document.getElementById(id).value.split(/[\n,]/).map((v) => v.trim()).filter(Boolean);
+}
+
+async function saveAccess() {
+  const session = state.session;
+  if (!session || state.busy) return;
+  const rules = Object.fromEntries(RULES.map(([name]) => [name, lines(`rule-${name}`)]));
+  if (state.access && "rate" in state.access) {
+    const rate = document.getElementById("rule-rate").value.trim();
+    rules.rate = rate ? Number(rate) : null;
+  }
+  state.busy = true;
+  notify(`Asking ${session.wallet} to sign the new rules…`);
+  try {
+    const wallet = wallets.findWallet(session.wallet);
+    if (!wallet) throw new Error(`${session.wallet} is not available in this browser now`);
+    const account = await wallets.connect(wallet, session.pubkey);
+    state.access = await api.setAccessRules(rules, session.pubkey, wallets.signer(wallet, account), state.skewS);
+    state.editingAccess = false;
+    notify("Access rules saved: every replica applies them within a second.");
+    renderAccess();
+  } catch (err) {
+    notify(`The rules were not changed: ${explain(err)}`, "error");
+  } finally {
+    state.busy = false;
+  }
 }
 
 // ------------------------------------------------------------------------------------------------- key
