@@ -25,21 +25,10 @@ from spl.token.instructions import create_idempotent_associated_token_account
 from devnode.node import Devnode
 from gateway.settings import Settings
 from gateway.webui.routes import BUILD_DIR
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS  # the browser-apps tests' launch, one list for both
 from tests.chain import USDC_MINT, airdrop, send
 from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway, service_key_settings
 
-CHROMIUM = os.environ.get("GATEWAY_TEST_CHROMIUM", "/usr/bin/chromium")
-#: As the browser-apps tests launch it: headless, no sandbox (root in CI), nothing fetched by the browser itself.
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 WALLET_JS = (Path(__file__).parent / "test_wallet.js").read_text()
 AXE_JS = BUILD_DIR.parent / "node_modules" / "axe-core" / "axe.min.js"
 
@@ -79,17 +68,18 @@ async def page_gateway(
 
 
 @pytest.fixture(scope="session")
-def chromium() -> str:
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"no Chromium at {CHROMIUM}: install Debian's chromium package (apt-get install chromium)")
-    return CHROMIUM
+def chromium_path() -> str:
+    if not CHROMIUM.exists():
+        pytest.fail(f"no Chromium at {CHROMIUM}: run ./ops/install-browser (make test does)")
+    return str(CHROMIUM)
 
 
 @pytest.fixture(scope="session")
-async def browser(chromium: str) -> AsyncIterator[Browser]:
+async def browser(chromium_path: str) -> AsyncIterator[Browser]:
+    """Chromium for the module. Playwright's launch gives it a fresh temporary profile (its --user-data-dir),
+    removed at close; each test gets a context of its own (no storage shared between tests)."""
     async with async_playwright() as playwright:
-        # Playwright gives each launch a fresh, temporary profile (its --user-data-dir); each test its own context.
-        browser = await playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS, headless=True)
+        browser = await playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS, headless=True)
         try:
             yield browser
         finally:

@@ -124,12 +124,8 @@ async def test_an_origin_rule_set_in_the_page_binds_the_key_and_not_the_page(
     await sign_in(app)
     key = {"X-Api-Key": await create_key(app)}
     await grant(database_url, app.wallet.address, "credits to call with")
-    await page.locator("#edit-access").click()
-    await page.get_by_label("Allowed origins").fill("https://app.example.com")
-    await page.locator("#save-access").click()
-    await expect(page.locator("#access")).to_contain_text("https://app.example.com", timeout=WAIT_MS)
+    await set_origins(app, "https://app.example.com")
     assert app.wallet.signed[-1].decode().startswith("ledger-svc:v2:POST:/account/access:")
-
     # docs/api.md: every process applies a change within a second (the Redis announcement drops its copy)
     assert await settled_status(http, base, {**key, "Origin": "https://elsewhere.example"}, 403)
     assert await rpc(http, base, {**key, "Origin": "https://app.example.com"}) == 200
@@ -137,12 +133,27 @@ async def test_an_origin_rule_set_in_the_page_binds_the_key_and_not_the_page(
     # The page itself, on the gateway's own origin, keeps reading the account under the rule.
     await expect(page.locator("#history tbody tr").first).to_contain_text("getSlot", timeout=WAIT_MS)
 
-    await page.locator("#edit-access").click()
-    await page.get_by_label("Allowed origins").fill("")
-    await page.locator("#save-access").click()
+    await set_origins(app, "")
     await expect(page.locator("#access")).to_contain_text("No rule", timeout=WAIT_MS)
     assert await settled_status(http, base, {**key, "Origin": "https://elsewhere.example"}, 200)
+
+    # Under the rule again, the page's own POST with the session token (sign-out) is not refused.
+    await set_origins(app, "https://app.example.com")
+    assert await settled_status(http, base, {**key, "Origin": "https://elsewhere.example"}, 403)
+    token = await app.session_token()
+    await page.get_by_role("button", name="Sign out").click()
+    await expect(page.locator("#notice")).to_have_text("Signed out.")
+    assert await account_status(http, base, {"Authorization": f"Bearer {token}"}) == 401
     assert app.errors == []
+
+
+async def set_origins(app: AccountPage, origins: str) -> None:
+    await app.page.locator("#edit-access").click()
+    await app.page.get_by_label("Allowed origins").fill(origins)
+    await app.page.locator("#save-access").click()
+    await expect(app.page.locator("#notice")).to_contain_text("Access rules saved", timeout=WAIT_MS)
+    if origins:
+        await expect(app.page.locator("#access")).to_contain_text(origins)
 
 
 async def test_markup_in_a_ledger_description_is_shown_as_text(account_page: AccountPage, database_url: str) -> None:
