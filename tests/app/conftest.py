@@ -157,6 +157,16 @@ async def account_page(context: BrowserContext, page_gateway: RunningGateway) ->
     return await open_page(context, page_gateway.url, PageWallet())
 
 
+JSQR_JS = BUILD_DIR.parent / "node_modules" / "jsqr" / "dist" / "jsQR.js"
+
+
+def jsqr_source() -> str:
+    """jsQR (a QR decoder, webapp/'s locked dev package) defining window.jsQR when evaluated in a page."""
+    if not JSQR_JS.is_file():
+        pytest.fail(f"jsQR is missing at {JSQR_JS}: run `make webapp` (it installs webapp/'s locked packages)")
+    return f"(function () {{ {JSQR_JS.read_text()} }}).call(window)"
+
+
 def axe_source() -> str:
     if not AXE_JS.is_file():
         pytest.fail(f"axe-core is missing at {AXE_JS}: run `make webapp` (it installs webapp/'s locked packages)")

@@ -9,6 +9,7 @@ import asyncio
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
 import asyncpg
@@ -18,7 +19,8 @@ from playwright.async_api import BrowserContext, expect
 from devnode.node import Devnode
 from gateway.storage.operator import credit_account
 from tests.app.chain_money import account_status, confirm_deposit, deposit, rpc
-from tests.app.conftest import AccountPage, PageWallet, axe_source, open_page, screenshot, screenshot_dir
+from tests.app.conftest import AccountPage, PageWallet, axe_source, jsqr_source, open_page, screenshot, screenshot_dir
+from tests.chain import USDC_MINT
 from tests.support import RunningGateway
 
 pytestmark = pytest.mark.slow
@@ -154,6 +156,59 @@ async def set_origins(app: AccountPage, origins: str) -> None:
     await expect(app.page.locator("#notice")).to_contain_text("Access rules saved", timeout=WAIT_MS)
     if origins:
         await expect(app.page.locator("#access")).to_contain_text(origins)
+
+
+#: Reads the deposit card's QR code back: the SVG drawn on a canvas, decoded by jsQR.
+DECODE_QR = """async () => {
+  const svg = document.querySelector("#deposit-request svg");
+  const image = new Image();
+  image.src = "data:image/svg+xml;base64," + btoa(new XMLSerializer().serializeToString(svg));
+  await image.decode();
+  const canvas = document.createElement("canvas");
+  canvas.width = canvas.height = 400;
+  const context = canvas.getContext("2d");
+  context.imageSmoothingEnabled = false;
+  context.drawImage(image, 0, 0, 400, 400);
+  const found = jsQR(context.getImageData(0, 0, 400, 400).data, 400, 400);
+  return found ? found.data : null;
+}"""
+
+
+async def test_a_deposit_by_its_solana_pay_request_then_confirmed_in_the_page(
+    account_page: AccountPage, page_gateway: RunningGateway, devnode: Devnode
+) -> None:
+    app, page = account_page, account_page.page
+    await sign_in(app)
+    await create_key(app)
+    amount = page.locator("#deposit-amount")
+    await amount.fill("0.001")
+    await expect(page.locator("#deposit-credits")).to_contain_text("at least 0.01 USDC")
+    assert await page.locator("#deposit-request svg").count() == 0
+    await amount.fill("0.5")
+    await expect(page.locator("#deposit-credits")).to_have_text("0.5 USDC buys 50,000 credits, valid 90 days.")
+
+    settings = page_gateway.app.settings
+    url = await page.locator("#deposit-url").text_content()
+    assert url is not None and url.startswith(f"solana:{settings.deposit_address}?")
+    query = parse_qs(urlsplit(url).query)
+    assert query["amount"] == ["0.5"] and query["spl-token"] == [str(USDC_MINT)], "USDC named: SOL cannot pay it"
+    assert query["message"] == [f"Credits for {app.wallet.address}"]
+    assert await page.locator("#deposit-link").get_attribute("href") == url
+    await page.evaluate(jsqr_source())
+    assert await page.evaluate(DECODE_QR) == url, "the QR code is the request"
+
+    # Paid as a wallet app pays that request (0.5 USDC of the mint to the deposit wallet), then confirmed.
+    signature = await deposit(devnode, app.wallet.keypair, settings.deposit_address, 500_000)
+    await page.locator("#deposit-signature").fill("not-a-signature")
+    await page.locator("#confirm-deposit").click()
+    await expect(page.locator("#notice")).to_contain_text("not a transaction signature")
+    await page.locator("#deposit-signature").fill(signature)
+    await page.locator("#confirm-deposit").click()
+    await expect(page.locator("#notice")).to_have_text("Deposit confirmed: 50,000 credits added.", timeout=WAIT_MS)
+    await expect(page.locator("#balance-value")).to_have_text(re.compile(r"^50,000"), timeout=WAIT_MS)
+    await page.locator("#confirm-deposit").click()
+    await expect(page.locator("#notice")).to_have_text("This transfer was already credited.", timeout=WAIT_MS)
+    assert app.errors == []
 
 
 async def test_markup_in_a_ledger_description_is_shown_as_text(account_page: AccountPage, database_url: str) -> None:

@@ -131,4 +131,9 @@ export async function setAccessRules(rules, pubkey, signMessage, skewS) {
   return call("POST", "/account/access", { body, headers });
 }
 
+/** POST /account/confirm-deposit: {ok, credits_added, new_balance, already_processed, ...}. */
+export function confirmDeposit(session, signature) {
+  return call("POST", "/account/confirm-deposit", { body: JSON.stringify({ signature }), headers: bearer(session) });
+}
+
 export const base58 = bs58;

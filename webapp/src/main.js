@@ -5,6 +5,7 @@
 import * as api from "./api.js";
 import * as wallets from "./wallet.js";
 import { spendChart, classOf } from "./chart.js";
+import { depositCard } from "./deposit.js";
 import { h, fill, show, num, when, until, table } from "./dom.js";
 
 const POLL_MS = 5000; // balance, first pages, health
@@ -23,6 +24,7 @@ const state = {
   busy: false,
   newKey: null,
   confirmRotate: false,
+  depositFor: null, // the deposit address the deposit card was drawn for (drawn once: it holds what is typed)
   access: null, // GET /account/access, or null while unknown (no account, or a gateway without the route)
   editingAccess: false,
 };
@@ -96,6 +98,7 @@ function leaveAccount() {
   state.confirmRotate = false;
   state.access = null;
   state.editingAccess = false;
+  state.depositFor = null;
   state.pages.history = { cursors: [null], data: null };
   state.pages.ledger = { cursors: [null], data: null };
   show("account", false);
@@ -147,7 +150,39 @@ async function refreshAccount(session) {
   if (state.session === session) renderAccount();
 }
 
+function renderDeposit() {
+  const a = state.account;
+  const key = a && a.funding && a.funding.usdc_mint ? `${a.deposit_address}:${a.funding.usdc_mint}` : null;
+  if (key === state.depositFor) return;
+  state.depositFor = key;
+  if (!key) {
+    fill("deposit", h("p", { class: "muted" }, "Open an account first (create an API key): then buy credits here."));
+    return;
+  }
+  fill("deposit", depositCard(a, state.session.pubkey, confirmDeposit));
+}
+
+async function confirmDeposit(signature) {
+  const session = state.session;
+  if (!session) return;
+  if (!/^[1-9A-HJ-NP-Za-km-z]{64,88}$/.test(signature)) {
+    notify("That is not a transaction signature (base58, 64 to 88 characters).", "error");
+    return;
+  }
+  notify("Confirming the deposit…");
+  try {
+    const r = await api.confirmDeposit(session, signature);
+    notify(r.already_processed
+      ? "This transfer was already credited."
+      : `Deposit confirmed: ${num(r.credits_added)} credits added${r.credited_to_caller === false ? " to the wallet that sent it" : ""}.`);
+    refresh(true);
+  } catch (err) {
+    notify(`Not credited: ${explain(err)}`, "error");
+  }
+}
+
 function renderAccount() {
+  renderDeposit();
   const a = state.account;
   if (!a) {
     fill("balance",
