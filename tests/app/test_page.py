@@ -6,6 +6,8 @@ axe-core finds no serious or critical accessibility violation at 375 px and on a
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import re
 from pathlib import Path
 from typing import Any
@@ -86,6 +88,12 @@ async def test_sign_in_balance_spend_rotate_sign_out(
     await expect(page.locator("#history tbody tr")).to_have_count(5, timeout=WAIT_MS)
     await expect(page.locator("#balance-value")).not_to_have_text(re.compile(r"^50,000"), timeout=WAIT_MS)
     await expect(page.locator("#chart svg rect").first).to_be_attached(timeout=WAIT_MS)
+    async with page.expect_download() as started:
+        await page.locator("#export-history").click()
+    download = await started.value
+    assert download.suggested_filename.startswith(f"history-{app.wallet.address[:8]}-")
+    rows = list(csv.DictReader(io.StringIO((await download.path()).read_text())))
+    assert [(r["method"], r["credits"], r["refunded"]) for r in rows] == [("getSlot", "1", "false")] * 5
 
     shots = screenshot_dir(tmp_path)
     await screenshot(page, shots / "dashboard-desktop.png", full_page=True)
@@ -221,6 +229,14 @@ async def test_markup_in_a_ledger_description_is_shown_as_text(account_page: Acc
     await expect(cell).to_have_text(f"operator credit: {planted}", timeout=WAIT_MS)
     assert await page.locator("#ledger img, #ledger b").count() == 0
     assert await page.evaluate("window.__planted") is None
+
+    # The CSV export keeps it as the same text, quoted as CSV quotes it.
+    async with page.expect_download() as started:
+        await page.locator("#export-ledger").click()
+    saved = await (await started.value).path()
+    rows = list(csv.DictReader(io.StringIO(saved.read_text())))
+    assert [r["description"] for r in rows if r["type"] == "adjustment"] == [f"operator credit: {planted}"]
+    await expect(page.locator("#notice")).to_contain_text("Ledger:")
     assert app.errors == []
 
 

@@ -6,6 +6,7 @@ import * as api from "./api.js";
 import * as wallets from "./wallet.js";
 import { spendChart, classOf } from "./chart.js";
 import { depositCard } from "./deposit.js";
+import { exportCsv, download } from "./csv.js";
 import { h, fill, show, num, when, until, table } from "./dom.js";
 
 const POLL_MS = 5000; // balance, first pages, health
@@ -246,7 +247,25 @@ function renderPage(which) {
     body = table("Ledger, newest first", ["Time", "Type", "Amount", "Balance after", "Description"],
       entries.map((e) => [when(e.timestamp), e.type, (e.amount > 0 ? "+" : "") + num(e.amount), num(e.balance), e.description]), [2, 3]);
   }
-  fill(which, body, pager);
+  const exporter = h("button", { type: "button", id: `export-${which}`, onclick: () => exportFile(which, exporter) }, "Export CSV");
+  fill(which, body, h("div", { class: "pager-row" }, exporter, pager));
+}
+
+async function exportFile(which, button) {
+  const session = state.session;
+  if (!session || button.disabled) return;
+  button.disabled = true;
+  try {
+    const { text, rows, truncated } = await exportCsv(session, which, (n) => { button.textContent = `Exporting… ${num(n)} rows`; });
+    const day = new Date().toISOString().slice(0, 10);
+    download(text, `${which}-${session.pubkey.slice(0, 8)}-${day}.csv`);
+    notify(`${which === "history" ? "Usage history" : "Ledger"}: ${num(rows)} rows exported${truncated ? " (the newest 100,000; older ones through the API's cursor)" : ""}.`);
+  } catch (err) {
+    notify(`Export failed: ${explain(err)}`, "error");
+  } finally {
+    button.disabled = false;
+    button.textContent = "Export CSV";
+  }
 }
 
 async function refreshChart(session) {
