@@ -13,7 +13,7 @@ from typing import Any
 
 from solders.pubkey import Pubkey
 
-from gateway.access.endpoints import AccessEndpoints
+from gateway.access.endpoints import AccessEndpoints, SpendCapEndpoints
 from gateway.access.guard import install as install_access
 from gateway.access.stage import AccessMethods
 from gateway.accounts import AccountServices, AccountSettings
@@ -28,7 +28,7 @@ from gateway.core.errors import ProxyError, service_unavailable
 from gateway.core.methods import MethodClass, PriceTable, Registry
 from gateway.core.subscriptions import NATIVE, SIGNAL_SUBSCRIBE, Limits
 from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
-from gateway.credits.errors import insufficient_credits
+from gateway.credits.errors import insufficient_credits, spend_cap_reached
 from gateway.credits.stage import CreditHeaders, MeteringStage
 from gateway.entry import Entry
 from gateway.fees import methods as fee_methods
@@ -60,7 +60,7 @@ from gateway.signals.feed import SignalFeed
 from gateway.signals.settings import SignalSettings
 from gateway.signals.store import SignalLog
 from gateway.stopping import Step, stop_in_steps
-from gateway.storage.channels import REVOKED_KEYS, Channel
+from gateway.storage.channels import RECALL, REVOKED_KEYS, Channel
 from gateway.storage.connections import Connections, warn_unless_noeviction
 from gateway.storage.seats import Seats
 from gateway.trades import methods as trade_methods
@@ -152,6 +152,7 @@ class GatewayApp:
         self.access_endpoints = AccessEndpoints(
             self.access, [*(spec.name for spec in self.methods), *NATIVE, SIGNAL_SUBSCRIBE], self._revoked_keys
         )
+        self.spend_cap_endpoints = SpendCapEndpoints(lambda: self.conn.db, self._recall_channel)
         self.cache = self._response_cache()
         self.forwarder = Forwarder(self.upstream, self.methods.handlers, self.cache)
         self.rpc: Handler = compose([error_boundary, *self.rpc_stages()], self.forwarder)
@@ -248,6 +249,10 @@ class GatewayApp:
         """The channel a change of the access rules is announced on (once Redis is open)."""
         return Channel(self.conn.redis, REVOKED_KEYS) if self.conn.redis is not None else None
 
+    def _recall_channel(self) -> Channel | None:
+        """The channel a new spend cap asks every process's leases of the account back on (docs/api.md)."""
+        return Channel(self.conn.redis, RECALL) if self.conn.redis is not None else None
+
     async def startup(self) -> None:
         await self.callers.start()
         self.access.pool = self.conn.db
@@ -284,6 +289,9 @@ class GatewayApp:
         """The 402 of an account the meter knows, from a fresh store answer, cannot pay even one credit."""
         if not self.meter.short_of(pubkey, 1):
             return None
+        acct = self.meter.accounts.get(pubkey)
+        if acct is not None and acct.capped:  # the daily spend cap, not the balance (docs/api.md)
+            return spend_cap_reached()
         return insufficient_credits(1, self.meter.remaining(pubkey), self._top_up(pubkey))
 
     def _top_up(self, pubkey: str | None) -> dict[str, Any]:

@@ -24,6 +24,8 @@ from gateway.auth.models import (
     HistoryPage,
     LedgerPage,
     LogoutAnswer,
+    SpendCapAnswer,
+    SpendCapRequest,
     Token,
     VerifyRequest,
 )
@@ -130,8 +132,8 @@ class Capabilities(_Open):
 _ERRORS = {
     400: "malformed request: INVALID_REQUEST",
     401: "credentials presented but invalid: AUTH_FAILED",
-    403: "replayed nonce (NONCE_REUSED), suspended account (ACCOUNT_SUSPENDED), or refused by the account's "
-    "access rules (ACCESS_DENIED, rpcCode -32030)",
+    403: "replayed nonce (NONCE_REUSED), suspended account (ACCOUNT_SUSPENDED), refused by the account's "
+    "access rules (ACCESS_DENIED, rpcCode -32030), or its daily spend cap reached (SPEND_CAP_REACHED, -32031)",
     404: "no account record: ACCOUNT_NOT_FOUND",
     405: "method not allowed on this path",
     413: "body too large: PAYLOAD_TOO_LARGE",
@@ -228,6 +230,8 @@ _MODELS: tuple[type[BaseModel], ...] = (
     TransactionsAnswer,
     AccessRulesRequest,
     AccessRulesAnswer,
+    SpendCapRequest,
+    SpendCapAnswer,
 )
 
 
@@ -460,6 +464,21 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
                         _json(_ref("AccessRulesAnswer"), "the rules now in force"),
                         {**rest_errors, **_errors(401, 403, 404), **_errors(402, rpc=(402,))},
                         body="AccessRulesRequest",
+                        tag="Account",
+                    ),
+                    "security": [{"walletSignature": []}],
+                },
+            },
+            "/account/spend-cap": {
+                **_account_read(
+                    "The account's daily spend cap and today's spending (any credential)", "SpendCapAnswer"
+                ),
+                "post": {
+                    **_operation(
+                        "Set the account's daily spend cap (the wallet's own signature only)",
+                        _json(_ref("SpendCapAnswer"), "the cap now in force"),
+                        {**rest_errors, **_errors(401, 403, 404), **_errors(402, rpc=(402,))},
+                        body="SpendCapRequest",
                         tag="Account",
                     ),
                     "security": [{"walletSignature": []}],

@@ -13,6 +13,7 @@ import orjson
 from gateway.access import store
 from gateway.access.guard import AccessGuard
 from gateway.access.rules import AccessRules, RulesInvalid, parse_rules, rules_invalid
+from gateway.auth.account_views import spend_cap_document
 from gateway.core.errors import account_not_found, invalid_request
 from gateway.pipeline import Call, Reply, json_reply
 from gateway.storage.channels import Channel
@@ -60,6 +61,65 @@ class AccessEndpoints:
             log.error("could not announce the access rules change of %s", pubkey)
             raise
         return json_reply(200, _document(pubkey, rules))
+
+
+class SpendCapEndpoints:
+    """``GET /account/spend-cap`` (any credential) and ``POST /account/spend-cap`` (the wallet's own
+    signature only): the account's daily spend cap (docs/api.md, "Spend cap").
+
+    Args:
+    pool: the database pool, once open.
+    recall: the ``RECALL`` channel, once Redis is open: a new cap asks every process to give back its
+        leases of the account, which were granted under the old one.
+    """
+
+    def __init__(self, pool: Callable[[], Any], recall: Callable[[], Channel | None]) -> None:
+        self.pool = pool
+        self.recall = recall
+
+    async def read(self, call: Call) -> Reply:
+        pubkey = call.authenticated().pubkey
+        found = await store.spend_cap(self._pool(), pubkey)
+        if found is None:
+            raise account_not_found()
+        return json_reply(200, {"ok": True, "pubkey": pubkey, **spend_cap_document(*found)})
+
+    async def write(self, call: Call) -> Reply:
+        pubkey = call.authenticated().pubkey
+        try:
+            document = orjson.loads(call.body)
+        except orjson.JSONDecodeError as exc:
+            raise invalid_request("body must be a JSON object (valid UTF-8 JSON)") from exc
+        cap = _cap(document)
+        found = await store.set_spend_cap(self._pool(), pubkey, cap)
+        if found is None:
+            raise account_not_found()
+        channel = self.recall()
+        if channel is None:
+            raise StoreUnavailable(store.WHAT)
+        await store.recall_leases(channel, pubkey)
+        return json_reply(200, {"ok": True, "pubkey": pubkey, **spend_cap_document(*found)})
+
+    def _pool(self) -> Any:
+        pool = self.pool()
+        if pool is None:
+            raise StoreUnavailable(store.WHAT)
+        return pool
+
+
+#: The largest cap accepted: more credits than any balance can hold.
+MAX_CAP = 10**15
+
+
+def _cap(document: Any) -> int | None:
+    if not isinstance(document, dict) or set(document) - {"daily_credits"}:
+        raise invalid_request("body must be {daily_credits: <credits a UTC day, 1 or more> | null}")
+    cap = document.get("daily_credits")
+    if cap is None:
+        return None
+    if not isinstance(cap, int) or isinstance(cap, bool) or not 1 <= cap <= MAX_CAP:
+        raise invalid_request(f"daily_credits must be a whole number of credits, 1 to {MAX_CAP}, or null")
+    return cap
 
 
 def _document(pubkey: str, rules: AccessRules) -> dict[str, Any]:

@@ -57,3 +57,35 @@ async def save(pool: asyncpg.Pool, pubkey: str, rules: AccessRules) -> bool:
 async def announce(channel: Channel, pubkey: str) -> None:
     """Tell every process the account's rules changed; raises ``StoreUnavailable`` when Redis cannot."""
     await channel.publish([changed_message(pubkey)])
+
+
+@postgres_call(WHAT)
+async def spend_cap(pool: asyncpg.Pool, pubkey: str) -> tuple[int | None, int] | None:
+    """The account's daily spend cap and what today's debits took (UTC); None when there is no account."""
+    row = await pool.fetchrow(
+        """SELECT daily_spend_cap,
+                  CASE WHEN spend_day = (now() AT TIME ZONE 'UTC')::date THEN spent_on_day ELSE 0 END AS spent
+           FROM accounts WHERE pubkey = $1""",
+        pubkey,
+    )
+    return None if row is None else (row["daily_spend_cap"], int(row["spent"]))
+
+
+@postgres_call(WHAT)
+async def set_spend_cap(pool: asyncpg.Pool, pubkey: str, cap: int | None) -> tuple[int | None, int] | None:
+    """Set the account's daily spend cap (None: none), under the account lock every credit writer takes;
+    the cap and today's spending after, or None when there is no account."""
+    row = await pool.fetchrow(
+        """UPDATE accounts SET daily_spend_cap = $2 WHERE pubkey = $1
+           RETURNING daily_spend_cap,
+                     CASE WHEN spend_day = (now() AT TIME ZONE 'UTC')::date THEN spent_on_day ELSE 0 END AS spent""",
+        pubkey,
+        cap,
+    )
+    return None if row is None else (row["daily_spend_cap"], int(row["spent"]))
+
+
+async def recall_leases(channel: Channel, pubkey: str) -> None:
+    """Ask every process to give back its credit leases of the account (:mod:`gateway.credits.recall`),
+    so that the next lease is taken under the new cap."""
+    await channel.publish([f"want spend-cap {pubkey}"])

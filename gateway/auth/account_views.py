@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -117,6 +117,20 @@ def account_document(
         "created_at": int(account.created_at.timestamp()),
         "last_deposit": deposit_document(last_deposit),
         "credit_batches": [batch_document(b) for b in batches],
+        "spend_cap": spend_cap_document(account.daily_spend_cap, account.spent_today),
+    }
+
+
+def spend_cap_document(cap: int | None, spent_today: int, now: datetime | None = None) -> dict[str, Any]:
+    """The account's daily spend cap (docs/api.md, Spend cap; an added field of the Account): the cap
+    (null: none), what today's settled debits took, what the cap leaves of today, and when the day turns."""
+    at = now or datetime.now(UTC)
+    resets = (at + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    return {
+        "daily_credits": cap,
+        "spent_today": spent_today,
+        "remaining_today": None if cap is None else max(0, cap - spent_today),
+        "resets_at": iso8601(resets),
     }
 
 

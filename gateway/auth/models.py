@@ -72,6 +72,26 @@ class CreditBatch(BaseModel):
     expires_at: str
 
 
+class SpendCap(BaseModel):
+    daily_credits: int | None = Field(description="the most credits spent in a UTC day; null: no cap")
+    spent_today: int = Field(description="credits the ledger's debits took today (UTC), as settled")
+    remaining_today: int | None = Field(description="what the cap leaves of today; null: no cap")
+    resets_at: str = Field(description="the next UTC midnight, ISO 8601")
+
+
+class SpendCapRequest(BaseModel):
+    """The account's daily spend cap (null or absent: none)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    daily_credits: int | None = Field(default=None, ge=1, le=10**15)
+
+
+class SpendCapAnswer(SpendCap):
+    ok: Literal[True]
+    pubkey: str
+
+
 class Account(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -88,6 +108,7 @@ class Account(BaseModel):
     created_at: int = Field(description="Unix seconds (docs/api.md's type)")
     last_deposit: LastDeposit | None
     credit_batches: list[CreditBatch]
+    spend_cap: SpendCap = Field(description="the daily spend cap (docs/api.md, Spend cap; added here)")
 
 
 class LedgerEntry(BaseModel):

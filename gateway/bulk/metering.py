@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from gateway.core.errors import ProxyError, ReplyStyle
-from gateway.credits.errors import insufficient_credits, payment_required, rate_limited
+from gateway.credits.errors import insufficient_credits, payment_required, rate_limited, spend_cap_reached
 from gateway.credits.meter import Admission, Outcome
 from gateway.credits.stage import MeteringStage, ledger_unavailable
 from gateway.limits.rules import RateLimited
@@ -110,6 +110,8 @@ class BulkMetering:
         top_up = self.metering.top_up(pubkey)
         if refused.outcome is Outcome.NO_ACCOUNT:
             error = payment_required(top_up)
+        elif refused.outcome is Outcome.CAPPED:  # the daily spend cap: 403, its own shape
+            return spend_cap_reached()
         else:
             error = insufficient_credits(refused.price, self.metering.meter.remaining(pubkey), top_up)
         return dataclasses.replace(error, style=ReplyStyle.JSONRPC)  # a JSON-RPC body on every route, as all 402s

@@ -123,6 +123,7 @@ class LeaseGrant:
     suspended: bool = False  # a suspended account is granted nothing
     standing: Standing | None = None
     elsewhere: int = 0  # when short of ``want``: what other replicas' live leases hold unspent
+    capped: bool = False  # the daily spend cap, not the balance, bounded ``available_after`` (docs/api.md)
 
 
 @dataclass(frozen=True)

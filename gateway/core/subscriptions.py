@@ -74,6 +74,7 @@ class Close:
     AUTH_FAILED = 4001
     INSUFFICIENT_CREDITS = 4002
     RATE_LIMITED = 4003
+    SPEND_CAP_REACHED = 4005  # the account's daily spend cap (docs/api.md, Spend cap)
 
 
 def subscription_limit_message(limit: int) -> str:

@@ -6,7 +6,10 @@ same error becomes the item's JSON-RPC error via ``ProxyError.rpc_error()``.
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gateway.core.errors import ProxyError, RpcCode
@@ -15,6 +18,31 @@ from gateway.limits.rules import ConcurrencyLimited, RateLimited
 
 def account_suspended() -> ProxyError:
     return ProxyError(403, "ACCOUNT_SUSPENDED", "this account is suspended; contact the operator")
+
+
+#: The JSON-RPC code of SPEND_CAP_REACHED: none of the interface's (-32001..-32015, -326xx, -32700).
+SPEND_CAP_RPC = -32031
+#: How a connection's charge the cap refused is told (a WebSocket's close reason, a gRPC status message).
+SPEND_CAP_MESSAGE = "SPEND_CAP_REACHED: the account's daily spend cap is reached until the UTC day turns"
+
+
+def spend_cap_reached(now: float | None = None) -> ProxyError:
+    """403 SPEND_CAP_REACHED (-32031): the account's daily spend cap leaves too little for this today
+    (docs/api.md, Spend cap); free, and ``Retry-After`` is the turn of the day (UTC midnight). Not a
+    402: the interface keeps 402 for no credentials, no account or no balance, and an x402 client
+    answers a 402 by paying, which would not help."""
+    at = datetime.fromtimestamp(time.time() if now is None else now, UTC)
+    resets = (at + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    wait = max(1, math.ceil((resets - at).total_seconds()))
+    when = resets.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return ProxyError(
+        403,
+        "SPEND_CAP_REACHED",
+        f"the account's daily spend cap is reached; spending resumes at {when} (the UTC day's turn)",
+        SPEND_CAP_RPC,
+        {"resets_at": when, "retry_after_secs": wait},
+        headers={"Retry-After": str(wait)},
+    )
 
 
 def insufficient_credits(price: int, available: int | None, top_up: Mapping[str, Any]) -> ProxyError:

@@ -20,6 +20,7 @@ class Outcome(StrEnum):
     ADMITTED = "admitted"
     INSUFFICIENT = "insufficient"  # the account exists; its credits do not cover the price
     NO_ACCOUNT = "no_account"
+    CAPPED = "capped"  # the account's daily spend cap leaves too little today (docs/api.md, Spend cap)
 
 
 @dataclass(slots=True)
@@ -63,6 +64,7 @@ class AccountState:
     rate_limit_rps: int | None = None
     concurrency_limit: int | None = None
     suspended: bool = False
+    capped: bool = False  # the last store answer was bounded by the daily spend cap, not the balance
     suspended_at: float = -math.inf  # when a suspension was last announced (a lease asked before it is stale)
     refunds_pending: int = 0
     last_used: float = 0.0

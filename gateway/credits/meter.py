@@ -208,7 +208,7 @@ class Meter:
                         if recall == RECALLS or not await self._recalled(acct, pubkey):
                             break
                         await self._refill(acct, pubkey, total)
-        return Admission(Outcome.INSUFFICIENT if acct.exists else Outcome.NO_ACCOUNT, total, acct)
+        return Admission(_short(acct), total, acct)
 
     async def _recalled(self, acct: AccountState, pubkey: str) -> bool:
         """Whether other replicas gave back credits their leases held, when the store had too few: a
@@ -510,7 +510,7 @@ class Meter:
             acct.exists = False
             return
         acct.exists = True
-        acct.store_available, acct.elsewhere = grant.available_after, grant.elsewhere
+        acct.store_available, acct.elsewhere, acct.capped = grant.available_after, grant.elsewhere, grant.capped
         _observe(acct, grant.standing)
         acct.rate_limit_rps, acct.concurrency_limit = grant.rate_limit_rps, grant.concurrency_limit
         if acct.suspended_at >= started and not grant.suspended:
@@ -705,6 +705,13 @@ class Meter:
             self._task = None
         for prefetch in list(self._prefetches):
             prefetch.cancel()
+
+
+def _short(acct: AccountState) -> Outcome:
+    """Why an account's call could not be admitted: no account, the daily spend cap, or its balance."""
+    if not acct.exists:
+        return Outcome.NO_ACCOUNT
+    return Outcome.CAPPED if acct.capped else Outcome.INSUFFICIENT
 
 
 def _observe(acct: AccountState, standing: Standing | None) -> None:

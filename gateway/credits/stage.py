@@ -37,6 +37,7 @@ from gateway.credits.errors import (
     insufficient_credits,
     payment_required,
     rate_limited,
+    spend_cap_reached,
 )
 from gateway.credits.meter import AccountState, Admission, Meter, Outcome
 from gateway.credits.refunds import refund_reason
@@ -123,6 +124,8 @@ class MeteringStage:
             self._refuse_account(call, pubkey, acct)
         if afford > 0 and self.meter.short_of(pubkey, afford):
             self._headers(call, pubkey, rps)
+            if acct.capped:  # the daily spend cap (docs/api.md): its own shape on every route, not the 402's
+                raise spend_cap_reached()
             error = insufficient_credits(afford, self.meter.remaining(pubkey), self.top_up(pubkey))
             raise error if style is None else dataclasses.replace(error, style=style)
         now, wall = self.clock(), self.wall()  # one reading for the admission (refreshed after an await)
@@ -252,6 +255,8 @@ class MeteringStage:
             return None
         if admission.outcome is Outcome.NO_ACCOUNT:
             return payment_required(self.top_up(pubkey))
+        if admission.outcome is Outcome.CAPPED:
+            return spend_cap_reached()
         return insufficient_credits(item.price, self.meter.remaining(pubkey), self.top_up(pubkey))
 
     def _complete(self, call: Call, admitted: Admitted, failure: Failure | None = None) -> None:

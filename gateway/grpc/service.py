@@ -58,6 +58,7 @@ from gateway.auth.revocations import REASONS
 from gateway.auth.services import AuthServices
 from gateway.core.credentials import grpc_credentials
 from gateway.core.errors import ProxyError, ReplyStyle
+from gateway.credits.errors import SPEND_CAP_MESSAGE
 from gateway.credits.meter import Admission, Meter, Outcome
 from gateway.entry import Entry, EntrySession
 from gateway.grpc.budget import FilterBudget
@@ -393,6 +394,9 @@ class GeyserGateway:
             except StoreUnavailable as exc:
                 out.end(grpc.StatusCode.UNAVAILABLE, f"{exc.what} is unavailable, the stream cannot be billed; retry")
                 return
+            if admission.outcome is Outcome.CAPPED:  # the daily spend cap (docs/api.md, Spend cap)
+                out.end(grpc.StatusCode.RESOURCE_EXHAUSTED, SPEND_CAP_MESSAGE)
+                return
             if not admission.ok:
                 out.end(grpc.StatusCode.RESOURCE_EXHAUSTED, interval_unpaid_message(interval))
                 return
@@ -546,6 +550,8 @@ class GeyserGateway:
                 await _abort(context, "PERMISSION_DENIED", REASONS["account"])
             if admission.outcome is Outcome.NO_ACCOUNT:
                 await _abort(context, "RESOURCE_EXHAUSTED", "payment required: no account for this public key")
+            if admission.outcome is Outcome.CAPPED:
+                await _abort(context, "RESOURCE_EXHAUSTED", SPEND_CAP_MESSAGE)
             await _abort(context, "RESOURCE_EXHAUSTED", f"{INSUFFICIENT}: {method} costs {price} credits")
         if complete:
             entered.complete(admission, method, request_id)

@@ -56,7 +56,8 @@ from gateway.core.subscriptions import (
     Limits,
     subscription_limit_message,
 )
-from gateway.credits.meter import Admission
+from gateway.credits.errors import SPEND_CAP_MESSAGE, SPEND_CAP_RPC
+from gateway.credits.meter import Admission, Outcome
 from gateway.entry import EntrySession
 from gateway.limits.rules import TokenBucket
 from gateway.node.pubsub import Handle, SubscribeError, UpstreamPubSub, signature_final
@@ -306,6 +307,10 @@ class WsSession:
 
     async def _reserve(self, req_id: Any, method: str, price: int) -> Admission | None:
         admission = await self.entered.reserve(price)
+        if admission.outcome is Outcome.CAPPED:  # the daily spend cap (docs/api.md)
+            self._error(req_id, SPEND_CAP_RPC, SPEND_CAP_MESSAGE)
+            self._run_dry(capped=True)
+            return None
         if not admission.ok:
             self._error(req_id, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits")
             self.close(Close.INSUFFICIENT_CREDITS, "insufficient credits")
@@ -464,7 +469,7 @@ class WsSession:
         entered = self.entered
         admission = await entered.reserve(message.price)
         if not admission.ok:
-            self._run_dry()
+            self._run_dry(capped=admission.outcome is Outcome.CAPPED)
             return None  # the notices are queued; the sentinel after them ends the writer
         entered.complete(admission, message.method, self.connection_id, tallied=True)
         self._check_balance()
@@ -479,10 +484,14 @@ class WsSession:
         if remaining is not None and remaining < self.limits.min_balance and self.close_code is None:
             self._run_dry()
 
-    def _run_dry(self) -> None:
-        """Credits ran out: every subscription ends with a notice, then the socket closes 4002."""
+    def _run_dry(self, capped: bool = False) -> None:
+        """Credits ran out: every subscription ends with a notice, then the socket closes 4002 (4005 when
+        the account's daily spend cap, not its balance, refused the charge: docs/api.md, Spend cap)."""
         for sub_id in list(self.subs):
-            self._end(sub_id, "insufficient credits")
+            self._end(sub_id, "spend cap reached" if capped else "insufficient credits")
+        if capped:
+            self.close(Close.SPEND_CAP_REACHED, SPEND_CAP_MESSAGE)
+            return
         self.close(Close.INSUFFICIENT_CREDITS, f"insufficient credits (minimum {self.limits.min_balance})")
 
     # -- the end ------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from typing import Any
 from gateway.core.errors import RpcCode, RpcError
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.transactions import WireTx
-from gateway.credits.errors import insufficient_credits, payment_required
+from gateway.credits.errors import insufficient_credits, payment_required, spend_cap_reached
 from gateway.credits.meter import Meter
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.pipeline import Call
@@ -124,6 +124,8 @@ class SendAndConfirm:
         pubkey = call.authenticated().pubkey
         if held.outcome is HoldOutcome.NO_ACCOUNT:
             error = payment_required(self.top_up(pubkey))
+        elif held.outcome is HoldOutcome.CAPPED:  # the daily spend cap (docs/api.md)
+            error = spend_cap_reached()
         else:
             error = insufficient_credits(item.price, held.available, self.top_up(pubkey))
         unpaid(item, call, error)

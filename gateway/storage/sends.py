@@ -26,6 +26,7 @@ import asyncpg
 
 from gateway.core.credits import Standing
 from gateway.storage.errors import postgres_call
+from gateway.storage.ledger.cap import room
 from gateway.storage.ledger.moves import Move, debit
 from gateway.storage.ledger.sql import holds, lock_account
 
@@ -47,6 +48,7 @@ class HoldOutcome(StrEnum):
     NO_ACCOUNT = "no_account"
     INSUFFICIENT = "insufficient"
     DUPLICATE = "duplicate"  # this signature was held before (a retry of the same transaction)
+    CAPPED = "capped"  # the account's daily spend cap leaves too little today (docs/api.md, Spend cap)
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,9 @@ async def hold(
             available += landing  # the lease gives back what the send holds
         if account["status"] == "suspended" or available < landing:
             return Hold(HoldOutcome.INSUFFICIENT, available, standing=standing)
+        today = room(account, held)  # the daily spend cap (a lease's credits are inside it already)
+        if not lease_has and today is not None and today < landing:
+            return Hold(HoldOutcome.CAPPED, available, standing=standing)
         if lease_has:
             await conn.execute("UPDATE credit_leases SET granted = granted - $2 WHERE id = $1", from_lease, landing)
         await conn.execute(

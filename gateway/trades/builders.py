@@ -29,7 +29,7 @@ from solders.pubkey import Pubkey
 from gateway.core.errors import RpcCode, RpcError
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import CLASS_TIMEOUT_S, MethodClass
-from gateway.credits.errors import insufficient_credits, payment_required
+from gateway.credits.errors import insufficient_credits, payment_required, spend_cap_reached
 from gateway.credits.meter import Admission, Meter, Outcome
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_batch, rpc_call
 from gateway.pipeline import Call
@@ -124,6 +124,8 @@ class TradeBuilder:
         top_up = self.top_up(pubkey)
         if admission.outcome is Outcome.NO_ACCOUNT:
             error = payment_required(top_up)
+        elif admission.outcome is Outcome.CAPPED:  # the daily spend cap (docs/api.md)
+            error = spend_cap_reached()
         else:
             error = insufficient_credits(price, self.meter.remaining(pubkey), top_up)
         unpaid(item, call, error)

@@ -32,6 +32,8 @@ class AccountRecord:
     created_at: datetime
     balance: int
     total_consumed: int
+    daily_spend_cap: int | None = None  # docs/api.md, Spend cap
+    spent_today: int = 0  # what the ledger's debits took today (UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +102,22 @@ class AccountStore:
     @postgres_call(WHAT)
     async def get(self, pubkey: str) -> AccountRecord | None:
         row = await self._db.fetchrow(
-            "SELECT pubkey, status, created_at, balance, total_consumed FROM accounts WHERE pubkey = $1", pubkey
+            """SELECT pubkey, status, created_at, balance, total_consumed, daily_spend_cap,
+                      CASE WHEN spend_day = (now() AT TIME ZONE 'UTC')::date THEN spent_on_day ELSE 0 END AS spent_today
+               FROM accounts WHERE pubkey = $1""",
+            pubkey,
         )
         if row is None:
             return None
-        return AccountRecord(row["pubkey"], row["status"], row["created_at"], row["balance"], row["total_consumed"])
+        return AccountRecord(
+            row["pubkey"],
+            row["status"],
+            row["created_at"],
+            row["balance"],
+            row["total_consumed"],
+            row["daily_spend_cap"],
+            int(row["spent_today"]),
+        )
 
     @postgres_call(WHAT)
     async def last_deposit(self, pubkey: str) -> DepositRecord | None:

@@ -23,6 +23,7 @@ from gateway.core.credits import (
 )
 from gateway.core.webhook_events import LOW_BALANCE, low_balance
 from gateway.storage.errors import postgres_call
+from gateway.storage.ledger.cap import room
 from gateway.storage.ledger.moves import Move, debit
 from gateway.storage.ledger.sql import holds, lock_account
 
@@ -70,6 +71,11 @@ async def lease(
             return None
         held, standing = await holds(conn, pubkey, int(account["balance"]))
         available = standing.balance - held
+        today = room(account, held)  # the daily spend cap's room: a lease never holds more
+        capped = today is not None and today < available
+        if capped:
+            assert today is not None
+            available = today
         suspended = account["status"] == "suspended"
         granted = 0 if suspended else grant_size(available, want, at_least, replicas)
         lease_id: int | None = None
@@ -93,6 +99,7 @@ async def lease(
         suspended,
         standing,
         elsewhere,
+        capped,
     )
 
 

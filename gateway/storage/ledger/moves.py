@@ -26,6 +26,7 @@ import asyncpg
 
 from gateway.core.credits import LOW_BALANCE_CREDITS
 from gateway.core.webhook_events import LOW_BALANCE, crosses_low_balance, low_balance
+from gateway.storage.ledger.cap import SPENT_AFTER_DEBIT, SPENT_AFTER_REFUND
 from gateway.storage.ledger.sql import Entry, add_entries, consume_batches, restore_batches
 from gateway.storage.webhook_events import enqueue_lifecycle
 
@@ -72,8 +73,8 @@ async def debit(conn: asyncpg.Connection, account: asyncpg.Record, moves: Sequen
     await consume_batches(conn, pubkey, charged)
     crossed = crosses_low_balance(charged, balance, account["low_balance_notified"])
     await conn.execute(
-        """UPDATE accounts SET balance = $2, total_consumed = total_consumed + $3,
-                  low_balance_notified = low_balance_notified OR $4
+        f"""UPDATE accounts SET balance = $2, total_consumed = total_consumed + $3,
+                  low_balance_notified = low_balance_notified OR $4, {SPENT_AFTER_DEBIT}
            WHERE pubkey = $1""",
         pubkey,
         balance,
@@ -104,7 +105,8 @@ async def refund(conn: asyncpg.Connection, account: asyncpg.Record, moves: Seque
     await add_entries(conn, pubkey, entries)
     await restore_batches(conn, pubkey, balance - start)
     await conn.execute(
-        "UPDATE accounts SET balance = $2, total_consumed = total_consumed - $3 WHERE pubkey = $1",
+        f"""UPDATE accounts SET balance = $2, total_consumed = total_consumed - $3, {SPENT_AFTER_REFUND}
+           WHERE pubkey = $1""",
         pubkey,
         balance,
         balance - start,

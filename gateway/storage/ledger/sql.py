@@ -17,7 +17,8 @@ Entry = tuple[str, int, int, str, str | None]
 async def lock_account(conn: asyncpg.Connection, pubkey: str) -> asyncpg.Record | None:
     """Lock the account row: every credit writer takes this lock first, so they serialise per account."""
     row: asyncpg.Record | None = await conn.fetchrow(
-        """SELECT pubkey, balance, ref_code, rate_limit_rps, concurrency_limit, low_balance_notified, status
+        """SELECT pubkey, balance, ref_code, rate_limit_rps, concurrency_limit, low_balance_notified, status,
+                  daily_spend_cap, spend_day, spent_on_day, (now() AT TIME ZONE 'UTC')::date AS today
            FROM accounts WHERE pubkey = $1 FOR UPDATE""",
         pubkey,
     )
