@@ -54,6 +54,7 @@ async def page_gateway(
             "upstream_rpc_url": devnode.rpc_url,
             "health_poll_s": 1.0,
             "ip_limits": TEST_IP_LIMITS,
+            "webhook_allow_private": True,  # as with the embedded devnode: receivers on 127.0.0.1
         }
     )
     async with serve_gateway(settings) as running:

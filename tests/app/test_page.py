@@ -166,6 +166,41 @@ async def set_origins(app: AccountPage, origins: str) -> None:
         await expect(app.page.locator("#access")).to_contain_text(origins)
 
 
+async def test_webhooks_created_listed_with_their_deliveries_and_deleted_in_the_page(
+    account_page: AccountPage, database_url: str
+) -> None:
+    app, page = account_page, account_page.page
+    await sign_in(app)
+    await create_key(app)
+    await grant(database_url, app.wallet.address, "credits for webhooks")  # creating one needs a balance
+    await expect(page.locator("#webhooks")).to_contain_text("No webhook yet", timeout=WAIT_MS)
+    await page.locator("#add-webhook").click()
+    planted = "http://127.0.0.1:9/hook?x=<img/src=x/onerror=window.__planted=1>"
+    await page.get_by_label("Receiver URL").fill(planted)
+    await page.get_by_label("What it receives").select_option("lifecycle")
+    await page.locator("#create-webhook").click()
+    secret = page.locator("#webhook-secret")
+    await expect(secret).to_have_value(re.compile(r".{16,}"), timeout=WAIT_MS)
+    row = page.locator("#webhooks tbody tr")
+    await expect(row).to_have_count(1)
+    await expect(row.locator("td").nth(2)).to_have_text(planted)  # the URL as text, its markup not run
+    await expect(row).to_contain_text("api_key.rotated")
+    await expect(row).to_contain_text("0 delivered, 0 pending, 0 failed")
+    assert await page.locator("#webhooks img").count() == 0
+    await page.get_by_role("button", name="I have saved it").click()
+    await expect(secret).to_have_count(0)
+
+    # Rotating the key is an api_key.rotated event: its delivery is queued and the list shows it.
+    await create_key(app)
+    await expect(row).to_contain_text("1 pending", timeout=WAIT_MS)
+
+    await page.get_by_role("button", name=re.compile(r"^Delete webhook ")).click()
+    await page.get_by_role("button", name=re.compile(r"^Delete \d+$")).click()
+    await expect(page.locator("#webhooks")).to_contain_text("No webhook yet", timeout=WAIT_MS)
+    assert await page.evaluate("window.__planted") is None
+    assert app.errors == []
+
+
 #: Reads the deposit card's QR code back: the SVG drawn on a canvas, decoded by jsQR.
 DECODE_QR = """async () => {
   const svg = document.querySelector("#deposit-request svg");
@@ -269,4 +304,5 @@ async def test_no_serious_accessibility_violation_at_375_px_and_on_a_desktop(
         assert overflow <= 0, f"the page scrolls sideways at {width} px"
     await page.locator("#edit-access").click()
     await page.locator("#rotate-key").click()  # the key's confirmation and the rules' form open together
+    await page.locator("#add-webhook").click()  # and the webhook form
     assert serious(await page.evaluate("axe.run()")) == [], "editing, 1280 px"

@@ -136,4 +136,12 @@ export function confirmDeposit(session, signature) {
   return call("POST", "/account/confirm-deposit", { body: JSON.stringify({ signature }), headers: bearer(session) });
 }
 
+/** /webhooks (docs/api.md, Webhooks), with the session token. */
+export const webhooks = {
+  list: (session) => call("GET", "/webhooks", { headers: bearer(session) }),
+  create: (session, body) => call("POST", "/webhooks", { body: JSON.stringify(body), headers: bearer(session) }),
+  remove: (session, id) => call("DELETE", `/webhooks/${encodeURIComponent(id)}`, { headers: bearer(session) }),
+  post: (session, id, action) => call("POST", `/webhooks/${encodeURIComponent(id)}/${action}`, { body: "{}", headers: bearer(session) }),
+};
+
 export const base58 = bs58;

@@ -7,6 +7,7 @@ import * as wallets from "./wallet.js";
 import { spendChart, classOf } from "./chart.js";
 import { depositCard } from "./deposit.js";
 import { exportCsv, download } from "./csv.js";
+import { webhooksCard } from "./webhooks.js";
 import { h, fill, show, num, when, until, table } from "./dom.js";
 
 const POLL_MS = 5000; // balance, first pages, health
@@ -29,6 +30,13 @@ const state = {
   access: null, // GET /account/access, or null while unknown (no account, or a gateway without the route)
   editingAccess: false,
 };
+
+const hooks = webhooksCard({
+  session: () => state.session,
+  notify: (text, kind) => notify(text, kind),
+  explain: (err) => explain(err),
+  copyButton: (text, label) => copyButton(text, label),
+});
 
 function notify(text, kind = "info") {
   const node = document.getElementById("notice");
@@ -100,6 +108,7 @@ function leaveAccount() {
   state.access = null;
   state.editingAccess = false;
   state.depositFor = null;
+  hooks.reset();
   state.pages.history = { cursors: [null], data: null };
   state.pages.ledger = { cursors: [null], data: null };
   show("account", false);
@@ -125,7 +134,7 @@ async function refresh(all = false) {
   const session = state.session;
   if (!session) return;
   try {
-    const jobs = [refreshAccount(session), state.editingAccess ? null : refreshAccess(session)];
+    const jobs = [refreshAccount(session), state.editingAccess ? null : refreshAccess(session), hooks.refresh()];
     for (const which of ["history", "ledger"]) {
       if (all || state.pages[which].cursors.length === 1) jobs.push(loadPage(which)); // live on the first page
     }

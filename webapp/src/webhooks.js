@@ -1,0 +1,162 @@
+// The webhooks card: the account's webhooks with their status and deliveries, and creating, rotating the
+// secret of, replaying, resuming and deleting them (docs/api.md, Webhooks). A URL is shown as text.
+
+import * as api from "./api.js";
+import { h, fill, num, when, table } from "./dom.js";
+
+const TYPES = [
+  ["lifecycle", "Account events (lifecycle)"],
+  ["my_account", "Transactions of my wallet"],
+  ["account", "Transactions of an address"],
+  ["program", "Transactions of a program"],
+  ["signal", "Signals"],
+];
+const LIFECYCLE = ["low_balance", "deposit.credited", "credits.expiring", "api_key.rotated"];
+
+/**
+ * The card's state and drawing. `ui` gives: session(), notify(text, kind), explain(err), copyButton(text, label).
+ */
+export function webhooksCard(ui) {
+  const state = { list: null, secret: null, creating: false, confirmDelete: null, drawn: false };
+
+  async function refresh() {
+    const session = ui.session();
+    if (!session) return;
+    let list = null;
+    try {
+      list = await api.webhooks.list(session);
+    } catch (err) {
+      if (err.status !== 402 && err.status !== 404) throw err; // 402: no account yet
+    }
+    const changed = JSON.stringify(list) !== JSON.stringify(state.list) || !state.drawn;
+    state.list = list;
+    if (changed && !state.creating) render();
+  }
+
+  async function act(label, job) {
+    try {
+      const answer = await job(ui.session());
+      ui.notify(label(answer));
+      await refresh();
+    } catch (err) {
+      ui.notify(`${ui.explain(err)}`, "error");
+    }
+  }
+
+  function render() {
+    state.drawn = true;
+    const parts = [];
+    if (state.secret) {
+      parts.push(h("div", { class: "warn" },
+        h("p", {}, `Signing secret of webhook ${state.secret.id}, shown only this once: your receiver checks each delivery's X-Webhook-Signature with it.`),
+        h("div", { class: "keyrow" },
+          h("input", { id: "webhook-secret", class: "key", readonly: true, value: state.secret.secret, "aria-label": "Webhook signing secret" }),
+          ui.copyButton(state.secret.secret, "Copy secret")),
+        h("button", { type: "button", onclick: () => { state.secret = null; render(); } }, "I have saved it")));
+    }
+    if (!state.list) {
+      parts.push(h("p", { class: "muted" }, "Open an account first (create an API key): then add webhooks here."));
+      fill("webhooks", parts);
+      return;
+    }
+    const hooks = state.list.webhooks || [];
+    parts.push(hooks.length
+      ? table("Your webhooks, newest first", ["Id", "Events", "URL", "Status", "Deliveries", "Last delivery", ""],
+        hooks.map((w) => [
+          String(w.id),
+          describe(w),
+          h("span", { class: "url" }, w.url),
+          w.status === "paused" ? [h("strong", {}, "paused"), h("br"), h("span", { class: "small" }, w.paused_reason || "")] : w.status,
+          `${num(w.deliveries.delivered)} delivered, ${num(w.deliveries.pending)} pending, ${num(w.deliveries.dead)} failed`,
+          w.last_delivery ? lastDelivery(w.last_delivery) : "none yet",
+          actions(w),
+        ]), [])
+      : h("p", {}, "No webhook yet."));
+    parts.push(h("p", { class: "small muted" }, `${hooks.length} of ${state.list.max_webhooks} webhooks; transaction and signal deliveries cost credits (see Pricing).`));
+    parts.push(state.creating ? form() : h("button", { type: "button", id: "add-webhook", onclick: () => { state.creating = true; render(); } }, "Add a webhook"));
+    fill("webhooks", parts);
+  }
+
+  function describe(w) {
+    if (w.filter_type === "lifecycle") return `lifecycle: ${w.lifecycle_events.join(", ")}`;
+    if (w.filter_type === "signal") return `signals: ${w.signal_events.join(", ")}`;
+    return `${w.filter_type}: ${w.filter_value}`;
+  }
+
+  function lastDelivery(d) {
+    const answer = d.http_status ? `HTTP ${d.http_status}` : d.error || "";
+    return [`${d.event_type}: ${d.status}`, answer && ` (${answer})`, h("br"), h("span", { class: "small" }, when(d.created_at))];
+  }
+
+  function actions(w) {
+    if (state.confirmDelete === w.id) {
+      return h("div", { class: "row" },
+        h("button", { type: "button", class: "danger", onclick: () => { state.confirmDelete = null; act((a) => `Webhook ${a.id} deleted.`, (s) => api.webhooks.remove(s, w.id)); } }, `Delete ${w.id}`),
+        h("button", { type: "button", onclick: () => { state.confirmDelete = null; render(); } }, "Keep"));
+    }
+    return h("div", { class: "row" },
+      w.status === "paused" && h("button", { type: "button", onclick: () => act((a) => `Webhook ${a.id} resumed.`, (s) => api.webhooks.post(s, w.id, "resume")) }, "Resume"),
+      h("button", { type: "button", onclick: () => act((a) => `Webhook ${a.id}: ${num(a.replayed)} failed deliveries queued again.`, (s) => api.webhooks.post(s, w.id, "replay")) }, "Replay failed"),
+      h("button", { type: "button", onclick: () => act(() => "New secret shown above.", async (s) => { state.secret = { id: w.id, ...(await api.webhooks.post(s, w.id, "rotate-secret")) }; return {}; }) }, "New secret"),
+      h("button", { type: "button", "aria-label": `Delete webhook ${w.id}`, onclick: () => { state.confirmDelete = w.id; render(); } }, "Delete"));
+  }
+
+  function form() {
+    const type = h("select", { id: "webhook-type" }, TYPES.map(([value, label]) => h("option", { value }, label)));
+    const extra = h("div", {});
+    const drawExtra = () => {
+      const t = type.value;
+      if (t === "account" || t === "program") {
+        extra.replaceChildren(h("div", { class: "field" }, h("label", { for: "webhook-value" }, t === "account" ? "Address" : "Program id"),
+          h("input", { id: "webhook-value", type: "text", spellcheck: "false", autocomplete: "off" })));
+      } else if (t === "lifecycle") {
+        extra.replaceChildren(h("fieldset", { class: "field" }, h("legend", {}, "Events"),
+          LIFECYCLE.map((e) => h("label", { class: "check" }, h("input", { type: "checkbox", name: "lifecycle", value: e, checked: true }), ` ${e}`))));
+      } else if (t === "signal") {
+        extra.replaceChildren(h("div", { class: "field" }, h("label", { for: "webhook-signals" }, "Signal kinds (comma separated; empty: all)"),
+          h("input", { id: "webhook-signals", type: "text", spellcheck: "false", autocomplete: "off" })));
+      } else {
+        extra.replaceChildren(h("p", { class: "small muted" }, "Transactions that touch your own wallet's address."));
+      }
+    };
+    type.addEventListener("change", drawExtra);
+    drawExtra();
+    const url = h("input", { id: "webhook-url", type: "url", required: true, spellcheck: "false", autocomplete: "off", placeholder: "https://hooks.example.com/solana" });
+    return h("form", { id: "webhook-form", onsubmit: (event) => { event.preventDefault(); create(url.value.trim(), type.value); } },
+      h("div", { class: "field" }, h("label", { for: "webhook-url" }, "Receiver URL"), url),
+      h("div", { class: "field" }, h("label", { for: "webhook-type" }, "What it receives"), type),
+      extra,
+      h("div", { class: "row" },
+        h("button", { type: "submit", class: "primary", id: "create-webhook" }, "Create webhook"),
+        h("button", { type: "button", onclick: () => { state.creating = false; render(); } }, "Cancel")));
+  }
+
+  async function create(url, filterType) {
+    const body = { url, filter_type: filterType };
+    if (filterType === "account" || filterType === "program") body.filter_value = document.getElementById("webhook-value").value.trim();
+    if (filterType === "lifecycle") body.lifecycle_events = [...document.querySelectorAll("input[name=lifecycle]:checked")].map((i) => i.value);
+    if (filterType === "signal") {
+      body.signal_events = document.getElementById("webhook-signals").value.split(",").map((v) => v.trim()).filter(Boolean);
+    }
+    try {
+      const created = await api.webhooks.create(ui.session(), body);
+      state.creating = false;
+      state.secret = { id: created.id, secret: created.secret };
+      ui.notify(`Webhook ${created.id} created.`);
+      await refresh();
+      render();
+    } catch (err) {
+      ui.notify(`The webhook was not created: ${ui.explain(err)}`, "error");
+    }
+  }
+
+  function reset() {
+    state.list = null;
+    state.secret = null;
+    state.creating = false;
+    state.confirmDelete = null;
+    state.drawn = false;
+  }
+
+  return { refresh, render, reset };
+}
