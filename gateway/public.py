@@ -1,14 +1,13 @@
-"""The public documents: ``/health``, ``/pricing``, ``/capabilities``. Pure functions of state, and
-:class:`SingleFlight`, which keeps ``/pricing``'s one node read (the SOL/USD rate, when its cache is
-stale) one read however many callers ask at once."""
+"""The public documents: ``/health``, ``/pricing``, ``/capabilities``. Pure functions of state (``/pricing``'s
+one node read, the SOL/USD rate when its cache is stale, is one read however many callers ask at once:
+:class:`gateway.trades.sol_usd.CachedRate`)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from gateway.bulk.rules import BULK_CREDITS, MAX_BULK_ITEMS
 from gateway.core.jsonrpc import MAX_BATCH
@@ -23,32 +22,6 @@ from gateway.signals.rules import KINDS
 from gateway.webhooks.rules import pricing_view as webhook_pricing_view
 from geyser_proto.filters import DEFAULT_LIMITS as DEFAULT_FILTER_LIMITS
 from geyser_proto.filters import MAX_PUBKEY_CHARS, MAX_SIGNATURE_CHARS
-
-T = TypeVar("T")
-
-
-class SingleFlight(Generic[T]):
-    """``fetch`` run once for every caller that asks while it runs: they all get its answer (or its
-    error). A caller that goes away does not cancel it for the others."""
-
-    def __init__(self, fetch: Callable[[], Awaitable[T]]) -> None:
-        self._fetch = fetch
-        self._running: asyncio.Future[T] | None = None
-        self.runs = 0  # how many times ``fetch`` was started
-
-    async def __call__(self) -> T:
-        running = self._running
-        if running is None:
-            self.runs += 1
-            running = self._running = asyncio.ensure_future(self._fetch())
-            running.add_done_callback(self._done)
-        return await asyncio.shield(running)
-
-    def _done(self, finished: asyncio.Future[T]) -> None:
-        if self._running is finished:
-            self._running = None
-        if not finished.cancelled():
-            finished.exception()  # retrieved: an error every caller left is not logged as never retrieved
 
 
 @dataclass

@@ -4,7 +4,8 @@ Two sources: :class:`PoolRate`, the live rate of a SOL/USDC pool read from the n
 embedded devnode hosts one), named ``pool:<address>``; and :class:`ConfiguredRate`, the operator's number
 (``trade_sol_usd_micro``, integer micro-USD per SOL), named ``configured``, which is also the pool's fallback
 whenever the pool cannot be read. Either sits behind :class:`CachedRate`, so that a build never waits on the
-node for it more than once per ``ttl_s``. ``/pricing`` names the source of the rate it shows (docs/api.md).
+node for it more than once per ``ttl_s``, and builds (and ``/pricing``) that find it stale together share
+one read. ``/pricing`` names the source of the rate it shows (docs/api.md).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Final, Protocol
 from solders.pubkey import Pubkey
 
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
+from gateway.node.single_flight import SingleFlight
 from gateway.trades.fees import SolUsdRate
 from gateway.trades.pool import PoolUnreadable, micro_usd_per_sol, pool_of, reserves_to_read
 
@@ -48,20 +50,25 @@ class ConfiguredRate:
 
 
 class CachedRate:
-    """Another source's rate, asked again only once ``ttl_s`` has passed since its last answer."""
+    """Another source's rate, asked again only once ``ttl_s`` has passed since its last answer, and then
+    once for every caller that finds it stale meanwhile (trade builds, ``/pricing``): they share the read."""
 
     def __init__(self, source: RateSource, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.source = source
         self.ttl_s = ttl_s
         self.clock = clock
         self._cached: tuple[float, SolUsdRate] | None = None
+        self.reads = SingleFlight(self._read)
 
     async def rate(self) -> SolUsdRate:
-        now = self.clock()
-        if self._cached is not None and now - self._cached[0] < self.ttl_s:
+        if self._cached is not None and self.clock() - self._cached[0] < self.ttl_s:
             return self._cached[1]
+        return await self.reads()
+
+    async def _read(self) -> SolUsdRate:
+        asked = self.clock()
         fresh = await self.source.rate()
-        self._cached = (now, fresh)
+        self._cached = (asked, fresh)
         return fresh
 
 

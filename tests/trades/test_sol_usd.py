@@ -1,11 +1,20 @@
 """The live SOL/USD rate: read from the SOL/USDC pool the devnode hosts (a PumpSwap-layout pool with real
-reserves), named in /pricing, following the pool's reserves, and the configured rate when the pool cannot be
-read."""
+reserves), named in /pricing, following the pool's reserves, the configured rate when the pool cannot be
+read, and read once for every trade build (and ``/pricing`` call) that finds it stale at the same time.
+
+The node reads are counted by the counting relay of tests/transports/test_pricing.py in front of the real
+devnode (it forwards every request as it came; no stand-in answers anything)."""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+from typing import Any
+
 import aiohttp
+import asyncpg
 import pytest
+from aiohttp import web
 from solders.account import Account
 from solders.keypair import Keypair
 
@@ -18,7 +27,11 @@ from gateway.trades.pool import PoolUnreadable, micro_usd_per_sol, pool_of, rese
 from gateway.trades.sol_usd import ConfiguredRate, PoolRate
 from pumpfun import pda, spl
 from pumpfun.ids import TOKEN_PROGRAM_ID, WSOL_MINT
-from tests.support import RunningGateway
+from tests.sending.conftest import sending_settings
+from tests.support import RunningGateway, serve_gateway
+from tests.trades.coins import Coin
+from tests.trades.conftest import new_trader, wait_for_coin
+from tests.transports.test_pricing import CountingRelay
 
 pytestmark = pytest.mark.integration
 
@@ -74,3 +87,61 @@ async def test_the_rate_follows_the_pool_and_falls_back_without_it(feed_node: De
             await down.close()
     finally:
         await node.close()
+
+
+#: Concurrent trade builds, and ``/pricing`` calls beside them, that find the rate stale.
+BUILDS = 10
+PRICINGS = 5
+#: How long the relay holds each read of the pool: the first read is still out when every build asks.
+HOLD_S = 1.0
+
+
+class SlowPoolRelay(CountingRelay):
+    """The counting relay, holding each read that names the SOL/USD pool for ``HOLD_S`` (a slow node), and
+    counting those reads: one per rate read (the second read of each, the pool's token accounts, does not
+    name it)."""
+
+    def __init__(self, node_url: str) -> None:
+        super().__init__(node_url)
+        self.pool_reads = 0
+
+    async def _relay(self, request: web.Request) -> web.StreamResponse:
+        if str(SOL_USD_POOL).encode() in await request.read():
+            self.pool_reads += 1
+            await asyncio.sleep(HOLD_S)
+        return await super()._relay(request)
+
+
+def live(coin: Coin) -> bool:
+    return coin.live and coin.sol_quoted and coin.curve.real_token_reserves > 10**14
+
+
+async def test_concurrent_builds_on_a_stale_rate_share_one_node_read(
+    feed_node: Devnode, tmp_path: Path, database_url: str, redis_url: str, db: asyncpg.Connection
+) -> None:
+    async with SlowPoolRelay(feed_node.rpc_url) as relay:
+        settings = sending_settings(tmp_path, database_url, redis_url, relay.url, trade_sol_usd_ttl_s=3_600)
+        async with serve_gateway(settings) as gw, aiohttp.ClientSession() as http:
+            trader = await new_trader(http, gw.url, feed_node.rpc_url, db)
+            snipe = [
+                {
+                    "mint": str((await wait_for_coin(feed_node.rpc_url, live, "live SOL curve")).mint),
+                    "amount_sol": 0.001,
+                }
+            ]
+            assert relay.pool_reads == 0  # nothing read the rate yet: the first build finds it stale
+
+            async def pricing() -> dict[str, Any]:
+                async with http.get(f"{gw.url}/pricing") as resp:
+                    assert resp.status == 200
+                    doc: dict[str, Any] = await resp.json()
+                    return doc
+
+            built, priced = await asyncio.gather(
+                asyncio.gather(*(trader.caller.rpc("executeSnipe", snipe) for _ in range(BUILDS))),
+                asyncio.gather(*(pricing() for _ in range(PRICINGS))),
+            )
+    assert all(status == 200 and "result" in doc for status, doc, _ in built), built
+    assert {doc["result"]["fee_credits"] for _, doc, _ in built} == {65}  # 50 + 0.001 SOL x $150 x 0.1%
+    assert {doc["trade_builders"]["rate_source"] for doc in priced} == {f"pool:{SOL_USD_POOL}"}
+    assert relay.pool_reads == 1, relay.methods  # one read of the rate for all of them
