@@ -98,6 +98,7 @@ async def test_sign_in_balance_spend_rotate_sign_out(
     shots = screenshot_dir(tmp_path)
     await screenshot(page, shots / "dashboard-desktop.png", full_page=True)
     await page.set_viewport_size({"width": 375, "height": 800})
+    await page.evaluate("window.scrollTo(0, 0)")
     await screenshot(page, shots / "dashboard-375.png", full_page=False)
     await page.set_viewport_size({"width": 1280, "height": 900})
 
