@@ -37,6 +37,9 @@ WINDOW_S = 60
 CARRY_KEEP_INTERVALS = 60
 #: How long stopping waits for carries still on their way to Redis.
 STOP_WAIT_S = 5.0
+#: A carry Redis did not take is sent again up to this many times, SEND_RETRY_S, then twice that, ... apart.
+SEND_TRIES = 4
+SEND_RETRY_S = 0.25
 
 _OPEN = """
 redis.call('SET', KEYS[1], 0, 'EX', ARGV[1], 'NX')
@@ -63,9 +66,12 @@ class StreamClocks:
         self._give: AsyncScript | None = None
         self._opens: dict[str, tuple[float, int]] = {}  # without Redis: pubkey -> (window start, opens)
         self._carried: dict[str, tuple[int, float]] = {}  # without Redis: pubkey -> (µs, kept until)
-        self._giving: set[asyncio.Task[None]] = set()
+        self._redis: aioredis.Redis | None = None
+        self._queued: dict[str, tuple[int, float]] = {}  # to add at Redis: pubkey -> (µs, kept for s)
+        self._sender: asyncio.Task[None] | None = None
 
     def start(self, redis: aioredis.Redis) -> None:
+        self._redis = redis
         self._open = redis.register_script(_OPEN)
         self._take = redis.register_script(_TAKE)
         self._give = redis.register_script(_GIVE)
@@ -92,7 +98,7 @@ class StreamClocks:
             return int(await self._take(keys=[f"grpc:carry:{pubkey}"])) / 1e6
 
     def give(self, pubkey: str, seconds: float, interval_s: float) -> None:
-        """An ending stream's unbilled time goes to the account's next stream (on its way while the
+        """An ending stream's unbilled time goes to the account's next stream (queued and sent while the
         stream's end is handled; :meth:`stop` waits for what is still going)."""
         micros = math.floor(seconds * 1e6)
         if micros <= 0:
@@ -103,19 +109,39 @@ class StreamClocks:
             now = time.monotonic()
             self._carried[pubkey] = ((carried if now < until else 0) + micros, now + keep_s)
             return
-        task = asyncio.get_running_loop().create_task(self._send(pubkey, micros, keep_s))
-        self._giving.add(task)
-        task.add_done_callback(self._giving.discard)
+        carried, _ = self._queued.get(pubkey, (0, 0.0))
+        self._queued[pubkey] = (carried + micros, keep_s)
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.get_running_loop().create_task(self._send())
 
-    async def _send(self, pubkey: str, micros: int, keep_s: float) -> None:
-        assert self._give is not None
-        try:
-            async with redis_errors(WHAT):
-                await self._give(keys=[f"grpc:carry:{pubkey}"], args=[micros, math.ceil(keep_s * 1000)])
-        except StoreUnavailable:
-            log.warning("%s: %.3f s of %s's stream time not carried (Redis unavailable)", WHAT, micros / 1e6, pubkey)
+    async def _send(self) -> None:
+        """What is queued, one pipeline at a time (many streams of an account often end at once: one
+        addition), a failed one tried again a few times (Redis busy, as when a process's streams all end)."""
+        assert self._give is not None and self._redis is not None
+        failures = 0
+        while self._queued:
+            batch, self._queued = self._queued, {}
+            try:
+                async with redis_errors(WHAT), self._redis.pipeline(transaction=False) as pipe:
+                    for pubkey, (micros, keep_s) in batch.items():
+                        await self._give(
+                            keys=[f"grpc:carry:{pubkey}"], args=[micros, math.ceil(keep_s * 1000)], client=pipe
+                        )
+                    await pipe.execute()
+                failures = 0
+            except StoreUnavailable:
+                failures += 1
+                if failures > SEND_TRIES:
+                    lost = sum(micros for micros, _ in batch.values()) / 1e6
+                    log.warning("%s: %.3f s of stream time of %d accounts not carried", WHAT, lost, len(batch))
+                    failures = 0
+                    continue
+                for pubkey, (micros, keep_s) in batch.items():  # with what was queued meanwhile
+                    carried, _ = self._queued.get(pubkey, (0, 0.0))
+                    self._queued[pubkey] = (carried + micros, keep_s)
+                await asyncio.sleep(SEND_RETRY_S * failures)
 
     async def stop(self) -> None:
         """Wait (a while) for the carries still on their way."""
-        if self._giving:
-            await asyncio.wait(set(self._giving), timeout=STOP_WAIT_S)
+        if self._sender is not None and not self._sender.done():
+            await asyncio.wait({self._sender}, timeout=STOP_WAIT_S)
