@@ -10,9 +10,11 @@ server) streams them to its one subscriber at a set rate (``--rate`` updates a s
 set through its ``Ping``), stamping ``created_at`` as it sends. Targets, each in a process of its own,
 each holding ONE subscription to the source:
 
-- ``gateway``: :class:`gateway.grpc.server.GrpcStreamServer`, what a ``grpc-stream`` actor runs: the
-  clients authenticate with an API key of a funded account, each stream is billed (1 credit, then 60 a
-  minute), each update is parsed once, matched once against the streams' one distinct filter
+- ``gateway``: :class:`gateway.grpc.server.GrpcStreamServer`, what a ``grpc-stream`` actor runs, with the
+  settings' default stream limits: the clients authenticate with an API key of a funded account whose stream
+  limits an operator raised for a heavy consumer (``gateway account limits --streams --stream-opens
+  --address-streams``, run as the console script before the first round), each stream is billed (1 credit,
+  then 60 a minute), each update is parsed once, matched once against the streams' one distinct filter
   (``transactions`` of everything) and written to every stream with its filter name;
 - ``baseline``: a plain grpc.aio server that subscribes once upstream and writes each update's bytes,
   as received, to every stream through a queue per stream; no auth, no billing, no filters.
@@ -20,10 +22,11 @@ each holding ONE subscription to the source:
 The clients (``--streams`` Subscribe streams) are one process of their own (not on the target's loop):
 they count updates without parsing them, and parse one stream in ten to time it from ``created_at``.
 Counted at the clients over ``--duration`` seconds after ``--warmup``: updates delivered a second,
-summed over the streams. A target delivering less than 95% of what it is offered at a rate has
-saturated; the figure is each target's most delivered, and the ratio gateway / baseline (target 0.6),
-also per round (the targets a minute apart) with its median over ``--rounds``. The processes are
-``bench/grpc_processes.py``'s subcommands.
+summed over the streams; a stream that got none in a window was not served (refused, or cut off): each
+window prints how many were served, and the run fails if any stream of any window was not. A target
+delivering less than 95% of what it is offered at a rate has saturated; the figure is each target's most
+delivered, and the ratio gateway / baseline (target 0.6), also per round (the targets a minute apart) with
+its median over ``--rounds``. The processes are ``bench/grpc_processes.py``'s subcommands.
 
 Latency (``--slots`` seconds): the devnode in its own process, 400 ms slots; each target re-serves its
 geyser server to the same number of streams subscribed to slots; the time from ``created_at`` (the
@@ -88,6 +91,11 @@ class Measurement:
     server_cpu_s: float
     latencies: list[float]
     errors: list[str]
+    served: int  # streams that got updates in the window
+
+    @property
+    def refused(self) -> int:
+        return self.streams - self.served
 
     @property
     def rate(self) -> float:
@@ -195,6 +203,11 @@ def stores(options: Options) -> Iterator[Stores]:
 
 def customer(st: Stores, secret: str) -> str:
     """An API key of an account with 10^8 credits (made by the gateway's own auth services, same secret)."""
+    return account(st, secret)[1]
+
+
+def account(st: Stores, secret: str) -> tuple[str, str]:
+    """An account with 10^8 credits and its API key (made by the gateway's own auth services, same secret)."""
     from solders.keypair import Keypair
 
     from bench.metered import fund_account
@@ -224,7 +237,32 @@ def customer(st: Stores, secret: str) -> str:
 
     key = asyncio.run(run())
     fund_account(st.database_url, pubkey, 1_000 * 10**6)
-    return key
+    return pubkey, key
+
+
+def raise_stream_limits(st: Stores, pubkey: str, streams: int) -> None:
+    """What an operator does for a heavy consumer: the account's stream limits raised with ``gateway account
+    limits`` (the console script, on the bench's stores), room for ``streams`` open at once (twice over: a
+    restarted consumer's old streams count until they lapse) and for opening them each round."""
+    limits = ["--streams", str(2 * streams), "--address-streams", str(2 * streams)]
+    limits += ["--stream-opens", str(10 * streams), "--reason", "bench.grpc_stream: one heavy consumer"]
+    env = repo_env() | {
+        "GATEWAY_HOME": str(st.home / "gateway"),
+        "GATEWAY_DATABASE_URL": st.database_url,
+        "GATEWAY_REDIS_URL": st.redis_url,
+    }
+    script = str(Path(sys.executable).with_name("gateway"))
+    done = subprocess.run(
+        [script, "account", "limits", pubkey, *limits, "--operator", "bench"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"gateway account limits failed ({done.returncode}): {done.stderr.strip()}")
+    print(done.stdout.strip(), flush=True)
 
 
 @contextlib.contextmanager
@@ -242,7 +280,6 @@ def target(name: str, upstream: str, st: Stores, secret: str) -> Iterator[tuple[
             "grpc_port": port,
             "grpc_max_queued": 1_000_000,  # measure what it delivers, not when it gives up on a client
             "rate_limit_rps": 1_000_000,
-            "grpc_max_streams_per_account": 10_000,  # one account holds all the streams
         }
         args = ["gateway", "--settings", orjson.dumps(settings).decode()]
     else:
@@ -288,6 +325,11 @@ async def window(
     return await read_event(proc.stdout, "done", 30), cpu1 - cpu0
 
 
+def served(done: dict[str, Any]) -> int:
+    """Streams that got updates in the window (every stream is offered all of them)."""
+    return sum(1 for count in done["counts"] if count > 0)
+
+
 def set_rate(source_address: str, rate: float) -> None:
     with grpc.insecure_channel(source_address) as channel:
         geyser_pb2_grpc.GeyserStub(channel).Ping(geyser_pb2.PingRequest(count=int(rate)), timeout=10)
@@ -315,9 +357,12 @@ def throughput(
                         cpu,
                         done["latencies"],
                         done["errors"],
+                        served(done),
                     )
                     print(
-                        f"round {round_no + 1}, {rate:g} updates/s offered, {name}: {result.rate:,.0f} delivered/s",
+                        f"round {round_no + 1}, {rate:g} updates/s offered, {name}: {result.rate:,.0f} delivered/s; "
+                        f"streams served {result.served}/{result.streams}, refused or cut {result.refused}"
+                        + (f" ({'; '.join(sorted(set(result.errors)))})" if result.errors else ""),
                         flush=True,
                     )
                     out.append(result)
@@ -333,6 +378,11 @@ def slot_latency(name: str, node_address: str, st: Stores, secret: str, key: str
         async def measure() -> Measurement:
             async with client_process(port, options.streams, key if name == "gateway" else "", "slots") as proc:
                 done, cpu = await window(proc, pid, 1.0, options.slots_s)
+            print(
+                f"slot latency, {name}: streams served {served(done)}/{options.streams}"
+                + (f" ({'; '.join(sorted(set(done['errors'])))})" if done["errors"] else ""),
+                flush=True,
+            )
             return Measurement(
                 name,
                 0,
@@ -343,6 +393,7 @@ def slot_latency(name: str, node_address: str, st: Stores, secret: str, key: str
                 cpu,
                 done["latencies"],
                 done["errors"],
+                served(done),
             )
 
         return asyncio.run(measure())
@@ -357,7 +408,8 @@ def run(options: Options) -> Results:
     latency: list[Measurement] = []
     secret = os.urandom(32).hex()
     with stores(options) as st:
-        key = customer(st, secret)
+        pubkey, key = account(st, secret)
+        raise_stream_limits(st, pubkey, options.streams)
         if options.rates:
             updates = record(st.home, options.recorded)
             source_port = free_port()
@@ -410,8 +462,9 @@ def format_results(results: Results, options: Options) -> str:
     lines = [
         f"{options.streams} streams on one process per target; the devnode's transaction updates, replayed",
         "",
-        "| target | round | offered/s (each stream) | delivered/s (all) | kept up | server µs/update | p50 / p99 ms |",
-        "|---|---:|---:|---:|---|---:|---:|",
+        "| target | round | offered/s (each stream) | streams served | delivered/s (all) | kept up | server µs/update "
+        "| p50 / p99 ms |",
+        "|---|---:|---:|---:|---:|---|---:|---:|",
     ]
     for r in sorted(results.throughput, key=lambda r: (r.offered, r.round, r.target)):
         kept = "yes" if r.kept_up else "no"
@@ -419,7 +472,8 @@ def format_results(results: Results, options: Options) -> str:
         errors = f" ({len(r.errors)} streams ended)" if r.errors else ""
         delivered = f"{r.rate:,.0f}{errors}"
         lines.append(
-            f"| {r.target} | {r.round + 1} | {r.offered:,.0f} | {delivered} | {kept} | {r.cpu_us:.1f} | {lat} |"
+            f"| {r.target} | {r.round + 1} | {r.offered:,.0f} | {r.served}/{r.streams} | {delivered} | {kept} "
+            f"| {r.cpu_us:.1f} | {lat} |"
         )
     gateway, baseline = best(results.throughput, "gateway"), best(results.throughput, "baseline")
     if gateway is not None and baseline is not None:
@@ -443,11 +497,26 @@ def format_results(results: Results, options: Options) -> str:
         if gateway.kept_up and baseline.kept_up:
             lines.append("(both kept up at every rate: raise --rate to find their limits)")
     if results.latency:
-        lines += ["", "| target | slot updates | slot -> client p50 / p90 / p99 ms |", "|---|---:|---:|"]
+        lines += [
+            "",
+            "| target | streams served | slot updates | slot -> client p50 / p90 / p99 ms |",
+            "|---|---:|---:|---:|",
+        ]
         for r in results.latency:
             spread = f"{_ms(r.latencies, 0.5)} / {_ms(r.latencies, 0.9)} / {_ms(r.latencies, 0.99)}"
-            lines.append(f"| {r.target} | {len(r.latencies)} | {spread} |")
+            lines.append(f"| {r.target} | {r.served}/{r.streams} | {len(r.latencies)} | {spread} |")
+    windows = results.throughput + results.latency
+    lines += [
+        "",
+        f"streams served: {sum(r.served for r in windows)} of {sum(r.streams for r in windows)} "
+        f"over {len(windows)} windows; refused or cut: {sum(r.refused for r in windows)}",
+    ]
     return "\n".join(lines)
+
+
+def unserved(results: Results) -> list[Measurement]:
+    """The windows in which some stream got nothing."""
+    return [r for r in results.throughput + results.latency if r.refused]
 
 
 def _rates(text: str) -> tuple[float, ...]:
@@ -467,7 +536,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--slots", type=float, default=10.0, help="seconds of the slot-latency phase (0: none)")
     args = parser.parse_args(argv)
     options = Options(args.streams, args.rate, args.duration, args.warmup, args.rounds, args.slots)
-    print(format_results(run(options), options))
+    results = run(options)
+    print(format_results(results, options))
+    if bad := unserved(results):
+        windows = "; ".join(
+            f"{r.target} round {r.round + 1} at {r.offered:g}/s: {r.refused} ({', '.join(sorted(set(r.errors)))})"
+            for r in bad
+        )
+        raise SystemExit(f"FAILED: streams not served (the figures above do not count them): {windows}")
 
 
 if __name__ == "__main__":
