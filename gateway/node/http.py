@@ -1,7 +1,8 @@
 """The one seam to the Solana node: ``Upstream.post(body, timeout)`` and a health monitor.
 
-Requests go over :mod:`gateway.node.wire` (kept-alive HTTP/1.1 connections, one pool per node URL):
-aiohttp cost three times its CPU a call, and httpx more (bench/README.md). Transport failures are
+Requests go over :mod:`gateway.node.wire` (kept-alive HTTP/1.1 connections, one pool per node URL,
+one budget of buffered answer bytes over them): aiohttp, httpcore and pyreqwest cost two to twenty
+times its CPU a call (bench/README.md). Transport failures are
 mapped at this boundary to :class:`UpstreamUnavailable` / :class:`UpstreamTimeout`, so no transport
 exception travels further in.
 """
@@ -18,7 +19,7 @@ from typing import Any, Protocol
 import orjson
 
 from gateway import metrics
-from gateway.node.wire import AnswerTooLarge, WireError, WirePool
+from gateway.node.wire import DEFAULT_BUFFERED_BYTES, AnswerBudget, AnswerTooLarge, BufferFull, WireError, WirePool
 from gateway.stopping import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -151,9 +152,12 @@ class HttpUpstream:
         fallback_url: str | None = None,
         connections: int = 512,
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+        buffered_answer_bytes: int = DEFAULT_BUFFERED_BYTES,
     ) -> None:
         self.url = url
         self.max_answer_bytes = max_answer_bytes
+        #: every answer this client is reading at once, over both nodes (docs/configuration.md)
+        self.budget = AnswerBudget(buffered_answer_bytes)
         self.fallback_url = fallback_url
         self._connections = connections
         self._pools: dict[str, WirePool] = {}
@@ -164,7 +168,9 @@ class HttpUpstream:
     def _pool(self, url: str) -> WirePool:
         pool = self._pools.get(url)
         if pool is None:
-            pool = self._pools[url] = WirePool(url, connections=self._connections, limit=self.max_answer_bytes)
+            pool = self._pools[url] = WirePool(
+                url, connections=self._connections, limit=self.max_answer_bytes, budget=self.budget
+            )
         return pool
 
     @property
@@ -202,6 +208,9 @@ class HttpUpstream:
             raise UpstreamTimeout(f"no answer within {timeout_s:g} s") from exc
         except AnswerTooLarge as exc:
             raise UpstreamTooLarge(self.max_answer_bytes) from exc
+        except BufferFull as exc:  # the node did answer: sent, as a lost answer (docs/configuration.md)
+            log.warning("node answer dropped: %s answer bytes already held", f"{self.budget.held:,}")
+            raise UpstreamUnavailable("the gateway holds too many node answers at once", sent=True) from exc
         except WireError as exc:  # details go to the log, not to callers (they would name the node)
             log.warning("node request failed: %s", exc)
             if not exc.sent:

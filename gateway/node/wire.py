@@ -1,15 +1,19 @@
 """HTTP/1.1 to one node URL over kept-alive connections: asyncio's transports and httptools' parser.
 
-Why not aiohttp: every call a replica forwards is one POST to the node, and aiohttp spent about three
-times the CPU of this module on each (bench/README.md, issue 42: 98-112 µs against 29-37 µs a call
-at 64 in flight, one process, the same server), a quarter of a metered replica's time. Its cost is
-its own machinery (a task per request to write the body on Python 3.11, the response and stream
-objects, the timer context), none of which a fixed JSON-RPC POST needs. What is written here is only
-the request head, the idle connections, a deadline and a size bound; parsing is httptools (llhttp, the
-parser uvicorn reads requests with).
+Why not a maintained client: every call a replica forwards is one POST to the node, and each of them
+costs more CPU a call than this module (bench/README.md, "The node client: wire.py against maintained
+clients", ``python -m bench.node_client --client``, µs of CPU a call at 64 / one in flight, medians,
+two runs on a loaded machine): this module 17.5-22.7 / 21.5-28.2, pyreqwest 28.8-32.4 / 48.0-64.6,
+aiohttp tuned 62.2-63.3 / 79.6-85.0, httpcore 1,075-1,133 / 275-354. What is written here is only the
+request head, the idle connections, a deadline and the size bounds; parsing is httptools (llhttp, the
+parser uvicorn reads requests with). tests/node/test_wire_hostile.py holds it to h11's verdicts on
+hostile answers; it refuses four that h11 takes (obs-fold, a control character in a header, the same
+Content-Length twice, Content-Length with Transfer-Encoding).
 
 Left out, as the node needs none of it: redirects, cookies, proxies, compression (answers come as
-they are), HTTP/2, pipelining (one request a connection at a time).
+they are), HTTP/2, pipelining (one request a connection at a time). A byte a node sends after an
+answer closes the connection; one sent so late that the next request is already on its way cannot be
+told from that request's answer, as with any HTTP/1.1 client: the node must not send it.
 """
 
 from __future__ import annotations
@@ -28,6 +32,14 @@ import httptools
 #: An idle connection older than this is closed rather than reused (aiohttp's default keep-alive
 #: timeout): a server may have closed it meanwhile, and the request would then be lost on it.
 IDLE_S = 15.0
+#: The most bytes of status lines and header fields one answer may have, its interim answers' included
+#: (h11's own default is 16 KiB): llhttp sets no bound, and httptools holds a header until it ends.
+MAX_HEAD_BYTES = 64 << 10
+#: The default of answer bytes all the connections of a client hold at once (docs/configuration.md,
+#: ``upstream_buffered_answer_bytes``).
+DEFAULT_BUFFERED_BYTES = 256 << 20
+
+_CR_LF = b"\r\n"
 
 
 class WireError(Exception):
@@ -42,6 +54,35 @@ class AnswerTooLarge(Exception):
     """The answer is larger than the pool reads; the connection was dropped with the rest unread."""
 
 
+class BufferFull(WireError):
+    """The answers in flight already hold the client's whole :class:`AnswerBudget`; this one was dropped."""
+
+    def __init__(self) -> None:
+        super().__init__("the node answers read at once exceed the gateway's buffer", sent=True)
+
+
+class _Stop(Exception):
+    """Raised in a parser callback to stop llhttp where it is (what to do is in the connection's state)."""
+
+
+class AnswerBudget:
+    """Answer bytes held at once over every pool sharing it (one a client, so a replica's bound):
+    without it each of the 512 connections a node URL could hold ``limit`` bytes."""
+
+    def __init__(self, limit: int = DEFAULT_BUFFERED_BYTES) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def take(self, n: int) -> bool:
+        if self.held + n > self.limit:
+            return False
+        self.held += n
+        return True
+
+    def give(self, n: int) -> None:
+        self.held -= n
+
+
 class Target:
     """What every request to one URL shares: where to connect and the request head's fixed part."""
 
@@ -51,6 +92,7 @@ class Target:
             raise ValueError("the node URL must be http:// or https:// with a host")
         self.host = parts.hostname
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        # The system's CAs, or OpenSSL's SSL_CERT_FILE / SSL_CERT_DIR when set (docs/configuration.md).
         self.ssl: ssl.SSLContext | None = ssl.create_default_context() if parts.scheme == "https" else None
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         headers = [f"Host: {parts.netloc.rpartition('@')[2]}"]
@@ -70,7 +112,12 @@ class Target:
 
 
 class Connection(asyncio.Protocol):
-    """One connection: at most one request at a time, its answer read into memory up to ``limit``."""
+    """One connection: at most one request at a time, its answer read into memory up to ``limit``.
+
+    It goes back to the pool only after one whole final answer (status 200 or more) with no byte
+    after it: interim answers (1xx but 101) are skipped (RFC 9110, 15.2); anything after the final
+    answer, in the same read or later while idle, closes it, so no byte of one answer is ever read as
+    part of the next caller's."""
 
     def __init__(self, pool: WirePool) -> None:
         self.pool = pool
@@ -79,8 +126,15 @@ class Connection(asyncio.Protocol):
         self.answer: asyncio.Future[tuple[int, bytes]] | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.chunks: list[bytes] = []
-        self.size = 0
+        self.size = 0  # body bytes held, taken from the pool's budget
+        self.received = 0  # bytes read while the final answer's head is unfinished
+        self.fields = 0  # bytes of status lines and header fields of this answer, as parsed
         self.framed = False  # the answer says where it ends (Content-Length or chunked)
+        self.headed = False  # the final answer's head is read
+        self.keep = False  # the final answer lets the connection be reused
+        self.result: tuple[int, bytes] | None = None  # the final answer, once whole
+        self.error: Exception | None = None  # why a callback stopped the parser
+        self.after = False  # bytes came after the final answer
         self.closed = False
         self.idle_since = 0.0
 
@@ -93,39 +147,87 @@ class Connection(asyncio.Protocol):
         if self.answer is None:  # nothing asked: a server speaking out of turn is not reused
             self.close()
             return
+        if not self.headed:
+            self.received += len(data)  # checked below only if the head is still unfinished (as h11 does)
         try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError:
-            self._fail(WireError("the node's answer is not HTTP", sent=True))
+            if len(data) > 1 and data[-1] in _CR_LF:
+                # llhttp skips CR and LF between answers unseen: fed alone, the last byte tells whether
+                # the answer ended before it (then something came after it).
+                view = memoryview(data) if len(data) > 4096 else data  # a small copy costs less than a view
+                self.parser.feed_data(view[:-1])
+                if self.result is None:
+                    self.parser.feed_data(data[-1:])
+                else:
+                    self.after = True
+            else:
+                self.parser.feed_data(data)
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+            if self.result is None:
+                self._fail(self.error or WireError("the node's answer is not HTTP", sent=True))
+                return
+            self.after = True  # what follows the answer is not read, whatever it is
+        if self.result is not None:
+            self._complete()
+        elif not self.headed and self.received > MAX_HEAD_BYTES:
+            self._fail(WireError("the node's answer head is too large", sent=True))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.pool.forget(self)
-        if self.answer is not None and self.parser.get_status_code() and not self.framed:
-            self._complete()  # an answer delimited by the connection's end is whole now
+        if self.answer is None:
+            return
+        if self.result is None and self.headed and not self.framed:  # delimited by the connection's end
+            self.result = (self.parser.get_status_code(), self._body())
+        if self.result is not None:
+            self._complete()
         else:
             self._fail(WireError("the connection to the node was lost", sent=True))
 
     # -- httptools' calls ----------------------------------------------------------------------
 
+    def on_message_begin(self) -> None:
+        if self.result is not None:  # a second answer: not read (data_received marks it)
+            raise _Stop()
+
+    def on_status(self, status: bytes) -> None:
+        self.fields += len(status) + 15  # the status line's own bytes but the reason
+
     def on_header(self, name: bytes, value: bytes) -> None:
+        self.fields += len(name) + len(value) + 4
+        if self.fields > MAX_HEAD_BYTES:  # a head that came whole in one read (data_received counts the rest)
+            self._refuse(WireError("the node's answer head is too large", sent=True))
         name = name.lower()
         if name == b"content-length":
             self.framed = True
-            if value.strip().isdigit() and int(value) > self.pool.limit:
-                self._fail(AnswerTooLarge())
+            if int(value) > self.pool.limit:  # llhttp checked its digits and its size
+                self._refuse(AnswerTooLarge())
         elif name == b"transfer-encoding":
             self.framed = True
+            if value.strip().lower() != b"chunked":  # nothing decodes another coding here (as h11)
+                self._refuse(WireError("the node's answer has a transfer coding other than chunked", sent=True))
+
+    def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if status < 100 or status == 101:  # 101 would switch protocols, which was not asked
+            self._refuse(WireError(f"the node answered status {status}", sent=True))
+        self.headed = status >= 200
 
     def on_body(self, body: bytes) -> None:
-        self.size += len(body)
-        if self.size > self.pool.limit:
-            self._fail(AnswerTooLarge())
-        else:
-            self.chunks.append(body)
+        n = len(body)
+        if self.size + n > self.pool.limit:
+            self._refuse(AnswerTooLarge())
+        if not self.pool.budget.take(n):
+            self._refuse(BufferFull())
+        self.size += n
+        self.chunks.append(body)
 
     def on_message_complete(self) -> None:
-        self._complete()
+        status = self.parser.get_status_code()
+        if status < 200:  # an interim answer (RFC 9110, 15.2): no body; the final one follows
+            self.framed = False
+            return
+        self.keep = self.parser.should_keep_alive()
+        self.result = (status, self._body())
 
     # -- the pool's calls ----------------------------------------------------------------------
 
@@ -144,16 +246,22 @@ class Connection(asyncio.Protocol):
 
     # -- inside --------------------------------------------------------------------------------
 
+    def _refuse(self, exc: Exception) -> None:
+        self.error = exc
+        raise _Stop()
+
+    def _body(self) -> bytes:
+        return self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+
     def _expire(self) -> None:
         self._fail(TimeoutError())
 
     def _complete(self) -> None:
-        answer, status = self.answer, self.parser.get_status_code()
-        body = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
-        keep = not self.closed and self.parser.should_keep_alive()
+        answer, result = self.answer, self.result
+        keep = self.keep and not self.closed and not self.after
         self._reset()
-        if answer is not None and not answer.done():
-            answer.set_result((status, body))
+        if answer is not None and not answer.done() and result is not None:
+            answer.set_result(result)
         if keep:
             self.pool.release(self)
         else:
@@ -169,9 +277,11 @@ class Connection(asyncio.Protocol):
     def _reset(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
-        self.answer, self.timer, self.chunks, self.size, self.framed = None, None, [], 0, False
-        # A fresh parser per answer: the old one would still report the last answer's status, and an
-        # answer cut before its headers would be taken for a whole one delimited by the connection's end.
+        self.pool.budget.give(self.size)
+        self.answer, self.timer, self.chunks, self.size, self.received, self.fields = None, None, [], 0, 0, 0
+        self.framed = self.headed = self.keep = self.after = False
+        self.result = self.error = None
+        # A fresh parser per answer: the old one may have stopped mid-answer, or after the last one.
         self.parser = httptools.HttpResponseParser(self)
 
 
@@ -179,20 +289,32 @@ class WirePool:
     """Requests to one URL over at most ``connections`` connections, reusing idle ones.
 
     One per URL and event loop; :meth:`close` drops every connection, failing requests in flight.
+    Pools given the same ``budget`` hold at most its bytes of answers between them.
     """
 
-    def __init__(self, url: str, *, connections: int = 512, limit: int = 64 << 20) -> None:
+    def __init__(
+        self, url: str, *, connections: int = 512, limit: int = 64 << 20, budget: AnswerBudget | None = None
+    ) -> None:
         self.target = Target(url)
         self.limit = limit
+        self.budget = budget or AnswerBudget()
         self._slots = asyncio.Semaphore(connections)
         self._idle: collections.deque[Connection] = collections.deque()
         self._open: set[Connection] = set()
 
     async def request(self, method: str, body: bytes | None, timeout_s: float) -> tuple[int, bytes]:
-        """The answer's status and body (raises :class:`WireError`, :class:`AnswerTooLarge`, TimeoutError)."""
-        async with self._slots:
-            started = time.monotonic()
-            conn = self._reuse(started) or await self._connect(timeout_s)
+        """The answer's status and body (raises :class:`WireError`, :class:`AnswerTooLarge`, TimeoutError).
+
+        ``timeout_s`` counts from the call: the wait for a free connection slot is part of it."""
+        started = time.monotonic()
+        slots = self._slots
+        if slots.locked():
+            async with asyncio.timeout(timeout_s):
+                await slots.acquire()
+        else:
+            await slots.acquire()  # free: taken without a pass of the loop
+        try:
+            conn = self._reuse(time.monotonic()) or await self._connect(timeout_s - (time.monotonic() - started))
             remaining = timeout_s - (time.monotonic() - started)
             if remaining <= 0:
                 self.release(conn)
@@ -203,6 +325,8 @@ class WirePool:
             except asyncio.CancelledError:
                 conn.close()  # nobody waits for the rest of this answer: it is not read
                 raise
+        finally:
+            slots.release()
 
     @property
     def open_connections(self) -> int:
@@ -237,6 +361,8 @@ class WirePool:
         return None
 
     async def _connect(self, timeout_s: float) -> Connection:
+        if timeout_s <= 0:
+            raise TimeoutError()
         loop = asyncio.get_running_loop()
         target = self.target
         try:
