@@ -102,6 +102,16 @@ async def test_sign_in_balance_spend_rotate_sign_out(
     await screenshot(page, shots / "dashboard-375.png", full_page=False)
     await page.set_viewport_size({"width": 1280, "height": 900})
 
+    # The session is the tab's: a reload keeps it, another tab does not have it.
+    await page.reload()
+    await expect(page.locator("#balance-value")).to_have_text(re.compile(r"^49,995"), timeout=WAIT_MS)
+    other = await page.context.new_page()
+    await other.goto(f"{base}/app/")
+    await expect(other.locator("#signin")).to_be_visible()
+    assert await other.evaluate("sessionStorage.getItem('gateway.session')") is None
+    assert await other.evaluate("document.cookie") == ""
+    await other.close()
+
     # Rotated in the page under the wallet's signature: the old key is refused, the new one works.
     second_key = await create_key(app)
     assert second_key != first_key

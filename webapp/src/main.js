@@ -29,7 +29,18 @@ const state = {
   depositFor: null, // the deposit address the deposit card was drawn for (drawn once: it holds what is typed)
   access: null, // GET /account/access, or null while unknown (no account, or a gateway without the route)
   editingAccess: false,
+  last: {}, // what each part was last drawn from (JSON): unchanged data is not redrawn (focus stays put)
+  refreshing: false,
+  refreshFailed: false,
 };
+
+/** Whether `value` differs from what `part` was last drawn from (and remember it). */
+function changed(part, value) {
+  const text = JSON.stringify(value);
+  if (state.last[part] === text) return false;
+  state.last[part] = text;
+  return true;
+}
 
 const hooks = webhooksCard({
   session: () => state.session,
@@ -108,6 +119,7 @@ function leaveAccount() {
   state.access = null;
   state.editingAccess = false;
   state.depositFor = null;
+  state.last = {};
   hooks.reset();
   state.pages.history = { cursors: [null], data: null };
   state.pages.ledger = { cursors: [null], data: null };
@@ -132,7 +144,8 @@ function enterAccount() {
 
 async function refresh(all = false) {
   const session = state.session;
-  if (!session) return;
+  if (!session || (state.refreshing && !all)) return; // a slow gateway: one poll at a time
+  state.refreshing = true;
   try {
     const jobs = [refreshAccount(session), state.editingAccess ? null : refreshAccess(session), hooks.refresh()];
     for (const which of ["history", "ledger"]) {
@@ -140,13 +153,20 @@ async function refresh(all = false) {
     }
     if (all || state.polls % CHART_EVERY === 0) jobs.push(refreshChart(session));
     await Promise.all(jobs);
+    if (state.refreshFailed) {
+      state.refreshFailed = false;
+      notify("");
+    }
   } catch (err) {
     if (state.session !== session) return;
     if (err.status === 401) {
       signOut("Your session ended (expired or revoked): sign in again.");
     } else {
+      state.refreshFailed = true;
       notify(`Could not refresh: ${explain(err)}`, "error");
     }
+  } finally {
+    state.refreshing = false;
   }
 }
 
@@ -157,7 +177,7 @@ async function refreshAccount(session) {
     if (err.code !== "ACCOUNT_NOT_FOUND") throw err;
     state.account = null;
   }
-  if (state.session === session) renderAccount();
+  if (state.session === session && changed("account", state.account)) renderAccount();
 }
 
 function renderDeposit() {
@@ -226,7 +246,7 @@ async function loadPage(which) {
   const data = await api.page(session, which, PAGE_ROWS, p.cursors[p.cursors.length - 1]);
   if (state.session !== session) return;
   p.data = data;
-  renderPage(which);
+  if (changed(which, [p.cursors.length, data])) renderPage(which);
 }
 
 function turn(which, forward) {
@@ -280,7 +300,7 @@ async function exportFile(which, button) {
 async function refreshChart(session) {
   if (!state.pricing) state.pricing = await api.publicRoutes.pricing();
   const data = await api.page(session, "history", CHART_ROWS, null);
-  if (state.session !== session) return;
+  if (state.session !== session || !changed("chart", data)) return;
   fill("chart", spendChart(data.entries || [], classOf(state.pricing), !data.next_cursor));
 }
 
@@ -299,7 +319,7 @@ async function refreshAccess(session) {
     if (err.code !== "ACCOUNT_NOT_FOUND" && err.status !== 404) throw err;
     state.access = null;
   }
-  if (state.session === session && !state.editingAccess) renderAccess();
+  if (state.session === session && !state.editingAccess && changed("access", state.access)) renderAccess();
 }
 
 function renderAccess() {
