@@ -55,7 +55,8 @@ class AccountServices:
         )
         self.auth.revocations.listeners.append(self.meter.suspend)  # a suspension stops its leases at once
         self.notices = CreditNotices(None, self.meter)  # its channel opens with Redis, at start-up
-        self.notices.listeners.append(self.auth.no_accounts.appeared)  # a credited key has an account now
+        self.notices.listeners.append(self.auth.no_accounts)  # a credited or created key has an account now
+        self.auth.announce_account = self.notices.credited  # a first API key may create one: say so everywhere
         self.recall = CreditRecall(self.meter, settings.credit_recall_wait_s)
 
     async def start(self, pool_size: int = 10) -> Connections:

@@ -52,9 +52,9 @@ class TtlCache(Generic[K, V]):
         return len(self._entries)
 
 
-#: How long "no account" is remembered at most (docs/api.md, Authentication): the account's appearance
-#: (a deposit credited, on the ``CREDITED`` channel; an API key created on this replica) drops it at once,
-#: and this bounds what a missed message costs a new account.
+#: How long "no account" is remembered at most (docs/api.md, Authentication). The account's appearance
+#: drops it at once everywhere (a deposit credited or a first API key created, on the ``CREDITED`` channel);
+#: this bounds what a notice lost in flight could cost a new account.
 NO_ACCOUNT_TTL_S = 5.0
 
 
@@ -63,8 +63,15 @@ class NoAccounts:
     here, without another query, until the account appears or ``ttl_s`` passes. Bounded: past
     ``max_entries`` the least recently seen are forgotten (they cost a query again, nothing more).
 
-    A query that was in flight when an account appeared must not store its stale "no": :meth:`remember`
-    takes the :attr:`generation` read before the query, and stores nothing if an appearance came since.
+    A "no" is only as good as the news of accounts appearing, so one is remembered only while the
+    channel that brings that news is followed (:meth:`following`, told by
+    :class:`gateway.credits.notices.CreditNotices`): a new account must never be refused for a notice
+    this process missed. Losing the channel forgets everything and remembers nothing until it is back;
+    getting it back forgets everything again (notices may have been published meanwhile).
+
+    A query that was in flight when an account appeared (or the channel changed) must not store its
+    stale "no": :meth:`remember` takes the :attr:`generation` read before the query, and stores nothing
+    if anything happened since.
     """
 
     def __init__(
@@ -72,6 +79,8 @@ class NoAccounts:
     ) -> None:
         self.ttl_s = ttl_s
         self.generation = 0
+        #: Whether the news of accounts appearing reaches this process (nothing is remembered otherwise).
+        self.live = False
         self._keys: TtlCache[str, None] = TtlCache(max_entries, clock)
 
     def known(self, pubkey: str) -> bool:
@@ -80,13 +89,20 @@ class NoAccounts:
 
     def remember(self, pubkey: str, generation: int) -> None:
         """A query begun at ``generation`` found no account for ``pubkey``."""
-        if generation == self.generation:
+        if self.live and generation == self.generation:
             self._keys.put(pubkey, None, self.ttl_s)
 
     def appeared(self, pubkey: str) -> None:
         """``pubkey`` has an account now (a deposit credited it, or a key was created for it)."""
         self.generation += 1
         self._keys.pop(pubkey)
+
+    def following(self, live: bool) -> None:
+        """The channel announcing accounts was (re)subscribed, or lost: either way a notice may have
+        been missed, so every "no" goes."""
+        self.live = live
+        self.generation += 1
+        self._keys.clear()
 
     def __len__(self) -> int:
         return len(self._keys)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.auth.access_hook import AccessCheck
@@ -104,8 +104,10 @@ class AuthServices:
         self.access: AccessCheck | None = None
         self.revocations = Revocations(self._still_valid)  # told of revocations by the key store's channel
         #: Keys found without an account, shared by the wallet strategy and the authenticator; told when
-        #: an account appears (a deposit credited anywhere: :class:`gateway.accounts.AccountServices`).
+        #: an account appears anywhere (the CREDITED channel: :class:`gateway.accounts.AccountServices`).
         self.no_accounts = NoAccounts()
+        #: Tells every process that an account may be new (set by the serving process: the CREDITED channel).
+        self.announce_account: Callable[[str], Awaitable[None]] | None = None
         self._recheck: asyncio.Task[None] | None = None
 
     async def start(self, conn: Connections) -> None:
@@ -149,8 +151,11 @@ class AuthServices:
         )
 
     async def _rotated(self, event: ApiKeyRotated) -> None:
-        """A key rotation may have created the account: this replica stops answering it as missing."""
+        """An account's first key may have created the account: no process answers it as missing any
+        more, before its owner holds the key."""
         self.no_accounts.appeared(event.pubkey)
+        if not event.replaced_previous and self.announce_account is not None:
+            await self.announce_account(event.pubkey)
         if self._on_rotated is not None:
             await self._on_rotated(event)
 

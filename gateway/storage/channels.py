@@ -1,7 +1,8 @@
 """Redis pub/sub channels on which one replica tells all the others that something they cached changed.
 
     REVOKED_KEYS  an API-key rotation revoked these key hashes (hex)   -> gateway.auth.api_keys
-    CREDITED      a deposit credited this account (base58 public key)  -> gateway.credits.meter
+    CREDITED      a deposit credited this account, or its first API     -> gateway.credits.notices (the meter,
+                  key created it (base58 public key)                       auth's "no account" cache)
     RECALL        credits leased elsewhere wanted back, and given back     -> gateway.credits.recall
 
 Publishing happens after the change commits; every replica follows the channels for its lifetime and
