@@ -149,14 +149,16 @@ class FloorMeter:
 def ladder(gw: GatewayApp) -> dict[str, Handler]:
     """The JSON-RPC stages as served (:meth:`GatewayApp.rpc_stages`), added one step at a time, and the
     floor beside metering; each ends in the forwarder."""
-    auth, headers, ready, parse, metering = gw.rpc_stages()
+    auth, headers, ready, parse, access, metering = gw.rpc_stages()
     assert isinstance(parse, ParseStage) and metering is gw.metering, "the ladder must follow rpc_stages()"
+    assert access is gw.access_methods, "the ladder must follow rpc_stages()"
     steps: dict[str, list[Stage]] = {
         "boundary+parse": [error_boundary, parse],
         "+auth": [error_boundary, auth, parse],
         "+headers,readiness": [error_boundary, auth, headers, ready, parse],
-        "+floor meter": [error_boundary, auth, headers, ready, parse, FloorMeter(gw.meter)],
-        "+metering": [error_boundary, auth, headers, ready, parse, metering],
+        "+access rules": [error_boundary, auth, headers, ready, parse, access],
+        "+floor meter": [error_boundary, auth, headers, ready, parse, access, FloorMeter(gw.meter)],
+        "+metering": [error_boundary, auth, headers, ready, parse, access, metering],
     }
     return {name: compose(stages, Forwarder(ConstantNode())) for name, stages in steps.items()}
 
@@ -376,10 +378,10 @@ async def climb(
 
 def format_ladder(figures: dict[str, float]) -> str:
     """Each row's µs a call and what it adds to the row it builds on (metering's and the floor's: the
-    readiness row's)."""
+    access rules' row's)."""
     lines, before = [], 0.0
     for name, us in figures.items():
-        base = figures["+headers,readiness"] if name == "+metering" else before
+        base = figures["+access rules"] if name == "+metering" else before
         lines.append(
             f"{name:<20} {us:8.1f} µs/call   adds {us - base:+7.1f} µs" if base else f"{name:<20} {us:8.1f} µs/call"
         )

@@ -43,7 +43,14 @@ async def test_the_ladder_follows_the_served_stages_and_prints_its_rows(
     figures = await pipeline_cpu.measure(
         tmp_path, database_url, redis_url, calls=400, rounds=1, profile=None, sort="tottime", with_ladder=True
     )
-    assert list(figures) == ["boundary+parse", "+auth", "+headers,readiness", "+floor meter", "+metering"]
+    assert list(figures) == [
+        "boundary+parse",
+        "+auth",
+        "+headers,readiness",
+        "+access rules",
+        "+floor meter",
+        "+metering",
+    ]
     assert all(us > 0 for us in figures.values()), figures
     with capsys.disabled():
         print("\nbench.pipeline_cpu --ladder (in process, CPU per call, 400 calls; no timing asserted):")
