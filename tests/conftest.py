@@ -6,17 +6,29 @@ Nothing here is mocked. Each fixture starts the real server under a temporary da
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
+from hypothesis import HealthCheck, settings
 
 from devnode.config import DevnodeConfig
 from devnode.node import Devnode
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.storage.migrate import migrate_url
+
+# Every hypothesis test draws the same examples on every run (`make test` and CI alike), so a red run
+# replays and none passes or fails by the draw; a test's own @settings keep their counts. Generation may
+# be slow on a loaded 2-core machine: that is no failure. `HYPOTHESIS_PROFILE=explore` draws new examples
+# (a fuzzing session's, not CI's).
+settings.register_profile(
+    "replay", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.register_profile("explore", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "replay"))
 
 
 @pytest.fixture(scope="session")
