@@ -376,7 +376,9 @@ class Dispatcher:
         refusal = _url_problem(job.url, self.config.allow_private)  # as at creation: DNS is checked at connect
         if refusal is not None:
             return Outcome(job.id, job.attempts, Result.DEAD, error=f"refused: {refusal}")
-        if job.charged == 0:  # a free (lifecycle) job too: none for a suspended account
+        # A free (lifecycle) job of an account suspended at the claim takes the charge's path, which
+        # pauses its subscription; one of an account in good standing goes out without a round trip.
+        if job.charged == 0 and (job.price > 0 or job.suspended):
             paid = await charge(self.pool, self.id, job, self.events)
             if paid is Charge.UNPAID:
                 self.stats.unpaid += 1

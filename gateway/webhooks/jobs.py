@@ -44,9 +44,7 @@ import asyncpg
 
 from gateway.core.credits import EventHook, fire, no_events
 from gateway.core.webhook_events import LOW_BALANCE, low_balance
-from gateway.credits.errors import SPEND_CAP_MESSAGE
 from gateway.storage.errors import postgres_call
-from gateway.storage.ledger.cap import room
 from gateway.storage.ledger.moves import Move, debit
 from gateway.storage.ledger.sql import held, lock_account
 from gateway.webhooks import store as webhooks
@@ -87,6 +85,7 @@ class ClaimedJob:
     attempts: int  # including the attempt this claim is for: with ``locked_by``, the claim's token
     price: int
     charged: int
+    suspended: bool = False  # the account was suspended at the claim (then a free job is not sent either)
 
 
 @dataclass(frozen=True)
@@ -243,10 +242,11 @@ async def claim(
     share is then at most ``total_slots / (accounts + 1)`` as well, ``accounts`` counting those with
     deliveries out or due in the claim's window (migration 0018): whatever any number of accounts'
     receivers do, a share stays free for one more account (docs/api.md, Deliveries). The claim also
-    parks due jobs of subscriptions that are not active (``next_attempt_at`` infinity), so later
-    claims do not step over them; a resume, or :func:`unpark`, makes them due again.
+    parks due jobs of paused subscriptions (``next_attempt_at`` infinity), so later claims do not step
+    over them; a resume, or :func:`unpark`, makes them due again. It finds them from the paused
+    subscriptions, not from the queue (migration 0024): with none paused it reads one index page.
 
-    One round trip: the claim is the server-side function ``claim_delivery_jobs`` (migration 0016),
+    One round trip: the claim is the server-side function ``claim_delivery_jobs`` (migrations 0016, 0024),
     which takes the claim lock, puts back jobs whose lease passed, and claims, and whose commit does
     not wait for the WAL flush (a claim lost in a crash only delivers its jobs again; so ``db`` must not
     be inside a transaction of the caller's, whose commit would not wait either). The due jobs are
@@ -450,31 +450,12 @@ async def charge(pool: asyncpg.Pool, dispatcher_id: str, job: ClaimedJob, events
                 conn, job, price, available, webhooks.SUSPENDED_REASON % job.webhook_id if suspended else None
             )
             return Charge.UNPAID
-        if await _over_cap(conn, job, account, price):
-            return Charge.UNPAID
         description = f"webhook delivery {job.id} ({job.event_type})"
         debited = await debit(conn, account, [Move("debit", -price, description, f"delivery:{job.id}")])
         await conn.execute("UPDATE delivery_jobs SET charged = $2 WHERE id = $1", job.id, price)
     if debited.crossed_low:
         await fire(events, LOW_BALANCE, job.pubkey, low_balance(debited.balance))
     return Charge.CHARGED
-
-
-async def _over_cap(conn: asyncpg.Connection, job: ClaimedJob, account: asyncpg.Record, price: int) -> bool:
-    """The account's daily spend cap leaves less than ``price`` today (docs/api.md, Spend cap): the job
-    waits, ``pending`` with this attempt uncounted, until the UTC day turns; its webhook is not paused."""
-    today = room(account, await held(conn, job.pubkey))
-    if today is None or today >= price:
-        return False
-    await conn.execute(
-        """UPDATE delivery_jobs SET status = 'pending', attempts = attempts - 1, locked_by = NULL,
-                  locked_until = NULL, last_error = $2,
-                  next_attempt_at = (date_trunc('day', now() AT TIME ZONE 'UTC') + interval '1 day') AT TIME ZONE 'UTC'
-           WHERE id = $1""",
-        job.id,
-        SPEND_CAP_MESSAGE,
-    )
-    return True
 
 
 async def _free(pool: asyncpg.Pool, dispatcher_id: str, job: ClaimedJob) -> Charge:
@@ -528,6 +509,7 @@ def _claimed(row: asyncpg.Record) -> ClaimedJob:
         attempts=int(row["attempts"]),
         price=int(row["price"]),
         charged=int(row["charged"]),
+        suspended=bool(row["suspended"]),
     )
 
 
