@@ -44,7 +44,9 @@ import asyncpg
 
 from gateway.core.credits import EventHook, fire, no_events
 from gateway.core.webhook_events import LOW_BALANCE, low_balance
+from gateway.credits.errors import SPEND_CAP_MESSAGE
 from gateway.storage.errors import postgres_call
+from gateway.storage.ledger.cap import room
 from gateway.storage.ledger.moves import Move, debit
 from gateway.storage.ledger.sql import held, lock_account
 from gateway.webhooks import store as webhooks
@@ -450,12 +452,31 @@ async def charge(pool: asyncpg.Pool, dispatcher_id: str, job: ClaimedJob, events
                 conn, job, price, available, webhooks.SUSPENDED_REASON % job.webhook_id if suspended else None
             )
             return Charge.UNPAID
+        if await _over_cap(conn, job, account, price):
+            return Charge.UNPAID
         description = f"webhook delivery {job.id} ({job.event_type})"
         debited = await debit(conn, account, [Move("debit", -price, description, f"delivery:{job.id}")])
         await conn.execute("UPDATE delivery_jobs SET charged = $2 WHERE id = $1", job.id, price)
     if debited.crossed_low:
         await fire(events, LOW_BALANCE, job.pubkey, low_balance(debited.balance))
     return Charge.CHARGED
+
+
+async def _over_cap(conn: asyncpg.Connection, job: ClaimedJob, account: asyncpg.Record, price: int) -> bool:
+    """The account's daily spend cap leaves less than ``price`` today (docs/api.md, Spend cap): the job
+    waits, ``pending`` with this attempt uncounted, until the UTC day turns; its webhook is not paused."""
+    today = room(account, await held(conn, job.pubkey))
+    if today is None or today >= price:
+        return False
+    await conn.execute(
+        """UPDATE delivery_jobs SET status = 'pending', attempts = attempts - 1, locked_by = NULL,
+                  locked_until = NULL, last_error = $2,
+                  next_attempt_at = (date_trunc('day', now() AT TIME ZONE 'UTC') + interval '1 day') AT TIME ZONE 'UTC'
+           WHERE id = $1""",
+        job.id,
+        SPEND_CAP_MESSAGE,
+    )
+    return True
 
 
 async def _free(pool: asyncpg.Pool, dispatcher_id: str, job: ClaimedJob) -> Charge:
