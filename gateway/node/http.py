@@ -1,8 +1,8 @@
 """The one seam to the Solana node: ``Upstream.post(body, timeout)`` and a health monitor.
 
 Requests go over :mod:`gateway.node.wire` (kept-alive HTTP/1.1 connections, one pool per node URL,
-one budget of buffered answer bytes over them): aiohttp, httpcore and pyreqwest cost two to twenty
-times its CPU a call (bench/README.md). Transport failures are
+one budget of buffered answer bytes over them): the nearest maintained client, pyreqwest, cost about
+twice its CPU a call, aiohttp four times, httpcore far more (bench/README.md). Transport failures are
 mapped at this boundary to :class:`UpstreamUnavailable` / :class:`UpstreamTimeout`, so no transport
 exception travels further in.
 """

@@ -2,9 +2,9 @@
 
 Why not a maintained client: every call a replica forwards is one POST to the node, and each of them
 costs more CPU a call than this module (bench/README.md, "The node client: wire.py against maintained
-clients", ``python -m bench.node_client --client``, µs of CPU a call at 64 / one in flight, medians,
-two runs on a loaded machine): this module 17.5-22.7 / 21.5-28.2, pyreqwest 28.8-32.4 / 48.0-64.6,
-aiohttp tuned 62.2-63.3 / 79.6-85.0, httpcore 1,075-1,133 / 275-354. What is written here is only the
+clients", ``python -m bench.node_client --client``; µs of CPU a call at 64 / one in flight, medians of
+5 rounds, the quietest of three runs): this module 14.6 / 22.4-23.3, pyreqwest (Rust's reqwest) 31.5 /
+47.2, aiohttp tuned 57.1 / 75.9, httpcore 1,157 / 287. What is written here is only the
 request head, the idle connections, a deadline and the size bounds; parsing is httptools (llhttp, the
 parser uvicorn reads requests with). tests/node/test_wire_hostile.py holds it to h11's verdicts on
 hostile answers; it refuses four that h11 takes (obs-fold, a control character in a header, the same

@@ -5,8 +5,8 @@ subject, and no real node sends interim answers, stray bytes or broken framing o
 bytes go to ``WirePool`` over a real socket and to h11 (the reference: a pure-Python HTTP/1.1 parser),
 and both must reach the same verdict: the caller's answer (status and body) or a failure, and whether
 the connection may carry the next call. Then a second call on the same pool must get its own answer,
-never a byte of the first's. Hypothesis cuts every case into reads at generated places (derandomized:
-the same cuts every run).
+never a byte of the first's. Hypothesis cuts every case into reads at generated places (the same cuts
+every run: tests/conftest.py's replay profile).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import h11
 import pytest
 import uvloop
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.node.wire import MAX_HEAD_BYTES, AnswerBudget, AnswerTooLarge, WireError, WirePool
@@ -259,7 +259,7 @@ def test_wire_refuses_what_h11_takes_on_purpose(case: Case) -> None:
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if not c.drip], ids=lambda c: c.name)
-@settings(derandomize=True, max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=12, deadline=None)  # derandomized by tests/conftest.py's replay profile
 @given(data=st.data())
 def test_any_cut_into_reads_gives_the_same_verdict(case: Case, data: st.DataObject) -> None:
     cuts = data.draw(st.lists(st.integers(1, max(1, len(case.raw) - 1)), max_size=12), label="cuts")
