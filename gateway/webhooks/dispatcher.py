@@ -20,8 +20,9 @@ An attempt:
    connection are retried on the ``retry`` schedule (the ``Retry-After`` of a 429 or 503 honoured), until it gives up
    and the job is dead; any other answer (3xx, 4xx) is final: dead at once. A refused target is
    dead at once, the reason in ``last_error``. A paid job that ends dead keeps its charge if any
-   attempt was answered (it was received), and is refunded otherwise; ``pause_after_dead`` dead jobs
-   of one subscription in a row pause it (:func:`gateway.webhooks.jobs.record`).
+   attempt reached the receiver (a connection was had and the request written on it: answered or
+   not), and is refunded otherwise; ``pause_after_dead`` dead jobs of one subscription in a row pause
+   it (:func:`gateway.webhooks.jobs.record`).
 
 Outcomes are written in batches (one statement for all the outcomes that came in during the last
 write). A dispatcher that dies loses only what it had not written: those jobs are claimed again once
@@ -400,22 +401,25 @@ class Dispatcher:
             WEBHOOK_ID_HEADER: str(job.webhook_id),
             "Content-Type": "application/json",
         }
-        try:
-            async with self._session.post(job.url, data=body, headers=headers, allow_redirects=False) as resp:
-                excerpt = await read_excerpt(resp)
-                verdict = judge(resp.status, resp.headers.get("Retry-After"), self.clock())
-                return outcome_of(job, verdict, self.retry, http_status=resp.status, excerpt=excerpt)
-        except TimeoutError:
-            verdict = Verdict(Result.RETRY, f"no answer within {self.config.timeout_s:g} s")
-        except aiohttp.InvalidURL as exc:
-            verdict = Verdict(Result.DEAD, f"refused: not a valid URL ({_short(exc)})")
-        except (aiohttp.ClientError, OSError) as exc:
-            refusal = targets.refusal_of(exc)
-            if refusal is not None:
-                verdict = Verdict(Result.DEAD, f"refused: {refusal}")
-            else:
-                verdict = Verdict(Result.RETRY, f"connection failed: {_short(exc)}")
-        return outcome_of(job, verdict, self.retry)
+        with targets.reaching() as reached:
+            try:
+                async with self._session.post(job.url, data=body, headers=headers, allow_redirects=False) as resp:
+                    excerpt = await read_excerpt(resp)
+                    verdict = judge(resp.status, resp.headers.get("Retry-After"), self.clock())
+                    return outcome_of(job, verdict, self.retry, http_status=resp.status, excerpt=excerpt, sent=True)
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                return outcome_of(job, self._failed(exc), self.retry, sent=reached.connected)
+
+    def _failed(self, exc: BaseException) -> Verdict:
+        """What an attempt that got no answer comes to."""
+        if isinstance(exc, TimeoutError):
+            return Verdict(Result.RETRY, f"no answer within {self.config.timeout_s:g} s")
+        if isinstance(exc, aiohttp.InvalidURL):
+            return Verdict(Result.DEAD, f"refused: not a valid URL ({_short(exc)})")
+        refusal = targets.refusal_of(exc)
+        if refusal is not None:
+            return Verdict(Result.DEAD, f"refused: {refusal}")
+        return Verdict(Result.RETRY, f"connection failed: {_short(exc)}")
 
     async def _write_loop(self) -> None:
         while True:

@@ -20,10 +20,13 @@ Paid jobs (transaction and signal deliveries, ``price > 0``) are charged by :fun
 first attempt, once per job (``charged``), with a ``debit`` ledger entry under the account lock, as
 every credit writer does (:func:`gateway.storage.ledger.moves.debit`). An account that cannot pay pauses its
 subscription (``paused``, ``paused_reason``) and the job goes back to ``pending``, its attempt not
-counted: nothing was sent. An attempt the receiver answered (any HTTP status) marks the job
-``answered``: the event was received and its charge stays, whatever came of it. A charged job that ends
-``dead`` never answered was never received: :func:`dead` gives the charge back with a ``refund`` ledger
-entry in the same transaction (``charged`` back to 0, so a replay of the dead job is charged again).
+counted: nothing was sent. An attempt whose request reached the receiver (the dispatcher had a
+connection to it and wrote the request on it) marks the job ``sent``, and one the receiver answered
+(any HTTP status) ``answered`` too: the event was received and its charge stays, however the job ends,
+and no retry is charged again. A charged job that ends ``dead`` never sent (every attempt a DNS, connect
+or TLS failure, or a refused address) was never received: :func:`dead` gives the charge back with a
+``refund`` ledger entry in the same transaction (``charged`` back to 0, so a replay of the dead job is
+charged again). A receiver that reads each delivery and drops the connection unanswered gets nothing back.
 
 Each outcome also moves the subscription's ``consecutive_dead`` in its own statement: a delivered job
 resets it, a dead one adds one, and at ``pause_after`` the subscription is paused with the reason, so
@@ -101,6 +104,8 @@ class Outcome:
     error: str | None = None
     excerpt: str | None = None  # the start of the receiver's body
     delay_s: float = 0.0  # RETRY: seconds until the next attempt
+    sent: bool = False  # the request reached the receiver: a connection was had and it was written on it
+    # (an answer implies it)
 
 
 #: Why a subscription was paused after too many dead deliveries (a ``format()`` of the count, the last
@@ -136,12 +141,13 @@ locked AS (
 
 # One statement: the outcomes, and the streaks of their subscriptions in outcome order (a delivered
 # job resets its subscription's streak; the dead ones after the last delivered add to it). A dead job
-# that was charged and never answered is left to :func:`_dead_refunded` (its refund needs the account
+# that was charged and never sent is left to :func:`_dead_refunded` (its refund needs the account
 # lock, taken before any job's).
 _RECORD = f"""
 WITH u AS (
-    SELECT * FROM unnest($2::bigint[], $3::int[], $4::text[], $5::float8[], $6::int[], $7::text[], $8::text[])
-         WITH ORDINALITY AS u(id, attempts, result, delay, http_status, error, excerpt, n)
+    SELECT * FROM unnest($2::bigint[], $3::int[], $4::text[], $5::float8[], $6::int[], $7::text[], $8::text[],
+                         $10::bool[])
+         WITH ORDINALITY AS u(id, attempts, result, delay, http_status, error, excerpt, sent, n)
 ), done AS (
     UPDATE delivery_jobs j
     SET status = CASE u.result WHEN 'retry' THEN 'pending' ELSE u.result END,
@@ -150,10 +156,11 @@ WITH u AS (
         delivered_at = CASE WHEN u.result = 'delivered' THEN now() ELSE j.delivered_at END,
         last_status = u.http_status, last_error = u.error, response_excerpt = u.excerpt,
         answered = j.answered OR u.http_status IS NOT NULL,
+        sent = j.sent OR u.sent OR u.http_status IS NOT NULL,
         locked_by = NULL, locked_until = NULL
     FROM u
     WHERE j.id = u.id AND j.status = 'delivering' AND j.locked_by = $1 AND j.attempts = u.attempts
-          AND (u.result <> 'dead' OR j.charged = 0 OR j.answered OR u.http_status IS NOT NULL)
+          AND (u.result <> 'dead' OR j.charged = 0 OR j.sent OR u.sent OR u.http_status IS NOT NULL)
     RETURNING j.id, j.webhook_id, u.result, u.error, u.n
 ), ordered AS (
     SELECT d.*, max(d.n) FILTER (WHERE d.result = 'delivered') OVER (PARTITION BY d.webhook_id) AS last_delivered
@@ -167,17 +174,19 @@ WITH u AS (
 SELECT id FROM done
 """
 #: The outcome of an attempt that was under way when its job was cancelled: the job shows what the
-#: receiver answered (``delivered`` when it took it). Its charge went back with the cancel, and stays so.
+#: receiver answered (``delivered`` when it took it) and whether it was sent. The cancel left its charge
+#: to this outcome: one charged and never sent is refunded by :func:`_refund_unsent` (the rows returned).
 _LATE = """
 UPDATE delivery_jobs j
 SET status = CASE WHEN u.result = 'delivered' THEN 'delivered' ELSE j.status END,
     delivered_at = CASE WHEN u.result = 'delivered' THEN now() ELSE j.delivered_at END,
     last_status = u.http_status, last_error = u.error, response_excerpt = u.excerpt,
-    answered = j.answered OR u.http_status IS NOT NULL
-FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[])
-     AS u(id, attempts, result, http_status, error, excerpt)
+    answered = j.answered OR u.http_status IS NOT NULL,
+    sent = j.sent OR u.sent OR u.http_status IS NOT NULL
+FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[], $7::bool[])
+     AS u(id, attempts, result, http_status, error, excerpt, sent)
 WHERE j.id = u.id AND j.status = 'cancelled' AND j.locked_by IS NULL AND j.attempts = u.attempts
-RETURNING j.id
+RETURNING j.id, j.charged > 0 AND NOT j.sent AS unsent
 """
 _ONE_DEAD = f"""
 WITH outcomes AS (SELECT $1::bigint AS webhook_id, false AS reset, 1 AS dead, $2::text AS last_error),
@@ -283,9 +292,10 @@ async def record(db: Db, dispatcher_id: str, outcomes: Sequence[Outcome], pause_
 
     Every outcome is written in one statement with the streaks of dead deliveries it moves (a
     subscription reaching ``pause_after`` in a row is paused; 0: never), except a dead job that was
-    charged and never answered: that one is written in a transaction of its own that refunds the charge.
+    charged and never sent: that one is written in a transaction of its own that refunds the charge.
     An attempt whose job was cancelled while it was on its way (its webhook deleted) is written on the
-    cancelled job, and counts as written: the receiver may have taken it (docs/api.md, Delete).
+    cancelled job, and counts as written: the receiver may have taken it (docs/api.md, Delete); the
+    cancel left its charge to this attempt, refunded now if no attempt of the job was sent.
     """
     written: set[int] = set()
     refunding: list[Outcome] = []
@@ -301,6 +311,7 @@ async def record(db: Db, dispatcher_id: str, outcomes: Sequence[Outcome], pause_
             [o.error for o in outcomes],
             [o.excerpt for o in outcomes],
             pause_after,
+            [o.sent for o in outcomes],
         )
         written = {int(r["id"]) for r in rows}
         refunding = [o for o in outcomes if o.result is Result.DEAD and o.job_id not in written]
@@ -317,8 +328,12 @@ async def record(db: Db, dispatcher_id: str, outcomes: Sequence[Outcome], pause_
             [o.http_status for o in late],
             [o.error for o in late],
             [o.excerpt for o in late],
+            [o.sent for o in late],
         )
         written.update(int(r["id"]) for r in rows)
+        for row in rows:
+            if row["unsent"]:
+                await _refund_unsent(db, int(row["id"]))
     return written
 
 
@@ -357,9 +372,10 @@ async def retry_later(
     error: str,
     http_status: int | None = None,
     excerpt: str | None = None,
+    sent: bool = False,
 ) -> bool:
     """The attempt failed and another is due in ``delay_s``; False when the claim was lost."""
-    outcome = Outcome(job_id, attempts, Result.RETRY, http_status, error, excerpt, delay_s)
+    outcome = Outcome(job_id, attempts, Result.RETRY, http_status, error, excerpt, delay_s, sent)
     return job_id in await record(pool, dispatcher_id, [outcome])
 
 
@@ -371,17 +387,19 @@ async def dead(
     error: str,
     http_status: int | None = None,
     excerpt: str | None = None,
+    sent: bool = False,
 ) -> bool:
     """No attempt will follow (refused target, a final answer, attempts exhausted); a charge is
-    refunded when no attempt was answered. False when the claim was lost."""
-    outcome = Outcome(job_id, attempts, Result.DEAD, http_status, error, excerpt)
+    refunded when no attempt was sent (``sent``, or answered: ``http_status``). False when the claim
+    was lost."""
+    outcome = Outcome(job_id, attempts, Result.DEAD, http_status, error, excerpt, sent=sent)
     return job_id in await record(pool, dispatcher_id, [outcome])
 
 
 @postgres_call(WHAT)
 async def _dead_refunded(db: Db, dispatcher_id: str, outcome: Outcome, pause_after: int) -> bool:
-    """Write a dead outcome of a charged job: its charge refunded unless some attempt was answered
-    (then it was received, and stays charged); its subscription's streak moved."""
+    """Write a dead outcome of a charged job: its charge refunded unless some attempt was sent (then
+    the receiver got it, and it stays charged); its subscription's streak moved."""
     async with _connection(db) as conn, conn.transaction():
         owner = await conn.fetchrow(
             "SELECT w.id, w.pubkey FROM delivery_jobs j JOIN webhooks w ON w.id = j.webhook_id WHERE j.id = $1",
@@ -392,7 +410,7 @@ async def _dead_refunded(db: Db, dispatcher_id: str, outcome: Outcome, pause_aft
         pubkey = owner["pubkey"]
         account = await lock_account(conn, pubkey)  # the account first, as every credit writer
         job = await conn.fetchrow(
-            """SELECT charged, answered FROM delivery_jobs
+            """SELECT charged, answered, sent FROM delivery_jobs
                WHERE id = $1 AND status = 'delivering' AND locked_by = $2 AND attempts = $3 FOR UPDATE""",
             outcome.job_id,
             dispatcher_id,
@@ -401,25 +419,50 @@ async def _dead_refunded(db: Db, dispatcher_id: str, outcome: Outcome, pause_aft
         if job is None:
             return False
         answered = bool(job["answered"]) or outcome.http_status is not None
+        sent = bool(job["sent"]) or outcome.sent or answered
         charged = int(job["charged"])
-        if charged > 0 and not answered:
+        if charged > 0 and not sent:
             assert account is not None, f"a charged delivery of {pubkey}, who has no account"
-            why = f"webhook delivery {outcome.job_id} never reached the receiver: charge returned"
-            await refund_deliveries(conn, account, [Refund(outcome.job_id, charged, why)])
+            await refund_deliveries(conn, account, [Refund(outcome.job_id, charged, _never_sent(outcome.job_id))])
             charged = 0
         await conn.execute(
-            """UPDATE delivery_jobs SET status = 'dead', charged = $2, answered = $3, last_status = $4,
-                      last_error = $5, response_excerpt = $6, locked_by = NULL, locked_until = NULL
+            """UPDATE delivery_jobs SET status = 'dead', charged = $2, answered = $3, sent = $4, last_status = $5,
+                      last_error = $6, response_excerpt = $7, locked_by = NULL, locked_until = NULL
                WHERE id = $1""",
             outcome.job_id,
             charged,
             answered,
+            sent,
             outcome.http_status,
             outcome.error,
             outcome.excerpt,
         )
         await conn.fetchval(_ONE_DEAD, int(owner["id"]), outcome.error, pause_after)
     return True
+
+
+def _never_sent(job_id: int) -> str:
+    return f"webhook delivery {job_id} never reached the receiver: charge returned"
+
+
+@postgres_call(WHAT)
+async def _refund_unsent(db: Db, job_id: int) -> None:
+    """Refund a cancelled job's charge when no attempt of it was sent (its last attempt's outcome came
+    after the cancel); nothing when another writer refunded it first."""
+    async with _connection(db) as conn, conn.transaction():
+        pubkey = await conn.fetchval(
+            "SELECT w.pubkey FROM delivery_jobs j JOIN webhooks w ON w.id = j.webhook_id WHERE j.id = $1", job_id
+        )
+        account = await lock_account(conn, pubkey)  # the account first, as every credit writer
+        charged = await conn.fetchval(
+            "SELECT charged FROM delivery_jobs WHERE id = $1 AND status <> 'delivering' AND NOT sent FOR UPDATE",
+            job_id,
+        )
+        if not charged:
+            return
+        assert account is not None, f"a charged delivery of {pubkey}, who has no account"
+        await refund_deliveries(conn, account, [Refund(job_id, int(charged), _never_sent(job_id))])
+        await conn.execute("UPDATE delivery_jobs SET charged = 0 WHERE id = $1", job_id)
 
 
 @postgres_call(WHAT)

@@ -62,10 +62,9 @@ def pricing_view() -> dict[str, Any]:
         "lifecycle_delivery_credits": 0,
         "management_credits": 0,
         "minimum_balance_to_create": MIN_BALANCE_TO_CREATE,
-        "charged": "once per event, before its first attempt, however many attempts it takes; refunded when the "
-        "delivery ends dead or is cancelled without any attempt having been answered by the receiver (connection "
-        "failures, timeouts before an answer, refused addresses); any HTTP answer, a 4xx included, means it was "
-        "received",
+        "charged": "once per event, before its first attempt, however many attempts it takes; refunded only when "
+        "no attempt reached the receiver (every attempt a DNS, connect or TLS failure, or a refused address) and "
+        "the delivery ends dead or is cancelled; a request written to the receiver stays charged, answered or not",
     }
 
 

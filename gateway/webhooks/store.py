@@ -1,8 +1,8 @@
 """Webhook subscriptions in PostgreSQL: their management, and the reads the dispatcher and sources share.
 
 Table ``webhooks`` (migrations 0001, 0007 and 0010), its jobs in ``delivery_jobs``. A subscription is
-deleted softly (``status = 'deleted'``, its waiting jobs cancelled, the charges of those that never
-reached the receiver refunded). Every function taking the owner's ``pubkey`` sees only that owner's
+deleted softly (``status = 'deleted'``, its waiting jobs cancelled, the charges of those never sent to
+the receiver refunded). Every function taking the owner's ``pubkey`` sees only that owner's
 subscriptions that are not deleted, so a missing id, another account's id and a deleted one look
 alike to the caller.
 
@@ -237,9 +237,12 @@ async def delete(pool: asyncpg.Pool, pubkey: str, webhook_id: int) -> int | None
     or None when it has no such subscription.
 
     Jobs being delivered (``delivering``) are cancelled too, so no retry follows; an attempt already
-    on its way to the receiver may still arrive. A cancelled job that was charged and never answered
-    was never received: its charge is refunded in the same transaction (one ``refund`` entry each),
-    under the account lock taken first, as every credit writer does. The jobs are locked before the
+    on its way to the receiver may still arrive. A cancelled waiting job that was charged and never
+    sent was never received: its charge is refunded in the same transaction (one ``refund`` entry
+    each), under the account lock taken first, as every credit writer does. One being delivered keeps
+    its charge for its attempt's outcome to settle (:func:`gateway.webhooks.jobs.record`: refunded then
+    if that attempt could not connect either); a receiver that reads it and drops the connection,
+    then deletes the webhook, has it charged (docs/api.md, Billing of deliveries). The jobs are locked before the
     subscription, as the dispatcher's writes lock them (jobs, then subscriptions): neither waits for
     the other in turn.
     """
@@ -248,7 +251,7 @@ async def delete(pool: asyncpg.Pool, pubkey: str, webhook_id: int) -> int | None
         if account is None or await _owned(conn, pubkey, webhook_id) is None:
             return None
         jobs = await conn.fetch(
-            """SELECT id, charged, answered FROM delivery_jobs
+            """SELECT id, charged, sent, status FROM delivery_jobs
                WHERE webhook_id = $1 AND status IN ('pending', 'delivering') ORDER BY id FOR UPDATE""",
             webhook_id,
         )
@@ -263,13 +266,14 @@ async def delete(pool: asyncpg.Pool, pubkey: str, webhook_id: int) -> int | None
         refunds = [
             Refund(int(j["id"]), int(j["charged"]), f"webhook delivery {j['id']} cancelled: charge returned")
             for j in jobs
-            if j["charged"] > 0 and not j["answered"]
+            if j["charged"] > 0 and not j["sent"] and j["status"] == "pending"
         ]
         await conn.execute(
             """UPDATE delivery_jobs SET status = 'cancelled', locked_by = NULL, locked_until = NULL,
-                      charged = CASE WHEN answered THEN charged ELSE 0 END
+                      charged = CASE WHEN id = ANY($2::bigint[]) THEN 0 ELSE charged END
                WHERE id = ANY($1::bigint[])""",
             [int(j["id"]) for j in jobs],
+            [r.job_id for r in refunds],
         )
         await refund_deliveries(conn, account, refunds)
     return len(jobs)
@@ -283,8 +287,8 @@ EXPIRED = "expired: its webhook stayed paused longer than %g days"
 async def expire_paused(pool: asyncpg.Pool, older_than_days: float, batch: int = 5_000) -> int:
     """Cancel up to ``batch`` waiting jobs of subscriptions paused more than ``older_than_days`` ago;
     how many. Nobody will deliver them unless the owner resumes, and every such job is a row the queue
-    keeps. A cancelled job that was charged and never answered is refunded in the same transaction, as
-    a deletion does (:func:`delete`); the retention of finished jobs deletes them later."""
+    keeps. A cancelled job that was charged and never sent is refunded in the same transaction, as a
+    deletion does (:func:`delete`); the retention of finished jobs deletes them later."""
     hooks = await pool.fetch(
         """SELECT w.id, w.pubkey FROM webhooks w
            WHERE w.status = 'paused' AND w.paused_at < now() - $1::float8 * interval '1 day'
@@ -298,7 +302,7 @@ async def expire_paused(pool: asyncpg.Pool, older_than_days: float, batch: int =
         async with pool.acquire() as conn, conn.transaction():
             account = await lock_account(conn, hook["pubkey"])
             jobs = await conn.fetch(
-                """SELECT id, charged, answered FROM delivery_jobs
+                """SELECT id, charged, sent FROM delivery_jobs
                    WHERE webhook_id = $1 AND status = 'pending' ORDER BY id LIMIT $2 FOR UPDATE""",
                 int(hook["id"]),
                 batch - total,
@@ -313,7 +317,7 @@ async def expire_paused(pool: asyncpg.Pool, older_than_days: float, batch: int =
                 continue
             await conn.execute(
                 """UPDATE delivery_jobs SET status = 'cancelled', last_error = $2,
-                          charged = CASE WHEN answered THEN charged ELSE 0 END
+                          charged = CASE WHEN sent THEN charged ELSE 0 END
                    WHERE id = ANY($1::bigint[])""",
                 [int(j["id"]) for j in jobs],
                 EXPIRED % older_than_days,
@@ -322,7 +326,7 @@ async def expire_paused(pool: asyncpg.Pool, older_than_days: float, batch: int =
             refunds = [
                 Refund(int(j["id"]), int(j["charged"]), why.format(j["id"]))
                 for j in jobs
-                if j["charged"] > 0 and not j["answered"]
+                if j["charged"] > 0 and not j["sent"]
             ]
             if refunds:
                 await refund_deliveries(conn, account, refunds)

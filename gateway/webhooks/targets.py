@@ -17,11 +17,19 @@ A refusal raises :class:`RefusedTarget` (an ``OSError``, which aiohttp wraps in
 would accept the target. With ``webhook_allow_private`` (a development setting) none of this
 applies and ``http://`` is allowed: :func:`allow_private` is whether it is on, which ``gateway up``
 decides once (explicitly set, as set; else on exactly with the embedded devnode) and hands on.
+
+The connector also tells an attempt whether it reached its receiver (:func:`reaching`): whether a
+connection was had (resolved, connected, TLS done), on which the request is then written. A paid
+delivery is refunded only when no attempt did (docs/api.md, Billing of deliveries), and only the
+connector knows where a failure came: a timeout looks the same before and after the connection.
 """
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import aiohttp
 from aiohappyeyeballs import AddrInfoType
@@ -104,13 +112,53 @@ def guarded_socket(addr_info: AddrInfoType) -> socket.socket:
     return socket.socket(family, kind, proto)
 
 
+class Reached:
+    """Whether the attempt it was made for got a connection to its receiver."""
+
+    __slots__ = ("connected",)
+
+    def __init__(self) -> None:
+        self.connected = False
+
+
+#: The attempt running in this task (aiohttp connects in the task that makes the request).
+_ATTEMPT: ContextVar[Reached | None] = ContextVar("webhook_attempt", default=None)
+
+
+@contextmanager
+def reaching() -> Iterator[Reached]:
+    """Around one attempt: what it reached, as :class:`ReachingConnector` saw it."""
+    reached = Reached()
+    token = _ATTEMPT.set(reached)
+    try:
+        yield reached
+    finally:
+        _ATTEMPT.reset(token)
+
+
+class ReachingConnector(aiohttp.TCPConnector):
+    """aiohttp's connector, marking the current attempt (:func:`reaching`) once it has a connection:
+    a new one (after DNS, TCP and TLS) or one kept alive. A failure before that (the name, the
+    address, the handshake, the guard, a timeout while connecting) sent nothing."""
+
+    async def connect(
+        self,
+        req: aiohttp.ClientRequest,
+        traces: list[aiohttp.tracing.Trace],
+        timeout: aiohttp.ClientTimeout,  # noqa: ASYNC109 (aiohttp's signature)
+    ) -> aiohttp.connector.Connection:
+        connection = await super().connect(req, traces, timeout)
+        reached = _ATTEMPT.get()
+        if reached is not None:
+            reached.connected = True
+        return connection
+
+
 def connector(limit: int, allow_private: bool) -> aiohttp.TCPConnector:
     """The dispatcher's connector: keep-alive, ``limit`` connections, the guard unless ``allow_private``."""
     if allow_private:
-        return aiohttp.TCPConnector(limit=limit, limit_per_host=0)
-    return aiohttp.TCPConnector(
-        limit=limit, limit_per_host=0, resolver=GuardedResolver(), socket_factory=guarded_socket
-    )
+        return ReachingConnector(limit=limit, limit_per_host=0)
+    return ReachingConnector(limit=limit, limit_per_host=0, resolver=GuardedResolver(), socket_factory=guarded_socket)
 
 
 def refusal_of(exc: BaseException) -> str | None:

@@ -501,8 +501,9 @@ async def test_a_paid_delivery_the_receiver_answered_stays_charged(pool: asyncpg
 async def test_a_paid_delivery_that_never_reached_the_receiver_is_refunded(
     pool: asyncpg.Pool, receiver: Receiver
 ) -> None:
-    """Nothing listening (connection refused every time) and a receiver that never answers in time:
-    dead without an answer, so never received: each charge comes back as a refund with its ref."""
+    """Nothing listening (connection refused every time): dead, never sent, so never received: the
+    charge comes back as a refund with its ref. A receiver that takes the request and never answers in
+    time got it: dead unanswered, and charged (docs/api.md, Billing of deliveries)."""
     pubkey = await account(pool, 100_000)
     nowhere = await subscribe(pool, f"http://127.0.0.1:{free_port()}/hook", pubkey, signal=True)
     silent = await subscribe(pool, receiver.url, pubkey, signal=True)
@@ -511,12 +512,14 @@ async def test_a_paid_delivery_that_never_reached_the_receiver_is_refunded(
     config = DispatchConfig(concurrency=4, per_webhook=4, timeout_s=0.5, lease_s=5, allow_private=True, poll_s=0.05)
     async with dispatching(pool, config, retry=fixed_delays([0.05])):
         await eventually(settled(pool, unreachable, unanswered), "two dead deliveries")
-    for job_id in (unreachable, unanswered):
+    for job_id, charged in ((unreachable, 0), (unanswered, 5)):
         row = await job(pool, job_id)
-        assert (row["status"], row["attempts"], row["charged"], row["answered"]) == ("dead", 2, 0, False)
-        ref = f"delivery:{job_id}"
-        assert [e for e in await ledger(pool, pubkey) if e[2] == ref] == [("debit", -5, ref), ("refund", 5, ref)]
-    assert await balance(pool, pubkey) == 10_000 and await conserved(pool, pubkey)
+        assert (row["status"], row["attempts"], row["charged"], row["answered"]) == ("dead", 2, charged, False)
+    ref = f"delivery:{unreachable}"
+    assert [e for e in await ledger(pool, pubkey) if e[2] == ref] == [("debit", -5, ref), ("refund", 5, ref)]
+    ref = f"delivery:{unanswered}"
+    assert [e for e in await ledger(pool, pubkey) if e[2] == ref] == [("debit", -5, ref)]
+    assert await balance(pool, pubkey) == 10_000 - 5 and await conserved(pool, pubkey)
 
 
 async def test_a_charge_that_crosses_the_low_balance_line_emits_low_balance(

@@ -240,9 +240,9 @@ async def test_deleting_a_webhook_refunds_the_deliveries_nobody_received(
 async def test_a_delivery_under_way_when_its_webhook_is_deleted_shows_the_receivers_answer(
     pool: asyncpg.Pool, receiver: Receiver, gateway_here: RunningGateway, http: aiohttp.ClientSession
 ) -> None:
-    """A paid delivery is at the receiver, unanswered, when its webhook is deleted: the cancel refunds
-    it (nothing had answered yet). The receiver then takes it (200): the job shows it delivered and
-    answered, the dispatcher counts it delivered rather than lost, and the refund stands."""
+    """A paid delivery is at the receiver, unanswered, when its webhook is deleted: the cancel leaves
+    its charge to the attempt (it was sent). The receiver then takes it (200): the job shows it
+    delivered and answered, the dispatcher counts it delivered rather than lost, and it stays charged."""
     owner = await WebhookClient.new(http, gateway_here)
     created = await owner.created(url=receiver.url, filter_type="signal")
     receiver.hold[created["id"]] = asyncio.Event()
@@ -257,14 +257,11 @@ async def test_a_delivery_under_way_when_its_webhook_is_deleted_shows_the_receiv
         assert (dispatcher.stats.delivered, dispatcher.stats.lost) == (1, 0)
 
     row = await job(pool, under_way)
-    assert (row["status"], row["answered"], row["last_status"], row["charged"]) == ("delivered", True, 200, 0)
+    assert (row["status"], row["answered"], row["last_status"], row["charged"]) == ("delivered", True, 200, 1)
     assert [
         (kind, amount) for kind, amount, ref in await ledger(pool, owner.pubkey) if ref == f"delivery:{under_way}"
-    ] == [
-        ("debit", -1),
-        ("refund", 1),
-    ]
-    assert await balance(pool, owner.pubkey) == STARTING_CREDITS and await conserved(pool, owner.pubkey)
+    ] == [("debit", -1)]
+    assert await balance(pool, owner.pubkey) == STARTING_CREDITS - 1 and await conserved(pool, owner.pubkey)
 
 
 # -- a webhook that keeps failing is paused ------------------------------------------------------------
