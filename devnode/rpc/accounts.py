@@ -14,7 +14,7 @@ from solders.signature import Signature
 from devnode.encoding import check_account_encoding, encode_account
 from devnode.errors import RpcError, invalid_params
 from devnode.rpc.base import MethodGroup
-from devnode.rpc.params import arg, as_pubkey, as_uint, config, required
+from devnode.rpc.params import arg, as_pubkey, as_uint, config, data_slice, required
 
 TOTAL_SUPPLY = 600_000_000 * 10**9
 
@@ -30,7 +30,7 @@ class AccountMethods(MethodGroup):
         account = self.chain.get_account(pubkey)
         if account is None:
             return None
-        return encode_account(account, encoding, cfg.get("dataSlice"), self.chain.get_account)
+        return encode_account(account, encoding, data_slice(cfg), self.chain.get_account)
 
     def m_getAccountInfo(self, params: list[Any]) -> Any:
         pubkey = as_pubkey(required(params, 0, "pubkey"))

@@ -12,6 +12,7 @@ from solders.pubkey import Pubkey
 
 from devnode.chain import Chain
 from devnode.encoding import encode_account
+from devnode.rpc.params import data_slice
 
 API_VERSION = "2.3.0"
 TOTAL_STAKE = 100_000 * 10**9
@@ -39,6 +40,6 @@ class MethodGroup:
 
     def _keyed(self, key: Pubkey, account: Account, encoding: str, cfg: dict[str, Any]) -> dict[str, Any]:
         return {
-            "account": encode_account(account, encoding, cfg.get("dataSlice"), self.chain.get_account),
+            "account": encode_account(account, encoding, data_slice(cfg), self.chain.get_account),
             "pubkey": str(key),
         }

@@ -10,7 +10,7 @@ from devnode.encoding import render_meta, render_transaction, render_tx_with_met
 from devnode.errors import block_cleaned_up, block_not_available, invalid_params
 from devnode.records import Block, TxRecord
 from devnode.rpc.base import TOTAL_STAKE, MethodGroup
-from devnode.rpc.params import arg, as_uint, config, max_version_of, required, tx_config
+from devnode.rpc.params import arg, as_uint, config, max_version_of, required, sub_config, tx_config
 
 MAX_SLOT_RANGE = 500_000
 
@@ -109,7 +109,7 @@ class BlockMethods(MethodGroup):
 
     def m_getBlockProduction(self, params: list[Any]) -> Any:
         cfg = config(params, 0)
-        rng = cfg.get("range") or {}
+        rng = sub_config(cfg, "range")
         epoch_start = self.chain.epoch_schedule.get_first_slot_in_epoch(self.chain.epoch)
         first = as_uint(rng.get("firstSlot", epoch_start), "firstSlot")
         last = as_uint(rng.get("lastSlot", self.chain.slot), "lastSlot")

@@ -31,6 +31,24 @@ def config(params: list[Any], i: int) -> dict[str, Any]:
     return cfg
 
 
+def sub_config(cfg: dict[str, Any], name: str) -> dict[str, Any]:
+    """The object ``cfg[name]`` (absent or null: empty); anything else is -32602, as the real node answers."""
+    value = cfg.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise invalid_params(f"Invalid params: `{name}` must be an object")
+    return value
+
+
+def data_slice(cfg: dict[str, Any]) -> dict[str, Any] | None:
+    """``dataSlice`` as ``{offset, length}`` unsigned integers, or None when absent."""
+    if cfg.get("dataSlice") is None:
+        return None
+    value = sub_config(cfg, "dataSlice")
+    return {"offset": as_uint(value.get("offset", 0), "offset"), "length": as_uint(value.get("length", 0), "length")}
+
+
 def as_pubkey(value: Any) -> Pubkey:
     if not isinstance(value, str):
         raise invalid_params("Invalid params: expected a base-58 encoded public key string")

@@ -5,12 +5,15 @@ is logged as a crash."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from websockets.asyncio.client import connect
+from websockets.typing import Subprotocol
 
 from devnode.node import Devnode
 from gateway.core.errors import RpcCode
@@ -100,10 +103,16 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
 async def test_an_mcp_argument_past_64_bits_is_refused_as_its_rpc_twin_is(target: Target, literal: str) -> None:
     """The MCP SDK parses numbers into Python integers of any size; the tool's JSON-RPC body (orjson) holds
     64 bits: an integer past them was a TypeError, the tool call's -32603 and a logged traceback."""
-    arguments = '{"mint": "%s", "token_amount": %s}' % (MINT, literal)
-    body = '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "executeSell", "arguments": %s}}'
+    arguments = {"mint": MINT, "token_amount": "<amount>"}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "executeSell", "arguments": arguments},
+    }
+    body = orjson.dumps(call).replace(b'"<amount>"', literal.encode())
     headers = {"X-Api-Key": target.api_key, **MCP_HEADERS}
-    async with target.http.post(target.url + "/mcp", data=(body % arguments).encode(), headers=headers) as resp:
+    async with target.http.post(target.url + "/mcp", data=body, headers=headers) as resp:
         status, answer = resp.status, orjson.loads(await resp.read())
     if "error" in answer:  # a number pydantic cannot hold: the SDK's parse error (docs/api.md, MCP)
         assert status == 400 and answer["error"]["code"] == -32700, answer
@@ -112,3 +121,36 @@ async def test_an_mcp_argument_past_64_bits_is_refused_as_its_rpc_twin_is(target
         detail = orjson.loads(answer["result"]["content"][1]["text"])
         assert detail["error"]["code"] == -32602 and "integer" in detail["error"]["message"], answer
     assert target.crashes.take() == []
+
+
+async def test_a_sell_of_5000_digits_over_ws_is_a_32602_beside_its_neighbours(target: Target) -> None:
+    url = target.url.replace("http://", "ws://") + "/ws"
+    batch = [{"jsonrpc": "2.0", "id": 0, "method": "getSlot"}, sell(1, DIGITS)]
+    async with connect(url, subprotocols=[Subprotocol(f"auth.{target.api_key}"), Subprotocol("solana-rpc")]) as ws:
+        await ws.send(orjson.dumps(sell(5, DIGITS)).decode())
+        alone = orjson.loads(await asyncio.wait_for(ws.recv(), 30))
+        await ws.send(orjson.dumps(batch).decode())
+        by_id: dict[int, Any] = {}
+        while len(by_id) < 2:  # a batch's answers, in one message or several
+            received = orjson.loads(await asyncio.wait_for(ws.recv(), 30))
+            by_id.update((item["id"], item) for item in (received if isinstance(received, list) else [received]))
+    assert alone["id"] == 5 and alone["error"]["code"] == RpcCode.INVALID_PARAMS, alone
+    answers = list(by_id.values())
+    assert isinstance(by_id[0]["result"], int) and by_id[1]["error"]["code"] == RpcCode.INVALID_PARAMS, answers
+    assert target.crashes.take() == []
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("getAccountInfo", [MINT, {"encoding": "base64", "dataSlice": "x"}]),
+        ("getAccountInfo", [MINT, {"encoding": "base64", "dataSlice": {"offset": DIGITS, "length": 1}}]),
+        ("getMultipleAccounts", [[MINT], {"encoding": "base64", "dataSlice": [1]}]),
+        ("getBlockProduction", [{"range": "x"}]),
+    ],
+)
+async def test_a_config_object_of_the_wrong_shape_is_the_nodes_32602(target: Target, method: str, params: Any) -> None:
+    """Found by the method fuzz: the devnode (the node here) answered -32603 for these, which the gateway
+    passes on as the node's answer; a Solana node answers -32602."""
+    status, answer = await post(target, "/", {"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+    assert status == 200 and answer["error"]["code"] == RpcCode.INVALID_PARAMS, answer
