@@ -3,13 +3,23 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: up test check bench faults ledger-run clean webapp
+.PHONY: up test check bench faults ledger-run clean webapp lock
 
-$(BIN)/gateway: pyproject.toml
+# Every Python package comes from requirements.lock, pinned and hashed (pip refuses any file whose hash differs),
+# then the project itself without dependencies; `pip check` proves the locked set is whole.
+$(BIN)/gateway: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --require-hashes -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/pip check
 	touch $(BIN)/gateway
+
+# After changing a dependency in pyproject.toml: the lock written again (uv, from the registry; the runtime and dev
+# sets for Python 3.11 and 3.12 on every platform), then `make test` installs from it.
+lock:
+	[ -x $(BIN)/uv ] || { $(PYTHON) -m venv $(VENV) && $(BIN)/pip install --quiet --require-hashes -r requirements.lock; }
+	$(BIN)/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 --generate-hashes --quiet \
+		--custom-compile-command "make lock" -o requirements.lock
 
 # The account page served at /app/ (docs/dashboard.md), built from webapp/ when its sources or lock change.
 WEBAPP := webapp/dist/BUILT
