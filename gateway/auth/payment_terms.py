@@ -185,8 +185,18 @@ def no_account(terms: PaymentTerms, call: Call, pubkey: str) -> ProxyError:
     return terms.error(message, resource_url(call), pubkey)
 
 
+#: The terms ride in the PAYMENT-REQUIRED header, which HTTP clients read up to 8 KiB (aiohttp's bound, and
+#: many proxies'): a resource URL past this (a path of thousands of characters) is cut to its first segment.
+MAX_RESOURCE_URL = 1024
+
+
 def resource_url(call: Call) -> str:
-    """The URL the caller asked for, as well as the request shows it (behind a proxy: forwarded headers)."""
+    """The URL the caller asked for, as well as the request shows it (behind a proxy: forwarded headers),
+    at most :data:`MAX_RESOURCE_URL` characters."""
     host = call.headers.get("x-forwarded-host") or call.headers.get("host") or "localhost"
     scheme = call.headers.get("x-forwarded-proto", "http").split(",")[0].strip() or "http"
-    return f"{scheme}://{host}{call.path}"
+    url = f"{scheme}://{host}{call.path}"
+    if len(url) <= MAX_RESOURCE_URL:
+        return url
+    first = call.path.lstrip("/").split("/", 1)[0]
+    return f"{scheme}://{host}/{first}"[:MAX_RESOURCE_URL]

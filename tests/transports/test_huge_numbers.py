@@ -6,6 +6,7 @@ is logged as a crash."""
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -154,3 +155,13 @@ async def test_a_config_object_of_the_wrong_shape_is_the_nodes_32602(target: Tar
     passes on as the node's answer; a Solana node answers -32602."""
     status, answer = await post(target, "/", {"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
     assert status == 200 and answer["error"]["code"] == RpcCode.INVALID_PARAMS, answer
+
+
+async def test_the_402_of_a_path_of_5000_digits_has_a_header_clients_can_read(target: Target) -> None:
+    """Found by the route fuzz: the PAYMENT-REQUIRED header echoed the whole URL (base64 of the terms past
+    8 KiB), and aiohttp (like many proxies) could not read the answer at all."""
+    async with target.http.delete(f"{target.url}/webhooks/{DIGITS}") as resp:  # no credentials: the 402
+        status, header = resp.status, resp.headers["PAYMENT-REQUIRED"]
+    terms = orjson.loads(base64.b64decode(header))
+    assert status == 402 and len(header) < 8_000, (status, len(header))
+    assert terms["resource"]["url"] == f"{target.url}/webhooks", terms["resource"]
