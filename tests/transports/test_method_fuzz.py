@@ -27,6 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
+from websockets.typing import Subprotocol
 
 from devnode.node import Devnode
 from gateway.app import method_registry
@@ -129,7 +130,8 @@ async def test_every_method_over_ws(target: Target, items: list[tuple[str, Any]]
     target.crashes.take()
     documents = [request(n, *item) for n, item in enumerate(items)]
     url = target.url.replace("http://", "ws://") + "/ws"
-    async with connect(url, subprotocols=[f"auth.{target.api_key}", "solana-rpc"], max_size=None) as ws:  # type: ignore[list-item]
+    protocols = [Subprotocol(f"auth.{target.api_key}"), Subprotocol("solana-rpc")]
+    async with connect(url, subprotocols=protocols, max_size=None) as ws:
         messages = [encode(documents)] if batched else [encode(document) for document in documents]
         for message in messages:
             await ws.send(message.decode())
