@@ -241,8 +241,9 @@ async def delete(pool: asyncpg.Pool, pubkey: str, webhook_id: int) -> int | None
     sent was never received: its charge is refunded in the same transaction (one ``refund`` entry
     each), under the account lock taken first, as every credit writer does. One being delivered keeps
     its charge for its attempt's outcome to settle (:func:`gateway.webhooks.jobs.record`: refunded then
-    if that attempt could not connect either); a receiver that reads it and drops the connection,
-    then deletes the webhook, has it charged (docs/api.md, Billing of deliveries). The jobs are locked before the
+    if that attempt could not connect either), unless its lease has passed (its dispatcher stopped:
+    no outcome will come); a receiver that reads it and drops the connection, then deletes the
+    webhook, has it charged (docs/api.md, Billing of deliveries). The jobs are locked before the
     subscription, as the dispatcher's writes lock them (jobs, then subscriptions): neither waits for
     the other in turn.
     """
@@ -251,7 +252,7 @@ async def delete(pool: asyncpg.Pool, pubkey: str, webhook_id: int) -> int | None
         if account is None or await _owned(conn, pubkey, webhook_id) is None:
             return None
         jobs = await conn.fetch(
-            """SELECT id, charged, sent, status FROM delivery_jobs
+            """SELECT id, charged, sent, status = 'pending' OR locked_until < now() AS idle FROM delivery_jobs
                WHERE webhook_id = $1 AND status IN ('pending', 'delivering') ORDER BY id FOR UPDATE""",
             webhook_id,
         )
@@ -266,7 +267,7 @@ async def delete(pool: asyncpg.Pool, pubkey: str, webhook_id: int) -> int | None
         refunds = [
             Refund(int(j["id"]), int(j["charged"]), f"webhook delivery {j['id']} cancelled: charge returned")
             for j in jobs
-            if j["charged"] > 0 and not j["sent"] and j["status"] == "pending"
+            if j["charged"] > 0 and not j["sent"] and j["idle"]
         ]
         await conn.execute(
             """UPDATE delivery_jobs SET status = 'cancelled', locked_by = NULL, locked_until = NULL,

@@ -17,8 +17,10 @@ import asyncpg
 import pytest
 
 from gateway.runtime.ports import free_port
+from gateway.webhooks import jobs as delivery_jobs
 from gateway.webhooks import store as webhooks
 from gateway.webhooks.dispatcher import fixed_delays
+from gateway.webhooks.jobs import Outcome, Result
 from tests.support import RunningGateway
 from tests.webhooks.conftest import STARTING_CREDITS, WebhookClient
 from tests.webhooks.support import (
@@ -198,3 +200,33 @@ async def test_a_webhook_paused_past_retention_refunds_only_what_never_reached_i
     for job_id in unreached:
         assert refs(entries, job_id) == [("debit", -PRICE), ("refund", PRICE)]
     assert await balance(pool, pubkey) == 10_000 - 2 * PRICE and await conserved(pool, pubkey)
+
+
+async def test_an_attempt_under_way_at_a_delete_that_never_connects_is_refunded_with_its_outcome(
+    pool: asyncpg.Pool, gateway_here: RunningGateway, http: aiohttp.ClientSession
+) -> None:
+    """The other side of the rule above: the cancel leaves an attempt under way its charge, and the
+    attempt's outcome, written on the cancelled job, gives it back when it never reached the receiver
+    (a failed connection). A job whose lease had passed at the delete (its dispatcher gone, no outcome
+    to come) is refunded with the cancel. The claims, charges and outcomes are the dispatcher's own
+    calls (:mod:`gateway.webhooks.jobs`), made here one at a time to hold the attempt under way."""
+    owner = await WebhookClient.new(http, gateway_here)
+    created = await owner.created(url=nowhere(), filter_type="signal")
+    hook = Hook(created["id"], owner.pubkey, "")
+    under_way, lapsed = await enqueue(pool, hook, price=1), await enqueue(pool, hook, price=1)
+    claimed = {j.id: j for j in await delivery_jobs.claim(pool, "gone", 10, 30, 10)}
+    for job_id in (under_way, lapsed):
+        assert await delivery_jobs.charge(pool, "gone", claimed[job_id]) is delivery_jobs.Charge.CHARGED
+    await pool.execute("UPDATE delivery_jobs SET locked_until = now() - interval '1 second' WHERE id = $1", lapsed)
+
+    gone = await owner.delete(created["id"])
+    assert gone.status == 200 and gone.json["cancelled_jobs"] == 2
+    entries = await ledger(pool, owner.pubkey)
+    assert refs(entries, under_way) == [("debit", -1)]  # its attempt may yet reach the receiver
+    assert refs(entries, lapsed) == [("debit", -1), ("refund", 1)]
+
+    failed = Outcome(under_way, claimed[under_way].attempts, Result.RETRY, error="connection failed", delay_s=5)
+    assert await delivery_jobs.record(pool, "gone", [failed]) == {under_way}
+    assert refs(await ledger(pool, owner.pubkey), under_way) == [("debit", -1), ("refund", 1)]
+    assert ((await job(pool, under_way))["status"], (await job(pool, under_way))["charged"]) == ("cancelled", 0)
+    assert await balance(pool, owner.pubkey) == STARTING_CREDITS and await conserved(pool, owner.pubkey)
