@@ -26,7 +26,7 @@ from gateway.mcp.server import MCP_PATH, McpTransport, own_origins
 from gateway.openapi import openapi_document
 from gateway.pipeline import Call, Reply, ReplyStyle, json_reply
 from gateway.pipeline_http import RPC_MAX_BODY_BYTES, RpcFirst, WebSocketFirst, call_from_scope, mount, to_response
-from gateway.public import SingleFlight, capabilities_document, health_document, pricing_document
+from gateway.public import capabilities_document, health_document, pricing_document
 from gateway.pubsub.ws import WS_PATH, WsTransport
 from gateway.signals.routes import signal_routes
 from gateway.transports.access_log import with_access_log
@@ -77,7 +77,6 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
         status, doc = health_document(gw.upstream, gw.profile, gw.started_at, gw.auth.keys_view())
         return to_response(json_reply(status, doc))
 
-    trade_pricing = SingleFlight(gw.trade_pricing)  # concurrent callers share one node read
     limit_pricing = gw.limit("pricing")
 
     async def pricing(request: Request) -> Response:
@@ -94,7 +93,7 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
             s.credits_per_usdc,
             s.credit_expiry_seconds,
             gw.methods,
-            await trade_pricing(),
+            await gw.trade_pricing(),  # concurrent callers share one node read (CachedRate)
             ws_limits=gw.ws_limits,
             grpc_limits=gw.grpc_limits,
         )
