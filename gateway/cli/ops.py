@@ -534,7 +534,7 @@ def webhooks_replay(
     if done["price"] > 0 and done["charged"] == 0:
         charge = f"it will be charged {done['price']} credits again before its first attempt (its charge was refunded)"
     elif done["charged"] > 0:
-        charge = "its charge was kept (the receiver answered an attempt): not charged again"
+        charge = "its charge was kept (an attempt reached the receiver): not charged again"
     else:
         charge = "a free delivery"
     paused = (
