@@ -33,10 +33,9 @@ from gateway.access.rules import (
     address_allowed,
     method_allowed,
     origin_allowed,
-    peer_host,
 )
 from gateway.auth.services import AuthServices
-from gateway.core.client_address import TrustedProxies, client_address
+from gateway.core.client_address import TrustedProxies, client_address, grpc_peer_host
 from gateway.core.errors import ProxyError
 from gateway.core.identity import Identity
 from gateway.pipeline import Call, Wire
@@ -112,7 +111,7 @@ class AccessGuard:
         """The client address the rules match (the real client behind the bundled HAProxy or a trusted proxy)."""
         peer = call.client
         if call.wire is Wire.GRPC and peer is not None:
-            peer = peer_host(peer)
+            peer = grpc_peer_host(peer)
         return client_address(peer, call.headers.get("x-forwarded-for"), self.trusted)
 
     async def permits(self, identity: Identity, method: str, method_class: str | None) -> bool:

@@ -218,16 +218,6 @@ def method_allowed(rules: AccessRules, method: str, method_class: str | None) ->
     return method in rules.methods or (method_class is not None and method_class in rules.methods)
 
 
-def peer_host(peer: str) -> str:
-    """The host of a gRPC peer name (``ipv4:1.2.3.4:port``, ``ipv6:[::1]:port``); anything else whole."""
-    kind, _, rest = peer.partition(":")
-    if kind == "ipv6" and rest.startswith("["):
-        return rest[1 : rest.find("]")]
-    if kind == "ipv4":
-        return rest.rpartition(":")[0]
-    return peer
-
-
 # -- refusals ----------------------------------------------------------------------------------
 
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from gateway.core.client_address import TrustedProxies, client_address
+from gateway.core.client_address import TrustedProxies, client_address, grpc_peer_host
 from gateway.core.errors import ProxyError, address_rate_limited
 from gateway.limits.rules import KeyedBuckets
 from gateway.limits.settings import IpLimit
@@ -45,7 +45,7 @@ class FailedAuths:
     def address(self, call: Call) -> str:
         peer = call.client
         if call.wire is Wire.GRPC and peer is not None:
-            peer = _grpc_host(peer)
+            peer = grpc_peer_host(peer)
         return client_address(peer, call.headers.get("x-forwarded-for"), self.trusted)
 
     def check(self, address: str) -> None:
@@ -75,14 +75,3 @@ def refused(retry_after_s: int) -> ProxyError:
         f"retry in {retry_after_s} s"
     )
     return replace(address_rate_limited(retry_after_s), message=message)
-
-
-def _grpc_host(peer: str) -> str:
-    """The host of a gRPC peer name (``ipv4:1.2.3.4:port``, ``ipv6:[::1]:port``), as gateway.grpc.rules
-    reads it; anything else (a unix socket) whole."""
-    kind, _, rest = peer.partition(":")
-    if kind == "ipv6" and rest.startswith("["):
-        return rest[1 : rest.find("]")]
-    if kind == "ipv4":
-        return rest.rpartition(":")[0]
-    return peer

@@ -41,3 +41,14 @@ def client_address(peer: str | None, forwarded_for: str | None, trusted: Trusted
         if candidate and not trusted.trusts(candidate):
             return candidate
     return peer
+
+
+def grpc_peer_host(peer: str) -> str:
+    """The host of a gRPC peer as grpc names it (``ipv4:1.2.3.4:port``, ``ipv6:[::1]:port``); anything else
+    (a unix socket) whole."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6" and rest.startswith("["):
+        return rest[1 : rest.find("]")]
+    if kind == "ipv4":
+        return rest.rpartition(":")[0]
+    return peer

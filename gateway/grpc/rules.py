@@ -89,16 +89,6 @@ def address_limit_message(limit: int) -> str:
     return f"stream limit reached: {limit} open Subscribe streams from this address ({limit}/{limit})"
 
 
-def peer_address(peer: str) -> str:
-    """The address of a gRPC peer as grpc names it (``ipv4:1.2.3.4:port``, ``ipv6:[::1]:port``)."""
-    kind, _, rest = peer.partition(":")
-    if kind == "ipv6" and rest.startswith("["):
-        return rest[1 : rest.find("]")]
-    if kind == "ipv4":
-        return rest.rpartition(":")[0]
-    return peer  # unix sockets and the like: the whole name
-
-
 #: Filter changes (SubscribeRequests other than pings) one stream may send: this many at once, then this many a
 #: second (docs/api.md, gRPC limits): each one re-indexes the stream's keys and may reopen the upstream subscription.
 FILTER_CHANGES_BURST = 10

@@ -56,6 +56,7 @@ from gateway import metrics
 from gateway.access.rules import ACCESS_DENIED
 from gateway.auth.revocations import REASONS
 from gateway.auth.services import AuthServices
+from gateway.core.client_address import grpc_peer_host
 from gateway.core.credentials import grpc_credentials
 from gateway.core.errors import ProxyError, ReplyStyle
 from gateway.credits.errors import SPEND_CAP_MESSAGE
@@ -78,7 +79,6 @@ from gateway.grpc.rules import (
     interval_unpaid_message,
     key_rate_message,
     open_rate_message,
-    peer_address,
     refusal,
     stream_limit_message,
 )
@@ -194,7 +194,7 @@ class GeyserGateway:
     async def _subscribe(self, requests: Any, context: grpc.aio.ServicerContext, entered: EntrySession) -> None:
         caps = await self._caps(context, entered.pubkey)
         await self._open_rate(context, entered.pubkey, caps)
-        seats = await self._seats(context, entered.pubkey, peer_address(context.peer() or ""), caps)
+        seats = await self._seats(context, entered.pubkey, grpc_peer_host(context.peer() or ""), caps)
         self.streams += 1
         metrics.GRPC_STREAMS.set(self.streams)
         counted = True

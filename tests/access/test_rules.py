@@ -11,8 +11,8 @@ from gateway.access.rules import (
     method_allowed,
     origin_allowed,
     parse_rules,
-    peer_host,
 )
+from gateway.core.client_address import grpc_peer_host
 
 KNOWN = ("getSlot", "getBalance")
 
@@ -92,6 +92,6 @@ def test_bad_input_is_refused(document: dict[str, object]) -> None:
 
 
 def test_grpc_peer_names() -> None:
-    assert peer_host("ipv4:127.0.0.2:5000") == "127.0.0.2"
-    assert peer_host("ipv6:[::1]:5000") == "::1"
-    assert peer_host("unix:/tmp/s") == "unix:/tmp/s"
+    assert grpc_peer_host("ipv4:127.0.0.2:5000") == "127.0.0.2"
+    assert grpc_peer_host("ipv6:[::1]:5000") == "::1"
+    assert grpc_peer_host("unix:/tmp/s") == "unix:/tmp/s"
