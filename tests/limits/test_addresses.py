@@ -96,5 +96,6 @@ def test_the_defaults_are_the_documented_numbers() -> None:
         "webhooks": (5, 30),
         "x402_settle": (0.1, 5),
         "signals": (5, 30),
+        "pricing": (5, 30),
         "auth_failures": (1, 100),
     }
