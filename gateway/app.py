@@ -150,6 +150,7 @@ class GatewayApp:
         )
         self.sol_usd: RateSource = self._sol_usd_rate()
         self.methods = method_registry(self._local_methods())  # a local method not registered is refused free
+        self.accounts.usage.class_of = self.methods.class_of  # usage totals per method class
         self.access_endpoints = AccessEndpoints(
             self.access, [*(spec.name for spec in self.methods), *NATIVE, SIGNAL_SUBSCRIBE], self._revoked_keys
         )

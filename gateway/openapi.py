@@ -30,6 +30,8 @@ from gateway.auth.models import (
     VerifyRequest,
 )
 from gateway.auth.paging import MAX_LIMIT, MAX_OFFSET
+from gateway.auth.usage_models import UsageTotals
+from gateway.auth.usage_totals import EXPORT_MAX_ROWS, MAX_DAYS
 from gateway.bulk.models import (
     BalancesAnswer,
     BalancesRequest,
@@ -232,6 +234,7 @@ _MODELS: tuple[type[BaseModel], ...] = (
     AccessRulesAnswer,
     SpendCapRequest,
     SpendCapAnswer,
+    UsageTotals,
 )
 
 
@@ -375,6 +378,49 @@ def _account_read(summary: str, answer: str, paged: bool = False) -> dict[str, A
     }
 
 
+def _usage_paths() -> dict[str, Any]:
+    """The account page's reads beyond docs/api.md's interface (docs/api.md, Usage totals, CSV exports)."""
+    errors = {**_errors(400, 401, 403, 404, 429, 500, 503), **_errors(402, rpc=(402,))}
+    days = {"name": "days", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": MAX_DAYS}}
+    export = [
+        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": EXPORT_MAX_ROWS}},
+        {"name": "cursor", "in": "query", "schema": {"type": "string"}, "description": "start below this row"},
+    ]
+    csv = {"description": "CSV, newest first, streamed", "content": {"text/csv": {"schema": {"type": "string"}}}}
+    return {
+        "/account/usage/daily": {
+            "get": _operation(
+                "Credits, calls and refunds per UTC day, method class and method (beyond the interface)",
+                _json(_ref("UsageTotals"), "the totals"),
+                errors,
+                secured=True,
+                params=[days],
+                tag="Account",
+            )
+        },
+        "/account/usage.csv": {
+            "get": _operation(
+                "The usage history as a CSV file (beyond the interface)",
+                csv,
+                errors,
+                secured=True,
+                params=export,
+                tag="Account",
+            )
+        },
+        "/account/ledger.csv": {
+            "get": _operation(
+                "The ledger as a CSV file (beyond the interface)",
+                csv,
+                errors,
+                secured=True,
+                params=export,
+                tag="Account",
+            )
+        },
+    }
+
+
 def openapi_document(server_url: str | None = None) -> dict[str, Any]:
     rest_errors = _errors(400, 413, 429, 500, 503)
     public = {"200": _json({}, "")}
@@ -486,6 +532,7 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
             },
             "/account/ledger": _account_read("Ledger entries, newest first", "LedgerPage", paged=True),
             "/account/history": _account_read("Usage history, one entry per call, newest first", "HistoryPage", True),
+            **_usage_paths(),
             **_webhook_paths(),
             "/x402/settle": {"post": _settle_operation()},
             "/account/confirm-deposit": {

@@ -23,6 +23,7 @@ from gateway.auth.account_views import account_document, history_entry, ledger_e
 from gateway.auth.errors import account_suspended, bearer_token_required, not_started
 from gateway.auth.paging import page_document, parse_page
 from gateway.auth.services import AuthServices
+from gateway.auth.usage_totals import UsageEndpoints
 from gateway.core.credentials import bearer_token
 from gateway.core.errors import account_not_found, auth_failed, invalid_request
 from gateway.core.wallet_headers import HeaderFailure, decode_base58, verify_signature
@@ -72,6 +73,7 @@ class AccountEndpoints:
     def __init__(self, services: AuthServices, unsettled: Callable[[str], int] = lambda pubkey: 0) -> None:
         self.services = services
         self.unsettled = unsettled
+        self.usage = UsageEndpoints(services)  # the account page's totals and CSV routes (beyond docs/api.md)
 
     async def challenge(self, call: Call) -> Reply:
         """``POST /auth/challenge {pubkey}`` -> ``{challenge, expires_in}``; no auth."""

@@ -12,6 +12,7 @@ from starlette.routing import BaseRoute
 
 from gateway.auth.endpoints import AccountEndpoints
 from gateway.auth.stage import Gates
+from gateway.auth.usage_totals import usage_routes
 from gateway.pipeline import Handler
 from gateway.pipeline_http import mount
 
@@ -35,4 +36,5 @@ def account_routes(gates: Gates, endpoints: AccountEndpoints, confirm_deposit: H
         mount("/account/ledger", "GET", [reads, any_mode], endpoints.ledger),
         mount("/account/history", "GET", [reads, any_mode], endpoints.history),
         mount("/account/confirm-deposit", "POST", [limit("deposit_confirm"), any_mode], confirm_deposit),
+        *usage_routes(gates, endpoints.usage),
     ]

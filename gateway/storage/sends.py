@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 
 import asyncpg
@@ -27,6 +27,7 @@ import asyncpg
 from gateway.core.credits import Standing
 from gateway.storage.errors import postgres_call
 from gateway.storage.ledger.cap import room
+from gateway.storage.ledger.daily import add_totals, utc_day
 from gateway.storage.ledger.moves import Move, debit
 from gateway.storage.ledger.sql import holds, lock_account
 
@@ -208,19 +209,23 @@ async def settle(
             )
             charged = 0
         balance = int(account["balance"])
+        now = datetime.now(UTC)  # the usage row's time, and so its day in the totals (migration 0027)
         if charged > 0:
             # No in-process low_balance hook after commit here (settle takes none): the event's
             # webhook jobs, which debit writes, are all a send's crossing announces.
             entry = Move("debit", -charged, f"sendAndConfirm {status.value}: {signature}", signature)
             balance = (await debit(conn, account, [entry])).balance
         await conn.execute(
-            """INSERT INTO usage_history (pubkey, method, credits, request_id, refunded)
-               VALUES ($1, 'sendAndConfirm', $2, $3, $4)""",
+            """INSERT INTO usage_history (pubkey, method, credits, request_id, refunded, created_at)
+               VALUES ($1, 'sendAndConfirm', $2, $3, $4, $5)""",
             pubkey,
             charged,
             row["request_id"],
             charged == 0,
+            now,
         )
+        # usage totals (migration 0027): the row above, in the same transaction
+        await add_totals(conn, pubkey, {(utc_day(now), "sendAndConfirm"): [charged, 1, int(charged == 0)]})
         settled = await conn.fetchrow(
             """UPDATE sends SET status = $2, charged = $3, slot = COALESCE($4, slot), error = $5,
                       settled_by = $6, settled_at = now()

@@ -7,7 +7,7 @@ their keyed hash (``api_keys.key_hash``), never in clear.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 import asyncpg
@@ -176,6 +176,19 @@ class AccountStore:
             CallRecord(r["id"], r["method"], r["credits"], r["created_at"], r["request_id"], r["refunded"], r["calls"])
             for r in rows
         ]
+
+
+    @postgres_call(WHAT)
+    async def usage_daily(self, pubkey: str, first: date) -> list[asyncpg.Record]:
+        """The account's usage totals per (day, method) from ``first`` on (``usage_daily``, migration 0027;
+        read by :mod:`gateway.auth.usage_totals`), on the table's primary key."""
+        rows: list[asyncpg.Record] = await self._db.fetch(
+            """SELECT day, method, credits, calls, refunds FROM usage_daily
+               WHERE pubkey = $1 AND day >= $2 ORDER BY day, method""",
+            pubkey,
+            first,
+        )
+        return rows
 
 
 class ApiKeyRows:

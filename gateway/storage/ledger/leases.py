@@ -24,6 +24,7 @@ from gateway.core.credits import (
 from gateway.core.webhook_events import LOW_BALANCE, low_balance
 from gateway.storage.errors import postgres_call
 from gateway.storage.ledger.cap import room
+from gateway.storage.ledger.daily import add_totals, totals_of
 from gateway.storage.ledger.moves import Move, debit
 from gateway.storage.ledger.sql import holds, lock_account
 
@@ -211,6 +212,8 @@ async def _record_usage(conn: asyncpg.Connection, pubkey: str, records: Sequence
             (pubkey, r.method, 0 if r.refunded else r.credits, r.request_id, r.refunded, r.at, r.calls) for r in records
         ],
     )
+    # usage totals (migration 0027): one upsert per (day, method) of the flush, in its transaction
+    await add_totals(conn, pubkey, totals_of(records))
 
 
 def _moves(lease_id: int, records: Sequence[UsageRecord]) -> list[Move]:
