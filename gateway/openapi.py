@@ -46,11 +46,14 @@ from gateway.core.patterns import SIGNAL_ID
 from gateway.credits.models import ConfirmDepositRequest, ConfirmedDeposit
 from gateway.signals.models import RecentSignals
 from gateway.signals.rules import DEFAULT_RECENT_LIMIT, KINDS, MAX_RECENT_LIMIT
+from gateway.webhooks.management import DEFAULT_DELIVERIES, MAX_DELIVERIES
 from gateway.webhooks.models import (
     EmptyRequest,
     WebhookCreated,
     WebhookDeleted,
+    WebhookDeliveryPage,
     WebhookList,
+    WebhookPaused,
     WebhookReplayed,
     WebhookRequest,
     WebhookResumed,
@@ -224,6 +227,8 @@ _MODELS: tuple[type[BaseModel], ...] = (
     WebhookDeleted,
     WebhookReplayed,
     WebhookResumed,
+    WebhookPaused,
+    WebhookDeliveryPage,
     BalancesRequest,
     TokenBalancesRequest,
     TransactionsRequest,
@@ -679,6 +684,14 @@ def _webhook_paths() -> dict[str, Any]:
         "/webhooks/{id}/resume": {
             "post": per("resumeWebhook", "Resume a paused webhook's deliveries", "WebhookResumed")
         },
+        "/webhooks/{id}/pause": {
+            "post": per(
+                "pauseWebhook",
+                "Pause a webhook: its queued deliveries wait for a resume (beyond the interface)",
+                "WebhookPaused",
+            )
+        },
+        "/webhooks/{id}/deliveries": {"get": _deliveries_operation(per_id, id_param)},
         "/webhooks/{id}": {
             "delete": per(
                 "deleteWebhook", "Delete a webhook; its waiting deliveries are cancelled", "WebhookDeleted", None
@@ -687,7 +700,31 @@ def _webhook_paths() -> dict[str, Any]:
     }
 
 
-_PER_WEBHOOK = ("rotateWebhookSecret", "replayWebhook", "resumeWebhook", "deleteWebhook")
+_PER_WEBHOOK = (
+    "rotateWebhookSecret",
+    "replayWebhook",
+    "resumeWebhook",
+    "pauseWebhook",
+    "webhookDeliveries",
+    "deleteWebhook",
+)
+
+
+def _deliveries_operation(per_id: dict[str, Any], id_param: list[dict[str, Any]]) -> dict[str, Any]:
+    """``GET /webhooks/{id}/deliveries`` (docs/api.md, Webhooks; beyond the interface)."""
+    params = [
+        *id_param,
+        {
+            "name": "limit",
+            "in": "query",
+            "schema": {"type": "integer", "minimum": 1, "maximum": MAX_DELIVERIES, "default": DEFAULT_DELIVERIES},
+        },
+        {"name": "cursor", "in": "query", "description": "a page's next_cursor", "schema": {"type": "string"}},
+    ]
+    ok = _json(_ref("WebhookDeliveryPage"), "the webhook's events, newest first")
+    summary = "A webhook's recent deliveries with the receiver's last answer (beyond the interface)"
+    op = _operation(summary, ok, per_id, body=None, params=params, secured=True, tag="Webhooks")
+    return {"operationId": "webhookDeliveries", **op}
 
 
 def _pricing_operation() -> dict[str, Any]:

@@ -6,6 +6,8 @@
     POST   /webhooks/{id}/rotate-secret  a new secret; deliveries made from now on are signed with it
     POST   /webhooks/{id}/replay         dead deliveries back to pending, from their first attempt
     POST   /webhooks/{id}/resume         a paused subscription active again
+    POST   /webhooks/{id}/pause          an active subscription paused by its owner, its queue kept
+    GET    /webhooks/{id}/deliveries     its events, newest first, with the receiver's last answer
 
 Only the owner sees a subscription: any other id (another account's, a deleted one, one that never
 existed, one that is not a number) is 404 ``NOT_FOUND``, never 403, so no answer says whether an id
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 from gateway.auth.account_views import iso8601
@@ -33,12 +36,15 @@ from gateway.storage.errors import StoreUnavailable
 from gateway.webhooks import store as webhooks
 from gateway.webhooks.rules import MAX_WEBHOOKS_PER_ACCOUNT, MIN_BALANCE_TO_CREATE, event_id, new_secret
 from gateway.webhooks.settings import WebhookSettings
-from gateway.webhooks.store import DeliveryCounts, LastDelivery, Refusal, Refused, WebhookView
+from gateway.webhooks.store import Delivery, DeliveryCounts, LastDelivery, Refusal, Refused, WebhookView
 from gateway.webhooks.validation import parse_creation, parse_empty
 
 PATH = "/webhooks"
 #: Ids are PostgreSQL BIGSERIALs.
 MAX_ID = 2**63 - 1
+#: Deliveries per page of ``GET /webhooks/{id}/deliveries``: each carries up to 512 bytes of the answer.
+DEFAULT_DELIVERIES = 20
+MAX_DELIVERIES = 100
 NO_DELIVERIES = DeliveryCounts(pending=0, delivered=0, dead=0)
 #: Addresses an account's watches may follow when no setting says (the setting's default).
 DEFAULT_MAX_WATCHED = WebhookSettings.model_fields["webhook_watched_addresses_per_account"].default
@@ -141,6 +147,26 @@ class WebhookEndpoints:
             raise _not_found()
         return json_reply(200, {"ok": True, "id": target, "resumed": resumed, "status": "active"})
 
+    async def pause(self, call: Call) -> Reply:
+        """Free and not rate-limited: a pause makes no delivery go out (a resume is limited)."""
+        target = webhook_id(call.path)
+        parse_empty(call.body)
+        paused = await webhooks.pause_owned(self._pool(), call.authenticated().pubkey, target)
+        if paused is None:
+            raise _not_found()
+        return json_reply(200, {"ok": True, "id": target, "paused": paused, "status": "paused"})
+
+    async def deliveries(self, call: Call) -> Reply:
+        target = webhook_id(call.path)
+        limit, before = delivery_page(call.query)
+        rows = await webhooks.deliveries(self._pool(), call.authenticated().pubkey, target, limit, before)
+        if rows is None:
+            raise _not_found()
+        next_cursor = str(rows[-1].job_id) if len(rows) == limit else None
+        return json_reply(
+            200, {"id": target, "entries": [delivery_document(target, d) for d in rows], "next_cursor": next_cursor}
+        )
+
     async def _may_deliver(self, caller: str) -> None:
         """What makes deliveries go out again (a replay, a resume) is refused as a creation is: 403 for a
         suspended account, 402 without a positive balance (its deliveries are paid); and 429 past
@@ -191,6 +217,43 @@ def webhook_id(path: str) -> int:
     if target is None or target < 1:
         raise _not_found()
     return target
+
+
+def delivery_page(query: Mapping[str, str]) -> tuple[int, int | None]:
+    """``limit`` (1 to :data:`MAX_DELIVERIES`, default :data:`DEFAULT_DELIVERIES`) and ``cursor`` (a
+    page's ``next_cursor``: a job id); anything else in them is 400 INVALID_REQUEST."""
+    limit = DEFAULT_DELIVERIES
+    if "limit" in query:
+        given = whole_number(query["limit"], MAX_DELIVERIES)
+        if given is None or given < 1:
+            raise invalid_request(f"limit must be an integer from 1 to {MAX_DELIVERIES}")
+        limit = given
+    before = None
+    if "cursor" in query:
+        before = whole_number(query["cursor"], MAX_ID)
+        if before is None or before < 1:
+            raise invalid_request("cursor must be the next_cursor of a page (an integer from 1)")
+    return limit, before
+
+
+def delivery_document(hook_id: int, d: Delivery) -> dict[str, Any]:
+    """One event as ``GET /webhooks/{id}/deliveries`` answers it (docs/api.md, Webhooks)."""
+    return {
+        "event_id": event_id(hook_id, d.job_id),
+        "event_type": d.event_type,
+        "status": d.status,
+        "attempts": d.attempts,
+        "http_status": d.http_status,
+        "response_excerpt": d.excerpt,
+        "error": d.error,
+        "created_at": iso8601(d.created_at),
+        "next_attempt_at": _time(d.next_attempt_at),
+        "delivered_at": _time(d.delivered_at),
+    }
+
+
+def _time(at: datetime | None) -> str | None:
+    return None if at is None else iso8601(at)
 
 
 def webhook_document(view: WebhookView) -> dict[str, Any]:

@@ -128,3 +128,29 @@ class WebhookResumed(BaseModel):
     id: int
     resumed: bool = Field(description="false when it was not paused")
     status: Literal["active"]
+
+
+class WebhookPaused(BaseModel):
+    ok: bool
+    id: int
+    paused: bool = Field(description="false when it was paused already (its reason kept)")
+    status: Literal["paused"]
+
+
+class WebhookDelivery(BaseModel):
+    event_id: str = Field(description="evt_{webhook_id}_{job_id}, the X-Webhook-Event-Id of its deliveries")
+    event_type: str
+    status: Literal["pending", "delivering", "delivered", "dead", "cancelled"]
+    attempts: int = Field(description="attempts made so far")
+    http_status: int | None = Field(description="the receiver's HTTP status at the last attempt (null: no answer)")
+    response_excerpt: str | None = Field(description="the first 512 bytes of that answer's body, as text")
+    error: str | None = Field(description="why the last attempt failed")
+    created_at: str = Field(description="ISO 8601 UTC: when the event happened")
+    next_attempt_at: str | None = Field(description="ISO 8601 UTC, pending only: when the next attempt is due")
+    delivered_at: str | None = Field(description="ISO 8601 UTC")
+
+
+class WebhookDeliveryPage(BaseModel):
+    id: int = Field(description="the webhook")
+    entries: list[WebhookDelivery] = Field(description="newest first")
+    next_cursor: str | None = Field(description="the cursor of the next page; null on the last one")

@@ -26,4 +26,6 @@ def webhook_routes(gates: Gates, endpoints: WebhookEndpoints) -> list[BaseRoute]
         mount("/webhooks/{id}/rotate-secret", "POST", stages, endpoints.rotate_secret),
         mount("/webhooks/{id}/replay", "POST", stages, endpoints.replay),
         mount("/webhooks/{id}/resume", "POST", stages, endpoints.resume),
+        mount("/webhooks/{id}/pause", "POST", stages, endpoints.pause),
+        mount("/webhooks/{id}/deliveries", "GET", stages, endpoints.deliveries),
     ]

@@ -109,6 +109,22 @@ class LastDelivery:
 
 
 @dataclass(frozen=True)
+class Delivery:
+    """One event of a subscription as its owner lists it (:func:`deliveries`)."""
+
+    job_id: int
+    event_type: str
+    status: str  # pending (waiting or retrying), delivering, delivered, dead, cancelled
+    attempts: int
+    http_status: int | None  # the receiver's last answer
+    excerpt: str | None  # the start of that answer's body, as the dispatcher kept it
+    error: str | None
+    created_at: datetime
+    next_attempt_at: datetime | None  # pending only: when the next attempt is due (None: waits for a resume)
+    delivered_at: datetime | None
+
+
+@dataclass(frozen=True)
 class WebhookView:
     """A subscription as its owner lists it."""
 
@@ -484,6 +500,63 @@ async def pause(db: asyncpg.Pool | asyncpg.Connection, webhook_id: int, reason: 
         reason,
     )
     return found is not None
+
+
+@postgres_call(WHAT)
+async def deliveries(
+    pool: asyncpg.Pool, pubkey: str, webhook_id: int, limit: int, before_id: int | None = None
+) -> list[Delivery] | None:
+    """``pubkey``'s subscription's events, newest first, at most ``limit``, those older than the job
+    ``before_id`` when given (paged by key: the ``delivery_jobs_by_webhook`` index); None when
+    ``pubkey`` has no such subscription."""
+    async with pool.acquire() as conn:
+        if await _owned(conn, pubkey, webhook_id) is None:
+            return None
+        rows = await conn.fetch(
+            """SELECT id, event_type, status, attempts, last_status, response_excerpt, last_error, created_at,
+                      CASE WHEN status = 'pending' AND next_attempt_at <> 'infinity' THEN next_attempt_at END
+                          AS next_attempt_at,
+                      delivered_at
+               FROM delivery_jobs WHERE webhook_id = $1 AND ($2::bigint IS NULL OR id < $2)
+               ORDER BY id DESC LIMIT $3""",
+            webhook_id,
+            before_id,
+            limit,
+        )
+    return [
+        Delivery(
+            job_id=int(r["id"]),
+            event_type=r["event_type"],
+            status=r["status"],
+            attempts=int(r["attempts"]),
+            http_status=r["last_status"],
+            excerpt=r["response_excerpt"],
+            error=r["last_error"],
+            created_at=r["created_at"],
+            next_attempt_at=r["next_attempt_at"],
+            delivered_at=r["delivered_at"],
+        )
+        for r in rows
+    ]
+
+
+#: ``paused_reason`` of a subscription its owner paused (a ``format()`` of its id).
+OWNER_PAUSED_REASON = "paused by its owner: POST /webhooks/%s/resume to receive its deliveries again"
+
+
+@postgres_call(WHAT)
+async def pause_owned(pool: asyncpg.Pool, pubkey: str, webhook_id: int) -> bool | None:
+    """The owner's pause: True if it was active, False if it was paused already (its reason kept),
+    None when ``pubkey`` has no such subscription. Its queued jobs stay queued, charges and all (the
+    claim parks them until a resume); nothing is refunded here: a charge comes back only for a job
+    never sent that is cancelled (a deletion, or the expiry of one paused too long)."""
+    async with pool.acquire() as conn, conn.transaction():
+        status = await _lock_owned(conn, pubkey, webhook_id)
+        if status is None:
+            return None
+        if status != WebhookStatus.ACTIVE:
+            return False
+        return await pause(conn, webhook_id, OWNER_PAUSED_REASON % webhook_id)
 
 
 #: Why a transaction watch was paused for want of credits (a ``format()`` of the price, the balance and its id).

@@ -142,6 +142,7 @@ export const webhooks = {
   create: (session, body) => call("POST", "/webhooks", { body: JSON.stringify(body), headers: bearer(session) }),
   remove: (session, id) => call("DELETE", `/webhooks/${encodeURIComponent(id)}`, { headers: bearer(session) }),
   post: (session, id, action) => call("POST", `/webhooks/${encodeURIComponent(id)}/${action}`, { body: "{}", headers: bearer(session) }),
+  deliveries: (session, id, limit) => call("GET", `/webhooks/${encodeURIComponent(id)}/deliveries?limit=${limit}`, { headers: bearer(session) }),
 };
 
 export const base58 = bs58;

@@ -1,5 +1,6 @@
-// The webhooks card: the account's webhooks with their status and deliveries, and creating, rotating the
-// secret of, replaying, resuming and deleting them (docs/api.md, Webhooks). A URL is shown as text.
+// The webhooks card: the account's webhooks with their status and deliveries, a webhook's recent deliveries
+// with the receiver's answers, and creating, rotating the secret of, replaying, pausing, resuming and deleting
+// them (docs/api.md, Webhooks). A URL and a receiver's answer are shown as text, never as markup.
 
 import * as api from "./api.js";
 import { h, fill, num, when, table } from "./dom.js";
@@ -12,12 +13,13 @@ const TYPES = [
   ["signal", "Signals"],
 ];
 const LIFECYCLE = ["low_balance", "deposit.credited", "credits.expiring", "api_key.rotated"];
+const DELIVERIES_SHOWN = 20;
 
 /**
  * The card's state and drawing. `ui` gives: session(), notify(text, kind), explain(err), copyButton(text, label).
  */
 export function webhooksCard(ui) {
-  const state = { list: null, secret: null, creating: false, confirmDelete: null, drawn: false };
+  const state = { list: null, secret: null, creating: false, confirmDelete: null, drawn: false, open: null, deliveries: null };
 
   async function refresh() {
     const session = ui.session();
@@ -28,8 +30,17 @@ export function webhooksCard(ui) {
     } catch (err) {
       if (err.status !== 402 && err.status !== 404) throw err; // 402: no account yet
     }
-    const changed = JSON.stringify(list) !== JSON.stringify(state.list) || !state.drawn;
+    let deliveries = null;
+    const open = list && (list.webhooks || []).some((w) => w.id === state.open) ? state.open : null;
+    try {
+      if (open !== null) deliveries = await api.webhooks.deliveries(session, open, DELIVERIES_SHOWN);
+    } catch (err) {
+      if (err.status !== 404) throw err; // deleted meanwhile
+    }
+    const changed = JSON.stringify([list, deliveries]) !== JSON.stringify([state.list, state.deliveries]) || !state.drawn;
     state.list = list;
+    state.open = deliveries ? open : null;
+    state.deliveries = deliveries;
     if (changed && !state.creating) render();
   }
 
@@ -72,6 +83,7 @@ export function webhooksCard(ui) {
           actions(w),
         ]), [])
       : h("p", {}, "No webhook yet."));
+    if (state.open !== null && state.deliveries) parts.push(deliveriesPanel(state.open, state.deliveries.entries || []));
     parts.push(h("p", { class: "small muted" }, `${hooks.length} of ${state.list.max_webhooks} webhooks; transaction and signal deliveries cost credits (see Pricing).`));
     parts.push(state.creating ? form() : h("button", { type: "button", id: "add-webhook", onclick: () => { state.creating = true; render(); } }, "Add a webhook"));
     fill("webhooks", parts);
@@ -88,6 +100,48 @@ export function webhooksCard(ui) {
     return [`${d.event_type}: ${d.status}`, answer && ` (${answer})`, h("br"), h("span", { class: "small" }, when(d.created_at))];
   }
 
+  function deliveriesPanel(id, entries) {
+    const title = `Recent deliveries of webhook ${id}`;
+    return h("section", { id: "webhook-deliveries", "aria-label": title },
+      h("h3", {}, title),
+      entries.length
+        ? table(`${title}, newest first`, ["Event", "Status", "Receiver's answer"],
+          entries.map((d) => [
+            [d.event_type, h("br"), h("span", { class: "small url" }, d.event_id), h("br"), h("span", { class: "small" }, when(d.created_at))],
+            [h("strong", {}, d.status), h("br"), h("span", { class: "small" }, attemptsOf(d))],
+            answerOf(d),
+          ]))
+        : h("p", {}, "No delivery yet."),
+      h("p", { class: "small muted" }, `The newest ${DELIVERIES_SHOWN} events; the answer shown is the receiver's last one (its first 512 bytes).`));
+  }
+
+  function answerOf(d) {
+    if (d.http_status === null || d.http_status === undefined) return d.error || (d.attempts ? "no answer" : "not sent yet");
+    return [h("strong", {}, `HTTP ${d.http_status}`), d.response_excerpt ? [h("br"), h("code", { class: "url" }, d.response_excerpt)] : null];
+  }
+
+  function attemptsOf(d) {
+    const made = d.attempts === 1 ? "1 attempt" : `${num(d.attempts)} attempts`;
+    if (d.delivered_at) return `${made}; delivered ${when(d.delivered_at)}`;
+    if (d.next_attempt_at) return `${made}; next ${when(d.next_attempt_at)}`;
+    if (d.status === "pending") return `${made}; waits for a resume`;
+    return made;
+  }
+
+  async function toggleDeliveries(id) {
+    state.open = state.open === id ? null : id;
+    state.deliveries = null;
+    if (state.open === null) {
+      render();
+      return;
+    }
+    try {
+      await refresh();
+    } catch (err) {
+      ui.notify(`The deliveries could not be read: ${ui.explain(err)}`, "error");
+    }
+  }
+
   function actions(w) {
     if (state.confirmDelete === w.id) {
       return h("div", { class: "row" },
@@ -95,7 +149,10 @@ export function webhooksCard(ui) {
         h("button", { type: "button", onclick: () => { state.confirmDelete = null; render(); } }, "Keep"));
     }
     return h("div", { class: "row" },
-      w.status === "paused" && h("button", { type: "button", onclick: () => act((a) => `Webhook ${a.id} resumed.`, (s) => api.webhooks.post(s, w.id, "resume")) }, "Resume"),
+      h("button", { type: "button", "aria-expanded": state.open === w.id ? "true" : "false", "aria-controls": "webhook-deliveries", onclick: () => toggleDeliveries(w.id) }, state.open === w.id ? "Hide deliveries" : "Deliveries"),
+      w.status === "paused"
+        ? h("button", { type: "button", onclick: () => act((a) => `Webhook ${a.id} resumed.`, (s) => api.webhooks.post(s, w.id, "resume")) }, "Resume")
+        : h("button", { type: "button", onclick: () => act((a) => `Webhook ${a.id} paused: its deliveries wait until you resume it.`, (s) => api.webhooks.post(s, w.id, "pause")) }, "Pause"),
       h("button", { type: "button", onclick: () => act((a) => `Webhook ${a.id}: ${num(a.replayed)} failed deliveries queued again.`, (s) => api.webhooks.post(s, w.id, "replay")) }, "Replay failed"),
       h("button", { type: "button", onclick: () => act(() => "New secret shown above.", async (s) => { state.secret = { id: w.id, ...(await api.webhooks.post(s, w.id, "rotate-secret")) }; return {}; }) }, "New secret"),
       h("button", { type: "button", "aria-label": `Delete webhook ${w.id}`, onclick: () => { state.confirmDelete = w.id; render(); } }, "Delete"));
@@ -156,6 +213,8 @@ export function webhooksCard(ui) {
     state.creating = false;
     state.confirmDelete = null;
     state.drawn = false;
+    state.open = null;
+    state.deliveries = null;
   }
 
   return { refresh, render, reset };
