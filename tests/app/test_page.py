@@ -9,6 +9,7 @@ import asyncio
 import csv
 import io
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -88,6 +89,10 @@ async def test_sign_in_balance_spend_rotate_sign_out(
     await expect(page.locator("#history tbody tr")).to_have_count(5, timeout=WAIT_MS)
     await expect(page.locator("#balance-value")).not_to_have_text(re.compile(r"^50,000"), timeout=WAIT_MS)
     await expect(page.locator("#chart svg rect").first).to_be_attached(timeout=WAIT_MS)
+    # the chart and the per-method table from the kept totals (GET /account/usage/daily): today's 5 credits
+    today = datetime.now(UTC).date().isoformat()
+    await expect(page.locator("#chart svg")).to_have_attribute("aria-label", re.compile(f"{today}: 5 credits$"))
+    await expect(page.locator("#chart tbody tr", has_text="getSlot")).to_contain_text("5")
     async with page.expect_download() as started:
         await page.locator("#export-history").click()
     download = await started.value

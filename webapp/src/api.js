@@ -98,6 +98,33 @@ export function page(session, which, limit, cursor) {
   return call("GET", `/account/${which}?${query}`, { headers: bearer(session) });
 }
 
+/** GET /account/usage/daily: the kept totals per UTC day, method class and method (beyond the interface). */
+export function usageDaily(session, days) {
+  return call("GET", `/account/usage/daily?days=${days}`, { headers: bearer(session) });
+}
+
+/** GET /account/usage.csv or /account/ledger.csv: the streamed response (its body read by the caller). */
+export async function exportStream(session, which) {
+  const path = which === "history" ? "/account/usage.csv" : "/account/ledger.csv";
+  let response;
+  try {
+    response = await fetch(path, { headers: bearer(session), cache: "no-store", credentials: "omit" });
+  } catch (err) {
+    throw new ApiError(0, "NETWORK", `the gateway did not answer (${err.message})`);
+  }
+  if (!response.ok) {
+    const text = await response.text();
+    let error = {};
+    try {
+      error = JSON.parse(text).error || {};
+    } catch {
+      error = {};
+    }
+    throw new ApiError(response.status, error.code || `HTTP_${response.status}`, error.message || text.slice(0, 200));
+  }
+  return response;
+}
+
 /**
  * The interface's per-request wallet signature: the four X- headers over
  * `ledger-svc:v2:{METHOD}:{PATH}:{TIMESTAMP}:{NONCE}:{BODY_HASH}`, signed by `signMessage` (the wallet's).

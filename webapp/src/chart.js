@@ -1,36 +1,22 @@
-// The per-day, per-class spend chart: inline SVG drawn from the usage history the page has loaded.
+// The per-day, per-class spend chart: inline SVG drawn from the totals the gateway keeps (GET
+// /account/usage/daily), however many calls the account made.
 
 import { h, s, num, table } from "./dom.js";
 
 const COLORS = ["#2563eb", "#d97706", "#059669", "#9333ea", "#dc2626", "#0891b2", "#4b5563", "#be185d"];
 
-/** method -> class, from /pricing's classes ({name: {methods: [...]}}). */
-export function classOf(pricing) {
-  const map = new Map();
-  for (const [name, info] of Object.entries((pricing && pricing.classes) || {})) {
-    for (const method of info.methods || []) map.set(method, name);
-  }
-  return map;
+/** [{day, byClass: Map, total}] oldest first, from the totals' days (GET /account/usage/daily). */
+export function spendByDay(totals) {
+  return ((totals && totals.days) || []).map((d) => {
+    const byClass = new Map(Object.entries(d.classes || {}).map(([name, c]) => [name, Number(c.credits) || 0]));
+    return { day: d.day, byClass, total: Number(d.credits) || 0 };
+  });
 }
 
-/** [{day, byClass: Map, total}] oldest first, from history entries. */
-export function spendByDay(entries, classes) {
-  const days = new Map();
-  for (const e of entries) {
-    const day = String(e.timestamp).slice(0, 10);
-    const cls = classes.get(e.method) || "other";
-    if (!days.has(day)) days.set(day, new Map());
-    const byClass = days.get(day);
-    byClass.set(cls, (byClass.get(cls) || 0) + (Number(e.credits) || 0));
-  }
-  return [...days.entries()]
-    .sort(([a], [b]) => (a < b ? -1 : 1))
-    .map(([day, byClass]) => ({ day, byClass, total: [...byClass.values()].reduce((a, b) => a + b, 0) }));
-}
-
-export function spendChart(entries, classes, complete) {
-  const days = spendByDay(entries, classes).slice(-14);
-  if (!days.length) return h("p", { class: "muted" }, "No calls yet: spending shows here once you use your key.");
+export function spendChart(totals) {
+  const days = spendByDay(totals);
+  const methods = (totals && totals.methods) || [];
+  if (!methods.length) return h("p", { class: "muted" }, "No calls yet: spending shows here once you use your key.");
   const names = [...new Set(days.flatMap((d) => [...d.byClass.keys()]))].sort();
   const color = (name) => COLORS[names.indexOf(name) % COLORS.length];
   const width = 640, height = 220, left = 56, bottom = 28, top = 10;
@@ -57,28 +43,20 @@ export function spendChart(entries, classes, complete) {
           base += v;
           return rect;
         });
-      return [parts, s("text", { x: x + bar / 2, y: height - 10, class: "tick", "text-anchor": "middle" }, d.day.slice(5))];
+      const every = Math.ceil(days.length / 7); // at most 7 day labels: readable at 375 px
+      const tick = (days.length - 1 - i) % every === 0
+        ? s("text", { x: x + bar / 2, y: height - 10, class: "tick", "text-anchor": "middle" }, d.day.slice(5)) : null;
+      return [parts, tick];
     }),
   );
   const legend = h("ul", { class: "legend" }, names.map((n) =>
     h("li", {}, h("span", { class: `swatch c${names.indexOf(n) % COLORS.length}`, "aria-hidden": "true" }), n)));
-  const scope = complete ? "all calls kept in your history" : `your latest ${num(entries.length)} history rows`;
-  return h("div", {}, svg, legend, perMethod(entries),
-    h("p", { class: "muted small" }, `From ${scope}, by method class, days in UTC.`));
+  return h("div", {}, svg, legend, perMethod(methods),
+    h("p", { class: "muted small" }, `Every call of the last ${days.length} days (UTC), by method class, from the totals the gateway keeps as it settles usage.`));
 }
 
-/** Calls, refunds and credits per method, most credits first. */
-function perMethod(entries) {
-  const methods = new Map();
-  for (const e of entries) {
-    const m = methods.get(e.method) || { calls: 0, refunded: 0, credits: 0 };
-    const calls = Number(e.calls) || 1;
-    m.calls += calls;
-    if (e.refunded) m.refunded += calls;
-    m.credits += Number(e.credits) || 0;
-    methods.set(e.method, m);
-  }
-  const rows = [...methods.entries()].sort(([, a], [, b]) => b.credits - a.credits || b.calls - a.calls);
+/** Calls, refunds and credits per method, most credits first (the server's order). */
+function perMethod(methods) {
   return table("Calls, refunds and credits per method", ["Method", "Calls", "Refunded", "Credits"],
-    rows.map(([name, m]) => [name, num(m.calls), num(m.refunded), num(m.credits)]), [1, 2, 3]);
+    methods.map((m) => [m.method, num(m.calls), num(m.refunds), num(m.credits)]), [1, 2, 3]);
 }

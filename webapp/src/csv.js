@@ -1,17 +1,12 @@
-// CSV export of the usage history and the ledger, made in the page from the routes' own pages (cursor
-// paging, 1,000 rows a request), newest first. A text cell that a spreadsheet would run as a formula
-// (= + - @ at its start) is prefixed with ' so that opening the file runs nothing.
+// CSV export of the usage history and the ledger: the gateway streams the file (GET /account/usage.csv,
+// /account/ledger.csv, paged by key on the server, formula cells guarded there); the page reads it as it
+// comes, counting rows, and offers it as a download. `cell` is the same guard, kept for the page's own
+// use and held equal to the server's by tests (a text cell that a spreadsheet would run as a formula,
+// = + - @ at its start, is prefixed with ').
 
 import * as api from "./api.js";
 
-const ROWS_PER_PAGE = 1000;
-const MAX_PAGES = 100; // 100,000 rows: beyond that the file says where it stopped
-const PACE_MS = 150; // under the account reads' per-address limit (docs/api.md, Limits)
-
-export const COLUMNS = {
-  history: [["timestamp", false], ["method", true], ["calls", false], ["credits", false], ["refunded", false], ["request_id", true]],
-  ledger: [["timestamp", false], ["type", true], ["amount", false], ["balance", false], ["description", true], ["signature", true]],
-};
+const MORE = "# more rows:"; // the server's last line when the file stopped at its bound (docs/api.md)
 
 export function cell(value, text) {
   let v = value === null || value === undefined ? "" : String(value);
@@ -21,40 +16,37 @@ export function cell(value, text) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Every row of `which` (at most MAX_PAGES pages) as CSV text; `progress(rows)` after each page. */
+/** Every row of `which` as the server streams it, as CSV text; `progress(rows)` as chunks arrive. */
 export async function exportCsv(session, which, progress) {
-  const columns = COLUMNS[which];
-  const lines = [columns.map(([name]) => name).join(",")];
-  let cursor = null;
-  let pages = 0;
-  let rows = 0;
-  let truncated = false;
-  for (;;) {
-    let data;
+  let response;
+  for (let tries = 0; ; tries += 1) {
     try {
-      data = await api.page(session, which, ROWS_PER_PAGE, cursor);
-    } catch (err) {
-      if (err.status === 429) {
-        await sleep(1000);
-        continue;
-      }
-      throw err;
-    }
-    for (const entry of data.entries || []) {
-      lines.push(columns.map(([name, text]) => cell(entry[name], text)).join(","));
-    }
-    rows += (data.entries || []).length;
-    pages += 1;
-    progress(rows);
-    cursor = data.next_cursor;
-    if (!cursor) break;
-    if (pages >= MAX_PAGES) {
-      truncated = true;
+      response = await api.exportStream(session, which);
       break;
+    } catch (err) {
+      if (err.status !== 429 || tries >= 5) throw err;
+      await sleep(1000); // the account reads' per-address limit (docs/api.md, Limits)
     }
-    await sleep(PACE_MS);
   }
-  return { text: lines.join("\r\n") + "\r\n", rows, truncated };
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  const parts = [];
+  let lines = 0;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    const text = decoder.decode(value, { stream: true });
+    parts.push(text);
+    for (let i = text.indexOf("\n"); i !== -1; i = text.indexOf("\n", i + 1)) lines += 1;
+    progress(Math.max(0, lines - 1));
+  }
+  parts.push(decoder.decode());
+  let text = parts.join("");
+  const body = text.endsWith("\r\n") ? text.slice(0, -2) : text;
+  const last = body.lastIndexOf("\n") + 1;
+  const truncated = body.startsWith(MORE, last);
+  if (truncated) text = text.slice(0, last);
+  return { text, rows: Math.max(0, lines - 1 - (truncated ? 1 : 0)), truncated };
 }
 
 /** Offer `text` as a file download (a blob URL on a link, clicked). */

@@ -4,15 +4,15 @@
 
 import * as api from "./api.js";
 import * as wallets from "./wallet.js";
-import { spendChart, classOf } from "./chart.js";
+import { spendChart } from "./chart.js";
 import { depositCard } from "./deposit.js";
 import { exportCsv, download } from "./csv.js";
 import { webhooksCard } from "./webhooks.js";
 import { h, fill, show, num, when, until, table } from "./dom.js";
 
 const POLL_MS = 5000; // balance, first pages, health
-const CHART_EVERY = 2; // polls between chart refreshes (it reads up to CHART_ROWS history rows)
-const CHART_ROWS = 1000;
+const CHART_EVERY = 2; // polls between chart refreshes (GET /account/usage/daily: the kept totals)
+const CHART_DAYS = 14;
 const PAGE_ROWS = 20;
 
 const state = {
@@ -288,7 +288,7 @@ async function exportFile(which, button) {
     const { text, rows, truncated } = await exportCsv(session, which, (n) => { button.textContent = `Exporting… ${num(n)} rows`; });
     const day = new Date().toISOString().slice(0, 10);
     download(text, `${which}-${session.pubkey.slice(0, 8)}-${day}.csv`);
-    notify(`${which === "history" ? "Usage history" : "Ledger"}: ${num(rows)} rows exported${truncated ? " (the newest 100,000; older ones through the API's cursor)" : ""}.`);
+    notify(`${which === "history" ? "Usage history" : "Ledger"}: ${num(rows)} rows exported${truncated ? " (the newest, up to the export's bound; older ones through the API's cursor)" : ""}.`);
   } catch (err) {
     notify(`Export failed: ${explain(err)}`, "error");
   } finally {
@@ -298,10 +298,9 @@ async function exportFile(which, button) {
 }
 
 async function refreshChart(session) {
-  if (!state.pricing) state.pricing = await api.publicRoutes.pricing();
-  const data = await api.page(session, "history", CHART_ROWS, null);
+  const data = await api.usageDaily(session, CHART_DAYS);
   if (state.session !== session || !changed("chart", data)) return;
-  fill("chart", spendChart(data.entries || [], classOf(state.pricing), !data.next_cursor));
+  fill("chart", spendChart(data));
 }
 
 // --------------------------------------------------------------------------------------- access rules
