@@ -540,6 +540,7 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
             **_usage_paths(),
             **_webhook_paths(),
             "/x402/settle": {"post": _settle_operation()},
+            "/x402/blockhash": {"get": _blockhash_operation()},
             "/account/confirm-deposit": {
                 "post": _operation(
                     "Credit a finalized USDC deposit now (to the transfer's authority wallet)",
@@ -598,6 +599,26 @@ def _settle_operation() -> dict[str, Any]:
             ),
         },
         body="SettleRequest",
+        tag="x402",
+    )
+
+
+def _blockhash_operation() -> dict[str, Any]:
+    """``GET /x402/blockhash``: beyond the interface; unauthenticated, one cached node read per replica."""
+    answer = {
+        "type": "object",
+        "required": ["blockhash", "last_valid_block_height"],
+        "properties": {"blockhash": {"type": "string"}, "last_valid_block_height": {"type": "integer"}},
+    }
+    return _operation(
+        "x402: a recent blockhash to build a payment on, for a client with no RPC of its own (beyond the "
+        "interface; at most 2 s old, shared by every caller; docs/api.md, x402)",
+        _json(answer, "the node's confirmed blockhash"),
+        {
+            **_errors(405, 429, 500),
+            "502": _json(_ref("ErrorBody"), "UPSTREAM_ERROR: the node gave no blockhash"),
+            "503": _json(_ref("ErrorBody"), "SETTLEMENT_NOT_CONFIGURED: settlement is off here"),
+        },
         tag="x402",
     )
 

@@ -1,6 +1,7 @@
 // Builds the account page into dist/ (served by the gateway at /app/: gateway/webui): one ES module bundled
-// by esbuild from src/main.js and what it imports from node_modules (package-lock.json pins them), plus the
-// page and its stylesheet copied as they are. Nothing is fetched when the page runs.
+// by esbuild from src/main.js and what it imports from node_modules (package-lock.json pins them), the
+// modules it imports on demand as chunks beside it, plus the page and its stylesheet copied as they are.
+// Nothing is fetched from elsewhere when the page runs.
 import { build } from "esbuild";
 import { copyFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 
@@ -9,8 +10,11 @@ rmSync(out, { recursive: true, force: true });
 mkdirSync(out, { recursive: true });
 await build({
   entryPoints: [new URL("./src/main.js", import.meta.url).pathname],
-  outfile: new URL("app.js", out).pathname,
+  outdir: out.pathname,
+  entryNames: "app",
+  chunkNames: "chunks/[name]-[hash]", // loaded on demand: @solana/kit only when a deposit is paid from the page
   bundle: true,
+  splitting: true,
   format: "esm",
   target: ["es2022"],
   minify: true,

@@ -19,7 +19,9 @@ from PIL import Image
 from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page, async_playwright
 from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
+from solders.message import to_bytes_versioned
 from solders.pubkey import Pubkey
+from solders.transaction import VersionedTransaction
 from spl.token.instructions import create_idempotent_associated_token_account
 
 from devnode.node import Devnode
@@ -95,10 +97,11 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 
 @dataclass
 class PageWallet:
-    """The keypair behind the page's test wallet, and every message the page had it sign."""
+    """The keypair behind the page's test wallet, and every message and transaction the page had it sign."""
 
     keypair: Keypair = field(default_factory=Keypair)
     signed: list[bytes] = field(default_factory=list)
+    transactions: list[VersionedTransaction] = field(default_factory=list)
 
     @property
     def address(self) -> str:
@@ -108,6 +111,17 @@ class PageWallet:
         data = bytes(message)
         self.signed.append(data)
         return list(bytes(self.keypair.sign_message(data)))
+
+    def sign_transaction(self, wire: list[int]) -> list[int]:
+        """``solana:signTransaction``: the wallet's signature put in its own slot; the others left as they are."""
+        tx = VersionedTransaction.from_bytes(bytes(wire))
+        signers = tx.message.account_keys[: tx.message.header.num_required_signatures]
+        slot = signers.index(self.keypair.pubkey())  # ValueError (the page's promise rejects): not a signer
+        signatures = list(tx.signatures)
+        signatures[slot] = self.keypair.sign_message(to_bytes_versioned(tx.message))
+        signed = VersionedTransaction.populate(tx.message, signatures)
+        self.transactions.append(signed)
+        return list(bytes(signed))
 
 
 @dataclass
@@ -135,6 +149,7 @@ async def open_page(context: BrowserContext, base_url: str, wallet: PageWallet) 
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("console", lambda msg: errors.append(msg.text) if is_fault(msg) else None)
     await page.expose_function("__testWalletSign", wallet.sign)
+    await page.expose_function("__testWalletSignTransaction", wallet.sign_transaction)
     public_key = list(bytes(wallet.keypair.pubkey()))
     await page.add_init_script(
         f"window.__TEST_WALLET__ = {json.dumps({'address': wallet.address, 'publicKey': public_key})};\n{WALLET_JS}"

@@ -1,7 +1,8 @@
 // A test wallet, injected into the page before its scripts run (Playwright's add_init_script), registered the
 // way a browser extension registers one: the Wallet Standard's own registration protocol (what registerWallet
 // of @wallet-standard/wallet does), so the page's code cannot tell it from Phantom. It holds no key: signing
-// is done in Python by the test's keypair (window.__testWalletSign, exposed by Playwright).
+// is done in Python by the test's keypair (window.__testWalletSign and __testWalletSignTransaction, exposed by
+// Playwright).
 (() => {
   const { address, publicKey } = window.__TEST_WALLET__;
   const chains = ["solana:localnet"];
@@ -9,7 +10,7 @@
     address,
     publicKey: new Uint8Array(publicKey),
     chains,
-    features: ["solana:signMessage"],
+    features: ["solana:signMessage", "solana:signTransaction"],
   });
   let connected = [];
   const listeners = new Set();
@@ -53,6 +54,20 @@
             if (input.account.address !== address) throw new Error("unknown account");
             const signature = await window.__testWalletSign(Array.from(input.message));
             outputs.push({ signedMessage: input.message, signature: new Uint8Array(signature) });
+          }
+          return outputs;
+        },
+      },
+      "solana:signTransaction": {
+        version: "1.0.0",
+        supportedTransactionVersions: ["legacy", 0],
+        signTransaction: async (...inputs) => {
+          const outputs = [];
+          for (const input of inputs) {
+            if (input.account.address !== address) throw new Error("unknown account");
+            if (input.chain !== undefined && !chains.includes(input.chain)) throw new Error(`unsupported chain ${input.chain}`);
+            const signed = await window.__testWalletSignTransaction(Array.from(input.transaction));
+            outputs.push({ signedTransaction: new Uint8Array(signed) });
           }
           return outputs;
         },

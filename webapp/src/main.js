@@ -26,7 +26,8 @@ const state = {
   busy: false,
   newKey: null,
   confirmRotate: false,
-  depositFor: null, // the deposit address the deposit card was drawn for (drawn once: it holds what is typed)
+  depositFor: null, // the session the deposit card was drawn for (drawn once: it holds what is typed)
+  depositCard: null, // its {nodes, setAccount}
   access: null, // GET /account/access, or null while unknown (no account, or a gateway without the route)
   editingAccess: false,
   last: {}, // what each part was last drawn from (JSON): unchanged data is not redrawn (focus stays put)
@@ -181,15 +182,18 @@ async function refreshAccount(session) {
 }
 
 function renderDeposit() {
-  const a = state.account;
-  const key = a && a.funding && a.funding.usdc_mint ? `${a.deposit_address}:${a.funding.usdc_mint}` : null;
-  if (key === state.depositFor) return;
-  state.depositFor = key;
-  if (!key) {
-    fill("deposit", h("p", { class: "muted" }, "Open an account first (create an API key): then buy credits here."));
+  // Drawn once per session (it holds what is typed and a deposit's progress), then told of the account.
+  if (state.depositFor === state.session.pubkey) {
+    state.depositCard.setAccount(state.account);
     return;
   }
-  fill("deposit", depositCard(a, state.session.pubkey, confirmDeposit));
+  state.depositFor = state.session.pubkey;
+  const onCredited = (r) => {
+    notify(`Deposit credited: ${num(r.credits_added)} credits${r.already_processed ? " (already)" : ""}, balance ${num(r.new_balance)}.`);
+    refresh(true);
+  };
+  state.depositCard = depositCard(state.account, state.session, { onConfirm: confirmDeposit, onCredited });
+  fill("deposit", state.depositCard.nodes);
 }
 
 async function confirmDeposit(signature) {

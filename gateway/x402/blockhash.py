@@ -1,0 +1,66 @@
+"""``GET /x402/blockhash``: the recent blockhash a sponsored payment is built on, for a client with no RPC.
+
+An x402 client reads the blockhash from its own RPC (examples/x402_pay.py reads the devnode's). The account
+page has none: its Content-Security-Policy lets it talk to this origin only, and a wallet with no credits
+cannot call ``getLatestBlockhash`` here. So this route serves that one value, and bounds its work whoever
+asks: one node read per :data:`MAX_AGE_S` per replica (callers finding it stale share the read), answered
+from memory otherwise; the per-address limit of ``x402_settle`` bounds each caller (docs/api.md, x402).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gateway.core.errors import ProxyError
+from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
+from gateway.node.single_flight import SingleFlight
+from gateway.pipeline import Call, Reply, json_reply
+
+BLOCKHASH_PATH = "/x402/blockhash"
+#: A blockhash stays usable for about 150 blocks (a minute); one this old leaves the payer nearly all of it.
+MAX_AGE_S = 2.0
+READ_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Recent:
+    blockhash: str
+    last_valid_block_height: int
+
+
+class RecentBlockhash:
+    """The node's ``confirmed`` blockhash, read again only when the last read is older than ``max_age_s``."""
+
+    def __init__(
+        self, upstream: Upstream, max_age_s: float = MAX_AGE_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.upstream = upstream
+        self.max_age_s = max_age_s
+        self.clock = clock
+        self._cached: tuple[float, Recent] | None = None
+        self._flight = SingleFlight(self._read)
+
+    async def recent(self) -> Recent:
+        if self._cached is not None and self.clock() - self._cached[0] < self.max_age_s:
+            return self._cached[1]
+        return await self._flight()
+
+    async def _read(self) -> Recent:
+        asked = self.clock()
+        try:
+            answer = await rpc_call(self.upstream, "getLatestBlockhash", [{"commitment": "confirmed"}], READ_TIMEOUT_S)
+            value = answer["value"]
+            fresh = Recent(str(value["blockhash"]), int(value["lastValidBlockHeight"]))
+        except (ChainError, UpstreamUnavailable, UpstreamTimeout, KeyError, TypeError, ValueError) as exc:
+            raise ProxyError(
+                502, "UPSTREAM_ERROR", f"the node gave no blockhash ({exc}); retry", data={"reason": "node_unreachable"}
+            ) from exc
+        self._cached = (asked, fresh)
+        return fresh
+
+    async def __call__(self, call: Call) -> Reply:
+        recent = await self.recent()
+        document = {"blockhash": recent.blockhash, "last_valid_block_height": recent.last_valid_block_height}
+        return json_reply(200, document, {"Cache-Control": "no-store"})
