@@ -1,7 +1,7 @@
 """Webhook delivery jobs in PostgreSQL: claiming due jobs under a lease, recording what each attempt
 did, and the charge of paid deliveries.
 
-Table ``delivery_jobs`` (migrations 0001, 0007 and 0010), joined to ``webhooks``. A dispatcher
+Table ``delivery_jobs`` (migrations 0001, 0007, 0010 and 0028), joined to ``webhooks``. A dispatcher
 :func:`claim`\\ s due jobs of active subscriptions: each becomes ``delivering``, leased to that
 dispatcher until ``locked_until``, its ``attempts`` counted. ``(locked_by, attempts)`` is the claim's
 token: :func:`record` (and :func:`delivered`, :func:`retry_later`, :func:`dead`) change a job only
@@ -28,7 +28,8 @@ or TLS failure, or a refused address) was never received: :func:`dead` gives the
 ``refund`` ledger entry in the same transaction (``charged`` back to 0, so a replay of the dead job is
 charged again). A receiver that reads each delivery and drops the connection unanswered gets nothing back.
 
-Each outcome also moves the subscription's ``consecutive_dead`` in its own statement: a delivered job
+Each outcome stamps the job's ``last_attempt_at`` in the same statement. Each outcome also moves the
+subscription's ``consecutive_dead`` in its own statement: a delivered job
 resets it, a dead one adds one, and at ``pause_after`` the subscription is paused with the reason, so
 the next claim already skips it (docs/api.md, Deliveries).
 """
@@ -154,7 +155,7 @@ WITH u AS (
         next_attempt_at = CASE WHEN u.result = 'retry' THEN now() + u.delay * interval '1 second'
                                ELSE j.next_attempt_at END,
         delivered_at = CASE WHEN u.result = 'delivered' THEN now() ELSE j.delivered_at END,
-        last_status = u.http_status, last_error = u.error, response_excerpt = u.excerpt,
+        last_status = u.http_status, last_error = u.error, response_excerpt = u.excerpt, last_attempt_at = now(),
         answered = j.answered OR u.http_status IS NOT NULL,
         sent = j.sent OR u.sent OR u.http_status IS NOT NULL,
         locked_by = NULL, locked_until = NULL
@@ -180,7 +181,7 @@ _LATE = """
 UPDATE delivery_jobs j
 SET status = CASE WHEN u.result = 'delivered' THEN 'delivered' ELSE j.status END,
     delivered_at = CASE WHEN u.result = 'delivered' THEN now() ELSE j.delivered_at END,
-    last_status = u.http_status, last_error = u.error, response_excerpt = u.excerpt,
+    last_status = u.http_status, last_error = u.error, response_excerpt = u.excerpt, last_attempt_at = now(),
     answered = j.answered OR u.http_status IS NOT NULL,
     sent = j.sent OR u.sent OR u.http_status IS NOT NULL
 FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[], $7::bool[])
@@ -427,7 +428,8 @@ async def _dead_refunded(db: Db, dispatcher_id: str, outcome: Outcome, pause_aft
             charged = 0
         await conn.execute(
             """UPDATE delivery_jobs SET status = 'dead', charged = $2, answered = $3, sent = $4, last_status = $5,
-                      last_error = $6, response_excerpt = $7, locked_by = NULL, locked_until = NULL
+                      last_error = $6, response_excerpt = $7, last_attempt_at = now(), locked_by = NULL,
+                      locked_until = NULL
                WHERE id = $1""",
             outcome.job_id,
             charged,

@@ -247,6 +247,7 @@ def delivery_document(hook_id: int, d: Delivery) -> dict[str, Any]:
         "response_excerpt": d.excerpt,
         "error": d.error,
         "created_at": iso8601(d.created_at),
+        "last_attempt_at": _time(d.last_attempt_at),
         "next_attempt_at": _time(d.next_attempt_at),
         "delivered_at": _time(d.delivered_at),
     }

@@ -146,6 +146,7 @@ class WebhookDelivery(BaseModel):
     response_excerpt: str | None = Field(description="the first 512 bytes of that answer's body, as text")
     error: str | None = Field(description="why the last attempt failed")
     created_at: str = Field(description="ISO 8601 UTC: when the event happened")
+    last_attempt_at: str | None = Field(description="ISO 8601 UTC: when the last attempt ended; null before one")
     next_attempt_at: str | None = Field(description="ISO 8601 UTC, pending only: when the next attempt is due")
     delivered_at: str | None = Field(description="ISO 8601 UTC")
 

@@ -120,6 +120,7 @@ class Delivery:
     excerpt: str | None  # the start of that answer's body, as the dispatcher kept it
     error: str | None
     created_at: datetime
+    last_attempt_at: datetime | None  # when the last attempt's outcome was written (None: none yet)
     next_attempt_at: datetime | None  # pending only: when the next attempt is due (None: waits for a resume)
     delivered_at: datetime | None
 
@@ -514,6 +515,7 @@ async def deliveries(
             return None
         rows = await conn.fetch(
             """SELECT id, event_type, status, attempts, last_status, response_excerpt, last_error, created_at,
+                      last_attempt_at,
                       CASE WHEN status = 'pending' AND next_attempt_at <> 'infinity' THEN next_attempt_at END
                           AS next_attempt_at,
                       delivered_at
@@ -533,6 +535,7 @@ async def deliveries(
             excerpt=r["response_excerpt"],
             error=r["last_error"],
             created_at=r["created_at"],
+            last_attempt_at=r["last_attempt_at"],
             next_attempt_at=r["next_attempt_at"],
             delivered_at=r["delivered_at"],
         )

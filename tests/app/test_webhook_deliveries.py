@@ -126,7 +126,7 @@ async def test_a_webhooks_deliveries_with_the_receivers_answer_as_text_pause_and
             await expect(row).to_have_count(1, timeout=WAIT_MS)
             await expect(row).to_contain_text("api_key.rotated")
             await expect(row.locator("td").nth(1)).to_contain_text(
-                re.compile(r"^pending\s*1 attempt; next "), timeout=WAIT_MS
+                re.compile(r"^pending\s*1 attempt, the last .+ UTC; next "), timeout=WAIT_MS
             )
             await expect(row.locator("td").nth(2)).to_contain_text("HTTP 500")
             await expect(row.locator("td").nth(2).locator("code")).to_have_text(PLANTED)  # as text

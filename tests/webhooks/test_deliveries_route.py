@@ -76,6 +76,7 @@ async def test_deliveries_show_the_receivers_answers_and_a_pause_keeps_the_queue
             "no such hook",
         )
         assert dead["event_type"] == "signal.newPair" and dead["next_attempt_at"] is None
+        assert dead["last_attempt_at"] is not None and dead["last_attempt_at"] >= dead["created_at"]
         assert (waiting["status"], waiting["attempts"], waiting["http_status"], waiting["response_excerpt"]) == (
             "pending",
             1,
@@ -83,6 +84,7 @@ async def test_deliveries_show_the_receivers_answers_and_a_pause_keeps_the_queue
             "<b>busy</b>",
         )
         assert waiting["next_attempt_at"] is not None and waiting["delivered_at"] is None
+        assert waiting["next_attempt_at"] > waiting["last_attempt_at"] >= waiting["created_at"]
 
         # Paged by key: one at a time, the cursor naming the last one shown.
         first = await owner.call("GET", f"/webhooks/{hook_id}/deliveries?limit=1")
@@ -118,7 +120,7 @@ async def test_deliveries_show_the_receivers_answers_and_a_pause_keeps_the_queue
         row = await job(pool, queued)
         assert (row["status"], row["attempts"], row["charged"]) == ("pending", 0, 0)
         newest = (await deliveries(owner, hook_id))[0]
-        assert newest["event_id"] == event(hook_id, queued)
+        assert newest["event_id"] == event(hook_id, queued) and newest["last_attempt_at"] is None
         assert (newest["status"], newest["attempts"], newest["http_status"], newest["next_attempt_at"]) == (
             "pending",
             0,
@@ -143,6 +145,7 @@ async def test_deliveries_show_the_receivers_answers_and_a_pause_keeps_the_queue
         "ok",
     )
     assert done["delivered_at"] is not None and done["next_attempt_at"] is None
+    assert done["last_attempt_at"] > waiting["last_attempt_at"]  # the second attempt's
     assert by_id[event(hook_id, queued)]["status"] == "delivered"
     assert receiver.events()[event(hook_id, retried)] == 2 and receiver.events()[event(hook_id, queued)] == 1
     assert await balance(pool, owner.pubkey) == STARTING_CREDITS - 3 and await conserved(pool, owner.pubkey)

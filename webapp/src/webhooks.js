@@ -121,7 +121,8 @@ export function webhooksCard(ui) {
   }
 
   function attemptsOf(d) {
-    const made = d.attempts === 1 ? "1 attempt" : `${num(d.attempts)} attempts`;
+    let made = d.attempts === 1 ? "1 attempt" : `${num(d.attempts)} attempts`;
+    if (d.last_attempt_at && !d.delivered_at) made += `, the last ${when(d.last_attempt_at)}`;
     if (d.delivered_at) return `${made}; delivered ${when(d.delivered_at)}`;
     if (d.next_attempt_at) return `${made}; next ${when(d.next_attempt_at)}`;
     if (d.status === "pending") return `${made}; waits for a resume`;
