@@ -30,6 +30,7 @@ from gateway.auth.store.accounts import AccountStore
 from gateway.core.errors import account_not_found, invalid_request
 from gateway.pipeline import Call, Reply, compose, error_boundary, json_reply
 from gateway.pipeline_http import BodyTooLarge, call_from_scope, mount, read_body, to_response, too_large_reply
+from gateway.storage.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -185,23 +186,32 @@ class UsageEndpoints:
         sent = 0
         while sent < limit:
             page = Page(0, min(EXPORT_PAGE_ROWS, limit - sent), before)
-            if which == "history":
-                calls = await accounts.history(pubkey, page)
-                lines = [csv_line(history_entry(r), columns) for r in calls]
-                ids = [r.id for r in calls]
-            else:
-                entries = await accounts.ledger(pubkey, page)
-                lines = [csv_line(ledger_entry(r), columns) for r in entries]
-                ids = [r.id for r in entries]
+            try:
+                lines, last = await self._page(accounts, pubkey, which, page)
+            except StoreUnavailable:  # the status is sent: the file says where it stopped (docs/api.md)
+                log.warning("a %s export stopped after %d rows: the database did not answer", which, sent)
+                resume = f"continue with ?cursor={before}" if before is not None else "export again"
+                yield f"# stopped: the database did not answer; {resume}\r\n".encode()
+                return
             if lines:
                 yield "".join(lines).encode()
             sent += len(lines)
-            if len(lines) < page.limit:
+            if len(lines) < page.limit or last is None:
                 return  # the oldest row is out
-            before = ids[-1]
+            before = last
             if time.monotonic() - started > EXPORT_MAX_SECONDS:
                 break
         yield f"# more rows: continue with ?cursor={before}\r\n".encode()
+
+    @staticmethod
+    async def _page(accounts: AccountStore, pubkey: str, which: str, page: Page) -> tuple[list[str], int | None]:
+        """A page's CSV lines and its last row's id."""
+        columns = COLUMNS[which]
+        if which == "history":
+            calls = await accounts.history(pubkey, page)
+            return [csv_line(history_entry(r), columns) for r in calls], calls[-1].id if calls else None
+        entries = await accounts.ledger(pubkey, page)
+        return [csv_line(ledger_entry(r), columns) for r in entries], entries[-1].id if entries else None
 
 
 def stream_route(path: str, stages: Sequence[Any], endpoint: Callable[[Call], Any]) -> Route:

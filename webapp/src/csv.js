@@ -6,7 +6,7 @@
 
 import * as api from "./api.js";
 
-const MORE = "# more rows:"; // the server's last line when the file stopped at its bound (docs/api.md)
+const MORE = "# "; // the server's last line when the file stopped short: its bound, or the database (docs/api.md)
 
 export function cell(value, text) {
   let v = value === null || value === undefined ? "" : String(value);
