@@ -6,7 +6,12 @@ Raw ASGI on uvicorn (uvloop, httptools, no access log), one shared `aiohttp.Clie
 body are returned as they are; an upstream failure is a 502 with a JSON-RPC error body.
 Whatever the request path, the body goes to the upstream URL given.
 
-    python -m bench.forwarder --port 8898 --upstream http://127.0.0.1:8899/
+``--client gateway`` forwards through the gateway's own node client instead (``gateway.node.http.HttpUpstream``
+over ``gateway/node/wire.py``, 512 kept-alive connections): the same forwarder with the gateway's HTTP client, so
+that a ratio against it rises only when the gateway's own code gets faster, not when its node client does
+(bench.metered reports both; docs/performance.md).
+
+    python -m bench.forwarder --port 8898 --upstream http://127.0.0.1:8899/ [--client gateway]
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from bench.const_upstream import Message, Receive, Scope, Send, read_body
 
 DEFAULT_CONNECTOR_LIMIT: Final = 256
 _BAD_GATEWAY: Final = b'{"jsonrpc":"2.0","error":{"code":-32603,"message":"upstream unavailable"},"id":null}'
+
+
+CLIENTS: Final = ("aiohttp", "gateway")
 
 
 class Forwarder:
@@ -91,6 +99,47 @@ class Forwarder:
                 return
 
 
+class GatewayClientForwarder(Forwarder):
+    """The same forwarder through the gateway's node client (`HttpUpstream`): what the gateway's replica uses
+    to reach the node, with nothing of the gateway around it."""
+
+    def __init__(self, upstream_url: str, connector_limit: int = DEFAULT_CONNECTOR_LIMIT) -> None:
+        from gateway.node.http import HttpUpstream
+
+        super().__init__(upstream_url, connector_limit)
+        self._upstream = HttpUpstream(upstream_url)
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        await self._upstream.close()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from gateway.node.http import UpstreamTimeout, UpstreamUnavailable
+
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        body = await read_body(receive)
+        if scope["method"] != "POST":
+            await _respond(send, 405, b"", b"text/plain")
+            return
+        try:
+            payload = await self._upstream.post(body, 30.0)
+        except (UpstreamUnavailable, UpstreamTimeout):
+            await _respond(send, 502, _BAD_GATEWAY, b"application/json")
+            return
+        await _respond(send, 200, payload, b"application/json")
+
+
+def forwarder(upstream_url: str, connector_limit: int = DEFAULT_CONNECTOR_LIMIT, client: str = "aiohttp") -> Forwarder:
+    if client not in CLIENTS:
+        raise ValueError(f"client {client!r}: one of {', '.join(CLIENTS)}")
+    cls = GatewayClientForwarder if client == "gateway" else Forwarder
+    return cls(upstream_url, connector_limit)
+
+
 async def _respond(send: Send, status: int, body: bytes, content_type: bytes) -> None:
     headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -103,23 +152,28 @@ async def serve_forwarder(
     host: str = LOOPBACK,
     port: int = 0,
     connector_limit: int = DEFAULT_CONNECTOR_LIMIT,
+    client: str = "aiohttp",
 ) -> AsyncIterator[str]:
     """Serve in the current event loop; yields the forwarder's base URL (use a subprocess to measure)."""
     require_loopback_host(host)
-    async with serving(
-        uvicorn_config(Forwarder(upstream_url, connector_limit), host, port, lifespan="on"), "forwarder"
-    ) as url:
+    app = forwarder(upstream_url, connector_limit, client)
+    async with serving(uvicorn_config(app, host, port, lifespan="on"), "forwarder") as url:
         yield url
 
 
 def run(
-    host: str = LOOPBACK, port: int = 8898, upstream: str = "", connector_limit: int = DEFAULT_CONNECTOR_LIMIT
+    host: str = LOOPBACK,
+    port: int = 8898,
+    upstream: str = "",
+    connector_limit: int = DEFAULT_CONNECTOR_LIMIT,
+    client: str = "aiohttp",
 ) -> None:
     """Serve until SIGINT/SIGTERM (the subprocess entry point)."""
     import uvicorn
 
     require_loopback_host(host)
-    uvicorn.Server(uvicorn_config(Forwarder(upstream, connector_limit), host, port, lifespan="on")).run()
+    app = forwarder(upstream, connector_limit, client)
+    uvicorn.Server(uvicorn_config(app, host, port, lifespan="on")).run()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -128,8 +182,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8898)
     parser.add_argument("--upstream", required=True, help="upstream URL, e.g. http://127.0.0.1:8899/")
     parser.add_argument("--connector-limit", type=int, default=DEFAULT_CONNECTOR_LIMIT)
+    parser.add_argument(
+        "--client", choices=CLIENTS, default="aiohttp", help="aiohttp (default) or the gateway's own node client"
+    )
     args = parser.parse_args(argv)
-    run(args.host, args.port, args.upstream, args.connector_limit)
+    run(args.host, args.port, args.upstream, args.connector_limit, args.client)
 
 
 if __name__ == "__main__":

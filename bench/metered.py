@@ -17,7 +17,9 @@ interval that holds the median of such rounds at ~90% confidence, ``bench/stats.
 each round come its share of ``--pairs`` short back-to-back runs of (a) and metered at 64 connections
 (``--pair-seconds``, 3 s), alternating which goes first: on a machine whose speed drifts and stalls,
 many close pairs share their conditions more than a few long runs a minute apart do.
-Rows: the upstream alone, the plain forwarder (b), Serve unmetered (a), Serve metered with an API key,
+Rows: the upstream alone, the plain forwarder (b), the same forwarder through the gateway's own node client
+(b', ``forwarder-own``: so that a ratio to it rises only when the gateway's code gets faster, not its node
+client), Serve unmetered (a), Serve metered with an API key,
 with signed headers (Ed25519 verify and a Redis nonce per request), and a 100-item batch with an API
 key (100 rate units and credits per request). The batch runs after all rounds of the others, on the
 last round's replica: it writes ~80,000 usage rows a second, and PostgreSQL's work after it
@@ -241,6 +243,7 @@ def run(
 
     upstream_proc, upstream_url = start_reference("bench.const_upstream")
     forwarder_proc, forwarder_url = start_reference("bench.forwarder", "--upstream", upstream_url)
+    own_proc, own_url = start_reference("bench.forwarder", "--upstream", upstream_url, "--client", "gateway")
     home = Path(tempfile.mkdtemp(prefix="gw-bench-"))
     settings = Settings(
         **service_key_addresses(home),  # standing in for gateway up
@@ -254,7 +257,11 @@ def run(
     try:
         resolved = stack.start()
         base = f"http://{resolved.host}:{resolved.port}"
-        cpu_pids = {"upstream": [upstream_proc.pid], "forwarder": [forwarder_proc.pid]}
+        cpu_pids = {
+            "upstream": [upstream_proc.pid],
+            "forwarder": [forwarder_proc.pid],
+            "forwarder-own": [own_proc.pid],
+        }
 
         stack_port = os.environ.get("RAY_SERVE_FALLBACK_PROXY_HTTP_PORT")  # a free port of this stack's own
 
@@ -294,13 +301,14 @@ def run(
         targets: list[Target] = [
             ("upstream", upstream_url, DEFAULT_HEADERS, body),
             ("forwarder", forwarder_url, DEFAULT_HEADERS, body),
+            ("forwarder-own", own_url, DEFAULT_HEADERS, body),
             ("serve-unmetered", f"{base}{UNMETERED_PATH}", DEFAULT_HEADERS, body),
             ("metered-apikey", f"{base}/", keyed, body),
             ("metered-signed", f"{base}/", signed, body),
         ]
         batch: Target = ("metered-batch100", f"{base}/", keyed, BATCH_BODY)  # after the others (module docstring)
         if profile is not None:
-            profile_replica(profile, [targets[2], targets[3], batch], duration_s, client, cpu_pids)
+            profile_replica(profile, [targets[3], targets[4], batch], duration_s, client, cpu_pids)
             return [], []
         by_round: list[list[Row]] = [[] for _ in range(rounds)]
         paired: list[list[tuple[Row, Row]]] = [[] for _ in range(rounds)]
@@ -315,7 +323,7 @@ def run(
             share = pairs // rounds + (1 if round_no < pairs % rounds else 0)
             if share:
                 print(f"{share} short pairs: serve-unmetered, metered-apikey", flush=True)
-                paired[round_no] = alternate(targets[2], targets[3], share, pair_s, client, cpu_pids)
+                paired[round_no] = alternate(targets[3], targets[4], share, pair_s, client, cpu_pids)
         print(f"{batch[0]}: {rounds} runs", flush=True)
         for rows in by_round:
             for conns in connections:
@@ -323,7 +331,7 @@ def run(
         return by_round, paired
     finally:
         stack.stop()
-        for proc in (forwarder_proc, upstream_proc):
+        for proc in (own_proc, forwarder_proc, upstream_proc):
             proc.terminate()
             proc.wait(timeout=10)
         shutil.rmtree(home, ignore_errors=True)  # PostgreSQL's data: 150-300 MB after a run
@@ -353,9 +361,12 @@ def profile_replica(
 RATIOS = [
     ("metered-apikey", "serve-unmetered"),
     ("metered-apikey", "forwarder"),
+    ("metered-apikey", "forwarder-own"),
     ("metered-signed", "serve-unmetered"),
     ("metered-signed", "metered-apikey"),
     ("serve-unmetered", "forwarder"),
+    ("serve-unmetered", "forwarder-own"),
+    ("forwarder-own", "forwarder"),
 ]
 
 

@@ -182,3 +182,29 @@ def test_signed_headers_are_made_ahead_and_each_used_once() -> None:
         assert not isinstance(parsed, HeaderFailure)
         message = signing_message("POST", "/", parsed.timestamp, parsed.nonce, body).encode()
         assert verify_signature(parsed.pubkey_bytes, message, parsed.signature)
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "gateway"])
+async def test_the_forwarder_forwards_through_either_node_client(client: str) -> None:
+    """bench.metered's two references: the plain forwarder (b) over aiohttp, and over the gateway's own node
+    client (forwarder-own); both hand the upstream's answer back unchanged, and 502 when it is gone."""
+    import aiohttp
+
+    from bench.const_upstream import serve_const_upstream
+    from bench.forwarder import serve_forwarder
+
+    body = b'{"jsonrpc":"2.0","id":7,"method":"getSlot"}'
+    async with (
+        serve_const_upstream() as upstream,
+        aiohttp.ClientSession() as http,
+        serve_forwarder(upstream, client=client) as url,
+        http.post(url, data=body, headers={"Content-Type": "application/json"}) as resp,
+    ):
+        assert resp.status == 200
+        assert orjson.loads(await resp.read()) == orjson.loads(answer(body))
+    async with (
+        aiohttp.ClientSession() as http,
+        serve_forwarder("http://127.0.0.1:9/", client=client) as url,
+        http.post(url, data=body) as resp,
+    ):
+        assert resp.status == 502
