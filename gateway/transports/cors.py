@@ -22,8 +22,8 @@ can get carries the same headers: the pipeline's (200, 401, 402, 403, 429), the 
 Hand-written, not Starlette's ``CORSMiddleware``: Starlette's builds a ``Headers`` view of every
 request and wraps every answer's ``send`` to rewrite its headers, ``Origin`` or not, while the
 JSON-RPC ``POST``s (nearly all traffic, almost none from a browser) pass here after one scan of the
-header list (over a trivial app on this machine, best of 5: Starlette's +3.5 µs a call without
-``Origin``, +5.3 with one; this one +0.8 either way); it takes one policy per instance where
+header list (one ad-hoc run over a trivial app on this machine, best of 5 rounds, not kept: Starlette's
++3.5 µs a call without ``Origin``, +5.3 with one; this one +0.8 either way); it takes one policy per instance where
 ``/mcp`` needs its own; and it answers a preflight asking for a header it does not list with a 400,
 where the browser's own check says more.
 """
