@@ -22,6 +22,7 @@ from solders.pubkey import Pubkey
 from solders.signature import Signature
 
 from gateway.core.deposits import TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID
+from gateway.core.params import U64_MAX, node_integer, whole_number
 
 #: The most keys one bulk request may carry (more: 400 INVALID_REQUEST, before billing).
 MAX_BULK_ITEMS = 100
@@ -144,13 +145,16 @@ def _token_account(entry: Any, program: str) -> dict[str, Any] | None:
     if not isinstance(info, dict) or not isinstance(amount, dict) or not isinstance(info.get("mint"), str):
         return None
     raw, decimals = amount.get("amount"), amount.get("decimals")
-    if not isinstance(raw, str) or not raw.isdigit() or isinstance(decimals, bool) or not isinstance(decimals, int):
+    # ASCII digits of a u64 only: str.isdigit() also takes '\u0661\u0662' and any length (docs/reliability.md).
+    tokens = whole_number(raw, U64_MAX) if isinstance(raw, str) else None
+    places = node_integer(decimals, 255)
+    if tokens is None or places is None:
         return None
     return {
         "address": entry["pubkey"],
         "mint": info["mint"],
-        "amount": str(int(raw)),
-        "decimals": decimals,
-        "ui_amount": ui_amount(int(raw), decimals),
+        "amount": str(tokens),
+        "decimals": places,
+        "ui_amount": ui_amount(tokens, places),
         "program": TOKEN_PROGRAMS[program],
     }

@@ -36,6 +36,18 @@ def whole_number(text: str, maximum: int) -> int | None:
     return value if value <= maximum else None
 
 
+#: The largest unsigned 64-bit number: the bound of a token amount or a block height the node reports.
+U64_MAX = (1 << 64) - 1
+
+
+def node_integer(value: Any, maximum: int = U64_MAX) -> int | None:
+    """A whole number the node sent as a JSON number, or None: a bool, a float, a string, negative or
+    above ``maximum`` (``int()`` would take ``True``, ``1.9`` and ``'\u0661'``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
+        return None
+    return value
+
+
 def config_object(params: list[Any], at: int) -> dict[str, Any] | RpcError:
     """The configuration object at ``params[at]`` (absent or null: empty), or why it is refused."""
     value = params[at] if len(params) > at else None

@@ -30,6 +30,7 @@ from typing import Any
 
 import base58
 
+from gateway.core.params import U64_MAX, node_integer, whole_number
 from pumpfun.events import EVENT_IX_TAG_LE
 from pumpfun.ids import (
     ASSOCIATED_TOKEN_PROGRAM_ID,
@@ -280,16 +281,15 @@ def _token_balances(value: Any) -> dict[int, dict[str, Any]]:
         index = balance.get("accountIndex")
         ui = _dict(balance.get("uiTokenAmount"))
         amount, decimals = ui.get("amount"), ui.get("decimals")
-        if not isinstance(index, int) or not isinstance(amount, str) or not amount.isdigit():
-            continue
-        if not isinstance(decimals, int) or isinstance(decimals, bool) or decimals < 0:
+        tokens = whole_number(amount, U64_MAX) if isinstance(amount, str) else None  # ASCII digits, bounded
+        if not isinstance(index, int) or tokens is None or node_integer(decimals, 255) is None:
             continue
         owner = balance.get("owner")
         out[index] = {
             "owner": owner if isinstance(owner, str) else None,
             "mint": str(balance.get("mint")),
             "decimals": decimals,
-            "amount": int(amount),
+            "amount": tokens,
         }
     return out
 

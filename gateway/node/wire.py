@@ -29,6 +29,8 @@ from urllib.parse import unquote, urlsplit
 
 import httptools
 
+from gateway.core.params import whole_number
+
 #: An idle connection older than this is closed rather than reused (aiohttp's default keep-alive
 #: timeout): a server may have closed it meanwhile, and the request would then be lost on it.
 IDLE_S = 15.0
@@ -199,7 +201,9 @@ class Connection(asyncio.Protocol):
         name = name.lower()
         if name == b"content-length":
             self.framed = True
-            if int(value) > self.pool.limit:  # llhttp checked its digits and its size
+            # llhttp refuses more than 64 bits' worth but not leading zeros: 5,000 of them would make
+            # int() raise inside the parser. whole_number converts only what fits the bound.
+            if whole_number(value.strip(b" \t").decode("latin-1"), self.pool.limit) is None:
                 self._refuse(AnswerTooLarge())
         elif name == b"transfer-encoding":
             self.framed = True

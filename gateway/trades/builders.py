@@ -29,6 +29,7 @@ from solders.pubkey import Pubkey
 from gateway.core.errors import RpcCode, RpcError
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import CLASS_TIMEOUT_S, MethodClass
+from gateway.core.params import node_integer
 from gateway.credits.errors import insufficient_credits, payment_required, spend_cap_reached
 from gateway.credits.meter import Admission, Meter, Outcome
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_batch, rpc_call
@@ -148,7 +149,10 @@ class TradeBuilder:
                 item.error = RpcError(again.code, f"{again.message}; the build fee was refunded", again.data)
                 return None
             value = latest["value"]
-            return Hash.from_string(value["blockhash"]), int(value["lastValidBlockHeight"])
+            height = node_integer(value["lastValidBlockHeight"])
+            if height is None:
+                raise ValueError("lastValidBlockHeight is not a block height")
+            return Hash.from_string(value["blockhash"]), height
         except ChainError as exc:
             _unavailable(item, f"the node failed to give a blockhash: {exc.message}", charged=True)
         except (UpstreamUnavailable, UpstreamTimeout) as exc:

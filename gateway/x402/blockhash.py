@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.core.errors import ProxyError
+from gateway.core.params import node_integer
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.node.single_flight import SingleFlight
 from gateway.pipeline import Call, Reply, json_reply
@@ -52,7 +53,10 @@ class RecentBlockhash:
         try:
             answer = await rpc_call(self.upstream, "getLatestBlockhash", [{"commitment": "confirmed"}], READ_TIMEOUT_S)
             value = answer["value"]
-            fresh = Recent(str(value["blockhash"]), int(value["lastValidBlockHeight"]))
+            height = node_integer(value["lastValidBlockHeight"])
+            if height is None or not isinstance(value["blockhash"], str):
+                raise ValueError("not a blockhash and its last valid block height")
+            fresh = Recent(value["blockhash"], height)
         except (ChainError, UpstreamUnavailable, UpstreamTimeout, KeyError, TypeError, ValueError) as exc:
             raise ProxyError(
                 502, "UPSTREAM_ERROR", f"the node gave no blockhash ({exc}); retry", data={"reason": "node_unreachable"}

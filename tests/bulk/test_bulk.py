@@ -250,6 +250,45 @@ async def test_failed_lookups_are_refunded(
         assert status == 502 and after2 == after, doc
 
 
+class UnicodeDigitsRelay(FailingRelay):
+    """A hostile node (the relay rewriting the devnode's answers; no real node sends this on command):
+    every token amount becomes Arabic-Indic digits, which ``str.isdigit()`` and ``int()`` both take."""
+
+    async def _relay(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        if b"getTokenAccountsByOwner" not in body:
+            return await super()._relay(request)
+        assert self._http is not None
+        async with self._http.post(self.node_url, data=body, headers={"Content-Type": "application/json"}) as resp:
+            answers = await resp.json()
+        for answer in answers:
+            for entry in answer.get("result", {}).get("value", []):
+                entry["account"]["data"]["parsed"]["info"]["tokenAmount"]["amount"] = "\u0661\u0662\u0663"
+        return web.json_response(answers)
+
+
+async def test_a_token_amount_in_unicode_digits_is_the_nodes_failure_refunded(
+    devnode: Devnode, payer: Keypair, devnode_url: str, tmp_path: Path, database_url: str, redis_url: str, db: Any
+) -> None:
+    async with AsyncClient(devnode_url, commitment=Confirmed) as client:
+        await mint_usdc(client, devnode.usdc_mint_authority, payer, payer.pubkey(), 1_000)
+    relay = UnicodeDigitsRelay(devnode_url)
+    await relay.start()
+    try:
+        async with caller_at(f"http://127.0.0.1:{relay.port}/", tmp_path, database_url, redis_url, db) as caller:
+            nobody = str(Keypair().pubkey())
+            before = await balance_now(caller)
+            status, doc, after, _ = await bulk(caller, "getTokenBalances", {"owners": [str(payer.pubkey()), nobody]})
+            assert status == 200, doc
+            assert [r["owner"] for r in doc["results"]] == [nobody]  # before: the payer's amount read as "123"
+            assert [(e["owner"], e["error"]["code"]) for e in doc["errors"]] == [
+                (str(payer.pubkey()), "UPSTREAM_ERROR")
+            ]
+            assert before - after == 5  # the unreadable answer refunded, the empty one charged
+    finally:
+        await relay.stop()
+
+
 async def test_node_down_refunds_everything(relayed_caller: Caller, relay: FailingRelay) -> None:
     before = await balance_now(relayed_caller)
     await relay.stop()

@@ -267,3 +267,19 @@ def test_any_cut_into_reads_gives_the_same_verdict(case: Case, data: st.DataObje
     expected = reference(parts, case.closes)
     assert expected == reference([case.raw], case.closes)  # the reference itself does not depend on the cuts
     assert run_wire(case, parts) == expected
+
+
+def test_a_content_length_of_5000_digits_is_a_lost_answer() -> None:
+    """A hostile node (the fake above) sends 5,000 nines: llhttp refuses past 64 bits before int() sees
+    it, so the call fails as a transport error (502, refunded) and the next caller gets its own answer."""
+    raw = b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n" + A
+    assert run_wire(Case("huge", raw), [raw]) == ("failed",)
+
+
+def test_a_content_length_with_5000_leading_zeros_is_read_without_int_on_it() -> None:
+    """5,000 zeros pass llhttp's overflow check; int() on them raised inside the parser (Python's 4,300
+    digit limit) and the answer was lost as 'not HTTP'. It is read as the number it spells, bounded."""
+    raw = b"HTTP/1.1 200 OK\r\nContent-Length: " + b"0" * 5000 + b"%d\r\n\r\n%s" % (len(A), A)
+    assert run_wire(Case("zeros", raw), [raw]) == ("answer", 200, A, True)
+    over = b"HTTP/1.1 200 OK\r\nContent-Length: " + b"0" * 5000 + b"%d\r\n\r\n" % (LIMIT + 1)
+    assert run_wire(Case("zeros over the bound", over), [over + b"x" * (LIMIT + 1)]) == ("failed",)
