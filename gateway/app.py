@@ -121,6 +121,7 @@ class GatewayApp:
             settings.fallback_rpc_url,
             max_answer_bytes=settings.upstream_max_answer_bytes,
             buffered_answer_bytes=settings.upstream_buffered_answer_bytes,
+            ca_file=settings.upstream_ca_file,
         )
         self.monitor = HealthMonitor(self.upstream, settings.health_poll_s)
         self.callers = AccountServices(settings, shards, sweeps_expiry=True, **auth_options)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
+import ssl
 from pathlib import Path
 from typing import Annotated, Self
 from urllib.parse import urlparse
@@ -126,6 +127,12 @@ class ServiceSettings(BaseModel):
         "docs/api.md, Billing and refunds).",
     )
     fallback_rpc_url: str | None = Field(None, description="Second node used while the first is unhealthy.")
+    upstream_ca_file: str | None = Field(
+        None,
+        description="A PEM file of CAs the node client trusts for the node's https:// URLs (RPC and fallback) "
+        "beside the system's: a node whose certificate a private CA signed. Only the node client uses it; "
+        "webhook posts and other clients keep the system's CAs.",
+    )
     health_poll_s: float = Field(2.0, gt=0, le=60, description="How often each replica probes the upstream.")
     gc_young_threshold: int = Field(
         50_000,
@@ -250,6 +257,17 @@ class ServiceSettings(BaseModel):
     @classmethod
     def _check_http_url(cls, value: str | None) -> str | None:
         return url_with_scheme(value, ("http", "https"), "upstream URL")
+
+    @field_validator("upstream_ca_file")
+    @classmethod
+    def _check_ca_file(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        try:  # the node client loads it the same way (gateway/node/wire.py, tls_context)
+            ssl.create_default_context().load_verify_locations(cafile=value)
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(f"{value!r} cannot be read as a PEM file of CA certificates ({exc})") from exc
+        return value
 
     @field_validator("upstream_ws_url")
     @classmethod

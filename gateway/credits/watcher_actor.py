@@ -40,7 +40,12 @@ class DepositWatcherActor:
         self._thread.start()
 
     async def _serve(self, stop: asyncio.Event) -> None:
-        upstream = HttpUpstream(str(self.settings.upstream_rpc_url), self.settings.fallback_rpc_url, connections=4)
+        upstream = HttpUpstream(
+            str(self.settings.upstream_rpc_url),
+            self.settings.fallback_rpc_url,
+            connections=4,
+            ca_file=self.settings.upstream_ca_file,
+        )
         conn = await connect_when_up(self.settings, stop, "deposit watcher", redis=True)
         try:
             if conn is None or conn.db is None:

@@ -153,8 +153,11 @@ class HttpUpstream:
         connections: int = 512,
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
         buffered_answer_bytes: int = DEFAULT_BUFFERED_BYTES,
+        ca_file: str | None = None,
     ) -> None:
         self.url = url
+        #: a PEM file of CAs trusted for this node's https:// URLs beside the system's (``upstream_ca_file``)
+        self.ca_file = ca_file
         self.max_answer_bytes = max_answer_bytes
         #: every answer this client is reading at once, over both nodes (docs/configuration.md)
         self.budget = AnswerBudget(buffered_answer_bytes)
@@ -169,7 +172,11 @@ class HttpUpstream:
         pool = self._pools.get(url)
         if pool is None:
             pool = self._pools[url] = WirePool(
-                url, connections=self._connections, limit=self.max_answer_bytes, budget=self.budget
+                url,
+                connections=self._connections,
+                limit=self.max_answer_bytes,
+                budget=self.budget,
+                ca_file=self.ca_file,
             )
         return pool
 

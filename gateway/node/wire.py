@@ -85,17 +85,26 @@ class AnswerBudget:
         self.held -= n
 
 
+def tls_context(ca_file: str | None = None) -> ssl.SSLContext:
+    """The system's CAs (or OpenSSL's ``SSL_CERT_FILE``), and ``ca_file``'s too when given: a node's
+    private CA trusted by this client alone, not by the process (docs/configuration.md,
+    ``upstream_ca_file``). Raises OSError or ssl.SSLError when the file cannot be read as CAs."""
+    context = ssl.create_default_context()
+    if ca_file:
+        context.load_verify_locations(cafile=ca_file)
+    return context
+
+
 class Target:
     """What every request to one URL shares: where to connect and the request head's fixed part."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, ca_file: str | None = None) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("the node URL must be http:// or https:// with a host")
         self.host = parts.hostname
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
-        # The system's CAs, or OpenSSL's SSL_CERT_FILE / SSL_CERT_DIR when set (docs/configuration.md).
-        self.ssl: ssl.SSLContext | None = ssl.create_default_context() if parts.scheme == "https" else None
+        self.ssl: ssl.SSLContext | None = tls_context(ca_file) if parts.scheme == "https" else None
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         headers = [f"Host: {parts.netloc.rpartition('@')[2]}"]
         if parts.username is not None:  # credentials in the URL, as aiohttp sent them: Basic auth
@@ -297,9 +306,15 @@ class WirePool:
     """
 
     def __init__(
-        self, url: str, *, connections: int = 512, limit: int = 64 << 20, budget: AnswerBudget | None = None
+        self,
+        url: str,
+        *,
+        connections: int = 512,
+        limit: int = 64 << 20,
+        budget: AnswerBudget | None = None,
+        ca_file: str | None = None,
     ) -> None:
-        self.target = Target(url)
+        self.target = Target(url, ca_file)
         self.limit = limit
         self.budget = budget or AnswerBudget()
         self._slots = asyncio.Semaphore(connections)

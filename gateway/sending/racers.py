@@ -45,7 +45,9 @@ class LocalRacers:
     """Races in this process, with its own connections to the node and the block engine."""
 
     def __init__(self, settings: SendingSettings, poll_interval_s: float | None = None) -> None:
-        self.node = HttpUpstream(settings.upstream_rpc_url or DEFAULT_UPSTREAM, connections=32)
+        self.node = HttpUpstream(
+            settings.upstream_rpc_url or DEFAULT_UPSTREAM, connections=32, ca_file=settings.upstream_ca_file
+        )
         self.engine = BlockEngine.from_settings(settings)
         interval = poll_interval_s if poll_interval_s is not None else settings.devnode_slot_ms / 2000
         self.racer = Racer(self.node, build_legs(settings, self.node, self.engine), interval)

@@ -96,7 +96,12 @@ class SendReconcilerActor:
         self._thread.start()
 
     async def _serve(self, stop: asyncio.Event) -> None:
-        node = HttpUpstream(str(self.settings.upstream_rpc_url), self.settings.fallback_rpc_url, connections=4)
+        node = HttpUpstream(
+            str(self.settings.upstream_rpc_url),
+            self.settings.fallback_rpc_url,
+            connections=4,
+            ca_file=self.settings.upstream_ca_file,
+        )
         conn = await connect_when_up(self.settings, stop, "send reconciler", redis=False)
         try:
             if conn is None or conn.db is None:

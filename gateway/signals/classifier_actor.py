@@ -46,7 +46,7 @@ class SignalClassifierActor:
 
     async def _serve(self, stop: asyncio.Event) -> None:
         s = self.settings
-        upstream = HttpUpstream(str(s.upstream_rpc_url), s.fallback_rpc_url, connections=4)
+        upstream = HttpUpstream(str(s.upstream_rpc_url), s.fallback_rpc_url, connections=4, ca_file=s.upstream_ca_file)
         conn = await Connections.open(None, s.redis_url)  # Redis only: connects at the first command
         try:
             assert conn.redis is not None

@@ -45,7 +45,7 @@ class WebhookWatcherActor:
 
     async def _serve(self, stop: asyncio.Event) -> None:
         s = self.settings
-        upstream = HttpUpstream(str(s.upstream_rpc_url), s.fallback_rpc_url, connections=4)
+        upstream = HttpUpstream(str(s.upstream_rpc_url), s.fallback_rpc_url, connections=4, ca_file=s.upstream_ca_file)
         ws_url = s.derived_ws_url()
         pubsub = UpstreamPubSub(ws_url) if ws_url else None
         conn = await connect_when_up(s, stop, "webhook watcher", redis=True)

@@ -3,7 +3,8 @@
 
 The test makes a CA and a certificate it signed for ``localhost`` (cryptography), serves HTTPS with it on
 127.0.0.1 (an asyncio server: no real node serves a certificate this test can make) and points the
-client at the CA the way the docs say, through OpenSSL's ``SSL_CERT_FILE``.
+client at the CA both ways the docs say: the ``upstream_ca_file`` setting (the node client alone trusts
+it; the webhook dispatcher's real connector does not) and OpenSSL's ``SSL_CERT_FILE`` (the whole process).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import ipaddress
 import ssl
 from pathlib import Path
 
+import aiohttp
 import pytest
 import uvloop
 from cryptography import x509
@@ -21,7 +23,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from gateway.config import ConfigError
 from gateway.node.http import HttpUpstream, UpstreamUnavailable
+from gateway.settings import load_settings
+from gateway.webhooks import targets
 
 ANSWER = b'{"jsonrpc":"2.0","id":1,"result":123}'
 
@@ -73,11 +78,10 @@ def issue(tmp: Path, name: str) -> tuple[Path, Path, Path]:
     return paths
 
 
-async def call_over_tls(cert: Path, key: Path) -> bytes:
-    """One ``post`` to ``https://localhost:<port>`` served with ``cert``."""
+async def tls_server(cert: Path, key: Path, requests: list[bytes]) -> asyncio.Server:
+    """HTTPS on 127.0.0.1 with ``cert``, answering every request with ``ANSWER``."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
-    requests: list[bytes] = []
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -91,9 +95,15 @@ async def call_over_tls(cert: Path, key: Path) -> bytes:
         finally:
             writer.close()
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=context)
+    return await asyncio.start_server(serve, "127.0.0.1", 0, ssl=context)
+
+
+async def call_over_tls(cert: Path, key: Path, ca_file: Path | None = None) -> bytes:
+    """One ``post`` to ``https://localhost:<port>`` served with ``cert``, ``ca_file`` given to the client."""
+    requests: list[bytes] = []
+    server = await tls_server(cert, key, requests)
     port = server.sockets[0].getsockname()[1]
-    upstream = HttpUpstream(f"https://localhost:{port}")
+    upstream = HttpUpstream(f"https://localhost:{port}", ca_file=None if ca_file is None else str(ca_file))
     try:
         first = await upstream.post(b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}', 5.0)
         second = await upstream.post(b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}', 5.0)
@@ -125,3 +135,50 @@ def test_a_certificate_no_trusted_ca_signed_is_refused_before_anything_is_sent(
         uvloop.run(call_over_tls(cert, key))
     assert refused.value.sent is False
     assert str(refused.value) == "could not connect to the node"
+
+
+@pytest.mark.parametrize("run", [asyncio.run, uvloop.run], ids=["asyncio", "uvloop"])
+def test_a_node_whose_ca_is_trusted_through_upstream_ca_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: object
+) -> None:
+    ca, cert, key = issue(tmp_path, "node")
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    assert run(call_over_tls(cert, key, ca_file=ca)) == ANSWER  # type: ignore[operator]
+
+
+async def webhook_post(url: str) -> int:
+    """A post through the webhook dispatcher's own connector (a public receiver's client)."""
+    async with aiohttp.ClientSession(connector=targets.connector(1, True)) as http, http.post(url, data=b"{}") as resp:
+        return resp.status
+
+
+def test_the_ca_file_adds_to_the_system_cas_for_the_node_client_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``public`` stands in for the system's roots (through SSL_CERT_FILE, as no public CA signs here): the
+    node client with ``upstream_ca_file`` trusts both; a webhook post still refuses the node's private CA."""
+    node_ca, node_cert, node_key = issue(tmp_path, "node")
+    public_ca, public_cert, public_key = issue(tmp_path, "public")
+    monkeypatch.setenv("SSL_CERT_FILE", str(public_ca))
+    assert uvloop.run(call_over_tls(node_cert, node_key, ca_file=node_ca)) == ANSWER
+    assert uvloop.run(call_over_tls(public_cert, public_key, ca_file=node_ca)) == ANSWER
+
+    async def post_to_the_node() -> None:
+        server = await tls_server(node_cert, node_key, [])
+        try:
+            await webhook_post(f"https://localhost:{server.sockets[0].getsockname()[1]}/")
+        finally:
+            server.close()
+
+    with pytest.raises(aiohttp.ClientConnectorCertificateError):
+        uvloop.run(post_to_the_node())
+
+
+def test_an_unreadable_ca_file_is_refused_at_start(tmp_path: Path) -> None:
+    ca, _, _ = issue(tmp_path, "node")
+    assert load_settings(upstream_ca_file=str(ca)).upstream_ca_file == str(ca)
+    not_pem = tmp_path / "not-a-ca.pem"
+    not_pem.write_text("hello\n")
+    for path in (tmp_path / "missing.pem", not_pem):
+        with pytest.raises(ConfigError, match="upstream_ca_file"):
+            load_settings(upstream_ca_file=str(path))
