@@ -200,8 +200,8 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    if value.isascii() and value.isdigit():  # a receiver's text: ASCII digits, at most 8 (the delay is capped)
+        return float(value) if len(value) <= 8 else None
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):

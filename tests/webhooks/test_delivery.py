@@ -78,6 +78,7 @@ def test_what_an_answer_means(status: int, result: Result) -> None:
 def test_retry_after_as_seconds_or_a_date() -> None:
     assert parse_retry_after("7") == 7.0
     assert parse_retry_after(None) is None and parse_retry_after("soon") is None
+    assert parse_retry_after("9" * 5000) is None and parse_retry_after("١٢٣") is None  # a receiver's nonsense
     now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC).timestamp()
     assert parse_retry_after("Thu, 01 Jan 2026 12:00:30 GMT", now) == 30.0
     assert parse_retry_after("Thu, 01 Jan 2026 11:00:00 GMT", now) == 0.0
