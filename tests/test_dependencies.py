@@ -32,7 +32,8 @@ def _declared() -> tuple[set[str], set[str], set[str]]:
 
 
 def _imports(source: str) -> set[str]:
-    paths = [REPO / source] if source.endswith(".py") else sorted((REPO / source).rglob("*.py"))
+    found_files = [REPO / source] if source.endswith(".py") else sorted((REPO / source).rglob("*.py"))
+    paths = [path for path in found_files if "node_modules" not in path.parts]  # npm packages' own scripts
     found: set[str] = set()
     for path in paths:
         for node in ast.walk(ast.parse(path.read_text())):
