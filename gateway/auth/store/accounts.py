@@ -177,7 +177,6 @@ class AccountStore:
             for r in rows
         ]
 
-
     @postgres_call(WHAT)
     async def usage_daily(self, pubkey: str, first: date) -> list[asyncpg.Record]:
         """The account's usage totals per (day, method) from ``first`` on (``usage_daily``, migration 0027;
