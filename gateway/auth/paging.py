@@ -29,7 +29,8 @@ class Page:
     before_id: int | None = None  # from the cursor: rows with a smaller id
 
 
-def _uint(query: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+def query_uint(query: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    """A whole-number query parameter within [low, high] (``default`` when absent); else 400 INVALID_REQUEST."""
     raw = query.get(name)
     if raw is None:
         return default
@@ -41,12 +42,12 @@ def _uint(query: Mapping[str, str], name: str, default: int, low: int, high: int
 def parse_page(query: Mapping[str, str]) -> Page:
     """``limit`` (default 50, max 1000), and ``cursor`` or ``offset`` (default 0, max 10,000); bad
     values are 400 INVALID_REQUEST."""
-    limit = _uint(query, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    limit = query_uint(query, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
     if "cursor" in query:
         if "offset" in query:
             raise invalid_request("give either cursor or offset, not both")
-        return Page(0, limit, _uint(query, "cursor", 0, 1, 2**63 - 1))
-    offset = _uint(query, "offset", 0, 0, MAX_OFFSET)
+        return Page(0, limit, query_uint(query, "cursor", 0, 1, 2**63 - 1))
+    offset = query_uint(query, "offset", 0, 0, MAX_OFFSET)
     return Page(offset, limit)
 
 

@@ -23,11 +23,11 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.auth.account_views import history_entry, ledger_entry
 from gateway.auth.errors import not_started
-from gateway.auth.paging import Page
+from gateway.auth.paging import Page, query_uint
 from gateway.auth.services import AuthServices
 from gateway.auth.stage import Gates
 from gateway.auth.store.accounts import AccountStore
-from gateway.core.errors import account_not_found, invalid_request
+from gateway.core.errors import account_not_found
 from gateway.pipeline import Call, Reply, compose, error_boundary, json_reply
 from gateway.pipeline_http import BodyTooLarge, call_from_scope, mount, read_body, to_response, too_large_reply
 from gateway.storage.errors import StoreUnavailable
@@ -61,7 +61,6 @@ COLUMNS: dict[str, tuple[tuple[str, bool], ...]] = {  # (name, is free text: for
     ),
 }
 _FORMULA = re.compile(r"[=+\-@\t\r]")
-_UINT = re.compile(r"[0-9]{1,19}")
 
 
 def cell(value: Any, text: bool) -> str:
@@ -84,15 +83,6 @@ class StreamReply(Reply):
     """A 200 whose body is ``chunks``, sent as they come (:func:`stream_route`)."""
 
     chunks: AsyncIterator[bytes] | None = field(default=None)
-
-
-def _uint(query: dict[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = query.get(name)
-    if raw is None:
-        return default
-    if not _UINT.fullmatch(raw) or not low <= int(raw) <= high:
-        raise invalid_request(f"{name} must be an integer from {low} to {high}")
-    return int(raw)
 
 
 def totals_document(
@@ -151,7 +141,7 @@ class UsageEndpoints:
 
     async def daily(self, call: Call) -> Reply:
         """``GET /account/usage/daily?days=N`` (1 to 366, default 30): the last N UTC days, today included."""
-        days = _uint(dict(call.query), "days", DEFAULT_DAYS, 1, MAX_DAYS)
+        days = query_uint(dict(call.query), "days", DEFAULT_DAYS, 1, MAX_DAYS)
         pubkey = await self._account(call)
         last = datetime.now(UTC).date()
         first = last - timedelta(days=days - 1)
@@ -168,8 +158,8 @@ class UsageEndpoints:
         """Newest first, from ``cursor`` (a page's ``next_cursor``: rows older than it) when given; at most
         ``limit`` rows (default and maximum EXPORT_MAX_ROWS)."""
         query = dict(call.query)
-        limit = _uint(query, "limit", EXPORT_MAX_ROWS, 1, EXPORT_MAX_ROWS)
-        before = _uint(query, "cursor", 0, 1, 2**63 - 1) if "cursor" in query else None
+        limit = query_uint(query, "limit", EXPORT_MAX_ROWS, 1, EXPORT_MAX_ROWS)
+        before = query_uint(query, "cursor", 0, 1, 2**63 - 1) if "cursor" in query else None
         pubkey = await self._account(call)
         headers = {
             "content-type": "text/csv; charset=utf-8",
