@@ -112,6 +112,16 @@ def test_gateway_fund_refuses_a_real_chain_and_bad_amounts(service: RunningServi
         ("grpc_stream.py", ["GetSlot: ", "slot ", "pong 1: the new filters are live", "transaction "]),
         ("mcp_client.py", ["MCP 2025-06-18 with solana-credit-gateway", "tools: rpc, getBalance", "getSlot: slot "]),
         ("x402_pay.py", ["x402 terms: 10000 base units", "settled ", ": 5000 credits", "paid call: slot "]),
+        (
+            "access_rules.py",
+            [
+                "getSlot from https://app.example.com: 200 result",
+                "getSlot from https://elsewhere.example: 403 -32030",
+                "getBlockHeight (not in the rules): 403 -32030",
+                "spend cap: 1000 a day",
+                "rules and cap lifted",
+            ],
+        ),
     ],
 )
 def test_each_example_runs(
