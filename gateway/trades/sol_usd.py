@@ -19,7 +19,7 @@ from typing import Any, Final, Protocol
 from solders.pubkey import Pubkey
 
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
-from gateway.node.single_flight import SingleFlight
+from gateway.node.single_flight import Fresh
 from gateway.trades.fees import SolUsdRate
 from gateway.trades.pool import PoolUnreadable, micro_usd_per_sol, pool_of, reserves_to_read
 
@@ -55,21 +55,10 @@ class CachedRate:
 
     def __init__(self, source: RateSource, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.source = source
-        self.ttl_s = ttl_s
-        self.clock = clock
-        self._cached: tuple[float, SolUsdRate] | None = None
-        self.reads = SingleFlight(self._read)
+        self._fresh = Fresh(source.rate, ttl_s, clock)
 
     async def rate(self) -> SolUsdRate:
-        if self._cached is not None and self.clock() - self._cached[0] < self.ttl_s:
-            return self._cached[1]
-        return await self.reads()
-
-    async def _read(self) -> SolUsdRate:
-        asked = self.clock()
-        fresh = await self.source.rate()
-        self._cached = (asked, fresh)
-        return fresh
+        return await self._fresh()
 
 
 class PoolRate:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from gateway.core.errors import ProxyError
 from gateway.core.params import node_integer
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
-from gateway.node.single_flight import SingleFlight
+from gateway.node.single_flight import Fresh
 from gateway.pipeline import Call, Reply, json_reply
 
 BLOCKHASH_PATH = "/x402/blockhash"
@@ -38,18 +38,12 @@ class RecentBlockhash:
         self, upstream: Upstream, max_age_s: float = MAX_AGE_S, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.upstream = upstream
-        self.max_age_s = max_age_s
-        self.clock = clock
-        self._cached: tuple[float, Recent] | None = None
-        self._flight = SingleFlight(self._read)
+        self._fresh = Fresh(self._read, max_age_s, clock)
 
     async def recent(self) -> Recent:
-        if self._cached is not None and self.clock() - self._cached[0] < self.max_age_s:
-            return self._cached[1]
-        return await self._flight()
+        return await self._fresh()
 
     async def _read(self) -> Recent:
-        asked = self.clock()
         try:
             answer = await rpc_call(self.upstream, "getLatestBlockhash", [{"commitment": "confirmed"}], READ_TIMEOUT_S)
             value = answer["value"]
@@ -61,7 +55,6 @@ class RecentBlockhash:
             raise ProxyError(
                 502, "UPSTREAM_ERROR", f"the node gave no blockhash ({exc}); retry", data={"reason": "node_unreachable"}
             ) from exc
-        self._cached = (asked, fresh)
         return fresh
 
     async def __call__(self, call: Call) -> Reply:
