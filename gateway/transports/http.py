@@ -28,6 +28,8 @@ from gateway.pipeline import Call, Reply, ReplyStyle, json_reply
 from gateway.pipeline_http import RPC_MAX_BODY_BYTES, RpcFirst, WebSocketFirst, call_from_scope, mount, to_response
 from gateway.public import capabilities_document, health_document, pricing_document
 from gateway.pubsub.ws import WS_PATH, WsTransport
+from gateway.rpc.api_doc import RPC_PATHS
+from gateway.sending.api_doc import RELAY_ROUTES
 from gateway.signals.routes import signal_routes
 from gateway.transports.access_log import with_access_log
 from gateway.transports.cors import Cors, OriginPolicy
@@ -35,16 +37,6 @@ from gateway.transports.deadline import BodyDeadline
 from gateway.webhooks.routes import webhook_routes
 from gateway.webui.routes import webui_routes
 from gateway.x402.routes import x402_routes
-
-#: Where JSON-RPC is served over HTTP (docs/api.md).
-RPC_PATHS = ("/", "/rpc")
-#: The bundle relay's routes: path -> (HTTP method, JSON-RPC method). A GET has no body.
-RELAY_ROUTES = {
-    "/relay/sendBundle": ("POST", "sendBundle"),
-    "/relay/getBundleStatuses": ("POST", "getBundleStatuses"),
-    "/relay/getTipAccounts": ("GET", "getTipAccounts"),
-    "/relay/tipFloor": ("GET", "getTipFloor"),
-}
 
 #: /docs: the vendored Swagger UI (the swagger-ui-bundle package) rendering /openapi.json, with no
 #: request leaving the machine.
@@ -152,7 +144,7 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
                 RPC_MAX_BODY_BYTES,
                 ReplyStyle.JSONRPC,
             )
-            for path, (verb, method) in RELAY_ROUTES.items()
+            for path, (verb, method, _) in RELAY_ROUTES.items()
             if gw.engine is not None
         ),
     ]
