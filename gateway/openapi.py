@@ -11,23 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from gateway.access.api_doc import API_DOC as ACCESS
-from gateway.auth.api_doc import API_DOC as AUTH
-from gateway.bulk.api_doc import API_DOC as BULK
 from gateway.core.api_doc import KERNEL_MODELS, ApiDoc
-from gateway.credits.api_doc import API_DOC as CREDITS
+from gateway.features import FEATURES
 from gateway.mcp.api_doc import API_DOC as MCP
 from gateway.public_api_doc import API_DOC as PUBLIC
 from gateway.rpc.api_doc import API_DOC as RPC
-from gateway.sending.api_doc import API_DOC as RELAY
-from gateway.signals.api_doc import API_DOC as SIGNALS
-from gateway.webhooks.api_doc import API_DOC as WEBHOOKS
-from gateway.x402.api_doc import API_DOC as X402
 
 API_VERSION = "0.2"
 
-#: The parts, in the order the routes are matched (gateway/transports/http.py).
-PARTS: tuple[ApiDoc, ...] = (RPC, PUBLIC, MCP, AUTH, CREDITS, ACCESS, BULK, SIGNALS, WEBHOOKS, X402, RELAY)
+#: The parts, in the order the routes are matched (gateway/transports/http.py): the transports' own
+#: routes (JSON-RPC, the public documents, MCP), then every feature's (gateway/features.py).
+PARTS: tuple[ApiDoc, ...] = (RPC, PUBLIC, MCP, *(part for feature in FEATURES for part in feature.api))
 
 _SECURITY_SCHEMES = {
     "apiKeyHeader": {"type": "apiKey", "in": "header", "name": "X-Api-Key"},

@@ -6,17 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.core.api_doc import ApiDoc, json_answer, operation, ref, rpc_route_errors
+from gateway.sending.routes import RELAY_ROUTES
 
-#: The bundle relay's routes: path -> (HTTP method, JSON-RPC method, summary). A GET has no body.
-RELAY_ROUTES = {
-    "/relay/sendBundle": ("POST", "sendBundle", "sendBundle: 1 to 5 signed transactions that tip; the bundle id"),
-    "/relay/getBundleStatuses": (
-        "POST",
-        "getBundleStatuses",
-        "getBundleStatuses: slot and confirmation status per bundle id",
-    ),
-    "/relay/getTipAccounts": ("GET", "getTipAccounts", "The tip accounts a bundle must tip"),
-    "/relay/tipFloor": ("GET", "getTipFloor", "Landed-tip percentiles (SOL)"),
+#: What each relay route answers.
+_SUMMARIES = {
+    "/relay/sendBundle": "sendBundle: 1 to 5 signed transactions that tip; the bundle id",
+    "/relay/getBundleStatuses": "getBundleStatuses: slot and confirmation status per bundle id",
+    "/relay/getTipAccounts": "The tip accounts a bundle must tip",
+    "/relay/tipFloor": "Landed-tip percentiles (SOL)",
 }
 
 
@@ -33,8 +30,8 @@ def _relay_operation(summary: str, body: bool) -> dict[str, Any]:
 
 def paths() -> dict[str, Any]:
     return {
-        path: {verb.lower(): _relay_operation(summary, verb == "POST")}
-        for path, (verb, _, summary) in RELAY_ROUTES.items()
+        path: {verb.lower(): _relay_operation(_SUMMARIES[path], verb == "POST")}
+        for path, (verb, _) in RELAY_ROUTES.items()
     }
 
 

@@ -17,11 +17,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 from swagger_ui_bundle import swagger_ui_path
 
-from gateway.access.routes import access_routes
 from gateway.app import GatewayApp
-from gateway.auth.routes import account_routes
-from gateway.bulk.routes import bulk_routes
 from gateway.core.errors import ProxyError
+from gateway.features import feature_routes
 from gateway.mcp.server import MCP_PATH, McpTransport, own_origins
 from gateway.openapi import openapi_document
 from gateway.pipeline import Call, Reply, ReplyStyle, json_reply
@@ -29,14 +27,9 @@ from gateway.pipeline_http import RPC_MAX_BODY_BYTES, RpcFirst, WebSocketFirst, 
 from gateway.public import capabilities_document, health_document, pricing_document
 from gateway.pubsub.ws import WS_PATH, WsTransport
 from gateway.rpc.api_doc import RPC_PATHS
-from gateway.sending.api_doc import RELAY_ROUTES
-from gateway.signals.routes import signal_routes
 from gateway.transports.access_log import with_access_log
 from gateway.transports.cors import Cors, OriginPolicy
 from gateway.transports.deadline import BodyDeadline
-from gateway.webhooks.routes import webhook_routes
-from gateway.webui.routes import webui_routes
-from gateway.x402.routes import x402_routes
 
 #: /docs: the vendored Swagger UI (the swagger-ui-bundle package) rendering /openapi.json, with no
 #: request leaving the machine.
@@ -128,24 +121,6 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
         Route("/docs", docs, methods=["GET"]),
         Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]),
         Mount("/docs/static", StaticFiles(directory=swagger_ui_path), name="docs-static"),
-        *account_routes(gw, gw.accounts, gw.confirm_deposit),
-        *access_routes(gw, gw.access_endpoints, gw.spend_cap_endpoints),
-        *bulk_routes(gw.bulk, gw.bulk_stages()),
-        *signal_routes(gw, lambda: gw.signal_log),
-        *webhook_routes(gw, gw.webhooks),
-        *x402_routes(gw, gw.x402_settle),
-        *webui_routes(),
-        *(
-            mount(
-                path,
-                verb,
-                gw.relay_stages(method, verb == "POST"),
-                gw.forwarder,
-                RPC_MAX_BODY_BYTES,
-                ReplyStyle.JSONRPC,
-            )
-            for path, (verb, method, _) in RELAY_ROUTES.items()
-            if gw.engine is not None
-        ),
+        *feature_routes(gw),  # gateway/features.py
     ]
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})
