@@ -1,7 +1,7 @@
 """The features an HTTP replica serves, in one list: each one's routes (built from the replica's
-:class:`GatewayApp`) and its parts of the OpenAPI document. Adding a feature is its package and one
-line here: ``gateway/transports/http.py`` mounts the routes in this order (Starlette matches in order)
-and ``gateway/openapi.py`` describes them in the same order.
+:class:`GatewayApp`) and its parts of the OpenAPI document. A feature's routes and their description
+are its package and one line here: ``gateway/transports/http.py`` mounts the routes in this order
+(Starlette matches in order) and ``gateway/openapi.py`` describes them in the same order.
 
 The JSON-RPC methods stay declared in ``gateway/app.py``'s ``method_registry``: the app builds the
 handlers and sits below this list (the layers contract), so it cannot read it.
