@@ -53,8 +53,10 @@ import orjson
 import psutil
 
 from bench._proc import LOOPBACK, ServerProcess, process_cpu_s, spawn_server
+from gateway.core.credits import CreditPolicy, DepositCredit
 from gateway.runtime.embedded import EmbeddedPostgres
 from gateway.runtime.ports import free_port
+from gateway.storage.deposits import credit_deposit_on
 from gateway.storage.migrate import migrate_url
 from gateway.webhooks.dispatcher import USER_AGENT, DispatchConfig, Dispatcher, RetryPolicy, fixed_delays
 from gateway.webhooks.rules import (
@@ -68,6 +70,9 @@ from gateway.webhooks.rules import (
     retry_delay_s,
     signature,
 )
+
+#: ``--price``'s account is funded at one credit per base unit, with no minimum and a day to spend them.
+BENCH_CREDITS = CreditPolicy(credits_per_usdc=10**6, credit_expiry_seconds=86_400, minimum_base_units=1)
 
 #: What one delivery carries: a deposit.credited event as the sources write it (about 200 bytes).
 PAYLOAD = {
@@ -152,9 +157,15 @@ def db_cpu_s() -> float:
     return process_cpu_s([root.pid, *(child.pid for child in root.children(recursive=True))])
 
 
-async def subscriptions(pool: asyncpg.Pool, url: str, count: int) -> list[int]:
+async def subscriptions(pool: asyncpg.Pool, url: str, count: int, credits: int = 0) -> list[int]:
+    """``count`` subscriptions of a new account holding ``credits`` (a deposit, as a paid account's)."""
     pubkey = f"bench-{secrets.token_hex(8)}"
-    await pool.execute("INSERT INTO accounts (pubkey) VALUES ($1)", pubkey)
+    if credits:
+        deposit = DepositCredit(f"bench-{secrets.token_hex(16)}", pubkey, credits)
+        async with pool.acquire() as conn:
+            assert (await credit_deposit_on(conn, deposit, BENCH_CREDITS)).credited
+    else:
+        await pool.execute("INSERT INTO accounts (pubkey) VALUES ($1)", pubkey)
     rows = await pool.fetch(
         """INSERT INTO webhooks (pubkey, url, filter_type, lifecycle_events, secret)
            SELECT $1, $2, 'lifecycle', '{deposit.credited}', $3 FROM generate_series(1, $4) RETURNING id""",
@@ -166,14 +177,17 @@ async def subscriptions(pool: asyncpg.Pool, url: str, count: int) -> list[int]:
     return [int(r["id"]) for r in rows]
 
 
-async def enqueue(pool: asyncpg.Pool, hooks: list[int], count: int) -> None:
+async def enqueue(pool: asyncpg.Pool, hooks: list[int], count: int, price: int = 0) -> None:
+    """``count`` jobs spread over ``hooks``, each charged ``price`` credits before its attempt (0: free)."""
     await pool.execute(
-        """INSERT INTO delivery_jobs (webhook_id, event_type, payload)
-           SELECT ($1::bigint[])[1 + n % cardinality($1::bigint[])], $2, $3::jsonb FROM generate_series(1, $4) n""",
+        """INSERT INTO delivery_jobs (webhook_id, event_type, payload, price)
+           SELECT ($1::bigint[])[1 + n % cardinality($1::bigint[])], $2, $3::jsonb, $5
+           FROM generate_series(1, $4) n""",
         hooks,
         EVENT,
         orjson.dumps(PAYLOAD).decode(),
         count,
+        price,
     )
 
 
@@ -234,14 +248,15 @@ async def rounds(pool: asyncpg.Pool, args: argparse.Namespace) -> list[dict[str,
     port = free_port()
     results: list[dict[str, Run]] = []
     async with receiver(port) as rec, aiohttp.ClientSession() as http:
-        hooks = await subscriptions(pool, rec.url, args.webhooks)
+        paid = args.price * args.jobs * (args.rounds + int(args.profile))
+        hooks = await subscriptions(pool, rec.url, args.webhooks, paid)
         for n in range(args.rounds):
             order = TARGETS if n % 2 == 0 else TARGETS[::-1]
             runs: dict[str, Run] = {}
             for target in order:
                 before = await received(http, rec)
                 if target == "dispatcher":
-                    await enqueue(pool, hooks, args.jobs)
+                    await enqueue(pool, hooks, args.jobs, args.price)
                     runs[target] = await dispatch(pool, args, args.jobs)
                 else:
                     runs[target] = await plain(rec.url, args, args.jobs)
@@ -251,7 +266,7 @@ async def rounds(pool: asyncpg.Pool, args: argparse.Namespace) -> list[dict[str,
             results.append(runs)
             print(round_line(n + 1, runs), flush=True)
         if args.profile:
-            await enqueue(pool, hooks, args.jobs)
+            await enqueue(pool, hooks, args.jobs, args.price)
             profile = cProfile.Profile()
             profile.enable()
             await dispatch(pool, args, args.jobs)
@@ -347,6 +362,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concurrency", type=int, default=64, help="posts in flight (default 64)")
     parser.add_argument("--per-subscription", type=int, default=16, help="dispatcher's per-subscription cap")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, alternating which target goes first")
+    parser.add_argument("--price", type=int, default=0, help="credits charged per delivery (0: free, as lifecycle)")
     parser.add_argument("--backlog", type=int, default=10_000, help="jobs queued during the outage (0: skip it)")
     parser.add_argument("--profile", action="store_true", help="cProfile one more dispatcher run")
     args = parser.parse_args(argv)
