@@ -11,7 +11,8 @@ An attempt:
 
 1. the URL is checked (:mod:`gateway.webhooks.targets`: ``https://``, public addresses only, again
    at connect time on the resolved addresses), unless ``allow_private``;
-2. a paid (transaction or signal) job is charged once (:func:`gateway.webhooks.jobs.charge`);
+2. a paid (transaction or signal) job is charged once (:func:`gateway.webhooks.jobs.charge_each`, the
+   charges asked for at once gathered by :class:`gateway.webhooks.charging.Charges`);
    an account that cannot pay pauses its subscription and nothing is sent;
 3. the body (:func:`gateway.webhooks.rules.delivery_body`: the same bytes and event id on every
    attempt) is posted with docs/api.md's headers, signed now with the subscription's current secret;
@@ -52,13 +53,13 @@ from gateway.core.credits import EventHook, no_events
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
 from gateway.webhooks import targets
+from gateway.webhooks.charging import Charges
 from gateway.webhooks.jobs import (
     Charge,
     ClaimedJob,
     HeldConnection,
     Outcome,
     Result,
-    charge,
     claim,
     record,
     release,
@@ -267,6 +268,7 @@ class Dispatcher:
         # The claim loop's and the writer's statements, each on a connection of its own.
         self._claims = HeldConnection(pool)
         self._writes = HeldConnection(pool)
+        self._charges = Charges(pool, dispatcher_id, events)  # the paid jobs' charges, gathered per account
 
     @property
     def in_flight(self) -> int:
@@ -299,6 +301,7 @@ class Dispatcher:
             for task in (writer, *workers):
                 task.cancel()
             await asyncio.gather(writer, *workers, return_exceptions=True)
+            await self._charges.close()
             await self._session.close()
             await self._claims.drop()
             await self._writes.drop()
@@ -380,7 +383,7 @@ class Dispatcher:
         # A free (lifecycle) job of an account suspended at the claim takes the charge's path, which
         # pauses its subscription; one of an account in good standing goes out without a round trip.
         if job.charged == 0 and (job.price > 0 or job.suspended):
-            paid = await charge(self.pool, self.id, job, self.events)
+            paid = await self._charges.charge(job)
             if paid is Charge.UNPAID:
                 self.stats.unpaid += 1
                 return None

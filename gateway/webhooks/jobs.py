@@ -469,50 +469,91 @@ async def _refund_unsent(db: Db, job_id: int) -> None:
 
 @postgres_call(WHAT)
 async def charge(pool: asyncpg.Pool, dispatcher_id: str, job: ClaimedJob, events: EventHook = no_events) -> Charge:
-    """Charge a claimed job's price before its attempt, once per job.
+    """:func:`charge_each` of one job."""
+    return (await charge_each(pool, dispatcher_id, [job], events))[job.id]
 
-    What the account can spend is its balance less what live credit leases and pending sends hold
-    (:func:`gateway.storage.ledger.sql.held`). When that is less than the price (or the account is
-    suspended or gone) nothing is charged or sent: the subscription is paused with the reason, and
-    the job is ``pending`` again with this attempt uncounted, to go out once the owner resumes it.
-    A charge that takes the balance below the low-balance line writes the ``low_balance`` event's jobs
-    in the same transaction, as every deduction does (and calls ``events`` after the commit).
+
+async def charge_each(
+    pool: asyncpg.Pool, dispatcher_id: str, jobs: Sequence[ClaimedJob], events: EventHook = no_events
+) -> dict[int, Charge]:
+    """Charge claimed jobs their price before their attempt, once per job; each job's :class:`Charge`.
+
+    One transaction per account, accounts and jobs in id order: the jobs' ``debit`` entries, one each
+    (``delivery:<id>``), written as one move of the balance. A job is decided as if charged alone
+    after the ones before it: what the account can spend is its balance less what live credit leases
+    and pending sends hold (:func:`gateway.storage.ledger.sql.held`); when that is less than the
+    price (or the account is suspended or gone) that job is not charged or sent: its subscription is
+    paused with the reason, the job ``pending`` again with this attempt uncounted, to go out once the
+    owner resumes it; past the account's daily spend cap it waits for the next UTC day. A charge that
+    takes the balance below the low-balance line writes the ``low_balance`` event's jobs in the same
+    transaction, as every deduction does (and calls ``events`` after the commit).
     """
-    if job.charged > 0:
-        return Charge.PAID
-    if job.price <= 0:  # a free (lifecycle) delivery: still none for a suspended account
-        return await _free(pool, dispatcher_id, job)
+    charges = {job.id: Charge.PAID for job in jobs if job.charged > 0}
+    accounts: dict[str, list[ClaimedJob]] = {}
+    for job in sorted(jobs, key=lambda j: j.id):
+        if job.id in charges:
+            continue
+        if job.price <= 0:  # a free (lifecycle) delivery: still none for a suspended account
+            charges[job.id] = await _free(pool, dispatcher_id, job)
+        else:
+            accounts.setdefault(job.pubkey, []).append(job)
+    for pubkey in sorted(accounts):
+        charges.update(await _charge_account(pool, dispatcher_id, pubkey, accounts[pubkey], events))
+    return charges
+
+
+async def _charge_account(
+    pool: asyncpg.Pool, dispatcher_id: str, pubkey: str, jobs: list[ClaimedJob], events: EventHook
+) -> dict[int, Charge]:
+    charges: dict[int, Charge] = {}
     async with pool.acquire() as conn, conn.transaction():
-        account = await lock_account(conn, job.pubkey)
-        row = await _lock_claimed(conn, dispatcher_id, job)
-        if row is None:
-            return Charge.LOST
-        price = int(row["price"])
-        if price <= 0 or row["charged"] > 0:
-            return Charge.PAID
-        available = 0 if account is None else int(account["balance"]) - await held(conn, job.pubkey)
-        if account is None or account["status"] == "suspended" or available < price:
-            suspended = account is not None and account["status"] == "suspended"
-            await _pause_unpaid(
-                conn, job, price, available, webhooks.SUSPENDED_REASON % job.webhook_id if suspended else None
-            )
-            return Charge.UNPAID
-        if await _over_cap(conn, job, account, price):
-            return Charge.UNPAID
-        description = f"webhook delivery {job.id} ({job.event_type})"
-        debited = await debit(conn, account, [Move("debit", -price, description, f"delivery:{job.id}")])
-        await conn.execute("UPDATE delivery_jobs SET charged = $2 WHERE id = $1", job.id, price)
+        account = await lock_account(conn, pubkey)
+        locked = await _lock_claimed_each(conn, dispatcher_id, jobs)
+        holding = await held(conn, pubkey) if account is not None else 0
+        available = 0 if account is None else int(account["balance"]) - holding
+        today = None if account is None else room(account, holding)
+        moves: list[Move] = []
+        for job in jobs:
+            row = locked.get(job.id)
+            if row is None:
+                charges[job.id] = Charge.LOST
+                continue
+            price = int(row["price"])
+            if price <= 0 or row["charged"] > 0:
+                charges[job.id] = Charge.PAID
+            elif account is None or account["status"] == "suspended" or available < price:
+                suspended = account is not None and account["status"] == "suspended"
+                reason = webhooks.SUSPENDED_REASON % job.webhook_id if suspended else None
+                await _pause_unpaid(conn, job, price, available, reason)
+                charges[job.id] = Charge.UNPAID
+            elif today is not None and today < price:
+                await _wait_for_tomorrow(conn, job)
+                charges[job.id] = Charge.UNPAID
+            else:
+                available -= price
+                today = None if today is None else today - price
+                moves.append(
+                    Move("debit", -price, f"webhook delivery {job.id} ({job.event_type})", f"delivery:{job.id}")
+                )
+                charges[job.id] = Charge.CHARGED
+        if not moves:
+            return charges
+        assert account is not None
+        debited = await debit(conn, account, moves)
+        await conn.execute(
+            "UPDATE delivery_jobs j SET charged = u.price FROM unnest($1::bigint[], $2::bigint[]) AS u(id, price) "
+            "WHERE j.id = u.id",
+            [job.id for job in jobs if charges[job.id] is Charge.CHARGED],
+            [-move.amount for move in moves],
+        )
     if debited.crossed_low:
-        await fire(events, LOW_BALANCE, job.pubkey, low_balance(debited.balance))
-    return Charge.CHARGED
+        await fire(events, LOW_BALANCE, pubkey, low_balance(debited.balance))
+    return charges
 
 
-async def _over_cap(conn: asyncpg.Connection, job: ClaimedJob, account: asyncpg.Record, price: int) -> bool:
-    """The account's daily spend cap leaves less than ``price`` today (docs/api.md, Spend cap): the job
-    waits, ``pending`` with this attempt uncounted, until the UTC day turns; its webhook is not paused."""
-    today = room(account, await held(conn, job.pubkey))
-    if today is None or today >= price:
-        return False
+async def _wait_for_tomorrow(conn: asyncpg.Connection, job: ClaimedJob) -> None:
+    """The account's daily spend cap leaves less than the job's price today (docs/api.md, Spend cap): the
+    job waits, ``pending`` with this attempt uncounted, until the UTC day turns; its webhook is not paused."""
     await conn.execute(
         """UPDATE delivery_jobs SET status = 'pending', attempts = attempts - 1, locked_by = NULL,
                   locked_until = NULL, last_error = $2,
@@ -521,7 +562,6 @@ async def _over_cap(conn: asyncpg.Connection, job: ClaimedJob, account: asyncpg.
         job.id,
         SPEND_CAP_MESSAGE,
     )
-    return True
 
 
 async def _free(pool: asyncpg.Pool, dispatcher_id: str, job: ClaimedJob) -> Charge:
@@ -546,6 +586,22 @@ async def _lock_claimed(conn: asyncpg.Connection, dispatcher_id: str, job: Claim
         dispatcher_id,
         job.attempts,
     )
+
+
+async def _lock_claimed_each(
+    conn: asyncpg.Connection, dispatcher_id: str, jobs: Sequence[ClaimedJob]
+) -> dict[int, asyncpg.Record]:
+    """:func:`_lock_claimed` of several jobs in one statement, locked in id order; by job id."""
+    rows = await conn.fetch(
+        """SELECT j.id, j.price, j.charged FROM delivery_jobs j
+           JOIN unnest($1::bigint[], $3::int[]) AS u(id, attempts) ON j.id = u.id
+           WHERE j.status = 'delivering' AND j.locked_by = $2 AND j.attempts = u.attempts
+           ORDER BY j.id FOR UPDATE OF j""",
+        [job.id for job in jobs],
+        dispatcher_id,
+        [job.attempts for job in jobs],
+    )
+    return {int(row["id"]): row for row in rows}
 
 
 async def _pause_unpaid(
