@@ -35,6 +35,7 @@ class Charges:
         return future
 
     async def _run(self) -> None:
+        batch: list[tuple[ClaimedJob, asyncio.Future[Charge]]] = []
         try:
             while self._asked:
                 batch, self._asked = self._asked, []
@@ -50,7 +51,7 @@ class Charges:
                         future.set_result(charges[job.id])
         finally:
             self._running = None
-            for _, future in self._asked:  # cancelled with requests still waiting
+            for _, future in [*batch, *self._asked]:  # cancelled with requests under way or waiting
                 future.cancel()
             self._asked = []
 
