@@ -11,7 +11,7 @@ line for Yellowstone-type gRPC, in credits like every other price, and are publi
   A stream whose account cannot pay the next interval ends with ``RESOURCE_EXHAUSTED``.
   Intervals count the time a stream covers, not only the time it is open: a ``from_slot`` replay
   covers from when the replayed slot came, and a stream counts as held already what its account's ended
-  streams held past their last paid interval (:mod:`gateway.storage.stream_clocks`), so an account pays
+  streams held past their last paid interval (:mod:`gateway.grpc.store`), so an account pays
   for the stream time it held, summed over its reconnects; an account opens at most
   ``max_opens_per_minute`` streams a minute.
 

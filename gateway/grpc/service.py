@@ -34,7 +34,7 @@ process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`
   (:mod:`gateway.grpc.replay`); the replayed span counts as stream time (its intervals are billed from
   when the first replayed slot came), and a ping is answered once the replay before it is sent;
 - a stream that ends hands the time it held past its last paid interval to its account's next stream
-  (:mod:`gateway.storage.stream_clocks`), which counts it as held already, so an account's intervals are
+  (:mod:`gateway.grpc.store`), which counts it as held already, so an account's intervals are
   those of the stream time it held, summed over its reconnects; an account opens at most
   ``max_opens_per_minute`` streams a minute.
 """
@@ -82,13 +82,13 @@ from gateway.grpc.rules import (
     refusal,
     stream_limit_message,
 )
+from gateway.grpc.store import StreamClocks
 from gateway.limits.rules import AccountLimits, RateLimited
 from gateway.limits.slices import ShardUnavailable
 from gateway.node.geyser import UpstreamGeyser
 from gateway.pipeline import Call, Wire
 from gateway.storage.errors import StoreUnavailable
 from gateway.storage.seats import Seat, Seats
-from gateway.storage.stream_clocks import StreamClocks
 from gateway.storage.stream_limits import AccountStreamLimits
 from geyser_proto import geyser_pb2
 from geyser_proto.fanout import Fanout
