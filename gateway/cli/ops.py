@@ -494,7 +494,7 @@ def webhooks_dead(
     config: ConfigOption = None,
 ) -> None:
     """Dead delivery jobs (every attempt failed) of webhooks not deleted."""
-    from gateway.webhooks import store as webhooks
+    from gateway.webhooks.store import subscriptions as webhooks
 
     settings = load(config)
     rows = run_db(settings, lambda p: webhooks.dead_jobs(p, account, limit))
@@ -527,7 +527,7 @@ def webhooks_replay(
     config: ConfigOption = None,
 ) -> None:
     """Put one dead job back to pending, as POST /webhooks/{id}/replay does for a webhook's dead jobs."""
-    from gateway.webhooks import store as webhooks
+    from gateway.webhooks.store import subscriptions as webhooks
 
     settings = load(config)
     done = run_db(settings, lambda p: webhooks.replay_dead_job(p, job_id, reason, who(operator)))

@@ -4,7 +4,7 @@ Each worker asks for its job's charge just before the attempt; asked one by one,
 was a transaction of its own on its account's row lock, and with 64 workers on one account's jobs
 those transactions queued on that lock (bench.webhooks --price 1: 267 deliveries/s, PostgreSQL
 ~950 µs of CPU a delivery; bench/README.md). Here the jobs asked for while a charge is under way wait
-for the next one, which takes them all (:func:`gateway.webhooks.jobs.charge_each`): nothing is held
+for the next one, which takes them all (:func:`gateway.webhooks.store.jobs.charge_each`): nothing is held
 back when the dispatcher is idle, and under load a batch is as large as the load.
 """
 
@@ -14,7 +14,7 @@ import asyncio
 
 from gateway.core.credits import EventHook
 from gateway.storage.connections import Pool
-from gateway.webhooks.jobs import Charge, ClaimedJob, charge_each
+from gateway.webhooks.store.jobs import Charge, ClaimedJob, charge_each
 
 
 class Charges:

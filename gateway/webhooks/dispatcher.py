@@ -2,7 +2,7 @@
 what came of it.
 
 One :class:`Dispatcher` runs many deliveries at once (``concurrency``) over one keep-alive
-``aiohttp`` session; PostgreSQL decides which jobs (:func:`gateway.webhooks.jobs.claim`:
+``aiohttp`` session; PostgreSQL decides which jobs (:func:`gateway.webhooks.store.jobs.claim`:
 oldest due first, at most ``per_webhook`` of one subscription and ``per_account`` of one account's
 subscriptions out at once over every dispatcher), and each claimed job is leased to this dispatcher
 while it is attempted.
@@ -11,7 +11,7 @@ An attempt:
 
 1. the URL is checked (:mod:`gateway.webhooks.targets`: ``https://``, public addresses only, again
    at connect time on the resolved addresses), unless ``allow_private``;
-2. a paid (transaction or signal) job is charged once (:func:`gateway.webhooks.jobs.charge_each`, the
+2. a paid (transaction or signal) job is charged once (:func:`gateway.webhooks.store.jobs.charge_each`, the
    charges asked for at once gathered by :class:`gateway.webhooks.charging.Charges`);
    an account that cannot pay pauses its subscription and nothing is sent;
 3. the body (:func:`gateway.webhooks.rules.delivery_body`: the same bytes and event id on every
@@ -23,7 +23,7 @@ An attempt:
    dead at once, the reason in ``last_error``. A paid job that ends dead keeps its charge if any
    attempt reached the receiver (a connection was had and the request written on it: answered or
    not), and is refunded otherwise; ``pause_after_dead`` dead jobs of one subscription in a row pause
-   it (:func:`gateway.webhooks.jobs.record`).
+   it (:func:`gateway.webhooks.store.jobs.record`).
 
 Outcomes are written in batches (one statement for all the outcomes that came in during the last
 write). A dispatcher that dies loses only what it had not written: those jobs are claimed again once
@@ -54,16 +54,6 @@ from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
 from gateway.webhooks import targets
 from gateway.webhooks.charging import Charges
-from gateway.webhooks.jobs import (
-    Charge,
-    ClaimedJob,
-    HeldConnection,
-    Outcome,
-    Result,
-    claim,
-    record,
-    release,
-)
 from gateway.webhooks.rules import (
     EVENT_ID_HEADER,
     MAX_RETRY_AFTER_S,
@@ -74,6 +64,16 @@ from gateway.webhooks.rules import (
     event_id,
     retry_delay_s,
     signature,
+)
+from gateway.webhooks.store.jobs import (
+    Charge,
+    ClaimedJob,
+    HeldConnection,
+    Outcome,
+    Result,
+    claim,
+    record,
+    release,
 )
 from gateway.webhooks.validation import url_problem
 

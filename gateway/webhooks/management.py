@@ -33,10 +33,10 @@ from gateway.credits.errors import account_suspended, insufficient_credits
 from gateway.pipeline import Call, Reply, json_reply
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
-from gateway.webhooks import store as webhooks
 from gateway.webhooks.rules import MAX_WEBHOOKS_PER_ACCOUNT, MIN_BALANCE_TO_CREATE, event_id, new_secret
 from gateway.webhooks.settings import WebhookSettings
-from gateway.webhooks.store import Delivery, DeliveryCounts, LastDelivery, Refusal, Refused, WebhookView
+from gateway.webhooks.store import subscriptions as webhooks
+from gateway.webhooks.store.subscriptions import Delivery, DeliveryCounts, LastDelivery, Refusal, Refused, WebhookView
 from gateway.webhooks.validation import parse_creation, parse_empty
 
 PATH = "/webhooks"

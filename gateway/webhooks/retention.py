@@ -13,8 +13,8 @@ import asyncio
 
 from gateway.storage.connections import Pool
 from gateway.storage.purge import INTERVAL_S, drain, every
-from gateway.webhooks.jobs import purge_finished, unpark
-from gateway.webhooks.store import expire_paused
+from gateway.webhooks.store.jobs import purge_finished, unpark
+from gateway.webhooks.store.subscriptions import expire_paused
 
 
 class JobRetention:

@@ -6,7 +6,7 @@ Both run in the ``webhook-watcher`` actor (:mod:`gateway.webhooks.watcher_actor`
 **Transaction watches** (``account``, ``program``, ``my_account``): :class:`TransactionWatches` re-reads
 the watched addresses every ``refresh_s`` (new subscriptions are picked up, deleted and paused ones
 dropped). Each refresh first pauses the watches of accounts whose balance is below one delivery's price
-(:func:`~gateway.webhooks.store.pause_unfunded_watches`): a quiet address makes no delivery whose
+(:func:`~gateway.webhooks.store.subscriptions.pause_unfunded_watches`): a quiet address makes no delivery whose
 charge could fail, so this is what keeps an account that spent its credits from holding its addresses
 among the ``max_addresses`` followed, streamed and polled; its owner resumes it after a deposit. The
 writer of jobs is one poll per address, ``getSignaturesForAddress`` (commitment confirmed) from the
@@ -75,7 +75,7 @@ from gateway.storage.webhook_events import (
     watch_targets,
 )
 from gateway.webhooks.rules import MAX_WATCHED_ADDRESSES, SIGNAL_DELIVERY_CREDITS, TRANSACTION_DELIVERY_CREDITS
-from gateway.webhooks.store import pause_unfunded_watches
+from gateway.webhooks.store.subscriptions import pause_unfunded_watches
 
 log = logging.getLogger(__name__)
 

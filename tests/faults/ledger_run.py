@@ -60,8 +60,8 @@ from gateway.storage import sends
 from gateway.storage.deposits import credit_deposit
 from gateway.storage.errors import POSTGRES_UNAVAILABLE, StoreUnavailable
 from gateway.storage.ledger import check_conservation, expire_due
-from gateway.webhooks import jobs
-from gateway.webhooks import store as webhooks
+from gateway.webhooks.store import jobs
+from gateway.webhooks.store import subscriptions as webhooks
 from tests.databases import fresh_database
 
 T = TypeVar("T")

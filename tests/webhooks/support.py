@@ -22,9 +22,9 @@ from aiohttp import web
 from gateway.core.credits import UsageRecord
 from gateway.storage.ledger import lease, settle
 from gateway.storage.ledger.audit import check_conservation
-from gateway.webhooks import store as webhooks
 from gateway.webhooks.dispatcher import DispatchConfig, Dispatcher, RetryPolicy, fixed_delays
 from gateway.webhooks.rules import new_secret
+from gateway.webhooks.store import subscriptions as webhooks
 from tests.auth.helpers import create_account
 
 FAST = fixed_delays([0.05] * 7)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from gateway.core.errors import ProxyError
 from gateway.pipeline_http import REST_MAX_BODY_BYTES
 from gateway.webhooks.rules import FILTER_TYPES, LIFECYCLE_EVENTS
-from gateway.webhooks.store import NewWebhook
+from gateway.webhooks.store.subscriptions import NewWebhook
 from gateway.webhooks.validation import parse_creation
 
 CALLER = "11111111111111111111111111111111"

@@ -1,4 +1,4 @@
-"""Charging several claimed jobs at once (:func:`gateway.webhooks.jobs.charge_each`, which a dispatcher's
+"""Charging several claimed jobs at once (:func:`gateway.webhooks.store.jobs.charge_each`, which a dispatcher's
 :class:`gateway.webhooks.charging.Charges` gathers) decides each job as charging them one by one does:
 the same charges, ledger entries, balance, paused subscriptions and jobs, on the module's own database.
 """
@@ -10,9 +10,9 @@ import asyncio
 import asyncpg
 
 from gateway.core.credits import no_events
-from gateway.webhooks import jobs as delivery_jobs
 from gateway.webhooks.charging import Charges
-from gateway.webhooks.jobs import Charge, ClaimedJob
+from gateway.webhooks.store import jobs as delivery_jobs
+from gateway.webhooks.store.jobs import Charge, ClaimedJob
 from tests.webhooks.support import Hook, account, balance, conserved, enqueue, ledger, spend, subscribe
 
 PRICE = 5

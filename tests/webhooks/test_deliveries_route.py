@@ -16,7 +16,7 @@ import aiohttp
 import asyncpg
 
 from gateway.webhooks.dispatcher import fixed_delays
-from gateway.webhooks.store import OWNER_PAUSED_REASON
+from gateway.webhooks.store.subscriptions import OWNER_PAUSED_REASON
 from tests.support import RunningGateway
 from tests.webhooks.conftest import STARTING_CREDITS, WebhookClient
 from tests.webhooks.support import (

@@ -19,8 +19,6 @@ import pytest
 
 from gateway.runtime.ports import free_port
 from gateway.settings import Settings
-from gateway.webhooks import jobs as delivery_jobs
-from gateway.webhooks import store as webhooks
 from gateway.webhooks import targets
 from gateway.webhooks.dispatcher import (
     USER_AGENT,
@@ -31,8 +29,10 @@ from gateway.webhooks.dispatcher import (
     parse_retry_after,
 )
 from gateway.webhooks.dispatcher_actor import WebhookDispatcherActor, dispatch_config
-from gateway.webhooks.jobs import Outcome, Result
 from gateway.webhooks.rules import delivery_body, new_secret, verify
+from gateway.webhooks.store import jobs as delivery_jobs
+from gateway.webhooks.store import subscriptions as webhooks
+from gateway.webhooks.store.jobs import Outcome, Result
 from gateway.webhooks.validation import url_problem
 from tests.webhooks.support import (
     FAST,

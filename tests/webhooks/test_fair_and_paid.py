@@ -22,10 +22,10 @@ from solders.keypair import Keypair
 from devnode.node import Devnode
 from gateway.node.http import HttpUpstream
 from gateway.runtime.ports import free_port
-from gateway.webhooks import store as webhooks
 from gateway.webhooks.dispatcher import DispatchConfig, fixed_delays
 from gateway.webhooks.rules import TRANSACTION_DELIVERY_CREDITS, new_secret, pricing_view
 from gateway.webhooks.sources import TransactionWatches
+from gateway.webhooks.store import subscriptions as webhooks
 from tests.chain import airdrop, send_sol
 from tests.support import RunningGateway
 from tests.webhooks.conftest import STARTING_CREDITS, WebhookClient

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncpg
 
-from gateway.webhooks import store as webhooks
-from gateway.webhooks.jobs import claim
 from gateway.webhooks.retention import JobRetention
+from gateway.webhooks.store import subscriptions as webhooks
+from gateway.webhooks.store.jobs import claim
 from tests.webhooks.support import enqueue, subscribe
 
 

@@ -7,8 +7,8 @@ import asyncpg
 
 from gateway.core.webhook_events import API_KEY_ROTATED
 from gateway.storage.webhook_events import MAX_WAITING_LIFECYCLE, enqueue_lifecycle
-from gateway.webhooks import store as webhooks
 from gateway.webhooks.rules import new_secret
+from gateway.webhooks.store import subscriptions as webhooks
 from tests.webhooks.support import account
 
 

@@ -17,10 +17,10 @@ import asyncpg
 import pytest
 
 from gateway.runtime.ports import free_port
-from gateway.webhooks import jobs as delivery_jobs
-from gateway.webhooks import store as webhooks
 from gateway.webhooks.dispatcher import fixed_delays
-from gateway.webhooks.jobs import Outcome, Result
+from gateway.webhooks.store import jobs as delivery_jobs
+from gateway.webhooks.store import subscriptions as webhooks
+from gateway.webhooks.store.jobs import Outcome, Result
 from tests.support import RunningGateway
 from tests.webhooks.conftest import STARTING_CREDITS, WebhookClient
 from tests.webhooks.support import (
@@ -209,7 +209,7 @@ async def test_an_attempt_under_way_at_a_delete_that_never_connects_is_refunded_
     attempt's outcome, written on the cancelled job, gives it back when it never reached the receiver
     (a failed connection). A job whose lease had passed at the delete (its dispatcher gone, no outcome
     to come) is refunded with the cancel. The claims, charges and outcomes are the dispatcher's own
-    calls (:mod:`gateway.webhooks.jobs`), made here one at a time to hold the attempt under way."""
+    calls (:mod:`gateway.webhooks.store.jobs`), made here one at a time to hold the attempt under way."""
     owner = await WebhookClient.new(http, gateway_here)
     created = await owner.created(url=nowhere(), filter_type="signal")
     hook = Hook(created["id"], owner.pubkey, "")

@@ -53,8 +53,8 @@ from gateway.storage.errors import postgres_call
 from gateway.storage.ledger.cap import room
 from gateway.storage.ledger.moves import Move, debit
 from gateway.storage.ledger.sql import held, lock_account
-from gateway.webhooks import store as webhooks
-from gateway.webhooks.refunds import Refund, refund_deliveries
+from gateway.webhooks.store import subscriptions as webhooks
+from gateway.webhooks.store.refunds import Refund, refund_deliveries
 
 WHAT = "the webhook delivery queue"
 #: A pool, or one connection taken from it and kept (:class:`HeldConnection`).

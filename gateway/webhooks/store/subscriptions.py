@@ -33,7 +33,7 @@ from gateway.storage.errors import postgres_call
 from gateway.storage.ledger.sql import lock_account
 from gateway.storage.operator import OperatorRefusal, record_action
 from gateway.storage.webhook_events import WATCHED
-from gateway.webhooks.refunds import Refund, refund_deliveries
+from gateway.webhooks.store.refunds import Refund, refund_deliveries
 
 WHAT = "the webhook store"
 
@@ -257,7 +257,7 @@ async def delete(pool: asyncpg.Pool, pubkey: str, webhook_id: int) -> int | None
     on its way to the receiver may still arrive. A cancelled waiting job that was charged and never
     sent was never received: its charge is refunded in the same transaction (one ``refund`` entry
     each), under the account lock taken first, as every credit writer does. One being delivered keeps
-    its charge for its attempt's outcome to settle (:func:`gateway.webhooks.jobs.record`: refunded then
+    its charge for its attempt's outcome to settle (:func:`gateway.webhooks.store.jobs.record`: refunded then
     if that attempt could not connect either), unless its lease has passed (its dispatcher stopped:
     no outcome will come); a receiver that reads it and drops the connection, then deletes the
     webhook, has it charged (docs/api.md, Billing of deliveries). The jobs are locked before the
@@ -585,7 +585,7 @@ async def pause_unfunded_watches(pool: asyncpg.Pool, price: int) -> list[int]:
     account's (credits held by leases and pending sends included: they are still the account's), read
     without the account lock: a deposit committed during the statement may come too late to spare a
     watch, which the owner then resumes. Only subscription rows are locked, in id order, as
-    :mod:`gateway.webhooks.jobs` locks them, so no writer here waits on it in a cycle.
+    :mod:`gateway.webhooks.store.jobs` locks them, so no writer here waits on it in a cycle.
     No watch is paused for its balance when deliveries are free (``price`` 0).
     """
     rows = await pool.fetch(

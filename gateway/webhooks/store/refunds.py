@@ -1,12 +1,12 @@
 """Giving back the charges of paid webhook deliveries that never reached their receiver.
 
 A delivery's charge is a ``debit`` ledger entry with ``ref`` ``delivery:<job id>``
-(:func:`gateway.webhooks.jobs.charge`); its refund is a ``refund`` entry with the same ``ref``,
+(:func:`gateway.webhooks.store.jobs.charge`); its refund is a ``refund`` entry with the same ``ref``,
 the credits put back into the account's batches, and the balance and ``total_consumed`` moved back,
 all in the caller's transaction under the account lock, as every credit writer does
 (:func:`gateway.storage.ledger.moves.refund`). The callers: a delivery that ends dead without an answer
-(:mod:`gateway.webhooks.jobs`) and deliveries cancelled by a webhook's deletion
-(:func:`gateway.webhooks.store.delete`).
+(:mod:`gateway.webhooks.store.jobs`) and deliveries cancelled by a webhook's deletion
+(:func:`gateway.webhooks.store.subscriptions.delete`).
 """
 
 from __future__ import annotations

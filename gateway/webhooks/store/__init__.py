@@ -1,0 +1,2 @@
+"""Webhooks' tables (PostgreSQL): the subscriptions, their delivery jobs and the refunds of deliveries
+never received. The only modules of ``gateway.webhooks`` that talk to a store's driver."""
