@@ -44,10 +44,10 @@ from gateway.node.pubsub import UpstreamPubSub
 from gateway.pipeline import Call, Handler, Reply, Stage, compose, error_boundary
 from gateway.public import ServiceProfile
 from gateway.rpc import methods as rpc_methods
-from gateway.rpc.cache_store import SharedResponses
 from gateway.rpc.forward import Forwarder, LocalMethod, ParseStage
 from gateway.rpc.response_cache import ResponseCache
 from gateway.rpc.settings import RpcSettings
+from gateway.rpc.store import SharedResponses
 from gateway.sending import methods as send_methods
 from gateway.sending.block_engine import BlockEngine
 from gateway.sending.racers import LocalRacers, Racers

@@ -4,7 +4,7 @@ The forwarder asks it twice per call (:class:`gateway.rpc.forward.Forwarder`): b
 the items whose answers are cached (they are then answered and not sent, exactly as an item a
 handler answered), and after the node, to keep what the node sent that may be kept. What may be
 kept, under which key and for how long is :mod:`gateway.rpc.cache_rules`'s rule; Redis is
-:mod:`gateway.rpc.cache_store`, best effort.
+:mod:`gateway.rpc.store`, best effort.
 
 It is a step of the forwarder rather than a stage in front of it: the cache stands in for the node,
 and a partly cached ``getSignatureStatuses`` is merged with the node's answer before the reply is
@@ -38,7 +38,7 @@ from gateway.rpc.cache_rules import (
     merge_statuses,
     statuses_response,
 )
-from gateway.rpc.cache_store import SharedResponses
+from gateway.rpc.store import SharedResponses
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from solders.transaction import Transaction
 
 from gateway.client import WalletSigner
 from gateway.rpc.cache_rules import cache_key
-from gateway.rpc.cache_store import BUDGET_PREFIX, PREFIX, WINDOW_S, SharedResponses
+from gateway.rpc.store import BUDGET_PREFIX, PREFIX, WINDOW_S, SharedResponses
 from gateway.runtime.ports import free_port
 from tests.auth.helpers import create_account, create_api_key
 from tests.chain import send_sol, signed_transfer, wait_landed
