@@ -78,3 +78,31 @@ def test_a_planted_forbidden_import_breaks_a_contract(tree: Path, module: str, p
         f.write(f"\n{planted}  # planted by the test\n")
     result = lint(tree, contract)
     assert result.returncode != 0 and "BROKEN" in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "planted", "contract", "broken"),
+    [
+        # a new module is bound by its name from its first commit, no list to add it to
+        ("gateway/webhooks/planted.py", "import asyncpg", "drivers-behind-storage", True),
+        ("gateway/sending/planted.py", "import redis", "drivers-behind-storage", True),
+        ("gateway/sending/store.py", "import asyncpg", "drivers-behind-storage", False),  # a feature's store
+        ("gateway/pubsub/store/planted.py", "import redis", "drivers-behind-storage", False),
+        ("gateway/bulk/methods.py", "import redis", "core-is-pure", True),  # declarations are pure
+        ("gateway/pubsub/rules.py", "import gateway.storage.seats", "core-is-pure", True),
+        ("gateway/fees/rules.py", "import gateway.rpc.store", "core-is-pure", True),  # a feature's store is storage
+        ("gateway/history/planted.py", "import mcp", "mcp-in-its-server", True),
+        ("gateway/sending/planted.py", "import ray", "ray-in-runtime", True),
+        ("gateway/planted.py", "import actors.supervision", "actors-started-by-the-runtime", True),
+        ("gateway/bulk/settings.py", "import gateway.storage.connections", "settings-are-declarations", True),
+    ],
+)
+def test_a_new_module_is_bound_by_its_name(tree: Path, module: str, planted: str, contract: str, broken: bool) -> None:
+    path = tree / module
+    assert not path.exists(), f"{module} is not new"
+    path.parent.mkdir(exist_ok=True)
+    if not (path.parent / "__init__.py").exists():
+        (path.parent / "__init__.py").write_text('"""Planted by the test."""\n')
+    path.write_text(f'"""Planted by the test."""\n\n{planted}\n')
+    result = lint(tree, contract)
+    assert (result.returncode != 0) == broken, result.stdout + result.stderr
