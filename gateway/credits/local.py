@@ -42,7 +42,8 @@ class Lease:
     dead: bool = False
 
     def covers(self, price: int, now: float) -> bool:
-        return not self.closing and now < self.deadline and self.granted - self.spent >= price
+        # dead: its flush failed or it was released; it stays listed until its account's flush ends
+        return not self.closing and not self.dead and now < self.deadline and self.granted - self.spent >= price
 
 
 @dataclass(slots=True)
@@ -75,7 +76,7 @@ class AccountState:
     @property
     def active(self) -> Lease | None:
         lease = self.leases[-1] if self.leases else None
-        return lease if lease is not None and not lease.closing else None
+        return lease if lease is not None and not lease.closing and not lease.dead else None
 
 
 @dataclass(slots=True)

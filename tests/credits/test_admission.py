@@ -238,3 +238,15 @@ def test_an_empty_answer_that_crossed_a_deposit_notice_is_not_kept() -> None:
     adopt(acct, LeaseGrant(7, 10, 10, 0, None, None), NOW, 30.0, 2.0)
     assert decide(acct, 5, NOW, rules) is Verdict.SPEND and acct.active is not None
     assert acct.active.deadline == NOW + 30.0 - 2.0
+
+
+@given(granted=st.integers(min_value=1, max_value=60), price=prices, rules=rules)
+def test_a_dead_lease_admits_nothing(granted: int, price: int, rules: Rules) -> None:
+    """A lease whose flush was not applied (the store no longer holds it) is dead: a call admitted on it
+    would have its usage dropped at completion, a call nobody pays for. It stays in the account's list
+    until that account's flush is over, and other leases' flushes are awaited meanwhile."""
+    acct = live_lease(granted)
+    acct.leases[0].dead = True
+    assert acct.active is None
+    assert not acct.leases[0].covers(price, NOW)
+    assert decide(acct, price, NOW, rules) is not Verdict.SPEND
