@@ -513,6 +513,7 @@ async def _charge_account(
         available = 0 if account is None else int(account["balance"]) - holding
         today = None if account is None else room(account, holding)
         moves: list[Move] = []
+        unpaid: list[tuple[ClaimedJob, int, int, str | None]] = []  # paused below, in webhook id order
         for job in jobs:
             row = locked.get(job.id)
             if row is None:
@@ -524,7 +525,7 @@ async def _charge_account(
             elif account is None or account["status"] == "suspended" or available < price:
                 suspended = account is not None and account["status"] == "suspended"
                 reason = webhooks.SUSPENDED_REASON % job.webhook_id if suspended else None
-                await _pause_unpaid(conn, job, price, available, reason)
+                unpaid.append((job, price, available, reason))
                 charges[job.id] = Charge.UNPAID
             elif today is not None and today < price:
                 await _wait_for_tomorrow(conn, job)
@@ -536,6 +537,10 @@ async def _charge_account(
                     Move("debit", -price, f"webhook delivery {job.id} ({job.event_type})", f"delivery:{job.id}")
                 )
                 charges[job.id] = Charge.CHARGED
+        # Subscriptions are locked in id order, as the outcomes' streaks lock them (_streaks): two
+        # transactions pausing or streaking several never wait for each other in a circle.
+        for job, price, available_then, reason in sorted(unpaid, key=lambda u: (u[0].webhook_id, u[0].id)):
+            await _pause_unpaid(conn, job, price, available_then, reason)
         if not moves:
             return charges
         assert account is not None
