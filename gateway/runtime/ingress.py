@@ -22,6 +22,7 @@ from gateway.runtime.exposure import replica_refusal
 from gateway.runtime.metrics import install_ray_metrics
 from gateway.runtime.racers import RayRacers
 from gateway.runtime.replica_process import tune_gc
+from gateway.runtime.serve_metrics import count_serve_latencies
 from gateway.runtime.shards import RayShards
 from gateway.settings import Settings
 from gateway.transports.http import build_http_app
@@ -92,7 +93,9 @@ class Ingress:
         refusal = replica_refusal(validated, dict(os.environ))
         if refusal is not None:
             raise ConfigError(f"refused: {refusal}")
-        install_ray_metrics()
+        backend = install_ray_metrics()
+        if backend is not None:
+            count_serve_latencies(backend)  # Serve's two latency histograms, counted as the gateway's are
         tune_gc(validated.gc_young_threshold)
         ping_websockets_as_the_spec_says()
         serve_internal_grpc_on_loopback()

@@ -179,13 +179,13 @@ class RayBackend:
 _installed = False
 
 
-def install_ray_metrics(on_loop: bool = True) -> None:
+def install_ray_metrics(on_loop: bool = True) -> RayBackend | None:
     """Route this process's metrics to Ray (idempotent), flushed on the running loop if ``on_loop``
-    (:meth:`RayBackend.start`). A failure leaves them no-ops, logged: metrics never stop a replica or
-    an actor from serving."""
+    (:meth:`RayBackend.start`); the backend when installed by this call. A failure leaves them no-ops,
+    logged: metrics never stop a replica or an actor from serving."""
     global _installed
     if _installed:
-        return
+        return None
     try:
         backend = RayBackend()
         metrics.install(backend)
@@ -195,6 +195,8 @@ def install_ray_metrics(on_loop: bool = True) -> None:
         log.exception("metrics: the Ray backend could not be installed; this process records none")
         with contextlib.suppress(Exception):
             metrics.uninstall()
+        return None
+    return backend
 
 
 def with_metrics(cls: type) -> type:

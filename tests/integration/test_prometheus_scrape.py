@@ -96,6 +96,15 @@ class Prometheus:
             value = self.value(expr)
         return value
 
+    def wait_for_at_least(self, expr: str, least: float, timeout_s: float = 90.0) -> float:
+        """Poll until ``expr`` is at least ``least`` (a series others add to as well); the last value."""
+        deadline = time.monotonic() + timeout_s
+        value = self.value(expr) or 0.0
+        while value < least and time.monotonic() < deadline:
+            time.sleep(0.5)
+            value = self.value(expr) or 0.0
+        return value
+
     def names(self) -> set[str]:
         with urllib.request.urlopen(f"{self.url}/api/v1/label/__name__/values", timeout=10) as resp:
             return set(json.loads(resp.read())["data"])
@@ -210,6 +219,22 @@ def test_paid_calls_move_the_series_by_what_they_did(
     # the account's limits came from its shard (account_shards defaults to 2), never refused for want of it
     assert (prometheus.value('sum(gateway_account_slice_exchanges_total{result="answered"})') or 0) >= 1
     assert prometheus.value('sum(gateway_account_slice_exchanges_total{result="unavailable"})') == 0.0  # at 0
+
+    # Serve's two latency histograms, counted in the replica (gateway/runtime/serve_metrics.py), under the
+    # series names Serve's own histograms have: every call of this test is in them, their buckets make a
+    # quantile, and no counter's _total name is left over
+    for serve_histogram in ("ray_serve_deployment_processing_latency_ms", "ray_serve_http_request_latency_ms"):
+        assert prometheus.wait_for_at_least(f"sum({serve_histogram}_count)", CALLS) >= CALLS, serve_histogram
+        # one query, one scrape: the health checks keep adding to both
+        apart = prometheus.value(f'sum({serve_histogram}_bucket{{le="+Inf"}}) - sum({serve_histogram}_count)')
+        assert apart == 0.0, (serve_histogram, apart)
+        median = prometheus.value(f"histogram_quantile(0.5, sum by (le) ({serve_histogram}_bucket))")
+        assert median is not None and 0 < median < 10_000, (serve_histogram, median)  # ms
+    assert not [
+        name
+        for name in prometheus.names()
+        if name.startswith("ray_serve_") and name.endswith("_total") and "latency" in name
+    ]
 
     # a key of a wallet without credits: one 402, counted by its cause
     broke_wallet = Keypair()
