@@ -1,9 +1,9 @@
 """The one billing primitive: every charge of an account's balance, and the refund of an earlier one.
 
 :func:`debit` is how sends (:func:`gateway.storage.sends.settle`), paid webhook deliveries
-(:func:`gateway.webhooks.jobs.charge`) and lease settlement (:func:`gateway.storage.ledger.settle`)
+(:func:`gateway.webhooks.store.jobs.charge_each`) and lease settlement (:func:`gateway.storage.ledger.settle`)
 take credits; :func:`refund` is how a delivery's charge is given back
-(:mod:`gateway.webhooks.refunds`); :func:`credit` is an operator's grant of new credits. All run in
+(:mod:`gateway.webhooks.store.refunds`); :func:`credit` is an operator's grant of new credits. All run in
 the caller's transaction, holding the account lock the caller took with
 :func:`gateway.storage.ledger.sql.lock_account` before locking its own rows (the lease, the send,
 the job): every credit writer locks the account first, so they serialise per account and never wait
