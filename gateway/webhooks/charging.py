@@ -26,8 +26,8 @@ class Charges:
         self._running: asyncio.Task[None] | None = None
 
     def charge(self, job: ClaimedJob) -> asyncio.Future[Charge]:
-        """The job's charge, decided with the others asked for meanwhile; a failure of that charge (the
-        store unavailable) is every one of its jobs' exception."""
+        """The job's charge, decided with the others of its account asked for meanwhile; a failure of
+        that account's charge (the store unavailable) is the exception of each of its jobs."""
         future: asyncio.Future[Charge] = asyncio.get_running_loop().create_future()
         self._asked.append((job, future))
         if self._running is None:
@@ -39,21 +39,28 @@ class Charges:
         try:
             while self._asked:
                 batch, self._asked = self._asked, []
-                try:
-                    charges = await charge_each(self.pool, self.dispatcher_id, [job for job, _ in batch], self.events)
-                except Exception as exc:
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
-                    continue
-                for job, future in batch:
-                    if not future.done():  # its worker was cancelled: the charge stays on the job (once)
-                        future.set_result(charges[job.id])
+                accounts: dict[str, list[tuple[ClaimedJob, asyncio.Future[Charge]]]] = {}
+                for asked in batch:
+                    accounts.setdefault(asked[0].pubkey, []).append(asked)
+                for pubkey in sorted(accounts):  # one account's store failure is its own jobs' alone
+                    await self._charge(accounts[pubkey])
         finally:
             self._running = None
             for _, future in [*batch, *self._asked]:  # cancelled with requests under way or waiting
                 future.cancel()
             self._asked = []
+
+    async def _charge(self, asked: list[tuple[ClaimedJob, asyncio.Future[Charge]]]) -> None:
+        try:
+            charges = await charge_each(self.pool, self.dispatcher_id, [job for job, _ in asked], self.events)
+        except Exception as exc:
+            for _, future in asked:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for job, future in asked:
+            if not future.done():  # its worker was cancelled: the charge stays on the job (once)
+                future.set_result(charges[job.id])
 
     async def close(self) -> None:
         """Stop charging; what was asked and not charged yet is cancelled."""

@@ -99,3 +99,18 @@ async def test_charges_asked_for_at_once_are_each_answered_and_charged_once(pool
     assert debits[-10:] == [f"delivery:{job.id}" for job in claimed[:10]]
     assert await balance(pool, hooks[0].pubkey) == 2
     assert await conserved(pool, hooks[0].pubkey)
+
+
+async def test_two_accounts_asked_at_once_are_each_charged_on_their_own(pool: asyncpg.Pool) -> None:
+    rich = await _short_account(pool, 1, 100)
+    short = await _short_account(pool, 1, PRICE)
+    claimed = await _claimed(pool, "d-two", [rich[0], short[0]], [PRICE] * 4)  # rich, short, rich, short
+    charges = Charges(pool, "d-two", no_events)
+    try:
+        answers = await asyncio.gather(*(charges.charge(job) for job in claimed))
+    finally:
+        await charges.close()
+    assert answers == [Charge.CHARGED, Charge.CHARGED, Charge.CHARGED, Charge.UNPAID]
+    assert await balance(pool, rich[0].pubkey) == 100 - 2 * PRICE
+    assert await balance(pool, short[0].pubkey) == 0
+    assert await conserved(pool, rich[0].pubkey) and await conserved(pool, short[0].pubkey)
