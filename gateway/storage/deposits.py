@@ -13,7 +13,6 @@ from typing import Any
 import asyncpg
 
 from gateway.core.credits import (
-    LOW_BALANCE_CREDITS,
     CreditPolicy,
     DepositCredit,
     DepositOutcome,
@@ -23,7 +22,8 @@ from gateway.core.credits import (
 )
 from gateway.core.webhook_events import DEPOSIT_CREDITED, deposit_credited
 from gateway.storage.errors import postgres_call
-from gateway.storage.ledger.sql import add_entries, lock_account
+from gateway.storage.ledger.moves import Grant, grant
+from gateway.storage.ledger.sql import lock_account
 from gateway.storage.webhook_events import enqueue_lifecycle
 
 WHAT = "the credit ledger"
@@ -89,29 +89,9 @@ async def _grant_deposit(
         bonus = credits * int(percent) // 100 if percent is not None else 0
         if bonus > 0:
             grants.append(("bonus", bonus, f"referral bonus {percent}% ({account['ref_code']})"))
-    new_balance = int(account["balance"])
-    entries: list[tuple[str, int, int, str, str | None]] = []
-    for kind, amount, description in grants:
-        await conn.execute(
-            """INSERT INTO credit_batches (pubkey, source, granted, remaining, expires_at, deposit_signature)
-               VALUES ($1, $2, $3, $3, now() + $4::bigint * interval '1 second', $5)""",
-            deposit.pubkey,
-            kind,
-            amount,
-            policy.credit_expiry_seconds,
-            deposit.signature,
-        )
-        new_balance += amount
-        entries.append((kind, amount, new_balance, description, deposit.signature))
-    await add_entries(conn, deposit.pubkey, entries)
-    await conn.execute(
-        """UPDATE accounts SET balance = $2,
-                  low_balance_notified = low_balance_notified AND $2::bigint < $3::bigint
-           WHERE pubkey = $1""",
-        deposit.pubkey,
-        new_balance,
-        LOW_BALANCE_CREDITS,
-    )
+    signature = deposit.signature  # the entries' ref and the batches' deposit
+    new = [Grant(kind, amount, description, signature, signature) for kind, amount, description in grants]
+    new_balance = await grant(conn, account, new, policy.credit_expiry_seconds)
     added = sum(amount for _, amount, _ in grants)
     outcome = DepositOutcome(True, False, added, new_balance, None, bonus_credits=added - credits)
     await enqueue_lifecycle(conn, deposit.pubkey, DEPOSIT_CREDITED, _credited(deposit, outcome), deposit.signature)

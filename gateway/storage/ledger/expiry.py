@@ -15,7 +15,8 @@ import asyncpg
 from gateway.core.credits import EXPIRING_WINDOW_S, EventHook, fire, no_events
 from gateway.core.webhook_events import CREDITS_EXPIRING, credits_expiring
 from gateway.storage.errors import postgres_call
-from gateway.storage.ledger.sql import Entry, add_entries, held, lock_account
+from gateway.storage.ledger.moves import expire
+from gateway.storage.ledger.sql import held, lock_account
 from gateway.storage.webhook_events import enqueue_lifecycle
 
 WHAT = "the credit ledger"
@@ -73,17 +74,11 @@ async def _expire_account(conn: asyncpg.Connection, pubkey: str, at: datetime) -
             pubkey,
             at,
         )
-        entries: list[Entry] = []
+        expired: list[tuple[int, int, str]] = []
         for batch in batches:
             take = min(int(batch["remaining"]), room)
             if take <= 0:
                 break
             room -= take
-            balance -= take
-            await conn.execute("UPDATE credit_batches SET remaining = remaining - $2 WHERE id = $1", batch["id"], take)
-            entries.append(("expiry", -take, balance, f"expired {batch['source']} credits", f"batch:{batch['id']}"))
-        if not entries:
-            return 0
-        await add_entries(conn, pubkey, entries)
-        await conn.execute("UPDATE accounts SET balance = $2 WHERE pubkey = $1", pubkey, balance)
-        return int(account["balance"]) - balance
+            expired.append((int(batch["id"]), take, str(batch["source"])))
+        return balance - await expire(conn, account, expired)

@@ -12,9 +12,10 @@ the ``accounts`` row together, so the conservation of :mod:`gateway.storage.ledg
 
 Whether the account can pay is the caller's to decide before it debits, as each proved it its own way:
 a lease settles at most what its grant held, a send at most what its hold held, a delivery checks the
-balance less what leases and sends hold and pauses its webhook instead. Deposits and expiry move the
-balance their own way (:mod:`gateway.storage.deposits`, :mod:`gateway.storage.ledger.expiry`): they add
-or retire whole batches rather than consume or restore them.
+balance less what leases and sends hold and pauses its webhook instead. New credits (a deposit and its
+bonus, an operator's grant) are :func:`grant`\ ed as batches of their own, and expired ones leave their
+batches through :func:`expire`: this module is the only one that sets an account's balance
+(tests/storage/test_balance_writer.py holds it so).
 """
 
 from __future__ import annotations
@@ -114,27 +115,38 @@ async def refund(conn: asyncpg.Connection, account: asyncpg.Record, moves: Seque
     return balance
 
 
-async def credit(
-    conn: asyncpg.Connection, account: asyncpg.Record, amount: int, expires_s: int, description: str, ref: str | None
-) -> int:
-    """Grant ``amount`` new credits (an operator's correction) to the account whose row ``account`` is, as
-    :func:`lock_account` returned it in this transaction; the balance after.
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """New credits: a batch of their own and the ledger entry that grants them."""
 
-    Like a deposit: a batch of its own (source ``adjustment``, expiring ``expires_s`` from now), one
-    ``adjustment`` ledger entry, the balance moved, and the low-balance notice re-armed once the balance
-    is back at the line or above.
-    """
-    assert amount > 0 and expires_s > 0, (amount, expires_s)
+    kind: str  # the entry's type and the batch's source: ``deposit``, ``bonus``, ``adjustment``
+    amount: int
+    description: str
+    ref: str | None  # the entry's: a deposit's signature, an operator's reference
+    deposit_signature: str | None = None  # the batch's deposit (a deposit's credits and their bonus)
+
+
+async def grant(conn: asyncpg.Connection, account: asyncpg.Record, grants: Sequence[Grant], expires_s: int) -> int:
+    """Add ``grants`` to the account whose row ``account`` is, as :func:`lock_account` returned it in this
+    transaction: a batch each, expiring ``expires_s`` from now, an entry each, the balance moved, and the
+    low-balance notice re-armed once the balance is back at the line or above; the balance after."""
     pubkey: str = account["pubkey"]
-    balance = int(account["balance"]) + amount
-    await conn.execute(
-        """INSERT INTO credit_batches (pubkey, source, granted, remaining, expires_at)
-           VALUES ($1, 'adjustment', $2, $2, now() + $3::bigint * interval '1 second')""",
-        pubkey,
-        amount,
-        expires_s,
-    )
-    await add_entries(conn, pubkey, [("adjustment", amount, balance, description, ref)])
+    balance = int(account["balance"])
+    entries: list[Entry] = []
+    for new in grants:
+        assert new.amount > 0, new
+        await conn.execute(
+            """INSERT INTO credit_batches (pubkey, source, granted, remaining, expires_at, deposit_signature)
+               VALUES ($1, $2, $3, $3, now() + $4::bigint * interval '1 second', $5)""",
+            pubkey,
+            new.kind,
+            new.amount,
+            expires_s,
+            new.deposit_signature,
+        )
+        balance += new.amount
+        entries.append((new.kind, new.amount, balance, new.description, new.ref))
+    await add_entries(conn, pubkey, entries)
     await conn.execute(
         """UPDATE accounts SET balance = $2, low_balance_notified = low_balance_notified AND $2::bigint < $3::bigint
            WHERE pubkey = $1""",
@@ -142,6 +154,35 @@ async def credit(
         balance,
         LOW_BALANCE_CREDITS,
     )
+    return balance
+
+
+async def credit(
+    conn: asyncpg.Connection, account: asyncpg.Record, amount: int, expires_s: int, description: str, ref: str | None
+) -> int:
+    """Grant ``amount`` new credits (an operator's correction), like a deposit: a batch of its own (source
+    ``adjustment``, expiring ``expires_s`` from now) and one ``adjustment`` entry (:func:`grant`); the
+    balance after."""
+    assert amount > 0 and expires_s > 0, (amount, expires_s)
+    return await grant(conn, account, [Grant("adjustment", amount, description, ref)], expires_s)
+
+
+async def expire(conn: asyncpg.Connection, account: asyncpg.Record, expired: Sequence[tuple[int, int, str]]) -> int:
+    """Retire ``expired`` credits, each ``(batch id, credits, the batch's source)``, from the account whose
+    row ``account`` is, as :func:`lock_account` returned it in this transaction: taken out of their batches,
+    an ``expiry`` entry each (``batch:<id>``), the balance moved; the balance after."""
+    pubkey: str = account["pubkey"]
+    balance = int(account["balance"])
+    entries: list[Entry] = []
+    for batch_id, credits, source in expired:
+        assert credits > 0, (batch_id, credits)
+        await conn.execute("UPDATE credit_batches SET remaining = remaining - $2 WHERE id = $1", batch_id, credits)
+        balance -= credits
+        entries.append(("expiry", -credits, balance, f"expired {source} credits", f"batch:{batch_id}"))
+    if not entries:
+        return balance
+    await add_entries(conn, pubkey, entries)
+    await conn.execute("UPDATE accounts SET balance = $2 WHERE pubkey = $1", pubkey, balance)
     return balance
 
 
