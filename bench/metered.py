@@ -118,8 +118,8 @@ def fund_account(database_url: str, pubkey: str, usdc_base_units: int) -> None:
     """Credits through the ledger's deposit path (a benchmark has no chain to deposit on)."""
     from gateway.core.credits import DepositCredit
     from gateway.credits.chain_reads import credit_policy
+    from gateway.credits.store import credit_deposit_on
     from gateway.settings import Settings
-    from gateway.storage.deposits import credit_deposit_on
 
     async def run() -> None:
         conn = await asyncpg.connect(database_url)

@@ -54,9 +54,9 @@ import psutil
 
 from bench._proc import LOOPBACK, ServerProcess, process_cpu_s, spawn_server
 from gateway.core.credits import CreditPolicy, DepositCredit
+from gateway.credits.store import credit_deposit_on
 from gateway.runtime.embedded import EmbeddedPostgres
 from gateway.runtime.ports import free_port
-from gateway.storage.deposits import credit_deposit_on
 from gateway.storage.migrate import migrate_url
 from gateway.webhooks.dispatcher import USER_AGENT, DispatchConfig, Dispatcher, RetryPolicy, fixed_delays
 from gateway.webhooks.rules import (

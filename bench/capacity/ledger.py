@@ -25,8 +25,8 @@ import asyncpg
 
 from bench.capacity import Figure, load_average
 from gateway.core.credits import CreditPolicy, DepositCredit, UsageRecord
+from gateway.credits.store import credit_deposit_on
 from gateway.storage.connections import Connections
-from gateway.storage.deposits import credit_deposit_on
 from gateway.storage.ledger.leases import lease, settle
 from gateway.storage.migrate import migrate_url
 

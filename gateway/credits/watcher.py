@@ -1,7 +1,7 @@
 """Crediting USDC deposits: the watcher that follows the deposit address, and ``POST /account/confirm-deposit``.
 
 Both paths read the same finalized transaction, find the same transfers (:mod:`gateway.core.deposits`)
-and hand them to :func:`gateway.storage.deposits.credit_deposit`, whose unique constraint on the signature
+and hand them to :func:`gateway.credits.store.credit_deposit`, whose unique constraint on the signature
 makes "credited at most once, whichever path sees it first" hold without any coordination here.
 
 The watcher polls ``getSignaturesForAddress`` on the deposit token account (commitment finalized, ``until``
@@ -35,9 +35,9 @@ from gateway.credits.chain_reads import (
     deposit_credits,
     get_finalized_transaction,
 )
+from gateway.credits.store import credit_deposit, save_watch_cursor, watch_cursor
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.storage.connections import Pool
-from gateway.storage.deposits import credit_deposit, save_watch_cursor, watch_cursor
 from gateway.storage.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)

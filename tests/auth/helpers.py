@@ -11,7 +11,7 @@ import orjson
 
 from gateway.client import WalletSigner
 from gateway.core.credits import CreditPolicy, DepositCredit
-from gateway.storage.deposits import credit_deposit_on
+from gateway.credits.store import credit_deposit_on
 from tests.support import RunningGateway
 
 RPC_BODY = b'{"jsonrpc":"2.0","id":7,"method":"getSlot"}'

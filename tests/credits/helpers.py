@@ -18,7 +18,7 @@ from solders.system_program import TransferParams, transfer
 from solders.transaction import Transaction
 
 from gateway.core.credits import CreditPolicy, DepositCredit
-from gateway.storage.deposits import credit_deposit
+from gateway.credits.store import credit_deposit
 
 #: One credit per base unit, no minimum: lets a test fund an account with exactly N credits.
 EXACT = CreditPolicy(credits_per_usdc=10**6, credit_expiry_seconds=3600, minimum_base_units=1)

@@ -9,7 +9,7 @@ import asyncpg
 import pytest
 
 from gateway.core.credits import CreditPolicy, DepositCredit, UsageRecord
-from gateway.storage.deposits import credit_deposit
+from gateway.credits.store import credit_deposit
 from gateway.storage.ledger import OverspendError, balance, check_conservation, expire_due, grant_size, lease, settle
 from tests.credits.helpers import fund, new_pubkey, new_signature
 

@@ -10,7 +10,7 @@ step by step, from the seed alone, never from an outcome, so the same seed gives
 - ``call``: a metered call on a random replica (admit, then complete, charged or refunded; some stay
   in flight for a few steps); ``bulk``: one bulk request (``admit_all``); ``burst``: several calls on
   several replicas at once (``asyncio.gather``, so refills race);
-- ``deposit``: a deposit credited through :func:`gateway.storage.deposits.credit_deposit`, sometimes
+- ``deposit``: a deposit credited through :func:`gateway.credits.store.credit_deposit`, sometimes
   an earlier signature again (credited once: the second must be a duplicate);
 - ``send``: a send's hold carved from the replica's lease (:meth:`Meter.carve`, as ``sendAndConfirm``
   does), settled now or some steps later as confirmed, failed or expired, sometimes landed before its hold;
@@ -56,8 +56,8 @@ import asyncpg
 
 from gateway.core.credits import CreditPolicy, DepositCredit, UsageRecord
 from gateway.credits.meter import Admission, Meter
+from gateway.credits.store import credit_deposit
 from gateway.storage import sends
-from gateway.storage.deposits import credit_deposit
 from gateway.storage.errors import POSTGRES_UNAVAILABLE, StoreUnavailable
 from gateway.storage.ledger import check_conservation, expire_due
 from gateway.webhooks.store import jobs

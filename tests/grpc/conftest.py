@@ -31,10 +31,10 @@ from solders.keypair import Keypair
 
 from devnode.node import Devnode
 from gateway.core.credits import CreditPolicy, DepositCredit
+from gateway.credits.store import credit_deposit_on
 from gateway.grpc.server import GrpcStreamServer
 from gateway.limits.slices import ShardClient
 from gateway.settings import Settings
-from gateway.storage.deposits import credit_deposit_on
 from tests.support import TEST_IP_LIMITS, service_key_settings
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ import pytest
 from devnode.node import Devnode
 from gateway.client import WalletSigner
 from gateway.core.credits import CreditPolicy, DepositCredit
-from gateway.storage.deposits import credit_deposit_on
+from gateway.credits.store import credit_deposit_on
 from tests.auth.helpers import create_api_key
 from tests.sending.conftest import payer, sending_settings
 from tests.sending.helpers import Caller

@@ -38,6 +38,7 @@ from gateway.core.credits import CreditPolicy, DepositCredit, UsageRecord
 from gateway.core.subscriptions import SIGNAL_EVENT_CREDITS
 from gateway.core.webhook_events import iso8601
 from gateway.credits.confirm import confirm_deposit
+from gateway.credits.store import credit_deposit, credit_deposit_on
 from gateway.credits.watcher import DepositWatcher
 from gateway.node.http import HttpUpstream
 from gateway.node.pubsub import UpstreamPubSub
@@ -46,7 +47,6 @@ from gateway.signals.rules import SignalEvent
 from gateway.signals.store import SignalLog
 from gateway.storage import sends
 from gateway.storage.channels import Channel
-from gateway.storage.deposits import credit_deposit, credit_deposit_on
 from gateway.storage.ledger import expire_due, lease, settle
 from gateway.webhooks.rules import TRANSACTION_DELIVERY_CREDITS
 from gateway.webhooks.sources import SignalWebhooks, TransactionWatches

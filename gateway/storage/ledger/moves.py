@@ -93,7 +93,7 @@ async def refund(conn: asyncpg.Connection, account: asyncpg.Record, moves: Seque
 
     The reverse of :func:`debit`: the credits go back into the batches latest-expiring first, the
     balance rises and ``total_consumed`` falls. The low-balance flag is left as it is: only a deposit
-    that lifts the balance above the line re-arms the notice (:mod:`gateway.storage.deposits`).
+    or a grant that lifts the balance above the line re-arms the notice (:func:`grant`).
     Nothing to move writes nothing.
     """
     if not moves:

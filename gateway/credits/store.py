@@ -1,4 +1,4 @@
-"""Deposits in PostgreSQL: crediting a USDC deposit at most once, and the deposit watcher's cursor.
+"""Credits' own tables: crediting a USDC deposit at most once, and the deposit watcher's cursor.
 
 Tables: ``deposits`` (one row per credited or ignored transfer; its primary key on the signature is
 what makes "credited at most once, whichever path sees it first" hold) and ``deposit_watch_cursor``.
