@@ -22,7 +22,7 @@ from solders.pubkey import Pubkey
 from solders.signature import Signature
 
 from gateway.core.deposits import TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID
-from gateway.core.params import U64_MAX, node_integer, whole_number
+from gateway.core.params import node_amount, node_integer
 
 #: The most keys one bulk request may carry (more: 400 INVALID_REQUEST, before billing).
 MAX_BULK_ITEMS = 100
@@ -145,8 +145,7 @@ def _token_account(entry: Any, program: str) -> dict[str, Any] | None:
     if not isinstance(info, dict) or not isinstance(amount, dict) or not isinstance(info.get("mint"), str):
         return None
     raw, decimals = amount.get("amount"), amount.get("decimals")
-    # ASCII digits of a u64 only: str.isdigit() also takes '\u0661\u0662' and any length (docs/reliability.md).
-    tokens = whole_number(raw, U64_MAX) if isinstance(raw, str) else None
+    tokens = node_amount(raw)  # ASCII digits of a u64 only (docs/reliability.md)
     places = node_integer(decimals, 255)
     if tokens is None or places is None:
         return None

@@ -48,6 +48,12 @@ def node_integer(value: Any, maximum: int = U64_MAX) -> int | None:
     return value
 
 
+def node_amount(value: Any, maximum: int = U64_MAX) -> int | None:
+    """A whole number the node sent as a string of ASCII digits (a token amount: a JSON number cannot hold
+    every u64), or None: not a string, other characters (``str.isdigit`` takes '\u0661'), above ``maximum``."""
+    return whole_number(value, maximum) if isinstance(value, str) else None
+
+
 def config_object(params: list[Any], at: int) -> dict[str, Any] | RpcError:
     """The configuration object at ``params[at]`` (absent or null: empty), or why it is refused."""
     value = params[at] if len(params) > at else None

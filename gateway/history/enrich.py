@@ -30,7 +30,7 @@ from typing import Any
 
 import base58
 
-from gateway.core.params import U64_MAX, node_integer, whole_number
+from gateway.core.params import node_amount, node_integer
 from pumpfun.events import EVENT_IX_TAG_LE
 from pumpfun.ids import (
     ASSOCIATED_TOKEN_PROGRAM_ID,
@@ -281,7 +281,7 @@ def _token_balances(value: Any) -> dict[int, dict[str, Any]]:
         index = balance.get("accountIndex")
         ui = _dict(balance.get("uiTokenAmount"))
         amount, decimals = ui.get("amount"), ui.get("decimals")
-        tokens = whole_number(amount, U64_MAX) if isinstance(amount, str) else None  # ASCII digits, bounded
+        tokens = node_amount(amount)
         if not isinstance(index, int) or tokens is None or node_integer(decimals, 255) is None:
             continue
         owner = balance.get("owner")
