@@ -1,5 +1,5 @@
-"""What the long-running singleton actors share: a loop of their own on a thread, and a database they
-wait for.
+"""What the long-running singleton actors share: a loop of their own on a thread, a database they
+wait for, and their client of the node.
 
 A Ray restart re-runs only ``__init__``, so such an actor starts its work there, on a thread with its
 own event loop, rather than waiting for a method call that would never come after a restart. Its
@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from gateway.config import ServiceSettings
+from gateway.node.http import HttpUpstream
 from gateway.storage.connections import Connections
 from gateway.storage.errors import StoreUnavailable
 
@@ -82,3 +83,13 @@ async def connect_when_up(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), RETRY_S)
     return None
+
+
+def node_client(settings: ServiceSettings, connections: int = 4) -> HttpUpstream:
+    """The actor's own few connections to the node (and its fallback), trusting ``upstream_ca_file``."""
+    return HttpUpstream(
+        str(settings.upstream_rpc_url),
+        settings.fallback_rpc_url,
+        connections=connections,
+        ca_file=settings.upstream_ca_file,
+    )

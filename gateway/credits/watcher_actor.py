@@ -12,13 +12,12 @@ import asyncio
 import logging
 from typing import Any
 
-from gateway.actor_loop import LoopThread, connect_when_up
+from gateway.actor_loop import LoopThread, connect_when_up, node_client
 from gateway.credits.chain_reads import credit_policy, deposit_ata_for
 from gateway.credits.fee_payer import fee_payer_gauge
 from gateway.credits.notices import CreditNotices
 from gateway.credits.settings import CreditSettings
 from gateway.credits.watcher import DepositWatcher
-from gateway.node.http import HttpUpstream
 from gateway.storage.channels import CREDITED, Channel
 
 log = logging.getLogger(__name__)
@@ -40,12 +39,7 @@ class DepositWatcherActor:
         self._thread.start()
 
     async def _serve(self, stop: asyncio.Event) -> None:
-        upstream = HttpUpstream(
-            str(self.settings.upstream_rpc_url),
-            self.settings.fallback_rpc_url,
-            connections=4,
-            ca_file=self.settings.upstream_ca_file,
-        )
+        upstream = node_client(self.settings)
         conn = await connect_when_up(self.settings, stop, "deposit watcher", redis=True)
         try:
             if conn is None or conn.db is None:

@@ -21,7 +21,7 @@ import contextlib
 import logging
 from typing import Any
 
-from gateway.actor_loop import LoopThread, connect_when_up
+from gateway.actor_loop import LoopThread, connect_when_up, node_client
 from gateway.credits.retention import SettledRetention
 from gateway.credits.settings import CreditSettings
 from gateway.node.http import HttpUpstream
@@ -96,12 +96,7 @@ class SendReconcilerActor:
         self._thread.start()
 
     async def _serve(self, stop: asyncio.Event) -> None:
-        node = HttpUpstream(
-            str(self.settings.upstream_rpc_url),
-            self.settings.fallback_rpc_url,
-            connections=4,
-            ca_file=self.settings.upstream_ca_file,
-        )
+        node = node_client(self.settings)
         conn = await connect_when_up(self.settings, stop, "send reconciler", redis=False)
         try:
             if conn is None or conn.db is None:

@@ -14,8 +14,7 @@ import asyncio
 import logging
 from typing import Any
 
-from gateway.actor_loop import LoopThread
-from gateway.node.http import HttpUpstream
+from gateway.actor_loop import LoopThread, node_client
 from gateway.signals.classifier import SignalClassifier
 from gateway.signals.rules import SignalRules
 from gateway.signals.settings import SignalSettings
@@ -46,7 +45,7 @@ class SignalClassifierActor:
 
     async def _serve(self, stop: asyncio.Event) -> None:
         s = self.settings
-        upstream = HttpUpstream(str(s.upstream_rpc_url), s.fallback_rpc_url, connections=4, ca_file=s.upstream_ca_file)
+        upstream = node_client(s)
         conn = await Connections.open(None, s.redis_url)  # Redis only: connects at the first command
         try:
             assert conn.redis is not None

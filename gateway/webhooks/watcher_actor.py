@@ -13,8 +13,7 @@ import asyncio
 import logging
 from typing import Any
 
-from gateway.actor_loop import LoopThread, connect_when_up
-from gateway.node.http import HttpUpstream
+from gateway.actor_loop import LoopThread, connect_when_up, node_client
 from gateway.node.pubsub import UpstreamPubSub
 from gateway.signals.settings import SignalSettings
 from gateway.signals.store import SignalLog
@@ -45,7 +44,7 @@ class WebhookWatcherActor:
 
     async def _serve(self, stop: asyncio.Event) -> None:
         s = self.settings
-        upstream = HttpUpstream(str(s.upstream_rpc_url), s.fallback_rpc_url, connections=4, ca_file=s.upstream_ca_file)
+        upstream = node_client(s)
         ws_url = s.derived_ws_url()
         pubsub = UpstreamPubSub(ws_url) if ws_url else None
         conn = await connect_when_up(s, stop, "webhook watcher", redis=True)
