@@ -145,6 +145,10 @@ def create_api_key(url: str, secret: bytes) -> str:
 
 Target = tuple[str, str, Headers, bytes]  # name, url, headers, body
 
+#: The short pairs' targets unless ``--pair`` names two others: what metering adds to Serve's ingress.
+PAIR = ("serve-unmetered", "metered-apikey")
+TARGETS = ("upstream", "forwarder", "forwarder-own", "serve-unmetered", "metered-apikey", "metered-signed")
+
 
 class Presigned:
     """The ``metered-signed`` row's headers, made before each run (:meth:`fill`) and each used once;
@@ -226,11 +230,14 @@ def run(
     pair_s: float = 3.0,
     body: bytes = DEFAULT_BODY,
     profile: Path | None = None,
+    only: set[str] | None = None,
+    pair: tuple[str, str] = PAIR,
 ) -> tuple[list[list[Row]], list[list[tuple[Row, Row]]]]:
     """Every target at every connection count, ``rounds`` times interleaved (the rows of each round),
     each round on a new replica process followed by its share of ``pairs`` short alternating runs of
-    serve-unmetered and metered-apikey (the pairs of each round); then the batch rows. With ``profile``,
-    instead: one run of (a), metered and the batch at 64 connections, each with the replica sampled by
+    ``pair`` (serve-unmetered and metered-apikey unless asked; the pairs of each round); then the batch
+    rows. ``only``: the targets to run in the rounds (the batch among them), all of them if None. With ``profile``,
+    instead: one run of (a), metered, signed and the batch at 64 connections, each with the replica sampled by
     py-spy into ``profile``.<name>, and where its time went."""
     from ray import serve
 
@@ -308,8 +315,12 @@ def run(
         ]
         batch: Target = ("metered-batch100", f"{base}/", keyed, BATCH_BODY)  # after the others (module docstring)
         if profile is not None:
-            profile_replica(profile, [targets[3], targets[4], batch], duration_s, client, cpu_pids)
+            profile_replica(profile, [*targets[3:6], batch], duration_s, client, cpu_pids)
             return [], []
+        named = {target[0]: target for target in targets}
+        paired_targets = (named[pair[0]], named[pair[1]])
+        if only is not None:
+            targets = [target for target in targets if target[0] in only]
         by_round: list[list[Row]] = [[] for _ in range(rounds)]
         paired: list[list[tuple[Row, Row]]] = [[] for _ in range(rounds)]
         for round_no, rows in enumerate(by_round):  # interleaved, so a noisy minute hurts every target alike
@@ -322,8 +333,10 @@ def run(
                     rows.append(run_target(target, conns, duration_s, client, cpu_pids, node_cpu=True))
             share = pairs // rounds + (1 if round_no < pairs % rounds else 0)
             if share:
-                print(f"{share} short pairs: serve-unmetered, metered-apikey", flush=True)
-                paired[round_no] = alternate(targets[3], targets[4], share, pair_s, client, cpu_pids)
+                print(f"{share} short pairs: {pair[0]}, {pair[1]}", flush=True)
+                paired[round_no] = alternate(*paired_targets, share, pair_s, client, cpu_pids)
+        if only is not None and batch[0] not in only:
+            return by_round, paired
         print(f"{batch[0]}: {rounds} runs", flush=True)
         for rows in by_round:
             for conns in connections:
@@ -410,18 +423,42 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", type=int, default=20, help="short alternating unmetered/metered runs (default 20)")
     parser.add_argument("--pair-seconds", type=float, default=3.0, help="seconds per run of a pair (default 3)")
     parser.add_argument(
-        "--profile", type=Path, default=None, help="py-spy the replica under (a), metered and the batch instead"
+        "--profile", type=Path, default=None, help="py-spy the replica under (a), metered, signed and the batch instead"
     )
     parser.add_argument(
         "--send", action="store_true", help="sendTransaction of a signed transfer instead of getSlot (verified, SEND)"
     )
+    parser.add_argument(
+        "--only",
+        default=None,
+        help=f"comma-separated targets to run in the rounds (default all: {', '.join(TARGETS)}, metered-batch100)",
+    )
+    parser.add_argument(
+        "--pair",
+        default=",".join(PAIR),
+        help=f"the short pairs' two targets, the ratio the second's over the first's (default {','.join(PAIR)})",
+    )
     args = parser.parse_args(argv)
+    only = None if args.only is None else set(args.only.split(","))
+    pair = tuple(args.pair.split(","))
+    known = {*TARGETS, "metered-batch100"}
+    if (only is not None and not only <= known) or len(pair) != 2 or not set(pair) <= set(TARGETS):
+        parser.error(f"targets are {', '.join(sorted(known))}; --pair names two of them (not the batch)")
     # SIGTERM must unwind through run()'s finally, which stops the stack and the reference servers.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     connections = [int(c) for c in args.connections.split(",")]
     body = send_body() if args.send else DEFAULT_BODY
     by_round, short_pairs = run(
-        args.duration, connections, args.rounds, args.client, args.pairs, args.pair_seconds, body, args.profile
+        args.duration,
+        connections,
+        args.rounds,
+        args.client,
+        args.pairs,
+        args.pair_seconds,
+        body,
+        args.profile,
+        only,
+        (pair[0], pair[1]),
     )
     if args.profile is not None:
         return
@@ -440,6 +477,8 @@ def main(argv: list[str] | None = None) -> None:
     for name, baseline in RATIOS:
         for conns in connections:
             paired = [r for r in (ratio(rows_, name, baseline, conns) for rows_ in by_round) if r is not None]
+            if not paired:
+                continue  # a target left out (--only)
             each = " ".join(f"{r:.3f}" for r in paired)
             print(f"{name} / {baseline} @{conns} conn: median {statistics.median(paired):.3f} (rounds: {each})")
             interval = median_interval(paired)
@@ -447,8 +486,9 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"    interval for the median ({len(paired)} replica processes): {interval}")
     for conns in connections:
         by = {r.name: r.result for r in rows if r.result.connections == conns}
-        added = by["metered-apikey"].p50_ms - by["serve-unmetered"].p50_ms
-        print(f"p50 added by metering at {conns} connection(s): {added:+.3f} ms")
+        if "metered-apikey" in by and "serve-unmetered" in by:
+            added = by["metered-apikey"].p50_ms - by["serve-unmetered"].p50_ms
+            print(f"p50 added by metering at {conns} connection(s): {added:+.3f} ms")
     for conns in connections:  # the replica's own CPU per call: the same difference, seen from the server
         extra = [us for us in (cpu_added(rows_, conns) for rows_ in by_round) if us is not None]
         if extra:
@@ -460,7 +500,7 @@ def main(argv: list[str] | None = None) -> None:
     if ratios:
         q1, q3 = quartiles(ratios)
         print(
-            f"{len(ratios)} short pairs, metered-apikey / serve-unmetered @64 conn:"
+            f"{len(ratios)} short pairs, {pair[1]} / {pair[0]} @64 conn:"
             f" median {statistics.median(ratios):.3f} (quartiles {q1:.3f} – {q3:.3f})"
         )
         # The pairs of one round share its replica process: each round's median is one draw.
@@ -469,10 +509,15 @@ def main(argv: list[str] | None = None) -> None:
         if interval is not None:
             each = " ".join(f"{r:.3f}" for r in round_medians)
             print(f"    each round's pairs: medians {each}; interval for their median: {interval}")
-        pair_cpu = [us for us in (cpu_added([u, m], 64) for pairs in short_pairs for u, m in pairs) if us is not None]
+        pair_cpu = [
+            (m.result.server_cpu_ms_per_req - u.result.server_cpu_ms_per_req) * 1e3
+            for pairs in short_pairs
+            for u, m in pairs
+            if m.result.server_cpu_ms_per_req is not None and u.result.server_cpu_ms_per_req is not None
+        ]
         if pair_cpu:
             median_cpu = statistics.median(pair_cpu)
-            print(f"replica CPU added by metering in the short pairs: median {median_cpu:+.0f} µs/call")
+            print(f"replica CPU, {pair[1]} less {pair[0]}, in the short pairs: median {median_cpu:+.0f} µs/call")
     batch = [r.result for r in median_of(by_round) if r.name == "metered-batch100"]
     for result in batch:
         print(f"batch of 100 at {result.connections} conn, median round: {result.rps * 100:,.0f} metered calls/s")
