@@ -78,3 +78,22 @@ async def test_claims_of_one_loop_pass_share_a_round_trip_and_are_decided_one_by
     finally:
         await conn.close()
         server.stop()
+
+
+async def test_a_pass_of_claims_after_redis_forgot_the_script_is_still_decided(tmp_path: Path) -> None:
+    """A restarted Redis (or SCRIPT FLUSH) no longer knows the claims' script: the call loads it again."""
+    server = EmbeddedRedis(tmp_path)
+    conn = await Connections.open(None, server.start())
+    assert conn.redis is not None
+    try:
+        nonces = NonceStore(conn.redis, conn.redis_connects)
+        signed_at = int(time.time())
+        first = await asyncio.gather(*(nonces.claim("pk", f"a{i}", signed_at) for i in range(4)))
+        await conn.redis.script_flush()
+        again = await asyncio.gather(*(nonces.claim("pk", nonce, signed_at) for nonce in ("a0", "b0", "b0")))
+        assert first == [Claim.ACCEPTED] * 4
+        assert again == [Claim.REPLAYED, Claim.ACCEPTED, Claim.REPLAYED]
+        assert await conn.redis.ttl("nonce:pk:b0") > 170  # recorded with the store's expiry
+    finally:
+        await conn.close()
+        server.stop()

@@ -21,10 +21,13 @@ again with the current time. Left open: the whole machine crashing and the stack
 a minute (the instance a replica first meets is not treated as restarted, so that clients whose
 clocks lag are not refused at every start).
 
-Claims made in the same event-loop pass go to Redis in one pipeline (each still its own ``SET NX``,
-each answered on its own). redis-py has no automatic pipelining, and a command sent alone costs this
-process about 45 µs of CPU against 14 µs in a pipeline of 32 (bench/README.md, ``bench.nonces``): at a
-replica's full rate of signed requests, that difference is most of what a signature costs over an API key.
+Claims made in the same event-loop pass go to Redis as one command: a script that runs each claim's
+``SET NX EX`` in turn and answers each on its own (1 recorded now, 0 accepted before), so a replay within
+the pass is refused as across passes. redis-py has no automatic pipelining, and a command sent alone costs
+this process about 45 µs of CPU against 14 µs in a pipeline of 32, where it packs and parses each command of
+the pipeline on its own; one script call packs the keys as one command's arguments and parses one array
+(bench/README.md, ``bench.nonces``). Its writes are all or none: a full Redis (``noeviction``) refuses a
+script's first write, so a refused batch recorded nothing and each of its requests gets 503.
 """
 
 from __future__ import annotations
@@ -40,6 +43,14 @@ from gateway.storage.errors import StoreUnavailable, redis_errors
 
 NONCE_TTL_S = 180
 WHAT = "the nonce store"
+#: KEYS: the pass's nonce keys; ARGV[1]: their TTL. Each key's answer: 1 recorded now, 0 recorded before.
+CLAIM_ALL = """
+local created = {}
+for i, key in ipairs(KEYS) do
+  created[i] = redis.call('SET', key, '1', 'NX', 'EX', ARGV[1]) and 1 or 0
+end
+return created
+"""
 
 
 def nonce_key(pubkey: str, nonce: str) -> str:
@@ -71,6 +82,7 @@ class NonceStore:
         self._run_id: str | None = None
         self.started_at = 0.0  # wall-clock start of the Redis instance, as far as this replica knows
         self._pending: list[tuple[str, asyncio.Future[bool]]] = []  # claims of this loop pass, not yet sent
+        self._claim_all = redis.register_script(CLAIM_ALL)
         self._writes: set[asyncio.Task[None]] = set()
 
     async def claim(self, pubkey: str, nonce: str, timestamp: int) -> Claim:
@@ -102,11 +114,11 @@ class NonceStore:
         task.add_done_callback(self._writes.discard)
 
     async def _write(self, batch: list[tuple[str, asyncio.Future[bool]]]) -> None:
-        """One pipeline of the batch's ``SET NX``; each claim gets its answer, or ``StoreUnavailable``
-        (its own command's failure, or the pipeline's). A claimer gone away leaves its answer unread."""
+        """One command for the batch's claims; each claim gets its answer, or ``StoreUnavailable`` when the
+        command failed. A claimer gone away leaves its answer unread."""
         try:
             async with redis_errors(WHAT):
-                answers = await self._set_all([key for key, _ in batch])
+                created_now = await self._set_all([key for key, _ in batch])
         except BaseException as exc:
             for _, created in batch:
                 if not created.done():
@@ -114,21 +126,15 @@ class NonceStore:
             if not isinstance(exc, Exception):
                 raise  # cancelled: the claimers were told
             return
-        for (_, created), answer in zip(batch, answers, strict=True):
-            if created.done():
-                continue
-            if isinstance(answer, Exception):
-                created.set_exception(_unavailable(answer))
-            else:
-                created.set_result(bool(answer))
+        for (_, created), answer in zip(batch, created_now, strict=True):
+            if not created.done():
+                created.set_result(answer)
 
-    async def _set_all(self, keys: list[str]) -> list[object]:
-        if len(keys) == 1:  # alone in its pass: a pipeline would only add its own cost
-            return [await self._redis.set(keys[0], b"1", nx=True, ex=self.ttl_s)]
-        pipe = self._redis.pipeline(transaction=False)
-        for key in keys:
-            pipe.set(key, b"1", nx=True, ex=self.ttl_s)
-        return list(await pipe.execute(raise_on_error=False))
+    async def _set_all(self, keys: list[str]) -> list[bool]:
+        """Whether each key was recorded now, not before: a lone key's ``SET NX EX``, else :data:`CLAIM_ALL`."""
+        if len(keys) == 1:
+            return [bool(await self._redis.set(keys[0], b"1", nx=True, ex=self.ttl_s))]
+        return [bool(answer) for answer in await self._claim_all(keys=keys, args=[self.ttl_s])]
 
     async def _learn_start(self) -> None:
         connects = self._connects()
