@@ -66,7 +66,7 @@ import psutil
 
 from bench.gateway_overhead import measure
 from bench.loadgen import BACKENDS, DEFAULT_BODY, DEFAULT_HEADERS, Headers
-from bench.node_cpu import format_node
+from bench.node_cpu import RAY_ROLES, NodeCpu, format_node, format_rest
 from bench.report import Row, format_ratios, format_table, ratio
 from bench.stats import median_interval, quartiles
 from gateway.keys import service_key_addresses
@@ -232,11 +232,13 @@ def run(
     profile: Path | None = None,
     only: set[str] | None = None,
     pair: tuple[str, str] = PAIR,
-) -> tuple[list[list[Row]], list[list[tuple[Row, Row]]]]:
+    rest_s: float = 10.0,
+) -> tuple[list[list[Row]], list[list[tuple[Row, Row]]], dict[str, float]]:
     """Every target at every connection count, ``rounds`` times interleaved (the rows of each round),
     each round on a new replica process followed by its share of ``pairs`` short alternating runs of
     ``pair`` (serve-unmetered and metered-apikey unless asked; the pairs of each round); then the batch
-    rows. ``only``: the targets to run in the rounds (the batch among them), all of them if None. With ``profile``,
+    rows. ``only``: the targets to run in the rounds (the batch among them), all of them if None. First,
+    ``rest_s`` seconds with no load give each process role's CPU at rest. With ``profile``,
     instead: one run of (a), metered, signed and the batch at 64 connections, each with the replica sampled by
     py-spy into ``profile``.<name>, and where its time went."""
     from ray import serve
@@ -304,6 +306,10 @@ def run(
 
         signed = Presigned(signer, body)
         keyed = {**DEFAULT_HEADERS, "X-Api-Key": key}
+        rest: dict[str, float] = {}
+        if rest_s > 0:  # what each role spends with no load, which the per-request lines spread over requests
+            rest = NodeCpu().at_rest(rest_s, exclude={os.getpid()})
+            print(f"at rest ({rest_s:g} s, no load): {format_rest(rest)}", flush=True)
 
         targets: list[Target] = [
             ("upstream", upstream_url, DEFAULT_HEADERS, body),
@@ -316,7 +322,7 @@ def run(
         batch: Target = ("metered-batch100", f"{base}/", keyed, BATCH_BODY)  # after the others (module docstring)
         if profile is not None:
             profile_replica(profile, [*targets[3:6], batch], duration_s, client, cpu_pids)
-            return [], []
+            return [], [], {}
         named = {target[0]: target for target in targets}
         paired_targets = (named[pair[0]], named[pair[1]])
         if only is not None:
@@ -336,12 +342,12 @@ def run(
                 print(f"{share} short pairs: {pair[0]}, {pair[1]}", flush=True)
                 paired[round_no] = alternate(*paired_targets, share, pair_s, client, cpu_pids)
         if only is not None and batch[0] not in only:
-            return by_round, paired
+            return by_round, paired, rest
         print(f"{batch[0]}: {rounds} runs", flush=True)
         for rows in by_round:
             for conns in connections:
                 rows.append(run_target(batch, conns, duration_s, client, cpu_pids, node_cpu=True))
-        return by_round, paired
+        return by_round, paired, rest
     finally:
         stack.stop()
         for proc in (own_proc, forwarder_proc, upstream_proc):
@@ -438,6 +444,9 @@ def main(argv: list[str] | None = None) -> None:
         default=",".join(PAIR),
         help=f"the short pairs' two targets, the ratio the second's over the first's (default {','.join(PAIR)})",
     )
+    parser.add_argument(
+        "--rest", type=float, default=10.0, help="seconds of no load first, for each role's CPU at rest (default 10)"
+    )
     args = parser.parse_args(argv)
     only = None if args.only is None else set(args.only.split(","))
     pair = tuple(args.pair.split(","))
@@ -448,7 +457,7 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     connections = [int(c) for c in args.connections.split(",")]
     body = send_body() if args.send else DEFAULT_BODY
-    by_round, short_pairs = run(
+    by_round, short_pairs, rest = run(
         args.duration,
         connections,
         args.rounds,
@@ -459,6 +468,7 @@ def main(argv: list[str] | None = None) -> None:
         args.profile,
         only,
         (pair[0], pair[1]),
+        args.rest,
     )
     if args.profile is not None:
         return
@@ -518,6 +528,16 @@ def main(argv: list[str] | None = None) -> None:
         if pair_cpu:
             median_cpu = statistics.median(pair_cpu)
             print(f"replica CPU, {pair[1]} less {pair[0]}, in the short pairs: median {median_cpu:+.0f} µs/call")
+    for row in median_of(by_round):  # Ray's processes per request, and how much of it their rest rate explains
+        node = row.result.node_cpu_us_per_req
+        if node is None or not rest or row.result.rps <= 0:
+            continue
+        ray = sum(us for named, us in node.items() if named in RAY_ROLES)
+        resting = sum(ms for named, ms in rest.items() if named in RAY_ROLES) * 1e3 / row.result.rps
+        print(
+            f"{row.name} @{row.result.connections} conn, median round: Ray's and Serve's processes {ray:.0f} µs"
+            f" a request, {resting:.0f} of it what they spend at rest"
+        )
     batch = [r.result for r in median_of(by_round) if r.name == "metered-batch100"]
     for result in batch:
         print(f"batch of 100 at {result.connections} conn, median round: {result.rps * 100:,.0f} metered calls/s")
