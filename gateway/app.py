@@ -1,14 +1,15 @@
 """One replica's gateway, built from settings: the stages, the endpoints and the state they share.
 
-The one place that wires. Transports (``gateway.transports``) only mount what is built here, and
-tests build a :class:`GatewayApp` to run exactly what a replica runs. No Ray here: the Serve
-deployment (``gateway.runtime.ingress``) wraps this in the HTTP transport.
+The one place that wires. The JSON-RPC methods and their handlers come from every feature's declaration
+(``gateway/features.py``: the app hands itself to their builders as the host they read); transports
+(``gateway.transports``) only mount what is built here, and tests build a :class:`GatewayApp` to run
+exactly what a replica runs. No Ray here: the Serve deployment (``gateway.runtime.ingress``) wraps this
+in the HTTP transport.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from solders.pubkey import Pubkey
@@ -16,7 +17,7 @@ from solders.pubkey import Pubkey
 from gateway.access.endpoints import AccessEndpoints, SpendCapEndpoints
 from gateway.access.guard import install as install_access
 from gateway.access.stage import AccessMethods
-from gateway.accounts import AccountServices, AccountSettings
+from gateway.accounts import AccountServices
 from gateway.auth.authenticator import Only
 from gateway.auth.endpoints import AccountEndpoints
 from gateway.auth.stage import AuthStage
@@ -25,70 +26,37 @@ from gateway.bulk.metering import BulkMetering
 from gateway.config import DEFAULT_UPSTREAM, DEFAULT_UPSTREAM_WS
 from gateway.core.client_address import TrustedProxies
 from gateway.core.errors import ProxyError, service_unavailable
-from gateway.core.methods import MethodClass, PriceTable, Registry
+from gateway.core.methods import MethodClass, PriceTable
 from gateway.core.subscriptions import NATIVE, SIGNAL_SUBSCRIBE, Limits
 from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
 from gateway.credits.errors import insufficient_credits, spend_cap_reached
 from gateway.credits.stage import CreditHeaders, MeteringStage
 from gateway.entry import Entry
-from gateway.fees import methods as fee_methods
-from gateway.fees.method import PriorityFeeEstimate, SuggestPriorityFee
+from gateway.features import AppSettings, method_registry
 from gateway.grpc.server import limits_of
-from gateway.grpc.settings import GrpcSettings
-from gateway.history import methods as history_methods
-from gateway.history.method import TransactionHistory
 from gateway.limits.addresses import IpLimits
 from gateway.limits.slices import ShardClient
 from gateway.node.http import HealthMonitor, HttpUpstream
 from gateway.node.pubsub import UpstreamPubSub
 from gateway.pipeline import Call, Handler, Reply, Stage, compose, error_boundary
 from gateway.public import ServiceProfile
-from gateway.rpc import methods as rpc_methods
-from gateway.rpc.forward import Forwarder, LocalMethod, ParseStage
+from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.rpc.response_cache import ResponseCache
-from gateway.rpc.settings import RpcSettings
 from gateway.rpc.store import SharedResponses
-from gateway.sending import methods as send_methods
 from gateway.sending.block_engine import BlockEngine
 from gateway.sending.racers import LocalRacers, Racers
-from gateway.sending.relay import BundleRelay, RelayRoute
-from gateway.sending.send_and_confirm import SendAndConfirm
-from gateway.sending.send_status import SendStatusMethod
-from gateway.sending.settings import SendingSettings
-from gateway.sending.smart_send import SmartSend
+from gateway.sending.relay import RelayRoute
 from gateway.signals.feed import SignalFeed
-from gateway.signals.settings import SignalSettings
 from gateway.signals.store import SignalLog
 from gateway.stopping import Step, stop_in_steps
 from gateway.storage.channels import RECALL, REVOKED_KEYS, Channel
-from gateway.storage.connections import Connections, warn_unless_noeviction
+from gateway.storage.connections import Connections, Pool, warn_unless_noeviction
 from gateway.storage.seats import Seats
-from gateway.trades import methods as trade_methods
-from gateway.trades.builders import ExecuteSell, ExecuteSnipe
 from gateway.trades.fees import TradeFees
-from gateway.trades.settings import TradeSettings
 from gateway.trades.sol_usd import CachedRate, ConfiguredRate, PoolRate, RateSource
 from gateway.webhooks.management import WebhookEndpoints
-from gateway.webhooks.settings import WebhookSettings
 from gateway.x402.paid import PaidCalls
 from gateway.x402.settle import X402Settle
-
-
-class AppSettings(
-    AccountSettings, GrpcSettings, RpcSettings, SendingSettings, SignalSettings, TradeSettings, WebhookSettings
-):
-    """What a replica reads: the settings of every feature it serves (the gRPC stream's limits for /pricing)."""
-
-
-def method_registry(handlers: Mapping[str, LocalMethod] | None = None) -> Registry[LocalMethod]:
-    """Every JSON-RPC method, each declared once by its package (a name declared twice is refused here,
-    at start), with ``handlers`` registered for the ones the gateway answers itself."""
-    methods: Registry[LocalMethod] = Registry(
-        rpc_methods.SPECS, send_methods.SPECS, fee_methods.SPECS, history_methods.SPECS, trade_methods.SPECS
-    )
-    for name, handler in (handlers or {}).items():
-        methods.register(name, handler)
-    return methods
 
 
 class GatewayApp:
@@ -126,7 +94,7 @@ class GatewayApp:
         self.monitor = HealthMonitor(self.upstream, settings.health_poll_s)
         self.callers = AccountServices(settings, shards, sweeps_expiry=True, **auth_options)
         self.auth, self.meter, self.limiter = self.callers.auth, self.callers.meter, self.callers.limiter
-        self.metering = MeteringStage(self.meter, self.limiter, self._top_up)
+        self.metering = MeteringStage(self.meter, self.limiter, self.top_up)
         trusted = TrustedProxies.parse(settings.trusted_proxies)
         self.ip_limits = IpLimits(settings.ip_limits, trusted, replicas=settings.share_replicas)
         self.access = install_access(self.auth, trusted)  # the account access rules (docs/api.md)
@@ -136,26 +104,26 @@ class GatewayApp:
         self.seats = Seats()  # open WebSockets per account and address, over the service once Redis is up
         self.stop_troubles: list[str] = []  # the steps of the last stop that failed or hung
         self.deposits = DepositServices.from_settings(
-            settings, self.upstream, lambda: self.conn.db, after_credit=self.callers.notices.credited
+            settings, self.upstream, self.db, after_credit=self.callers.notices.credited
         )
         self.confirm_deposit = ConfirmDepositEndpoint(self.deposits)
         self.x402_settle = X402Settle.from_settings(
-            settings, self.auth.keys, self.upstream, lambda: self.conn.db, self.ip_limits.address
+            settings, self.auth.keys, self.upstream, self.db, self.ip_limits.address
         )
         self.paid_calls = PaidCalls(self.x402_settle, self.deposits, lambda: self.auth.terms, self.limit("x402_settle"))
-        self.webhooks = WebhookEndpoints.from_settings(lambda: self.conn.db, settings, self._top_up)
+        self.webhooks = WebhookEndpoints.from_settings(self.db, settings, self.top_up)
         self.engine = BlockEngine.from_settings(settings)
         self.racers = racers or LocalRacers(settings)
         self.trade_fees = TradeFees(
             self.prices.price(MethodClass.TRADE_BUILD) or 0, settings.trade_notional_fee_bps, settings.credits_per_usdc
         )
         self.sol_usd: RateSource = self._sol_usd_rate()
-        self.methods = method_registry(self._local_methods())  # a local method not registered is refused free
+        self.methods = method_registry(self)  # every feature's; a local method not registered is refused free
         self.accounts.usage.class_of = self.methods.class_of  # usage totals per method class
         self.access_endpoints = AccessEndpoints(
             self.access, [*(spec.name for spec in self.methods), *NATIVE, SIGNAL_SUBSCRIBE], self._revoked_keys
         )
-        self.spend_cap_endpoints = SpendCapEndpoints(lambda: self.conn.db, self._recall_channel)
+        self.spend_cap_endpoints = SpendCapEndpoints(self.db, self._recall_channel)
         self.cache = self._response_cache()
         self.forwarder = Forwarder(self.upstream, self.methods.handlers, self.cache)
         self.rpc: Handler = compose([error_boundary, *self.rpc_stages()], self.forwarder)
@@ -181,24 +149,6 @@ class GatewayApp:
             self.upstream, Pubkey.from_string(pool), Pubkey.from_string(self.settings.usdc_mint), configured
         )
         return CachedRate(live, self.settings.trade_sol_usd_ttl_s)
-
-    def _local_methods(self) -> dict[str, LocalMethod]:
-        """The methods this gateway answers itself (bundle ones only with a block engine)."""
-        db = lambda: self.conn.db  # noqa: E731 -- the pool exists once started
-        base_fee = self.prices.price(MethodClass.SEND) or 0
-        local: dict[str, LocalMethod] = {
-            "sendSmartTransaction": SmartSend(self.upstream),
-            "sendAndConfirm": SendAndConfirm(self.upstream, self.racers, db, self.meter, base_fee, self._top_up),
-            "getSendStatus": SendStatusMethod(self.upstream, db, self.settings.send_unproven_release_s),
-            "suggestPriorityFee": SuggestPriorityFee(self.upstream),
-            "getPriorityFeeEstimate": PriorityFeeEstimate(self.upstream),
-            "getTransactionHistory": TransactionHistory(self.upstream),
-            "executeSnipe": ExecuteSnipe(self.upstream, self.meter, self.trade_fees, self.sol_usd, self._top_up),
-            "executeSell": ExecuteSell(self.upstream, self.meter, self.trade_fees, self.sol_usd, self._top_up),
-        }
-        if self.engine is not None:
-            local.update(BundleRelay(self.engine).handlers)
-        return local
 
     def _response_cache(self) -> ResponseCache | None:
         settings = self.settings
@@ -248,6 +198,10 @@ class GatewayApp:
         """The stores' connections (open once started)."""
         return self.callers.conn
 
+    def db(self) -> Pool | None:
+        """The PostgreSQL pool (None until started: the builders that keep it read it per call)."""
+        return self.conn.db
+
     def _revoked_keys(self) -> Channel | None:
         """The channel a change of the access rules is announced on (once Redis is open)."""
         return Channel(self.conn.redis, REVOKED_KEYS) if self.conn.redis is not None else None
@@ -295,10 +249,10 @@ class GatewayApp:
         acct = self.meter.accounts.get(pubkey)
         if acct is not None and acct.capped:  # the daily spend cap, not the balance (docs/api.md)
             return spend_cap_reached()
-        return insufficient_credits(1, self.meter.remaining(pubkey), self._top_up(pubkey))
+        return insufficient_credits(1, self.meter.remaining(pubkey), self.top_up(pubkey))
 
-    def _top_up(self, pubkey: str | None) -> dict[str, Any]:
-        """How to pay, for the metering stage's 402s (the terms are known once auth has started)."""
+    def top_up(self, pubkey: str | None) -> dict[str, Any]:
+        """How to pay, for a 402's ``data`` (the terms are known once auth has started)."""
         terms = self.auth.terms
         return terms.rpc_data(pubkey) if terms is not None else {}
 

@@ -1,65 +1,113 @@
-"""The features an HTTP replica serves, in one list: each one's routes (built from the replica's
-:class:`GatewayApp`) and its parts of the OpenAPI document. A feature's routes and their description
-are its package and one line here: ``gateway/transports/http.py`` mounts the routes in this order
-(Starlette matches in order) and ``gateway/openapi.py`` describes them in the same order.
+"""The features a replica serves, in one list: each one's declaration (``<feature>/feature.py``, a
+:class:`gateway.feature.Feature`) names its JSON-RPC methods and how their handlers are built, its
+routes and their parts of the OpenAPI document, and its settings model. Adding a feature touches its
+folder and this list.
 
-The JSON-RPC methods stay declared in ``gateway/app.py``'s ``method_registry``: the app builds the
-handlers and sits below this list (the layers contract), so it cannot read it.
+Below the app (``gateway/app.py``), which builds from it the method registry (:func:`method_registry`)
+and its handlers; ``gateway/transports/http.py`` mounts the routes in the list's order (Starlette
+matches in order) and ``gateway/openapi.py`` describes them in the same order.
+
+A feature's builders read the replica through the protocol its declaration names; :class:`Host` joins
+them, and the app hands itself as one (mypy checks that it is). :class:`AppSettings` joins the
+features' settings models: an explicit class, so that mypy types every ``settings.<field>``
+(``tests/test_features.py`` fails when a declared model is not among its bases).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import Protocol
 
 from starlette.routing import BaseRoute
 
-from gateway.access.api_doc import API_DOC as ACCESS_DOC
-from gateway.access.routes import access_routes
-from gateway.app import GatewayApp
-from gateway.auth.api_doc import API_DOC as AUTH_DOC
-from gateway.auth.routes import account_routes
-from gateway.bulk.api_doc import API_DOC as BULK_DOC
-from gateway.bulk.routes import bulk_routes
-from gateway.core.api_doc import ApiDoc
-from gateway.credits.api_doc import API_DOC as CREDITS_DOC
-from gateway.sending.api_doc import API_DOC as RELAY_DOC
-from gateway.sending.routes import relay_routes
-from gateway.signals.api_doc import API_DOC as SIGNALS_DOC
-from gateway.signals.routes import signal_routes
-from gateway.webhooks.api_doc import API_DOC as WEBHOOKS_DOC
-from gateway.webhooks.routes import webhook_routes
-from gateway.webui.routes import webui_routes
-from gateway.x402.api_doc import API_DOC as X402_DOC
-from gateway.x402.routes import x402_routes
+from gateway.access.feature import FEATURE as ACCESS
+from gateway.access.feature import AccessHost
+from gateway.accounts import AccountSettings
+from gateway.auth.authenticator import Only
+from gateway.auth.feature import FEATURE as AUTH
+from gateway.auth.feature import AuthHost
+from gateway.auth.stage import AuthStage
+from gateway.bulk.feature import FEATURE as BULK
+from gateway.bulk.feature import BulkHost
+from gateway.core.methods import Registry
+from gateway.credits.feature import FEATURE as CREDITS
+from gateway.credits.feature import CreditsHost
+from gateway.feature import Feature, LocalMethod
+from gateway.fees.feature import FEATURE as FEES
+from gateway.grpc.feature import FEATURE as GRPC
+from gateway.grpc.settings import GrpcSettings
+from gateway.history.feature import FEATURE as HISTORY
+from gateway.limits.feature import FEATURE as LIMITS
+from gateway.rpc.feature import FEATURE as RPC
+from gateway.rpc.settings import RpcSettings
+from gateway.sending.feature import FEATURE as SENDING
+from gateway.sending.feature import SendingHost
+from gateway.sending.settings import SendingSettings
+from gateway.signals.feature import FEATURE as SIGNALS
+from gateway.signals.feature import SignalsHost
+from gateway.signals.settings import SignalSettings
+from gateway.trades.feature import FEATURE as TRADES
+from gateway.trades.feature import TradesHost
+from gateway.trades.settings import TradeSettings
+from gateway.webhooks.feature import FEATURE as WEBHOOKS
+from gateway.webhooks.feature import WebhooksHost
+from gateway.webhooks.settings import WebhookSettings
+from gateway.webui.feature import FEATURE as WEBUI
+from gateway.x402.feature import FEATURE as X402
+from gateway.x402.feature import X402Host
 
 
-@dataclass(frozen=True)
-class Feature:
-    name: str
-    routes: Callable[[GatewayApp], Sequence[BaseRoute]]
-    #: its parts of the OpenAPI document (none for the web UI's pages)
-    api: tuple[ApiDoc, ...] = ()
+class AppSettings(
+    AccountSettings, GrpcSettings, RpcSettings, SendingSettings, SignalSettings, TradeSettings, WebhookSettings
+):
+    """What a replica reads: the settings of every feature it serves (the gRPC stream's limits for /pricing;
+    auth's, credits' and the limits' through :class:`AccountSettings`)."""
 
 
-def _relay(gw: GatewayApp) -> Sequence[BaseRoute]:
-    """Only with a block engine configured (the embedded default has one)."""
-    return relay_routes(gw.relay_stages, gw.forwarder) if gw.engine is not None else []
+class Host(
+    AuthHost, CreditsHost, AccessHost, BulkHost, SignalsHost, WebhooksHost, X402Host, TradesHost, SendingHost, Protocol
+):
+    """Everything the features' builders read from the replica (:class:`gateway.app.GatewayApp`)."""
+
+    @property
+    def settings(self) -> AppSettings: ...
+
+    def account_stage(self, only: Only | None = None, *, require_account: bool = False) -> AuthStage:
+        """Auth's (``Gates``), which also serves credits' route (``DepositGates``: credits cannot name it)."""
 
 
-FEATURES: tuple[Feature, ...] = (
-    # /account/confirm-deposit is credits', mounted with the account's other routes
-    Feature("accounts", lambda gw: account_routes(gw, gw.accounts, gw.confirm_deposit), (AUTH_DOC, CREDITS_DOC)),
-    Feature("access", lambda gw: access_routes(gw, gw.access_endpoints, gw.spend_cap_endpoints), (ACCESS_DOC,)),
-    Feature("bulk", lambda gw: bulk_routes(gw.bulk, gw.bulk_stages()), (BULK_DOC,)),
-    Feature("signals", lambda gw: signal_routes(gw, lambda: gw.signal_log), (SIGNALS_DOC,)),
-    Feature("webhooks", lambda gw: webhook_routes(gw, gw.webhooks), (WEBHOOKS_DOC,)),
-    Feature("x402", lambda gw: x402_routes(gw, gw.x402_settle), (X402_DOC,)),
-    Feature("webui", lambda gw: webui_routes()),
-    Feature("relay", _relay, (RELAY_DOC,)),
+#: In the order their routes are mounted and described (the methods' order is not seen: every list of
+#: them a client gets is sorted).
+FEATURES: tuple[Feature[Host], ...] = (
+    RPC,
+    FEES,
+    HISTORY,
+    TRADES,
+    AUTH,
+    CREDITS,
+    LIMITS,
+    ACCESS,
+    BULK,
+    SIGNALS,
+    WEBHOOKS,
+    X402,
+    GRPC,
+    WEBUI,
+    SENDING,  # its /relay/* routes last, as they were mounted before the list
 )
 
 
-def feature_routes(gw: GatewayApp) -> list[BaseRoute]:
+def method_registry(host: Host | None = None) -> Registry[LocalMethod]:
+    """Every JSON-RPC method, each declared once by its feature (a name declared twice is refused here,
+    at start), with the handlers each feature builds from ``host`` registered (none without one: the
+    local methods are then refused, as planning and /pricing say)."""
+    methods: Registry[LocalMethod] = Registry(*(feature.methods for feature in FEATURES))
+    if host is not None:
+        for feature in FEATURES:
+            for name, handler in feature.handlers(host).items():
+                methods.register(name, handler)
+    return methods
+
+
+def feature_routes(host: Host) -> list[BaseRoute]:
     """Every feature's routes, in the list's order."""
-    return [route for feature in FEATURES for route in feature.routes(gw)]
+    return [route for feature in FEATURES for route in feature.routes(host)]

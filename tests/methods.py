@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.app import method_registry
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import PriceTable, Registry
+from gateway.feature import LocalMethod
+from gateway.features import method_registry
 from gateway.pipeline import Call
-from gateway.rpc.forward import LocalMethod
 from gateway.rpc.planning import plan_item
 
 
@@ -18,7 +18,10 @@ async def unused_handler(item: RpcItem, call: Call) -> None:
 
 def registry(*implemented: str) -> Registry[LocalMethod]:
     """Every method declared, with a handler registered for the local methods ``implemented``."""
-    return method_registry(dict.fromkeys(implemented, unused_handler))
+    methods = method_registry()
+    for name in implemented:
+        methods.register(name, unused_handler)
+    return methods
 
 
 def planned(method: str, params: Any = None, *implemented: str, prices: PriceTable | None = None) -> RpcItem:

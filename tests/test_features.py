@@ -1,21 +1,27 @@
-"""The one list of features (gateway/features.py): each feature's part of the OpenAPI document describes
-exactly the routes it mounts, and the HTTP app serves the list's routes after its own, so the document
-describes every route (the web UI's pages and /docs aside). Built from a real GatewayApp with a block engine
-configured (the relay's routes then exist); nothing is started: the routes are only read."""
+"""The one list of features (gateway/features.py): every feature package's declaration (its feature.py) is
+in it, and what each declares is what the replica serves: its JSON-RPC methods in the registry with their
+handlers, its settings model among the replica's settings, its routes mounted after the transports' own
+and described exactly by its part of the OpenAPI document. Built from a real GatewayApp with a block
+engine configured (the relay's routes and methods then exist); nothing is started."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from pathlib import Path
 
 import pytest
 from starlette.routing import Route
 
-from gateway.app import AppSettings, GatewayApp
-from gateway.features import FEATURES, feature_routes
+from gateway.app import GatewayApp
+from gateway.config import ServiceSettings
+from gateway.feature import Feature
+from gateway.features import FEATURES, AppSettings, feature_routes, method_registry
 from gateway.openapi import openapi_document
 from gateway.transports.http import build_starlette_app
 from tests.support import service_key_settings
 
+GATEWAY = Path(__file__).resolve().parents[1] / "gateway"
 #: Pages, not API: Swagger UI and the web UI.
 PAGES = {"/docs", "/app"}
 
@@ -24,6 +30,63 @@ PAGES = {"/docs", "/app"}
 def gw(tmp_path_factory: pytest.TempPathFactory) -> GatewayApp:
     home: Path = tmp_path_factory.mktemp("features")
     return GatewayApp(AppSettings(**service_key_settings(home), home=home, block_engine_url="http://127.0.0.1:9"))
+
+
+def _packages_with(module: str) -> list[str]:
+    return sorted(path.parent.name for path in GATEWAY.glob(f"*/{module}.py"))
+
+
+def _declared(package: str) -> Feature[object]:
+    feature: Feature[object] = importlib.import_module(f"gateway.{package}.feature").FEATURE
+    return feature
+
+
+def test_every_feature_package_is_in_the_list_once() -> None:
+    assert sorted(feature.name for feature in FEATURES) == _packages_with("feature")
+    for package in _packages_with("feature"):
+        assert any(feature is _declared(package) for feature in FEATURES), package
+
+
+def test_every_packages_methods_are_declared_by_its_feature_and_registered() -> None:
+    """A package's methods.py is collected through its declaration: leaving it out of the declaration, or
+    the declaration out of the list, leaves its methods unknown to planning."""
+    registry = method_registry()
+    for package in set(_packages_with("methods")) - {"core"}:  # the kernel's is MethodSpec itself
+        specs = importlib.import_module(f"gateway.{package}.methods").SPECS
+        assert specs and _declared(package).methods == specs, package
+        assert all(registry.spec(spec.name) is spec for spec in specs), package
+    assert sum(len(feature.methods) for feature in FEATURES) == len(list(registry))
+
+
+def test_with_a_block_engine_every_local_method_has_its_features_handler(gw: GatewayApp) -> None:
+    local = {spec.name for spec in gw.methods if spec.local}
+    assert gw.methods.not_available == frozenset()
+    assert set(gw.methods.handlers) == local == set(gw.forwarder.local)
+    for feature in FEATURES:
+        built = feature.handlers(gw)
+        assert set(built) == {spec.name for spec in feature.methods if spec.local}, feature.name
+
+
+def test_every_declared_settings_model_is_among_the_replicas_settings() -> None:
+    """AppSettings is written out (so that mypy types its fields): a feature's model missing from its
+    bases fails here."""
+    declared = [feature.settings for feature in FEATURES if feature.settings is not None]
+    assert declared
+    for model in declared:
+        assert issubclass(AppSettings, model), model.__name__
+
+
+def test_every_settings_model_of_a_package_is_declared_by_its_feature() -> None:
+    for package in _packages_with("settings"):
+        module = importlib.import_module(f"gateway.{package}.settings")
+        models = [
+            cls
+            for _, cls in inspect.getmembers(module, inspect.isclass)
+            if cls.__module__ == module.__name__ and issubclass(cls, ServiceSettings)
+        ]
+        assert models, package
+        assert _declared(package).settings in models, package
+        assert all(issubclass(AppSettings, cls) for cls in models), package
 
 
 def test_each_feature_describes_exactly_the_routes_it_mounts(gw: GatewayApp) -> None:

@@ -13,12 +13,11 @@ from starlette.routing import BaseRoute
 from gateway.auth.endpoints import AccountEndpoints
 from gateway.auth.stage import Gates
 from gateway.auth.usage_totals import usage_routes
-from gateway.pipeline import Handler
 from gateway.pipeline_http import mount
 
 
-def account_routes(gates: Gates, endpoints: AccountEndpoints, confirm_deposit: Handler) -> list[BaseRoute]:
-    """``/auth/*`` and ``/account/*``."""
+def account_routes(gates: Gates, endpoints: AccountEndpoints) -> list[BaseRoute]:
+    """``/auth/*`` and the account's own ``/account/*`` (``/account/confirm-deposit`` is credits')."""
     limit = gates.limit
     any_mode = gates.account_stage()
     session, reads = limit("session"), limit("account_read")
@@ -35,6 +34,5 @@ def account_routes(gates: Gates, endpoints: AccountEndpoints, confirm_deposit: H
         mount("/account/info", "GET", [reads, any_mode], endpoints.info),
         mount("/account/ledger", "GET", [reads, any_mode], endpoints.ledger),
         mount("/account/history", "GET", [reads, any_mode], endpoints.history),
-        mount("/account/confirm-deposit", "POST", [limit("deposit_confirm"), any_mode], confirm_deposit),
         *usage_routes(gates, endpoints.usage),
     ]

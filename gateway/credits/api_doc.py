@@ -1,5 +1,5 @@
 """``POST /account/confirm-deposit`` in the OpenAPI document (built with :mod:`gateway.core.api_doc`; mounted
-with the account's routes, :func:`gateway.auth.routes.account_routes`)."""
+after the account's routes, :mod:`gateway.credits.routes`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """JSON-RPC methods the gateway answers itself, instead of forwarding them to the node.
 
-Each is a :data:`gateway.rpc.forward.LocalMethod`: the forwarder hands it a pending item (already authenticated,
+Each is a :data:`gateway.feature.LocalMethod`: the forwarder hands it a pending item (already authenticated,
 planned, rate-limited and billed like any call) and it answers the item (``response`` or
 ``error``), saying what billing needs to know: ``item.sent`` once the transaction left,
 ``item.refund`` when the caller must not pay (refused before sending, a failed simulation).

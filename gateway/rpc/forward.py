@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -24,6 +24,7 @@ from gateway import metrics
 from gateway.core.errors import ProxyError, RpcError, backend_unavailable, service_unavailable, timed_out
 from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload, parse_payload
 from gateway.core.methods import CLASS_TIMEOUT_S, MethodClass, PriceTable, Registry
+from gateway.feature import LocalMethod
 from gateway.node.http import Upstream, UpstreamTimeout, UpstreamTooLarge, UpstreamUnavailable
 from gateway.pipeline import Call, Handler, Reply
 from gateway.rpc.planning import plan_items
@@ -31,10 +32,6 @@ from gateway.rpc.response_cache import HEADER, ResponseCache
 from gateway.storage.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
-
-#: A method the gateway answers itself: it sets the item's ``response`` or ``error`` (and what billing
-#: needs: ``sent``, ``failure``, ``refund``); it may raise a ``ProxyError`` for a single call.
-LocalMethod = Callable[[RpcItem, Call], Awaitable[None]]
 
 
 class ParseStage:

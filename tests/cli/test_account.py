@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from gateway.app import method_registry
 from gateway.core.identity import Identity
 from gateway.core.methods import PriceTable
 from gateway.credits.meter import Meter
 from gateway.credits.stage import MeteringStage
+from gateway.features import method_registry
 from gateway.limits.rules import Limiter
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, compose, error_boundary
 from gateway.pipeline_http import http_call

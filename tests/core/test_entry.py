@@ -14,7 +14,6 @@ import asyncpg
 import orjson
 import pytest
 
-from gateway.app import method_registry
 from gateway.auth.services import AuthServices
 from gateway.auth.stage import AuthStage
 from gateway.core.credentials import Credentials
@@ -24,6 +23,7 @@ from gateway.core.methods import PriceTable
 from gateway.credits.meter import Meter
 from gateway.credits.stage import CreditHeaders, MeteringStage
 from gateway.entry import Entry, EntrySession
+from gateway.features import method_registry
 from gateway.limits.rules import Limiter
 from gateway.node.http import UpstreamUnavailable
 from gateway.pipeline import Call, Handler, Reply, Wire, compose, error_boundary

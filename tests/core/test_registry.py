@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from gateway.app import GatewayApp, method_registry
+from gateway.app import GatewayApp
 from gateway.core.errors import RpcError, invalid_params
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import MethodClass, MethodSpec, PriceTable, Registry
+from gateway.features import method_registry
 from gateway.mcp.tools import TOOLS
 from gateway.pipeline import Call
 from gateway.public import pricing_document

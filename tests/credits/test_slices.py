@@ -18,11 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.app import method_registry
 from gateway.core.identity import Identity
 from gateway.core.methods import PriceTable
 from gateway.credits.meter import Meter
 from gateway.credits.stage import CreditHeaders, MeteringStage
+from gateway.features import method_registry
 from gateway.limits.rules import Allowed, ConcurrencyLimited, RateLimited, Taken
 from gateway.limits.shards import ShardBook, SliceGrant, SliceRequest, shard_of
 from gateway.limits.slices import LocalShards, ShardUnavailable, SlicedLimiter

@@ -14,13 +14,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway import metrics
-from gateway.app import method_registry
 from gateway.core.identity import Identity
 from gateway.core.jsonrpc import Failure, RpcItem
 from gateway.core.methods import MethodClass, PriceTable
 from gateway.credits.meter import Meter
 from gateway.credits.refunds import refund_reason
 from gateway.credits.stage import CreditHeaders, MeteringStage, _answered, _refunded
+from gateway.features import method_registry
 from gateway.limits.rules import Limiter, Taken
 from gateway.node.http import UpstreamTimeout, UpstreamUnavailable
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, Stage, compose, error_boundary

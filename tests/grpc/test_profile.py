@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.app import GatewayApp, method_registry
+from gateway.app import GatewayApp
 from gateway.core.methods import PriceTable
+from gateway.features import method_registry
 from gateway.public import capabilities_document, pricing_document
 from gateway.settings import Settings
 from tests.support import service_key_settings

@@ -1,0 +1,16 @@
+"""getTransactionHistory, as the one list (``gateway/features.py``) takes it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gateway.feature import Feature, Host, LocalMethod
+from gateway.history.method import TransactionHistory
+from gateway.history.methods import SPECS
+
+
+def _handlers(host: Host) -> Mapping[str, LocalMethod]:
+    return {"getTransactionHistory": TransactionHistory(host.upstream)}
+
+
+FEATURE: Feature[Host] = Feature("history", methods=SPECS, handlers=_handlers)
