@@ -3,7 +3,8 @@
 Each module takes its feature's plain class (``gateway/<feature>/*_actor.py``: testable without Ray, see
 docs/architecture.md) and makes it a Ray actor with its options (named, detached, restarted after a
 crash, placed over the nodes), started and stopped here. ``ray.remote`` is applied in this package and
-nowhere else (``tests/test_import_contracts.py``).
+nowhere else (``tests/test_import_contracts.py``). ``service`` lists them all, as groups that
+``gateway up`` (gateway/runtime/stack.py) starts and stops in one loop.
 
 | module | owns | actors |
 |---|---|---|

@@ -16,16 +16,8 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from actors.account_shards import start_account_shards
-from actors.deposit_watcher import start_deposit_watcher
-from actors.grpc_streams import start_grpc_streams
-from actors.send_racers import start_send_racers
-from actors.send_reconciler import start_send_reconciler
-from actors.service import service_actor_names
-from actors.signal_classifier import start_signal_classifier
+from actors.service import GROUPS, service_actor_names
 from actors.supervision import stop_actors
-from actors.webhook_dispatchers import start_webhook_dispatchers
-from actors.webhook_watcher import start_webhook_watcher
 from gateway.auth.key_secret import SECRET_FILE, load_or_create_secret
 from gateway.auth.store.service_keys import record_cluster_keys_at
 from gateway.config import DEVNODE
@@ -39,7 +31,7 @@ from gateway.runtime.private_files import secure_home
 from gateway.runtime.serve_runtime import ServeRuntime, stop_left_haproxy
 from gateway.settings import Settings
 from gateway.storage.migrate import migrate_url
-from gateway.webhooks.targets import allow_private, receivers_report
+from gateway.webhooks.targets import allow_private
 from gateway.x402.devnode_settlement import prepare_sponsored_settlement
 
 log = logging.getLogger(__name__)
@@ -153,39 +145,20 @@ class Stack:
         self.report("Ray", serve_rt.ray_description)
         actors = service_actor_names(resolved.model_dump(mode="json"))
         self._stops.append(("actors", lambda: stop_actors(actors)))  # all of them under one time bound
-        if resolved.send_racers > 0:
-            start_send_racers(resolved.model_dump(mode="json"), resolved.send_racers)
-        if resolved.account_shards > 0:  # before the replicas, which refuse calls until their shard answers
-            start_account_shards(resolved.account_shards)
-            self.report("limits", f"{resolved.account_shards} account-shard actor(s) owning rate and concurrency")
+        self._start_actors(resolved, before_serve=True)  # the replicas call them from their first request
         self._stops.append(("Serve", serve_rt.stop_serve))  # first: the replicas settle with the actors up
         serve_rt.deploy()
         _wait_healthy(f"http://{resolved.host}:{resolved.port}/health")
-        start_deposit_watcher(resolved.model_dump(mode="json"), interval_s=resolved.deposit_poll_s)
-        self.report("deposits", "watcher actor following the deposit wallet's USDC account")
-        start_send_reconciler(resolved.model_dump(mode="json"))
-        legs = ", ".join(resolved.send_legs)
-        self.report("sending", f"{resolved.send_racers} send-racer actor(s) on {legs}; reconciler actor")
-        start_signal_classifier(resolved.model_dump(mode="json"))
-        self.report("signals", f"classifier actor on {', '.join(resolved.signal_programs)}")
-        start_webhook_watcher(resolved.model_dump(mode="json"))
-        self.report("webhooks", "watcher actor writing transaction and signal delivery jobs")
-        start_webhook_dispatchers(resolved.model_dump(mode="json"), resolved.webhook_dispatchers)
-        self.report("webhooks", f"{resolved.webhook_dispatchers} dispatcher actor(s) delivering them")
-        self.report("webhooks", receivers_report(s))
-        self._start_grpc(resolved)
+        self._start_actors(resolved, before_serve=False)
         self.report("Serve", f"http://{resolved.host}:{resolved.port} ({replicas_report(resolved)})")
         return resolved
 
-    def _start_grpc(self, resolved: Settings) -> None:
-        if not resolved.grpc_stream:
-            why = "no upstream geyser endpoint (upstream_grpc_url)" if resolved.grpc_servers else "grpc_servers = 0"
-            self.report("gRPC", f"off: {why}")
-            return
-        start_grpc_streams(resolved.model_dump(mode="json"), resolved.grpc_servers)
-        scheme = "TLS" if resolved.grpc_tls_cert else "plaintext"
-        where = f"{resolved.host}:{resolved.grpc_port} ({scheme})"
-        self.report("gRPC", f"{where}, {resolved.grpc_servers} server actor(s) re-serving {resolved.upstream_grpc_url}")
+    def _start_actors(self, resolved: Settings, *, before_serve: bool) -> None:
+        """The groups of actors/service.py started at this point, in the reverse of their stop order."""
+        for group in reversed(GROUPS):
+            if group.before_serve == before_serve:
+                for line in group.start(resolved, self.settings):
+                    self.report(group.part, line)
 
     def _ports(self) -> list[tuple[str, int]]:
         s = self.settings
