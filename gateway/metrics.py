@@ -1,10 +1,15 @@
-"""The service's metrics, declared once: name, kind, description, label names and histogram buckets.
+"""The service's metrics, each declared once: name, kind, description, label names and histogram buckets.
 
-Code records through the module-level objects below (``REQUESTS.inc(("http", "READ_CHEAP", "200"))``).
+Declared here: the metrics several features record (calls, refusals, the node's) and how any is
+declared (:func:`counter`, :func:`gauge`, :func:`histogram`); a feature declares its own in its
+``<feature>/metrics.py`` with them. Code records through the module-level objects
+(``REQUESTS.inc(("http", "READ_CHEAP", "200"))``).
+
 Until a backend is installed every record is a no-op, so tests, benches and tools pay nothing. Each
 replica and actor process that ``gateway up`` starts installs the Ray backend
-(``gateway/runtime/metrics.py``) when it is built, and Ray's metrics agent on each node exports what
-it records for Prometheus; docs/operations.md lists the metrics, the scrape config and the alerts.
+(``gateway/runtime/metrics.py``) when it is built, after declaring every feature's metrics, and Ray's
+metrics agent on each node exports what it records for Prometheus; docs/operations.md lists the
+metrics, the scrape config and the alerts.
 
 Prometheus conventions: the ``gateway_`` prefix, ``_total`` on counters, seconds as the unit. Label
 values come from small fixed sets (transports, method classes, statuses, outcomes), never an account
@@ -111,7 +116,8 @@ def counter(name: str, description: str, labels: Labels = (), zero: Iterable[Lab
     return _declare(name, Kind.COUNTER, description, labels, zero=((),) if zero is None and not labels else zero or ())
 
 
-def _each(*values: str) -> tuple[Labels, ...]:
+def each(*values: str) -> tuple[Labels, ...]:
+    """The zero series of a one-label counter: one per documented value."""
     return tuple((value,) for value in values)
 
 
@@ -136,7 +142,7 @@ def uninstall() -> None:
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
-# Calls, on every transport (the pipeline's error boundary).
+# Calls, on every transport (the pipeline's error boundary; the gRPC service counts its own calls).
 REQUESTS = counter(
     "gateway_requests_total",
     "Calls answered, by transport, method class (batch, or none for non-JSON-RPC routes) and HTTP status",
@@ -153,13 +159,8 @@ REFUSALS = counter(
     "Calls refused 402 or 429, by the error's code (INSUFFICIENT_CREDITS, RATE_LIMITED, ...)",
     ("status", "cause"),
 )
-ACCESS_REFUSALS = counter(
-    "gateway_access_refusals_total",
-    "Calls and connections refused 403 ACCESS_DENIED by an account's access rules (docs/api.md), by rule and wire",
-    ("rule", "wire"),
-)
 
-# The node.
+# The node: its JSON-RPC requests, health, PubSub and geyser subscriptions (gateway/node/, the forwarder).
 UPSTREAM_SECONDS = histogram(
     "gateway_upstream_request_duration_seconds",
     "One JSON-RPC request to the node, by outcome (ok, timeout, unavailable, too_large)",
@@ -168,111 +169,16 @@ UPSTREAM_SECONDS = histogram(
 )
 UPSTREAM_UP = gauge("gateway_upstream_up", "1 when the node answered its last health probe, by node", ("node",))
 UPSTREAM_FALLBACK = gauge("gateway_upstream_fallback_active", "1 while this process sends to the fallback node")
-CACHE_LOOKUPS = counter(
-    "gateway_response_cache_lookups_total",
-    "Calls looked up in the response cache, by result (hit, partial, miss)",
-    ("result",),
-    _each("hit", "partial", "miss"),
-)
-
-# Credits.
-CREDITS = counter(
-    "gateway_credits_total",
-    "Credits of admitted JSON-RPC items, by method class and outcome (charged, refunded)",
-    ("method_class", "outcome"),
-)
-LEASES = counter(
-    "gateway_credit_lease_requests_total",
-    "Credit lease requests answered by the ledger, by result (granted, empty, no_account)",
-    ("result",),
-    _each("granted", "empty", "no_account"),
-)
-RECALLS = counter(
-    "gateway_credit_recalls_total",
-    "Credits asked back from other replicas' leases by a call short of credits, by result (returned, nothing)",
-    ("result",),
-    _each("returned", "nothing"),
-)
-SETTLE_SECONDS = histogram(
-    "gateway_credit_settle_duration_seconds", "One lease settle (usage written, lease renewed)", LATENCY_BUCKETS
-)
-SETTLE_FAILURES = counter("gateway_credit_settle_failures_total", "Flushes of an account's usage that failed")
-SLICE_EXCHANGES = counter(
-    "gateway_account_slice_exchanges_total",
-    "A replica's exchanges with an account shard (rate and concurrency slices), by result (answered, unavailable)",
-    ("result",),
-    _each("answered", "unavailable"),
-)
-SLICE_SECONDS = histogram(
-    "gateway_account_slice_exchange_duration_seconds",
-    "One exchange with an account shard, answered or not",
-    LATENCY_BUCKETS,
-)
-
-# Streams.
-WS_CONNECTIONS = gauge("gateway_ws_connections", "Open WebSockets of this replica")
-WS_SUBSCRIPTIONS = gauge(
-    "gateway_ws_subscriptions",
-    "Client subscriptions open on this replica's WebSockets, by subscribe method",
-    ("method",),
-)
 WS_UPSTREAM_SUBSCRIPTIONS = gauge(
     "gateway_ws_upstream_subscriptions",
     "Subscriptions this replica holds at the node's PubSub (one per distinct method and params, shared by clients)",
 )
-WS_OVERFLOW_CLOSES = counter(
-    "gateway_ws_overflow_closes_total",
-    "WebSockets closed 1013 with 10,000 undelivered messages, by whose fault (client: not reading; gateway: behind)",
-    ("cause",),
-    _each("client", "gateway"),
-)
-GRPC_STREAMS = gauge("gateway_grpc_streams", "Open gRPC Subscribe streams of this gRPC server process")
 GRPC_UPSTREAM_CONNECTED = gauge(
     "gateway_grpc_upstream_connected", "1 while this gRPC server's subscription to the node's geyser stream is open"
 )
 GRPC_UPSTREAM_REOPENS = counter(
     "gateway_grpc_upstream_reopens_total",
     "Times this gRPC server's subscription to the node's geyser stream ended and was opened again",
-)
-
-# Background actors.
-WEBHOOK_DELIVERIES = counter(
-    "gateway_webhook_deliveries_total",
-    "Webhook delivery attempts written, by outcome (delivered, retry, dead, lost)",
-    ("outcome",),
-    _each("delivered", "retry", "dead", "lost"),
-)
-WEBHOOK_QUEUE = gauge("gateway_webhook_queue_depth", "Webhook jobs pending or being delivered")
-WEBHOOK_OLDEST = gauge(
-    "gateway_webhook_oldest_pending_seconds", "Age of the oldest pending webhook job's event (0 when none)"
-)
-WEBHOOK_DEAD = gauge("gateway_webhook_dead_jobs", "Webhook jobs in the dead state (kept until retention)")
-SEND_RACES = counter(
-    "gateway_send_races_total",
-    "sendAndConfirm races, by outcome (confirmed, failed, unknown)",
-    ("outcome",),
-    _each("confirmed", "failed", "unknown"),
-)
-SEND_LANDING_SECONDS = histogram(
-    "gateway_send_landing_duration_seconds",
-    "From a sendAndConfirm race's first broadcast to the slot its transaction landed in being seen",
-    LATENCY_BUCKETS,
-)
-SEND_LEG_SENDS = counter(
-    "gateway_send_leg_sends_total",
-    "Broadcasts of a race on one leg (local_rpc, jito, tpu_quic), by result (accepted, refused, failed)",
-    ("leg", "result"),
-    tuple((leg, result) for leg in ("local_rpc", "jito", "tpu_quic") for result in ("accepted", "refused", "failed")),
-)
-SEND_HOLDS = gauge("gateway_send_holds_pending", "sendAndConfirm charges held and not settled yet")
-SEND_HOLD_OLDEST = gauge(
-    "gateway_send_hold_oldest_seconds", "Age of the oldest pending sendAndConfirm hold (0 when none)"
-)
-FEE_PAYER_LAMPORTS = gauge("gateway_x402_fee_payer_lamports", "SOL of the x402 fee payer, in lamports")
-CLASSIFIER_LAG = gauge("gateway_signal_classifier_lag_slots", "Confirmed slots the signal classifier is behind")
-DEPOSIT_POLLED = gauge(
-    "gateway_deposit_watcher_last_poll_timestamp_seconds",
-    "Unix time of the deposit watcher's last poll that read the deposit account",
 )
 
 

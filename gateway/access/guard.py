@@ -20,8 +20,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from gateway import metrics
-from gateway.access import store
+from gateway.access import metrics, store
 from gateway.access.rules import (
     BOUND_MODES,
     BULK_METHODS,

@@ -19,7 +19,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from gateway import metrics
+from gateway.access import metrics
 from gateway.access.guard import AccessGuard
 from gateway.access.rules import BOUND_MODES, access_denied, method_allowed, method_denied
 from gateway.core.errors import ProxyError

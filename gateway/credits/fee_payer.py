@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import logging
 
-from gateway import metrics
+from gateway.credits import metrics
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 
 log = logging.getLogger(__name__)

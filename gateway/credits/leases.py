@@ -16,9 +16,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
-from gateway import metrics
 from gateway.core.credits import EventHook, LeaseGrant, UsageRecord, tally
-from gateway.credits import admission
+from gateway.credits import admission, metrics
 from gateway.credits.local import AccountState, Lease
 from gateway.stopping import cancel_and_wait
 from gateway.storage import ledger

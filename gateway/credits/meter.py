@@ -38,8 +38,8 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from gateway import metrics
 from gateway.core.credits import EventHook, Standing, no_events
+from gateway.credits import metrics
 from gateway.credits.admission import (
     PREFETCH_LEFT,
     Rules,

@@ -41,6 +41,7 @@ from gateway.credits.errors import (
     spend_cap_reached,
 )
 from gateway.credits.meter import AccountState, Admission, Meter, Outcome
+from gateway.credits.metrics import CREDITS
 from gateway.credits.refunds import refund_reason
 from gateway.limits.rules import AccountLimits, Allowed, RateLimited, Taken
 from gateway.limits.slices import RETRY_AFTER_S, ShardUnavailable
@@ -267,7 +268,7 @@ class MeteringStage:
         if len(admitted) == 1:  # a single call (or one admitted item): no sums per series
             item, admission = admitted[0]
             outcome = self._complete_item(item, admission, call.usage_id(item.index), failure)
-            metrics.CREDITS.inc((str(item.method_class), outcome), item.price)
+            CREDITS.inc((str(item.method_class), outcome), item.price)
             return
         credits: dict[tuple[MethodClass | None, str], int] = {}
         usage_id = call.usage_id
@@ -281,7 +282,7 @@ class MeteringStage:
             credits[series] = credits.get(series, 0) + item.price
         self.meter.complete_charged(charged)
         for (method_class, outcome), total in credits.items():
-            metrics.CREDITS.inc((str(method_class), outcome), total)
+            CREDITS.inc((str(method_class), outcome), total)
 
     def _complete_item(self, item: RpcItem, admission: Admission, usage_id: str, failure: Failure | None) -> str:
         """Complete one admitted item (charged or refunded); its outcome's label."""

@@ -27,9 +27,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway import metrics
 from gateway.core.credits import CreditPolicy, EventHook, no_events
 from gateway.core.deposits import scan_deposits
+from gateway.credits import metrics
 from gateway.credits.chain_reads import (
     RPC_TIMEOUT_S,
     deposit_credits,

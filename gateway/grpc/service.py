@@ -63,6 +63,7 @@ from gateway.credits.errors import SPEND_CAP_MESSAGE
 from gateway.credits.meter import Admission, Meter, Outcome
 from gateway.entry import Entry, EntrySession
 from gateway.grpc.budget import FilterBudget
+from gateway.grpc.metrics import GRPC_STREAMS
 from gateway.grpc.replay import ReplayLog, Resume
 from gateway.grpc.rules import (
     INSUFFICIENT,
@@ -196,7 +197,7 @@ class GeyserGateway:
         await self._open_rate(context, entered.pubkey, caps)
         seats = await self._seats(context, entered.pubkey, grpc_peer_host(context.peer() or ""), caps)
         self.streams += 1
-        metrics.GRPC_STREAMS.set(self.streams)
+        GRPC_STREAMS.set(self.streams)
         counted = True
 
         def uncount() -> None:  # once the stream ends, even while its status is still on its way
@@ -204,7 +205,7 @@ class GeyserGateway:
             if counted:
                 counted = False
                 self.streams -= 1
-                metrics.GRPC_STREAMS.set(self.streams)
+                GRPC_STREAMS.set(self.streams)
                 for seat in seats:
                     self.deps.seats.release(seat)
 

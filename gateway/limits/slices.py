@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from gateway import metrics
+from gateway.limits import metrics
 from gateway.limits.rules import Allowed, ConcurrencyLimited, RateLimited, Taken, allowed
 from gateway.limits.shards import SLICE_TTL_S, ShardBook, SliceGrant, SliceRequest, shard_of
 from gateway.stopping import cancel_and_wait

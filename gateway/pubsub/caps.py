@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from enum import Enum
 
-from gateway import metrics
+from gateway.pubsub import metrics
 from gateway.storage.seats import Seat, Seats
 
 

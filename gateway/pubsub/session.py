@@ -36,7 +36,6 @@ from typing import Any, Protocol
 
 import orjson
 
-from gateway import metrics
 from gateway.access.rules import ACCESS_DENIED_RPC, SUBSCRIPTION
 from gateway.core.errors import ReplyStyle, RpcCode
 from gateway.core.jsonrpc import MAX_BATCH, envelope_fault
@@ -62,6 +61,7 @@ from gateway.entry import EntrySession
 from gateway.limits.rules import TokenBucket
 from gateway.node.pubsub import Handle, SubscribeError, UpstreamPubSub, signature_final
 from gateway.pipeline import Call, Wire
+from gateway.pubsub import metrics
 from gateway.signals.rules import SignalFilter
 
 log = logging.getLogger(__name__)

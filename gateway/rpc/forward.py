@@ -27,6 +27,7 @@ from gateway.core.methods import CLASS_TIMEOUT_S, MethodClass, PriceTable, Regis
 from gateway.feature import LocalMethod
 from gateway.node.http import Upstream, UpstreamTimeout, UpstreamTooLarge, UpstreamUnavailable
 from gateway.pipeline import Call, Handler, Reply
+from gateway.rpc.metrics import CACHE_LOOKUPS
 from gateway.rpc.planning import plan_items
 from gateway.rpc.response_cache import HEADER, ResponseCache
 from gateway.storage.errors import StoreUnavailable
@@ -70,7 +71,7 @@ class Forwarder:
         if self.cache is not None and (local or remote):
             cached = await self.cache.answer(remote)
             call.response_headers[HEADER] = cached.header(len(local) + len(remote))
-            metrics.CACHE_LOOKUPS.inc((call.response_headers[HEADER],))
+            CACHE_LOOKUPS.inc((call.response_headers[HEADER],))
             remote = [item for item in remote if item.pending]
         if not payload.is_batch and local:
             await self.local[local[0].method](local[0], call)  # a single call: its errors are the call's

@@ -2,7 +2,8 @@
 which Ray's metrics agent on the process's node exports beside Ray's and Serve's own metrics.
 
 Installed in every process ``gateway up`` starts: each ingress replica (``ingress.py``) and each actor
-(``actors.py``), when it is built. Ray prefixes its metrics' names with ``ray_``; the scrape config of
+(``actors/supervision.py``), when it is built, with every feature's metrics declared first
+(:func:`declare_every_metric`). Ray prefixes its metrics' names with ``ray_``; the scrape config of
 docs/operations.md (``ops/prometheus.yml``) renames ``ray_gateway_*`` back to ``gateway_*``.
 
 A histogram is not handed to Ray as a Ray histogram. Ray 2.60's metrics agent records a histogram's
@@ -19,13 +20,16 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import importlib
 import logging
 import threading
 import time
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from gateway import metrics
-from gateway.metrics import Kind, Labels, MetricSpec
+from gateway.metrics import Kind, Labels, Metric, MetricSpec
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +180,21 @@ class RayBackend:
             self.flush()
 
 
+#: gateway/: each feature's metrics module is ``gateway/<feature>/metrics.py`` (this one is the backend).
+_GATEWAY = Path(metrics.__file__).parent
+
+
+def declare_every_metric() -> Mapping[str, Metric]:
+    """Every declared metric, the kernel's and each feature's: their modules, found by that name, are
+    imported first (they import nothing but :mod:`gateway.metrics`). Each process declares them all before
+    its backend is installed, however little of the gateway it runs (an actor), so that every process
+    exports every metric, a counter's documented series at zero, as when the kernel declared them all."""
+    for path in sorted(_GATEWAY.glob("*/metrics.py")):
+        if path.parent.name != "runtime":
+            importlib.import_module(f"gateway.{path.parent.name}.metrics")
+    return metrics.REGISTRY
+
+
 _installed = False
 
 
@@ -187,6 +206,7 @@ def install_ray_metrics(on_loop: bool = True) -> RayBackend | None:
     if _installed:
         return None
     try:
+        declare_every_metric()
         backend = RayBackend()
         metrics.install(backend)
         backend.start(on_loop)

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from gateway import metrics
 from gateway.core.transactions import WireTx
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
+from gateway.sending import metrics
 from gateway.sending.legs import LEG_TIMEOUT_S, Leg
 
 RESEND_AFTER_SLOTS = 8

@@ -32,8 +32,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
-from gateway import metrics
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
+from gateway.signals import metrics
 from gateway.signals.rules import SignalRules, classify_block
 from gateway.signals.store import CursorConflict, SignalLog
 from gateway.storage.errors import StoreUnavailable

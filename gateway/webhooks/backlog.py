@@ -11,9 +11,10 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
-from gateway import metrics
+from gateway.sending.metrics import SEND_HOLD_OLDEST, SEND_HOLDS
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable, postgres_call
+from gateway.webhooks.metrics import WEBHOOK_DEAD, WEBHOOK_OLDEST, WEBHOOK_QUEUE
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +54,11 @@ async def read_backlog(db: Pool) -> Backlog:
 
 
 def publish(backlog: Backlog) -> None:
-    metrics.WEBHOOK_QUEUE.set(backlog.queued)
-    metrics.WEBHOOK_OLDEST.set(backlog.oldest_pending_s)
-    metrics.WEBHOOK_DEAD.set(backlog.dead)
-    metrics.SEND_HOLDS.set(backlog.holds)
-    metrics.SEND_HOLD_OLDEST.set(backlog.oldest_hold_s)
+    WEBHOOK_QUEUE.set(backlog.queued)
+    WEBHOOK_OLDEST.set(backlog.oldest_pending_s)
+    WEBHOOK_DEAD.set(backlog.dead)
+    SEND_HOLDS.set(backlog.holds)
+    SEND_HOLD_OLDEST.set(backlog.oldest_hold_s)
 
 
 async def backlog_gauges(db: Pool, stop: asyncio.Event, interval_s: float = BACKLOG_INTERVAL_S) -> None:

@@ -48,11 +48,10 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gateway import metrics
 from gateway.core.credits import EventHook, no_events
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
-from gateway.webhooks import targets
+from gateway.webhooks import metrics, targets
 from gateway.webhooks.charging import Charges
 from gateway.webhooks.rules import (
     EVENT_ID_HEADER,

@@ -11,6 +11,7 @@ from gateway import metrics
 from gateway.core.jsonrpc import parse_payload
 from gateway.core.methods import MethodClass
 from gateway.metrics import Kind, Labels, MetricSpec
+from gateway.runtime.metrics import declare_every_metric
 
 
 class Recorded:
@@ -39,7 +40,7 @@ def recording() -> Iterator[Recording]:
 
 
 def test_names_follow_prometheus_conventions() -> None:
-    for name, metric in metrics.REGISTRY.items():
+    for name, metric in declare_every_metric().items():  # the features' too
         assert name.startswith("gateway_") and name == metric.spec.name
         assert (metric.spec.kind is Kind.COUNTER) == name.endswith("_total")
         assert (metric.spec.kind is Kind.HISTOGRAM) == bool(metric.spec.buckets)
@@ -91,9 +92,9 @@ def test_refusals_count_402_and_429_only(recording: Recording) -> None:
 
 
 def test_a_counter_never_records_zero(recording: Recording) -> None:
-    metrics.CREDITS.inc(("READ_CHEAP", "charged"), 0)
-    metrics.CREDITS.inc(("READ_CHEAP", "charged"), 3)
-    assert recording.records == [("gateway_credits_total", 3, ("READ_CHEAP", "charged"))]
+    metrics.REQUESTS.inc(("http", "READ_CHEAP", "200"), 0)
+    metrics.REQUESTS.inc(("http", "READ_CHEAP", "200"), 3)
+    assert recording.records == [("gateway_requests_total", 3, ("http", "READ_CHEAP", "200"))]
 
 
 def test_upstream_probe_sets_health_and_fallback(recording: Recording) -> None:

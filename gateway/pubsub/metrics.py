@@ -1,0 +1,26 @@
+"""The WebSocket's metrics: open sockets (its caps), their subscriptions and the sockets closed behind
+(a session's).
+
+Declared with the kernel's :mod:`gateway.metrics` (which installs every declared metric) and importing
+nothing else: every process declares them before it installs its backend, an actor's too
+(``gateway/runtime/metrics.py``). Names and labels are docs/operations.md's.
+"""
+
+from __future__ import annotations
+
+from gateway.metrics import counter, each, gauge
+
+WS_CONNECTIONS = gauge("gateway_ws_connections", "Open WebSockets of this replica")
+
+WS_SUBSCRIPTIONS = gauge(
+    "gateway_ws_subscriptions",
+    "Client subscriptions open on this replica's WebSockets, by subscribe method",
+    ("method",),
+)
+
+WS_OVERFLOW_CLOSES = counter(
+    "gateway_ws_overflow_closes_total",
+    "WebSockets closed 1013 with 10,000 undelivered messages, by whose fault (client: not reading; gateway: behind)",
+    ("cause",),
+    each("client", "gateway"),
+)
