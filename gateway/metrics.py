@@ -2,7 +2,8 @@
 
 Declared here: the metrics several features record (calls, refusals, the node's) and how any is
 declared (:func:`counter`, :func:`gauge`, :func:`histogram`); a feature declares its own in its
-``<feature>/metrics.py`` with them. Code records through the module-level objects
+``<feature>/metrics.py`` with them, importing nothing else (every process imports each such module
+before it installs its backend: ``gateway/runtime/metrics.py``). Code records through the module-level objects
 (``REQUESTS.inc(("http", "READ_CHEAP", "200"))``).
 
 Until a backend is installed every record is a no-op, so tests, benches and tools pay nothing. Each

@@ -1,10 +1,6 @@
 """Credits' metrics: what metering charged and refunded, the leases, the recalls and the settles (the
 metering stage, the meter, the lease keeper), and the deposit watcher's (its last poll, the x402 fee
 payer's SOL it reads).
-
-Declared with the kernel's :mod:`gateway.metrics` (which installs every declared metric) and importing
-nothing else: every process declares them before it installs its backend, an actor's too
-(``gateway/runtime/metrics.py``). Names and labels are docs/operations.md's.
 """
 
 from __future__ import annotations

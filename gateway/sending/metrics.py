@@ -1,9 +1,5 @@
 """Sending's metrics: sendAndConfirm's races and their legs (``race.py``), and its holds still pending
 (set by the webhook watcher's backlog gauges, ``gateway/webhooks/backlog.py``, which read both tables).
-
-Declared with the kernel's :mod:`gateway.metrics` (which installs every declared metric) and importing
-nothing else: every process declares them before it installs its backend, an actor's too
-(``gateway/runtime/metrics.py``). Names and labels are docs/operations.md's.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
 """Webhooks' metrics: delivery attempts (the dispatcher) and the queue's backlog (the watcher's backlog
 gauges, ``backlog.py``).
-
-Declared with the kernel's :mod:`gateway.metrics` (which installs every declared metric) and importing
-nothing else: every process declares them before it installs its backend, an actor's too
-(``gateway/runtime/metrics.py``). Names and labels are docs/operations.md's.
 """
 
 from __future__ import annotations
