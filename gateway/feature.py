@@ -12,8 +12,10 @@ its own classes. The list then names the protocol that joins them all, and mypy 
 replica is one. The kernel cannot name the features' types (it sits below them), hence one protocol
 per feature rather than one here.
 
-Not declared here: a feature's Ray actor (``actors/``: only the runtime may import it, the
-``actors-started-by-the-runtime`` contract).
+Not declared here: a feature's Ray actor (only the runtime may import ``actors/``, the
+``actors-started-by-the-runtime`` contract: ``actors/service.py`` lists them) and its metrics
+(``<feature>/metrics.py``: every process declares them before installing its backend, an actor too,
+which must not import the features' list; ``gateway/runtime/metrics.py``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ and its handlers; ``gateway/transports/http.py`` mounts the routes in the list's
 matches in order) and ``gateway/openapi.py`` describes them in the same order.
 
 A feature's builders read the replica through the protocol its declaration names; :class:`Host` joins
-them, and the app hands itself as one (mypy checks that it is). :class:`AppSettings` joins the
+them, and the app hands itself as one (mypy checks that it is). Its routes are declared there too,
+typed the same way: the endpoints they mount are built by the app, which wires what they share (the
+meter, the stores, the stages), and a feature's protocol names the ones it mounts. :class:`AppSettings` joins the
 features' settings models: an explicit class, so that mypy types every ``settings.<field>``
 (``tests/test_features.py`` fails when a declared model is not among its bases).
 """
