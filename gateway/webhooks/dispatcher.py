@@ -25,11 +25,12 @@ An attempt:
    not), and is refunded otherwise; ``pause_after_dead`` dead jobs of one subscription in a row pause
    it (:func:`gateway.webhooks.store.jobs.record`).
 
-Outcomes are written in batches (one statement for all the outcomes that came in during the last
-write). A dispatcher that dies loses only what it had not written: those jobs are claimed again once
-their lease passes and delivered again (receivers de-duplicate with ``X-Webhook-Event-Id``). One that
-is stopped gives back the jobs it had not started, lets attempts under way finish for ``drain_s``
-and writes their outcomes.
+Outcomes are written in batches, by the next claim's statement (:func:`gateway.webhooks.store.jobs.exchange`:
+the outcomes that came in since the last one, then the claim, in one round trip), or on their own when
+the queue has no room for a claim. A dispatcher that dies loses only what it had not written: those jobs
+are claimed again once their lease passes and delivered again (receivers de-duplicate with
+``X-Webhook-Event-Id``). One that is stopped gives back the jobs it had not started, lets attempts under
+way finish for ``drain_s`` and writes their outcomes.
 """
 
 from __future__ import annotations
@@ -70,9 +71,9 @@ from gateway.webhooks.store.jobs import (
     HeldConnection,
     Outcome,
     Result,
-    claim,
-    record,
+    exchange,
     release,
+    settle,
 )
 from gateway.webhooks.validation import url_problem
 
@@ -225,7 +226,7 @@ def outcome_of(job: ClaimedJob, verdict: Verdict, retry: RetryPolicy, **answer: 
 class Dispatcher:
     """Delivers due jobs until ``run``'s stop event is set; see the module docstring.
 
-    ``concurrency`` workers take claimed jobs from a local queue that the claim loop keeps filled
+    ``concurrency`` workers take claimed jobs from a local queue that the exchange loop keeps filled
     (:attr:`DispatchConfig.in_hand`), so a worker that finishes starts the next job at once instead
     of waiting for a claim (a claim is a few milliseconds, more on a busy machine), and the queue is
     short enough for every job in it to be done within its lease.
@@ -249,24 +250,16 @@ class Dispatcher:
         self.clock = clock
         self.stats = DispatchStats()
         self._ready: asyncio.Queue[ClaimedJob] = asyncio.Queue()
+        self._in_hand, self._min_claim = self.config.in_hand, self.config.min_claim  # read on every job
         self._attempting = 0
         self._unwritten = 0  # attempted, outcome not written yet
-        # Of those, the delivered ones, by claim token (job id, attempts): still ``delivering`` in the
-        # store, but no longer out to their receiver, so the claims do not count them against the caps.
-        # A failed one keeps its slot until written: its subscription gets no more attempts until the
-        # failure is counted (and may pause it; docs/api.md, Deliveries).
-        self._delivered: set[tuple[int, int]] = set()
-        self._outcomes: list[Outcome] = []
-        # Room for more: a worker finished a job, or outcomes were written (a job stays ``delivering``,
-        # counted against its subscription's cap, until its outcome is written).
-        self._freed = asyncio.Event()
+        self._outcomes: list[Outcome] = []  # of those, the ones no exchange has taken yet
+        # Work for the exchange loop: a worker finished a job (room for a claim), or outcomes came in.
+        self._wake = asyncio.Event()
         self._idle = asyncio.Event()  # no attempt under way
-        self._to_write = asyncio.Event()
-        self._write_lock = asyncio.Lock()
         self._session: aiohttp.ClientSession | None = None
-        # The claim loop's and the writer's statements, each on a connection of its own.
-        self._claims = HeldConnection(pool)
-        self._writes = HeldConnection(pool)
+        # The exchange loop's statements (outcomes written, jobs claimed: one round trip), on a connection kept.
+        self._conn = HeldConnection(pool)
         self._charges = Charges(pool, dispatcher_id, events)  # the paid jobs' charges, gathered per account
 
     @property
@@ -286,55 +279,96 @@ class Dispatcher:
             cookie_jar=aiohttp.DummyCookieJar(),  # a receiver's cookies never reach another receiver
             auto_decompress=False,  # only an excerpt is kept: no receiver decides what is inflated here
         )
-        writer = asyncio.create_task(self._write_loop())
         workers = [asyncio.create_task(self._work()) for _ in range(c.concurrency)]
+        starved = False  # the last claim found fewer jobs than it asked for
         try:
             while not stop.is_set():
-                self._freed.clear()
-                if await self._claim_some():
-                    await asyncio.sleep(0)
+                self._wake.clear()
+                room = self._room() >= c.min_claim
+                if len(self._outcomes) >= c.min_claim or (room and not starved):
+                    full = await self._exchange(room)
+                    starved = room and not full
+                    if full:
+                        await asyncio.sleep(0)
+                        continue
+                elif self._outcomes:
+                    # A few outcomes wait a little for more, so one statement writes them all; a claim's
+                    # worth goes at once (until written, a failed one holds its subscription's slot).
+                    await _first_of(stop, self._wake, WRITE_EVERY_S)
+                    room = self._room() >= c.min_claim
+                    starved = room and not await self._exchange(room)
                     continue
-                await _first_of(stop, self._freed, c.poll_s)
-            await self._drain(workers, writer)
+                if not await _first_of(stop, self._wake, c.poll_s):
+                    starved = False  # polled: look for due jobs again
+            await self._drain(workers)
         finally:
-            for task in (writer, *workers):
+            for task in workers:
                 task.cancel()
-            await asyncio.gather(writer, *workers, return_exceptions=True)
+            await asyncio.gather(*workers, return_exceptions=True)
             await self._charges.close()
             await self._session.close()
-            await self._claims.drop()
-            await self._writes.drop()
+            await self._conn.drop()
 
-    async def _claim_some(self) -> bool:
-        """Claim what the queue has room for; True when it may find more at once."""
+    async def _exchange(self, claim: bool) -> bool:
+        """Write every outcome that came in since the last exchange and, when ``claim``, claim what the
+        queue has room for, in one round trip (:func:`gateway.webhooks.store.jobs.exchange`); True when the
+        claim was full (more may be due)."""
         c = self.config
-        room = self._room()
-        if room < c.min_claim:
-            return False
-        want = min(room, c.claim_batch)
+        batch, self._outcomes = self._outcomes, []
+        want = min(self._room(), c.claim_batch) if claim else 0
         try:
-            conn = await self._claims.get()
+            conn = await self._conn.get()
             total = c.total_slots or c.concurrency
-            jobs = await claim(conn, self.id, want, c.lease_s, c.per_webhook, c.per_account, self._delivered, total)
-        except StoreUnavailable as exc:
-            log.warning("webhook dispatcher %s: %s", self.id, exc)
-            await self._claims.drop()
-            await asyncio.sleep(STORE_RETRY_S)
+            jobs, written = await exchange(
+                conn, self.id, batch, c.pause_after_dead, want, c.lease_s, c.per_webhook, c.per_account, total
+            )
+        except Exception as exc:
+            await self._keep_unwritten(exc, batch)
             return False
-        except Exception:  # a bug: logged, and the loop goes on (the next claim may succeed)
-            log.exception("webhook dispatcher %s: the claim failed", self.id)
-            await self._claims.drop()
+        if want:
+            self.stats.claims += 1
+            self.stats.claimed += len(jobs)
+            for job in jobs:
+                self._ready.put_nowait(job)
+        if len(written) < len(batch):  # dead ones to refund, late ones of cancelled jobs
+            try:
+                written = await settle(conn, self.id, batch, written, c.pause_after_dead)
+            except Exception as exc:
+                await self._keep_unwritten(exc, [o for o in batch if o.job_id not in written], claimed=len(jobs))
+                batch = [o for o in batch if o.job_id in written]
+        if batch:
+            self._count(batch, written)
+        return bool(want) and len(jobs) == want
+
+    async def _keep_unwritten(self, exc: Exception, batch: list[Outcome], claimed: int = 0) -> None:
+        """Keep ``batch`` to write later (if the leases pass first, its jobs are delivered again), take
+        another connection, and wait a little."""
+        self._outcomes[:0] = batch
+        if isinstance(exc, StoreUnavailable):
+            log.warning("webhook dispatcher %s: %d outcomes not written yet: %s", self.id, len(batch), exc)
+        else:  # a bug: logged, and the loop goes on (the next exchange may succeed)
+            log.error("webhook dispatcher %s: %d outcomes not written", self.id, len(batch), exc_info=exc)
+        await self._conn.drop()
+        if not claimed:
             await asyncio.sleep(STORE_RETRY_S)
-            return False
-        self.stats.claims += 1
-        self.stats.claimed += len(jobs)
-        for job in jobs:
-            self._ready.put_nowait(job)
-        return len(jobs) == want
+
+    def _count(self, batch: list[Outcome], written: set[int]) -> None:
+        self.stats.flushes += 1
+        for outcome in batch:
+            metrics.WEBHOOK_DELIVERIES.inc((outcome.result.value if outcome.job_id in written else "lost",))
+            if outcome.job_id not in written:
+                self.stats.lost += 1
+            elif outcome.result is Result.DELIVERED:
+                self.stats.delivered += 1
+            elif outcome.result is Result.RETRY:
+                self.stats.retried += 1
+            else:
+                self.stats.dead += 1
+        self._unwritten -= len(batch)
 
     def _room(self) -> int:
         """Jobs the queue can take (see :attr:`DispatchConfig.in_hand`)."""
-        return self.config.in_hand - self._ready.qsize() - self._attempting
+        return self._in_hand - self._ready.qsize() - self._attempting
 
     async def _work(self) -> None:
         while True:
@@ -346,8 +380,6 @@ class Dispatcher:
                 self._attempting -= 1
                 if not self._attempting:
                     self._idle.set()
-                if self._room() >= self.config.min_claim:  # wake the claim loop only when it has work
-                    self._freed.set()
             if outcome is not None:
                 if outcome.result is not Result.DELIVERED:  # the reason last_error records; never the secret
                     log.warning(
@@ -359,10 +391,12 @@ class Dispatcher:
                         outcome.error,
                     )
                 self._unwritten += 1
-                if outcome.result is Result.DELIVERED:
-                    self._delivered.add((outcome.job_id, outcome.attempts))
                 self._outcomes.append(outcome)
-                self._to_write.set()
+            # Wake the exchange loop only when it has work: room for a claim, the first outcome (it waits
+            # a little for more), or a claim's worth of them.
+            waiting = len(self._outcomes)
+            if waiting == 1 or waiting >= self._min_claim or self._room() >= self._min_claim:
+                self._wake.set()
 
     async def _attempt_safely(self, job: ClaimedJob) -> Outcome | None:
         try:
@@ -423,51 +457,7 @@ class Dispatcher:
             return Verdict(Result.DEAD, f"refused: {refusal}")
         return Verdict(Result.RETRY, f"connection failed: {_short(exc)}")
 
-    async def _write_loop(self) -> None:
-        while True:
-            await self._to_write.wait()
-            # A few outcomes wait for more, so one statement writes them all; a claim's worth is written
-            # at once: until it is, each holds its subscription's slot and the claims find it full.
-            if len(self._outcomes) < self.config.min_claim:
-                await asyncio.sleep(WRITE_EVERY_S)
-            self._to_write.clear()
-            await self._write()
-
-    async def _write(self) -> None:
-        """Write every outcome that came in since the last write, in one statement."""
-        async with self._write_lock:
-            batch, self._outcomes = self._outcomes, []
-            if not batch:
-                return
-            try:
-                written = await record(await self._writes.get(), self.id, batch, self.config.pause_after_dead)
-            except Exception as exc:
-                await self._writes.drop()
-                # Kept and written later; if the leases pass first, the jobs are delivered again.
-                if isinstance(exc, StoreUnavailable):
-                    log.warning("webhook dispatcher %s: %d outcomes not written yet: %s", self.id, len(batch), exc)
-                else:
-                    log.exception("webhook dispatcher %s: %d outcomes not written", self.id, len(batch))
-                self._outcomes[:0] = batch
-                await asyncio.sleep(STORE_RETRY_S)
-                self._to_write.set()
-                return
-            self.stats.flushes += 1
-            for outcome in batch:
-                metrics.WEBHOOK_DELIVERIES.inc((outcome.result.value if outcome.job_id in written else "lost",))
-                if outcome.job_id not in written:
-                    self.stats.lost += 1
-                elif outcome.result is Result.DELIVERED:
-                    self.stats.delivered += 1
-                elif outcome.result is Result.RETRY:
-                    self.stats.retried += 1
-                else:
-                    self.stats.dead += 1
-            self._unwritten -= len(batch)
-            self._delivered.difference_update((outcome.job_id, outcome.attempts) for outcome in batch)
-            self._freed.set()
-
-    async def _drain(self, workers: list[asyncio.Task[None]], writer: asyncio.Task[None]) -> None:
+    async def _drain(self, workers: list[asyncio.Task[None]]) -> None:
         """Give back the jobs not started, let attempts under way finish for ``drain_s`` (the rest are
         cancelled: their jobs stay leased until the lease passes), then write every outcome."""
         unstarted: list[ClaimedJob] = []
@@ -486,10 +476,8 @@ class Dispatcher:
         for task in workers:
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
-        async with self._write_lock:
-            writer.cancel()  # between writes: the lock is held here
-        await asyncio.gather(writer, return_exceptions=True)
-        await self._write()
+        if self._outcomes:
+            await self._exchange(claim=False)
 
 
 async def read_excerpt(resp: aiohttp.ClientResponse) -> str:
@@ -515,11 +503,12 @@ def _short(exc: BaseException) -> str:
     return (str(exc) or type(exc).__name__)[:ERROR_CHARS]
 
 
-async def _first_of(a: asyncio.Event, b: asyncio.Event, timeout_s: float) -> None:
-    """Wait until either event is set, at most ``timeout_s``."""
+async def _first_of(a: asyncio.Event, b: asyncio.Event, timeout_s: float) -> bool:
+    """Wait until either event is set, at most ``timeout_s``; whether one was."""
     waits = [asyncio.ensure_future(a.wait()), asyncio.ensure_future(b.wait())]
     try:
-        await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for w in waits:
             w.cancel()
+    return bool(done)

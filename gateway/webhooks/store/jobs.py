@@ -110,70 +110,17 @@ class Outcome:
 
 
 #: Why a subscription was paused after too many dead deliveries (a ``format()`` of the count, the last
-#: error and its id).
+#: error and its id; ``write_delivery_outcomes`` of migration 0029 writes it).
 PAUSE_REASON = "%s deliveries in a row ended dead (the last: %s): fix the receiver, then POST /webhooks/%s/resume"
 
-
-def _streaks(source: str, pause_after: str) -> str:
-    """CTEs moving ``consecutive_dead`` of the subscriptions in ``source`` (``webhook_id, reset, dead,
-    last_error``: reset by a delivery, then ``dead`` more), pausing an active one that reaches
-    ``pause_after`` (a parameter; 0: never). Rows are locked in id order, so two writers never wait
-    for each other's; one with nothing to change (no dead, nothing to reset) is neither locked nor
-    written."""
-    streak = "(CASE WHEN k.reset THEN 0 ELSE w.consecutive_dead END + k.dead)"
-    pauses = f"(w.status = 'active' AND k.dead > 0 AND {pause_after}::int > 0 AND {streak} >= {pause_after}::int)"
-    return f"""
-locked AS (
-    SELECT w.id, s.reset, s.dead, s.last_error FROM webhooks w JOIN {source} s ON s.webhook_id = w.id
-    WHERE s.dead > 0 OR (s.reset AND w.consecutive_dead > 0)
-    ORDER BY w.id
-    FOR UPDATE OF w
-), streaked AS (
-    UPDATE webhooks w
-    SET consecutive_dead = {streak},
-        status = CASE WHEN {pauses} THEN 'paused' ELSE w.status END,
-        paused_reason = CASE WHEN {pauses} THEN format('{PAUSE_REASON}', {streak}, k.last_error, w.id)
-            ELSE w.paused_reason END
-    FROM locked k
-    WHERE w.id = k.id
-    RETURNING w.id
-)"""
-
-
-# One statement: the outcomes, and the streaks of their subscriptions in outcome order (a delivered
-# job resets its subscription's streak; the dead ones after the last delivered add to it). A dead job
-# that was charged and never sent is left to :func:`_dead_refunded` (its refund needs the account
-# lock, taken before any job's).
-_RECORD = f"""
-WITH u AS (
-    SELECT * FROM unnest($2::bigint[], $3::int[], $4::text[], $5::float8[], $6::int[], $7::text[], $8::text[],
-                         $10::bool[])
-         WITH ORDINALITY AS u(id, attempts, result, delay, http_status, error, excerpt, sent, n)
-), done AS (
-    UPDATE delivery_jobs j
-    SET status = CASE u.result WHEN 'retry' THEN 'pending' ELSE u.result END,
-        next_attempt_at = CASE WHEN u.result = 'retry' THEN now() + u.delay * interval '1 second'
-                               ELSE j.next_attempt_at END,
-        delivered_at = CASE WHEN u.result = 'delivered' THEN now() ELSE j.delivered_at END,
-        last_status = u.http_status, last_error = u.error, response_excerpt = u.excerpt, last_attempt_at = now(),
-        answered = j.answered OR u.http_status IS NOT NULL,
-        sent = j.sent OR u.sent OR u.http_status IS NOT NULL,
-        locked_by = NULL, locked_until = NULL
-    FROM u
-    WHERE j.id = u.id AND j.status = 'delivering' AND j.locked_by = $1 AND j.attempts = u.attempts
-          AND (u.result <> 'dead' OR j.charged = 0 OR j.sent OR u.sent OR u.http_status IS NOT NULL)
-    RETURNING j.id, j.webhook_id, u.result, u.error, u.n
-), ordered AS (
-    SELECT d.*, max(d.n) FILTER (WHERE d.result = 'delivered') OVER (PARTITION BY d.webhook_id) AS last_delivered
-    FROM done d
-), outcomes AS (
-    SELECT webhook_id, bool_or(result = 'delivered') AS reset,
-           count(*) FILTER (WHERE result = 'dead' AND n > COALESCE(last_delivered, 0))::int AS dead,
-           (array_agg(error ORDER BY n DESC) FILTER (WHERE result = 'dead'))[1] AS last_error
-    FROM ordered GROUP BY webhook_id
-), {_streaks("outcomes", "$9")}
-SELECT id FROM done
-"""
+#: The outcomes and the dead-in-a-row streaks of their subscriptions, in one statement (migration 0029); a
+#: dead job that was charged and never sent is left to :func:`_dead_refunded` (its refund needs the account
+#: lock, taken before any job's).
+_RECORD = "SELECT * FROM write_delivery_outcomes($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+#: Outcomes written, then jobs claimed, in one round trip (migration 0029): :func:`exchange`.
+_EXCHANGE = (
+    "SELECT * FROM claim_delivery_jobs($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
+)
 #: The outcome of an attempt that was under way when its job was cancelled: the job shows what the
 #: receiver answered (``delivered`` when it took it) and whether it was sent. The cancel left its charge
 #: to this outcome: one charged and never sent is refunded by :func:`_refund_unsent` (the rows returned).
@@ -188,11 +135,6 @@ FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text
      AS u(id, attempts, result, http_status, error, excerpt, sent)
 WHERE j.id = u.id AND j.status = 'cancelled' AND j.locked_by IS NULL AND j.attempts = u.attempts
 RETURNING j.id, j.charged > 0 AND NOT j.sent AS unsent
-"""
-_ONE_DEAD = f"""
-WITH outcomes AS (SELECT $1::bigint AS webhook_id, false AS reset, 1 AS dead, $2::text AS last_error),
-{_streaks("outcomes", "$3")}
-SELECT count(*) FROM streaked
 """
 
 
@@ -247,8 +189,9 @@ async def claim(
     ``delivering`` at once, counting those already out, so one slow receiver, or one account's, cannot
     take every slot. Oldest due first. ``finished``: ``(job id, attempts)`` of ``dispatcher_id``'s claims
     whose attempt is over and whose outcome is not written yet; not out to their receiver, they hold no
-    slot (a job is left out of the count only while it still carries that claim). The dispatcher
-    names only delivered ones: a failed one holds its slot until its outcome moves the streak.
+    slot (a job is left out of the count only while it still carries that claim). A dispatcher has its
+    outcomes written by its claims instead (:func:`exchange`), so a failed one holds its slot until its
+    outcome moves the streak.
 
     ``total_slots``: the delivery slots of every dispatcher together (None: ``limit``). An account's
     share is then at most ``total_slots / (accounts + 1)`` as well, ``accounts`` counting those with
@@ -258,32 +201,99 @@ async def claim(
     over them; a resume, or :func:`unpark`, makes them due again. It finds them from the paused
     subscriptions, not from the queue (migration 0024): with none paused it reads one index page.
 
-    One round trip: the claim is the server-side function ``claim_delivery_jobs`` (migrations 0016, 0024),
-    which takes the claim lock, puts back jobs whose lease passed, and claims, and whose commit does
+    One round trip: the claim is the server-side function ``claim_delivery_jobs`` (migrations 0016, 0024,
+    0029), which takes the claim lock, puts back jobs whose lease passed, and claims, and whose commit does
     not wait for the WAL flush (a claim lost in a crash only delivers its jobs again; so ``db`` must not
     be inside a transaction of the caller's, whose commit would not wait either). The due jobs are
     read in the due index's order from one table, so the scan stops after the window it needs however
-    long the queue is; a subscription's status and owner are per-row checks (subqueries, never a join
-    that could reorder the scan), and subscriptions and accounts already at their cap are left out of
-    the scan, so one with a long backlog cannot fill the window. The window is then cut to each
-    subscription's cap, then to each account's.
+    long the queue is; subscriptions at their cap and those of accounts at theirs are left out of the scan
+    (a per-row check, never a join that could reorder the scan), so one with a long backlog cannot fill
+    the window. The window's subscriptions are then looked up once each (active ones only, with their
+    owner), and the window cut to each subscription's cap, then to each account's.
     """
     if limit <= 0:
         return []
-    account_cap = NO_ACCOUNT_CAP if per_account is None else per_account
+    jobs, _ = await _exchange(db, dispatcher_id, (), 0, limit, lease_s, per_webhook, per_account, finished, total_slots)
+    return jobs
+
+
+@postgres_call(WHAT)
+async def exchange(
+    db: Db,
+    dispatcher_id: str,
+    outcomes: Sequence[Outcome],
+    pause_after: int,
+    limit: int,
+    lease_s: float,
+    per_webhook: int,
+    per_account: int | None = None,
+    total_slots: int | None = None,
+) -> tuple[list[ClaimedJob], set[int]]:
+    """Write ``outcomes`` as :func:`record` does, then claim up to ``limit`` jobs as :func:`claim` does
+    (none when ``limit`` is 0), in one round trip and one transaction (migration 0029): the claimed jobs,
+    and the ids of the outcomes written. The claim counts the slots the outcomes free. The outcomes not
+    written are for :func:`settle` (a dead job to refund, one whose job was cancelled) or were lost (their
+    lease passed and the job was claimed again). As a claim's, the commit does not wait for the WAL flush:
+    an outcome lost in a crash leaves its job leased, and it is delivered again once the lease passes."""
+    return await _exchange(
+        db, dispatcher_id, outcomes, pause_after, limit, lease_s, per_webhook, per_account, (), total_slots
+    )
+
+
+async def _exchange(
+    db: Db,
+    dispatcher_id: str,
+    outcomes: Sequence[Outcome],
+    pause_after: int,
+    limit: int,
+    lease_s: float,
+    per_webhook: int,
+    per_account: int | None,
+    finished: Collection[tuple[int, int]],
+    total_slots: int | None,
+) -> tuple[list[ClaimedJob], set[int]]:
     rows = await db.fetch(
-        "SELECT * FROM claim_delivery_jobs($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        _EXCHANGE,
         dispatcher_id,
         float(lease_s),
-        limit,
+        max(0, limit),
         per_webhook,
         SCAN_FACTOR,
-        account_cap,
+        NO_ACCOUNT_CAP if per_account is None else per_account,
         [job_id for job_id, _ in finished],
         [attempts for _, attempts in finished],
         NO_ACCOUNT_CAP if per_account is None else min(NO_ACCOUNT_CAP, total_slots or limit),  # no cap: no share
+        *_outcome_arrays(outcomes),
+        pause_after,
     )
-    return sorted((_claimed(r) for r in rows), key=lambda job: job.id)
+    written: set[int] = set()
+    jobs: list[ClaimedJob] = []
+    for row in rows:
+        if row["written"]:
+            written.add(row["id"])
+        else:
+            jobs.append(_claimed(row))
+    jobs.sort(key=lambda job: job.id)
+    return jobs, written
+
+
+def _outcome_arrays(
+    outcomes: Sequence[Outcome],
+) -> tuple[
+    list[int], list[int], list[str], list[float], list[int | None], list[str | None], list[str | None], list[bool]
+]:
+    """``outcomes`` as write_delivery_outcomes' arrays (ids, attempts, results, delays, statuses, errors,
+    excerpts, sent)."""
+    return (
+        [o.job_id for o in outcomes],
+        [o.attempts for o in outcomes],
+        [o.result.value for o in outcomes],
+        [o.delay_s for o in outcomes],
+        [o.http_status for o in outcomes],
+        [o.error for o in outcomes],
+        [o.excerpt for o in outcomes],
+        [o.sent for o in outcomes],
+    )
 
 
 @postgres_call(WHAT)
@@ -299,23 +309,27 @@ async def record(db: Db, dispatcher_id: str, outcomes: Sequence[Outcome], pause_
     cancel left its charge to this attempt, refunded now if no attempt of the job was sent.
     """
     written: set[int] = set()
-    refunding: list[Outcome] = []
     if outcomes:
-        rows = await db.fetch(
-            _RECORD,
-            dispatcher_id,
-            [o.job_id for o in outcomes],
-            [o.attempts for o in outcomes],
-            [o.result.value for o in outcomes],
-            [o.delay_s for o in outcomes],
-            [o.http_status for o in outcomes],
-            [o.error for o in outcomes],
-            [o.excerpt for o in outcomes],
-            pause_after,
-            [o.sent for o in outcomes],
-        )
-        written = {int(r["id"]) for r in rows}
-        refunding = [o for o in outcomes if o.result is Result.DEAD and o.job_id not in written]
+        rows = await db.fetch(_RECORD, dispatcher_id, *_outcome_arrays(outcomes), pause_after)
+        written = {row[0] for row in rows}
+    return await _settle(db, dispatcher_id, outcomes, written, pause_after)
+
+
+@postgres_call(WHAT)
+async def settle(
+    db: Db, dispatcher_id: str, outcomes: Sequence[Outcome], written: set[int], pause_after: int = 0
+) -> set[int]:
+    """The part of :func:`record` that :func:`exchange` leaves: of ``outcomes``, those not in ``written``
+    that are dead jobs to refund, or attempts of jobs cancelled meanwhile, written as :func:`record` says;
+    the ids written, ``written``'s included."""
+    return await _settle(db, dispatcher_id, outcomes, written, pause_after)
+
+
+async def _settle(
+    db: Db, dispatcher_id: str, outcomes: Sequence[Outcome], written: set[int], pause_after: int
+) -> set[int]:
+    written = set(written)
+    refunding = [o for o in outcomes if o.result is Result.DEAD and o.job_id not in written]
     for outcome in refunding:
         if await _dead_refunded(db, dispatcher_id, outcome, pause_after):
             written.add(outcome.job_id)
@@ -402,16 +416,15 @@ async def _dead_refunded(db: Db, dispatcher_id: str, outcome: Outcome, pause_aft
     """Write a dead outcome of a charged job: its charge refunded unless some attempt was sent (then
     the receiver got it, and it stays charged); its subscription's streak moved."""
     async with _connection(db) as conn, conn.transaction():
-        owner = await conn.fetchrow(
-            "SELECT w.id, w.pubkey FROM delivery_jobs j JOIN webhooks w ON w.id = j.webhook_id WHERE j.id = $1",
+        pubkey = await conn.fetchval(
+            "SELECT w.pubkey FROM delivery_jobs j JOIN webhooks w ON w.id = j.webhook_id WHERE j.id = $1",
             outcome.job_id,
         )
-        if owner is None:
+        if pubkey is None:
             return False
-        pubkey = owner["pubkey"]
         account = await lock_account(conn, pubkey)  # the account first, as every credit writer
         job = await conn.fetchrow(
-            """SELECT charged, answered, sent FROM delivery_jobs
+            """SELECT charged, sent FROM delivery_jobs
                WHERE id = $1 AND status = 'delivering' AND locked_by = $2 AND attempts = $3 FOR UPDATE""",
             outcome.job_id,
             dispatcher_id,
@@ -419,27 +432,14 @@ async def _dead_refunded(db: Db, dispatcher_id: str, outcome: Outcome, pause_aft
         )
         if job is None:
             return False
-        answered = bool(job["answered"]) or outcome.http_status is not None
-        sent = bool(job["sent"]) or outcome.sent or answered
+        sent = bool(job["sent"]) or outcome.sent or outcome.http_status is not None
         charged = int(job["charged"])
         if charged > 0 and not sent:
             assert account is not None, f"a charged delivery of {pubkey}, who has no account"
             await refund_deliveries(conn, account, [Refund(outcome.job_id, charged, _never_sent(outcome.job_id))])
-            charged = 0
-        await conn.execute(
-            """UPDATE delivery_jobs SET status = 'dead', charged = $2, answered = $3, sent = $4, last_status = $5,
-                      last_error = $6, response_excerpt = $7, last_attempt_at = now(), locked_by = NULL,
-                      locked_until = NULL
-               WHERE id = $1""",
-            outcome.job_id,
-            charged,
-            answered,
-            sent,
-            outcome.http_status,
-            outcome.error,
-            outcome.excerpt,
-        )
-        await conn.fetchval(_ONE_DEAD, int(owner["id"]), outcome.error, pause_after)
+            await conn.execute("UPDATE delivery_jobs SET charged = 0 WHERE id = $1", outcome.job_id)
+        # Now paid for or refunded: written with its streak as any outcome.
+        await conn.fetch(_RECORD, dispatcher_id, *_outcome_arrays([outcome]), pause_after)
     return True
 
 
