@@ -40,6 +40,7 @@ import contextlib
 import functools
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC
@@ -158,8 +159,12 @@ class DispatchConfig:
 
     @property
     def min_claim(self) -> int:
-        """Free slots worth a claim while deliveries are out (fewer would be a claim per delivery)."""
-        return max(1, min(self.claim_batch, self.concurrency // 2))
+        """Free slots worth a claim while deliveries are out (fewer would be a claim per delivery): half
+        the workers, or half the queue beyond them when that is more, so the other half keeps the workers
+        busy while the claim is under way. Each claim costs PostgreSQL about a millisecond whatever its
+        size (it counts every job out), so fewer, larger claims cost less per delivery (bench/README.md,
+        Webhooks, 2026-11-25)."""
+        return max(1, min(self.claim_batch, max(self.concurrency, self.in_hand - self.concurrency) // 2))
 
 
 @dataclass
@@ -354,16 +359,13 @@ class Dispatcher:
 
     def _count(self, batch: list[Outcome], written: set[int]) -> None:
         self.stats.flushes += 1
-        for outcome in batch:
-            metrics.WEBHOOK_DELIVERIES.inc((outcome.result.value if outcome.job_id in written else "lost",))
-            if outcome.job_id not in written:
-                self.stats.lost += 1
-            elif outcome.result is Result.DELIVERED:
-                self.stats.delivered += 1
-            elif outcome.result is Result.RETRY:
-                self.stats.retried += 1
-            else:
-                self.stats.dead += 1
+        counts = Counter(outcome.result.value if outcome.job_id in written else "lost" for outcome in batch)
+        for outcome_name, n in counts.items():
+            metrics.WEBHOOK_DELIVERIES.inc((outcome_name,), n)
+        self.stats.delivered += counts[Result.DELIVERED.value]
+        self.stats.retried += counts[Result.RETRY.value]
+        self.stats.dead += counts[Result.DEAD.value]
+        self.stats.lost += counts["lost"]
         self._unwritten -= len(batch)
 
     def _room(self) -> int:
@@ -441,8 +443,11 @@ class Dispatcher:
             try:
                 async with self._session.post(job.url, data=body, headers=headers, allow_redirects=False) as resp:
                     excerpt = await read_excerpt(resp)
-                    verdict = judge(resp.status, resp.headers.get("Retry-After"), self.clock())
-                    return outcome_of(job, verdict, self.retry, http_status=resp.status, excerpt=excerpt, sent=True)
+                    status = resp.status
+                    if 200 <= status < 300:  # judge's first case, without its header read and retry policy
+                        return Outcome(job.id, job.attempts, Result.DELIVERED, status, None, excerpt, sent=True)
+                    verdict = judge(status, resp.headers.get("Retry-After"), self.clock())
+                    return outcome_of(job, verdict, self.retry, http_status=status, excerpt=excerpt, sent=True)
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 return outcome_of(job, self._failed(exc), self.retry, sent=reached.connected)
 

@@ -27,9 +27,7 @@ connector knows where a failure came: a timeout looks the same before and after 
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 
 import aiohttp
 from aiohappyeyeballs import AddrInfoType
@@ -125,15 +123,21 @@ class Reached:
 _ATTEMPT: ContextVar[Reached | None] = ContextVar("webhook_attempt", default=None)
 
 
-@contextmanager
-def reaching() -> Iterator[Reached]:
-    """Around one attempt: what it reached, as :class:`ReachingConnector` saw it."""
-    reached = Reached()
-    token = _ATTEMPT.set(reached)
-    try:
-        yield reached
-    finally:
-        _ATTEMPT.reset(token)
+class reaching:  # lower case: used as the function it replaced, ``with reaching() as reached``
+    """Around one attempt: what it reached, as :class:`ReachingConnector` saw it. A class, not a
+    generator: it runs on every delivery."""
+
+    __slots__ = ("_reached", "_token")
+    _reached: Reached
+    _token: Token[Reached | None]
+
+    def __enter__(self) -> Reached:
+        self._reached = Reached()
+        self._token = _ATTEMPT.set(self._reached)
+        return self._reached
+
+    def __exit__(self, *exc: object) -> None:
+        _ATTEMPT.reset(self._token)
 
 
 class ReachingConnector(aiohttp.TCPConnector):

@@ -624,19 +624,12 @@ async def _pause_unpaid(
 
 
 def _claimed(row: asyncpg.Record) -> ClaimedJob:
+    # By position (claim_delivery_jobs' columns, migration 0029): read for every job claimed.
+    job_id, _, webhook_id, pubkey, url, secret, event_type, payload, created_at, attempts, price, charged, suspended = (
+        row
+    )
     return ClaimedJob(
-        id=int(row["id"]),
-        webhook_id=int(row["webhook_id"]),
-        pubkey=row["pubkey"],
-        url=row["url"],
-        secret=row["secret"],
-        event_type=row["event_type"],
-        payload=row["payload"],
-        created_at=row["created_at"],
-        attempts=int(row["attempts"]),
-        price=int(row["price"]),
-        charged=int(row["charged"]),
-        suspended=bool(row["suspended"]),
+        job_id, webhook_id, pubkey, url, secret, event_type, payload, created_at, attempts, price, charged, suspended
     )
 
 
