@@ -101,3 +101,30 @@ def test_client_headers_verify(method: str, path: str, body: bytes, nonce: str) 
     assert verify_signature(parsed.pubkey_bytes, message, parsed.signature)
     assert bytes(SigningKey(seed).verify_key) == parsed.pubkey_bytes
     assert not verify_signature(parsed.pubkey_bytes, message + b"x", parsed.signature)
+
+
+_GROUP_ORDER = 2**252 + 27742317777372353535851937790883648493
+
+
+@settings(max_examples=50)
+@given(st.binary(min_size=32, max_size=32), st.binary(max_size=256), st.integers(min_value=0, max_value=63))
+def test_verification_agrees_with_libsodium(seed: bytes, message: bytes, flipped: int) -> None:
+    """The verifier (solders) accepts what PyNaCl (libsodium) accepts, and refuses a flipped bit."""
+    key = SigningKey(seed)
+    signature = key.sign(message).signature
+    assert verify_signature(bytes(key.verify_key), message, signature)
+    tampered = bytearray(signature)
+    tampered[flipped] ^= 1 << (flipped % 8)
+    assert not verify_signature(bytes(key.verify_key), message, bytes(tampered))
+
+
+def test_verification_refuses_what_strict_ed25519_refuses() -> None:
+    key = SigningKey(bytes(range(32)))
+    public, message = bytes(key.verify_key), b"ledger-svc:v2:POST:/rpc:1:n:"
+    signature = key.sign(message).signature
+    s = int.from_bytes(signature[32:], "little") + _GROUP_ORDER  # the same S, not reduced
+    assert not verify_signature(public, message, signature[:32] + s.to_bytes(32, "little"))
+    identity = bytes([1]) + bytes(31)  # a small-order key: every message would verify under it
+    assert not verify_signature(identity, message, identity + bytes(32))
+    assert not verify_signature(public[:31], message, signature)
+    assert not verify_signature(public, message, signature[:63])
