@@ -69,6 +69,7 @@ from gateway.webhooks.rules import (
 from gateway.webhooks.store.jobs import (
     Charge,
     ClaimedJob,
+    ClaimRules,
     HeldConnection,
     Outcome,
     Result,
@@ -156,6 +157,11 @@ class DispatchConfig:
         (its charge and the write of its outcome come on top)."""
         rounds = int((self.lease_s - LEASE_MARGIN_S) // self.timeout_s)
         return max(1, min(3, rounds)) * self.concurrency
+
+    @property
+    def claim_rules(self) -> ClaimRules:
+        """How this dispatcher's claims lease jobs (:func:`gateway.webhooks.store.jobs.claim`)."""
+        return ClaimRules(self.lease_s, self.per_webhook, self.per_account, self.total_slots or self.concurrency)
 
     @property
     def min_claim(self) -> int:
@@ -323,10 +329,7 @@ class Dispatcher:
         want = min(self._room(), c.claim_batch) if claim else 0
         try:
             conn = await self._conn.get()
-            total = c.total_slots or c.concurrency
-            jobs, written = await exchange(
-                conn, self.id, batch, c.pause_after_dead, want, c.lease_s, c.per_webhook, c.per_account, total
-            )
+            jobs, written = await exchange(conn, self.id, batch, c.pause_after_dead, want, c.claim_rules)
         except Exception as exc:
             await self._keep_unwritten(exc, batch)
             return False

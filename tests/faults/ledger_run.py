@@ -506,7 +506,7 @@ class Run:
         """Claim the job, as a dispatcher does; a claim whose answer a crash lost passes its lease (by SQL)."""
         for _ in range(200):
             try:
-                claimed = await jobs.claim(self.pool, DISPATCHER, 1, 600.0, 100)
+                claimed = await jobs.claim(self.pool, DISPATCHER, 1, jobs.ClaimRules(600.0, 100))
             except RETRYABLE:
                 self.report.store_failures += 1
                 await self.retry(

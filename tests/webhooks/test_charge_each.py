@@ -12,7 +12,7 @@ import asyncpg
 from gateway.core.credits import no_events
 from gateway.webhooks.charging import Charges
 from gateway.webhooks.store import jobs as delivery_jobs
-from gateway.webhooks.store.jobs import Charge, ClaimedJob
+from gateway.webhooks.store.jobs import Charge, ClaimedJob, ClaimRules
 from tests.webhooks.support import Hook, account, balance, conserved, enqueue, ledger, spend, subscribe
 
 PRICE = 5
@@ -22,7 +22,7 @@ URL = "http://127.0.0.1:9/hook"  # never posted to: these tests charge, they do 
 async def _claimed(pool: asyncpg.Pool, dispatcher: str, hooks: list[Hook], prices: list[int]) -> list[ClaimedJob]:
     """One job per price, round the hooks, claimed by ``dispatcher``; in id order."""
     ids = [await enqueue(pool, hooks[n % len(hooks)], price=price) for n, price in enumerate(prices)]
-    claimed = await delivery_jobs.claim(pool, dispatcher, len(ids), 60, per_webhook=len(ids))
+    claimed = await delivery_jobs.claim(pool, dispatcher, len(ids), ClaimRules(60, per_webhook=len(ids)))
     assert [job.id for job in claimed] == ids
     return claimed
 

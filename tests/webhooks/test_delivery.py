@@ -32,7 +32,7 @@ from gateway.webhooks.dispatcher_actor import WebhookDispatcherActor, dispatch_c
 from gateway.webhooks.rules import delivery_body, new_secret, verify
 from gateway.webhooks.store import jobs as delivery_jobs
 from gateway.webhooks.store import subscriptions as webhooks
-from gateway.webhooks.store.jobs import Outcome, Result
+from gateway.webhooks.store.jobs import ClaimRules, Outcome, Result
 from gateway.webhooks.validation import url_problem
 from tests.webhooks.support import (
     FAST,
@@ -317,12 +317,12 @@ async def test_a_written_outcome_frees_its_slot_for_the_next_claim(pool: asyncpg
 async def test_a_finished_attempt_holds_no_slot_while_its_outcome_waits(pool: asyncpg.Pool, receiver: Receiver) -> None:
     hook = await subscribe(pool, receiver.url)
     first, second = await enqueue(pool, hook), await enqueue(pool, hook)
-    [claimed] = await delivery_jobs.claim(pool, "w", 10, 30, 1)
+    [claimed] = await delivery_jobs.claim(pool, "w", 10, ClaimRules(30, 1))
     assert claimed.id == first
-    assert await delivery_jobs.claim(pool, "w", 10, 30, 1) == []  # its one slot is out
-    assert await delivery_jobs.claim(pool, "v", 10, 30, 1, finished=[(first, 1)]) == []  # not v's claim
-    assert await delivery_jobs.claim(pool, "w", 10, 30, 1, finished=[(first, 0)]) == []  # not this claim
-    [after] = await delivery_jobs.claim(pool, "w", 10, 30, 1, finished=[(first, 1)])
+    assert await delivery_jobs.claim(pool, "w", 10, ClaimRules(30, 1)) == []  # its one slot is out
+    assert await delivery_jobs.claim(pool, "v", 10, ClaimRules(30, 1), finished=[(first, 1)]) == []  # not v's claim
+    assert await delivery_jobs.claim(pool, "w", 10, ClaimRules(30, 1), finished=[(first, 0)]) == []  # not this claim
+    [after] = await delivery_jobs.claim(pool, "w", 10, ClaimRules(30, 1), finished=[(first, 1)])
     assert after.id == second
     assert await delivery_jobs.record(pool, "w", [Outcome(first, 1, Result.DELIVERED, http_status=200)]) == {first}
 
@@ -394,9 +394,9 @@ async def test_a_stopping_dispatcher_gives_back_what_it_did_not_start(pool: asyn
 async def test_a_lost_claim_cannot_overwrite_the_next_one(pool: asyncpg.Pool, receiver: Receiver) -> None:
     hook = await subscribe(pool, receiver.url)
     job_id = await enqueue(pool, hook)
-    (mine,) = await delivery_jobs.claim(pool, "a", 10, 30, 10)
+    (mine,) = await delivery_jobs.claim(pool, "a", 10, ClaimRules(30, 10))
     await pool.execute("UPDATE delivery_jobs SET locked_until = now() - interval '1 second' WHERE id = $1", job_id)
-    (theirs,) = await delivery_jobs.claim(pool, "b", 10, 30, 10)
+    (theirs,) = await delivery_jobs.claim(pool, "b", 10, ClaimRules(30, 10))
     assert (mine.id, mine.attempts, theirs.id, theirs.attempts) == (job_id, 1, job_id, 2)
     assert not await delivery_jobs.dead(pool, "a", job_id, mine.attempts, "late")
     assert not await delivery_jobs.delivered(pool, "b", job_id, mine.attempts, 200)  # b's token is attempts 2
@@ -576,7 +576,7 @@ async def test_an_account_that_cannot_pay_pauses_its_subscription(pool: asyncpg.
 async def test_outcomes_of_many_jobs_are_written_together(pool: asyncpg.Pool, receiver: Receiver) -> None:
     hook = await subscribe(pool, receiver.url)
     ids = [await enqueue(pool, hook) for _ in range(3)]
-    jobs = await delivery_jobs.claim(pool, "w", 10, 30, 10)
+    jobs = await delivery_jobs.claim(pool, "w", 10, ClaimRules(30, 10))
     outcomes = [
         Outcome(jobs[0].id, 1, Result.DELIVERED, http_status=204),
         Outcome(jobs[1].id, 1, Result.RETRY, http_status=503, error="HTTP 503", delay_s=3600),
@@ -586,4 +586,4 @@ async def test_outcomes_of_many_jobs_are_written_together(pool: asyncpg.Pool, re
     rows = [await job(pool, i) for i in ids]
     assert [r["status"] for r in rows] == ["delivered", "pending", "dead"]
     assert rows[1]["next_attempt_at"] > rows[0]["delivered_at"]
-    assert await delivery_jobs.claim(pool, "w", 10, 30, 10) == []  # the retry is not due for an hour
+    assert await delivery_jobs.claim(pool, "w", 10, ClaimRules(30, 10)) == []  # the retry is not due for an hour

@@ -6,7 +6,7 @@ import asyncpg
 
 from gateway.webhooks.retention import JobRetention
 from gateway.webhooks.store import subscriptions as webhooks
-from gateway.webhooks.store.jobs import claim
+from gateway.webhooks.store.jobs import ClaimRules, claim
 from tests.webhooks.support import enqueue, subscribe
 
 
@@ -38,13 +38,13 @@ async def test_a_paused_webhooks_jobs_are_parked_out_of_the_claim_and_due_again_
     hook = await subscribe(pool, "https://hooks.example.com/paused")
     waiting = [await enqueue(pool, hook) for _ in range(3)]
     assert await webhooks.pause(pool, hook.id, "test")
-    assert await claim(pool, "d1", 10, 60.0, 8) == []
+    assert await claim(pool, "d1", 10, ClaimRules(60.0, 8)) == []
     parked = await pool.fetch(
         "SELECT next_attempt_at = 'infinity' AS parked FROM delivery_jobs WHERE id = ANY($1)", waiting
     )
     assert [r["parked"] for r in parked] == [True, True, True]
     assert await webhooks.resume(pool, hook.pubkey, hook.id) is True
-    claimed = await claim(pool, "d1", 10, 60.0, 8)
+    claimed = await claim(pool, "d1", 10, ClaimRules(60.0, 8))
     assert sorted(j.id for j in claimed) == sorted(waiting)
 
 

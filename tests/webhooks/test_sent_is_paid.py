@@ -20,7 +20,7 @@ from gateway.runtime.ports import free_port
 from gateway.webhooks.dispatcher import fixed_delays
 from gateway.webhooks.store import jobs as delivery_jobs
 from gateway.webhooks.store import subscriptions as webhooks
-from gateway.webhooks.store.jobs import Outcome, Result
+from gateway.webhooks.store.jobs import ClaimRules, Outcome, Result
 from tests.support import RunningGateway
 from tests.webhooks.conftest import STARTING_CREDITS, WebhookClient
 from tests.webhooks.support import (
@@ -214,7 +214,7 @@ async def test_an_attempt_under_way_at_a_delete_that_never_connects_is_refunded_
     created = await owner.created(url=nowhere(), filter_type="signal")
     hook = Hook(created["id"], owner.pubkey, "")
     under_way, lapsed = await enqueue(pool, hook, price=1), await enqueue(pool, hook, price=1)
-    claimed = {j.id: j for j in await delivery_jobs.claim(pool, "gone", 10, 30, 10)}
+    claimed = {j.id: j for j in await delivery_jobs.claim(pool, "gone", 10, ClaimRules(30, 10))}
     for job_id in (under_way, lapsed):
         assert await delivery_jobs.charge(pool, "gone", claimed[job_id]) is delivery_jobs.Charge.CHARGED
     await pool.execute("UPDATE delivery_jobs SET locked_until = now() - interval '1 second' WHERE id = $1", lapsed)

@@ -78,6 +78,16 @@ class Charge(StrEnum):
     LOST = "lost"  # the claim is no longer this dispatcher's
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimRules:
+    """How :func:`claim` and :func:`exchange` lease jobs (a dispatcher's are fixed by its config)."""
+
+    lease_s: float  # how long a claim is the dispatcher's
+    per_webhook: int  # jobs out at once to one subscription, over all dispatchers
+    per_account: int | None = None  # to one account's subscriptions together (None: no such cap)
+    total_slots: int | None = None  # every dispatcher's delivery slots (None: the claim's limit)
+
+
 @dataclass(frozen=True)
 class ClaimedJob:
     id: int
@@ -172,20 +182,13 @@ async def _connection(db: Db) -> AsyncIterator[asyncpg.Connection]:
 
 @postgres_call(WHAT)
 async def claim(
-    db: Db,
-    dispatcher_id: str,
-    limit: int,
-    lease_s: float,
-    per_webhook: int,
-    per_account: int | None = None,
-    finished: Collection[tuple[int, int]] = (),
-    total_slots: int | None = None,
+    db: Db, dispatcher_id: str, limit: int, rules: ClaimRules, finished: Collection[tuple[int, int]] = ()
 ) -> list[ClaimedJob]:
-    """Lease up to ``limit`` due jobs of active subscriptions to ``dispatcher_id`` for ``lease_s``.
+    """Lease up to ``limit`` due jobs of active subscriptions to ``dispatcher_id`` for ``rules.lease_s``.
 
     Due: ``pending`` with ``next_attempt_at`` passed, or ``delivering`` under a lease that passed (its
-    dispatcher died or stalled; the attempt it made counts). At most ``per_webhook`` jobs of one
-    subscription, and ``per_account`` of one account's subscriptions together (None: no such cap), are
+    dispatcher died or stalled; the attempt it made counts). At most ``rules.per_webhook`` jobs of one
+    subscription, and ``rules.per_account`` of one account's subscriptions together (None: no such cap), are
     ``delivering`` at once, counting those already out, so one slow receiver, or one account's, cannot
     take every slot. Oldest due first. ``finished``: ``(job id, attempts)`` of ``dispatcher_id``'s claims
     whose attempt is over and whose outcome is not written yet; not out to their receiver, they hold no
@@ -193,7 +196,7 @@ async def claim(
     outcomes written by its claims instead (:func:`exchange`), so a failed one holds its slot until its
     outcome moves the streak.
 
-    ``total_slots``: the delivery slots of every dispatcher together (None: ``limit``). An account's
+    ``rules.total_slots``: the delivery slots of every dispatcher together (None: ``limit``). An account's
     share is then at most ``total_slots / (accounts + 1)`` as well, ``accounts`` counting those with
     deliveries out or due in the claim's window (migration 0018): whatever any number of accounts'
     receivers do, a share stays free for one more account (docs/api.md, Deliveries). The claim also
@@ -213,7 +216,7 @@ async def claim(
     """
     if limit <= 0:
         return []
-    jobs, _ = await _exchange(db, dispatcher_id, (), 0, limit, lease_s, per_webhook, per_account, finished, total_slots)
+    jobs, _ = await _exchange(db, dispatcher_id, (), 0, limit, rules, finished)
     return jobs
 
 
@@ -224,10 +227,7 @@ async def exchange(
     outcomes: Sequence[Outcome],
     pause_after: int,
     limit: int,
-    lease_s: float,
-    per_webhook: int,
-    per_account: int | None = None,
-    total_slots: int | None = None,
+    rules: ClaimRules,
 ) -> tuple[list[ClaimedJob], set[int]]:
     """Write ``outcomes`` as :func:`record` does, then claim up to ``limit`` jobs as :func:`claim` does
     (none when ``limit`` is 0), in one round trip and one transaction (migration 0029): the claimed jobs,
@@ -235,9 +235,7 @@ async def exchange(
     written are for :func:`settle` (a dead job to refund, one whose job was cancelled) or were lost (their
     lease passed and the job was claimed again). As a claim's, the commit does not wait for the WAL flush:
     an outcome lost in a crash leaves its job leased, and it is delivered again once the lease passes."""
-    return await _exchange(
-        db, dispatcher_id, outcomes, pause_after, limit, lease_s, per_webhook, per_account, (), total_slots
-    )
+    return await _exchange(db, dispatcher_id, outcomes, pause_after, limit, rules, ())
 
 
 async def _exchange(
@@ -246,23 +244,21 @@ async def _exchange(
     outcomes: Sequence[Outcome],
     pause_after: int,
     limit: int,
-    lease_s: float,
-    per_webhook: int,
-    per_account: int | None,
+    rules: ClaimRules,
     finished: Collection[tuple[int, int]],
-    total_slots: int | None,
 ) -> tuple[list[ClaimedJob], set[int]]:
+    per_account = rules.per_account
     rows = await db.fetch(
         _EXCHANGE,
         dispatcher_id,
-        float(lease_s),
+        float(rules.lease_s),
         max(0, limit),
-        per_webhook,
+        rules.per_webhook,
         SCAN_FACTOR,
         NO_ACCOUNT_CAP if per_account is None else per_account,
         [job_id for job_id, _ in finished],
         [attempts for _, attempts in finished],
-        NO_ACCOUNT_CAP if per_account is None else min(NO_ACCOUNT_CAP, total_slots or limit),  # no cap: no share
+        NO_ACCOUNT_CAP if per_account is None else min(NO_ACCOUNT_CAP, rules.total_slots or limit),  # no cap: no share
         *_outcome_arrays(outcomes),
         pause_after,
     )
