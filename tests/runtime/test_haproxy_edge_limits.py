@@ -65,6 +65,14 @@ async def _serve(backend: Backend, reader: asyncio.StreamReader, writer: asyncio
 
 @pytest.fixture
 async def edge(tmp_path: Path) -> AsyncIterator[tuple[int, Backend]]:
+    async with _edge(tmp_path) as running:
+        yield running
+
+
+@contextlib.asynccontextmanager
+async def _edge(
+    tmp_path: Path, request_timeout_s: float = 10, any_origin: bool = False
+) -> AsyncIterator[tuple[int, Backend]]:
     backend = Backend(free_port())
     server = await asyncio.start_server(lambda r, w: _serve(backend, r, w), "127.0.0.1", backend.port)
     port = free_port()
@@ -75,7 +83,7 @@ async def edge(tmp_path: Path) -> AsyncIterator[tuple[int, Backend]]:
         f"    timeout server 60s\nfrontend http_frontend\n    bind 127.0.0.1:{port}\n    default_backend replica\n"
         f"backend replica\n    server one 127.0.0.1:{backend.port}\n"
     )
-    args = patched_args(["-db", "-f", str(config)], "s3cret", 10, LIMITS)
+    args = patched_args(["-db", "-f", str(config)], "s3cret", request_timeout_s, LIMITS, any_origin)
     haproxy = await asyncio.create_subprocess_exec(
         get_haproxy_binary(), *args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -158,3 +166,24 @@ async def test_an_upgraded_connection_outlives_the_client_timeout(edge: tuple[in
     writer.write(b"still here")
     assert await asyncio.wait_for(reader.readexactly(10), GUARD_S) == b"still here"
     writer.close()
+
+
+@pytest.mark.parametrize("any_origin", [True, False])
+async def test_the_edges_own_408_is_readable_by_a_page_when_any_origin_may_read(
+    tmp_path: Path, any_origin: bool
+) -> None:
+    """A body that stops coming: HAProxy answers 408 itself, the replica never sees the request."""
+    async with _edge(tmp_path, request_timeout_s=1, any_origin=any_origin) as (port, _):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write(
+                b"POST / HTTP/1.1\r\nHost: edge\r\nOrigin: https://app.example\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+            )
+            answer = await asyncio.wait_for(reader.read(), GUARD_S)  # until HAProxy closes
+        finally:
+            writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408 ")
+    assert b'"code":"REQUEST_TIMEOUT"' in body
+    assert (b"\r\naccess-control-allow-origin: *" in head.lower()) is any_origin
