@@ -31,9 +31,10 @@ import httptools
 
 from gateway.core.params import whole_number
 
-#: An idle connection older than this is closed rather than reused (aiohttp's default keep-alive
-#: timeout): a server may have closed it meanwhile, and the request would then be lost on it.
-IDLE_S = 15.0
+#: An idle connection older than this is closed rather than reused: a server may close it meanwhile, and
+#: a request written as its close is on the way is lost on it. Under the 5 s after which uvicorn, Node.js
+#: and Apache close an idle connection (aiohttp's client keeps 15 s, and loses requests so to them).
+IDLE_S = 4.0
 #: The most bytes of status lines and header fields one answer may have, its interim answers' included
 #: (h11's own default is 16 KiB): llhttp sets no bound, and httptools holds a header until it ends.
 MAX_HEAD_BYTES = 64 << 10
@@ -313,8 +314,10 @@ class WirePool:
         limit: int = 64 << 20,
         budget: AnswerBudget | None = None,
         ca_file: str | None = None,
+        idle_s: float = IDLE_S,
     ) -> None:
         self.target = Target(url, ca_file)
+        self.idle_s = idle_s
         self.limit = limit
         self.budget = budget or AnswerBudget()
         self._slots = asyncio.Semaphore(connections)
@@ -374,7 +377,7 @@ class WirePool:
     def _reuse(self, now: float) -> Connection | None:
         while self._idle:
             conn = self._idle.pop()  # the newest: the likeliest still open at the server
-            if not conn.closed and now - conn.idle_since < IDLE_S:
+            if not conn.closed and now - conn.idle_since < self.idle_s:
                 return conn
             conn.close()
         return None

@@ -167,6 +167,20 @@ async def test_a_connection_the_node_closed_is_not_reused(server: Server) -> Non
 
 
 @both_loops
+async def test_a_connection_idle_longer_than_the_pool_keeps_one_is_not_reused(server: Server) -> None:
+    """A server may close an idle connection (uvicorn after 5 s): the pool reopens before it would."""
+    pool = WirePool(server.url("/ok"), idle_s=1.0)
+    assert await pool.request("POST", b"a", 5) == (200, b'{"len":1}')
+    assert await pool.request("POST", b"ab", 5) == (200, b'{"len":2}')
+    assert server.connections == 1  # reused while fresh
+    await asyncio.sleep(1.1)  # this server keeps it open: only the pool's own rule can drop it
+    assert await pool.request("POST", b"abc", 5) == (200, b'{"len":3}')
+    assert server.connections == 2
+    assert pool.open_connections == 1  # the stale one was closed, not left open beside the new one
+    await pool.close()
+
+
+@both_loops
 async def test_transport_failures_say_whether_the_request_was_sent(server: Server) -> None:
     with pytest.raises(WireError) as cut:
         await WirePool(server.url("/cut")).request("POST", b"{}", 5)
