@@ -130,7 +130,9 @@ class GatewayApp:
         _, *after_auth = self.rpc_stages()  # what WebSocket and MCP run after their one authentication
         self.entry = Entry(self.auth, self.meter, compose([error_boundary, *after_auth], self.forwarder))
         self.bulk: dict[str, BulkEndpoint] = bulk_endpoints(self.upstream, BulkMetering(self.metering))
-        self.pubsub = UpstreamPubSub(settings.derived_ws_url() or DEFAULT_UPSTREAM_WS)  # connects on first use
+        self.pubsub = UpstreamPubSub(  # connects on first use
+            settings.derived_ws_url() or DEFAULT_UPSTREAM_WS, ca_file=settings.upstream_ca_file
+        )
         self.grpc_limits = limits_of(settings)  # what /pricing shows of the gRPC stream's server processes
         self.ws_limits = Limits(
             max_connections_per_account=settings.ws_max_connections_per_account,

@@ -129,9 +129,9 @@ class ServiceSettings(BaseModel):
     fallback_rpc_url: str | None = Field(None, description="Second node used while the first is unhealthy.")
     upstream_ca_file: str | None = Field(
         None,
-        description="A PEM file of CAs the node client trusts for the node's https:// URLs (RPC and fallback) "
-        "beside the system's: a node whose certificate a private CA signed. Only the node client uses it; "
-        "webhook posts and other clients keep the system's CAs.",
+        description="A PEM file of CAs the node's clients trust beside the system's: a node whose certificate a "
+        "private CA signed (RPC and fallback over https://, PubSub over wss://, the gRPC stream over https://). "
+        "Only the node's clients use it; webhook posts and other clients keep the system's CAs.",
     )
     health_poll_s: float = Field(2.0, gt=0, le=60, description="How often each replica probes the upstream.")
     gc_young_threshold: int = Field(

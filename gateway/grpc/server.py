@@ -116,7 +116,11 @@ class GrpcStreamServer:
         self.fanout = Fanout()
         self.replay_log = replay_log_of(settings)
         self.upstream = UpstreamGeyser(
-            settings.upstream_grpc_url, self.fanout, token=settings.upstream_grpc_token, log=self.replay_log
+            settings.upstream_grpc_url,
+            self.fanout,
+            token=settings.upstream_grpc_token,
+            log=self.replay_log,
+            ca_file=settings.upstream_ca_file,
         )
         limits = limits_of(settings)
         self.budget = FilterBudget(limits, whole_feed=self.replay_log is not None)

@@ -34,7 +34,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import ssl
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
@@ -94,6 +96,15 @@ def grpc_target(url: str) -> tuple[str, bool]:
     return (f"[{host}]:{port}" if ":" in host else f"{host}:{port}"), secure
 
 
+def root_certificates(ca_file: str) -> bytes:
+    """The system's CA bundle and ``ca_file``'s CAs, as gRPC's ``root_certificates`` (which replace its own
+    roots rather than add to them). Raises OSError when ``ca_file`` cannot be read."""
+    ca = Path(ca_file).read_bytes()
+    paths = ssl.get_default_verify_paths()
+    system = next((Path(p) for p in (paths.cafile, paths.openssl_cafile) if p and Path(p).is_file()), None)
+    return (system.read_bytes() + b"\n" if system is not None else b"") + ca
+
+
 class UpstreamGeyser:
     def __init__(
         self,
@@ -103,7 +114,9 @@ class UpstreamGeyser:
         token: str | None = None,
         retry_s: float = 1.0,
         log: FeedLog | None = None,
+        ca_file: str | None = None,
     ) -> None:
+        """``ca_file``: CAs trusted for a TLS node beside the system's (``upstream_ca_file``)."""
         self.url = url
         self.fanout = fanout
         self.log = log
@@ -115,7 +128,8 @@ class UpstreamGeyser:
             ("grpc.keepalive_timeout_ms", 10_000),
         ]
         if secure:
-            self.channel = grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(), options=options)
+            credentials = grpc.ssl_channel_credentials(root_certificates(ca_file) if ca_file else None)
+            self.channel = grpc.aio.secure_channel(target, credentials, options=options)
         else:
             self.channel = grpc.aio.insecure_channel(target, options=options)
         self.metadata: tuple[tuple[str, str], ...] = (("x-token", token),) if token else ()

@@ -29,6 +29,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from gateway import metrics
+from gateway.node.wire import tls_context
 from gateway.stopping import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -81,8 +82,12 @@ class UpstreamPubSub:
     connect_timeout_s: how long a subscribe waits for a connection before failing -32003.
     """
 
-    def __init__(self, url: str, connect_timeout_s: float = 10.0, max_backoff_s: float = 5.0) -> None:
+    def __init__(
+        self, url: str, connect_timeout_s: float = 10.0, max_backoff_s: float = 5.0, ca_file: str | None = None
+    ) -> None:
+        """``ca_file``: CAs trusted for a ``wss://`` node beside the system's (``upstream_ca_file``)."""
         self.url = url
+        self._tls = tls_context(ca_file) if url.startswith("wss://") else None
         self.connect_timeout_s = connect_timeout_s
         self.max_backoff_s = max_backoff_s
         self.shares: dict[tuple[str, bytes], _Share] = {}
@@ -212,7 +217,9 @@ class UpstreamPubSub:
         backoff = 0.1
         while True:
             try:
-                async with connect(self.url, max_size=64 * 2**20, open_timeout=self.connect_timeout_s) as ws:
+                async with connect(
+                    self.url, ssl=self._tls, max_size=64 * 2**20, open_timeout=self.connect_timeout_s
+                ) as ws:
                     self._ws, backoff = ws, 0.1
                     self.connects += 1
                     self._connected.set()

@@ -46,7 +46,7 @@ class WebhookWatcherActor:
         s = self.settings
         upstream = node_client(s)
         ws_url = s.derived_ws_url()
-        pubsub = UpstreamPubSub(ws_url) if ws_url else None
+        pubsub = UpstreamPubSub(ws_url, ca_file=s.upstream_ca_file) if ws_url else None
         conn = await connect_when_up(s, stop, "webhook watcher", redis=True)
         try:
             if conn is None or conn.db is None:

@@ -16,17 +16,23 @@ import ssl
 from pathlib import Path
 
 import aiohttp
+import grpc
+import orjson
 import pytest
 import uvloop
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from websockets.asyncio.server import ServerConnection, serve
 
 from gateway.config import ConfigError
+from gateway.node.geyser import UpstreamGeyser, root_certificates
 from gateway.node.http import HttpUpstream, UpstreamUnavailable
+from gateway.node.pubsub import UpstreamPubSub
 from gateway.settings import load_settings
 from gateway.webhooks import targets
+from geyser_proto.fanout import Fanout
 
 ANSWER = b'{"jsonrpc":"2.0","id":1,"result":123}'
 
@@ -182,3 +188,49 @@ def test_an_unreadable_ca_file_is_refused_at_start(tmp_path: Path) -> None:
     for path in (tmp_path / "missing.pem", not_pem):
         with pytest.raises(ConfigError, match="upstream_ca_file"):
             load_settings(upstream_ca_file=str(path))
+
+
+def test_the_pubsub_client_trusts_upstream_ca_file_for_a_wss_node(tmp_path: Path) -> None:
+    """``upstream_ws_url=wss://...`` of a node whose certificate a private CA signed: the PubSub client
+    (a real ``websockets`` server with the CA's certificate stands in for the node) subscribes."""
+    ca, cert, key = issue(tmp_path, "node")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+
+    async def node(ws: ServerConnection) -> None:
+        async for raw in ws:
+            await ws.send(orjson.dumps({"jsonrpc": "2.0", "id": orjson.loads(raw)["id"], "result": 7}))
+
+    async def main() -> None:
+        async with serve(node, "127.0.0.1", 0, ssl=context) as server:
+            port = next(iter(server.sockets)).getsockname()[1]
+            pubsub = UpstreamPubSub(f"wss://localhost:{port}", connect_timeout_s=10, ca_file=str(ca))
+            try:
+                handle = await pubsub.subscribe("slotSubscribe", [], lambda _: None, lambda _: None, lambda _: False)
+                assert handle is not None and pubsub.connects == 1
+            finally:
+                await pubsub.close()
+
+    asyncio.run(main())
+
+
+def test_the_geyser_client_trusts_upstream_ca_file_for_a_tls_node(tmp_path: Path) -> None:
+    """``upstream_grpc_url=https://...`` of a node whose certificate a private CA signed: the gRPC channel
+    (to a real grpcio server with the CA's certificate) completes its TLS handshake and becomes ready."""
+    ca, cert, key = issue(tmp_path, "node")
+    assert b"BEGIN CERTIFICATE" in root_certificates(str(ca)).rpartition(b"\n-----END CERTIFICATE-----")[0]
+
+    async def main() -> None:
+        server = grpc.aio.server()
+        port = server.add_secure_port(
+            "127.0.0.1:0", grpc.ssl_server_credentials([(key.read_bytes(), cert.read_bytes())])
+        )
+        await server.start()
+        upstream = UpstreamGeyser(f"https://localhost:{port}", Fanout(), ca_file=str(ca))
+        try:
+            await asyncio.wait_for(upstream.channel.channel_ready(), 20)
+        finally:
+            await upstream.channel.close()
+            await server.stop(None)
+
+    asyncio.run(main())
