@@ -331,16 +331,8 @@ async def _settle(
             written.add(outcome.job_id)
     late = [o for o in outcomes if o.job_id not in written]
     if late:
-        rows = await db.fetch(
-            _LATE,
-            [o.job_id for o in late],
-            [o.attempts for o in late],
-            [o.result.value for o in late],
-            [o.http_status for o in late],
-            [o.error for o in late],
-            [o.excerpt for o in late],
-            [o.sent for o in late],
-        )
+        ids, attempts, results, _delays, statuses, errors, excerpts, sent = _outcome_arrays(late)
+        rows = await db.fetch(_LATE, ids, attempts, results, statuses, errors, excerpts, sent)
         written.update(int(r["id"]) for r in rows)
         for row in rows:
             if row["unsent"]:
