@@ -27,11 +27,11 @@ def count_node_requests(upstream: object, counts: Counter[str]) -> None:
     """Wrap the gateway's ``post`` to the node so each request is counted by its first method."""
     post = upstream.post  # type: ignore[attr-defined]
 
-    async def counted(body: bytes, timeout_s: float) -> bytes:
+    async def counted(body: bytes, timeout_s: float, *, replayable: bool = False) -> bytes:
         doc = orjson.loads(body)
         first = doc[0] if isinstance(doc, list) and doc else doc
         counts[first.get("method", "?") if isinstance(first, dict) else "?"] += 1
-        return await post(body, timeout_s)  # type: ignore[no-any-return]
+        return await post(body, timeout_s, replayable=replayable)  # type: ignore[no-any-return]
 
     upstream.post = counted  # type: ignore[attr-defined]
 

@@ -37,7 +37,7 @@ CONNECTIONS = 512
 
 
 class Client(Protocol):
-    async def post(self, body: bytes, timeout_s: float) -> bytes: ...
+    async def post(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> bytes: ...
 
     async def close(self) -> None: ...
 
@@ -56,7 +56,7 @@ class AiohttpClient:
         )
         self.timeouts: dict[float, Any] = {}
 
-    async def post(self, body: bytes, timeout_s: float) -> bytes:
+    async def post(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> bytes:
         timeout = self.timeouts.get(timeout_s) or self.timeouts.setdefault(
             timeout_s, self.aiohttp.ClientTimeout(total=timeout_s)
         )
@@ -82,7 +82,7 @@ class HttpcoreClient:
         self.pool = httpcore.AsyncConnectionPool(max_connections=CONNECTIONS, keepalive_expiry=15.0)
         self.headers = [(b"Content-Type", b"application/json")]
 
-    async def post(self, body: bytes, timeout_s: float) -> bytes:
+    async def post(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> bytes:
         timeout = {"timeout": {"connect": timeout_s, "read": timeout_s, "write": timeout_s, "pool": timeout_s}}
         async with asyncio.timeout(timeout_s):
             async with self.pool.stream("POST", self.url, headers=self.headers, content=body, extensions=timeout) as r:
@@ -106,7 +106,7 @@ class PyreqwestClient:
         self.url = url
         self.client = builder().http1_only().max_connections(CONNECTIONS).build()
 
-    async def post(self, body: bytes, timeout_s: float) -> bytes:
+    async def post(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> bytes:
         request = (
             self.client.post(self.url)
             .header("Content-Type", "application/json")

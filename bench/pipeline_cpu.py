@@ -73,7 +73,7 @@ class ConstantNode:
     """The upstream without the network: the real forwarder, a node that answers at once (a batch with
     as many answers as it has items)."""
 
-    async def post(self, body: bytes, timeout_s: float) -> bytes:
+    async def post(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> bytes:
         if body[:1] == b"[":
             return (
                 b"["

@@ -54,6 +54,18 @@ PRODUCT_PRICED_CLASSES = frozenset({MethodClass.TRADE_BUILD})
 #: Classes the metering stage takes only a rate unit for: their handlers bill them.
 SELF_BILLED_CLASSES = HELD_CLASSES | PRODUCT_PRICED_CLASSES
 
+#: Classes whose calls the node may be asked twice with the effect of once (reads): one lost on a
+#: connection the node closed while idle is sent again (docs/reliability.md).
+REPLAYABLE_CLASSES: frozenset[MethodClass] = frozenset(
+    {
+        MethodClass.READ_CHEAP,
+        MethodClass.READ_MEDIUM,
+        MethodClass.READ_HEAVY,
+        MethodClass.ARCHIVE_HISTORY,
+        MethodClass.BUNDLE_STATUS,
+    }
+)
+
 #: Per-class upstream timeouts in seconds (docs/api.md, Limits).
 CLASS_TIMEOUT_S: Mapping[MethodClass, float] = {
     MethodClass.READ_CHEAP: 5.0,

@@ -48,7 +48,10 @@ class UpstreamTimeout(Exception):
 
 
 class Upstream(Protocol):
-    async def post(self, body: bytes, timeout_s: float) -> bytes: ...
+    """``replayable``: the body may reach the node twice with the effect of once (reads only); such a
+    body lost on a connection the node closed while idle is sent once more (docs/reliability.md)."""
+
+    async def post(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> bytes: ...
 
 
 DEFAULT_CALL_TIMEOUT_S = 15.0
@@ -73,7 +76,7 @@ async def rpc_call(
 ) -> Any:
     """One JSON-RPC call to the node; its ``result``, or :class:`ChainError` for an error answer."""
     body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-    raw = await upstream.post(body, timeout_s)
+    raw = await upstream.post(body, timeout_s, replayable=is_read(method))
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -98,7 +101,7 @@ async def rpc_batch(
     if not calls:
         return []
     body = orjson.dumps([{"jsonrpc": "2.0", "id": i, "method": m, "params": p} for i, (m, p) in enumerate(calls)])
-    raw = await upstream.post(body, timeout_s)
+    raw = await upstream.post(body, timeout_s, replayable=all(is_read(m) for m, _ in calls))
     what = f"batch of {len(calls)} {calls[0][0]}"
     try:
         doc = orjson.loads(raw)
@@ -118,6 +121,12 @@ async def rpc_batch(
         error = _chain_error(answer, method)
         out.append(error if error is not None else answer.get("result"))
     return out
+
+
+def is_read(method: str) -> bool:
+    """Whether a node method only reads (Solana's reads are named so): the gateway's own calls to the
+    node are replayable by this rule, the forwarded ones by their class (gateway/core/methods.py)."""
+    return method.startswith(("get", "is", "simulate", "explain")) or method == "minimumLedgerSlot"
 
 
 def _chain_error(doc: dict[str, Any], method: str) -> ChainError | None:
@@ -191,26 +200,28 @@ class HttpUpstream:
             return self.fallback_url
         return self.url
 
-    async def post(self, body: bytes, timeout_s: float) -> bytes:
-        return await self._post_to(self.active_url, body, timeout_s)
+    async def post(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> bytes:
+        return await self._post_to(self.active_url, body, timeout_s, replayable)
 
     async def get(self, timeout_s: float) -> bytes:
         """``GET`` the URL itself (a REST document of the same service), errors mapped as for ``post``."""
-        status, payload = await self._request(self.active_url, "GET", None, timeout_s)
+        status, payload = await self._request(self.active_url, "GET", None, timeout_s, True)
         if status != 200:
             raise UpstreamUnavailable(f"answered HTTP {status}", sent=True)
         return payload
 
-    async def _post_to(self, url: str, body: bytes, timeout_s: float) -> bytes:
-        status, payload = await self._request(url, "POST", body, timeout_s)
+    async def _post_to(self, url: str, body: bytes, timeout_s: float, replayable: bool) -> bytes:
+        status, payload = await self._request(url, "POST", body, timeout_s, replayable)
         if status != 200 and not payload.startswith((b"{", b"[")):
             raise UpstreamUnavailable(f"the node answered HTTP {status}", sent=True)
         return payload
 
-    async def _request(self, url: str, method: str, body: bytes | None, timeout_s: float) -> tuple[int, bytes]:
+    async def _request(
+        self, url: str, method: str, body: bytes | None, timeout_s: float, replayable: bool
+    ) -> tuple[int, bytes]:
         """The answer's status and body, never more than ``max_answer_bytes`` of it read."""
         try:
-            return await self._pool(url).request(method, body, timeout_s)
+            return await self._pool(url).request(method, body, timeout_s, replayable=replayable)
         except TimeoutError as exc:
             raise UpstreamTimeout(f"no answer within {timeout_s:g} s") from exc
         except AnswerTooLarge as exc:
@@ -247,7 +258,7 @@ class HttpUpstream:
         ]
         status.checked_at = time.time()
         try:
-            raw = await self._post_to(url, orjson.dumps(batch), timeout_s)
+            raw = await self._post_to(url, orjson.dumps(batch), timeout_s, True)
             answers = {a.get("id"): a for a in orjson.loads(raw) if isinstance(a, dict)}
         except (UpstreamUnavailable, UpstreamTimeout, orjson.JSONDecodeError, TypeError) as exc:
             log.debug("health probe of %s failed: %s", url, exc)

@@ -5,7 +5,8 @@ costs more CPU a call than this module (bench/README.md, "The node client: wire.
 clients", ``python -m bench.node_client --client``; µs of CPU a call at 64 / one in flight, medians of
 5 rounds, the quietest of three runs): this module 14.6 / 22.4-23.3, pyreqwest (Rust's reqwest) 31.5 /
 47.2, aiohttp tuned 57.1 / 75.9, httpcore 1,157 / 287. What is written here is only the
-request head, the idle connections, a deadline and the size bounds; parsing is httptools (llhttp, the
+request head, the idle connections, a deadline, the size bounds and the replay of a read lost on a
+connection the node closed while idle; parsing is httptools (llhttp, the
 parser uvicorn reads requests with). tests/node/test_wire_hostile.py holds it to h11's verdicts on
 hostile answers; it refuses four that h11 takes (obs-fold, a control character in a header, the same
 Content-Length twice, Content-Length with Transfer-Encoding).
@@ -51,6 +52,14 @@ class WireError(Exception):
     def __init__(self, message: str, *, sent: bool) -> None:
         super().__init__(message)
         self.sent = sent
+
+
+class Unanswered(WireError):
+    """The connection ended before any byte of the answer came: the node may or may not have read the
+    request, and wrote nothing back."""
+
+    def __init__(self) -> None:
+        super().__init__("the connection to the node was lost", sent=True)
 
 
 class AnswerTooLarge(Exception):
@@ -192,6 +201,8 @@ class Connection(asyncio.Protocol):
             self.result = (self.parser.get_status_code(), self._body())
         if self.result is not None:
             self._complete()
+        elif self.received == 0:  # not a byte of this answer came (``received`` counts from the first)
+            self._fail(Unanswered())
         else:
             self._fail(WireError("the connection to the node was lost", sent=True))
 
@@ -324,10 +335,15 @@ class WirePool:
         self._idle: collections.deque[Connection] = collections.deque()
         self._open: set[Connection] = set()
 
-    async def request(self, method: str, body: bytes | None, timeout_s: float) -> tuple[int, bytes]:
+    async def request(
+        self, method: str, body: bytes | None, timeout_s: float, *, replayable: bool = False
+    ) -> tuple[int, bytes]:
         """The answer's status and body (raises :class:`WireError`, :class:`AnswerTooLarge`, TimeoutError).
 
-        ``timeout_s`` counts from the call: the wait for a free connection slot is part of it."""
+        ``timeout_s`` counts from the call: the wait for a free connection slot is part of it.
+        ``replayable``: the request may reach the node twice with the effect of once (a read). Such a
+        request lost on a kept-alive connection before any byte of its answer is sent once more, on a
+        new connection: the node closed the idle connection as the request went out (docs/reliability.md)."""
         started = time.monotonic()
         slots = self._slots
         if slots.locked():
@@ -336,17 +352,26 @@ class WirePool:
         else:
             await slots.acquire()  # free: taken without a pass of the loop
         try:
-            conn = self._reuse(time.monotonic()) or await self._connect(timeout_s - (time.monotonic() - started))
-            remaining = timeout_s - (time.monotonic() - started)
-            if remaining <= 0:
-                self.release(conn)
-                raise TimeoutError()
-            answer = conn.send(self.target.head(method, body), body, remaining)
-            try:
-                return await answer
-            except asyncio.CancelledError:
-                conn.close()  # nobody waits for the rest of this answer: it is not read
-                raise
+            head = self.target.head(method, body)
+            conn = self._reuse(time.monotonic())
+            again = replayable and conn is not None  # only a kept-alive connection is sent on once more
+            while True:
+                if conn is None:
+                    conn = await self._connect(timeout_s - (time.monotonic() - started))
+                remaining = timeout_s - (time.monotonic() - started)
+                if remaining <= 0:
+                    self.release(conn)
+                    raise TimeoutError()
+                answer = conn.send(head, body, remaining)
+                try:
+                    return await answer
+                except asyncio.CancelledError:
+                    conn.close()  # nobody waits for the rest of this answer: it is not read
+                    raise
+                except Unanswered:
+                    if not again:
+                        raise
+                    conn, again = None, False
         finally:
             slots.release()
 

@@ -23,7 +23,7 @@ import orjson
 from gateway import metrics
 from gateway.core.errors import ProxyError, RpcError, backend_unavailable, service_unavailable, timed_out
 from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload, parse_payload
-from gateway.core.methods import CLASS_TIMEOUT_S, MethodClass, PriceTable, Registry
+from gateway.core.methods import CLASS_TIMEOUT_S, REPLAYABLE_CLASSES, MethodClass, PriceTable, Registry
 from gateway.feature import LocalMethod
 from gateway.node.http import Upstream, UpstreamTimeout, UpstreamTooLarge, UpstreamUnavailable
 from gateway.pipeline import Call, Handler, Reply
@@ -116,7 +116,7 @@ class Forwarder:
             item.sent = True  # from here on the node may see it, whatever happens next
         started = time.perf_counter()
         try:
-            raw = await self.upstream.post(body, timeout)
+            raw = await self.upstream.post(body, timeout, replayable=classes <= REPLAYABLE_CLASSES)
         except UpstreamTooLarge as exc:
             metrics.UPSTREAM_SECONDS.observe(time.perf_counter() - started, ("too_large",))
             for item in items:  # answered by the node, so charged (docs/api.md, Limits)

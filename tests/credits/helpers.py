@@ -58,7 +58,7 @@ class ScriptedNode:
     arrived: asyncio.Event | None = None
     seen: list[str] = field(default_factory=list)
 
-    async def post(self, body: bytes, timeout_s: float) -> bytes:
+    async def post(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> bytes:
         request = orjson.loads(body)
         calls = request if isinstance(request, list) else [request]
         self.seen.extend(c["method"] for c in calls)

@@ -363,7 +363,7 @@ class HoldBack:
         self.held: set[str] = set()
         self.hidden: set[str] = set()
 
-    async def post(self, body: bytes, timeout_s: float) -> bytes:
+    async def post(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> bytes:
         request = orjson.loads(body)
         method, params = request["method"], request["params"]
         if method == "getTransaction" and params[0] in self.hidden:

@@ -2,13 +2,16 @@
 follows the one refund rule (not reached: refunded; reached and cut off: reads refunded, sends charged).
 
 The node is the real devnode behind a relay this test controls (a plain HTTP forwarder that can be
-told to refuse connections or to cut them after reading a request): no real node fails on command.
+told to refuse connections, to cut them after reading a request and starting its answer, or to close a
+kept-alive one as the next request comes, as a server closing an idle connection does): no real node
+fails on command.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -29,13 +32,16 @@ SECRET = "sekrit-provider-token"
 
 
 class Relay:
-    """Forwards JSON-RPC to the devnode; ``cut`` makes it close the connection instead of answering."""
+    """Forwards JSON-RPC to the devnode; ``cut`` makes it close the connection after the first bytes of
+    an answer, ``idle_close`` close a connection without a byte on the request after its first."""
 
     def __init__(self, node_url: str) -> None:
         self.node_url = node_url
         self.port = free_port()
         self.cut = False
+        self.idle_close = False
         self.seen = 0  # requests that reached the relay
+        self.served: Counter[object] = Counter()  # requests answered, by connection
         self._runner: web.AppRunner | None = None
         self._http: aiohttp.ClientSession | None = None
 
@@ -57,10 +63,16 @@ class Relay:
     async def _relay(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
         self.seen += 1
-        if self.cut:
-            assert request.transport is not None
-            request.transport.close()  # the request was read: it reached the "node"
+        transport = request.transport
+        assert transport is not None
+        if self.cut:  # the request was read: it reached the "node", which began to answer
+            transport.write(b"HTTP/1.1 200 OK\r\n")
+            transport.close()
             return web.Response()
+        if self.idle_close and self.served[transport]:
+            transport.close()
+            return web.Response()
+        self.served[transport] += 1
         assert self._http is not None
         async with self._http.post(self.node_url, data=body, headers={"Content-Type": "application/json"}) as resp:
             return web.Response(body=await resp.read(), content_type="application/json")
@@ -152,3 +164,25 @@ async def test_the_client_retries_a_read_and_never_a_send(
             await client.rpc("sendTransaction", [signed_tx()])
         assert relay.seen - before == 1
         assert client.meter.request_id is not None and client.meter.credits_remaining is not None
+
+
+async def test_a_read_lost_as_the_node_closes_an_idle_connection_is_answered_and_a_send_is_not_resent(
+    gateway: RunningGateway, relay: Relay, db: asyncpg.Connection
+) -> None:
+    """Every connection the gateway keeps alive is closed by the node as its next request comes, with no
+    byte of an answer: each read is sent once more on a new connection (docs/reliability.md); a send never."""
+    async with aiohttp.ClientSession() as http:
+        key = await funded_key(gateway, http, db)
+        relay.idle_close = True
+        before = relay.seen
+        for _ in range(2):  # the second surely goes out on the connection the first left idle
+            read = await request(http, "POST", gateway.url + "/", body=RPC_BODY, headers={"X-Api-Key": key})
+            assert read.status == 200 and isinstance(read.json["result"], int), read
+        assert relay.seen - before >= 3  # at least one went out twice
+        charged = int(read.headers["x-credits-remaining"])
+        send = orjson.dumps({"jsonrpc": "2.0", "id": 2, "method": "sendTransaction", "params": [signed_tx()]})
+        before = relay.seen
+        sent = await request(http, "POST", gateway.url + "/", body=send, headers={"X-Api-Key": key})
+        assert relay.seen - before == 1, sent  # on the idle connection the read left: lost, not sent again
+        assert sent.status in (200, 502), sent
+        assert int(sent.headers["x-credits-remaining"]) == charged - 2  # the send's price, once

@@ -42,6 +42,7 @@ class Server:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        served = 0
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -50,7 +51,14 @@ class Server:
                 body = await reader.readexactly(int(headers.get(b"content-length", b"0")))
                 target = line.split(" ")[1].encode()
                 self.requests.append((target, headers, body))
-                if not await self._answer(target.split(b"?")[0], body, writer):
+                path = target.split(b"?")[0]
+                if served and path in (b"/idle-close", b"/idle-half"):  # as a server closing an idle connection
+                    if path == b"/idle-half":
+                        writer.write(b"HTTP/1.1 200 OK\r\n")  # or as one cut off mid-answer
+                        await writer.drain()
+                    return
+                served += 1
+                if not await self._answer(path, body, writer):
                     return
         except (asyncio.IncompleteReadError, ConnectionError):
             return
@@ -60,7 +68,7 @@ class Server:
     async def _answer(self, path: bytes, body: bytes, writer: asyncio.StreamWriter) -> bool:
         """Writes the answer; False when the connection is to end after it."""
         echo = b'{"len":%d}' % len(body)
-        if path == b"/ok":
+        if path in (b"/ok", b"/idle-close", b"/idle-half"):
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(echo), echo))
         elif path == b"/chunked":
             writer.write(b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{"a"\r\n3\r\n:1}\r\n0\r\n\r\n')
@@ -178,6 +186,34 @@ async def test_a_connection_idle_longer_than_the_pool_keeps_one_is_not_reused(se
     assert server.connections == 2
     assert pool.open_connections == 1  # the stale one was closed, not left open beside the new one
     await pool.close()
+
+
+@both_loops
+async def test_a_read_lost_on_a_kept_alive_connection_is_sent_again_once(server: Server) -> None:
+    """The node closed the idle connection as the request went out (no byte of an answer came): a
+    replayable request is sent once more on a new connection; any other fails as before."""
+    pool = WirePool(server.url("/idle-close"))
+    assert await pool.request("POST", b"a", 5, replayable=True) == (200, b'{"len":1}')
+    assert await pool.request("POST", b"ab", 5, replayable=True) == (200, b'{"len":2}')
+    assert (len(server.requests), server.connections) == (3, 2)  # the second went out twice
+    with pytest.raises(WireError) as lost:
+        await pool.request("POST", b"abc", 5)  # not replayable, on the kept-alive connection
+    assert lost.value.sent is True
+    assert (len(server.requests), server.connections) == (4, 2)  # sent once
+    await pool.close()
+
+
+@both_loops
+async def test_a_request_is_not_sent_again_after_part_of_an_answer_or_on_a_new_connection(server: Server) -> None:
+    half = WirePool(server.url("/idle-half"))
+    assert await half.request("POST", b"a", 5, replayable=True) == (200, b'{"len":1}')
+    with pytest.raises(WireError):  # part of an answer came: the node had the request
+        await half.request("POST", b"ab", 5, replayable=True)
+    assert len(server.requests) == 2
+    with pytest.raises(WireError):  # a new connection lost: not the idle close, not sent again
+        await WirePool(server.url("/cut")).request("POST", b"{}", 5, replayable=True)
+    assert len(server.requests) == 3
+    await half.close()
 
 
 @both_loops

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from gateway.core.errors import invalid_request_item
 from gateway.core.jsonrpc import RpcItem
-from gateway.core.methods import MethodClass, PriceTable
+from gateway.core.methods import REPLAYABLE_CLASSES, MethodClass, PriceTable
+from gateway.node.http import is_read
 from gateway.rpc.planning import plan_item, plan_items, too_deep
 from tests.credits.helpers import signed_tx
 from tests.methods import planned, registry
@@ -238,3 +239,14 @@ def test_planning_a_batch_at_once_agrees_with_planning_each_item(
             plan_item(item, methods, prices)
     plan_items(batch, methods, prices)
     assert batch == each
+
+
+def test_the_two_rules_of_what_may_reach_the_node_twice_agree() -> None:
+    """Forwarded calls are replayed by class (gateway/core/methods.py), the gateway's own calls to the
+    node by name (gateway/node/http.py): every method of a replayable class is a read by name, and no
+    method of another class is (docs/reliability.md)."""
+    specs = [s for s in registry() if not s.local]  # what the gateway sends the node by name
+    assert {s.name for s in specs if s.cls in REPLAYABLE_CLASSES and not is_read(s.name)} == set()
+    others = {s.name for s in specs if s.cls not in REPLAYABLE_CLASSES and s.cls is not MethodClass.DENIED}
+    assert "sendTransaction" in others
+    assert {name for name in others if is_read(name)} == set()

@@ -20,7 +20,7 @@ class FakeNode:
     def __init__(self, height: object) -> None:
         self.height = height
 
-    async def post(self, body: bytes, timeout_s: float) -> bytes:
+    async def post(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> bytes:
         value = {"blockhash": BLOCKHASH, "lastValidBlockHeight": self.height}
         return orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": {"context": {"slot": 1}, "value": value}})
 

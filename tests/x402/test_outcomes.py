@@ -41,7 +41,7 @@ class ScriptedNode:
     status: dict[str, Any] | None = None
     methods: list[str] = field(default_factory=list)
 
-    async def post(self, raw: bytes, timeout_s: float) -> bytes:
+    async def post(self, raw: bytes, timeout_s: float, *, replayable: bool = False) -> bytes:
         call = orjson.loads(raw)
         self.methods.append(call["method"])
         if call["method"] == "sendTransaction":
