@@ -99,9 +99,10 @@ class GatewayApp:
         self.ip_limits = IpLimits(settings.ip_limits, trusted, replicas=settings.share_replicas)
         self.access = install_access(self.auth, trusted)  # the account access rules (docs/api.md)
         self.access_methods = AccessMethods(self.access, self.limiter)
-        self.accounts = AccountEndpoints(self.auth, unsettled=self.meter.unsettled)
+        # open WebSockets and CSV exports per account, and sockets per address: over the service once Redis is up
+        self.seats = Seats()
+        self.accounts = AccountEndpoints(self.auth, self.seats, unsettled=self.meter.unsettled)
         self.auth.unfunded = self._unfunded  # an unfunded wallet's signed call records no nonce
-        self.seats = Seats()  # open WebSockets per account and address, over the service once Redis is up
         self.stop_troubles: list[str] = []  # the steps of the last stop that failed or hung
         self.deposits = DepositServices.from_settings(
             settings, self.upstream, self.db, after_credit=self.callers.notices.credited

@@ -29,6 +29,7 @@ from gateway.core.errors import account_not_found, auth_failed, invalid_request
 from gateway.core.wallet_headers import HeaderFailure, decode_base58, verify_signature
 from gateway.pipeline import Call, Reply, json_reply
 from gateway.storage.errors import StoreUnavailable
+from gateway.storage.seats import Seats
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -70,10 +71,13 @@ def _pubkey_field(document: dict[str, Any]) -> tuple[str, bytes]:
 
 
 class AccountEndpoints:
-    def __init__(self, services: AuthServices, unsettled: Callable[[str], int] = lambda pubkey: 0) -> None:
+    def __init__(
+        self, services: AuthServices, seats: Seats, unsettled: Callable[[str], int] = lambda pubkey: 0
+    ) -> None:
         self.services = services
         self.unsettled = unsettled
-        self.usage = UsageEndpoints(services)  # the account page's totals and CSV routes (beyond docs/api.md)
+        # the account page's totals and CSV routes (beyond docs/api.md); ``seats`` count running exports
+        self.usage = UsageEndpoints(services, seats)
 
     async def challenge(self, call: Call) -> Reply:
         """``POST /auth/challenge {pubkey}`` -> ``{challenge, expires_in}``; no auth."""

@@ -103,13 +103,14 @@ class Revocations:
             except Exception:  # one listener's failure must not keep the connections open
                 log.exception("a suspension listener failed for %s", pubkey)
 
-    def hold(self, credential: Credential, end: End, generation: int) -> Callable[[], None]:
+    def hold(self, credential: Credential, end: End, generation: int | None) -> Callable[[], None]:
         """Register an open connection; returns its release. ``generation`` is :attr:`generation` as it
         was before the connection was authenticated: if a revocation was heard since, the credential is
-        checked again now, since the authentication may have read the store before the revocation."""
+        checked again now, since the authentication may have read the store before the revocation.
+        None (when it was authenticated is not known here): checked again now."""
         token = next(self._ids)
         self._held.setdefault(credential, {})[token] = end
-        if generation != self.generation:
+        if generation is None or generation != self.generation:
             self._spawn(self._recheck([credential]))
 
         def release() -> None:

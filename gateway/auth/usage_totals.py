@@ -20,9 +20,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
 
 from gateway.auth.account_views import history_entry, ledger_entry
 from gateway.auth.errors import not_started
+from gateway.auth.exports import Export, open_export
 from gateway.auth.paging import Page, query_uint
 from gateway.auth.services import AuthServices
 from gateway.auth.stage import Gates
@@ -31,6 +33,7 @@ from gateway.core.errors import account_not_found
 from gateway.pipeline import Call, Reply, compose, error_boundary, json_reply
 from gateway.pipeline_http import BodyTooLarge, call_from_scope, mount, read_body, to_response, too_large_reply
 from gateway.storage.errors import StoreUnavailable
+from gateway.storage.seats import Seats
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +83,11 @@ def csv_line(entry: dict[str, Any], columns: Sequence[tuple[str, bool]]) -> str:
 
 @dataclass(slots=True)
 class StreamReply(Reply):
-    """A 200 whose body is ``chunks``, sent as they come (:func:`stream_route`)."""
+    """A 200 whose body is ``chunks``, sent as they come (:func:`stream_route`); ``on_close`` is called
+    once the answer ended, however it ended (whole, cut by the client, never started)."""
 
     chunks: AsyncIterator[bytes] | None = field(default=None)
+    on_close: Callable[[], None] | None = field(default=None)
 
 
 def totals_document(
@@ -124,8 +129,11 @@ def totals_document(
 class UsageEndpoints:
     """``GET /account/usage/daily``, ``GET /account/usage.csv``, ``GET /account/ledger.csv``."""
 
-    def __init__(self, services: AuthServices, class_of: Callable[[str], str | None] = lambda method: None) -> None:
+    def __init__(
+        self, services: AuthServices, seats: Seats, class_of: Callable[[str], str | None] = lambda method: None
+    ) -> None:
         self.services = services
+        self.seats = seats  # the exports running per account (gateway.auth.exports)
         self.class_of = class_of
 
     def _accounts(self) -> AccountStore:
@@ -166,15 +174,23 @@ class UsageEndpoints:
             "content-disposition": f'attachment; filename="{which}-{pubkey[:8]}.csv"',
             "cache-control": "no-store",
         }
-        return StreamReply(200, b"", headers, self._rows(pubkey, which, before, limit))
+        services = self.services
+        credential = services.credential_of(call.credentials, call.authenticated())
+        export = await open_export(self.seats, services.revocations, pubkey, credential)
+        return StreamReply(200, b"", headers, self._rows(pubkey, which, before, limit, export), export.close)
 
-    async def _rows(self, pubkey: str, which: str, before: int | None, limit: int) -> AsyncIterator[bytes]:
+    async def _rows(
+        self, pubkey: str, which: str, before: int | None, limit: int, export: Export
+    ) -> AsyncIterator[bytes]:
         columns = COLUMNS[which]
         yield (",".join(name for name, _ in columns) + "\r\n").encode()
         accounts = self._accounts()
         started = time.monotonic()
         sent = 0
         while sent < limit:
+            if export.stopped is not None:  # the credential was revoked: no further page (docs/api.md)
+                yield f"# stopped: {export.stopped}\r\n".encode()
+                return
             page = Page(0, min(EXPORT_PAGE_ROWS, limit - sent), before)
             try:
                 lines, last = await self._page(accounts, pubkey, which, page)
@@ -217,10 +233,33 @@ def stream_route(path: str, stages: Sequence[Any], endpoint: Callable[[Call], An
         reply = await handler(call_from_scope(request.scope, body))
         if isinstance(reply, StreamReply) and reply.chunks is not None:
             media = reply.headers.pop("content-type")
-            return StreamingResponse(reply.chunks, reply.status, reply.headers, media_type=media)
+            return _Streaming(reply.chunks, reply.status, reply.headers, media_type=media, on_close=reply.on_close)
         return to_response(reply)
 
     return Route(path, route, methods=["GET"])
+
+
+class _Streaming(StreamingResponse):
+    """Starlette's streamed answer, calling ``on_close`` once it is over: a body the client cut before
+    its first chunk is never iterated, so the body's own ``finally`` cannot be relied on."""
+
+    def __init__(
+        self,
+        content: AsyncIterator[bytes],
+        status_code: int,
+        headers: dict[str, str],
+        media_type: str,
+        on_close: Callable[[], None] | None,
+    ) -> None:
+        super().__init__(content, status_code, headers, media_type=media_type)
+        self.on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.on_close is not None:
+                self.on_close()
 
 
 def usage_routes(gates: Gates, endpoints: UsageEndpoints) -> list[BaseRoute]:

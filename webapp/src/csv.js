@@ -6,7 +6,7 @@
 
 import * as api from "./api.js";
 
-const MORE = "# "; // the server's last line when the file stopped short: its bound, or the database (docs/api.md)
+const MORE = "# "; // the last line of a file stopped short: its bound, the database, a revoked key (docs/api.md)
 
 export function cell(value, text) {
   let v = value === null || value === undefined ? "" : String(value);
@@ -25,7 +25,7 @@ export async function exportCsv(session, which, progress) {
       break;
     } catch (err) {
       if (err.status !== 429 || tries >= 5) throw err;
-      await sleep(1000); // the account reads' per-address limit (docs/api.md, Limits)
+      await sleep(1000); // the account reads' per-address limit, or two exports already running (docs/api.md)
     }
   }
   const reader = response.body.getReader();
