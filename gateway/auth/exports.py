@@ -23,6 +23,11 @@ from gateway.storage.seats import Seat, Seats
 EXPORTS_PER_ACCOUNT = 2
 
 
+def seat_key(pubkey: str) -> str:
+    """The Redis key of the account's export seats."""
+    return f"seats:export:account:{pubkey}"
+
+
 def exports_busy() -> ProxyError:
     return ProxyError(
         429,
@@ -60,7 +65,7 @@ async def open_export(seats: Seats, revocations: Revocations, pubkey: str, crede
     """The account's export seat and a hold of ``credential`` (None: a wallet's signature, nothing to
     revoke). Raises :func:`exports_busy` when the account's seats are taken, ``StoreUnavailable`` when
     they cannot be counted (never run uncounted)."""
-    seat = await seats.take(f"seats:export:account:{pubkey}", EXPORTS_PER_ACCOUNT)
+    seat = await seats.take(seat_key(pubkey), EXPORTS_PER_ACCOUNT)
     if seat is None:
         raise exports_busy()
     export = Export(seats, seat)

@@ -11,7 +11,7 @@ import time
 import aiohttp
 import asyncpg
 
-from gateway.auth.exports import EXPORTS_PER_ACCOUNT
+from gateway.auth.exports import EXPORTS_PER_ACCOUNT, seat_key
 from gateway.client import WalletSigner
 from gateway.storage.seats import Seat, Seats
 from tests.auth.helpers import create_account, create_api_key, request
@@ -21,10 +21,6 @@ from tests.support import RunningGateway
 #: further is still reading pages, held back by its reader.
 ROWS = 300_000
 HEAD = b"timestamp,method,calls,credits,refunded,request_id\r\n"
-
-
-def seat_key(pubkey: str) -> str:
-    return f"seats:export:account:{pubkey}"
 
 
 async def take_all(seats: Seats, pubkey: str, within_s: float = 10.0) -> list[Seat]:
