@@ -19,10 +19,13 @@ from typing import Any, Protocol
 import orjson
 
 from gateway import metrics
+from gateway.log_throttle import LogThrottle
 from gateway.node.wire import DEFAULT_BUFFERED_BYTES, AnswerBudget, AnswerTooLarge, BufferFull, WireError, WirePool
 from gateway.stopping import cancel_and_wait
 
 log = logging.getLogger(__name__)
+#: A failure while the node is down repeats with every call (gateway/log_throttle.py).
+throttled = LogThrottle(log)
 
 
 class UpstreamUnavailable(Exception):
@@ -227,10 +230,10 @@ class HttpUpstream:
         except AnswerTooLarge as exc:
             raise UpstreamTooLarge(self.max_answer_bytes) from exc
         except BufferFull as exc:  # the node did answer: sent, as a lost answer (docs/configuration.md)
-            log.warning("node answer dropped: %s answer bytes already held", f"{self.budget.held:,}")
+            throttled.warning("dropped", "node answer dropped: %s answer bytes already held", f"{self.budget.held:,}")
             raise UpstreamUnavailable("the gateway holds too many node answers at once", sent=True) from exc
         except WireError as exc:  # details go to the log, not to callers (they would name the node)
-            log.warning("node request failed: %s", exc)
+            throttled.warning("failed", "node request failed: %s", exc)
             if not exc.sent:
                 raise UpstreamUnavailable("could not connect to the node", sent=False) from exc
             raise UpstreamUnavailable("the connection to the node failed", sent=True) from exc
