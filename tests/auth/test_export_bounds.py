@@ -38,13 +38,19 @@ async def take_all(seats: Seats, pubkey: str, within_s: float = 10.0) -> list[Se
     return taken
 
 
-async def add_rows(db: asyncpg.Connection, pubkey: str, n: int) -> None:
+async def account_with_rows(
+    gateway: RunningGateway, http: aiohttp.ClientSession, signer: WalletSigner, db: asyncpg.Connection, n: int
+) -> str:
+    """The signer's account with ``n`` usage rows; its API key."""
+    await create_account(db, signer.pubkey)
+    key = await create_api_key(http, signer, gateway.url)
     await db.execute(
         """INSERT INTO usage_history (pubkey, method, credits, request_id)
            SELECT $1, 'getSlot', 1, 'r' || i FROM generate_series(1, $2::int) AS i""",
-        pubkey,
+        signer.pubkey,
         n,
     )
+    return key
 
 
 async def test_an_accounts_exports_at_once_are_capped_over_the_service(
@@ -52,9 +58,7 @@ async def test_an_accounts_exports_at_once_are_capped_over_the_service(
 ) -> None:
     seats = gateway.app.seats
     assert seats.shared  # counted at Redis, as every replica counts them
-    await create_account(db, signer.pubkey)
-    key = await create_api_key(http, signer, gateway.url)
-    await add_rows(db, signer.pubkey, 10)
+    key = await account_with_rows(gateway, http, signer, db, 10)
     elsewhere = await take_all(seats, signer.pubkey, 0)  # as if exports ran on other replicas
     for path in ("/account/usage.csv", "/account/ledger.csv"):
         busy = await request(http, "GET", gateway.url + path, headers={"X-Api-Key": key})
@@ -73,9 +77,7 @@ async def test_an_accounts_exports_at_once_are_capped_over_the_service(
 async def test_an_export_cut_by_its_client_gives_its_seat_back(
     gateway: RunningGateway, http: aiohttp.ClientSession, signer: WalletSigner, db: asyncpg.Connection
 ) -> None:
-    await create_account(db, signer.pubkey)
-    key = await create_api_key(http, signer, gateway.url)
-    await add_rows(db, signer.pubkey, ROWS)
+    key = await account_with_rows(gateway, http, signer, db, ROWS)
     for _ in range(EXPORTS_PER_ACCOUNT + 1):  # one more than the cap: each cut one came back
         async with http.get(gateway.url + "/account/usage.csv", headers={"X-Api-Key": key}) as resp:
             assert resp.status == 200
@@ -89,9 +91,7 @@ async def test_an_export_cut_by_its_client_gives_its_seat_back(
 async def test_a_rotated_api_key_stops_the_export_it_opened(
     gateway: RunningGateway, http: aiohttp.ClientSession, signer: WalletSigner, db: asyncpg.Connection
 ) -> None:
-    await create_account(db, signer.pubkey)
-    key = await create_api_key(http, signer, gateway.url)
-    await add_rows(db, signer.pubkey, ROWS)
+    key = await account_with_rows(gateway, http, signer, db, ROWS)
     async with http.get(gateway.url + "/account/usage.csv", headers={"X-Api-Key": key}) as resp:
         assert resp.status == 200
         assert await resp.content.readline() == HEAD
