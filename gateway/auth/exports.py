@@ -13,7 +13,7 @@ tenant's exports from taking what every caller shares, and its credential in cha
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 from gateway.auth.revocations import Credential, Revocations
 from gateway.core.errors import ProxyError, RpcCode
@@ -56,9 +56,29 @@ class Export:
         seat, self._seat = self._seat, None
         if seat is not None:
             self._seats.release(seat)
+        self._release_hold()
+
+    async def end(self) -> None:
+        """:meth:`close`, awaiting the seat's removal at Redis: called before the answer's last chunk
+        goes out, so a client that read the whole file finds the seat free."""
+        seat, self._seat = self._seat, None
+        self._release_hold()
+        if seat is not None:
+            await self._seats.give(seat)
+
+    def _release_hold(self) -> None:
         unhold, self._unhold = self._unhold, None
         if unhold is not None:
             unhold()
+
+
+async def ending(chunks: AsyncIterator[bytes], export: Export) -> AsyncIterator[bytes]:
+    """``chunks``, then :meth:`Export.end` once they are out (or stop: cut by the client)."""
+    try:
+        async for chunk in chunks:
+            yield chunk
+    finally:
+        await export.end()
 
 
 async def open_export(seats: Seats, revocations: Revocations, pubkey: str, credential: Credential | None) -> Export:

@@ -24,7 +24,7 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.auth.account_views import history_entry, ledger_entry
 from gateway.auth.errors import not_started
-from gateway.auth.exports import Export, open_export
+from gateway.auth.exports import Export, ending, open_export
 from gateway.auth.paging import Page, query_uint
 from gateway.auth.services import AuthServices
 from gateway.auth.stage import Gates
@@ -177,7 +177,8 @@ class UsageEndpoints:
         services = self.services
         credential = services.credential_of(call.credentials, call.authenticated())
         export = await open_export(self.seats, services.revocations, pubkey, credential)
-        return StreamReply(200, b"", headers, self._rows(pubkey, which, before, limit, export), export.close)
+        rows = ending(self._rows(pubkey, which, before, limit, export), export)
+        return StreamReply(200, b"", headers, rows, export.close)  # close: if the body never starts
 
     async def _rows(
         self, pubkey: str, which: str, before: int | None, limit: int, export: Export

@@ -108,3 +108,14 @@ async def test_a_rotated_api_key_stops_the_export_it_opened(
         gateway.url + "/account/usage.csv", headers={"X-Api-Key": new_key}, params={"limit": "5"}
     ) as ok:
         assert ok.status == 200 and (await ok.read()).count(b"\r\n") == 1 + 5 + 1
+
+
+async def test_a_whole_export_has_given_its_seat_back_when_its_answer_ends(
+    gateway: RunningGateway, http: aiohttp.ClientSession, signer: WalletSigner, db: asyncpg.Connection
+) -> None:
+    """A client that reads exports to their end one after another is never refused: no waiting."""
+    key = await account_with_rows(gateway, http, signer, db, 10)
+    for _ in range(5 * EXPORTS_PER_ACCOUNT):
+        async with http.get(gateway.url + "/account/usage.csv", headers={"X-Api-Key": key}) as resp:
+            assert resp.status == 200, await resp.text()
+            assert (await resp.read()).count(b"\r\n") == 1 + 10
