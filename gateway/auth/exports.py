@@ -40,7 +40,8 @@ def exports_busy() -> ProxyError:
 
 
 class Export:
-    """One export's seat and credential hold, given back by :meth:`close` (once, whatever the order)."""
+    """One export's seat and credential hold, given back once: by :meth:`end` when its body ends (whole or
+    cut), else by :meth:`close` when the answer is over (a body never started)."""
 
     def __init__(self, seats: Seats, seat: Seat) -> None:
         self._seats = seats
