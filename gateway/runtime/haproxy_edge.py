@@ -25,6 +25,11 @@ configuration Ray wrote, adds to the ``http_frontend`` section
   ``defaults`` section (HAProxy allows it there and in backends, not in a front end),
 - ``option dontlog-normal``: Ray's template has HAProxy format and send a log datagram for every
   request; only errors and abnormal ends (timeouts, aborts, 5xx) are logged,
+- ``retry-on conn-failure empty-response`` (in ``defaults``, replacing Ray's ``conn-failure``) with
+  ``http-request disable-l7-retry`` for any method but GET, HEAD and OPTIONS: a stopping replica closes
+  its port with requests read and unanswered (Ray's drain, docs/architecture.md, Autoscaling and drain),
+  and HAProxy answered them 502, Ray's 500 page. A GET, HEAD or OPTIONS is now sent to another replica;
+  anything else may have run (a send, a paid call) and is never sent twice,
 
 then executes the real binary on the copy with the same arguments (HAProxy's reloads come through
 here too). The secret and the timeout come from the environment Ray's processes inherit from
@@ -111,6 +116,8 @@ def edge_rules(
         f"    tcp-request connection reject if {{ sc0_conn_cur gt {limits.connections_per_source} }}",
         # Ray's template logs every request (httplog, a UDP datagram each): only errors and abnormal ends.
         "    option dontlog-normal",
+        # The defaults' retry of a dropped request (defaults_rules) only for methods that may run twice.
+        "    http-request disable-l7-retry unless { method GET HEAD OPTIONS }",
     ]
     if timeout_answer is not None:
         rules.extend(timeout_answer)
@@ -157,7 +164,12 @@ def origins_map(origins: OriginPolicy) -> str:
 
 def defaults_rules(limits: EdgeLimits = EdgeLimits()) -> list[str]:
     """The lines added to the ``defaults`` section (inherited by Ray's backends)."""
-    return [f"    timeout tunnel {_ms(limits.tunnel_s)}"]
+    return [
+        f"    timeout tunnel {_ms(limits.tunnel_s)}",
+        # Ray's is conn-failure alone; a later retry-on replaces it. empty-response: a stopping replica
+        # resets a connection with a request read and unanswered as its port closes.
+        "    retry-on conn-failure empty-response",
+    ]
 
 
 def patch_config(text: str, rules: Sequence[str], defaults: Sequence[str] = ()) -> str:

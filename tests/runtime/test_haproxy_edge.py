@@ -60,9 +60,13 @@ def test_without_a_secret_no_address_headers_are_added() -> None:
     assert not any("X-Gateway" in rule for rule in rules)
 
 
-def test_the_tunnel_timeout_goes_in_the_defaults_section() -> None:
-    lines = patch_config(CONFIG, edge_rules("", 10), defaults_rules(EdgeLimits(tunnel_s=7))).splitlines()
-    assert lines[lines.index("frontend prometheus") - 1] == "    timeout tunnel 7000ms"
+def test_the_tunnel_timeout_and_the_retries_go_at_the_end_of_the_defaults_section() -> None:
+    defaults = defaults_rules(EdgeLimits(tunnel_s=7))
+    lines = patch_config(CONFIG, edge_rules("", 10), defaults).splitlines()
+    end = lines.index("frontend prometheus")
+    assert lines[end - len(defaults) : end] == defaults
+    assert "    timeout tunnel 7000ms" in defaults
+    assert "    retry-on conn-failure empty-response" in defaults  # after Ray's own, which it replaces
 
 
 def test_the_operator_overrides_the_limits_from_the_environment() -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
+import struct
 import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -32,13 +34,20 @@ GUARD_S = 30.0
 class Backend:
     port: int
     cut_off: asyncio.Event = field(default_factory=asyncio.Event)  # a large answer's connection was dropped
+    seen: list[bytes] = field(default_factory=list)  # the methods of requests to /dropped-once, the first reset
 
 
 async def _serve(backend: Backend, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
-            path = head.split()[1]
+            method, path = head.split()[:2]
+            if path == b"/dropped-once":
+                backend.seen.append(method)
+                if len(backend.seen) == 1:  # as a stopping replica: the request read, the connection reset
+                    sock = writer.get_extra_info("socket")
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    return
             if path == b"/ws":
                 writer.write(
                     b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -82,8 +91,9 @@ async def _edge(
     config.write_text(
         "global\n    maxconn 100\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 3600s\n"
         "    timeout http-keep-alive 90s\n"  # Ray's template's idle timeouts
+        "    option redispatch 1\n    retry-on conn-failure\n"  # and its retries
         f"    timeout server 60s\nfrontend http_frontend\n    bind 127.0.0.1:{port}\n    default_backend replica\n"
-        f"backend replica\n    server one 127.0.0.1:{backend.port}\n"
+        f"backend replica\n    http-reuse always\n    server one 127.0.0.1:{backend.port}\n"
     )
     args = patched_args(["-db", "-f", str(config)], "s3cret", request_timeout_s, LIMITS, origins)
     haproxy = await asyncio.create_subprocess_exec(
@@ -168,6 +178,37 @@ async def test_an_upgraded_connection_outlives_the_client_timeout(edge: tuple[in
     writer.write(b"still here")
     assert await asyncio.wait_for(reader.readexactly(10), GUARD_S) == b"still here"
     writer.close()
+
+
+@pytest.mark.parametrize("reused", [False, True])
+@pytest.mark.parametrize(
+    ("method", "replayed"), [(b"GET", True), (b"HEAD", True), (b"OPTIONS", True), (b"POST", False), (b"DELETE", False)]
+)
+async def test_a_request_a_stopping_replica_dropped_is_sent_again_only_when_idempotent(
+    edge: tuple[int, Backend], method: bytes, replayed: bool, reused: bool
+) -> None:
+    """A replica that resets a connection with a request read and unanswered (as a stopping one does, on
+    a new connection or on a kept-alive one HAProxy reuses): a GET, HEAD or OPTIONS is sent again and
+    answered; anything else (a send, a paid call) is never sent twice, and its client gets HAProxy's
+    error or, on a reused connection, a closed one (HAProxy's way there, leaving the client to decide)."""
+    port, backend = edge
+    if reused:  # leaves HAProxy an idle connection to the replica, which the next request takes
+        reader, writer, answer = await _get(port)
+        assert answer.startswith(b"HTTP/1.1 200") and await reader.readexactly(2) == b"ok"
+        _close(writer)
+    body = b'{"jsonrpc":"2.0","id":1,"method":"sendTransaction"}' if method == b"POST" else b""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(method + b" /dropped-once HTTP/1.1\r\nHost: edge\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        answer = await asyncio.wait_for(reader.read(), GUARD_S)  # until HAProxy closes
+    finally:
+        writer.close()
+    if replayed:
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+        assert backend.seen == [method, method]
+    else:
+        assert answer == b"" if reused else answer.startswith(b"HTTP/1.1 502"), answer
+        assert backend.seen == [method]
 
 
 @pytest.mark.parametrize(
