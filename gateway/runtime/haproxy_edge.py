@@ -11,11 +11,7 @@ configuration Ray wrote, adds to the ``http_frontend`` section
   caller that reaches a replica's port directly cannot choose its address;
 - ``timeout http-request`` and ``option http-buffer-request``: HAProxy (event-driven, 4,096
   connections) waits for a request's headers and body, at most ``GATEWAY_REQUEST_BODY_TIMEOUT_S``,
-  before a replica sees it, so a slow sender never holds a replica's request slot; its 408 is the
-  gateway's error shape (``http-error``), with the ``Access-Control-Allow-Origin`` the replica's would
-  carry (``*`` when ``cors_allowed_origins`` allows any origin, else the request's ``Origin`` when it is
-  listed: a map of the listed origins), so a page reads it as it reads the replica's 408. A request
-  whose head never ends gets HAProxy's built-in 408 whatever is configured: no page sends one,
+  before a replica sees it, so a slow sender never holds a replica's request slot,
 - per-source and idle bounds (:class:`EdgeLimits`): at most ``connections_per_source`` open connections
   from one address (a stick table of ``conn_cur``; past it a new connection is closed at once, so one
   source cannot take the 4,096 HAProxy allows in all), idle keep-alives closed after ``keepalive_s``,
@@ -28,8 +24,16 @@ configuration Ray wrote, adds to the ``http_frontend`` section
 - ``retry-on conn-failure empty-response`` (in ``defaults``, replacing Ray's ``conn-failure``) with
   ``http-request disable-l7-retry`` for any method but GET, HEAD and OPTIONS: a stopping replica closes
   its port with requests read and unanswered (Ray's drain, docs/architecture.md, Autoscaling and drain),
-  and HAProxy answered them 502, Ray's 500 page. A GET, HEAD or OPTIONS is now sent to another replica;
-  anything else may have run (a send, a paid call) and is never sent twice,
+  and HAProxy answered them 502. A GET, HEAD or OPTIONS is sent to another replica; anything else may
+  have run (a send, a paid call) and is never sent twice,
+- to ``defaults`` (inherited by the front end and the backends), HAProxy's own answers in the gateway's
+  error shape (``http-error``, replacing Ray's ``errorfile`` HTML 500 page): the 408 above, and 502
+  ``UPSTREAM_ERROR`` (a replica's answer lost), 503 ``SERVICE_TEMPORARILY_UNAVAILABLE`` (no replica
+  could take the request), 504 ``TIMEOUT``. Each carries the ``Access-Control-Allow-Origin`` the
+  replica's would (``*`` when ``cors_allowed_origins`` allows any origin, else the request's ``Origin``
+  when it is listed: a map of the listed origins) and its ``Access-Control-Expose-Headers``, so a page
+  reads them as it reads the replica's. A request whose head never ends gets HAProxy's built-in 408
+  whatever is configured: no page sends one,
 
 then executes the real binary on the copy with the same arguments (HAProxy's reloads come through
 here too). The secret and the timeout come from the environment Ray's processes inherit from
@@ -46,9 +50,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
+
 from gateway.config import ORIGIN
+from gateway.core.errors import ProxyError, RpcCode, backend_unavailable, service_unavailable
 from gateway.keys import write_private  # it holds the secret
-from gateway.transports.cors import OriginPolicy
+from gateway.transports.cors import EXPOSE_HEADERS, OriginPolicy
 from gateway.transports.deadline import timeout_body
 from gateway.transports.ray_edge import EDGE_CLIENT_HEADER, EDGE_SECRET_ENV, EDGE_SECRET_HEADER
 
@@ -103,9 +110,10 @@ def _ms(seconds: float) -> str:
 
 
 def edge_rules(
-    secret: str, request_timeout_s: float, timeout_answer: list[str] | None = None, limits: EdgeLimits = EdgeLimits()
+    secret: str, request_timeout_s: float, limits: EdgeLimits = EdgeLimits(), content: Sequence[str] = ()
 ) -> list[str]:
-    """The lines added to the HTTP front end (the address headers only with a secret to vouch for them)."""
+    """The lines added to the HTTP front end (the address headers only with a secret to vouch for them);
+    ``content`` holds ``tcp-request content`` rules (:func:`listed_origin`), which HAProxy runs first."""
     rules = [
         f"    timeout http-request {_ms(request_timeout_s)}",
         "    option http-buffer-request",
@@ -114,20 +122,19 @@ def edge_rules(
         "    stick-table type ipv6 size 100k expire 60s store conn_cur",
         "    tcp-request connection track-sc0 src",
         f"    tcp-request connection reject if {{ sc0_conn_cur gt {limits.connections_per_source} }}",
+        *content,
         # Ray's template logs every request (httplog, a UDP datagram each): only errors and abnormal ends.
         "    option dontlog-normal",
         # The defaults' retry of a dropped request (defaults_rules) only for methods that may run twice.
         "    http-request disable-l7-retry unless { method GET HEAD OPTIONS }",
     ]
-    if timeout_answer is not None:
-        rules.extend(timeout_answer)
     if secret:
         rules.append(f"    http-request set-header {EDGE_CLIENT_HEADER} %[src]")
         rules.append(f"    http-request set-header {EDGE_SECRET_HEADER} {secret}")
     return rules
 
 
-#: No origin may read the edge's 408 (``cors_allowed_origins`` unreadable: no header rather than a wrong one).
+#: No origin may read the edge's answers (``cors_allowed_origins`` unreadable: no header rather than a wrong one).
 NO_ORIGIN = OriginPolicy(False, frozenset())
 
 
@@ -146,29 +153,69 @@ def edge_origins(env: Mapping[str, str]) -> OriginPolicy:
     return OriginPolicy.parse(o for o in origins if o == "*" or ORIGIN.fullmatch(o.rstrip("/")))
 
 
-def timeout_answer(body: Path, origins: OriginPolicy, origins_map: Path) -> list[str]:
-    """The 408 rule: the body in ``body``, readable by a page of an origin ``origins`` allows
-    (``origins_map``, written by the caller, lists the allowed origins, each mapped to itself)."""
-    rule = f"    http-error status 408 content-type application/json file {body}"
+def edge_errors(request_timeout_s: float) -> dict[int, tuple[bytes, Mapping[str, str]]]:
+    """HAProxy's own answers (body, headers), each as the gateway would answer at that status
+    (docs/api.md, Errors); Ray's template makes the 502, 503 and 504 one HTML 500 page."""
+    lost = backend_unavailable(
+        "the answer was lost: the gateway replica serving the request stopped or failed before answering "
+        "(a transaction may have gone out: check getSignatureStatuses before sending it again)"
+    )
+    none = service_unavailable("no gateway replica can take the request now (starting, or being replaced)", 5)
+    late = ProxyError(504, "TIMEOUT", "the gateway replica did not answer in time", rpc_code=RpcCode.TIMED_OUT)
+    answers: dict[int, tuple[bytes, Mapping[str, str]]] = {408: (timeout_body(request_timeout_s), {})}
+    for error in (lost, none, late):
+        answers[error.status] = (orjson.dumps(error.http_body(None)), error.headers)
+    return answers
+
+
+#: The request's ``Origin`` when listed, kept for HAProxy's own answers: a 502's request headers have
+#: already gone to the replica when it is answered. Kept by a ``tcp-request content`` rule: a 408 is
+#: answered before the front end's ``http-request`` rules run (``option http-buffer-request``).
+ORIGIN_VAR = "txn.gateway_origin"
+
+
+def listed_origin(origins: OriginPolicy, origins_map: Path) -> list[str]:
+    """The front-end rule that keeps a listed ``Origin`` in :data:`ORIGIN_VAR` (none for any origin)."""
+    if origins.any_origin or not origins.origins:
+        return []
+    lookup = f"req.hdr(origin),lower,map_str({origins_map})"
+    return [f"    tcp-request content set-var({ORIGIN_VAR}) {lookup} if {{ req.hdr(origin) -m found }}"]
+
+
+def edge_answers(path: Path, request_timeout_s: float, origins: OriginPolicy, origins_map: Path) -> list[str]:
+    """The ``http-error`` rules of :func:`edge_errors`, their bodies written beside ``path``, each
+    readable by a page of an origin ``origins`` allows (``origins_map``, written by the caller, lists the
+    allowed origins, each mapped to itself)."""
     if origins.any_origin:
-        return [f'{rule} hdr Access-Control-Allow-Origin "*"']
-    if origins.origins:
-        echo = f"%[req.hdr(origin),lower,map_str({origins_map})]"  # absent from the map: no header at all
-        return [f'{rule} hdr Access-Control-Allow-Origin "{echo}" hdr Vary Origin']
-    return [rule]
+        cors = ' hdr Access-Control-Allow-Origin "*"'
+    elif origins.origins:  # absent from the map: no header at all
+        cors = f' hdr Access-Control-Allow-Origin "%[var({ORIGIN_VAR})]" hdr Vary Origin'
+    else:
+        cors = ""
+    if cors:
+        cors += f' hdr Access-Control-Expose-Headers "{", ".join(EXPOSE_HEADERS)}"'
+    rules = []
+    for status, (body, headers) in edge_errors(request_timeout_s).items():
+        file = path.with_name(f"{path.name}-{status}.json")
+        file.write_bytes(body)
+        own = "".join(f' hdr {name} "{value}"' for name, value in headers.items())
+        rules.append(f"    http-error status {status} content-type application/json file {file}{own}{cors}")
+    return rules
 
 
 def origins_map(origins: OriginPolicy) -> str:
     return "".join(f"{origin} {origin}\n" for origin in sorted(origins.origins))
 
 
-def defaults_rules(limits: EdgeLimits = EdgeLimits()) -> list[str]:
-    """The lines added to the ``defaults`` section (inherited by Ray's backends)."""
+def defaults_rules(limits: EdgeLimits = EdgeLimits(), answers: Sequence[str] = ()) -> list[str]:
+    """The lines added to the ``defaults`` section (inherited by the front end and Ray's backends):
+    ``answers`` are :func:`edge_answers`, after Ray's ``errorfile`` lines, which they replace."""
     return [
         f"    timeout tunnel {_ms(limits.tunnel_s)}",
         # Ray's is conn-failure alone; a later retry-on replaces it. empty-response: a stopping replica
         # resets a connection with a request read and unanswered as its port closes.
         "    retry-on conn-failure empty-response",
+        *answers,
     ]
 
 
@@ -241,14 +288,13 @@ def patched_args(
 def gateway_config(
     text: str, path: Path, secret: str, request_timeout_s: float, limits: EdgeLimits, origins: OriginPolicy
 ) -> str:
-    """Ray's configuration ``text`` with the gateway's rules, to be written at ``path``; the 408's body
-    and origins map are written beside it."""
-    body = path.with_name(path.name + "-408.json")
-    body.write_bytes(timeout_body(request_timeout_s))
+    """Ray's configuration ``text`` with the gateway's rules, to be written at ``path``; the edge's
+    answers' bodies and origins map are written beside it."""
     listed = path.with_name(path.name + "-origins.map")
     listed.write_text(origins_map(origins))
-    rules = edge_rules(secret, request_timeout_s, timeout_answer(body, origins, listed), limits)
-    return patch_config(loopback_admin(text), rules, defaults_rules(limits))
+    answers = edge_answers(path, request_timeout_s, origins, listed)
+    rules = edge_rules(secret, request_timeout_s, limits, listed_origin(origins, listed))
+    return patch_config(loopback_admin(text), rules, defaults_rules(limits, answers))
 
 
 def main() -> None:

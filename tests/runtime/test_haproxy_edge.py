@@ -74,16 +74,21 @@ def test_the_operator_overrides_the_limits_from_the_environment() -> None:
     assert EdgeLimits.from_env(env) == EdgeLimits(connections_per_source=12, client_s=5)
 
 
-def test_the_real_haproxy_accepts_the_patched_configuration(tmp_path: Path) -> None:
+def test_the_real_haproxy_accepts_the_patched_configuration_without_a_warning(tmp_path: Path) -> None:
     source = tmp_path / "haproxy.cfg"
-    source.write_text(CONFIG)
+    ray_500 = tmp_path / "500.http"
+    ray_500.write_text("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 21\r\n\r\nInternal Server Error")
+    errorfiles = "".join(f"    errorfile {status} {ray_500}\n" for status in (502, 503, 504))  # as Ray's
+    source.write_text(CONFIG.replace("    timeout server 60s\n", f"    timeout server 60s\n{errorfiles}"))
     for origins in (edge_origins({}), edge_origins({CORS_ENV: '["https://app.example"]'}), NO_ORIGIN):
         args = patched_args(["-c", "-f", str(source)], "s3cret", 10, EdgeLimits(), origins)
         assert args[2] == str(tmp_path / "haproxy.cfg.gateway")
         assert (tmp_path / "haproxy.cfg.gateway").stat().st_mode & 0o077 == 0  # it holds the secret
-        assert b'"code":"REQUEST_TIMEOUT"' in (tmp_path / "haproxy.cfg.gateway-408.json").read_bytes()
+        for status, code in ((408, "REQUEST_TIMEOUT"), (502, "UPSTREAM_ERROR"), (504, "TIMEOUT")):
+            assert f'"code":"{code}"'.encode() in (tmp_path / f"haproxy.cfg.gateway-{status}.json").read_bytes()
         checked = subprocess.run([get_haproxy_binary(), *args], capture_output=True, text=True, timeout=30)
         assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert "WARNING" not in checked.stdout + checked.stderr, checked.stdout + checked.stderr
 
 
 def test_the_command_runs_the_real_binary_when_ray_points_at_it(tmp_path: Path) -> None:

