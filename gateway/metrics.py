@@ -168,6 +168,10 @@ UPSTREAM_SECONDS = histogram(
     LATENCY_BUCKETS,
     ("outcome",),
 )
+UPSTREAM_REPLAYS = counter(
+    "gateway_upstream_replays_total",
+    "Reads sent to the node once more: it closed their kept-alive connection as they went out",
+)
 UPSTREAM_UP = gauge("gateway_upstream_up", "1 when the node answered its last health probe, by node", ("node",))
 UPSTREAM_FALLBACK = gauge("gateway_upstream_fallback_active", "1 while this process sends to the fallback node")
 WS_UPSTREAM_SUBSCRIPTIONS = gauge(

@@ -30,6 +30,7 @@ from urllib.parse import unquote, urlsplit
 
 import httptools
 
+from gateway import metrics
 from gateway.core.params import whole_number
 
 #: An idle connection older than this is closed rather than reused: a server may close it meanwhile, and
@@ -371,6 +372,7 @@ class WirePool:
                 except Unanswered:
                     if not again:
                         raise
+                    metrics.UPSTREAM_REPLAYS.inc()
                     conn, again = None, False
         finally:
             slots.release()
