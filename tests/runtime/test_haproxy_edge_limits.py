@@ -1,6 +1,7 @@
-"""The edge's per-source and idle bounds, through the real bundled HAProxy running the patched
-configuration in front of a small asyncio backend that stands in for a replica (it records when
-HAProxy lets go of its connection, which is when a replica's request slot is freed).
+"""The edge's per-source and idle bounds, its retries and its own answers, through the real bundled
+HAProxy running the patched configuration (of a configuration with Ray's options) in front of a small
+asyncio backend that stands in for a replica (it records when HAProxy lets go of its connection, which
+is when a replica's request slot is freed, and drops a request as a stopping replica does).
 
 Short limits (a second) keep the tests quick; every wait below is a guard against a hang, never a
 measured time.
