@@ -51,6 +51,7 @@ import aiohttp
 import orjson
 
 from gateway.core.credits import EventHook, no_events
+from gateway.log_throttle import LogThrottle
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
 from gateway.webhooks import metrics, targets
@@ -272,6 +273,10 @@ class Dispatcher:
         # The exchange loop's statements (outcomes written, jobs claimed: one round trip), on a connection kept.
         self._conn = HeldConnection(pool)
         self._charges = Charges(pool, dispatcher_id, events)  # the paid jobs' charges, gathered per account
+        # Failed attempts' warnings: the first of each outcome (retry, dead), then one per 10 s with how many
+        # were left out. A tenant's dead receivers could fail thousands a second; each outcome is in its
+        # delivery's record and in gateway_webhook_deliveries_total (docs/operations.md, Logs).
+        self.failures = LogThrottle(log)
 
     @property
     def in_flight(self) -> int:
@@ -387,7 +392,8 @@ class Dispatcher:
                     self._idle.set()
             if outcome is not None:
                 if outcome.result is not Result.DELIVERED:  # the reason last_error records; never the secret
-                    log.warning(
+                    self.failures.warning(
+                        outcome.result.value,
                         "webhook %s delivery %s attempt %d failed (%s): %s",
                         job.webhook_id,
                         job.id,
