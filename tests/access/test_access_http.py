@@ -4,7 +4,6 @@ counted; only the wallet changes the rules, and bad rules are refused 400."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,26 +16,10 @@ from gateway import metrics
 from gateway.access.rules import ACCESS_DENIED_RPC
 from tests.access.conftest import BODY, Owner, rpc
 from tests.auth.helpers import Answer, request
+from tests.recorded_metrics import Recorded
 from tests.support import RunningGateway
 
 BALANCE = b'{"jsonrpc":"2.0","id":2,"method":"getBalance","params":["11111111111111111111111111111111"]}'
-
-
-class Recorded:
-    """The gateway's counters, routed to memory (the export through Ray: tests/integration)."""
-
-    def __init__(self) -> None:
-        self.counts: Counter[tuple[str, tuple[str, ...]]] = Counter()
-
-    def sink(self, spec: metrics.MetricSpec) -> Recorded.Sink:
-        return Recorded.Sink(self, spec.name)
-
-    class Sink:
-        def __init__(self, owner: Recorded, name: str) -> None:
-            self.owner, self.name = owner, name
-
-        def record(self, value: float, labels: tuple[str, ...]) -> None:
-            self.owner.counts[(self.name, labels)] += int(value)
 
 
 @pytest.fixture

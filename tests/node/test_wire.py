@@ -16,8 +16,8 @@ import pytest
 import uvloop
 
 from gateway import metrics
-from gateway.metrics import Labels, MetricSpec
 from gateway.node.wire import AnswerTooLarge, WireError, WirePool
+from tests.recorded_metrics import Recorded
 
 Scenario = Callable[["Server"], Awaitable[None]]
 
@@ -97,25 +97,6 @@ class Server:
             writer.write(b"SMTP ready\r\n\r\n")
         await writer.drain()
         return True
-
-
-@dataclass
-class Counted:
-    """A metrics backend that sums one metric's records (every other is dropped)."""
-
-    name: str
-    total: float = 0.0
-
-    def sink(self, spec: MetricSpec) -> Counted | _Dropped:
-        return self if spec.name == self.name else _Dropped()
-
-    def record(self, value: float, labels: Labels) -> None:
-        self.total += value
-
-
-class _Dropped:
-    def record(self, value: float, labels: Labels) -> None:
-        return None
 
 
 def both_loops(scenario: Scenario) -> Callable[[str], None]:
@@ -214,8 +195,8 @@ async def test_a_read_lost_on_a_kept_alive_connection_is_sent_again_once(server:
     """The node closed the idle connection as the request went out (no byte of an answer came): a
     replayable request is sent once more on a new connection; any other fails as before."""
     pool = WirePool(server.url("/idle-close"))
-    replays = Counted("gateway_upstream_replays_total")
-    metrics.install(replays)
+    recorded = Recorded()
+    metrics.install(recorded)
     try:
         assert await pool.request("POST", b"a", 5, replayable=True) == (200, b'{"len":1}')
         assert await pool.request("POST", b"ab", 5, replayable=True) == (200, b'{"len":2}')
@@ -226,7 +207,7 @@ async def test_a_read_lost_on_a_kept_alive_connection_is_sent_again_once(server:
         metrics.uninstall()
     assert lost.value.sent is True
     assert (len(server.requests), server.connections) == (4, 2)  # sent once
-    assert replays.total == 1
+    assert recorded.counts[("gateway_upstream_replays_total", ())] == 1
     await pool.close()
 
 
