@@ -174,18 +174,18 @@ def edge_errors(request_timeout_s: float) -> dict[int, tuple[bytes, Mapping[str,
 ORIGIN_VAR = "txn.gateway_origin"
 
 
-def listed_origin(origins: OriginPolicy, origins_map: Path) -> list[str]:
-    """The front-end rule that keeps a listed ``Origin`` in :data:`ORIGIN_VAR` (none for any origin)."""
+def listed_origin(origins: OriginPolicy, map_file: Path) -> list[str]:
+    """The front-end rule that keeps a listed ``Origin`` in :data:`ORIGIN_VAR` (none for any origin);
+    ``map_file``, written by the caller, lists the allowed origins, each mapped to itself."""
     if origins.any_origin or not origins.origins:
         return []
-    lookup = f"req.hdr(origin),lower,map_str({origins_map})"
+    lookup = f"req.hdr(origin),lower,map_str({map_file})"
     return [f"    tcp-request content set-var({ORIGIN_VAR}) {lookup} if {{ req.hdr(origin) -m found }}"]
 
 
-def edge_answers(path: Path, request_timeout_s: float, origins: OriginPolicy, origins_map: Path) -> list[str]:
+def edge_answers(path: Path, request_timeout_s: float, origins: OriginPolicy) -> list[str]:
     """The ``http-error`` rules of :func:`edge_errors`, their bodies written beside ``path``, each
-    readable by a page of an origin ``origins`` allows (``origins_map``, written by the caller, lists the
-    allowed origins, each mapped to itself)."""
+    readable by a page of an origin ``origins`` allows (a listed one as :func:`listed_origin` kept it)."""
     if origins.any_origin:
         cors = ' hdr Access-Control-Allow-Origin "*"'
     elif origins.origins:  # absent from the map: no header at all
@@ -292,7 +292,7 @@ def gateway_config(
     answers' bodies and origins map are written beside it."""
     listed = path.with_name(path.name + "-origins.map")
     listed.write_text(origins_map(origins))
-    answers = edge_answers(path, request_timeout_s, origins, listed)
+    answers = edge_answers(path, request_timeout_s, origins)
     rules = edge_rules(secret, request_timeout_s, limits, listed_origin(origins, listed))
     return patch_config(loopback_admin(text), rules, defaults_rules(limits, answers))
 

@@ -205,12 +205,8 @@ async def test_a_request_a_stopping_replica_dropped_is_sent_again_only_when_idem
         assert answer.startswith(b"HTTP/1.1 200") and await reader.readexactly(2) == b"ok"
         _close(writer)
     body = b'{"jsonrpc":"2.0","id":1,"method":"sendTransaction"}' if method == b"POST" else b""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(method + b" /dropped-once HTTP/1.1\r\nHost: edge\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-        answer = await asyncio.wait_for(reader.read(), GUARD_S)  # until HAProxy closes
-    finally:
-        writer.close()
+    head = b" /dropped-once HTTP/1.1\r\nHost: edge\r\nContent-Length: %d\r\n\r\n" % len(body)
+    answer = await _ask(port, method + head + body)
     if replayed:
         assert answer.startswith(b"HTTP/1.1 200"), answer
         assert backend.seen == [method, method]
@@ -231,6 +227,7 @@ def _error(answer: bytes) -> tuple[int, str, dict[bytes, bytes], dict[str, Any]]
 
 
 async def _ask(port: int, request: bytes) -> bytes:
+    """The whole of what HAProxy sends back to ``request`` on a new connection, until it closes it."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         writer.write(request)
