@@ -55,9 +55,9 @@ from gateway.keys import service_key_addresses
 from gateway.limits.slices import LocalShards
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, Stage, compose, error_boundary
 from gateway.pipeline_http import RPC_MAX_BODY_BYTES, RpcFirst, http_call, mount
+from gateway.process_gc import tune_gc
 from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
-from gateway.runtime.replica_process import tune_gc
 from gateway.settings import Settings
 from gateway.storage.migrate import migrate_url
 from gateway.transports.deadline import BodyDeadline

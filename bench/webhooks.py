@@ -6,8 +6,9 @@ signed bodies, and how long a backlog takes to drain after a receiver outage.
 
 On an embedded PostgreSQL in a temporary directory. The receiver is a plain aiohttp server (uvloop) in
 a process of its own on 127.0.0.1, answering 200 ``ok`` to every POST after reading the body; both
-senders below run in this process, on asyncio's default loop as the dispatcher actor does, each with
-``--concurrency`` posts in flight over one keep-alive session:
+senders below run in this process, on asyncio's default loop and with the collector tuned as the
+dispatcher actor's (``gc_young_threshold``, start-up's objects frozen), each with ``--concurrency``
+posts in flight over one keep-alive session:
 
 - ``dispatcher``: :class:`gateway.webhooks.dispatcher.Dispatcher` delivering ``--jobs`` jobs spread
   over ``--webhooks`` subscriptions: claims from PostgreSQL, signing, the post, the outcome written
@@ -26,7 +27,9 @@ made due, the receiver comes back, and the drain is timed from then until every 
 new dispatcher. (With the service's schedule a job that failed is due again 5 to 6 s later, then 30 s,
 2 min...: a shorter outage adds up to that wait to its jobs' delivery.)
 
-``--profile`` runs cProfile over one more dispatcher run and prints where its time went.
+``--profile`` runs cProfile over one more dispatcher run and prints where its time went; ``--python-gc``
+keeps Python's own collector settings (the comparison for the actor's tuning). Each run's CPU figure
+says how much of it was the collector's.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import io
 import os
 import pstats
@@ -53,8 +57,10 @@ import orjson
 import psutil
 
 from bench._proc import LOOPBACK, ServerProcess, process_cpu_s, spawn_server
+from gateway.config import ServiceSettings
 from gateway.core.credits import CreditPolicy, DepositCredit
 from gateway.credits.store import credit_deposit_on
+from gateway.process_gc import freeze_startup, tune_gc
 from gateway.runtime.embedded import EmbeddedPostgres
 from gateway.runtime.ports import free_port
 from gateway.storage.migrate import migrate_url
@@ -132,6 +138,7 @@ class Run:
     seconds: float
     cpu_s: float
     db_cpu_s: float = 0.0
+    gc_s: float = 0.0  # of ``cpu_s``, Python's cyclic collector's
 
     @property
     def rate(self) -> float:
@@ -144,6 +151,28 @@ class Run:
     @property
     def db_cpu_us(self) -> float:
         return self.db_cpu_s / self.count * 1e6
+
+    @property
+    def gc_us(self) -> float:
+        return self.gc_s / self.count * 1e6
+
+
+class CollectorTime:
+    """The CPU time Python's cyclic collector has taken in this process since it was installed."""
+
+    def __init__(self) -> None:
+        self.total_s = 0.0
+        self._started = 0.0
+        gc.callbacks.append(self._seen)
+
+    def _seen(self, phase: str, _info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.process_time()
+        else:
+            self.total_s += time.process_time() - self._started
+
+
+COLLECTOR = CollectorTime()
 
 
 #: The embedded PostgreSQL's postmaster (its CPU and its backends' is the database's share).
@@ -203,11 +232,11 @@ def config(args: argparse.Namespace) -> DispatchConfig:
 async def dispatch(pool: asyncpg.Pool, args: argparse.Namespace, count: int, retry: RetryPolicy = retry_delay_s) -> Run:
     """Start a dispatcher and time it until ``count`` jobs are recorded delivered."""
     dispatcher = Dispatcher(pool, f"bench-{secrets.token_hex(4)}", config(args), retry=retry)
-    cpu0, db0, started = time.process_time(), db_cpu_s(), time.perf_counter()
+    cpu0, db0, gc0, started = time.process_time(), db_cpu_s(), COLLECTOR.total_s, time.perf_counter()
     async with running(dispatcher):
         await until(lambda: dispatcher.stats.delivered >= count)
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu0
-        return Run("dispatcher", count, elapsed, cpu, db_cpu_s() - db0)
+        return Run("dispatcher", count, elapsed, cpu, db_cpu_s() - db0, COLLECTOR.total_s - gc0)
 
 
 async def plain(url: str, args: argparse.Namespace, count: int) -> Run:
@@ -236,9 +265,10 @@ async def plain(url: str, args: argparse.Namespace, count: int) -> Run:
                     if resp.status != 200:
                         raise RuntimeError(f"the receiver answered {resp.status}")
 
-        cpu0, started = time.process_time(), time.perf_counter()
+        cpu0, gc0, started = time.process_time(), COLLECTOR.total_s, time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(args.concurrency)))
-        return Run("plain", count, time.perf_counter() - started, time.process_time() - cpu0)
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu0
+        return Run("plain", count, elapsed, cpu, gc_s=COLLECTOR.total_s - gc0)
 
 
 # -- the run -----------------------------------------------------------------------------------------
@@ -250,6 +280,8 @@ async def rounds(pool: asyncpg.Pool, args: argparse.Namespace) -> list[dict[str,
     async with receiver(port) as rec, aiohttp.ClientSession() as http:
         paid = args.price * args.jobs * (args.rounds + int(args.profile))
         hooks = await subscriptions(pool, rec.url, args.webhooks, paid)
+        if not args.python_gc:
+            freeze_startup()  # set up, as the actor is once its pool is
         for n in range(args.rounds):
             order = TARGETS if n % 2 == 0 else TARGETS[::-1]
             runs: dict[str, Run] = {}
@@ -278,7 +310,7 @@ async def rounds(pool: asyncpg.Pool, args: argparse.Namespace) -> list[dict[str,
 
 
 def round_line(n: int, runs: dict[str, Run]) -> str:
-    parts = [f"{t} {r.rate:,.0f}/s ({r.cpu_us:.0f} µs CPU each)" for t, r in runs.items()]
+    parts = [f"{t} {r.rate:,.0f}/s ({r.cpu_us:.0f} µs CPU each, {r.gc_us:.0f} collecting)" for t, r in runs.items()]
     parts.append(f"PostgreSQL {runs['dispatcher'].db_cpu_us:.0f} µs CPU per delivery")
     return f"round {n}: " + ", ".join(parts) + f"; ratio {runs['dispatcher'].rate / runs['plain'].rate:.3f}"
 
@@ -365,10 +397,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--price", type=int, default=0, help="credits charged per delivery (0: free, as lifecycle)")
     parser.add_argument("--backlog", type=int, default=10_000, help="jobs queued during the outage (0: skip it)")
     parser.add_argument("--profile", action="store_true", help="cProfile one more dispatcher run")
+    parser.add_argument(
+        "--python-gc", action="store_true", help="Python's own collector settings, not the dispatcher actor's"
+    )
     args = parser.parse_args(argv)
     if args.command == "receiver":
         receiver_main(args.port)
         return
+    if not args.python_gc:
+        tune_gc(ServiceSettings.model_fields["gc_young_threshold"].default)  # as the dispatcher actor's process
     with tempfile.TemporaryDirectory(prefix="bench-webhooks-") as home:
         pg = EmbeddedPostgres(Path(home))
         try:

@@ -350,7 +350,7 @@ class Fanout:
 async def baseline(args: argparse.Namespace) -> None:
     from websockets.asyncio.server import serve
 
-    from gateway.runtime.replica_process import tune_gc
+    from gateway.process_gc import tune_gc
     from gateway.settings import Settings
 
     tune_gc(Settings.model_fields["gc_young_threshold"].default)  # the gateway's GC setting: compare the code
@@ -367,8 +367,8 @@ def serve_gateway(args: argparse.Namespace) -> None:
     import uvicorn
 
     from gateway.app import GatewayApp
+    from gateway.process_gc import tune_gc
     from gateway.pubsub.ws import UVICORN_WS_OPTIONS
-    from gateway.runtime.replica_process import tune_gc
     from gateway.settings import Settings
     from gateway.transports.http import build_http_app
 

@@ -138,7 +138,8 @@ class ServiceSettings(BaseModel):
         50_000,
         ge=0,
         le=10_000_000,
-        description="Allocations between young-generation GC passes in an ingress replica (0: Python's 700).",
+        description="Allocations between young-generation GC passes in a serving process: an ingress replica, a gRPC "
+        "stream server, a webhook dispatcher (0: Python's 700).",
     )
     redis_max_memory_mb: int = Field(
         256, ge=1, le=1_000_000, description="Embedded Redis memory bound; full means 503, never an evicted nonce."

@@ -13,12 +13,12 @@ under ``gateway up``, and in process by the tests and the benchmark::
 
 from __future__ import annotations
 
-import gc
 import logging
 from typing import Any
 
 import grpc
 
+from gateway import process_gc
 from gateway.access.guard import install as install_access
 from gateway.accounts import AccountServices, AccountSettings
 from gateway.core.client_address import TrustedProxies
@@ -66,8 +66,7 @@ def replay_log_of(settings: GrpcSettings) -> ReplayLog | None:
 def tune_gc(settings: GrpcSettings) -> None:
     """The replicas' garbage-collector setting (``gc_young_threshold``, docs/performance.md) for the process
     a server runs in: a stream's updates are short-lived allocations like a replica's requests."""
-    if settings.gc_young_threshold > 0:
-        gc.set_threshold(settings.gc_young_threshold, 10, 10)
+    process_gc.tune_gc(settings.gc_young_threshold)
 
 
 def server_options(reuse_port: bool) -> list[tuple[str, Any]]:

@@ -16,12 +16,12 @@ from starlette.types import ASGIApp
 from actors.account_shards import start_account_shards
 from gateway.app import GatewayApp
 from gateway.core.errors import ConfigError
+from gateway.process_gc import tune_gc
 from gateway.pubsub.ws import UVICORN_WS_OPTIONS
 from gateway.runtime.cluster import STOP_GRACE_S
 from gateway.runtime.exposure import replica_refusal
 from gateway.runtime.metrics import install_ray_metrics
 from gateway.runtime.racers import RayRacers
-from gateway.runtime.replica_process import tune_gc
 from gateway.runtime.serve_metrics import count_serve_latencies
 from gateway.runtime.shards import RayShards
 from gateway.settings import Settings

@@ -8,8 +8,10 @@ attempt never comes before its schedule allows), and waits end on what the datab
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import socket
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import aiohttp
@@ -421,7 +423,19 @@ async def test_a_dispatcher_that_loses_its_connections_takes_new_ones(pool: asyn
     assert (await job(pool, second))["status"] == "delivered"
 
 
-async def test_the_actor_class_delivers_and_stops(pool: asyncpg.Pool, receiver: Receiver, delivery_dsn: str) -> None:
+@pytest.fixture
+def process_gc() -> Iterator[None]:
+    """The actor tunes its process's collector (its own in Ray); this process's is put back after."""
+    thresholds = gc.get_threshold()
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*thresholds)
+
+
+async def test_the_actor_class_delivers_and_stops(
+    pool: asyncpg.Pool, receiver: Receiver, delivery_dsn: str, process_gc: None
+) -> None:
     hook = await subscribe(pool, receiver.url)
     ids = [await enqueue(pool, hook) for _ in range(5)]
     settings = Settings(database_url=delivery_dsn, webhook_allow_private=True).model_dump(mode="json")
@@ -430,6 +444,9 @@ async def test_the_actor_class_delivers_and_stops(pool: asyncpg.Pool, receiver: 
         await eventually(settled(pool, *ids), "the actor's deliveries")
         status = actor.status()
         assert status["running"] and status["delivered"] == 5
+        # set up, its process collects young objects every gc_young_threshold and never walks start-up's
+        assert gc.get_threshold()[0] == Settings().gc_young_threshold
+        assert gc.get_freeze_count() > 0
     finally:
         await asyncio.to_thread(actor.shutdown)
     assert not actor.status()["running"]

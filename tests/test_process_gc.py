@@ -1,4 +1,5 @@
-"""The replica process's GC tuning: what it sets, and that 0 leaves Python's default alone."""
+"""The serving processes' GC tuning: what it sets, that 0 leaves Python's default alone, and the freeze
+of start-up's objects."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.runtime.replica_process import tune_gc
+from gateway.process_gc import freeze_startup, tune_gc
 from gateway.settings import Settings
 
 
@@ -26,6 +27,20 @@ def test_young_threshold_is_raised_and_older_generations_kept(restore_gc: tuple[
 def test_zero_leaves_the_thresholds_alone(restore_gc: tuple[int, int, int]) -> None:
     tune_gc(0)
     assert gc.get_threshold() == restore_gc
+
+
+def test_freeze_leaves_what_is_alive_out_of_later_collections() -> None:
+    gc.unfreeze()
+    alive = {"kept": [object()]}  # a container alive at start-up
+    try:
+        freeze_startup()
+        assert gc.get_freeze_count() > 0
+        assert not any(obj is alive for generation in range(3) for obj in gc.get_objects(generation))
+        young = {"later": []}  # built after the freeze: collected as before
+        assert any(obj is young for obj in gc.get_objects(0))
+    finally:
+        gc.unfreeze()
+    assert gc.get_freeze_count() == 0
 
 
 def test_setting_is_validated() -> None:
