@@ -95,6 +95,11 @@ STORE_RETRY_S = 2.0
 WRITE_EVERY_S = 0.01
 #: What a lease keeps besides the attempts a claimed job may wait for and its own (see ``in_hand``).
 LEASE_MARGIN_S = 5.0
+#: The most rounds of ``concurrency`` jobs a dispatcher holds, the lease permitting: its queue must outlast a
+#: claim's round trip under load (10-15 ms here while the workers finish 6,000 deliveries a second), or the
+#: workers wait for claims; with three rounds they were all busy 65-69% of the time, with five 97-99%
+#: (bench/README.md, Webhooks, 2026-11-26).
+IN_HAND_ROUNDS = 5
 
 #: :func:`url_problem` depends on the URL alone (DNS is checked at connect), so each subscription's URL
 #: is checked once per dispatcher instead of on every attempt (3% of a busy dispatcher's time).
@@ -151,13 +156,13 @@ class DispatchConfig:
 
     @property
     def in_hand(self) -> int:
-        """Jobs claimed and not finished a dispatcher may hold: its workers' and up to twice as many
-        queued, as long as the lease covers the wait. A queued job starts once the jobs ahead of it
+        """Jobs claimed and not finished a dispatcher may hold: its workers' and up to four times as many
+        queued (``IN_HAND_ROUNDS``), as long as the lease covers the wait. A queued job starts once the jobs ahead of it
         have; with ``n × concurrency`` in hand that is within ``n - 1`` attempts of every worker, so
         it is done within ``n × timeout_s``, which must stay ``LEASE_MARGIN_S`` short of the lease
         (its charge and the write of its outcome come on top)."""
         rounds = int((self.lease_s - LEASE_MARGIN_S) // self.timeout_s)
-        return max(1, min(3, rounds)) * self.concurrency
+        return max(1, min(IN_HAND_ROUNDS, rounds)) * self.concurrency
 
     @property
     def claim_rules(self) -> ClaimRules:

@@ -95,7 +95,8 @@ def test_fixed_delays_give_up_after_the_schedule_and_honour_retry_after() -> Non
 
 
 def test_a_dispatcher_holds_no_more_jobs_than_its_lease_covers() -> None:
-    assert DispatchConfig(concurrency=64, timeout_s=10, lease_s=60).in_hand == 3 * 64  # 10 s margin
+    assert DispatchConfig(concurrency=64, timeout_s=10, lease_s=60).in_hand == 5 * 64  # 5 s margin
+    assert DispatchConfig(concurrency=64, timeout_s=5, lease_s=60).in_hand == 5 * 64  # at most five rounds
     assert DispatchConfig(concurrency=64, timeout_s=10, lease_s=30).in_hand == 2 * 64
     assert DispatchConfig(concurrency=64, timeout_s=10, lease_s=20).in_hand == 64  # no queue
 
