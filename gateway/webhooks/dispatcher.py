@@ -157,10 +157,10 @@ class DispatchConfig:
     @property
     def in_hand(self) -> int:
         """Jobs claimed and not finished a dispatcher may hold: its workers' and up to four times as many
-        queued (``IN_HAND_ROUNDS``), as long as the lease covers the wait. A queued job starts once the jobs ahead of it
-        have; with ``n × concurrency`` in hand that is within ``n - 1`` attempts of every worker, so
-        it is done within ``n × timeout_s``, which must stay ``LEASE_MARGIN_S`` short of the lease
-        (its charge and the write of its outcome come on top)."""
+        queued (``IN_HAND_ROUNDS``), as long as the lease covers the wait. A queued job starts once the
+        jobs ahead of it have; with ``n × concurrency`` in hand that is within ``n - 1`` attempts of every
+        worker, so it is done within ``n × timeout_s``, which must stay ``LEASE_MARGIN_S`` short of the
+        lease (its charge and the write of its outcome come on top)."""
         rounds = int((self.lease_s - LEASE_MARGIN_S) // self.timeout_s)
         return max(1, min(IN_HAND_ROUNDS, rounds)) * self.concurrency
 

@@ -71,7 +71,7 @@ class WebhookDispatcherActor:
         try:
             self.dispatcher = Dispatcher(conn.db, self.dispatcher_id, self.config, retry=self.retry)
             # Set up: what lives as long as the process (Ray's modules, the pool) is left out of later
-            # collections, each of which walked it all (about 9 µs a delivery, docs/performance.md).
+            # collections, each of which walked it all (bench/README.md, Webhooks, 2026-11-26).
             freeze_startup()
             log.info(
                 "webhook dispatcher %s: %d deliveries at once, %d per subscription, %s per account",
