@@ -4,6 +4,8 @@ tests/integration), for tests that count what a part recorded."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from gateway import metrics
 
@@ -23,3 +25,14 @@ class Recorded:
 
         def record(self, value: float, labels: tuple[str, ...]) -> None:
             self.owner.counts[(self.name, labels)] += int(value)
+
+
+@contextmanager
+def recording() -> Iterator[Recorded]:
+    """The gateway's metrics recorded in memory for the block, then no backend again."""
+    backend = Recorded()
+    metrics.install(backend)
+    try:
+        yield backend
+    finally:
+        metrics.uninstall()

@@ -12,11 +12,10 @@ import asyncpg
 import orjson
 import pytest
 
-from gateway import metrics
 from gateway.access.rules import ACCESS_DENIED_RPC
 from tests.access.conftest import BODY, Owner, rpc
 from tests.auth.helpers import Answer, request
-from tests.recorded_metrics import Recorded
+from tests.recorded_metrics import Recorded, recording
 from tests.support import RunningGateway
 
 BALANCE = b'{"jsonrpc":"2.0","id":2,"method":"getBalance","params":["11111111111111111111111111111111"]}'
@@ -24,10 +23,8 @@ BALANCE = b'{"jsonrpc":"2.0","id":2,"method":"getBalance","params":["11111111111
 
 @pytest.fixture
 def recorded() -> Iterator[Recorded]:
-    backend = Recorded()
-    metrics.install(backend)
-    yield backend
-    metrics.uninstall()
+    with recording() as backend:
+        yield backend
 
 
 def denied(answer: Answer, rule: str) -> None:

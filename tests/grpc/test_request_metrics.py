@@ -5,39 +5,21 @@ are routed to a recording backend here (the export through Ray is tests/integrat
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 from collections.abc import Iterator
 
 import asyncpg
 import grpc
 import pytest
 
-from gateway import metrics
 from tests.grpc.client import Subscription, kind
 from tests.grpc.conftest import GeyserClient, RunningStream
-
-
-class Recorded:
-    def __init__(self) -> None:
-        self.counts: Counter[tuple[str, tuple[str, ...]]] = Counter()
-
-    def sink(self, spec: metrics.MetricSpec) -> Recorded.Sink:
-        return Recorded.Sink(self, spec.name)
-
-    class Sink:
-        def __init__(self, owner: Recorded, name: str) -> None:
-            self.owner, self.name = owner, name
-
-        def record(self, value: float, labels: tuple[str, ...]) -> None:
-            self.owner.counts[(self.name, labels)] += 1
+from tests.recorded_metrics import Recorded, recording
 
 
 @pytest.fixture
 def recorded() -> Iterator[Recorded]:
-    backend = Recorded()
-    metrics.install(backend)
-    yield backend
-    metrics.uninstall()
+    with recording() as backend:
+        yield backend
 
 
 async def test_grpc_calls_count_as_requests_of_wire_grpc(

@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 import pytest
 import uvloop
 
-from gateway import metrics
 from gateway.node.wire import AnswerTooLarge, WireError, WirePool
-from tests.recorded_metrics import Recorded
+from tests.recorded_metrics import recording
 
 Scenario = Callable[["Server"], Awaitable[None]]
 
@@ -195,16 +194,12 @@ async def test_a_read_lost_on_a_kept_alive_connection_is_sent_again_once(server:
     """The node closed the idle connection as the request went out (no byte of an answer came): a
     replayable request is sent once more on a new connection; any other fails as before."""
     pool = WirePool(server.url("/idle-close"))
-    recorded = Recorded()
-    metrics.install(recorded)
-    try:
+    with recording() as recorded:
         assert await pool.request("POST", b"a", 5, replayable=True) == (200, b'{"len":1}')
         assert await pool.request("POST", b"ab", 5, replayable=True) == (200, b'{"len":2}')
         assert (len(server.requests), server.connections) == (3, 2)  # the second went out twice
         with pytest.raises(WireError) as lost:
             await pool.request("POST", b"abc", 5)  # not replayable, on the kept-alive connection
-    finally:
-        metrics.uninstall()
     assert lost.value.sent is True
     assert (len(server.requests), server.connections) == (4, 2)  # sent once
     assert recorded.counts[("gateway_upstream_replays_total", ())] == 1
