@@ -22,12 +22,25 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.core.credentials import http_credentials
 from gateway.core.errors import ProxyError
-from gateway.pipeline import Call, Handler, Reply, ReplyStyle, Stage, compose, error_boundary, json_reply
+from gateway.pipeline import (
+    Call,
+    Handler,
+    Reply,
+    ReplyStyle,
+    Stage,
+    compose,
+    error_boundary,
+    json_reply,
+    new_request_id,
+)
 
 #: JSON-RPC bodies: a batch of 100 signed transactions is ~200 KiB; leave ample room.
 RPC_MAX_BODY_BYTES = 5 * 1024 * 1024
 #: REST bodies are a few short JSON fields.
 REST_MAX_BODY_BYTES = 64 * 1024
+#: The ASGI scope's key for the request id the edge gave the request (set by
+#: :class:`gateway.transports.ray_edge.ServeEdge` only when the edge's secret vouches for it): the call's.
+EDGE_REQUEST_ID = "gateway.edge_request_id"
 
 
 class BodyTooLarge(Exception):
@@ -63,11 +76,16 @@ def http_call(
     query: Mapping[str, str] | None = None,
     style: ReplyStyle = ReplyStyle.REST,
     client: str | None = None,
+    request_id: str | None = None,
 ) -> Call:
-    """A call as the HTTP transport builds it; ``headers`` has lower-case names."""
+    """A call as the HTTP transport builds it; ``headers`` has lower-case names; ``request_id`` the
+    edge's, else a new one."""
     query = query or {}
     credentials = http_credentials(headers, query)
-    return Call(method, path, headers, query, body, credentials=credentials, client=client, style=style)
+    request_id = request_id or new_request_id()
+    return Call(
+        method, path, headers, query, body, credentials=credentials, client=client, style=style, request_id=request_id
+    )
 
 
 def call_from_scope(scope: Scope, body: bytes, style: ReplyStyle = ReplyStyle.REST) -> Call:
@@ -76,7 +94,8 @@ def call_from_scope(scope: Scope, body: bytes, style: ReplyStyle = ReplyStyle.RE
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
     query = dict(parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)) if query_string else {}
     peer = scope.get("client")
-    return http_call(scope["method"], scope["path"], headers, body, query, style, peer[0] if peer else None)
+    client = peer[0] if peer else None
+    return http_call(scope["method"], scope["path"], headers, body, query, style, client, scope.get(EDGE_REQUEST_ID))
 
 
 def mount(

@@ -26,8 +26,13 @@ configuration Ray wrote, adds to the ``http_frontend`` section
   its port with requests read and unanswered (Ray's drain, docs/architecture.md, Autoscaling and drain),
   and HAProxy answered them 502. A GET, HEAD or OPTIONS is sent to another replica; anything else may
   have run (a send, a paid call) and is never sent twice,
+- a request id for every request (``unique-id-format``: 32 hex digits, as the gateway's own), sent to the
+  replica in ``X-Gateway-Request-Id`` beside the address headers (only with a secret): the replica makes it
+  the call's ``X-Request-Id`` (:mod:`gateway.transports.ray_edge`), so that the id of an edge's answer is
+  the one the replica's log and the call's usage record carry,
 - to ``defaults`` (inherited by the front end and the backends), HAProxy's own answers in the gateway's
-  error shape (``http-error``, replacing Ray's ``errorfile`` HTML 500 page): the 408 above, and 502
+  error shape (``http-error``, replacing Ray's ``errorfile`` HTML 500 page), each with that request id in
+  its ``requestId`` and ``X-Request-Id``: the 408 above, and 502
   ``UPSTREAM_ERROR`` (a replica's answer lost), 503 ``SERVICE_TEMPORARILY_UNAVAILABLE`` (no replica
   could take the request), 504 ``TIMEOUT``. Each carries the ``Access-Control-Allow-Origin`` the
   replica's would (``*`` when ``cors_allowed_origins`` allows any origin, else the request's ``Origin``
@@ -55,9 +60,15 @@ import orjson
 from gateway.config import ORIGIN
 from gateway.core.errors import ProxyError, RpcCode, backend_unavailable, service_unavailable
 from gateway.keys import write_private  # it holds the secret
+from gateway.pipeline import REQUEST_ID_HEADER
 from gateway.transports.cors import EXPOSE_HEADERS, OriginPolicy
-from gateway.transports.deadline import timeout_body
-from gateway.transports.ray_edge import EDGE_CLIENT_HEADER, EDGE_SECRET_ENV, EDGE_SECRET_HEADER
+from gateway.transports.deadline import timeout_error
+from gateway.transports.ray_edge import (
+    EDGE_CLIENT_HEADER,
+    EDGE_REQUEST_ID_HEADER,
+    EDGE_SECRET_ENV,
+    EDGE_SECRET_HEADER,
+)
 
 TIMEOUT_ENV = "GATEWAY_REQUEST_BODY_TIMEOUT_S"
 #: The setting's own variable: ``gateway up`` sets it for Ray's processes (each machine's ``ray start`` on a
@@ -74,6 +85,10 @@ BINARY_ENV = "RAY_SERVE_HAPROXY_BINARY_PATH"
 FRONTEND = "frontend http_frontend"
 DEFAULTS = "defaults"
 SUFFIX = ".gateway"
+#: Each request's id: a version 4 UUID's 32 hex digits (the gateway's ids look the same), made when first read.
+UNIQUE_ID_FORMAT = "%[uuid(4),regsub(-,,g)]"
+#: That id, in a log-format string (an ``http-error`` answer's ``lf-file`` body and headers).
+UNIQUE_ID = "%[unique-id]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +132,7 @@ def edge_rules(
     rules = [
         f"    timeout http-request {_ms(request_timeout_s)}",
         "    option http-buffer-request",
+        f"    unique-id-format {UNIQUE_ID_FORMAT}",
         f"    timeout http-keep-alive {_ms(limits.keepalive_s)}",
         f"    timeout client {_ms(limits.client_s)}",
         "    stick-table type ipv6 size 100k expire 60s store conn_cur",
@@ -131,6 +147,7 @@ def edge_rules(
     if secret:
         rules.append(f"    http-request set-header {EDGE_CLIENT_HEADER} %[src]")
         rules.append(f"    http-request set-header {EDGE_SECRET_HEADER} {secret}")
+        rules.append(f"    http-request set-header {EDGE_REQUEST_ID_HEADER} {UNIQUE_ID}")
     return rules
 
 
@@ -153,19 +170,27 @@ def edge_origins(env: Mapping[str, str]) -> OriginPolicy:
     return OriginPolicy.parse(o for o in origins if o == "*" or ORIGIN.fullmatch(o.rstrip("/")))
 
 
-def edge_errors(request_timeout_s: float) -> dict[int, tuple[bytes, Mapping[str, str]]]:
-    """HAProxy's own answers (body, headers), each as the gateway would answer at that status
-    (docs/api.md, Errors); Ray's template makes the 502, 503 and 504 one HTML 500 page."""
+def edge_errors(request_timeout_s: float) -> dict[int, ProxyError]:
+    """HAProxy's own answers, each as the gateway would answer at that status (docs/api.md, Errors);
+    Ray's template makes the 502, 503 and 504 one HTML 500 page."""
     lost = backend_unavailable(
         "the answer was lost: the gateway replica serving the request stopped or failed before answering "
         "(a transaction may have gone out: check getSignatureStatuses before sending it again)"
     )
     none = service_unavailable("no gateway replica can take the request now (starting, or being replaced)", 5)
     late = ProxyError(504, "TIMEOUT", "the gateway replica did not answer in time", rpc_code=RpcCode.TIMED_OUT)
-    answers: dict[int, tuple[bytes, Mapping[str, str]]] = {408: (timeout_body(request_timeout_s), {})}
-    for error in (lost, none, late):
-        answers[error.status] = (orjson.dumps(error.http_body(None)), error.headers)
-    return answers
+    return {error.status: error for error in (timeout_error(request_timeout_s), lost, none, late)}
+
+
+#: Stands for the request id in an answer's JSON until it is made a log-format string (no ``%`` in it).
+_ID_MARK = "gateway-edge-request-id"
+
+
+def log_format_body(error: ProxyError) -> bytes:
+    """``error``'s HTTP body as an ``lf-file``: the request id HAProxy gave the request as its
+    ``requestId``, and every other ``%`` doubled, as log-format strings write a literal one."""
+    body = orjson.dumps(error.http_body(_ID_MARK)).replace(b"%", b"%%")
+    return body.replace(f'"{_ID_MARK}"'.encode(), f'"{UNIQUE_ID}"'.encode())
 
 
 #: The request's ``Origin`` when listed, kept for HAProxy's own answers: a 502's request headers have
@@ -195,11 +220,13 @@ def edge_answers(path: Path, request_timeout_s: float, origins: OriginPolicy) ->
     if cors:
         cors += f' hdr Access-Control-Expose-Headers "{", ".join(EXPOSE_HEADERS)}"'
     rules = []
-    for status, (body, headers) in edge_errors(request_timeout_s).items():
+    for status, error in edge_errors(request_timeout_s).items():
         file = path.with_name(f"{path.name}-{status}.json")
-        file.write_bytes(body)
-        own = "".join(f' hdr {name} "{value}"' for name, value in headers.items())
-        rules.append(f"    http-error status {status} content-type application/json file {file}{own}{cors}")
+        file.write_bytes(log_format_body(error))
+        own = "".join(
+            f' hdr {name} "{value}"' for name, value in {**error.headers, REQUEST_ID_HEADER: UNIQUE_ID}.items()
+        )
+        rules.append(f"    http-error status {status} content-type application/json lf-file {file}{own}{cors}")
     return rules
 
 

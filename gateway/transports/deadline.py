@@ -32,9 +32,13 @@ from gateway.core.errors import ProxyError
 SWEEP_S = 1.0
 
 
+def timeout_error(timeout_s: float) -> ProxyError:
+    return ProxyError(408, "REQUEST_TIMEOUT", f"the request body did not arrive within {timeout_s:g} s")
+
+
 def timeout_body(timeout_s: float) -> bytes:
-    message = f"the request body did not arrive within {timeout_s:g} s"
-    return orjson.dumps(ProxyError(408, "REQUEST_TIMEOUT", message).http_body(None))
+    """The replica's 408, without a request id: the body is late before the call (and its id) exists."""
+    return orjson.dumps(timeout_error(timeout_s).http_body(None))
 
 
 @dataclass(slots=True)

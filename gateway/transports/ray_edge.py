@@ -23,8 +23,12 @@ The client's address. Behind Ray's HAProxy every request comes from HAProxy's ow
 run through ``gateway-haproxy`` (:mod:`gateway.runtime.haproxy_edge`), sends the address it saw in
 ``X-Gateway-Client`` with a secret in ``X-Gateway-Edge``; when the secret matches this process's
 ``GATEWAY_EDGE_SECRET``, :class:`ServeEdge` makes that address the request's peer (``scope["client"]``),
-which every transport and per-address limit then uses. Both headers are removed from every request,
-so no client can choose its address and no stage sees the secret.
+which every transport and per-address limit then uses. With the same secret, the id HAProxy gave the
+request (``X-Gateway-Request-Id``; its own answers, a 502 or 504 when the replica's is lost or late,
+carry it) becomes the HTTP call's ``X-Request-Id`` (:data:`gateway.pipeline_http.EDGE_REQUEST_ID`), so a
+client quoting an edge's answer names the call the replica logged and billed. The three headers are
+removed from every request, so no client can choose its address or its request id and no stage sees the
+secret.
 
 Ray applies the middlewares returned by the callable named in ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH``
 outside its own and outside the replica's request handling, so this sees each request first and each
@@ -36,8 +40,11 @@ from __future__ import annotations
 import hmac
 import itertools
 import os
+import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.pipeline_http import EDGE_REQUEST_ID
 
 #: The value for ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH``.
 CALLBACK_IMPORT_PATH = "gateway.runtime.serve_middlewares.ray_middlewares"
@@ -47,8 +54,13 @@ EDGE_SECRET_ENV = "GATEWAY_EDGE_SECRET"
 #: Set by the gateway's HAProxy rules: the client's address, and the secret that vouches for it.
 EDGE_CLIENT_HEADER = "X-Gateway-Client"
 EDGE_SECRET_HEADER = "X-Gateway-Edge"
+#: Set by the gateway's HAProxy rules too: the request's id, as HAProxy's own answers to it carry it.
+EDGE_REQUEST_ID_HEADER = "X-Gateway-Request-Id"
 _EDGE_CLIENT = EDGE_CLIENT_HEADER.lower().encode()
 _EDGE_SECRET = EDGE_SECRET_HEADER.lower().encode()
+_EDGE_REQUEST_ID = EDGE_REQUEST_ID_HEADER.lower().encode()
+#: The edge's ids are the gateway's shape: 32 hex digits.
+_REQUEST_ID_SHAPE = re.compile(rb"[0-9a-f]{32}")
 _REQUEST_ID = b"x-request-id"
 #: Request headers Ray Serve acts on (compared lower-cased, ``-`` and ``_`` alike).
 SERVE_CONTROL_HEADERS = frozenset(
@@ -90,10 +102,13 @@ class ServeEdge:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        headers, client, secret = edge_headers(scope["headers"])
+        headers, client, secret, request_id = edge_headers(scope["headers"])
         scope["headers"] = headers
-        if client and self.edge_secret is not None and secret and hmac.compare_digest(secret, self.edge_secret):
-            scope["client"] = (client.decode("latin-1"), 0)
+        if self.edge_secret is not None and secret and hmac.compare_digest(secret, self.edge_secret):
+            if client:
+                scope["client"] = (client.decode("latin-1"), 0)
+            if request_id and _REQUEST_ID_SHAPE.fullmatch(request_id):
+                scope[EDGE_REQUEST_ID] = request_id.decode()
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -114,19 +129,24 @@ def without_control_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[by
     return [(k, v) for k, v in headers if k.lower() not in _CONTROL_SPELLINGS]
 
 
-def edge_headers(headers: list[tuple[bytes, bytes]]) -> tuple[list[tuple[bytes, bytes]], bytes | None, bytes | None]:
-    """``headers`` without Serve's control headers and the edge's two, and the edge's two values."""
+def edge_headers(
+    headers: list[tuple[bytes, bytes]],
+) -> tuple[list[tuple[bytes, bytes]], bytes | None, bytes | None, bytes | None]:
+    """``headers`` without Serve's control headers and the edge's three, and the edge's three values
+    (the client's address, the secret, the request id)."""
     kept: list[tuple[bytes, bytes]] = []
-    client = secret = None
+    client = secret = request_id = None
     for name, value in headers:
         lower = name.lower()
         if lower == _EDGE_CLIENT:
             client = value
         elif lower == _EDGE_SECRET:
             secret = value
+        elif lower == _EDGE_REQUEST_ID:
+            request_id = value
         elif lower not in _CONTROL_SPELLINGS:
             kept.append((name, value))
-    return kept, client, secret
+    return kept, client, secret, request_id
 
 
 def drop_last(headers: list[tuple[bytes, bytes]], name: bytes) -> list[tuple[bytes, bytes]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http.client
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -78,6 +79,24 @@ def test_per_address_limits_tell_two_loopback_addresses_apart(service: RunningSe
     # a caller cannot choose its address with the edge's header or X-Forwarded-For
     forged = {"X-Gateway-Client": "10.9.9.9", "X-Gateway-Edge": "guess", "X-Forwarded-For": "10.9.9.9"}
     assert get(service, "/webhooks", "127.0.0.3", forged) == 429
+
+
+def test_a_caller_cannot_choose_its_request_id(service: RunningService) -> None:
+    """The edge gives every request its id (a replica takes it only with the edge's secret): one a
+    client sends under the edge's header, or as X-Request-Id, is not the call's."""
+    customer = new_customer(service)
+    host, port = service.url.removeprefix("http://").split(":")
+    forged = "0" * 32
+    headers = {**customer.headers, "Content-Type": "application/json", "X-Gateway-Request-Id": forged}
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.request("POST", "/", orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "getSlot"}), headers)
+        response = conn.getresponse()
+        assert response.status == 200 and "result" in orjson.loads(response.read())
+        request_id = response.getheader("X-Request-Id") or ""
+    finally:
+        conn.close()
+    assert re.fullmatch("[0-9a-f]{32}", request_id) and request_id != forged, request_id
 
 
 def new_customer(service: RunningService) -> Customer:
@@ -159,6 +178,9 @@ def test_a_body_that_never_arrives_gets_the_edges_408(service: RunningService) -
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 408"), answer[:300]
     answer_head, _, answer_body = answer.partition(b"\r\n\r\n")
-    assert orjson.loads(answer_body)["error"]["code"] == "REQUEST_TIMEOUT"
+    error = orjson.loads(answer_body)["error"]
+    assert error["code"] == "REQUEST_TIMEOUT"
+    assert re.fullmatch("[0-9a-f]{32}", error["requestId"]), error  # to quote, as a replica's answer's
+    assert f"\r\nx-request-id: {error['requestId']}\r\n".encode() in answer_head.lower() + b"\r\n"
     assert b"\r\naccess-control-allow-origin: *\r\n" in answer_head.lower() + b"\r\n"  # a page reads it too
     assert time.monotonic() - started < 10

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import socket
 import struct
 import subprocess
@@ -37,6 +38,7 @@ class Backend:
     port: int
     cut_off: asyncio.Event = field(default_factory=asyncio.Event)  # a large answer's connection was dropped
     seen: list[bytes] = field(default_factory=list)  # the methods of requests to /dropped-once, the first reset
+    ids: list[bytes] = field(default_factory=list)  # and the request id the edge sent with each
 
 
 async def _serve(backend: Backend, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -46,6 +48,11 @@ async def _serve(backend: Backend, reader: asyncio.StreamReader, writer: asyncio
             method, path = head.split()[:2]
             if path == b"/dropped-once":
                 backend.seen.append(method)
+                backend.ids.extend(
+                    line.split(b":", 1)[1].strip()
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"x-gateway-request-id:")
+                )
                 if len(backend.seen) == 1:  # as a stopping replica: the request read, the connection reset
                     sock = writer.get_extra_info("socket")
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -250,10 +257,12 @@ async def test_the_edges_own_answers_are_the_gateways_errors_readable_by_a_page_
 ) -> None:
     """What HAProxy answers itself, the replica never answering: a body that stops coming (408), a
     request a replica dropped (502), no replica to take it (503). Each is the gateway's error, not Ray's
-    500 page, with the ``Access-Control-Allow-Origin`` the replica's own would carry."""
+    500 page, with the ``Access-Control-Allow-Origin`` the replica's own would carry, and a request id
+    of its own (the one the replica got with the request: a client's is replaced)."""
     origins = edge_origins({CORS_ENV: json.dumps(setting)})
-    async with _edge(tmp_path, request_timeout_s=1, origins=origins) as (port, _):
+    async with _edge(tmp_path, request_timeout_s=1, origins=origins) as (port, backend):
         origin = b"Origin: https://app.example\r\nContent-Type: application/json\r\n"
+        origin += b"X-Gateway-Request-Id: " + b"0" * 32 + b"\r\n"  # a client's, never the request's
         stalled = await _ask(port, b"POST / HTTP/1.1\r\nHost: edge\r\n" + origin + b"Content-Length: 100\r\n\r\n{")
         call = b'{"jsonrpc":"2.0","id":1,"method":"sendTransaction"}'
         request = b"POST %s HTTP/1.1\r\nHost: edge\r\n" + origin + b"Content-Length: %d\r\n\r\n" + call
@@ -267,6 +276,10 @@ async def test_the_edges_own_answers_are_the_gateways_errors_readable_by_a_page_
     ]
     assert [error.get("rpcCode") for _, _, _, error in answers] == [None, -32003, -32003]
     assert answers[2][2][b"retry-after"] == b"5" and answers[2][3]["data"] == {"retry_after_secs": 5}
+    ids = [error["requestId"] for _, _, _, error in answers]
+    assert all(re.fullmatch("[0-9a-f]{32}", i) for i in ids) and len(set(ids)) == 3 and "0" * 32 not in ids, ids
+    assert [fields[b"x-request-id"].decode() for _, _, fields, _ in answers] == ids
+    assert backend.ids == [ids[1].encode()]  # the dropped request went to the replica with its answer's id
     for _, _, fields, _ in answers:
         assert fields[b"content-type"] == b"application/json"
         assert fields.get(b"access-control-allow-origin") == allowed, fields

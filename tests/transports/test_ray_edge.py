@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 from starlette.types import Message, Receive, Scope, Send
 
+from gateway.pipeline_http import EDGE_REQUEST_ID, call_from_scope
 from gateway.transports.ray_edge import DISCONNECT_DISABLED, ServeEdge, drop_last, without_control_headers
+
+EDGE_ID = b"0f1e2d3c4b5a69788796a5b4c3d2e1f0"
 
 
 def test_the_last_request_id_goes_and_the_first_stays() -> None:
@@ -69,7 +74,10 @@ async def test_serve_is_told_to_run_each_http_request_in_place() -> None:
     assert seen == [[DISCONNECT_DISABLED]] * 3
 
 
-async def _client_seen(edge: ServeEdge, headers: list[tuple[bytes, bytes]]) -> tuple[object, list[tuple[bytes, bytes]]]:
+async def _client_seen(
+    edge: ServeEdge, headers: list[tuple[bytes, bytes]]
+) -> tuple[object, list[tuple[bytes, bytes]], str | None]:
+    """The client address, headers and edge request id the app saw."""
     seen: list[Scope] = []
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -84,20 +92,61 @@ async def _client_seen(edge: ServeEdge, headers: list[tuple[bytes, bytes]]) -> t
     await edge.__class__(app, edge_secret=edge.edge_secret.decode() if edge.edge_secret else "")(
         {"type": "http", "headers": headers, "client": ("127.0.0.1", 5000)}, receive, send
     )
-    return seen[0]["client"], [h for h in seen[0]["headers"] if h != DISCONNECT_DISABLED]
+    return seen[0]["client"], [h for h in seen[0]["headers"] if h != DISCONNECT_DISABLED], seen[0].get(EDGE_REQUEST_ID)
 
 
-async def test_the_edge_names_the_client_only_with_the_secret() -> None:
+async def test_the_edge_names_the_client_and_the_request_id_only_with_the_secret() -> None:
     edge = ServeEdge(lambda *_: None, edge_secret="s3cret")  # type: ignore[arg-type]
-    vouched = [(b"X-Gateway-Client", b"203.0.113.7"), (b"x-gateway-edge", b"s3cret"), (b"host", b"h")]
-    assert await _client_seen(edge, vouched) == (("203.0.113.7", 0), [(b"host", b"h")])
-    forged = [(b"x-gateway-client", b"203.0.113.7"), (b"x-gateway-edge", b"guess"), (b"host", b"h")]
-    assert await _client_seen(edge, forged) == (("127.0.0.1", 5000), [(b"host", b"h")])
-    unvouched = [(b"x-gateway-client", b"203.0.113.7")]
-    assert await _client_seen(edge, unvouched) == (("127.0.0.1", 5000), [])
+    vouched = [
+        (b"X-Gateway-Client", b"203.0.113.7"),
+        (b"x-gateway-edge", b"s3cret"),
+        (b"X-Gateway-Request-Id", EDGE_ID),
+        (b"host", b"h"),
+    ]
+    assert await _client_seen(edge, vouched) == (("203.0.113.7", 0), [(b"host", b"h")], EDGE_ID.decode())
+    forged = [
+        (b"x-gateway-client", b"203.0.113.7"),
+        (b"x-gateway-edge", b"guess"),
+        (b"x-gateway-request-id", EDGE_ID),
+        (b"host", b"h"),
+    ]
+    assert await _client_seen(edge, forged) == (("127.0.0.1", 5000), [(b"host", b"h")], None)
+    unvouched = [(b"x-gateway-client", b"203.0.113.7"), (b"x-gateway-request-id", EDGE_ID)]
+    assert await _client_seen(edge, unvouched) == (("127.0.0.1", 5000), [], None)
+
+
+async def test_a_vouched_request_id_is_taken_only_in_the_gateways_shape() -> None:
+    """32 lower-case hex digits, as HAProxy's rule makes them and the gateway's own are: anything else
+    (which no edge of ours sends) leaves the call its own id rather than put it in logs and records."""
+    edge = ServeEdge(lambda *_: None, edge_secret="s3cret")  # type: ignore[arg-type]
+    for odd in (EDGE_ID[:-1], EDGE_ID + b"0", EDGE_ID.upper(), b"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", b"x" * 32):
+        headers = [(b"x-gateway-edge", b"s3cret"), (b"x-gateway-request-id", odd)]
+        assert await _client_seen(edge, headers) == (("127.0.0.1", 5000), [], None), odd
 
 
 async def test_without_a_secret_the_edge_headers_are_dropped_and_never_believed() -> None:
     edge = ServeEdge(lambda *_: None, edge_secret="")  # type: ignore[arg-type]
-    headers = [(b"x-gateway-client", b"203.0.113.7"), (b"x-gateway-edge", b"")]
-    assert await _client_seen(edge, headers) == (("127.0.0.1", 5000), [])
+    headers = [(b"x-gateway-client", b"203.0.113.7"), (b"x-gateway-edge", b""), (b"x-gateway-request-id", EDGE_ID)]
+    assert await _client_seen(edge, headers) == (("127.0.0.1", 5000), [], None)
+
+
+async def test_the_http_call_takes_the_edges_request_id_and_otherwise_its_own() -> None:
+    """What the HTTP transport builds behind ServeEdge: the call (its X-Request-Id, its usage records) has
+    the id the edge's answers to the same request carry."""
+    ids: list[str] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        ids.append(call_from_scope(scope, b"").request_id)
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: Message) -> None:
+        return None
+
+    edge = ServeEdge(app, edge_secret="s3cret")
+    for headers in ([(b"x-gateway-edge", b"s3cret"), (b"x-gateway-request-id", EDGE_ID)], []):
+        scope = {"type": "http", "method": "POST", "path": "/", "headers": headers, "client": ("127.0.0.1", 5000)}
+        await edge(scope, receive, send)
+    assert ids[0] == EDGE_ID.decode()
+    assert re.fullmatch("[0-9a-f]{32}", ids[1]) and ids[1] != ids[0]
