@@ -87,7 +87,12 @@ def test_a_caller_cannot_choose_its_request_id(service: RunningService) -> None:
     customer = new_customer(service)
     host, port = service.url.removeprefix("http://").split(":")
     forged = "0" * 32
-    headers = {**customer.headers, "Content-Type": "application/json", "X-Gateway-Request-Id": forged}
+    headers = {
+        **customer.headers,
+        "Content-Type": "application/json",
+        "X-Gateway-Request-Id": forged,
+        "X-Request-Id": forged,
+    }
     conn = http.client.HTTPConnection(host, int(port), timeout=30)
     try:
         conn.request("POST", "/", orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "getSlot"}), headers)
