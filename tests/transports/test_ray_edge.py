@@ -12,6 +12,16 @@ from gateway.transports.ray_edge import DISCONNECT_DISABLED, ServeEdge, drop_las
 EDGE_ID = b"0f1e2d3c4b5a69788796a5b4c3d2e1f0"
 
 
+async def receive() -> Message:
+    """An empty request body: what every app below is given to read."""
+    return {"type": "http.request", "body": b""}
+
+
+async def send(message: Message) -> None:
+    """The answer, which no test below reads."""
+    return None
+
+
 def test_the_last_request_id_goes_and_the_first_stays() -> None:
     headers = [(b"x-request-id", b"ours"), (b"content-type", b"application/json"), (b"x-request-id", b"rays")]
     assert drop_last(headers, b"x-request-id") == [(b"x-request-id", b"ours"), (b"content-type", b"application/json")]
@@ -42,12 +52,6 @@ async def test_the_app_never_sees_them() -> None:
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         seen.append(scope["headers"])
 
-    async def receive() -> Message:
-        return {"type": "http.request", "body": b""}
-
-    async def send(message: Message) -> None:
-        return None
-
     for kind in ("http", "websocket"):
         scope = {"type": kind, "headers": [(b"x-request-timeout-seconds", b"0.2"), (b"host", b"h")]}
         await ServeEdge(app)(scope, receive, send)
@@ -61,12 +65,6 @@ async def test_serve_is_told_to_run_each_http_request_in_place() -> None:
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         seen.append(scope["headers"])
-
-    async def receive() -> Message:
-        return {"type": "http.request", "body": b""}
-
-    async def send(message: Message) -> None:
-        return None
 
     for value in (b"?0", b"?1", b"no"):
         headers = [(b"X-Request_Disconnect-Disabled", value), (b"x-request-timeout_seconds", b"1")]
@@ -82,12 +80,6 @@ async def _client_seen(
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         seen.append(scope)
-
-    async def receive() -> Message:
-        return {"type": "http.request", "body": b""}
-
-    async def send(message: Message) -> None:
-        return None
 
     await edge.__class__(app, edge_secret=edge.edge_secret.decode() if edge.edge_secret else "")(
         {"type": "http", "headers": headers, "client": ("127.0.0.1", 5000)}, receive, send
@@ -137,12 +129,6 @@ async def test_the_http_call_takes_the_edges_request_id_and_otherwise_its_own() 
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         ids.append(call_from_scope(scope, b"").request_id)
-
-    async def receive() -> Message:
-        return {"type": "http.request", "body": b""}
-
-    async def send(message: Message) -> None:
-        return None
 
     edge = ServeEdge(app, edge_secret="s3cret")
     for headers in ([(b"x-gateway-edge", b"s3cret"), (b"x-gateway-request-id", EDGE_ID)], []):
