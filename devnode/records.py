@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from solders.account import Account
 from solders.hash import Hash
 from solders.pubkey import Pubkey
 from solders.signature import Signature
@@ -64,3 +65,23 @@ class Block:
     previous_blockhash: Hash
     block_time: int
     signatures: list[Signature] = field(default_factory=list)
+
+
+@dataclass
+class ChainSnapshot:
+    """A chain's whole state at one point, as a follower loads it (`Ledger.load_replica`): its position (the
+    open slot, with the transactions that already landed in it), its newest closed block and that block's
+    transactions, the blockhashes still valid, and every account other than LiteSVM's own programs and sysvars
+    (an account closed since is None). History before the block is not part of it."""
+
+    genesis_hash: Hash
+    start_time: float
+    slot: int  # the open slot
+    block_height: int  # the open slot's
+    open_time: int  # the open slot's block time
+    transaction_count: int  # every transaction landed so far, those of the open slot included
+    block: Block  # the newest closed block
+    block_records: list[TxRecord]
+    open_records: list[TxRecord]  # landed in the open slot so far, in order
+    hash_valid: dict[Hash, int]  # blockhash -> the last block height it is valid at
+    accounts: dict[Pubkey, Account | None]

@@ -8,6 +8,13 @@ chain is as before (no fee, no signature); if all succeed they are executed for 
 other, so they land in that one slot's block with history and notifications, and it is `Landed`.
 
 Simplified from Jito: no auction (first come, first served), no uncle bandits, one region.
+
+What a follower sees of it (devnode/replication/): the tip accounts are written as genesis accounts
+(`Chain.set_genesis_account`), so they are kept like any touched account and are in the state a follower
+loads; a landed bundle's transactions are recorded like any other, so they reach followers through the
+replication log. The rehearsal's writes are not replicated, on purpose: they are put back before the
+rehearsal returns, inside the same synchronous tick, so nothing (no read, no other event) can observe them,
+and an account the rehearsal created is restored as "no account", which reads back as absent as before.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from solders.transaction import VersionedTransaction
 
 from devnode.block_engine.tips import MIN_TIP_LAMPORTS, TIP_ACCOUNTS, TIP_PAYMENT_PROGRAM, TipFloor, tip_of
 from devnode.chain import Chain
+from devnode.chain.ledger import NO_ACCOUNT
 from devnode.records import TxRecord
 from devnode.tpu import PACKET_DATA_SIZE
 
@@ -37,7 +45,6 @@ MAX_PENDING = 1_000  # queued bundles; more are refused until the queue drains
 MAX_PER_SLOT = 32  # bundles run at one tick; the rest wait for the next
 KEEP_S = 300.0  # Jito's in-flight lookback is five minutes
 MAX_KEPT = 10_000
-_NO_ACCOUNT = Account(0, b"", Pubkey.default())  # what LiteSVM stores for "no account"
 
 
 class BundleRejected(ValueError):
@@ -77,7 +84,7 @@ class BlockEngine:
         rent = chain.svm.minimum_balance_for_rent_exemption(0)
         for account in TIP_ACCOUNTS:  # as on mainnet, where they exist: a small first tip pays no rent
             if chain.get_account(account) is None:
-                chain.svm.set_account(account, Account(rent, b"", TIP_PAYMENT_PROGRAM))
+                chain.set_genesis_account(account, Account(rent, b"", TIP_PAYMENT_PROGRAM))
 
     def get(self, bundle_id: str) -> Bundle | None:
         return self._bundles.get(bundle_id)
@@ -174,7 +181,7 @@ class BlockEngine:
             return results
         finally:
             for key, original in originals.items():
-                svm.set_account(key, original if original is not None else _NO_ACCOUNT)
+                svm.set_account(key, original if original is not None else NO_ACCOUNT)
 
     def _evict(self) -> None:
         """Forget settled bundles past the lookback or beyond the count bound (oldest first)."""

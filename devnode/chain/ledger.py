@@ -1,6 +1,11 @@
 """The ledger: what LiteSVM does not keep. Blocks and the slot clock, blockhash ages, transaction
 history and its retention, the address, token-owner, mint-decimals and priority-fee indexes, and the
-reads over them. `devnode.chain.transactions.Chain` adds the transaction paths on top."""
+reads over them. `devnode.chain.transactions.Chain` adds the transaction paths on top.
+
+A follower (devnode/replication/) keeps a ledger of its own the same way: it loads a leader's state
+(`load_replica`) and then applies what the leader recorded (`apply_transaction`, `apply_slot`,
+`set_genesis_account`) through the same bookkeeping as the leader's own paths (`_land`, `_add_block`,
+`_advance`), so its history, indexes, listeners and Clock sysvar follow the leader's."""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import hashlib
 import os
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from solders.account import Account
@@ -32,8 +37,13 @@ from devnode.chain.constants import (
     USDC_MINT,
 )
 from devnode.parsing import compute_budget_price_and_limit
-from devnode.records import Block, TxRecord
+from devnode.records import Block, ChainSnapshot, TxRecord
 from devnode.tokens import NATIVE_MINT, TOKEN_PROGRAM_ID, decode_mint, decode_token_account, encode_mint
+
+#: What LiteSVM stores for "no account": a key set to it reads back as None.
+NO_ACCOUNT = Account(0, b"", Pubkey.default())
+#: Called with each account written outside any transaction (`Ledger.set_genesis_account`).
+GenesisWriteWatcher = Callable[[Pubkey, Account], None]
 
 
 class ChainListener(Protocol):
@@ -62,10 +72,10 @@ class Ledger:
         now: float | None = None,
     ) -> None:
         self.retention_slots = max(1, retention_slots)
-        self.svm = LiteSVM().with_blockhash_check(False).with_transaction_history(0)
-        self.svm.set_epoch_schedule(EpochSchedule.without_warmup())
+        self.svm = self._new_svm()
         self.epoch_schedule = EpochSchedule.without_warmup()
         self._listeners: list[ChainListener] = []
+        self._genesis_watchers: list[GenesisWriteWatcher] = []
         self.txs: dict[Signature, TxRecord] = {}
         self.blocks: dict[int, Block] = {}
         self._open_sigs: list[Signature] = []
@@ -105,12 +115,23 @@ class Ledger:
         genesis = self._close_block()
         saved_genesis = state.get("genesis_hash")
         self.genesis_hash: Hash = Hash.from_string(saved_genesis) if saved_genesis else genesis.blockhash
-        self._open_next(self.start_time)
+        self._open(self.slot + 1, self.block_height + 1, self.start_time)
+
+    @staticmethod
+    def _new_svm() -> LiteSVM:
+        svm = LiteSVM().with_blockhash_check(False).with_transaction_history(0)
+        svm.set_epoch_schedule(EpochSchedule.without_warmup())
+        return svm
 
     # ------------------------------------------------------------------ listeners / state
 
-    def add_listener(self, listener: ChainListener) -> None:
-        self._listeners.append(listener)
+    def add_listener(self, listener: ChainListener, *, first: bool = False) -> None:
+        """`first`: called before the listeners already there (the replication log must see a slot open
+        before a listener that lands transactions in it, the block engine, runs)."""
+        if first:
+            self._listeners.insert(0, listener)
+        else:
+            self._listeners.append(listener)
 
     def remove_listener(self, listener: ChainListener) -> None:
         if listener in self._listeners:
@@ -126,6 +147,110 @@ class Ledger:
         }
         accounts = [(k, a) for k in sorted(self.touched, key=bytes) if (a := self.svm.get_account(k)) is not None]
         return state, accounts
+
+    def watch_genesis_writes(self, watcher: GenesisWriteWatcher) -> None:
+        """Be told of every account written outside a transaction (the replication log is)."""
+        self._genesis_watchers.append(watcher)
+
+    def unwatch_genesis_writes(self, watcher: GenesisWriteWatcher) -> None:
+        if watcher in self._genesis_watchers:
+            self._genesis_watchers.remove(watcher)
+
+    def account_keys(self) -> set[Pubkey]:
+        """Every account the chain wrote: the touched ones, the faucet and the identity (the rest of LiteSVM's
+        accounts are its own programs and sysvars, the same on every node)."""
+        return self.touched | {FAUCET.pubkey(), IDENTITY.pubkey()}
+
+    def snapshot(self) -> ChainSnapshot:
+        """The whole state now (what a follower's `load_replica` takes); the records are shared, not copied."""
+        last = self.last_block
+        return ChainSnapshot(
+            genesis_hash=self.genesis_hash,
+            start_time=self.start_time,
+            slot=self.slot,
+            block_height=self.block_height,
+            open_time=self._open_time,
+            transaction_count=self.transaction_count,
+            block=last,
+            block_records=[self.txs[s] for s in last.signatures if s in self.txs],
+            open_records=[self.txs[s] for s in self._open_sigs if s in self.txs],
+            hash_valid=dict(self._hash_valid),
+            accounts={k: self.svm.get_account(k) for k in sorted(self.account_keys(), key=bytes)},
+        )
+
+    def load_replica(self, snap: ChainSnapshot) -> None:
+        """Become the chain `snap` describes, in place (listeners stay): a follower's first sync and its resyncs.
+
+        Everything is replaced: LiteSVM (a fresh one, so that no account of before survives), history,
+        blocks, indexes and the slot position; listeners are not called."""
+        self.svm = self._new_svm()
+        self.txs = {}
+        self.blocks = {}
+        self._open_sigs = []
+        self._by_address = {}
+        self._token_owner = {}
+        self._tokens_by_owner = {}
+        self._prio = {}
+        self._mint_decimals = {}
+        self.touched = set()
+        self.genesis_hash = snap.genesis_hash
+        self.start_time = snap.start_time
+        for key, account in snap.accounts.items():
+            if account is not None:
+                self.svm.set_account(key, account)
+                self.touched.add(key)
+                self._index_token_account(key, account)
+        self.blocks[snap.block.slot] = snap.block
+        self._hash_valid = dict(snap.hash_valid)
+        for rec in snap.block_records:
+            self._index_history(rec)
+        for rec in snap.open_records:
+            self._index_history(rec)
+            self._open_sigs.append(rec.signature)
+        self.transaction_count = snap.transaction_count
+        self.slot = snap.slot
+        self.block_height = snap.block_height
+        self._open_time = snap.open_time
+        self._set_clock()
+
+    # ------------------------------------------------------------------ what a follower applies
+
+    def apply_transaction(self, rec: TxRecord, changed: Sequence[tuple[Pubkey, Account | None]]) -> None:
+        """A transaction the leader recorded in the open slot: its account writes, then `_land` as the leader's
+        `_record` does (history, block, indexes, transaction count, listeners)."""
+        if rec.slot != self.slot:
+            raise ValueError(f"transaction {rec.signature} of slot {rec.slot} applied in slot {self.slot}")
+        for key, account in changed:
+            self.svm.set_account(key, account if account is not None else NO_ACCOUNT)
+        self._land(rec, list(changed))
+
+    def apply_slot(self, block: Block, next_slot: int, open_time: int) -> None:
+        """The leader closed the open slot with `block` (its blockhash, not one of ours) and opened `next_slot`:
+        the same as `tick` from there on (validity of the hash, retention, the Clock sysvar, listeners)."""
+        if block.slot != self.slot:
+            raise ValueError(f"block of slot {block.slot} applied in slot {self.slot}")
+        self._add_block(block)
+        self._advance(block, next_slot, block.block_height + 1, open_time)
+
+    def _land(self, rec: TxRecord, changed: list[tuple[Pubkey, Account | None]]) -> None:
+        """A landed transaction's bookkeeping, on the leader (`Chain._record`) and on a follower: its place in the
+        open block and the history, the transaction count, the token-owner and mint indexes of the accounts it
+        changed, then the listeners."""
+        self._index_history(rec)
+        self._open_sigs.append(rec.signature)
+        self.transaction_count += 1
+        for key, account in changed:
+            self.touched.add(key)
+            self._index_token_account(key, account)
+            self._mint_decimals.pop(key, None)
+        for listener in list(self._listeners):
+            listener.on_transaction(rec, changed)
+
+    def _index_history(self, rec: TxRecord) -> None:
+        self.txs[rec.signature] = rec
+        for key in dict.fromkeys(rec.account_keys):
+            self._by_address.setdefault(key, deque()).append((rec.slot, rec.signature))
+        self._prio.setdefault(rec.slot, []).append((rec.priority_fee, rec.writable_keys))
 
     # ------------------------------------------------------------------ slot clock
 
@@ -161,25 +286,37 @@ class Ledger:
             block_time=self._open_time,
             signatures=self._open_sigs,
         )
-        self.blocks[self.slot] = block
-        self._hash_valid[block.blockhash] = block.block_height + MAX_PROCESSING_AGE
-        self._open_sigs = []
+        self._add_block(block)
         self.svm.expire_blockhash()
         return block
 
-    def _open_next(self, now: float) -> None:
-        self.slot += 1
-        self.block_height += 1
+    def _add_block(self, block: Block) -> None:
+        self.blocks[block.slot] = block
+        self._hash_valid[block.blockhash] = block.block_height + MAX_PROCESSING_AGE
+        self._open_sigs = []
+
+    def _open(self, slot: int, block_height: int, now: float) -> None:
+        self.slot = slot
+        self.block_height = block_height
         self._open_time = int(now)
         self._set_clock()
+
+    def _advance(self, closed: Block, slot: int, block_height: int, now: float) -> None:
+        """After `closed` joined the blocks: open the next slot, purge what retention drops, tell the listeners."""
+        self._open(slot, block_height, now)
+        self._purge()
+        for listener in list(self._listeners):
+            listener.on_slot(self.slot, closed.slot, self.root)
+
+    @property
+    def open_time(self) -> int:
+        """The open slot's block time (the Clock sysvar's unix timestamp)."""
+        return self._open_time
 
     def tick(self, now: float | None = None) -> Block:
         """Close the open slot's block and open the next slot."""
         closed = self._close_block()
-        self._open_next(time.time() if now is None else now)
-        self._purge()
-        for listener in list(self._listeners):
-            listener.on_slot(self.slot, closed.slot, self.root)
+        self._advance(closed, self.slot + 1, self.block_height + 1, time.time() if now is None else now)
         return closed
 
     def _purge(self) -> None:
@@ -219,10 +356,14 @@ class Ledger:
         return self.svm.get_account(pubkey)
 
     def set_genesis_account(self, pubkey: Pubkey, account: Account) -> None:
-        """Write an account outside any transaction, as genesis does (kept across restarts like a touched one)."""
+        """Write an account outside any transaction, as genesis does (kept across restarts like a touched one;
+        the watchers, the replication log, are told)."""
         self.svm.set_account(pubkey, account)
         self.touched.add(pubkey)
         self._index_token_account(pubkey, account)
+        self._mint_decimals.pop(pubkey, None)
+        for watcher in list(self._genesis_watchers):
+            watcher(pubkey, account)
 
     def commitment_of(self, rec: TxRecord) -> int:
         return min(self.slot - rec.slot, FINALIZED)

@@ -5,7 +5,6 @@ devnode's own emulation (devnode/pump_exec/) instead of LiteSVM, on the same pat
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -146,25 +145,12 @@ class Chain(Ledger):
             priority_fee=price,
             injected=injected,
         )
-        self.txs[rec.signature] = rec
-        self._open_sigs.append(rec.signature)
-        self.transaction_count += 1
-        for key in dict.fromkeys(keys.keys):
-            self._by_address.setdefault(key, deque()).append((self.slot, rec.signature))
-        writable = rec.writable_keys
-        self._prio.setdefault(self.slot, []).append((price, writable))
-        changed_keys = list(dict.fromkeys([*writable, *extra_changed]))
         by_key = dict(zip(keys.keys, post, strict=True))
-        changed: list[tuple[Pubkey, Account | None]] = []
-        for key in changed_keys:
-            account = by_key[key] if key in by_key else self.svm.get_account(key)
-            changed.append((key, account))
-            self.touched.add(key)
-            self._index_token_account(key, account)
-            if key in self._mint_decimals:
-                del self._mint_decimals[key]
-        for listener in list(self._listeners):
-            listener.on_transaction(rec, changed)
+        changed = [
+            (key, by_key[key] if key in by_key else self.svm.get_account(key))
+            for key in dict.fromkeys([*rec.writable_keys, *extra_changed])
+        ]
+        self._land(rec, changed)
         return rec
 
     @staticmethod
