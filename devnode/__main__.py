@@ -1,4 +1,7 @@
-"""`python -m devnode`: run the local chain alone."""
+"""`python -m devnode`: run the local chain alone, or (`--follow URL`) as an RPC node of another devnode.
+
+`--ready-file PATH` has the process write its URLs (rpc_url, ws_url, grpc_url, ...) as JSON once it listens,
+so that whoever started it with port 0 learns the ports."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from pathlib import Path
 
 from devnode.config import DevnodeConfig
 from devnode.node import serve
+from devnode.replication import FollowError
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -31,26 +35,48 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--feed", action=argparse.BooleanOptionalAction, default=False)
     parser.add_argument("--feed-seed", type=int, default=7)
     parser.add_argument("--feed-interval-ms", type=int, default=1_000)
+    parser.add_argument(
+        "--replication-slots", type=int, default=1_024, help="slots of the replication log followers read (0: none)"
+    )
+    parser.add_argument(
+        "--follow", metavar="URL", help="follow the devnode at this RPC URL (no feed, TPU, block engine)"
+    )
+    parser.add_argument("--lag-slots", type=int, default=0, help="with --follow: stay this many slots behind")
+    parser.add_argument("--follow-timeout", type=float, default=30.0, help="with --follow: seconds to the first sync")
+    parser.add_argument("--ready-file", type=Path, help="write the node's URLs here as JSON once listening")
     args = parser.parse_args(argv)
+    following = args.follow is not None
+    if args.lag_slots and not following:
+        parser.error("--lag-slots needs --follow")
+    if args.lag_slots < 0:
+        parser.error("--lag-slots must not be negative")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = DevnodeConfig(
         data_dir=args.data_dir,
         host=args.host,
         rpc_port=args.rpc_port,
         ws_port=args.ws_port,
-        tpu=args.tpu,
+        tpu=args.tpu and not following,
         tpu_port=args.tpu_port,
-        block_engine=args.block_engine,
+        block_engine=args.block_engine and not following,
         geyser=args.geyser,
         grpc_port=args.grpc_port,
         slot_ms=args.slot_ms,
         retention_slots=args.retention_slots,
-        feed=args.feed,
+        feed=args.feed and not following,
         feed_seed=args.feed_seed,
         feed_interval_ms=args.feed_interval_ms,
+        replication_slots=args.replication_slots,
+        follow=args.follow,
+        lag_slots=args.lag_slots,
+        follow_timeout_s=args.follow_timeout,
+        ready_file=args.ready_file,
     )
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_run(config))
+        try:
+            asyncio.run(_run(config))
+        except FollowError as exc:
+            parser.exit(1, f"devnode: cannot follow: {exc}\n")
 
 
 async def _run(config: DevnodeConfig) -> None:

@@ -15,6 +15,7 @@ BLOCK_CLEANED_UP = -32001  # mainnet's code; docs/api.md wants -32004 for the 'c
 SEND_TX_PREFLIGHT_FAILURE = -32002
 TX_SIGNATURE_VERIFICATION_FAILURE = -32003
 BLOCK_NOT_AVAILABLE = -32004
+NODE_UNHEALTHY = -32005
 UNSUPPORTED_TX_VERSION = -32015
 MIN_CONTEXT_SLOT_NOT_REACHED = -32016
 
@@ -37,6 +38,12 @@ class RpcError(Exception):
 
 def invalid_params(message: str) -> RpcError:
     return RpcError(INVALID_PARAMS, message)
+
+
+def node_unhealthy(num_slots_behind: int | None) -> RpcError:
+    """Agave's NodeUnhealthy: behind by a known number of slots, or unhealthy for a reason it does not count."""
+    message = "Node is unhealthy" if num_slots_behind is None else f"Node is behind by {num_slots_behind} slots"
+    return RpcError(NODE_UNHEALTHY, message, {"numSlotsBehind": num_slots_behind})
 
 
 def block_not_available(slot: int) -> RpcError:

@@ -1,6 +1,8 @@
 """Account state across restarts: <data_dir>/accounts.json holds the slot position and every
 account a transaction, airdrop or injection has touched (plus the genesis mints); <data_dir>/feed.json
-counts the launch feed's runs. Transaction history and blocks are not persisted."""
+counts the launch feed's runs. Transaction history and blocks are not persisted. (A follower keeps none of
+this: it loads its leader's state at every start.) The ready file (`DevnodeConfig.ready_file`) tells whoever
+started the process where it listens."""
 
 from __future__ import annotations
 
@@ -74,3 +76,9 @@ def load_or_create_keypair(path: Path) -> Keypair:
     keypair = Keypair()
     _atomic_write(path, json.dumps(list(bytes(keypair))), 0o600)
     return keypair
+
+
+def write_ready_file(path: Path, urls: dict[str, Any]) -> None:
+    """The node's URLs as JSON, written whole (a reader never sees half of it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, json.dumps(urls, indent=1))
