@@ -1,4 +1,5 @@
-"""Helpers of the devnode tests: a node on free ports, waiting for conditions and landings."""
+"""Helpers of the devnode tests: a node (or a follower of one) on free ports, waiting for conditions and
+landings, raw JSON-RPC calls."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
 from solders.signature import Signature
@@ -21,6 +24,27 @@ async def start_node(data_dir: Path, **overrides: int) -> Devnode:
     node = Devnode(DevnodeConfig(data_dir=data_dir, rpc_port=0, ws_port=0, slot_ms=SLOT_MS, **overrides))  # type: ignore[arg-type]
     await node.start()
     return node
+
+
+async def start_follower(data_dir: Path, leader: Devnode, **overrides: Any) -> Devnode:
+    """A follower of `leader` (devnode/replication/) on free ports, synced when this returns."""
+    config = DevnodeConfig(
+        data_dir=data_dir, rpc_port=0, ws_port=0, slot_ms=SLOT_MS, follow=leader.rpc_url, **overrides
+    )
+    node = Devnode(config)
+    await node.start()
+    return node
+
+
+async def rpc(url: str, method: str, *params: Any) -> Any:
+    """One JSON-RPC call; the whole answer (result or error)."""
+    return await rpc_payload(url, {"jsonrpc": "2.0", "id": 1, "method": method, "params": list(params)})
+
+
+async def rpc_payload(url: str, payload: Any) -> Any:
+    async with aiohttp.ClientSession() as session, session.post(url, json=payload) as resp:
+        assert resp.status == 200
+        return await resp.json()
 
 
 async def wait_for(predicate: Callable[[], Awaitable[bool]], within_s: float = 5.0) -> None:
