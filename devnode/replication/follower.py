@@ -155,6 +155,11 @@ class Follower:
         return max(self.newest_slot, self.chain.slot)
 
     @property
+    def refused(self) -> str | None:
+        """Why the leader cannot be followed now (another cluster, a window smaller than the lag), else None."""
+        return self._refused
+
+    @property
     def connected(self) -> bool:
         """Whether the stream from the leader is up now."""
         return self._connected

@@ -288,6 +288,29 @@ async def test_a_followers_pubsub_and_geyser_notify_the_leaders_changes(tmp_path
             stream.cancel()
 
 
+async def test_a_follower_never_switches_clusters(tmp_path: Path) -> None:
+    leader = await start_node(tmp_path / "leader")
+    port = int(leader.rpc_url.rsplit(":", 1)[1])
+    genesis = str(leader.chain.genesis_hash)
+    async with following(tmp_path, leader) as node:
+        follower = node.follower
+        assert follower is not None
+        await leader.stop()
+        other = Devnode(DevnodeConfig(data_dir=tmp_path / "other", rpc_port=port, ws_port=0, slot_ms=SLOT_MS))
+        await other.start()  # another chain at the same address
+        try:
+
+            async def refused() -> bool:
+                return follower.refused is not None
+
+            await wait_for(refused)
+            assert "another cluster" in (follower.refused or "")
+            assert await result(node.rpc_url, "getGenesisHash") == genesis != str(other.chain.genesis_hash)
+            assert (await rpc(node.rpc_url, "getHealth"))["error"]["message"] == "Node is unhealthy"
+        finally:
+            await other.stop()
+
+
 # ---------------------------------------------------------------- a follower process
 
 
