@@ -14,6 +14,7 @@ with its sequence number ``"n"``), ``live`` (the backlog is sent; what follows h
 from __future__ import annotations
 
 import base64
+import binascii
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,7 +114,9 @@ def account_from(obj: list[Any] | None) -> Account | None:
     if obj is None:
         return None
     lamports, data, owner, executable, rent_epoch = obj
-    return Account(int(lamports), base64.b64decode(data), Pubkey.from_string(owner), bool(executable), int(rent_epoch))
+    return Account(
+        int(lamports), binascii.a2b_base64(data), Pubkey.from_string(owner), bool(executable), int(rent_epoch)
+    )
 
 
 def _accounts_json(accounts: list[tuple[Pubkey, Account | None]]) -> list[list[Any]]:
@@ -165,7 +168,7 @@ def record_from(obj: dict[str, Any]) -> TxRecord:
         slot=obj["slot"],
         block_time=obj["time"],
         index=obj["index"],
-        transaction=VersionedTransaction.from_bytes(base64.b64decode(obj["tx"])),
+        transaction=VersionedTransaction.from_bytes(binascii.a2b_base64(obj["tx"])),
         account_keys=_keys_from(obj["keys"]),
         writable=obj["w"],
         signer=obj["s"],
