@@ -16,4 +16,5 @@ nowhere else (``tests/test_import_contracts.py``). ``service`` lists them all, a
 | ``webhook_watcher`` | transaction watches and signal webhooks' cursors | ``webhook-watcher`` |
 | ``webhook_dispatchers`` | claimed delivery jobs | ``webhook-dispatcher-N`` |
 | ``grpc_streams`` | open gRPC streams and their upstream subscription | ``grpc-stream-N`` |
+| ``upstream_health`` | the nodes' health: slots, lag, errors, latency, cordons | ``upstream-health`` |
 """

@@ -21,9 +21,10 @@ from actors.grpc_streams import grpc_stream_names, start_grpc_streams
 from actors.send_racers import start_send_racers
 from actors.send_reconciler import SEND_RECONCILER, start_send_reconciler
 from actors.signal_classifier import SIGNAL_CLASSIFIER, start_signal_classifier
+from actors.upstream_health import start_upstream_health
 from actors.webhook_dispatchers import start_webhook_dispatchers, webhook_dispatcher_names
 from actors.webhook_watcher import WEBHOOK_WATCHER, start_webhook_watcher
-from gateway.runtime.cluster import send_racer_names
+from gateway.runtime.cluster import UPSTREAM_HEALTH, send_racer_names
 from gateway.settings import Settings
 from gateway.webhooks.targets import receivers_report
 
@@ -94,6 +95,12 @@ def _account_shards(settings: Settings, configured: Settings) -> list[str]:
     return [f"{settings.account_shards} account-shard actor(s) owning rate and concurrency"]
 
 
+def _upstream_health(settings: Settings, configured: Settings) -> list[str]:
+    start_upstream_health(settings.model_dump(mode="json"))
+    nodes = settings.pool_nodes()
+    return [f"owner of the pool's health: {len(nodes)} node(s), {', '.join(n.name for n in nodes)}"]
+
+
 def _deposit_watcher(settings: Settings, configured: Settings) -> list[str]:
     start_deposit_watcher(settings.model_dump(mode="json"), interval_s=settings.deposit_poll_s)
     return ["watcher actor following the deposit wallet's USDC account"]
@@ -109,6 +116,8 @@ GROUPS: tuple[ActorGroup, ...] = (
     ActorGroup("sending", _count("send_racers", send_racer_names), _send_racers, before_serve=True),
     ActorGroup("limits", _count("account_shards", account_shard_names), _account_shards, before_serve=True),
     ActorGroup("deposits", _one(DEPOSIT_WATCHER), _deposit_watcher),
+    # last: stopped after every process that reads the pool from it, started before them all
+    ActorGroup("nodes", _one(UPSTREAM_HEALTH), _upstream_health, before_serve=True),
 )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from gateway.runtime.cluster import ACTORS_STOP_S, NAMESPACE, bounded, cluster_reachable
 from gateway.runtime.metrics import with_metrics
+from gateway.runtime.upstreams import read_pool_from_cluster
 
 log = logging.getLogger(__name__)
 
@@ -26,11 +27,23 @@ def start_singleton(name: str, cls: type, *args: Any, member: int | None = None)
     index in a pool (:func:`pool_placement`)."""
     import ray
 
-    remote_cls: Any = ray.remote(num_cpus=ACTOR_CPUS, max_restarts=-1)(with_metrics(cls))
+    remote_cls: Any = ray.remote(num_cpus=ACTOR_CPUS, max_restarts=-1)(in_cluster(cls))
     placement = {} if member is None else {"scheduling_strategy": pool_placement(member)}
     return remote_cls.options(
         name=name, namespace=NAMESPACE, get_if_exists=True, lifetime="detached", enable_task_events=False, **placement
     ).remote(*args)
+
+
+def in_cluster(cls: type) -> type:
+    """``cls`` whose instances, before their own constructor, install the Ray metrics backend and read the
+    pool of nodes' health from the ``upstream-health`` actor (every actor's process does both)."""
+    measured = with_metrics(cls)
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        read_pool_from_cluster()
+        measured.__init__(self, *args, **kwargs)  # type: ignore[misc]
+
+    return type(cls.__name__, (measured,), {"__init__": __init__, "__qualname__": cls.__qualname__})
 
 
 def pool_placement(member: int) -> Any:

@@ -558,7 +558,7 @@ def stack(home: Path, database_url: str, redis_url: str, feed_interval_ms: int |
     feed = feed_interval_ms is not None
     node = DevnodeProcess(home / f"devnode-{os.urandom(4).hex()}", free_port(), free_port(), 400, 54_000, feed=feed)
     if feed_interval_ms is not None:
-        node.args += ["--feed-interval-ms", str(feed_interval_ms)]
+        node.extra_args += ["--feed-interval-ms", str(feed_interval_ms)]
     procs: list[subprocess.Popen[bytes]] = []
     node.start()
     try:

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from gateway.config import ServiceSettings
-from gateway.node.http import HttpUpstream
+from gateway.node.pool import NodePool
 from gateway.storage.connections import Connections
 from gateway.storage.errors import StoreUnavailable
 
@@ -85,11 +85,6 @@ async def connect_when_up(
     return None
 
 
-def node_client(settings: ServiceSettings, connections: int = 4) -> HttpUpstream:
-    """The actor's own few connections to the node (and its fallback), trusting ``upstream_ca_file``."""
-    return HttpUpstream(
-        str(settings.upstream_rpc_url),
-        settings.fallback_rpc_url,
-        connections=connections,
-        ca_file=settings.upstream_ca_file,
-    )
+def node_client(settings: ServiceSettings, connections: int = 4) -> NodePool:
+    """The actor's own few connections to each node of the pool, the pool's health read from its owner."""
+    return NodePool.from_settings(settings, connections)

@@ -23,11 +23,12 @@ from gateway.auth.endpoints import AccountEndpoints
 from gateway.auth.stage import AuthStage
 from gateway.bulk.endpoints import BulkEndpoint, bulk_endpoints
 from gateway.bulk.metering import BulkMetering
-from gateway.config import DEFAULT_UPSTREAM, DEFAULT_UPSTREAM_WS
+from gateway.config import DEFAULT_UPSTREAM_WS
 from gateway.core.client_address import TrustedProxies
 from gateway.core.errors import ProxyError, service_unavailable
 from gateway.core.methods import MethodClass, PriceTable
 from gateway.core.subscriptions import NATIVE, SIGNAL_SUBSCRIBE, Limits
+from gateway.core.upstreams import Role
 from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
 from gateway.credits.errors import insufficient_credits, spend_cap_reached
 from gateway.credits.stage import CreditHeaders, MeteringStage
@@ -36,11 +37,12 @@ from gateway.features import AppSettings, method_registry
 from gateway.grpc.server import limits_of
 from gateway.limits.addresses import IpLimits
 from gateway.limits.slices import ShardClient
-from gateway.node.http import HealthMonitor, HttpUpstream
+from gateway.node.http import Upstream
+from gateway.node.pool import NodePool
 from gateway.node.pubsub import UpstreamPubSub
 from gateway.pipeline import Call, Handler, Reply, Stage, compose, error_boundary
 from gateway.public import ServiceProfile
-from gateway.rpc.forward import Forwarder, ParseStage
+from gateway.rpc.forward import NO_NODE_RETRY_S, Forwarder, ParseStage
 from gateway.rpc.response_cache import ResponseCache
 from gateway.rpc.store import SharedResponses
 from gateway.sending.block_engine import BlockEngine
@@ -84,14 +86,8 @@ class GatewayApp:
         self.profile.services["x402_settle"] = settings.x402_settle  # POST /x402/settle (docs/api.md, x402)
         # webhooks may post to http:// and loopback or private hosts (docs/api.md, Webhooks)
         self.profile.services["webhook_private_targets"] = settings.webhook_allow_private
-        self.upstream = HttpUpstream(
-            settings.upstream_rpc_url or DEFAULT_UPSTREAM,
-            settings.fallback_rpc_url,
-            max_answer_bytes=settings.upstream_max_answer_bytes,
-            buffered_answer_bytes=settings.upstream_buffered_answer_bytes,
-            ca_file=settings.upstream_ca_file,
-        )
-        self.monitor = HealthMonitor(self.upstream, settings.health_poll_s)
+        self.upstream = NodePool.from_settings(settings)  # the nodes, their health read from the pool's owner
+        self.profile.serves = self.upstream.serves  # hot_rpc, send, heavy_indexed_rpc: a node in service for each
         self.callers = AccountServices(settings, shards, sweeps_expiry=True, **auth_options)
         self.auth, self.meter, self.limiter = self.callers.auth, self.callers.meter, self.callers.limiter
         self.metering = MeteringStage(self.meter, self.limiter, self.top_up)
@@ -131,8 +127,11 @@ class GatewayApp:
         _, *after_auth = self.rpc_stages()  # what WebSocket and MCP run after their one authentication
         self.entry = Entry(self.auth, self.meter, compose([error_boundary, *after_auth], self.forwarder))
         self.bulk: dict[str, BulkEndpoint] = bulk_endpoints(self.upstream, BulkMetering(self.metering))
-        self.pubsub = UpstreamPubSub(  # connects on first use
-            settings.derived_ws_url() or DEFAULT_UPSTREAM_WS, ca_file=settings.upstream_ca_file
+        pubsub = settings.pubsub_node()  # connects on first use
+        self.pubsub = UpstreamPubSub(
+            pubsub.ws_url if pubsub is not None and pubsub.ws_url else DEFAULT_UPSTREAM_WS,
+            ca_file=settings.upstream_ca_file,
+            name=pubsub.name if pubsub is not None else "none",
         )
         self.grpc_limits = limits_of(settings)  # what /pricing shows of the gRPC stream's server processes
         self.ws_limits = Limits(
@@ -159,6 +158,9 @@ class GatewayApp:
             return None
         ttl_s = settings.response_cache_unfinalized_ttl_ms / 1000
         return ResponseCache(settings.response_cache_entries, ttl_s, lambda: self.upstream.finalized_slot)
+
+    def upstream_for(self, role: Role) -> Upstream:
+        return self.upstream.role(role)
 
     def relay_stages(self, method: str, from_body: bool) -> list[Stage]:
         """The stages of a ``/relay/*`` route (before ``self.forwarder``): JSON-RPC's, pinned to ``method``."""
@@ -224,7 +226,7 @@ class GatewayApp:
             self.signal_log = SignalLog(self.conn.redis, retention=self.settings.signal_retention_events)
             self.signal_feed = SignalFeed(self.signal_log)
             self.signal_feed.start()
-        self.monitor.start()
+        await self.upstream.start()
 
     async def shutdown(self) -> None:
         """Stop in steps (:mod:`gateway.stopping`): one that fails or hangs does not keep the meter from
@@ -239,8 +241,7 @@ class GatewayApp:
             ("connection seats", self.seats.stop),
             *([("signal feed", feed.stop)] if feed is not None else []),
             *([("response cache", cache.close)] if cache is not None else []),
-            ("node health", self.monitor.stop),
-            ("node client", self.upstream.close),
+            ("node pool", self.upstream.close),
             *self.callers.last_stop_steps(),
         ]
         self.stop_troubles = await stop_in_steps(steps)
@@ -261,10 +262,11 @@ class GatewayApp:
 
     @property
     def ready(self) -> bool:
-        return self.upstream.primary.ever_healthy or self.upstream.use_fallback
+        return self.upstream.ready
 
     async def _readiness_gate(self, call: Call, next_handler: Handler) -> Reply:
-        """Until a node has answered once, paid traffic gets 503 -32003 rather than a failed forward."""
+        """While no node is in service for reads (at start, or every node down), paid traffic gets 503 -32003
+        at once, free, rather than a failed forward."""
         if not self.ready:
-            raise service_unavailable("gateway is starting: the upstream node has not answered yet", 5)
+            raise service_unavailable("no upstream node is in service; retry later", NO_NODE_RETRY_S)
         return await next_handler(call)

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from gateway.core.errors import ConfigError as ConfigError  # defined in the kernel so gateway.keys raises it too
 from gateway.core.params import is_pubkey
+from gateway.core.upstreams import RPC_ROLES, Role, Tier, UpstreamNode, check_pool, serving
 
 USDC_MAINNET_MINT = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
 MAINNET = "solana-mainnet"
@@ -109,6 +110,14 @@ class ServiceSettings(BaseModel):
     )
     database_url: str | None = Field(None, description="PostgreSQL DSN; empty starts embedded PostgreSQL.")
     redis_url: str | None = Field(None, description="Redis URL (redis://, rediss://, unix://); empty: embedded.")
+    upstreams: list[UpstreamNode] = Field(
+        default_factory=list,
+        description="The pool of nodes (JSON in the environment): a list of {name, rpc_url, ws_url?, grpc_url?, "
+        "grpc_token?, headers?, tier?: primary|fallback, roles?: [reads, heavy, sends, pubsub, geyser]} "
+        "(docs/configuration.md, A pool of nodes). Set, gateway up starts no devnode and the single-node settings "
+        "(upstream_rpc_url, upstream_ws_url, upstream_grpc_url, fallback_rpc_url) must be empty; empty, those "
+        "make a pool of one or two.",
+    )
     upstream_rpc_url: str | None = Field(None, description="Solana node JSON-RPC URL; empty starts the devnode.")
     upstream_ws_url: str | None = Field(None, description="Solana node PubSub URL; derived from the RPC URL if empty.")
     upstream_max_answer_bytes: int = Field(
@@ -126,14 +135,45 @@ class ServiceSettings(BaseModel):
         "counted; an answer that would go past it is dropped and its call answered as a lost node answer (HTTP 502, "
         "docs/api.md, Billing and refunds).",
     )
-    fallback_rpc_url: str | None = Field(None, description="Second node used while the first is unhealthy.")
+    fallback_rpc_url: str | None = Field(
+        None, description="Second node, of the fallback tier: used while the first is out of service."
+    )
     upstream_ca_file: str | None = Field(
         None,
         description="A PEM file of CAs the node's clients trust beside the system's: a node whose certificate a "
         "private CA signed (RPC and fallback over https://, PubSub over wss://, the gRPC stream over https://). "
         "Only the node's clients use it; webhook posts and other clients keep the system's CAs.",
     )
-    health_poll_s: float = Field(2.0, gt=0, le=60, description="How often each replica probes the upstream.")
+    health_poll_s: float = Field(
+        0.3, ge=0.05, le=60, description="How often the pool's owner probes each node (its health, slots, genesis)."
+    )
+    upstream_probe_timeout_s: float = Field(
+        1.0, ge=0.05, le=30, description="A probe not answered within this counts as a failed one."
+    )
+    upstream_max_lag_slots: int = Field(
+        25, ge=1, le=10_000, description="A node more slots than this behind the pool's best leaves service."
+    )
+    upstream_out_at_least_s: float = Field(
+        10.0,
+        ge=0,
+        le=3_600,
+        description="A node that left service comes back no sooner than this, and after three good probes in a row "
+        "(at once when no other node serves a role it serves).",
+    )
+    upstream_hedge_min_ms: float = Field(
+        10.0,
+        ge=0,
+        le=60_000,
+        description="A caller's read unanswered after its method's recent p90, and at least this, is also asked of "
+        "a second node.",
+    )
+    upstream_extra_calls_per_s: float = Field(
+        20.0,
+        ge=0,
+        le=100_000,
+        description="Retries and hedges each process may send to one node a second (five seconds' worth at once); "
+        "a retry of a call that never reached its node is free.",
+    )
     gc_young_threshold: int = Field(
         50_000,
         ge=0,
@@ -215,6 +255,14 @@ class ServiceSettings(BaseModel):
     devnode_slot_ms: int = Field(400, ge=10, le=10_000, description="Devnode slot time.")
     devnode_retention_slots: int = Field(54_000, ge=10, description="Devnode block retention (~6 h at 400 ms).")
     devnode_feed: bool = Field(True, description="Generate launch-platform (pump.fun-shaped) traffic on the devnode.")
+    devnode_nodes: int = Field(
+        1,
+        ge=1,
+        le=8,
+        description="Nodes of the embedded chain in the pool (`gateway up --nodes N`): 1, the devnode itself; more, "
+        "that many devnode followers of it, each a process of its own on free ports under <home>/followers (the "
+        "devnode leads them, outside the pool).",
+    )
     # The payment terms: what a deposit is, where it goes, what it buys.
     network: str | None = Field(
         None,
@@ -253,6 +301,51 @@ class ServiceSettings(BaseModel):
     @classmethod
     def _check_redis_url(cls, value: str | None) -> str | None:
         return url_with_scheme(value, ("redis", "rediss", "unix"), "redis_url")
+
+    @model_validator(mode="after")
+    def _check_pool(self) -> Self:
+        if not self.upstreams:
+            return self
+        legacy = [
+            f
+            for f in ("upstream_rpc_url", "upstream_ws_url", "upstream_grpc_url", "fallback_rpc_url")
+            if getattr(self, f)
+        ]
+        if legacy:
+            raise ValueError(f"upstreams is set: leave {', '.join(legacy)} empty (each node is an entry of upstreams)")
+        problems = check_pool(self.upstreams)
+        if problems:
+            raise ValueError("upstreams: " + "; ".join(problems))
+        return self
+
+    @property
+    def embedded_chain(self) -> bool:
+        """Whether no node is configured, so that ``gateway up`` starts the chain (the devnode) itself."""
+        return not self.upstreams and self.upstream_rpc_url is None
+
+    def pool_nodes(self) -> list[UpstreamNode]:
+        """The pool: ``upstreams``, or the single-node settings as a pool of one (``primary``) or two (with
+        ``fallback``, of the fallback tier, serving the calls but no PubSub or geyser)."""
+        if self.upstreams:
+            return list(self.upstreams)
+        primary = UpstreamNode(
+            name="primary",
+            rpc_url=self.upstream_rpc_url or DEFAULT_UPSTREAM,
+            ws_url=self.derived_ws_url() or DEFAULT_UPSTREAM_WS,
+            grpc_url=self.upstream_grpc_url,
+        )
+        if not self.fallback_rpc_url:
+            return [primary]
+        fallback = UpstreamNode(name="fallback", rpc_url=self.fallback_rpc_url, tier=Tier.FALLBACK, roles=RPC_ROLES)
+        return [primary, fallback]
+
+    def pubsub_node(self) -> UpstreamNode | None:
+        """The first node serving ``pubsub`` (each replica's one upstream PubSub connection), if any."""
+        return next(iter(serving(self.pool_nodes(), Role.PUBSUB)), None)
+
+    def geyser_node(self) -> UpstreamNode | None:
+        """The first node serving ``geyser`` (each gRPC server's one upstream subscription), if any."""
+        return next(iter(serving(self.pool_nodes(), Role.GEYSER)), None)
 
     @field_validator("upstream_rpc_url", "fallback_rpc_url", "upstream_grpc_url")
     @classmethod
@@ -303,7 +396,7 @@ class ServiceSettings(BaseModel):
     @property
     def grpc_stream(self) -> bool:
         """Whether gateway up serves the gRPC stream: server actors wanted and an upstream geyser to re-serve."""
-        return self.grpc_servers > 0 and self.upstream_grpc_url is not None
+        return self.grpc_servers > 0 and self.geyser_node() is not None
 
     @property
     def share_replicas(self) -> int:

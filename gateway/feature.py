@@ -30,6 +30,7 @@ from gateway.config import ServiceSettings
 from gateway.core.api_doc import ApiDoc
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import MethodSpec, PriceTable
+from gateway.core.upstreams import Role
 from gateway.node.http import Upstream
 from gateway.pipeline import Call
 from gateway.storage.connections import Pool
@@ -44,6 +45,9 @@ class Host(Protocol):
 
     @property
     def upstream(self) -> Upstream: ...
+
+    def upstream_for(self, role: Role) -> Upstream:
+        """The nodes of ``role`` (a feature's own heavy indexed reads: ``Role.HEAVY``)."""
 
     @property
     def prices(self) -> PriceTable: ...

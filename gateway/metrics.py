@@ -161,19 +161,55 @@ REFUSALS = counter(
     ("status", "cause"),
 )
 
-# The node: its JSON-RPC requests, health, PubSub and geyser subscriptions (gateway/node/, the forwarder).
+# The nodes: their JSON-RPC requests, health, PubSub and geyser subscriptions (gateway/node/, the forwarder).
+# ``node`` is a node's name in the pool (at most 32, named by the operator), never its address.
 UPSTREAM_SECONDS = histogram(
     "gateway_upstream_request_duration_seconds",
-    "One JSON-RPC request to the node, by outcome (ok, timeout, unavailable, too_large)",
+    "One JSON-RPC request to a node, by node and outcome (ok, unhealthy, throttled, http, timeout, unavailable, "
+    "too_large, cancelled)",
     LATENCY_BUCKETS,
-    ("outcome",),
+    ("node", "outcome"),
 )
 UPSTREAM_REPLAYS = counter(
     "gateway_upstream_replays_total",
     "Reads sent to the node once more: it closed their kept-alive connection as they went out",
 )
+UPSTREAM_RETRIES = counter(
+    "gateway_upstream_retries_total", "Reads asked again of another node after one failed, by the node asked", ("node",)
+)
+UPSTREAM_HEDGES = counter(
+    "gateway_upstream_hedges_total",
+    "Slow reads asked of a second node too, by that node and whether its answer came first (won) or not (lost)",
+    ("node", "result"),
+)
+UPSTREAM_FAILOVERS = counter(
+    "gateway_upstream_failovers_total",
+    "Times this process's first choice of node for reads moved, by the node it moved to",
+    ("node",),
+)
+UPSTREAM_BROADCASTS = counter(
+    "gateway_upstream_broadcast_sends_total",
+    "sendTransaction sent to a node of the pool (every node that serves sends gets each one), by node and outcome "
+    "(accepted, refused, failed)",
+    ("node", "outcome"),
+)
 UPSTREAM_UP = gauge("gateway_upstream_up", "1 when the node answered its last health probe, by node", ("node",))
-UPSTREAM_FALLBACK = gauge("gateway_upstream_fallback_active", "1 while this process sends to the fallback node")
+UPSTREAM_IN_SERVICE = gauge("gateway_upstream_in_service", "1 while the node is in service, by node", ("node",))
+UPSTREAM_HELD_OUT = gauge(
+    "gateway_upstream_held_out",
+    "1 while the operator holds the node out of service (cordoned or removed), by node",
+    ("node",),
+)
+UPSTREAM_LAG = gauge(
+    "gateway_upstream_lag_slots",
+    "How many slots the node's processed slot is behind the pool's best, by node",
+    ("node",),
+)
+UPSTREAM_SERVING = gauge("gateway_upstream_nodes_in_service", "Nodes in service for a role, by role", ("role",))
+UPSTREAM_CONFIGURED = gauge("gateway_upstream_nodes", "Nodes of the pool that serve a role, by role", ("role",))
+UPSTREAM_FALLBACK = gauge(
+    "gateway_upstream_fallback_active", "1 while only fallback nodes serve reads (no primary is in service)"
+)
 WS_UPSTREAM_SUBSCRIPTIONS = gauge(
     "gateway_ws_upstream_subscriptions",
     "Subscriptions this replica holds at the node's PubSub (one per distinct method and params, shared by clients)",
@@ -240,11 +276,3 @@ def grpc_call_done(method_class: str, code: str | None, started: float) -> None:
 def refused(status: int, cause: str) -> None:
     if status in (402, 429):
         REFUSALS.inc((_STATUS[status], cause))
-
-
-def upstream_probed(primary: bool, fallback: bool | None, fallback_active: bool) -> None:
-    """The health monitor's view after a probe (``fallback`` None: no fallback node configured)."""
-    UPSTREAM_UP.set(1.0 if primary else 0.0, ("primary",))
-    if fallback is not None:
-        UPSTREAM_UP.set(1.0 if fallback else 0.0, ("fallback",))
-    UPSTREAM_FALLBACK.set(1.0 if fallback_active else 0.0)

@@ -32,6 +32,8 @@ from gateway.storage.errors import StoreUnavailable
 log = logging.getLogger(__name__)
 
 REQUEST_ID_HEADER = "X-Request-Id"
+#: The node (by its name in the pool) that answered a forwarded call (docs/api.md, Several nodes).
+UPSTREAM_HEADER = "X-Upstream"
 
 
 #: Request ids drawn from the OS per system call: one ``os.urandom`` per call was a system call on

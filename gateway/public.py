@@ -5,17 +5,18 @@ one node read, the SOL/USD rate when its cache is stale, is one read however man
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.bulk.rules import BULK_CREDITS, MAX_BULK_ITEMS
 from gateway.core.jsonrpc import MAX_BATCH
 from gateway.core.methods import MethodClass, PriceTable, Registry
+from gateway.core.node_health import FINALIZED, PoolView
 from gateway.core.subscriptions import UNAVAILABLE, Limits, pricing_view
+from gateway.core.upstreams import Role, Tier
 from gateway.grpc.rules import StreamLimits
 from gateway.grpc.rules import pricing_view as grpc_pricing_view
-from gateway.node.http import HttpUpstream
 from gateway.pipeline_http import REST_MAX_BODY_BYTES, RPC_MAX_BODY_BYTES
 from gateway.rpc.planning import MAX_PARAMS_DEPTH
 from gateway.signals.rules import KINDS
@@ -45,44 +46,52 @@ class ServiceProfile:
     archive_history: bool = False
     #: The signal kinds the classifier emits (subscribeSignal, /signals/recent): all of them in this build.
     signals: dict[str, bool] = field(default_factory=lambda: dict.fromkeys(KINDS, True))
+    #: Whether a node is in service for a role: the flags of :data:`ROLE_FLAGS` follow it (None: as set)
+    serves: Callable[[Role], bool] | None = None
+
+    def current_services(self) -> dict[str, bool]:
+        serves = self.serves
+        if serves is None:
+            return dict(self.services)
+        return {**self.services, **{flag: self.services[flag] and serves(role) for flag, role in ROLE_FLAGS.items()}}
 
     def health_view(self) -> dict[str, Any]:
-        return {"auth": dict(self.auth), "services": dict(self.services)}
+        return {"auth": dict(self.auth), "services": self.current_services()}
 
     def capabilities_view(self) -> dict[str, Any]:
         return {
             "auth": dict(self.auth),
-            "services": {**self.services, "archive_history": self.archive_history},
+            "services": {**self.current_services(), "archive_history": self.archive_history},
             "signals": dict(self.signals),
         }
 
 
+#: The services that are there exactly while a node is in service for their role.
+ROLE_FLAGS = {"hot_rpc": Role.READS, "send": Role.SENDS, "heavy_indexed_rpc": Role.HEAVY}
+
+
 def health_document(
-    upstream: HttpUpstream, profile: ServiceProfile, started_at: float, keys: Mapping[str, Any] | None = None
+    view: PoolView, profile: ServiceProfile, started_at: float, keys: Mapping[str, Any] | None = None
 ) -> tuple[int, dict[str, Any]]:
-    """The Health document and its HTTP status: 503 ``starting`` until a node has answered. ``keys``: the
-    service keys this node serves (``AuthServices.keys_view``)."""
-    primary, fallback = upstream.primary, upstream.fallback
+    """The Health document and its HTTP status from the pool's ``view``: ``ok`` while a primary node serves
+    reads, ``degraded`` (``fallback_active``) while only fallback nodes do, 503 ``starting`` while none
+    does (docs/operations.md: a load balancer probing it). ``keys``: the service keys this node serves
+    (``AuthServices.keys_view``)."""
     now = time.time()
-    doc: dict[str, Any] = {"agave_healthy": primary.healthy, "service_profile": profile.health_view()}
+    node = view.best()
+    primary = node is not None and node.node.tier is Tier.PRIMARY
+    doc: dict[str, Any] = {"agave_healthy": primary, "service_profile": profile.health_view()}
     if keys is not None:
         doc["keys"] = dict(keys)
-    if primary.healthy:
-        status, node = "ok", primary
-    elif upstream.use_fallback:
-        status, node = "degraded", fallback
-    elif primary.ever_healthy:
-        status, node = "degraded", None
-    else:
-        status, node = "starting", None
+    status = "ok" if primary else "degraded" if node is not None else "starting"
     doc["status"] = status
     doc["paid_traffic_ready"] = node is not None
     if status == "degraded":
-        doc["fallback_active"] = upstream.use_fallback
+        doc["fallback_active"] = True
     if node is not None:
         doc.update(
-            solanaSlot=node.slot,
-            solanaBlockHeight=node.block_height,
+            solanaSlot=node.slots[FINALIZED] if node.slots else None,
+            solanaBlockHeight=node.heights[FINALIZED] if node.heights else None,
             uptime=int(now - started_at),
             nodeVersion=node.version,
         )

@@ -90,10 +90,10 @@ def to_deposit(asked: int | None, balance: int) -> int | None:
 async def fund(settings: Settings, base_units: int | None, wallet_path: Path | None = None) -> Funded:
     """The wallet's API key and balance, after minting and depositing ``base_units`` of test USDC; with
     ``base_units`` None, :data:`DEFAULT_USDC` only if the wallet has no credits yet (:func:`to_deposit`)."""
-    if settings.upstream_rpc_url:
+    if not settings.embedded_chain:
         raise FundError(
-            "gateway fund mints test USDC on the embedded devnode only; this gateway's upstream is "
-            f"{settings.upstream_rpc_url}. Send real USDC to the deposit address instead (GET /account/info)."
+            "gateway fund mints test USDC on the embedded devnode only; this gateway's nodes are configured "
+            "(upstreams or upstream_rpc_url). Send real USDC to the deposit address instead (GET /account/info)."
         )
     home = settings.resolved_home
     authority_file = home / MINT_AUTHORITY_FILE

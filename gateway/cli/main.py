@@ -1,5 +1,6 @@
 """The ``gateway`` command: ``up`` runs the whole service, ``devnode`` the local chain alone; the operator's
-commands (``status``, ``account``, ``audit``, ``webhooks``, ``sends``) are in ops.py and status.py."""
+commands (``status``, ``account``, ``audit``, ``webhooks``, ``sends``, ``upstreams``) are in ops.py, status.py and
+upstreams.py."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import threading
 import warnings
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -22,6 +23,7 @@ warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set", category
 
 from gateway.cli.ops import register as register_operator_commands  # noqa: E402
 from gateway.cli.status import status  # noqa: E402
+from gateway.cli.upstreams import register as register_upstream_commands  # noqa: E402
 from gateway.config import DEVNODE, ConfigError  # noqa: E402
 from gateway.settings import Settings, load_settings  # noqa: E402
 
@@ -33,9 +35,9 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="TOML settings file (also: GATEWAY_CONFIG).")]
 
 
-def _settings(config: Path | None) -> Settings:
+def _settings(config: Path | None, **overrides: Any) -> Settings:
     try:
-        return load_settings(config)
+        return load_settings(config, **overrides)
     except ConfigError as exc:
         console.print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(2) from exc
@@ -46,12 +48,21 @@ def _report(part: str, detail: str) -> None:
 
 
 @app.command()
-def up(config: ConfigOption = None) -> None:
+def up(
+    config: ConfigOption = None,
+    nodes: Annotated[
+        int | None,
+        typer.Option(
+            "--nodes",
+            help="With the embedded chain: a pool of this many devnode followers of the devnode (devnode_nodes).",
+        ),
+    ] = None,
+) -> None:
     """Start the whole service in the foreground; Ctrl-C, SIGTERM or a closed terminal (SIGHUP) stops all
     of it, in order: the embedded servers run in sessions of their own, so only this process gets them."""
     from gateway.runtime.stack import Stack
 
-    settings = _settings(config)
+    settings = _settings(config, **({} if nodes is None else {"devnode_nodes": nodes}))
     logging.basicConfig(level=logging.WARNING)
     stop = threading.Event()
     started = False
@@ -173,6 +184,7 @@ def migrate(config: ConfigOption = None) -> None:
 
 
 register_operator_commands(app)
+register_upstream_commands(app)
 app.command()(status)
 
 

@@ -16,7 +16,6 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any
 
-import aiohttp
 import asyncpg
 import redis.asyncio as aioredis
 import typer
@@ -25,7 +24,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from gateway.cli.ops import ConfigOption, load
-from gateway.cli.stores import StoreNotFound, database_url, node_url, redis_url
+from gateway.cli.stores import StoreNotFound, chain_node, database_url, redis_url
+from gateway.node.http import HttpUpstream, rpc_call
+from gateway.runtime.cluster import UPSTREAM_HEALTH
 from gateway.runtime.inspect import RAY_ADDRESS_FILE, ray_report, recorded_ray_address
 from gateway.settings import Settings
 from gateway.signals.store import SignalLog
@@ -122,25 +123,41 @@ async def _redis(settings: Settings) -> Part:
 
 
 async def _node(settings: Settings) -> Part:
-    url = node_url(settings)
-    body = {"jsonrpc": "2.0", "id": 1, "method": "getSlot", "params": [{"commitment": "confirmed"}]}
+    """The chain's slot, from the embedded devnode or the pool's first node: named, never its URL (which may
+    hold a provider's key)."""
+    node = chain_node(settings)
+    client = HttpUpstream(node.rpc_url, connections=1, ca_file=settings.upstream_ca_file, headers=node.headers)
     try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session,
-            session.post(url, json=body) as resp,
-        ):
-            answer = await resp.json(content_type=None)
-        slot = int(answer["result"])
+        slot = int(await rpc_call(client, "getSlot", [{"commitment": "confirmed"}], 5.0))
     except Exception as exc:
-        return Part("node", DOWN, f"{url}: {type(exc).__name__}: {exc}")
-    return Part("node", UP, f"{url} at slot {slot}", {"slot": slot})
+        return Part("node", DOWN, f"{node.name}: {type(exc).__name__}: {exc}")
+    finally:
+        await client.close()
+    return Part("node", UP, f"{node.name} at slot {slot}", {"slot": slot})
+
+
+def _upstreams(report: dict[str, Any]) -> list[Part]:
+    """Each node of the pool as the upstream-health actor judges it: up in service, warn out of service
+    (cordoned, behind, failing...), down when no node serves at all."""
+    nodes = report.get(UPSTREAM_HEALTH, {}).get("status", {}).get("nodes") or []
+    serving = any(n["state"] == "in service" for n in nodes)
+    parts = []
+    for n in nodes:
+        state = UP if n["state"] == "in service" else WARN if serving else DOWN
+        figures = [f"{n['tier']}", ",".join(n["roles"]), n["state"] + (f": {n['reason']}" if n["reason"] else "")]
+        if n.get("slot") is not None:
+            figures.append(f"slot {n['slot']}, lag {n['lag']}")
+        if n.get("error_rate") is not None:
+            figures.append(f"errors {n['error_rate']:.1%} of {n['calls']}, p50 {n['p50_ms']} ms, p99 {n['p99_ms']} ms")
+        parts.append(Part(f"upstream {n['name']}", state, "; ".join(figures), n))
+    return parts
 
 
 def _actor_names(settings: Settings) -> list[str]:
     from actors.service import service_actor_names  # the actor classes' imports: only when asked
 
     names = service_actor_names(settings.model_dump(mode="json"))
-    grpc_on = settings.grpc_servers > 0 and (settings.upstream_rpc_url is None or settings.upstream_grpc_url)
+    grpc_on = settings.grpc_servers > 0 and (settings.embedded_chain or settings.geyser_node() is not None)
     return [n for n in names if grpc_on or not n.startswith("grpc-stream-")]
 
 
@@ -173,6 +190,7 @@ def _ray_parts(settings: Settings, timeout_s: float) -> list[Part]:
         )
         ok = serve["status"] == "RUNNING" and running > 0
         parts.append(Part("Serve", UP if ok else DOWN, f"app {serve['status']}: {replicas}", serve))
+    parts += _upstreams(report["actors"])
     for name, actor in report["actors"].items():
         state = {"ALIVE": UP, "RESTARTING": WARN}.get(actor["state"], DOWN)
         detail = actor["state"].lower() + (f", {actor['restarts']} restarts" if actor["restarts"] else "")

@@ -12,6 +12,7 @@ import asyncpg
 import redis.asyncio as aioredis
 
 from gateway.auth.revocations import resumption_message, suspension_message
+from gateway.core.upstreams import UpstreamNode
 from gateway.runtime.inspect import embedded_database_url, embedded_redis_url
 from gateway.settings import Settings
 from gateway.storage.channels import RECALL, REVOKED_KEYS, Channel
@@ -45,8 +46,11 @@ def redis_url(settings: Settings) -> str:
     return url
 
 
-def node_url(settings: Settings) -> str:
-    return settings.upstream_rpc_url or f"http://127.0.0.1:{settings.devnode_rpc_port}"
+def chain_node(settings: Settings) -> UpstreamNode:
+    """The node to read the chain from: the embedded devnode, or the pool's first node."""
+    if settings.embedded_chain:
+        return UpstreamNode(name="devnode", rpc_url=f"http://127.0.0.1:{settings.devnode_rpc_port}")
+    return settings.pool_nodes()[0]
 
 
 def default_operator() -> str:

@@ -8,10 +8,11 @@ whatever happens to the caller afterwards. So:
 - sent, no usable answer (timeout, answer lost, our own failure): reads are refunded; sends stay
   charged, since a send that reached the node may have been broadcast;
 - answered: charged, except the node's own failures: ``getBlock`` outside retention (-32004
-  'cleaned up'), an unhealthy node (-32005 'unhealthy'), a read that timed out at the node (-32007),
-  a proxy in front of the node that failed (-32003 without 'signature'), and a batch item the node
-  left unanswered. A preflight rejection of ``sendTransaction`` (-32002) is charged: the node ran
-  the simulation the caller asked for (``simulateTransaction`` is priced for that).
+  'cleaned up'), an unhealthy node (-32005 'unhealthy', or Agave's 'Node is behind by N slots'), a read
+  that timed out at the node (-32007), a proxy in front of the node that failed (-32003 without
+  'signature'), and a batch item the node left unanswered. A preflight rejection of
+  ``sendTransaction`` (-32002) is charged: the node ran the simulation the caller asked for
+  (``simulateTransaction`` is priced for that).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def _answer_refund(item: RpcItem) -> str | None:
     message = str(error.get("message", "")).lower()
     if code == -32004 and "cleaned up" in message:
         return "block outside retention"
-    if code == -32005 and "unhealthy" in message:
+    if code == -32005 and ("unhealthy" in message or "behind" in message):
         return "node unhealthy"
     if code == -32007 and item.method_class not in SEND_CLASSES:
         return "read timed out"

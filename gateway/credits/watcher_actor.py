@@ -30,8 +30,10 @@ class DepositWatcherActor:
 
     def __init__(self, settings: dict[str, Any], interval_s: float = DEFAULT_INTERVAL_S) -> None:
         self.settings = CreditSettings.model_validate(settings)
-        if not self.settings.database_url or not self.settings.upstream_rpc_url:
-            raise ValueError("the deposit watcher needs resolved database_url and upstream_rpc_url settings")
+        if not self.settings.database_url or self.settings.embedded_chain:
+            raise ValueError(
+                "the deposit watcher needs resolved database_url and node settings (upstreams or upstream_rpc_url)"
+            )
         self.interval_s = interval_s
         self.deposit_ata = str(deposit_ata_for(self.settings))
         self.watcher: DepositWatcher | None = None

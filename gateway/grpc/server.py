@@ -87,7 +87,7 @@ def server_options(reuse_port: bool) -> list[tuple[str, Any]]:
 
 class GrpcStreamServer:
     """Args:
-    settings: resolved settings (``database_url``, ``redis_url`` and ``upstream_grpc_url`` set).
+    settings: resolved settings (``database_url``, ``redis_url`` and a node serving geyser set).
     reuse_port: share ``grpc_port`` with other server processes (``grpc_servers`` > 1).
     port: listen here instead of ``grpc_port`` (0: a free port; tests).
     auth_options: extra :class:`AuthServices` options (tests).
@@ -104,8 +104,11 @@ class GrpcStreamServer:
         shards: ShardClient | None = None,
         **auth_options: Any,
     ) -> None:
-        if not settings.upstream_grpc_url:
-            raise ValueError("the gRPC stream needs upstream_grpc_url: the node's geyser endpoint to re-serve")
+        geyser = settings.geyser_node()
+        if geyser is None or geyser.grpc_url is None:
+            raise ValueError(
+                "the gRPC stream needs a node serving geyser (upstreams, or upstream_grpc_url) to re-serve"
+            )
         self.settings = settings
         self.port = settings.grpc_port if port is None else port
         self.reuse_port = reuse_port
@@ -114,12 +117,14 @@ class GrpcStreamServer:
         self.access = install_access(self.auth, TrustedProxies.parse(settings.trusted_proxies))  # the access rules
         self.fanout = Fanout()
         self.replay_log = replay_log_of(settings)
-        self.upstream = UpstreamGeyser(
-            settings.upstream_grpc_url,
+        self.geyser_name = geyser.name  # named in the log: its URL and token may hold a provider's key
+        self.upstream = UpstreamGeyser(  # the first node of the pool serving geyser
+            geyser.grpc_url,
             self.fanout,
-            token=settings.upstream_grpc_token,
+            token=geyser.grpc_token or settings.upstream_grpc_token,
             log=self.replay_log,
             ca_file=settings.upstream_ca_file,
+            name=geyser.name,
         )
         limits = limits_of(settings)
         self.budget = FilterBudget(limits, whole_feed=self.replay_log is not None)
@@ -155,11 +160,11 @@ class GrpcStreamServer:
         await server.start()
         self._server = server
         log.info(
-            "gRPC stream on %s:%d (%s), upstream %s",
+            "gRPC stream on %s:%d (%s), upstream node %s",
             s.host,
             self.port,
             "TLS" if self.tls else "plaintext",
-            self.upstream.url,
+            self.geyser_name,
         )
         return self.port
 

@@ -26,8 +26,8 @@ class GrpcStreamActor:
 
     def __init__(self, settings: dict[str, Any], name: str = "grpc-stream", shards: ShardClient | None = None) -> None:
         self.settings = StreamServerSettings.model_validate(settings)
-        if not self.settings.database_url or not self.settings.upstream_grpc_url:
-            raise ValueError("the gRPC stream needs resolved database_url and upstream_grpc_url settings")
+        if not self.settings.database_url or self.settings.geyser_node() is None:
+            raise ValueError("the gRPC stream needs resolved database_url and a node serving geyser (upstreams)")
         self.name = name
         self.shards = shards  # the account shards' client: each account's limits as the replicas share them
         tune_gc(self.settings)  # the process is this actor's alone

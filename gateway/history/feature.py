@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from gateway.core.upstreams import Role
 from gateway.feature import Feature, Host, LocalMethod
 from gateway.history.method import TransactionHistory
 from gateway.history.methods import SPECS
 
 
 def _handlers(host: Host) -> Mapping[str, LocalMethod]:
-    return {"getTransactionHistory": TransactionHistory(host.upstream)}
+    return {"getTransactionHistory": TransactionHistory(host.upstream_for(Role.HEAVY))}  # an indexer's methods
 
 
 FEATURE: Feature[Host] = Feature("history", methods=SPECS, handlers=_handlers)

@@ -115,9 +115,12 @@ class UpstreamGeyser:
         retry_s: float = 1.0,
         log: FeedLog | None = None,
         ca_file: str | None = None,
+        name: str = "geyser",
     ) -> None:
-        """``ca_file``: CAs trusted for a TLS node beside the system's (``upstream_ca_file``)."""
+        """``ca_file``: CAs trusted for a TLS node beside the system's (``upstream_ca_file``); ``name``: the
+        node's name in the pool, which the log says (its URL may hold a provider's key)."""
         self.url = url
+        self.name = name
         self.fanout = fanout
         self.log = log
         self.retry_s = retry_s
@@ -270,14 +273,14 @@ class UpstreamGeyser:
                         self.connected = True
                         metrics.GRPC_UPSTREAM_CONNECTED.set(1)
                     self._on_update(update)
-                log.warning("upstream geyser %s ended the stream; reconnecting", self.url)
+                log.warning("upstream geyser %s ended the stream; reconnecting", self.name)
             except grpc.aio.AioRpcError as exc:
                 if exc.code() in REFUSED and self._isolate(exc):
                     delay = 0.0  # reopen at once without what was refused
                 else:
-                    log.warning("upstream geyser %s: %s %s; reconnecting", self.url, exc.code().name, exc.details())
+                    log.warning("upstream geyser %s: %s %s; reconnecting", self.name, exc.code().name, exc.details())
             except Exception:
-                log.exception("upstream geyser %s failed; reconnecting", self.url)
+                log.exception("upstream geyser %s failed; reconnecting", self.name)
             self.connected = self._acked = False
             metrics.GRPC_UPSTREAM_CONNECTED.set(0)
             metrics.GRPC_UPSTREAM_REOPENS.inc()
@@ -295,17 +298,17 @@ class UpstreamGeyser:
         why = f"{exc.code().name} {exc.details()}"
         if len(suspects) == 1:
             (member,) = suspects
-            log.warning("upstream geyser %s refused a stream's filters (%s): that stream is ended", self.url, why)
+            log.warning("upstream geyser %s refused a stream's filters (%s): that stream is ended", self.name, why)
             self._refuse(member, exc)
             return True
         if suspects:
             log.warning(
-                "upstream geyser %s refused the filters of one of %d streams (%s)", self.url, len(suspects), why
+                "upstream geyser %s refused the filters of one of %d streams (%s)", self.name, len(suspects), why
             )
             self._careful = True
             return True
         # Nothing new in what it refused (its limits changed?): try every stream again, one at a time.
-        log.error("upstream geyser %s refused a request with no new filters (%s); reconnecting", self.url, why)
+        log.error("upstream geyser %s refused a request with no new filters (%s); reconnecting", self.name, why)
         self.accepted, self._careful = {}, True
         return False
 

@@ -1,4 +1,6 @@
-"""The one seam to the Solana node: ``Upstream.post(body, timeout)`` and a health monitor.
+"""The one seam to a Solana node: ``Upstream.post(body, timeout)``, and :class:`HttpUpstream`, one node
+reached over HTTP (the pool of nodes, :mod:`gateway.node.pool`, holds one per node and is an
+``Upstream`` too).
 
 Requests go over :mod:`gateway.node.wire` (kept-alive HTTP/1.1 connections, one pool per node URL,
 one budget of buffered answer bytes over them): the nearest maintained client, pyreqwest, cost about
@@ -9,19 +11,14 @@ exception travels further in.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import orjson
 
-from gateway import metrics
 from gateway.log_throttle import LogThrottle
 from gateway.node.wire import DEFAULT_BUFFERED_BYTES, AnswerBudget, AnswerTooLarge, BufferFull, WireError, WirePool
-from gateway.stopping import cancel_and_wait
 
 log = logging.getLogger(__name__)
 #: A failure while the node is down repeats with every call (gateway/log_throttle.py).
@@ -30,12 +27,14 @@ throttled = LogThrottle(log)
 
 class UpstreamUnavailable(Exception):
     """The node could not be reached, or its answer was lost. ``sent`` is False only when nothing can
-    have reached it (the connection was never made). The message names the failure, never the
-    node's address: it is shown to callers."""
+    have reached it (the connection was never made); ``status``: the node's HTTP status when it answered
+    one that is not a JSON-RPC answer. The message names the failure, never the node's address: it is
+    shown to callers."""
 
-    def __init__(self, message: str, *, sent: bool) -> None:
+    def __init__(self, message: str, *, sent: bool, status: int | None = None) -> None:
         super().__init__(message)
         self.sent = sent
+        self.status = status
 
 
 class UpstreamTooLarge(UpstreamUnavailable):
@@ -52,7 +51,8 @@ class UpstreamTimeout(Exception):
 
 class Upstream(Protocol):
     """``replayable``: the body may reach the node twice with the effect of once (reads only); such a
-    body lost on a connection the node closed while idle is sent once more (docs/reliability.md)."""
+    body lost on a connection the node closed while idle is sent once more (docs/reliability.md), and
+    the pool of nodes may ask another node (a ``sendTransaction`` it sends on every node)."""
 
     async def post(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> bytes: ...
 
@@ -143,163 +143,81 @@ def _chain_error(doc: dict[str, Any], method: str) -> ChainError | None:
     return ChainError(code if isinstance(code, int) else None, str(message or error), data, method)
 
 
-@dataclass
-class NodeStatus:
-    """What the last health probe of one node found."""
-
-    healthy: bool = False
-    ever_healthy: bool = False
-    slot: int | None = None  # the newest finalized slot
-    block_height: int | None = None
-    version: str | None = None
-    checked_at: float = 0.0
-
-
 class HttpUpstream:
-    """A node reached over HTTP, with an optional fallback used while the primary is unhealthy."""
+    """One node (or a service of the same shape: the block engine's endpoints) reached over HTTP.
+
+    ``headers`` go with every request (a provider's key: never logged); ``name``: the node's name in the
+    pool, which the log says. ``budget``: the buffered answer bytes this client shares with others (the
+    pool's nodes share one); default, one of its own."""
 
     def __init__(
         self,
         url: str,
-        fallback_url: str | None = None,
+        *,
         connections: int = 512,
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
         buffered_answer_bytes: int = DEFAULT_BUFFERED_BYTES,
+        budget: AnswerBudget | None = None,
         ca_file: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        name: str = "node",
     ) -> None:
         self.url = url
-        #: a PEM file of CAs trusted for this node's https:// URLs beside the system's (``upstream_ca_file``)
-        self.ca_file = ca_file
+        self.name = name  # how the log names it (its URL may hold a provider's key)
         self.max_answer_bytes = max_answer_bytes
-        #: every answer this client is reading at once, over both nodes (docs/configuration.md)
-        self.budget = AnswerBudget(buffered_answer_bytes)
-        self.fallback_url = fallback_url
-        self._connections = connections
-        self._pools: dict[str, WirePool] = {}
-        self.primary = NodeStatus()
-        self.fallback = NodeStatus()
-        self.use_fallback = False
-
-    def _pool(self, url: str) -> WirePool:
-        pool = self._pools.get(url)
-        if pool is None:
-            pool = self._pools[url] = WirePool(
-                url,
-                connections=self._connections,
-                limit=self.max_answer_bytes,
-                budget=self.budget,
-                ca_file=self.ca_file,
-            )
-        return pool
-
-    @property
-    def finalized_slot(self) -> int | None:
-        """The newest finalized slot the last probe of the serving node saw."""
-        return (self.fallback if self.use_fallback else self.primary).slot
-
-    @property
-    def active_url(self) -> str:
-        if self.use_fallback and self.fallback_url:
-            return self.fallback_url
-        return self.url
+        #: every answer this client is reading at once (docs/configuration.md)
+        self.budget = budget or AnswerBudget(buffered_answer_bytes)
+        self._wire = WirePool(
+            url,
+            connections=connections,
+            limit=max_answer_bytes,
+            budget=self.budget,
+            ca_file=ca_file,  # a PEM file of CAs trusted for https:// beside the system's (upstream_ca_file)
+            headers=headers,
+        )
 
     async def post(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> bytes:
-        return await self._post_to(self.active_url, body, timeout_s, replayable)
+        status, payload = await self.exchange(body, timeout_s, replayable=replayable)
+        if status != 200 and not payload.startswith((b"{", b"[")):
+            raise UpstreamUnavailable(f"the node answered HTTP {status}", sent=True, status=status)
+        return payload
+
+    async def exchange(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> tuple[int, bytes]:
+        """``POST`` ``body``: the answer's HTTP status and body, whatever the status."""
+        return await self._request("POST", body, timeout_s, replayable)
 
     async def get(self, timeout_s: float) -> bytes:
         """``GET`` the URL itself (a REST document of the same service), errors mapped as for ``post``."""
-        status, payload = await self._request(self.active_url, "GET", None, timeout_s, True)
+        status, payload = await self._request("GET", None, timeout_s, True)
         if status != 200:
-            raise UpstreamUnavailable(f"answered HTTP {status}", sent=True)
+            raise UpstreamUnavailable(f"answered HTTP {status}", sent=True, status=status)
         return payload
 
-    async def _post_to(self, url: str, body: bytes, timeout_s: float, replayable: bool) -> bytes:
-        status, payload = await self._request(url, "POST", body, timeout_s, replayable)
-        if status != 200 and not payload.startswith((b"{", b"[")):
-            raise UpstreamUnavailable(f"the node answered HTTP {status}", sent=True)
-        return payload
-
-    async def _request(
-        self, url: str, method: str, body: bytes | None, timeout_s: float, replayable: bool
-    ) -> tuple[int, bytes]:
+    async def _request(self, method: str, body: bytes | None, timeout_s: float, replayable: bool) -> tuple[int, bytes]:
         """The answer's status and body, never more than ``max_answer_bytes`` of it read."""
         try:
-            return await self._pool(url).request(method, body, timeout_s, replayable=replayable)
+            return await self._wire.request(method, body, timeout_s, replayable=replayable)
         except TimeoutError as exc:
             raise UpstreamTimeout(f"no answer within {timeout_s:g} s") from exc
         except AnswerTooLarge as exc:
             raise UpstreamTooLarge(self.max_answer_bytes) from exc
         except BufferFull as exc:  # the node did answer: sent, as a lost answer (docs/configuration.md)
-            throttled.warning("dropped", "node answer dropped: %s answer bytes already held", f"{self.budget.held:,}")
+            throttled.warning(
+                f"dropped {self.name}",
+                "node %s: answer dropped, %s answer bytes already held",
+                self.name,
+                f"{self.budget.held:,}",
+            )
             raise UpstreamUnavailable("the gateway holds too many node answers at once", sent=True) from exc
         except WireError as exc:  # details go to the log, not to callers (they would name the node)
-            throttled.warning("failed", "node request failed: %s", exc)
+            throttled.warning(f"failed {self.name}", "node %s: request failed: %s", self.name, exc)  # each node's own
             if not exc.sent:
                 raise UpstreamUnavailable("could not connect to the node", sent=False) from exc
             raise UpstreamUnavailable("the connection to the node failed", sent=True) from exc
 
+    @property
+    def open_connections(self) -> int:
+        return self._wire.open_connections
+
     async def close(self) -> None:
-        for pool in self._pools.values():
-            await pool.close()
-
-    async def probe(self, timeout_s: float = 2.0) -> None:
-        """Refresh both nodes' status and choose which one serves traffic."""
-        await self._probe_one(self.url, self.primary, timeout_s)
-        if self.fallback_url:
-            await self._probe_one(self.fallback_url, self.fallback, timeout_s)
-        self.use_fallback = bool(self.fallback_url) and not self.primary.healthy and self.fallback.healthy
-        metrics.upstream_probed(
-            self.primary.healthy, self.fallback.healthy if self.fallback_url else None, self.use_fallback
-        )
-
-    async def _probe_one(self, url: str, status: NodeStatus, timeout_s: float) -> None:
-        batch = [
-            {"jsonrpc": "2.0", "id": 0, "method": "getHealth"},
-            {"jsonrpc": "2.0", "id": 1, "method": "getSlot", "params": [{"commitment": "finalized"}]},
-            {"jsonrpc": "2.0", "id": 2, "method": "getBlockHeight"},
-            {"jsonrpc": "2.0", "id": 3, "method": "getVersion"},
-        ]
-        status.checked_at = time.time()
-        try:
-            raw = await self._post_to(url, orjson.dumps(batch), timeout_s, True)
-            answers = {a.get("id"): a for a in orjson.loads(raw) if isinstance(a, dict)}
-        except (UpstreamUnavailable, UpstreamTimeout, orjson.JSONDecodeError, TypeError) as exc:
-            log.debug("health probe of %s failed: %s", url, exc)
-            status.healthy = False
-            return
-        status.healthy = answers.get(0, {}).get("result") == "ok"
-        status.slot = _result_int(answers.get(1))
-        status.block_height = _result_int(answers.get(2))
-        version = answers.get(3, {}).get("result")
-        status.version = version.get("solana-core") if isinstance(version, dict) else None
-        status.ever_healthy = status.ever_healthy or status.healthy
-
-
-def _result_int(answer: dict[str, Any] | None) -> int | None:
-    value = answer.get("result") if answer else None
-    return value if isinstance(value, int) else None
-
-
-@dataclass
-class HealthMonitor:
-    """Probes the upstream every ``interval_s`` in the background of one replica."""
-
-    upstream: HttpUpstream
-    interval_s: float = 2.0
-    _task: asyncio.Task[None] | None = field(default=None, init=False)
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.upstream.probe()
-            except Exception:  # the loop must survive anything a probe does
-                log.exception("health probe crashed")
-            await asyncio.sleep(self.interval_s if self.upstream.primary.ever_healthy else 0.25)
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        await cancel_and_wait(task)
+        await self._wire.close()

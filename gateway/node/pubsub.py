@@ -83,10 +83,17 @@ class UpstreamPubSub:
     """
 
     def __init__(
-        self, url: str, connect_timeout_s: float = 10.0, max_backoff_s: float = 5.0, ca_file: str | None = None
+        self,
+        url: str,
+        connect_timeout_s: float = 10.0,
+        max_backoff_s: float = 5.0,
+        ca_file: str | None = None,
+        name: str = "pubsub",
     ) -> None:
-        """``ca_file``: CAs trusted for a ``wss://`` node beside the system's (``upstream_ca_file``)."""
+        """``ca_file``: CAs trusted for a ``wss://`` node beside the system's (``upstream_ca_file``); ``name``:
+        the node's name in the pool, which the log says (its URL may hold a provider's key)."""
         self.url = url
+        self.name = name
         self._tls = tls_context(ca_file) if url.startswith("wss://") else None
         self.connect_timeout_s = connect_timeout_s
         self.max_backoff_s = max_backoff_s
@@ -232,7 +239,7 @@ class UpstreamPubSub:
             except asyncio.CancelledError:
                 raise
             except (OSError, ConnectionClosed, InvalidHandshake, InvalidURI, TimeoutError) as exc:
-                log.warning("node PubSub %s: %s; reconnecting in %.1f s", self.url, exc, backoff)
+                log.warning("node PubSub %s: %s; reconnecting in %.1f s", self.name, exc, backoff)
             finally:
                 self._ws = None
                 self._connected.clear()

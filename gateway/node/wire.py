@@ -25,6 +25,7 @@ import collections
 import contextlib
 import ssl
 import time
+from collections.abc import Mapping
 from typing import cast
 from urllib.parse import unquote, urlsplit
 
@@ -107,9 +108,10 @@ def tls_context(ca_file: str | None = None) -> ssl.SSLContext:
 
 
 class Target:
-    """What every request to one URL shares: where to connect and the request head's fixed part."""
+    """What every request to one URL shares: where to connect and the request head's fixed part
+    (``headers``: the caller's own, such as a provider's key, sent with every request)."""
 
-    def __init__(self, url: str, ca_file: str | None = None) -> None:
+    def __init__(self, url: str, ca_file: str | None = None, headers: Mapping[str, str] | None = None) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("the node URL must be http:// or https:// with a host")
@@ -117,12 +119,13 @@ class Target:
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.ssl: ssl.SSLContext | None = tls_context(ca_file) if parts.scheme == "https" else None
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        headers = [f"Host: {parts.netloc.rpartition('@')[2]}"]
+        lines = [f"Host: {parts.netloc.rpartition('@')[2]}"]
         if parts.username is not None:  # credentials in the URL, as aiohttp sent them: Basic auth
             pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
-            headers.append("Authorization: Basic " + base64.b64encode(pair).decode())
+            lines.append("Authorization: Basic " + base64.b64encode(pair).decode())
+        lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
         self.path = path
-        self._headers = "".join(f"{h}\r\n" for h in headers)
+        self._headers = "".join(f"{h}\r\n" for h in lines)
 
     def head(self, method: str, body: bytes | None) -> bytes:
         if body is None:
@@ -327,8 +330,9 @@ class WirePool:
         budget: AnswerBudget | None = None,
         ca_file: str | None = None,
         idle_s: float = IDLE_S,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        self.target = Target(url, ca_file)
+        self.target = Target(url, ca_file, headers)
         self.idle_s = idle_s
         self.limit = limit
         self.budget = budget or AnswerBudget()

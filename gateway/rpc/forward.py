@@ -1,10 +1,13 @@
 """The last JSON-RPC stages: parse and plan the body, then answer what is left.
 
 Items already answered (invalid, denied, refused by a later stage) are not sent. Methods the gateway
-answers itself (``local``: :mod:`gateway.rpc.answers`) run their handlers; the rest go to the node in
-one request, with ids replaced by their positions so duplicate client ids cannot mix answers up; the
-client's ids are put back on the way out. In a batch, both run at once, and a failure of one part
-(the node down, a handler's error) becomes those items' errors: it never takes the others' answers.
+answers itself (``local``: :mod:`gateway.rpc.answers`) run their handlers; the rest go to the nodes of
+the pool (:mod:`gateway.node.pool`): the reads in one request to a node in service for their role,
+with ids replaced by their positions so duplicate client ids cannot mix answers up (the client's ids
+are put back on the way out), each ``sendTransaction`` to every node that serves sends. ``X-Upstream``
+names the node that answered. A caller's reads go only to nodes known to be at or past what its
+earlier answers showed (:mod:`gateway.core.slots`). In a batch, the parts run at once, and a failure
+of one part (no node, a handler's error) becomes those items' errors: it never takes the others' answers.
 With the response cache on (:mod:`gateway.rpc.response_cache`), the node's items are first looked up
 there: a cached answer answers its item, which is then not sent, and the node's answers are kept
 after; ``X-Cache`` says whether the cache answered the call.
@@ -14,19 +17,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
-from gateway import metrics
 from gateway.core.errors import ProxyError, RpcError, backend_unavailable, service_unavailable, timed_out
 from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload, parse_payload
 from gateway.core.methods import CLASS_TIMEOUT_S, REPLAYABLE_CLASSES, MethodClass, PriceTable, Registry
+from gateway.core.slots import raise_to, request_terms, shown
+from gateway.core.upstreams import Role, role_of
 from gateway.feature import LocalMethod
 from gateway.node.http import Upstream, UpstreamTimeout, UpstreamTooLarge, UpstreamUnavailable
-from gateway.pipeline import Call, Handler, Reply
+from gateway.node.pool import NodePool, Nodes, NoNode, nodes_of
+from gateway.pipeline import UPSTREAM_HEADER, Call, Handler, Reply
 from gateway.rpc.metrics import CACHE_LOOKUPS
 from gateway.rpc.planning import plan_items
 from gateway.rpc.response_cache import HEADER, ResponseCache
@@ -50,12 +54,15 @@ class ParseStage:
 
 
 class Forwarder:
-    """Endpoint: answer pending items (the gateway's own methods here, the rest at the node)."""
+    """Endpoint: answer pending items (the gateway's own methods here, the rest at the nodes)."""
 
     def __init__(
-        self, upstream: Upstream, local: Mapping[str, LocalMethod] | None = None, cache: ResponseCache | None = None
+        self,
+        upstream: Upstream | NodePool,
+        local: Mapping[str, LocalMethod] | None = None,
+        cache: ResponseCache | None = None,
     ) -> None:
-        self.upstream = upstream
+        self.nodes: Nodes = nodes_of(upstream)
         self.local = dict(local or {})
         self.cache = cache
 
@@ -76,9 +83,9 @@ class Forwarder:
         if not payload.is_batch and local:
             await self.local[local[0].method](local[0], call)  # a single call: its errors are the call's
         elif local:
-            await asyncio.gather(self._forward_part(remote, payload), *(self._run_local(i, call) for i in local))
+            await asyncio.gather(self._forward_part(remote, payload, call), *(self._run_local(i, call) for i in local))
         elif remote:
-            await self._forward(remote, payload)
+            await self._forward(remote, payload, call)
         if self.cache is not None and cached is not None and cached.lookups:
             self.cache.keep(cached)
         return Reply(200, payload.answer_bytes())
@@ -97,46 +104,114 @@ class Forwarder:
             item.failure = item.failure or Failure.INTERNAL
             item.error = RpcError(-32603, f"Internal error: {item.method} failed")
 
-    async def _forward_part(self, items: list[RpcItem], payload: RpcPayload) -> None:
-        """The node's part of a batch that also has local items: a failure is these items' errors."""
+    async def _forward_part(self, items: list[RpcItem], payload: RpcPayload, call: Call) -> None:
+        """A part of a batch: a failure is these items' errors, not the others'."""
         if not items:
             return
         try:
-            await self._forward(items, payload)
+            await self._forward(items, payload, call)
         except ProxyError as exc:
             for item in items:
                 item.error = exc.rpc_error()
 
-    async def _forward(self, items: list[RpcItem], payload: RpcPayload) -> None:
+    async def _forward(self, items: list[RpcItem], payload: RpcPayload, call: Call) -> None:
+        """The node's items in one request when one node takes them all; else the reads, the heavy reads
+        and each send apart (a send goes to every node that serves sends)."""
+        roles = {role_of(i.method_class) for i in items}
+        if self.nodes.together(roles):
+            await self._ask(items, payload, call)
+            return
+        parts = [[i for i in items if role_of(i.method_class) is role] for role in (Role.READS, Role.HEAVY)]
+        parts = [part for part in parts if part]
+        parts += [[i] for i in items if role_of(i.method_class) is Role.SENDS]
+        if len(parts) == 1:
+            await self._ask(parts[0], payload, call)
+        else:
+            await asyncio.gather(*(self._forward_part(part, payload, call) for part in parts))
+
+    async def _ask(self, items: list[RpcItem], payload: RpcPayload, call: Call) -> None:
         classes = {i.method_class for i in items}  # a batch's timeout: its slowest class's
         timeout = max(CLASS_TIMEOUT_S.get(c or MethodClass.READ_CHEAP, 5.0) for c in classes)
         calls = [{"jsonrpc": "2.0", "id": i.index, "method": i.method, "params": i.params} for i in items]
         body = orjson.dumps(calls if payload.is_batch else calls[0])
+        roles = {role_of(c) for c in classes}
+        send = roles == {Role.SENDS} and len(items) == 1
+        role = Role.HEAVY if Role.HEAVY in roles else Role.READS
+        floor = None if send else self._floor(call, role)
         for item in items:
             item.sent = True  # from here on the node may see it, whatever happens next
-        started = time.perf_counter()
         try:
-            raw = await self.upstream.post(body, timeout, replayable=classes <= REPLAYABLE_CLASSES)
+            if send:
+                answer = await self.nodes.send(body, timeout)
+            else:
+                key = items[0].method if len(items) == 1 else "batch"
+                need = None if floor is None else _need(floor, items)
+                replayable = classes <= REPLAYABLE_CLASSES
+                answer = await self.nodes.read(body, timeout, role, key=key, need=need, parse=True, retry=replayable)
+        except NoNode as exc:
+            for item in items:
+                item.sent = False
+            _failed(items, Failure.UNREACHABLE)
+            raise service_unavailable(f"{exc}; retry later", NO_NODE_RETRY_S) from exc
         except UpstreamTooLarge as exc:
-            metrics.UPSTREAM_SECONDS.observe(time.perf_counter() - started, ("too_large",))
             for item in items:  # answered by the node, so charged (docs/api.md, Limits)
                 item.response = too_large(item, exc.limit)
             return
         except UpstreamTimeout as exc:
-            metrics.UPSTREAM_SECONDS.observe(time.perf_counter() - started, ("timeout",))
             _failed(items, Failure.TIMED_OUT)
             raise timed_out(items[0].method if len(items) == 1 else "batch", timeout) from exc
         except UpstreamUnavailable as exc:
-            metrics.UPSTREAM_SECONDS.observe(time.perf_counter() - started, ("unavailable",))
             _failed(items, Failure.LOST if exc.sent else Failure.UNREACHABLE)
             raise backend_unavailable(f"upstream node unavailable: {exc}") from exc
-        metrics.UPSTREAM_SECONDS.observe(time.perf_counter() - started, ("ok",))
+        if answer.node is not None:
+            _name_node(call, answer.node)
         try:
-            answers = orjson.loads(raw)
+            answers = answer.json()
         except orjson.JSONDecodeError as exc:
             _failed(items, Failure.LOST)
             raise backend_unavailable("upstream node sent a body that is not JSON") from exc
         _attach(items, answers)
+        if floor is not None and answer.node is not None:
+            self._shown(floor, answer.node, items)
+
+    def _floor(self, call: Call, role: Role) -> list[int] | None:
+        """The caller's floor, when its calls of ``role`` may move between nodes."""
+        if call.identity is None or not self.nodes.several(role):
+            return None
+        return self.nodes.floors.of(call.identity.pubkey)
+
+    def _shown(self, floor: list[int], node: str, items: list[RpcItem]) -> None:
+        """Raise the caller's floor, and what ``node`` is known to be at, to what its answers showed."""
+        for item in items:
+            commitment, _ = request_terms(item.params)
+            position = shown(item.method, commitment, item.response)
+            if position is not None:
+                index, value = position
+                raise_to(floor, index, value)
+                self.nodes.learned(node, index, value)
+
+
+#: The retry hint of a call no node was in service for (docs/api.md, Errors).
+NO_NODE_RETRY_S = 2
+
+
+def _need(floor: list[int], items: list[RpcItem]) -> list[int]:
+    """What a node must be at for ``items``: the caller's floor, raised to each item's minContextSlot."""
+    need = list(floor)
+    for item in items:
+        commitment, min_slot = request_terms(item.params)
+        if min_slot is not None:
+            raise_to(need, commitment, min_slot)
+    return need
+
+
+def _name_node(call: Call, node: str) -> None:
+    """``X-Upstream``: the node (or nodes, in the order they answered parts of a batch) that answered."""
+    named = call.response_headers.get(UPSTREAM_HEADER)
+    if named is None:
+        call.response_headers[UPSTREAM_HEADER] = node
+    elif node not in named.split(", "):
+        call.response_headers[UPSTREAM_HEADER] = f"{named}, {node}"
 
 
 #: The code of an answer over the gateway's size limit: the node's own for results past its scan limit.

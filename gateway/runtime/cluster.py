@@ -33,6 +33,10 @@ SERVE_STOP_S = 10.0
 ACTORS_STOP_S = 5.0
 
 
+#: The pool of nodes' one owner of health (every replica and actor reads the pool's view from it).
+UPSTREAM_HEALTH = "upstream-health"
+
+
 def send_racer_names(count: int) -> list[str]:
     """The names of the pool's send-racer actors (replicas find them by name)."""
     return [f"send-racer-{n}" for n in range(count)]

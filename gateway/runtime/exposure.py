@@ -107,7 +107,7 @@ def network_refusals(settings: Settings) -> list[str]:
     if host_is_loopback(settings.host):
         return []
     refusals = []
-    grpc_on = settings.grpc_servers > 0 and (settings.upstream_rpc_url is None or settings.upstream_grpc_url)
+    grpc_on = settings.grpc_servers > 0 and (settings.embedded_chain or settings.geyser_node() is not None)
     if grpc_on and settings.grpc_tls_cert is None and not settings.grpc_allow_plaintext_on_network:
         refusals.append(
             f"the gRPC stream would be plaintext on {settings.host}:{settings.grpc_port}, API keys in clear on the "

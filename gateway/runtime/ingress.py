@@ -24,6 +24,7 @@ from gateway.runtime.metrics import install_ray_metrics
 from gateway.runtime.racers import RayRacers
 from gateway.runtime.serve_metrics import count_serve_latencies
 from gateway.runtime.shards import RayShards
+from gateway.runtime.upstreams import read_pool_from_cluster
 from gateway.settings import Settings
 from gateway.transports.http import build_http_app
 
@@ -97,6 +98,7 @@ class Ingress:
         if backend is not None:
             count_serve_latencies(backend)  # Serve's two latency histograms, counted as the gateway's are
         tune_gc(validated.gc_young_threshold)
+        read_pool_from_cluster()  # the nodes' health from the upstream-health actor
         ping_websockets_as_the_spec_says()
         serve_internal_grpc_on_loopback()
         racers = RayRacers(validated) if validated.send_racers > 0 else None  # None: races run here

@@ -21,9 +21,11 @@ from actors.supervision import stop_actors
 from gateway.auth.key_secret import SECRET_FILE, load_or_create_secret
 from gateway.auth.store.service_keys import record_cluster_keys_at
 from gateway.config import DEVNODE
+from gateway.core.upstreams import UpstreamNode
 from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, ensure_service_keys
+from gateway.node.health import HealthSettings, cluster_of
 from gateway.runtime.cluster import STOP_BUDGET_S
-from gateway.runtime.devnode_proc import DevnodeProcess, stop_stale
+from gateway.runtime.devnode_proc import FOLLOWERS, DevnodeProcess, stop_stale
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.runtime.exposure import network_refusals
 from gateway.runtime.inspect import forget_ray_address, record_ray_address
@@ -66,8 +68,10 @@ class Stack:
         if refusals:
             raise RuntimeError("refused: " + "; ".join(refusals))
         # what a `gateway up` killed with SIGKILL left running (gateway/runtime/leftovers.py)
-        if s.upstream_rpc_url is None and stop_stale(self.home / "devnode"):
-            self.report("devnode", "stopped the one a killed `gateway up` left running")
+        if s.embedded_chain:
+            for data_dir in [self.home / "devnode", *sorted((self.home / FOLLOWERS).glob("node-*"))]:
+                if stop_stale(data_dir):
+                    self.report("devnode", f"stopped the one a killed `gateway up` left running in {data_dir.name}")
         if stop_left_haproxy(self.home):
             self.report("HAProxy", "stopped the one a killed `gateway up` left on the port")
         busy = [f"{host}:{port}" for host, port in self._ports() if not _port_free(host, port)]
@@ -108,29 +112,16 @@ class Stack:
         addresses = {name: updates[name] for name in ("deposit_address", "fee_payer_address")}
         asyncio.run(record_cluster_keys_at(redis_url, addresses))
 
-        if s.upstream_rpc_url is None:
-            node = DevnodeProcess(
-                self.home / "devnode",
-                s.devnode_rpc_port,
-                s.devnode_ws_port,
-                s.devnode_slot_ms,
-                s.devnode_retention_slots,
-                s.devnode_feed,
-                grpc_port=s.devnode_grpc_port,
-            )
-            node.start()
-            self._stops.append(("devnode", node.stop))
-            updates["upstream_rpc_url"], updates["upstream_ws_url"] = node.rpc_url, node.ws_url
-            updates["network"] = s.network or DEVNODE
-            updates["block_engine_url"] = s.block_engine_url or f"{node.rpc_url}/api/v1"
-            updates["upstream_grpc_url"] = s.upstream_grpc_url or node.grpc_url
-            feed = "with generated launch traffic" if s.devnode_feed else "no feed"
-            self.report("chain", f"devnode RPC {node.rpc_url}, PubSub {node.ws_url}, geyser {node.grpc_url} ({feed})")
-            if s.x402_settle:  # the fee payer's SOL and the deposit account sponsored payments need
-                self.report("x402", prepare_sponsored_settlement(node.rpc_url, self.home, s.usdc_mint))
+        if s.embedded_chain:
+            updates.update(self._start_chain())
         else:
-            updates["upstream_ws_url"] = s.derived_ws_url()
-            self.report("chain", f"upstream {s.upstream_rpc_url}")
+            nodes = s.pool_nodes()
+            foreign = asyncio.run(cluster_of(nodes, HealthSettings.from_settings(s)))
+            if foreign:  # the genesis hash of each node read at start: one of another cluster is refused
+                raise RuntimeError("refused: " + "; ".join(foreign.values()))
+            if not s.upstreams:
+                updates["upstream_ws_url"] = s.derived_ws_url()
+            self.report("chain", f"{len(nodes)} node(s): " + ", ".join(f"{n.name} ({n.tier.value})" for n in nodes))
 
         resolved = s.model_copy(update=updates)
         serve_rt = ServeRuntime(resolved)
@@ -153,6 +144,49 @@ class Stack:
         self.report("Serve", f"http://{resolved.host}:{resolved.port} ({replicas_report(resolved)})")
         return resolved
 
+    def _start_chain(self) -> dict[str, Any]:
+        """The embedded chain: the devnode, and with ``devnode_nodes`` > 1 that many followers of it as the
+        pool (each a process of its own on free ports); the settings that point at them."""
+        s = self.settings
+        node = DevnodeProcess(
+            self.home / "devnode",
+            s.devnode_rpc_port,
+            s.devnode_ws_port,
+            s.devnode_slot_ms,
+            s.devnode_retention_slots,
+            s.devnode_feed,
+            grpc_port=s.devnode_grpc_port,
+        )
+        node.start()
+        self._stops.append(("devnode", node.stop))
+        updates: dict[str, Any] = {
+            "network": s.network or DEVNODE,
+            "block_engine_url": s.block_engine_url or f"{node.rpc_url}/api/v1",
+        }
+        feed = "with generated launch traffic" if s.devnode_feed else "no feed"
+        self.report("chain", f"devnode RPC {node.rpc_url}, PubSub {node.ws_url}, geyser {node.grpc_url} ({feed})")
+        if s.x402_settle:  # the fee payer's SOL and the deposit account sponsored payments need
+            self.report("x402", prepare_sponsored_settlement(node.rpc_url, self.home, s.usdc_mint))
+        if s.devnode_nodes == 1:
+            updates["upstream_rpc_url"], updates["upstream_ws_url"] = node.rpc_url, node.ws_url
+            updates["upstream_grpc_url"] = s.upstream_grpc_url or node.grpc_url
+            return updates
+        pool = []
+        for i in range(1, s.devnode_nodes + 1):
+            name = f"node-{i}"
+            follower = DevnodeProcess(
+                self.home / FOLLOWERS / name, 0, 0, s.devnode_slot_ms, s.devnode_retention_slots, False,
+                grpc_port=0, follow=node.rpc_url,
+            )  # fmt: skip
+            follower.start()
+            self._stops.append((f"devnode {name}", follower.stop))
+            pool.append(
+                UpstreamNode(name=name, rpc_url=follower.rpc_url, ws_url=follower.ws_url, grpc_url=follower.grpc_url)
+            )
+            self.report("chain", f"{name}: a follower of the devnode, RPC {follower.rpc_url} (pid {follower.pid})")
+        updates["upstreams"] = pool
+        return updates
+
     def _start_actors(self, resolved: Settings, *, before_serve: bool) -> None:
         """The groups of actors/service.py started at this point, in the reverse of their stop order."""
         for group in reversed(GROUPS):
@@ -163,11 +197,11 @@ class Stack:
     def _ports(self) -> list[tuple[str, int]]:
         s = self.settings
         ports = [(s.host, s.port)]
-        if s.grpc_servers > 0 and (s.upstream_rpc_url is None or s.upstream_grpc_url):
+        if s.grpc_servers > 0 and (s.embedded_chain or s.geyser_node() is not None):
             ports.append((s.host, s.grpc_port))
         if not s.ray_address or s.ray_address == "local":  # the local Ray's metrics agent
             ports.append(("127.0.0.1", s.metrics_export_port))
-        if s.upstream_rpc_url is None:
+        if s.embedded_chain:
             ports += [("127.0.0.1", s.devnode_rpc_port), ("127.0.0.1", s.devnode_ws_port)]
             ports.append(("127.0.0.1", s.devnode_grpc_port))
         return ports

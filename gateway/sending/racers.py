@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from gateway.config import DEFAULT_UPSTREAM
 from gateway.core.transactions import WireTx
-from gateway.node.http import HttpUpstream
+from gateway.node.http import Upstream
+from gateway.node.pool import NodePool
 from gateway.sending.block_engine import BlockEngine
 from gateway.sending.legs import LOCAL_RPC, RELAY, TPU_QUIC, Leg, LocalRpcLeg, RelayLeg, TpuQuicLeg
 from gateway.sending.race import Racer, RaceResult
@@ -29,7 +29,7 @@ class RaceLost(Exception):
     """The racer running a send went away; the send's outcome is unknown until reconciled."""
 
 
-def build_legs(settings: SendingSettings, node: HttpUpstream, engine: BlockEngine | None) -> list[Leg]:
+def build_legs(settings: SendingSettings, node: Upstream, engine: BlockEngine | None) -> list[Leg]:
     legs: list[Leg] = []
     for name in settings.send_legs:
         if name == LOCAL_RPC:
@@ -45,9 +45,7 @@ class LocalRacers:
     """Races in this process, with its own connections to the node and the block engine."""
 
     def __init__(self, settings: SendingSettings, poll_interval_s: float | None = None) -> None:
-        self.node = HttpUpstream(
-            settings.upstream_rpc_url or DEFAULT_UPSTREAM, connections=32, ca_file=settings.upstream_ca_file
-        )
+        self.node = NodePool.from_settings(settings, connections=32)  # a send goes to every node that serves sends
         self.engine = BlockEngine.from_settings(settings)
         interval = poll_interval_s if poll_interval_s is not None else settings.devnode_slot_ms / 2000
         self.racer = Racer(self.node, build_legs(settings, self.node, self.engine), interval)

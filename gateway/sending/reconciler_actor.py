@@ -24,7 +24,7 @@ from typing import Any
 from gateway.actor_loop import LoopThread, connect_when_up, node_client
 from gateway.credits.retention import SettledRetention
 from gateway.credits.settings import CreditSettings
-from gateway.node.http import HttpUpstream
+from gateway.node.http import Upstream
 from gateway.sending.reconcile import UNPROVEN_RELEASE_S, reconcile
 from gateway.sending.settings import SendingSettings
 from gateway.storage import sends
@@ -48,7 +48,7 @@ class SendReconciler:
     def __init__(
         self,
         pool: Pool,
-        node: HttpUpstream,
+        node: Upstream,
         min_age_s: float = DEFAULT_MIN_AGE_S,
         release_after_s: float = UNPROVEN_RELEASE_S,
     ) -> None:
@@ -86,8 +86,10 @@ class SendReconcilerActor:
         self, settings: dict[str, Any], interval_s: float = DEFAULT_INTERVAL_S, min_age_s: float = DEFAULT_MIN_AGE_S
     ) -> None:
         self.settings = ReconcilerSettings.model_validate(settings)
-        if not self.settings.database_url or not self.settings.upstream_rpc_url:
-            raise ValueError("the send reconciler needs resolved database_url and upstream_rpc_url settings")
+        if not self.settings.database_url or self.settings.embedded_chain:
+            raise ValueError(
+                "the send reconciler needs resolved database_url and node settings (upstreams or upstream_rpc_url)"
+            )
         self.interval_s = interval_s
         self.min_age_s = min_age_s
         self.reconciler: SendReconciler | None = None

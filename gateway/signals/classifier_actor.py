@@ -37,8 +37,10 @@ class SignalClassifierActor:
 
     def __init__(self, settings: dict[str, Any]) -> None:
         self.settings = SignalSettings.model_validate(settings)
-        if not self.settings.redis_url or not self.settings.upstream_rpc_url:
-            raise ValueError("the signal classifier needs resolved redis_url and upstream_rpc_url settings")
+        if not self.settings.redis_url or self.settings.embedded_chain:
+            raise ValueError(
+                "the signal classifier needs resolved redis_url and node settings (upstreams or upstream_rpc_url)"
+            )
         self.classifier: SignalClassifier | None = None
         self._thread = LoopThread("signal-classifier", self._serve)
         self._thread.start()

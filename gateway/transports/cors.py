@@ -66,6 +66,7 @@ EXPOSE_HEADERS = (
     "Retry-After",
     "X-Request-Id",
     "X-Cache",
+    "X-Upstream",
     "PAYMENT-REQUIRED",
     "PAYMENT-RESPONSE",
     "X-PAYMENT-RESPONSE",

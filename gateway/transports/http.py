@@ -59,7 +59,7 @@ def build_http_app(gw: GatewayApp) -> ASGIApp:
 
 def build_starlette_app(gw: GatewayApp) -> Starlette:
     async def health(request: Request) -> Response:
-        status, doc = health_document(gw.upstream, gw.profile, gw.started_at, gw.auth.keys_view())
+        status, doc = health_document(gw.upstream.view, gw.profile, gw.started_at, gw.auth.keys_view())
         return to_response(json_reply(status, doc))
 
     limit_pricing = gw.limit("pricing")

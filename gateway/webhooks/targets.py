@@ -44,12 +44,12 @@ SETTING = "webhook_allow_private"
 def allow_private(settings: WebhookSettings) -> bool:
     """Whether the gateway ``settings`` describe accepts local receivers (``http://``, loopback and
     private hosts): ``webhook_allow_private`` as set (environment, TOML file or argument), either way;
-    unset, on exactly when there is no ``upstream_rpc_url``, so ``gateway up`` starts the embedded
-    devnode: a test chain on the developer's machine, whose receivers are local too. Call it on the
+    unset, on exactly when no node is configured (``upstreams``, ``upstream_rpc_url``), so ``gateway up``
+    starts the embedded devnode: a test chain on the developer's machine, whose receivers are local too. Call it on the
     settings as configured, before the stack fills in the devnode's URL."""
     if SETTING in settings.model_fields_set:
         return settings.webhook_allow_private
-    return settings.upstream_rpc_url is None
+    return settings.embedded_chain
 
 
 def receivers_report(settings: WebhookSettings) -> str:

@@ -34,8 +34,10 @@ class WebhookWatcherActor:
 
     def __init__(self, settings: dict[str, Any]) -> None:
         self.settings = WatcherSettings.model_validate(settings)
-        if not self.settings.database_url or not self.settings.upstream_rpc_url:
-            raise ValueError("the webhook watcher needs resolved database_url and upstream_rpc_url settings")
+        if not self.settings.database_url or self.settings.embedded_chain:
+            raise ValueError(
+                "the webhook watcher needs resolved database_url and node settings (upstreams or upstream_rpc_url)"
+            )
         self.watches: TransactionWatches | None = None
         self.signals: SignalWebhooks | None = None
         self.retention: JobRetention | None = None

@@ -48,6 +48,7 @@ def test_every_actor_gateway_up_starts_has_its_module() -> None:
         "send-racer-0": "send_racers",
         "account-shard-0": "account_shards",
         "deposit-watcher": "deposit_watcher",
+        "upstream-health": "upstream_health",
     }
     assert names == list(modules)
     for module in modules.values():

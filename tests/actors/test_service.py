@@ -24,6 +24,7 @@ STARTS = (
     "start_send_racers",
     "start_account_shards",
     "start_deposit_watcher",
+    "start_upstream_health",
 )
 
 
@@ -48,6 +49,7 @@ def test_the_stack_starts_the_groups_around_serve_and_reports_each(tmp_path: Pat
     _run(Stack(configured, report=lambda part, detail: reported.append((part, detail))), resolved)
 
     assert started == [
+        "start_upstream_health",  # first: every replica and actor reads the pool's health from it
         "start_account_shards",
         "start_send_racers",
         "start_deposit_watcher",
@@ -58,6 +60,7 @@ def test_the_stack_starts_the_groups_around_serve_and_reports_each(tmp_path: Pat
     ]  # and no gRPC: the configured settings name no geyser endpoint
     legs = ", ".join(resolved.send_legs)
     assert reported == [
+        ("nodes", "owner of the pool's health: 1 node(s), primary"),
         ("limits", "2 account-shard actor(s) owning rate and concurrency"),
         ("Serve", "deployed"),
         ("deposits", "watcher actor following the deposit wallet's USDC account"),
@@ -65,11 +68,11 @@ def test_the_stack_starts_the_groups_around_serve_and_reports_each(tmp_path: Pat
         ("signals", f"classifier actor on {', '.join(resolved.signal_programs)}"),
         ("webhooks", "watcher actor writing transaction and signal delivery jobs"),
         ("webhooks", "3 dispatcher actor(s) delivering them"),
-        ("webhooks", reported[7][1]),
+        ("webhooks", reported[8][1]),
         ("gRPC", "off: no upstream geyser endpoint (upstream_grpc_url)"),
     ]
     # the receivers are told from the settings as configured: on by default with the embedded devnode
-    assert reported[7][1].startswith("local receivers accepted") and "embedded devnode" in reported[7][1]
+    assert reported[8][1].startswith("local receivers accepted") and "embedded devnode" in reported[8][1]
 
 
 def test_no_shard_is_started_or_reported_without_shards(tmp_path: Path, started: list[str]) -> None:
@@ -94,5 +97,6 @@ def test_every_name_is_stopped_in_the_lists_order() -> None:
         "account-shard-0",
         "account-shard-1",
         "deposit-watcher",
+        "upstream-health",  # last: every other process reads the pool's health from it until it stops
     ]
     assert [name for group in service.GROUPS for name in group.names(counts)] == service.service_actor_names(counts)

@@ -95,15 +95,3 @@ def test_a_counter_never_records_zero(recording: Recording) -> None:
     metrics.REQUESTS.inc(("http", "READ_CHEAP", "200"), 0)
     metrics.REQUESTS.inc(("http", "READ_CHEAP", "200"), 3)
     assert recording.records == [("gateway_requests_total", 3, ("http", "READ_CHEAP", "200"))]
-
-
-def test_upstream_probe_sets_health_and_fallback(recording: Recording) -> None:
-    metrics.upstream_probed(False, True, True)
-    metrics.upstream_probed(True, None, False)
-    assert recording.records == [
-        ("gateway_upstream_up", 0.0, ("primary",)),
-        ("gateway_upstream_up", 1.0, ("fallback",)),
-        ("gateway_upstream_fallback_active", 1.0, ()),
-        ("gateway_upstream_up", 1.0, ("primary",)),
-        ("gateway_upstream_fallback_active", 0.0, ()),
-    ]

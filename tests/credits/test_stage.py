@@ -199,6 +199,7 @@ async def test_single_call_without_credits_is_402(gateway: Callable[..., Gateway
         # The node ran the preflight simulation it was asked for: charged (simulateTransaction costs more).
         ("sendTransaction", {"code": -32002, "message": "Transaction simulation failed"}, False),
         ("getSlot", {"code": -32005, "message": "Node is unhealthy"}, True),
+        ("getSlot", {"code": -32005, "message": "Node is behind by 42 slots", "data": {"numSlotsBehind": 42}}, True),
         ("getAccountInfo", {"code": -32602, "message": "Invalid param"}, False),
     ],
 )

@@ -1,6 +1,7 @@
 """/health and the readiness gate: 503 `starting` until a node answers, `degraded` with a fallback.
 
-The primary node is a loopback port where nothing listens; the fallback is the real devnode.
+The single-node settings (``upstream_rpc_url``, ``fallback_rpc_url``) make a pool of two; the primary node
+is a loopback port where nothing listens, the fallback the real devnode.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ async def test_starting_until_a_node_answers(
 
 
 async def test_degraded_with_fallback_serves_from_the_fallback(
-    tmp_path: Path, database_url: str, redis_url: str, devnode_url: str
+    tmp_path: Path, database_url: str, redis_url: str, devnode_url: str, db: asyncpg.Connection
 ) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     config = settings(tmp_path, database_url, redis_url, upstream_rpc_url=dead, fallback_rpc_url=devnode_url)
@@ -67,7 +68,15 @@ async def test_degraded_with_fallback_serves_from_the_fallback(
         status, doc = await get(running.url + "/health")
         assert (status, doc["status"], doc["fallback_active"], doc["agave_healthy"]) == (200, "degraded", True, False)
         assert doc["paid_traffic_ready"] is True and isinstance(doc["solanaSlot"], int)
-        assert running.app.upstream.active_url == devnode_url
+        signer = WalletSigner(os.urandom(32))
+        async with aiohttp.ClientSession() as http:
+            key = await create_api_key(http, signer, running.url)
+            await create_account(db, signer.pubkey)
+            body = b'{"jsonrpc":"2.0","id":4,"method":"getSlot"}'
+            async with http.post(running.url + "/", data=body, headers={"X-Api-Key": key}) as resp:
+                answer = await resp.json()
+        assert resp.status == 200 and isinstance(answer["result"], int), answer
+        assert resp.headers["X-Upstream"] == "fallback"  # the node that answered, by its name
 
 
 async def test_ok_when_the_primary_answers(tmp_path: Path, database_url: str, redis_url: str, devnode_url: str) -> None:

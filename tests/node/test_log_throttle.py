@@ -17,12 +17,12 @@ async def test_a_node_down_is_one_warning_not_one_a_call(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(http, "throttled", LogThrottle(http.log))  # nothing logged by earlier tests counts
-    upstream = HttpUpstream(f"http://127.0.0.1:{free_port()}/")  # nothing listens there
+    upstream = HttpUpstream(f"http://127.0.0.1:{free_port()}/", name="dead")  # nothing listens there
     with caplog.at_level(logging.WARNING, logger=http.log.name):
         for _ in range(200):
             with pytest.raises(UpstreamUnavailable):
                 await upstream.post(b"{}", 5.0)
-    failed = [r for r in caplog.records if r.getMessage().startswith("node request failed")]
+    failed = [r for r in caplog.records if r.getMessage().startswith("node dead: request failed")]
     assert len(failed) == 1, [r.getMessage() for r in failed]
     await upstream.close()
 

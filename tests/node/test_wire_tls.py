@@ -114,7 +114,7 @@ async def call_over_tls(cert: Path, key: Path, ca_file: Path | None = None) -> b
         first = await upstream.post(b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}', 5.0)
         second = await upstream.post(b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}', 5.0)
         assert first == second
-        assert upstream._pools[upstream.url].open_connections == 1  # kept alive over TLS
+        assert upstream.open_connections == 1  # kept alive over TLS
         assert requests[0].startswith(b"POST / HTTP/1.1\r\nHost: localhost:%d\r\n" % port)
         return first
     finally:

@@ -1,0 +1,184 @@
+"""``gateway upstreams ...``: the pool of nodes while the gateway runs (docs/operations.md, The pool of nodes).
+
+``list`` shows every node by name (never its URLs) with what the ``upstream-health`` actor knows of it;
+``add``, ``remove``, ``restore``, ``cordon`` and ``uncordon`` change the pool in PostgreSQL
+(:mod:`gateway.upstreams.store`), each with an ``operator_actions`` row; the actor reads the change within
+half a second and every replica follows at its next report (a quarter of a second). A node added is
+probed first: one of another cluster (its genesis hash) is refused, named.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import asyncpg
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from gateway.cli.ops import ConfigOption, JsonOption, OperatorOption, ReasonOption, fail, load, out, run_db, who
+from gateway.core.upstreams import Role, Tier, UpstreamNode
+from gateway.node.health import HealthSettings, cluster_of
+from gateway.runtime.cluster import UPSTREAM_HEALTH
+from gateway.runtime.inspect import ray_report, recorded_ray_address
+from gateway.settings import Settings
+from gateway.storage.operator import OperatorRefusal
+from gateway.upstreams import store
+
+upstreams_app = typer.Typer(no_args_is_help=True, help="The pool of nodes: list, add, remove, cordon, uncordon.")
+NameArg = Annotated[str, typer.Argument(help="The node's name in the pool.")]
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(upstreams_app, name="upstreams")
+
+
+@upstreams_app.command("list")
+def list_nodes(config: ConfigOption = None, json_out: JsonOption = False) -> None:
+    """Every node of the pool (tier, roles, slot, lag, error rate, p50/p99, state and why), from the running
+    gateway's upstream-health actor; the pool as configured when the cluster does not answer."""
+    settings = load(config)
+    live = _live(settings)
+    nodes: list[dict[str, Any]]
+    if live is None:
+        changes = run_db(settings, store.read_changes)
+        nodes = [
+            {"name": n.name, "tier": n.tier.value, "roles": [r.value for r in n.roles],
+             "state": "cordoned" if n.name in changes.cordoned else "unknown (the gateway does not answer)"}
+            for n in changes.apply(settings.pool_nodes())
+        ]  # fmt: skip
+    else:
+        nodes = live
+    if json_out:
+        print(json.dumps({"nodes": nodes}, indent=2))
+        return
+    table = Table(title="upstream nodes", title_justify="left")
+    for column in ("name", "tier", "roles", "state", "slot", "lag", "errors", "p50 / p99 ms", "why"):
+        table.add_column(column)
+    for n in nodes:
+        rate = n.get("error_rate")
+        table.add_row(
+            escape(str(n["name"])),
+            str(n["tier"]),
+            ",".join(n["roles"]),
+            str(n["state"]),
+            str(n.get("slot") or "-"),
+            str(n.get("lag") if n.get("lag") is not None else "-"),
+            "-" if rate is None else f"{rate:.1%} of {n.get('calls', 0)}",
+            f"{n.get('p50_ms') or '-'} / {n.get('p99_ms') or '-'}",
+            escape(str(n.get("reason") or "")),
+        )
+    out.print(table)
+
+
+def _live(settings: Settings) -> list[dict[str, Any]] | None:
+    address = recorded_ray_address(settings.resolved_home)
+    if address is None:
+        return None
+    try:
+        report = ray_report(address, [UPSTREAM_HEALTH], 15.0)
+    except Exception:
+        return None
+    nodes = report["actors"].get(UPSTREAM_HEALTH, {}).get("status", {}).get("nodes")
+    return list(nodes) if isinstance(nodes, list) else None
+
+
+@upstreams_app.command()
+def add(
+    name: NameArg,
+    rpc_url: Annotated[str, typer.Option(help="Its JSON-RPC URL (http:// or https://).")],
+    reason: ReasonOption,
+    ws_url: Annotated[str | None, typer.Option(help="Its PubSub URL (ws:// or wss://).")] = None,
+    grpc_url: Annotated[str | None, typer.Option(help="Its Yellowstone geyser endpoint.")] = None,
+    grpc_token: Annotated[str | None, typer.Option(help="The x-token of its geyser endpoint.")] = None,
+    header: Annotated[list[str] | None, typer.Option(help="A header sent with every request, NAME:VALUE.")] = None,
+    tier: Annotated[
+        Tier, typer.Option(help="primary, or fallback (serves only while no primary does).")
+    ] = Tier.PRIMARY,
+    role: Annotated[
+        list[Role] | None, typer.Option(help="A role it serves (repeat); default: all its URLs allow.")
+    ] = None,
+    operator: OperatorOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Add a node to the running pool; it serves once its probes are good (and it is of the pool's cluster)."""
+    settings = load(config)
+    headers: dict[str, str] = {}
+    for text in header or []:
+        key, sep, value = text.partition(":")
+        if not sep:
+            raise fail(f"refused: a header is NAME:VALUE, not {text.split(':')[0]!r}…")
+        headers[key.strip()] = value.strip()
+    try:
+        node = UpstreamNode(
+            name=name, rpc_url=rpc_url, ws_url=ws_url, grpc_url=grpc_url, grpc_token=grpc_token, headers=headers,
+            tier=tier, roles=tuple(role or ()),
+        )  # fmt: skip
+    except ValueError as exc:
+        raise fail(f"refused: {_first_error(exc)}") from exc
+
+    async def work(pool: asyncpg.Pool) -> None:
+        async with pool.acquire() as conn:
+            changes = await store.read_changes(conn)
+            current = changes.apply(settings.pool_nodes())
+            foreign = await cluster_of([*current, node], HealthSettings.from_settings(settings))
+            if node.name in foreign:
+                raise OperatorRefusal(foreign[node.name])
+            await store.add(conn, node, settings.pool_nodes(), reason, who(operator))
+
+    run_db(settings, work)
+    out.print(f"added {escape(node.name)} ({node.tier.value}; {', '.join(r.value for r in node.roles)})")
+
+
+@upstreams_app.command()
+def remove(name: NameArg, reason: ReasonOption, operator: OperatorOption = None, config: ConfigOption = None) -> None:
+    """Take a node out of the pool (its calls move to the others within a second)."""
+    _change(config, lambda conn, s: store.remove(conn, name, s.pool_nodes(), reason, who(operator)), f"removed {name}")
+
+
+@upstreams_app.command()
+def restore(name: NameArg, reason: ReasonOption, operator: OperatorOption = None, config: ConfigOption = None) -> None:
+    """Bring back a configured node that was removed."""
+    _change(
+        config, lambda conn, s: store.restore(conn, name, s.pool_nodes(), reason, who(operator)), f"restored {name}"
+    )
+
+
+@upstreams_app.command()
+def cordon(name: NameArg, reason: ReasonOption, operator: OperatorOption = None, config: ConfigOption = None) -> None:
+    """Keep a node in the pool, probed, but serving nothing."""
+    _change(config, lambda conn, s: store.cordon(conn, name, s.pool_nodes(), reason, who(operator)), f"cordoned {name}")
+
+
+@upstreams_app.command()
+def uncordon(name: NameArg, reason: ReasonOption, operator: OperatorOption = None, config: ConfigOption = None) -> None:
+    """Let a cordoned node serve again (once its probes are good)."""
+    _change(
+        config,
+        lambda conn, s: store.cordon(conn, name, s.pool_nodes(), reason, who(operator), on=False),
+        f"uncordoned {name}",
+    )
+
+
+Change = Callable[[asyncpg.Connection, Settings], Awaitable[None]]
+
+
+def _change(config: Path | None, change: Change, done: str) -> None:
+    settings = load(config)
+
+    async def work(pool: asyncpg.Pool) -> None:
+        async with pool.acquire() as conn:
+            await change(conn, settings)
+
+    run_db(settings, work)
+    out.print(escape(done))
+
+
+def _first_error(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        return "; ".join(str(e.get("msg")) for e in errors())
+    return str(exc)

@@ -1,0 +1,823 @@
+"""The pool of nodes as one process uses it: each call to a node in service for its role, reads retried
+and hedged on another node, sends on every node at once.
+
+What the pool knows of each node comes from its owner (:mod:`gateway.node.health`): every
+``exchange_s`` the process hands it what it saw of each node (a :class:`Tally`) and gets back the
+current :class:`PoolView`, off the request path. A call reads only this process's copy of the view.
+
+- **Choice**: the first node in service for the role, primaries before fallbacks, in the pool's order
+  (a sticky primary: every process asks the same node while it serves, so a caller's answers come from
+  one node). A node this process just saw fail is asked last for a second (its owner hears of it at the
+  next report). A caller is asked only of a node known to be at or past the slots and block heights it
+  was shown (:mod:`gateway.core.slots`), waiting up to ``floor_wait_s`` for one to get there.
+- **Retries and hedges** (reads only): a read that fails in transport, with an HTTP error, a timeout or
+  the node's own "unhealthy / behind" answer is asked of the next node within the call's deadline; a
+  caller's read still unanswered after its method's recent p90 (at least ``hedge_min_s``) is asked of a
+  second node too, the first answer wins and the other is cancelled. Each extra call spends a token of
+  the node asked (``extra_calls_per_s`` a second, five seconds' worth at most): providers bill per call.
+  A read that could not have reached the node (no connection) is retried without a token.
+- **Sends** (:meth:`NodePool.send`): ``sendTransaction`` goes to every node in service for sends. With
+  ``skipPreflight`` all at once; the answer is the first acceptance (a node's "already processed" is
+  one), an error only when every node refused. Without it the first node runs the preflight, and only
+  once it accepted is the transaction sent to the others (skipping theirs): the simulation runs once,
+  before anything is broadcast.
+
+Hand-written: no Python client of JSON-RPC nodes offers health-driven selection, hedging and broadcast
+(eRPC and dRPC's NodeCore do it in Go, as separate proxies); the transport is :mod:`gateway.node.wire`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Collection, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from gateway import metrics
+from gateway.config import ServiceSettings
+from gateway.core.node_health import NodeView, PoolView, Tally
+from gateway.core.slots import SIZE, Floors, admits
+from gateway.core.transactions import decode_transaction
+from gateway.core.upstreams import Role, UpstreamNode, check_pool, serving
+from gateway.log_throttle import LogThrottle
+from gateway.node.health import HealthSettings, LocalHealth, PoolHealth, Report
+from gateway.node.http import (
+    DEFAULT_MAX_ANSWER_BYTES,
+    HttpUpstream,
+    Upstream,
+    UpstreamTimeout,
+    UpstreamTooLarge,
+    UpstreamUnavailable,
+)
+from gateway.node.wire import DEFAULT_BUFFERED_BYTES, AnswerBudget
+from gateway.stopping import cancel_and_wait
+
+log = logging.getLogger(__name__)
+throttled = LogThrottle(log)
+
+#: How long a node this process saw fail is asked last.
+SUSPECT_S = 1.0
+#: Races in a row a node lost to a hedge before it is asked last too: a hung node loses every one.
+OUTRUN_SUSPECT = 3
+#: The node's own answers that mean "ask another node": unhealthy or behind (Agave -32005), a
+#: minContextSlot it has not reached (-32016).
+RETRYABLE_CODES = frozenset({-32005, -32016})
+#: Sends to the other nodes still on their way after the answer: at most this many per process.
+MAX_BACKGROUND_SENDS = 1024
+#: The hedging key of the gateway's own reads (their methods are not read from their bodies).
+INTERNAL = "gateway's own"
+#: Latencies a process keeps per method for its hedging p90, and the fewest before it hedges on them.
+LATENCY_SAMPLES, MIN_SAMPLES = 200, 20
+_UNPARSED: Any = object()
+
+
+class HealthSource(Protocol):
+    """Where a process sends its tallies and gets the pool's view: the cluster's owner, or its own."""
+
+    async def exchange(self, report: Report, known_version: int) -> PoolView | None: ...
+
+    async def close(self) -> None: ...
+
+
+SourceFactory = Callable[[Sequence[UpstreamNode], HealthSettings], HealthSource]
+_source_factory: SourceFactory | None = None
+
+
+def use_health_source(factory: SourceFactory | None) -> None:
+    """Make every pool of this process read the pool's health from ``factory``'s source (the runtime
+    installs the ``upstream-health`` actor's client in each replica and actor); None: each pool owns its own."""
+    global _source_factory
+    _source_factory = factory
+
+
+def _own_health(nodes: Sequence[UpstreamNode], settings: HealthSettings) -> HealthSource:
+    return LocalHealth(PoolHealth(nodes, settings))
+
+
+class NoNode(Exception):
+    """No node of the pool is in service for ``role``: nothing was tried."""
+
+    def __init__(self, role: Role) -> None:
+        super().__init__(f"no upstream node is in service for {role.value}")
+        self.role = role
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    connections: int = 512
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
+    buffered_answer_bytes: int = DEFAULT_BUFFERED_BYTES
+    ca_file: str | None = None
+    exchange_s: float = 0.25
+    hedge_min_s: float = 0.01
+    hedge_unknown_s: float = 0.25  # a method with too few recent answers to know its p90
+    extra_calls_per_s: float = 20.0
+    floor_wait_s: float = 1.0
+    health: HealthSettings = field(default_factory=HealthSettings)
+
+
+@dataclass(slots=True)
+class Answer:
+    """A node's answer: its bytes, the node's name (``X-Upstream``), and its JSON when the pool read it."""
+
+    raw: bytes
+    node: str | None  # None: a plain ``Upstream`` answered (:class:`OneNode`)
+    doc: Any = _UNPARSED
+    retryable: bool = False  # the node's own "unhealthy / behind": another node may do better
+
+    def json(self) -> Any:
+        if self.doc is _UNPARSED:
+            self.doc = orjson.loads(self.raw)
+        return self.doc
+
+
+class PoolNode:
+    """One node as this process uses it: its client, what it is known to be at, what was seen of it."""
+
+    __slots__ = ("client", "node", "outrun", "position", "refilled", "suspect_until", "tally", "tokens", "view")
+
+    def __init__(self, node: UpstreamNode, client: HttpUpstream, tokens: float) -> None:
+        self.node = node
+        self.client = client
+        self.view: NodeView | None = None
+        #: slots, then block heights, per commitment: the newest its probe or its answers showed
+        self.position = [0] * SIZE
+        self.suspect_until = 0.0
+        self.outrun = 0  # races in a row a hedge to another node won against it
+        self.tally = Tally()
+        self.tokens = tokens
+        self.refilled = time.monotonic()
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    def learn(self, view: NodeView) -> None:
+        self.view = view
+        if view.slots is None or view.heights is None:
+            return
+        values = [*view.slots, *view.heights]
+        if not view.in_service:  # a node back from out of service may have started over (a resync)
+            self.position = values
+        else:
+            self.position = [max(a, b) for a, b in zip(self.position, values, strict=True)]
+
+    def take_extra(self, rate: float) -> bool:
+        """One token of this node's budget of retries and hedges, if it has one."""
+        now = time.monotonic()
+        self.tokens = min(5 * rate, self.tokens + (now - self.refilled) * rate)
+        self.refilled = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+    def take_tally(self) -> Tally:
+        tally, self.tally = self.tally, Tally()
+        return tally
+
+
+class NodePool:
+    """Every node of the pool, as one process asks them. An :class:`gateway.node.http.Upstream`."""
+
+    def __init__(
+        self,
+        nodes: Sequence[UpstreamNode],
+        settings: PoolSettings | None = None,
+        source: HealthSource | None = None,
+    ) -> None:
+        problems = check_pool(nodes)
+        if problems:
+            raise ValueError("; ".join(problems))
+        self.settings = settings or PoolSettings()
+        self.configured = list(nodes)
+        self._budget = AnswerBudget(self.settings.buffered_answer_bytes)
+        self.nodes: dict[str, PoolNode] = {n.name: self._node(n) for n in nodes}
+        self.view = PoolView(-1, ())
+        self._serving: dict[Role, list[PoolNode]] = {}
+        self._several: dict[Role, bool] = {role: len(serving(nodes, role)) > 1 for role in Role}
+        self._source = source
+        self._owns_source = source is None
+        self._task: asyncio.Task[None] | None = None
+        self._starting: asyncio.Future[None] | None = None
+        self._changed: asyncio.Event | None = None
+        self._latency: dict[str, deque[float]] = {}
+        self._p90: dict[str, float] = {}
+        self._first_reads: str | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+        self.floors = Floors()
+
+    @classmethod
+    def from_settings(cls, settings: ServiceSettings, connections: int = 512) -> NodePool:
+        """The pool the settings describe (``upstreams``, or the single-node settings), ``connections`` to each."""
+        pool = PoolSettings(
+            connections=connections,
+            max_answer_bytes=settings.upstream_max_answer_bytes,
+            buffered_answer_bytes=settings.upstream_buffered_answer_bytes,
+            ca_file=settings.upstream_ca_file,
+            hedge_min_s=settings.upstream_hedge_min_ms / 1000,
+            extra_calls_per_s=settings.upstream_extra_calls_per_s,
+            health=HealthSettings.from_settings(settings),
+        )
+        return cls(settings.pool_nodes(), pool)
+
+    def _node(self, node: UpstreamNode) -> PoolNode:
+        s = self.settings
+        client = HttpUpstream(
+            node.rpc_url,
+            connections=s.connections,
+            max_answer_bytes=s.max_answer_bytes,
+            budget=self._budget,
+            ca_file=s.ca_file,
+            headers=node.headers,
+            name=node.name,
+        )
+        return PoolNode(node, client, 5 * s.extra_calls_per_s)
+
+    # -- what the rest of the process reads ------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """Whether a node is in service for reads (a call can be answered)."""
+        return bool(self._serving.get(Role.READS))
+
+    def serves(self, role: Role) -> bool:
+        return bool(self._serving.get(role))
+
+    def several(self, role: Role) -> bool:
+        """Whether more than one node may serve ``role``: only then can a caller's calls move between nodes."""
+        return self._several.get(role, False)
+
+    def together(self, roles: Collection[Role]) -> bool:
+        """Whether calls of all ``roles`` go in one request to one node: the same node is first for each,
+        and no send is to go to several nodes."""
+        if Role.SENDS in roles and self.several(Role.SENDS):
+            return False
+        firsts = {id(nodes[0]) if (nodes := self._serving.get(role)) else None for role in roles}
+        return len(firsts) == 1 and None not in firsts
+
+    @property
+    def finalized_slot(self) -> int | None:
+        """The newest finalized slot of the node reads go to."""
+        best = self.view.best()
+        return best.slots[2] if best is not None and best.slots is not None else None
+
+    def learned(self, node: str, index: int, value: int) -> None:
+        """An answer of ``node`` showed it at ``value`` (a slot or height, at ``index`` of a position)."""
+        known = self.nodes.get(node)
+        if known is not None and value > known.position[index]:
+            known.position[index] = value
+
+    # -- the owner ---------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Get the first view of the pool (once, whoever asks first), then follow it in the background."""
+        if self._task is not None:
+            return
+        if self._starting is None:
+            self._starting = asyncio.get_running_loop().create_future()
+            try:
+                if self._source is None:
+                    self._source = (_source_factory or _own_health)(self.configured, self.settings.health)
+                await self._exchange()
+            finally:
+                self._task = asyncio.get_running_loop().create_task(self._follow(), name="node-pool")
+                self._starting.set_result(None)
+        else:
+            await asyncio.shield(self._starting)
+
+    async def close(self) -> None:
+        await cancel_and_wait(self._task)
+        for task in list(self._background):
+            await cancel_and_wait(task)
+        if self._source is not None and self._owns_source:
+            await self._source.close()
+        for node in self.nodes.values():
+            await node.client.close()
+
+    async def _follow(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.exchange_s)
+            await self._exchange()
+
+    async def _exchange(self) -> None:
+        assert self._source is not None
+        report = {name: node.take_tally() for name, node in self.nodes.items() if node.tally.calls}
+        try:
+            view = await self._source.exchange(report, self.view.version)
+        except Exception as exc:  # the owner away (restarting): keep the last view, try again
+            throttled.warning("owner", "upstream pool: the pool's health could not be read: %s", exc)
+            return
+        if view is not None:
+            self._apply(view)
+
+    def _apply(self, view: PoolView) -> None:
+        nodes: dict[str, PoolNode] = {}
+        for nv in view.nodes:
+            known = self.nodes.get(nv.name)
+            if known is None or known.node != nv.node:  # added, or added again with other settings
+                if known is not None:
+                    self._spawn(known.client.close())
+                known = self._node(nv.node)
+            known.learn(nv)
+            nodes[nv.name] = known
+        for name, gone in self.nodes.items():
+            if name not in nodes:
+                self._spawn(gone.client.close())
+        self.nodes = nodes
+        self._serving = {role: [nodes[v.name] for v in view.serving(role)] for role in Role}
+        self._several = {role: len(serving((v.node for v in view.nodes), role)) > 1 for role in Role}
+        first = self._serving[Role.READS][0].name if self._serving[Role.READS] else None
+        if first is not None and self._first_reads is not None and first != self._first_reads:
+            metrics.UPSTREAM_FAILOVERS.inc((first,))
+        self._first_reads = first or self._first_reads
+        self.view = view
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    # -- reads -------------------------------------------------------------------------------------------
+
+    async def post(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> bytes:
+        """The :class:`~gateway.node.http.Upstream` of the gateway's own calls: reads retried on another
+        node (not hedged); of the rest (a small body, read to tell), ``sendTransaction`` on every node,
+        anything else once to the first node that serves sends."""
+        if replayable:
+            return (await self.read(body, timeout_s, key=INTERNAL)).raw
+        if _is_send(body):
+            return (await self.send(body, timeout_s)).raw
+        return (await self.read(body, timeout_s, Role.SENDS, retry=False)).raw
+
+    def role(self, role: Role) -> RoleUpstream:
+        """An ``Upstream`` of this pool for the gateway's own calls of ``role`` (heavy indexed reads)."""
+        return RoleUpstream(self, role)
+
+    async def read(
+        self,
+        body: bytes,
+        timeout_s: float,
+        role: Role = Role.READS,
+        *,
+        key: str | None = None,
+        need: list[int] | None = None,
+        parse: bool = False,
+        retry: bool = True,
+    ) -> Answer:
+        """The answer of a node in service for ``role``. ``key``: the method (or ``batch``) whose recent
+        p90 a hedge waits for (None: no hedge); ``need``: the position a node must be at
+        (:func:`gateway.core.slots.needs`); ``parse``: read the answer's JSON (and so see the node's own
+        "unhealthy / behind"); ``retry``: False for a call that must reach a node at most once.
+
+        Raises :class:`NoNode` (nothing tried), or what the last node asked failed with."""
+        if self._task is None:
+            await self.start()
+        nodes = self._choices(role)
+        if len(nodes) == 1 or not retry:
+            return await self._attempt(nodes[0], body, timeout_s, parse, replayable=retry)
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        if need is not None:  # those already at the caller's floor first; the others wait to get there
+            nodes.sort(key=lambda n: (n.suspect_until > time.monotonic(), not admits(n.position, need)))
+        return await self._race(nodes, body, deadline, key, need)
+
+    def _choices(self, role: Role) -> list[PoolNode]:
+        """The nodes in service for ``role``, those this process just saw fail last."""
+        nodes = self._serving.get(role)
+        if not nodes:
+            raise NoNode(role)
+        if len(nodes) == 1:
+            return nodes
+        now = time.monotonic()
+        return [n for n in nodes if n.suspect_until <= now] + [n for n in nodes if n.suspect_until > now]
+
+    async def _reach(self, node: PoolNode, need: list[int], deadline: float) -> None:
+        """Wait until ``node`` is known to be at ``need`` (a caller's floor), at most ``floor_wait_s``; then
+        it is asked anyway (the caller may see an older slot: docs/api.md, Several nodes)."""
+        loop = asyncio.get_running_loop()
+        until = min(deadline, loop.time() + self.settings.floor_wait_s)
+        while not admits(node.position, need) and loop.time() < until:
+            if self._changed is None:
+                self._changed = asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), until - loop.time())
+
+    async def _attempt_at(self, node: PoolNode, body: bytes, deadline: float, need: list[int] | None) -> Answer:
+        """:meth:`_attempt` once ``node`` is at ``need``, within ``deadline``."""
+        loop = asyncio.get_running_loop()
+        if need is not None:
+            await self._reach(node, need, deadline)
+        return await self._attempt(node, body, max(0.001, deadline - loop.time()), True)
+
+    async def _attempt(
+        self, node: PoolNode, body: bytes, timeout_s: float, parse: bool, *, replayable: bool = True
+    ) -> Answer:
+        """One request to one node, tallied; raises the node's failure. ``replayable``: a read, which the
+        node client may send once more on a new connection when a kept-alive one was closed under it."""
+        started = time.perf_counter()
+        outcome = "ok"
+        try:
+            status, raw = await node.client.exchange(body, timeout_s, replayable=replayable)
+            if status != 200 and (status == 429 or not raw.startswith((b"{", b"["))):
+                outcome = "throttled" if status == 429 else "http"
+                raise UpstreamUnavailable(f"the node answered HTTP {status}", sent=True, status=status)
+            answer = Answer(raw, node.name)
+            if parse:
+                try:
+                    answer.doc = orjson.loads(raw)
+                except orjson.JSONDecodeError as exc:
+                    outcome = "http"
+                    raise UpstreamUnavailable("the node answered something that is not JSON", sent=True) from exc
+                if _node_trouble(answer.doc):
+                    outcome = "unhealthy"
+                    answer.retryable = True
+            return answer
+        except UpstreamTooLarge:
+            outcome = "too_large"
+            raise
+        except UpstreamTimeout:
+            outcome = "timeout"
+            node.suspect_until = time.monotonic() + SUSPECT_S
+            raise
+        except UpstreamUnavailable:
+            if outcome == "ok":
+                outcome = "unavailable"
+            node.suspect_until = time.monotonic() + SUSPECT_S
+            raise
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        finally:
+            seconds = time.perf_counter() - started
+            metrics.UPSTREAM_SECONDS.observe(seconds, (node.name, outcome))
+            if outcome != "cancelled":
+                node.tally.record(seconds, _FAILURE_KIND.get(outcome))
+
+    async def _race(
+        self, nodes: list[PoolNode], body: bytes, deadline: float, key: str | None, need: list[int] | None
+    ) -> Answer:
+        """Ask ``nodes[0]``; hedge to the next after the key's p90, retry on the next after a failure."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        pending: dict[asyncio.Task[Answer], PoolNode] = {}
+        left = list(nodes)
+        hedge: PoolNode | None = None
+        hedge_at = None if key is None else started + self._hedge_delay(key)
+        kept: Answer | None = None  # a node's own "unhealthy" answer, passed on when nothing better comes
+        failure: BaseException | None = None
+
+        def ask(node: PoolNode) -> None:
+            left.remove(node)
+            pending[loop.create_task(self._attempt_at(node, body, deadline, need))] = node
+
+        ask(left[0])
+        try:
+            while pending and loop.time() < deadline:
+                wait_until = deadline if hedge_at is None or hedge is not None else min(deadline, hedge_at)
+                done, _ = await asyncio.wait(pending, timeout=wait_until - loop.time(), return_when="FIRST_COMPLETED")
+                if not done:
+                    if hedge is None and hedge_at is not None and loop.time() >= hedge_at:
+                        hedge_at = None
+                        if left and left[0].take_extra(self.settings.extra_calls_per_s):
+                            hedge = left[0]
+                            ask(hedge)
+                    continue
+                for task in done:
+                    node = pending.pop(task)
+                    error = task.exception()
+                    if error is None:
+                        answer = task.result()
+                        if not answer.retryable:
+                            if hedge is not None:
+                                metrics.UPSTREAM_HEDGES.inc((hedge.name, "won" if node is hedge else "lost"))
+                            if node is nodes[0] or node is hedge:
+                                _outran(nodes[0], node is hedge)
+                            if key is not None and node is not hedge:
+                                self._sample(key, loop.time() - started)
+                            return answer
+                        kept = answer
+                    elif isinstance(error, UpstreamTooLarge):
+                        raise error  # any node would answer as much
+                    else:
+                        failure = error
+                    if not pending and left:
+                        free = isinstance(error, UpstreamUnavailable) and not error.sent
+                        nxt = left[0]
+                        if free or nxt.take_extra(self.settings.extra_calls_per_s):
+                            metrics.UPSTREAM_RETRIES.inc((nxt.name,))
+                            ask(nxt)
+        finally:
+            for task in pending:
+                task.cancel()
+                task.add_done_callback(_retrieved)
+        if kept is not None:
+            return kept
+        if pending or failure is None:
+            raise UpstreamTimeout(f"no answer within {deadline - started:g} s")
+        raise failure
+
+    def _hedge_delay(self, key: str) -> float:
+        p90 = self._p90.get(key)
+        return max(self.settings.hedge_min_s, p90 if p90 is not None else self.settings.hedge_unknown_s)
+
+    def _sample(self, key: str, seconds: float) -> None:
+        samples = self._latency.get(key)
+        if samples is None:
+            if len(self._latency) >= 1024:  # methods are a fixed set; a bound all the same
+                return
+            samples = self._latency[key] = deque(maxlen=LATENCY_SAMPLES)
+        samples.append(seconds)
+        if len(samples) >= MIN_SAMPLES and len(samples) % 10 == 0:
+            ordered = sorted(samples)
+            self._p90[key] = ordered[int(0.9 * (len(ordered) - 1))]
+
+    # -- sends -------------------------------------------------------------------------------------------
+
+    async def send(self, body: bytes, timeout_s: float) -> Answer:
+        """``sendTransaction`` (``body``: one request) on every node in service for sends."""
+        if self._task is None:
+            await self.start()
+        nodes = self._choices(Role.SENDS)
+        if len(nodes) == 1:
+            answer = await self._attempt(nodes[0], body, timeout_s, False, replayable=False)
+            metrics.UPSTREAM_BROADCASTS.inc((nodes[0].name, "accepted"))
+            return answer
+        request = orjson.loads(body)
+        params = request.get("params") if isinstance(request, dict) else None
+        config = params[1] if isinstance(params, list) and len(params) > 1 and isinstance(params[1], dict) else {}
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        if config.get("skipPreflight"):
+            return await self._send_everywhere(nodes, body, request, deadline)
+        return await self._send_checked(nodes, body, request, config, deadline)
+
+    async def _send_everywhere(
+        self, nodes: list[PoolNode], body: bytes, request: dict[str, Any], deadline: float
+    ) -> Answer:
+        """Every node at once: the first acceptance, else the first node's refusal, else its failure."""
+        loop = asyncio.get_running_loop()
+        tasks = {
+            loop.create_task(self._attempt(n, body, max(0.001, deadline - loop.time()), True, replayable=False)): n
+            for n in nodes
+        }
+        pending = set(tasks)
+        answers: dict[str, Answer] = {}
+        failures: dict[str, BaseException] = {}
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when="FIRST_COMPLETED")
+                for task in done:
+                    node = tasks[task]
+                    error = task.exception()
+                    if error is not None:
+                        failures[node.name] = error
+                        metrics.UPSTREAM_BROADCASTS.inc((node.name, "failed"))
+                        continue
+                    answer = _accepted(task.result(), request)
+                    if answer.retryable or "error" in answer.json():
+                        answers[node.name] = answer
+                        metrics.UPSTREAM_BROADCASTS.inc((node.name, "refused"))
+                        continue
+                    metrics.UPSTREAM_BROADCASTS.inc((node.name, "accepted"))
+                    for rest in pending:  # the others still deliver it; their answers are not waited for
+                        self._keep(rest, tasks[rest])
+                    pending = set()
+                    return answer
+        finally:
+            for task in pending:
+                task.cancel()
+        for node in nodes:  # every node refused or failed: the first refusal, in the pool's order
+            if node.name in answers:
+                return answers[node.name]
+        raise _send_failure(failures)
+
+    async def _send_checked(
+        self, nodes: list[PoolNode], body: bytes, request: dict[str, Any], config: dict[str, Any], deadline: float
+    ) -> Answer:
+        """The first node that answers runs the preflight; once it accepted, the others get it unchecked."""
+        loop = asyncio.get_running_loop()
+        failures: dict[str, BaseException] = {}
+        kept: Answer | None = None
+        for i, node in enumerate(nodes):
+            try:
+                remaining = max(0.001, deadline - loop.time())
+                answer = _accepted(await self._attempt(node, body, remaining, True, replayable=False), request)
+            except UpstreamUnavailable as exc:
+                failures[node.name] = exc
+                metrics.UPSTREAM_BROADCASTS.inc((node.name, "failed"))
+                if isinstance(exc, UpstreamTooLarge):
+                    raise
+                continue
+            except UpstreamTimeout as exc:
+                failures[node.name] = exc
+                metrics.UPSTREAM_BROADCASTS.inc((node.name, "failed"))
+                continue
+            if answer.retryable:  # unhealthy or behind: its preflight says nothing; the next node's will
+                kept = kept or answer
+                metrics.UPSTREAM_BROADCASTS.inc((node.name, "refused"))
+                continue
+            if "error" in answer.json():  # the preflight refused it: nothing was broadcast
+                metrics.UPSTREAM_BROADCASTS.inc((node.name, "refused"))
+                return answer
+            metrics.UPSTREAM_BROADCASTS.inc((node.name, "accepted"))
+            unchecked = _with_config(request, {**config, "skipPreflight": True})
+            for other in nodes[i + 1 :] + [n for n in nodes[:i] if n.name in failures]:
+                remaining = max(0.001, deadline - loop.time())
+                self._keep(loop.create_task(self._attempt(other, unchecked, remaining, True, replayable=False)), other)
+            return answer
+        if kept is not None:
+            return kept
+        raise _send_failure(failures)
+
+    def _keep(self, task: asyncio.Task[Answer], node: PoolNode) -> None:
+        """A send still on its way to ``node`` after the caller was answered: counted when it ends."""
+
+        def done(finished: asyncio.Task[Answer]) -> None:
+            self._background.discard(finished)
+            if finished.cancelled():
+                return
+            error = finished.exception()
+            outcome = (
+                "failed" if error is not None else ("refused" if "error" in finished.result().json() else "accepted")
+            )
+            metrics.UPSTREAM_BROADCASTS.inc((node.name, outcome))
+
+        if len(self._background) >= MAX_BACKGROUND_SENDS:
+            task.cancel()
+            throttled.warning(
+                "sends", "upstream pool: %d sends on their way already; one was not sent on", len(self._background)
+            )
+        self._background.add(task)
+        task.add_done_callback(done)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+
+class Nodes(Protocol):
+    """What the forwarder asks of the nodes: a :class:`NodePool`, or one plain ``Upstream`` (:class:`OneNode`)."""
+
+    floors: Floors
+
+    def several(self, role: Role) -> bool: ...
+
+    def together(self, roles: Collection[Role]) -> bool: ...
+
+    def learned(self, node: str, index: int, value: int) -> None: ...
+
+    async def read(
+        self,
+        body: bytes,
+        timeout_s: float,
+        role: Role = Role.READS,
+        *,
+        key: str | None = None,
+        need: list[int] | None = None,
+        parse: bool = False,
+        retry: bool = True,
+    ) -> Answer: ...
+
+    async def send(self, body: bytes, timeout_s: float) -> Answer: ...
+
+
+class OneNode:
+    """One plain ``Upstream`` (a node client, a test's scripted node) as :class:`Nodes`: nothing to choose."""
+
+    def __init__(self, upstream: Upstream) -> None:
+        self.upstream = upstream
+        self.floors = Floors(0)
+
+    def several(self, role: Role) -> bool:
+        return False
+
+    def together(self, roles: Collection[Role]) -> bool:
+        return True
+
+    def learned(self, node: str, index: int, value: int) -> None:
+        return None
+
+    async def read(
+        self,
+        body: bytes,
+        timeout_s: float,
+        role: Role = Role.READS,
+        *,
+        key: str | None = None,
+        need: list[int] | None = None,
+        parse: bool = False,
+        retry: bool = True,
+    ) -> Answer:
+        return Answer(await self.upstream.post(body, timeout_s, replayable=retry), None)
+
+    async def send(self, body: bytes, timeout_s: float) -> Answer:
+        return Answer(await self.upstream.post(body, timeout_s), None)
+
+
+def nodes_of(upstream: Upstream | NodePool) -> Nodes:
+    return upstream if isinstance(upstream, NodePool) else OneNode(upstream)
+
+
+class RoleUpstream:
+    """The pool as an ``Upstream`` whose reads go to the nodes of one role."""
+
+    def __init__(self, pool: NodePool, role: Role) -> None:
+        self.pool = pool
+        self.role_name = role
+
+    async def post(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> bytes:
+        if not replayable:
+            return await self.pool.post(body, timeout_s)
+        return (await self.pool.read(body, timeout_s, self.role_name)).raw
+
+
+_FAILURE_KIND = {
+    "timeout": "timeout",
+    "unavailable": "transport",
+    "http": "http",
+    "throttled": "http",
+    "unhealthy": "unhealthy",
+}
+
+
+def _outran(first: PoolNode, by_hedge: bool) -> None:
+    """Count the races ``first`` lost to a hedge in a row; a few in a row: asked last for a while."""
+    if not by_hedge:
+        first.outrun = 0
+        return
+    first.outrun += 1
+    if first.outrun >= OUTRUN_SUSPECT:
+        first.outrun = 0
+        first.suspect_until = time.monotonic() + SUSPECT_S
+
+
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _is_send(body: bytes) -> bool:
+    """Whether ``body`` is one ``sendTransaction`` request."""
+    try:
+        request = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(request, dict) and request.get("method") == "sendTransaction"
+
+
+def _node_trouble(doc: Any) -> bool:
+    """Whether the node said it is unhealthy or behind (for the whole call or any call of a batch)."""
+    if isinstance(doc, dict):
+        return _trouble_of(doc.get("error"))
+    if isinstance(doc, list):
+        return any(isinstance(a, dict) and _trouble_of(a.get("error")) for a in doc)
+    return False
+
+
+def _trouble_of(error: Any) -> bool:
+    if not isinstance(error, dict):
+        return False
+    if error.get("code") in RETRYABLE_CODES:
+        return True
+    message = str(error.get("message", "")).lower()
+    return "node is behind" in message or "node is unhealthy" in message
+
+
+def _accepted(answer: Answer, request: dict[str, Any]) -> Answer:
+    """A node's "already processed" is an acceptance: the transaction's signature as its result."""
+    doc = answer.json()
+    error = doc.get("error") if isinstance(doc, dict) else None
+    if not isinstance(error, dict) or not _already_processed(error):
+        return answer
+    params = request.get("params")
+    config = params[1] if isinstance(params, list) and len(params) > 1 and isinstance(params[1], dict) else {}
+    wire = decode_transaction(params[0] if isinstance(params, list) and params else None, config.get("encoding"))
+    if isinstance(wire, str):
+        return answer
+    accepted = {"jsonrpc": "2.0", "result": wire.signature, "id": request.get("id")}
+    return Answer(orjson.dumps(accepted), answer.node, accepted)
+
+
+def _already_processed(error: dict[str, Any]) -> bool:
+    text = str(error.get("message", "")) + str(error.get("data", ""))
+    return "AlreadyProcessed" in text or "already been processed" in text
+
+
+def _with_config(request: dict[str, Any], config: dict[str, Any]) -> bytes:
+    params = list(request.get("params") or [])
+    params[1:2] = [config]
+    return orjson.dumps({**request, "params": params})
+
+
+def _send_failure(failures: dict[str, BaseException]) -> BaseException:
+    """Every node failed: unreachable (refunded) only when none of them can have got it."""
+    if any(isinstance(e, UpstreamTimeout) for e in failures.values()):
+        return UpstreamTimeout("no node answered the send in time")
+    sent = any(isinstance(e, UpstreamUnavailable) and e.sent for e in failures.values())
+    return UpstreamUnavailable(
+        "the connection to every node failed" if sent else "could not connect to any node", sent=sent
+    )

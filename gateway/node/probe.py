@@ -1,0 +1,96 @@
+"""One probe of one node: a single JSON-RPC batch asking its health, its slot and block height at each
+commitment, its max-shred-insert slot, its genesis hash and its version (:class:`gateway.core.node_health.Probe`).
+
+One batch, so that a probe costs the node one request however much it asks; the pool's owner sends one
+per node every few hundred milliseconds (:mod:`gateway.node.health`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from gateway.core.node_health import COMMITMENTS, Probe
+from gateway.node.http import Upstream, UpstreamTimeout, UpstreamUnavailable
+
+
+def _calls() -> bytes:
+    calls: list[tuple[str, list[Any]]] = [("getHealth", [])]
+    calls += [("getSlot", [{"commitment": c}]) for c in COMMITMENTS]
+    calls += [("getBlockHeight", [{"commitment": c}]) for c in COMMITMENTS]
+    calls += [("getMaxShredInsertSlot", []), ("getGenesisHash", []), ("getVersion", [])]
+    return orjson.dumps([{"jsonrpc": "2.0", "id": i, "method": m, "params": p} for i, (m, p) in enumerate(calls)])
+
+
+_BATCH = _calls()
+_SLOTS = (1, 2, 3)
+_HEIGHTS = (4, 5, 6)
+_SHRED, _GENESIS, _VERSION = 7, 8, 9
+
+
+async def probe(node: Upstream, timeout_s: float) -> Probe:
+    """What ``node`` answers now; a :class:`Probe` with ``failure`` set when it does not answer."""
+    at = time.time()
+    started = time.monotonic()
+    try:
+        raw = await node.post(_BATCH, timeout_s, replayable=True)
+        answers = orjson.loads(raw)
+    except UpstreamTimeout:
+        return Probe(at, time.monotonic() - started, failure=f"no answer within {timeout_s:g} s")
+    except UpstreamUnavailable as exc:
+        return Probe(at, time.monotonic() - started, failure=str(exc))
+    except orjson.JSONDecodeError:
+        return Probe(at, time.monotonic() - started, failure="its answer is not JSON")
+    latency = time.monotonic() - started
+    if not isinstance(answers, list):
+        return Probe(at, latency, failure="it answered the probe's batch with one object")
+    by_id = {a.get("id"): a for a in answers if isinstance(a, dict)}
+    version = _result(by_id, _VERSION)
+    return Probe(
+        at,
+        latency,
+        health=_health(by_id.get(0)),
+        slots=_triple(by_id, _SLOTS),
+        heights=_triple(by_id, _HEIGHTS),
+        max_shred_slot=_int(by_id, _SHRED),
+        genesis=_str(by_id, _GENESIS),
+        version=version.get("solana-core") if isinstance(version, dict) else None,
+    )
+
+
+def _result(by_id: dict[Any, Any], i: int) -> Any:
+    answer = by_id.get(i)
+    return answer.get("result") if isinstance(answer, dict) else None
+
+
+def _int(by_id: dict[Any, Any], i: int) -> int | None:
+    value = _result(by_id, i)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(by_id: dict[Any, Any], i: int) -> str | None:
+    value = _result(by_id, i)
+    return value if isinstance(value, str) else None
+
+
+def _triple(by_id: dict[Any, Any], ids: tuple[int, int, int]) -> tuple[int, int, int] | None:
+    values = [_int(by_id, i) for i in ids]
+    if any(v is None for v in values):
+        return None
+    a, b, c = values
+    assert a is not None and b is not None and c is not None
+    return a, b, c
+
+
+def _health(answer: Any) -> str | None:
+    """None for ``"ok"``; else what the node said (Agave: -32005 'Node is behind by N slots', 'unhealthy')."""
+    if not isinstance(answer, dict):
+        return "no answer to getHealth"
+    if answer.get("result") == "ok":
+        return None
+    error = answer.get("error")
+    if isinstance(error, dict):
+        return str(error.get("message") or error.get("code"))
+    return f"getHealth answered {str(answer.get('result'))[:40]!r}"
