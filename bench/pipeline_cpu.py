@@ -1,7 +1,7 @@
 """CPU per call of the gateway's pipelines in one process: what auth and metering add, without HTTP or Ray.
 
     python -m bench.pipeline_cpu [--calls 20000] [--rounds 5] [--ray-metrics] [--sliced] [--replica-gc] [--cold]
-                                 [--profile NAME [--sort cumulative]] [--ladder]
+                                 [--profile NAME [--sort cumulative]] [--ladder] [--node]
 
 At 64 connections a replica is CPU-bound, so its throughput is set by CPU per call; this measures that
 part of it alone. Each pipeline ends in the real forwarder, whose node answers at once without a
@@ -22,6 +22,12 @@ kernel's, and finds them cold. Cold, the same code costs 3.5-5 times as much (be
 the replica's and the machine's time goes"): what a pipeline costs in a replica follows how much code
 and data it touches, not only how many instructions it runs warm.
 
+``--node``: the pipelines end in the replica's own forwarder and node client (the pool of nodes, with one
+node: gateway/node/pool.py) instead of the constant stand-in, sending each call over loopback to a
+constant-answer upstream in a process of its own (``bench.const_upstream``, whose CPU is not counted):
+what a call costs the replica with its real node client, one call in flight. The rows are
+``node-unmetered`` and ``node-metered-apikey``.
+
 ``--ladder``: the API-key call through the JSON-RPC stages added one at a time (the error boundary and
 parsing; auth; the credit headers and the readiness gate; metering as served), each row's cost over the
 one before it, and beside metering a floor that is not a gateway stage (:class:`FloorMeter`): the least a
@@ -37,6 +43,8 @@ import gc
 import os
 import pstats
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -47,17 +55,21 @@ from statistics import median
 from starlette.applications import Starlette
 from starlette.types import Message
 
+from bench._proc import LOOPBACK, wait_for_port
 from bench.metered import fund_account
 from gateway.app import GatewayApp
 from gateway.client import WalletSigner
 from gateway.credits.meter import Meter
 from gateway.keys import service_key_addresses
 from gateway.limits.slices import LocalShards
+from gateway.node.health import EveryNodeServes
+from gateway.node.pool import use_health_source
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, Stage, compose, error_boundary
 from gateway.pipeline_http import RPC_MAX_BODY_BYTES, RpcFirst, http_call, mount
 from gateway.process_gc import tune_gc
 from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
+from gateway.runtime.ports import free_port
 from gateway.settings import Settings
 from gateway.storage.migrate import migrate_url
 from gateway.transports.deadline import BodyDeadline
@@ -207,20 +219,24 @@ async def per_call_us(
 
 
 async def build(
-    home: Path, database_url: str, redis_url: str, sliced: bool = False
+    home: Path, database_url: str, redis_url: str, sliced: bool = False, node_url: str | None = None
 ) -> tuple[GatewayApp, str, WalletSigner]:
+    """The app; with ``node_url``, its pool's one node is there and probed as in a replica."""
     await migrate_url(database_url)
     settings = Settings(
         **service_key_addresses(home),  # standing in for gateway up
         home=home,
         database_url=database_url,
         redis_url=redis_url,
+        upstream_rpc_url=node_url,
         rate_limit_rps=1_000_000,  # measure metering, not the limiter refusing calls
         concurrency_limit=100_000,
     )
+    if node_url is None:  # the constant stand-in answers: nothing to probe
+        use_health_source(lambda nodes, _: EveryNodeServes(nodes))
     gw = GatewayApp(settings, shards=LocalShards(2) if sliced else None)
-    await gw.startup()
-    gw.upstream.primary.ever_healthy = True  # the constant endpoint stands in for a node that has answered
+    await gw.startup()  # the pool's first view: the node probed
+    assert gw.ready, "the node did not answer its first probe"
     signer = WalletSigner(os.urandom(32))
     assert gw.auth.api_keys is not None
     key = await gw.auth.api_keys.rotate(signer.pubkey, None)
@@ -252,12 +268,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--replica-gc", action="store_true", help="the garbage collector tuned as in a replica")
     parser.add_argument("--cold", action="store_true", help="the CPU caches overwritten before each call")
     parser.add_argument("--ladder", action="store_true", help="the API-key call's stages added one at a time")
+    parser.add_argument("--node", action="store_true", help="the replica's own node client, to a loopback upstream")
     args = parser.parse_args(argv)
     if args.ray_metrics:
         with_ray_metrics()
 
     home = Path(tempfile.mkdtemp(prefix="gw-cpu-"))
     pg, redis = EmbeddedPostgres(home), EmbeddedRedis(home)
+    upstream = const_upstream() if args.node else None
     try:
         database_url, redis_url = pg.start(), redis.start()
         figures = asyncio.run(
@@ -273,14 +291,28 @@ def main(argv: list[str] | None = None) -> None:
                 args.replica_gc,
                 args.cold,
                 args.ladder,
+                None if upstream is None else upstream[1],
             )
         )
         if figures:
             print(format_ladder(figures) if args.ladder else format_figures(figures))
     finally:
+        if upstream is not None:
+            upstream[0].terminate()
+            upstream[0].wait()
         redis.stop()
         pg.stop()
         shutil.rmtree(home, ignore_errors=True)
+
+
+def const_upstream() -> tuple[subprocess.Popen[bytes], str]:
+    """``bench.const_upstream`` in a process of its own on a free port; the process and its URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.const_upstream", "--port", str(port)], stdout=subprocess.DEVNULL
+    )
+    asyncio.run(wait_for_port(LOOPBACK, port, 30.0))
+    return proc, f"http://{LOOPBACK}:{port}/"
 
 
 async def measure(
@@ -295,10 +327,12 @@ async def measure(
     replica_gc: bool = False,
     cold: bool = False,
     with_ladder: bool = False,
+    node_url: str | None = None,
 ) -> dict[str, float]:
     """Each pipeline's median round, in CPU µs per call (per request of 100 items for the batch); nothing
-    with ``profile``, which prints its cProfile instead. ``with_ladder``: the ladder's rows instead."""
-    gw, key, signer = await build(home, database_url, redis_url, sliced)
+    with ``profile``, which prints its cProfile instead. ``with_ladder``: the ladder's rows instead;
+    ``node_url``: the ``--node`` rows instead."""
+    gw, key, signer = await build(home, database_url, redis_url, sliced, node_url)
     thresholds = gc.get_threshold()
     if replica_gc:  # as gateway/runtime/ingress.py and Serve leave a replica's process
         gc.collect()
@@ -308,6 +342,8 @@ async def measure(
     try:
         if with_ladder:
             return await climb(gw, key, calls, rounds, evict)
+        if node_url is not None:
+            return await through_the_node(gw, key, calls, rounds, evict)
         return await compare(gw, key, signer, calls, rounds, profile, sort, evict)
     finally:
         if replica_gc:
@@ -363,6 +399,27 @@ async def compare(
     return {name: median(figures) for name, figures in by_round.items()}
 
 
+async def through_the_node(
+    gw: GatewayApp, key: str, calls: int, rounds: int, evict: Callable[[], None] | None
+) -> dict[str, float]:
+    """The ``--node`` rows: the pipelines with the app's own forwarder, rounds alternating them."""
+    targets: dict[str, tuple[Handler, Callable[[], Call]]] = {
+        "node-unmetered": (
+            compose([error_boundary, ParseStage(gw.methods, gw.prices)], gw.forwarder),
+            lambda: http_call("POST", "/", BASE_HEADERS, BODY, style=ReplyStyle.JSONRPC),
+        ),
+        "node-metered-apikey": (
+            compose([error_boundary, *gw.rpc_stages()], gw.forwarder),
+            partial(keyed_call, key, BODY),
+        ),
+    }
+    by_round: dict[str, list[float]] = {name: [] for name in targets}
+    for _ in range(rounds):
+        for name, (handler, make_call) in targets.items():
+            by_round[name].append(await per_call_us(handler, make_call, calls, gw.meter.flush, evict))
+    return {name: median(figures) for name, figures in by_round.items()}
+
+
 async def climb(
     gw: GatewayApp, key: str, calls: int, rounds: int, evict: Callable[[], None] | None
 ) -> dict[str, float]:
@@ -397,7 +454,13 @@ def format_figures(figures: dict[str, float]) -> str:
             per_item = f"{us / BATCH:6.2f} µs/item  ({BATCH * 1e6 / us:,.0f} items/s of CPU)"
             lines.append(f"{name:<20} {us:8.1f} µs/request  {per_item}")
             continue
-        base = figures["asgi-unmetered" if name.startswith("asgi-") else "unmetered"]
+        base = figures[
+            "asgi-unmetered"
+            if name.startswith("asgi-")
+            else "node-unmetered"
+            if name.startswith("node-")
+            else "unmetered"
+        ]
         lines.append(f"{name:<20} {us:8.1f} µs/call   added {us - base:+7.1f} µs")
     return "\n".join(lines)
 
