@@ -23,6 +23,7 @@ from gateway.cli.ops import ConfigOption, JsonOption, OperatorOption, ReasonOpti
 from gateway.core.upstreams import Role, Tier, UpstreamNode
 from gateway.node.health import HealthSettings, cluster_of
 from gateway.runtime.cluster import UPSTREAM_HEALTH
+from gateway.runtime.devnode_proc import recorded_followers
 from gateway.runtime.inspect import ray_report, recorded_ray_address
 from gateway.settings import Settings
 from gateway.storage.operator import OperatorRefusal
@@ -48,7 +49,7 @@ def list_nodes(config: ConfigOption = None, json_out: JsonOption = False) -> Non
         nodes = [
             {"name": n.name, "tier": n.tier.value, "roles": [r.value for r in n.roles],
              "state": "cordoned" if n.name in changes.cordoned else "unknown (the gateway does not answer)"}
-            for n in changes.apply(settings.pool_nodes())
+            for n in changes.apply(configured(settings))
         ]  # fmt: skip
     else:
         nodes = live
@@ -123,11 +124,11 @@ def add(
     async def work(pool: asyncpg.Pool) -> None:
         async with pool.acquire() as conn:
             changes = await store.read_changes(conn)
-            current = changes.apply(settings.pool_nodes())
+            current = changes.apply(configured(settings))
             foreign = await cluster_of([*current, node], HealthSettings.from_settings(settings))
             if node.name in foreign:
                 raise OperatorRefusal(foreign[node.name])
-            await store.add(conn, node, settings.pool_nodes(), reason, who(operator))
+            await store.add(conn, node, configured(settings), reason, who(operator))
 
     run_db(settings, work)
     out.print(f"added {escape(node.name)} ({node.tier.value}; {', '.join(r.value for r in node.roles)})")
@@ -136,21 +137,21 @@ def add(
 @upstreams_app.command()
 def remove(name: NameArg, reason: ReasonOption, operator: OperatorOption = None, config: ConfigOption = None) -> None:
     """Take a node out of the pool (its calls move to the others within a second)."""
-    _change(config, lambda conn, s: store.remove(conn, name, s.pool_nodes(), reason, who(operator)), f"removed {name}")
+    _change(config, lambda conn, s: store.remove(conn, name, configured(s), reason, who(operator)), f"removed {name}")
 
 
 @upstreams_app.command()
 def restore(name: NameArg, reason: ReasonOption, operator: OperatorOption = None, config: ConfigOption = None) -> None:
     """Bring back a configured node that was removed."""
     _change(
-        config, lambda conn, s: store.restore(conn, name, s.pool_nodes(), reason, who(operator)), f"restored {name}"
+        config, lambda conn, s: store.restore(conn, name, configured(s), reason, who(operator)), f"restored {name}"
     )
 
 
 @upstreams_app.command()
 def cordon(name: NameArg, reason: ReasonOption, operator: OperatorOption = None, config: ConfigOption = None) -> None:
     """Keep a node in the pool, probed, but serving nothing."""
-    _change(config, lambda conn, s: store.cordon(conn, name, s.pool_nodes(), reason, who(operator)), f"cordoned {name}")
+    _change(config, lambda conn, s: store.cordon(conn, name, configured(s), reason, who(operator)), f"cordoned {name}")
 
 
 @upstreams_app.command()
@@ -158,7 +159,7 @@ def uncordon(name: NameArg, reason: ReasonOption, operator: OperatorOption = Non
     """Let a cordoned node serve again (once its probes are good)."""
     _change(
         config,
-        lambda conn, s: store.cordon(conn, name, s.pool_nodes(), reason, who(operator), on=False),
+        lambda conn, s: store.cordon(conn, name, configured(s), reason, who(operator), on=False),
         f"uncordoned {name}",
     )
 
@@ -175,6 +176,15 @@ def _change(config: Path | None, change: Change, done: str) -> None:
 
     run_db(settings, work)
     out.print(escape(done))
+
+
+def configured(settings: Settings) -> list[UpstreamNode]:
+    """The pool as started: the settings', or the followers ``gateway up --nodes N`` started (on free ports)."""
+    if settings.embedded_chain and settings.devnode_nodes > 1:
+        recorded = recorded_followers(settings.resolved_home)
+        if recorded is not None:
+            return recorded
+    return settings.pool_nodes()
 
 
 def _first_error(exc: ValueError) -> str:

@@ -12,12 +12,14 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import orjson
 import psutil
 
+from gateway.core.upstreams import UpstreamNode
 from gateway.runtime.leftovers import left_behind, record, stop_processes
 
 
@@ -32,8 +34,25 @@ def rpc_ready(url: str, timeout_s: float = 1.0) -> bool:
 
 
 PIDFILE = "devnode.pid"
-#: Under the data dir: the embedded chain's followers' data dirs (``gateway up --nodes N``), node-1 to node-N.
+#: Under the data dir: the embedded chain's followers' data dirs (``gateway up --nodes N``), node-1 to node-N,
+#: and the pool they make (:data:`POOL_FILE`), which the operator's commands read.
 FOLLOWERS = "followers"
+POOL_FILE = "pool.json"
+
+
+def record_followers(home: Path, nodes: Sequence[UpstreamNode]) -> None:
+    """Write the pool of followers ``gateway up`` started (their ports are free ones, chosen at start)."""
+    path = home / FOLLOWERS / POOL_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps([n.model_dump(mode="json") for n in nodes]))
+
+
+def recorded_followers(home: Path) -> list[UpstreamNode] | None:
+    """The pool of followers the running ``gateway up`` of ``home`` started, if any."""
+    try:
+        return [UpstreamNode.model_validate(n) for n in orjson.loads((home / FOLLOWERS / POOL_FILE).read_bytes())]
+    except (OSError, orjson.JSONDecodeError):
+        return None
 #: The URLs the devnode listens on, written by it once it serves (removed when it stops).
 READY_FILE = "ready.json"
 

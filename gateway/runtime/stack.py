@@ -25,7 +25,7 @@ from gateway.core.upstreams import UpstreamNode
 from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, ensure_service_keys
 from gateway.node.health import HealthSettings, cluster_of
 from gateway.runtime.cluster import STOP_BUDGET_S
-from gateway.runtime.devnode_proc import FOLLOWERS, DevnodeProcess, stop_stale
+from gateway.runtime.devnode_proc import FOLLOWERS, DevnodeProcess, record_followers, stop_stale
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.runtime.exposure import network_refusals
 from gateway.runtime.inspect import forget_ray_address, record_ray_address
@@ -77,6 +77,10 @@ class Stack:
         busy = [f"{host}:{port}" for host, port in self._ports() if not _port_free(host, port)]
         if busy:
             raise RuntimeError(f"already in use: {', '.join(busy)} (another gateway or devnode running?)")
+        if not s.embedded_chain:  # every node's genesis hash, before anything starts: another cluster's is refused
+            foreign = asyncio.run(cluster_of(s.pool_nodes(), HealthSettings.from_settings(s)))
+            if foreign:
+                raise RuntimeError("refused: " + "; ".join(foreign.values()))
         self.home.mkdir(parents=True, exist_ok=True)
         keys = ensure_service_keys(self.home)
         deposit = s.deposit_address or keys[DEPOSIT_WALLET]
@@ -116,9 +120,6 @@ class Stack:
             updates.update(self._start_chain())
         else:
             nodes = s.pool_nodes()
-            foreign = asyncio.run(cluster_of(nodes, HealthSettings.from_settings(s)))
-            if foreign:  # the genesis hash of each node read at start: one of another cluster is refused
-                raise RuntimeError("refused: " + "; ".join(foreign.values()))
             if not s.upstreams:
                 updates["upstream_ws_url"] = s.derived_ws_url()
             self.report("chain", f"{len(nodes)} node(s): " + ", ".join(f"{n.name} ({n.tier.value})" for n in nodes))
@@ -185,6 +186,7 @@ class Stack:
             )
             self.report("chain", f"{name}: a follower of the devnode, RPC {follower.rpc_url} (pid {follower.pid})")
         updates["upstreams"] = pool
+        record_followers(self.home, pool)  # for the operator's commands (gateway upstreams)
         return updates
 
     def _start_actors(self, resolved: Settings, *, before_serve: bool) -> None:
