@@ -143,9 +143,7 @@ def remove(name: NameArg, reason: ReasonOption, operator: OperatorOption = None,
 @upstreams_app.command()
 def restore(name: NameArg, reason: ReasonOption, operator: OperatorOption = None, config: ConfigOption = None) -> None:
     """Bring back a configured node that was removed."""
-    _change(
-        config, lambda conn, s: store.restore(conn, name, configured(s), reason, who(operator)), f"restored {name}"
-    )
+    _change(config, lambda conn, s: store.restore(conn, name, configured(s), reason, who(operator)), f"restored {name}")
 
 
 @upstreams_app.command()

@@ -53,6 +53,8 @@ def recorded_followers(home: Path) -> list[UpstreamNode] | None:
         return [UpstreamNode.model_validate(n) for n in orjson.loads((home / FOLLOWERS / POOL_FILE).read_bytes())]
     except (OSError, orjson.JSONDecodeError):
         return None
+
+
 #: The URLs the devnode listens on, written by it once it serves (removed when it stops).
 READY_FILE = "ready.json"
 
