@@ -66,7 +66,7 @@ class Changes:
 class HealthSettings:
     probe_s: float = 0.3
     probe_timeout_s: float = 1.0
-    judge_s: float = 0.1
+    judge_s: float = 0.3  # as often as each node is probed
     changes_s: float = 0.5
     thresholds: Thresholds = field(default_factory=Thresholds)
     ca_file: str | None = None
@@ -78,6 +78,7 @@ class HealthSettings:
         )
         return cls(
             probe_s=settings.health_poll_s,
+            judge_s=settings.health_poll_s,
             probe_timeout_s=settings.upstream_probe_timeout_s,
             thresholds=thresholds,
             ca_file=settings.upstream_ca_file,

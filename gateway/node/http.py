@@ -182,19 +182,18 @@ class HttpUpstream:
             raise UpstreamUnavailable(f"the node answered HTTP {status}", sent=True, status=status)
         return payload
 
-    async def exchange(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> tuple[int, bytes]:
-        """``POST`` ``body``: the answer's HTTP status and body, whatever the status."""
-        return await self._request("POST", body, timeout_s, replayable)
-
     async def get(self, timeout_s: float) -> bytes:
         """``GET`` the URL itself (a REST document of the same service), errors mapped as for ``post``."""
-        status, payload = await self._request("GET", None, timeout_s, True)
+        status, payload = await self.exchange(None, timeout_s, replayable=True, method="GET")
         if status != 200:
             raise UpstreamUnavailable(f"answered HTTP {status}", sent=True, status=status)
         return payload
 
-    async def _request(self, method: str, body: bytes | None, timeout_s: float, replayable: bool) -> tuple[int, bytes]:
-        """The answer's status and body, never more than ``max_answer_bytes`` of it read."""
+    async def exchange(
+        self, body: bytes | None, timeout_s: float, *, replayable: bool = False, method: str = "POST"
+    ) -> tuple[int, bytes]:
+        """The answer's HTTP status and body, whatever the status; never more than ``max_answer_bytes`` of
+        it read."""
         try:
             return await self._wire.request(method, body, timeout_s, replayable=replayable)
         except TimeoutError as exc:

@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass, field
@@ -41,10 +42,10 @@ import orjson
 
 from gateway import metrics
 from gateway.config import ServiceSettings
-from gateway.core.node_health import NodeView, PoolView, Tally
+from gateway.core.node_health import EDGES, NodeView, PoolView, Tally
 from gateway.core.slots import SIZE, Floors, admits
 from gateway.core.transactions import decode_transaction
-from gateway.core.upstreams import Role, UpstreamNode, check_pool, serving
+from gateway.core.upstreams import RPC_ROLES, Role, UpstreamNode, check_pool, serving
 from gateway.log_throttle import LogThrottle
 from gateway.node.health import HealthSettings, LocalHealth, PoolHealth, Report
 from gateway.node.http import (
@@ -140,11 +141,12 @@ class Answer:
 class PoolNode:
     """One node as this process uses it: its client, what it is known to be at, what was seen of it."""
 
-    __slots__ = ("client", "node", "outrun", "position", "refilled", "suspect_until", "tally", "tokens", "view")
+    __slots__ = ("client", "node", "ok", "outrun", "position", "refilled", "suspect_until", "tally", "tokens", "view")
 
     def __init__(self, node: UpstreamNode, client: HttpUpstream, tokens: float) -> None:
         self.node = node
         self.client = client
+        self.ok = (node.name, "ok")  # the labels of a request answered, built once (every call records them)
         self.view: NodeView | None = None
         #: slots, then block heights, per commitment: the newest its probe or its answers showed
         self.position = [0] * SIZE
@@ -202,6 +204,8 @@ class NodePool:
         self.view = PoolView(-1, ())
         self._serving: dict[Role, list[PoolNode]] = {}
         self._several: dict[Role, bool] = {role: len(serving(nodes, role)) > 1 for role in Role}
+        #: one node serving every call's role: nothing to choose, split or broadcast (the common pool of one)
+        self.one_node = _one_node(nodes)
         self._source = source
         self._owns_source = source is None
         self._task: asyncio.Task[None] | None = None
@@ -333,6 +337,7 @@ class NodePool:
         self.nodes = nodes
         self._serving = {role: [nodes[v.name] for v in view.serving(role)] for role in Role}
         self._several = {role: len(serving((v.node for v in view.nodes), role)) > 1 for role in Role}
+        self.one_node = _one_node([v.node for v in view.nodes])
         first = self._serving[Role.READS][0].name if self._serving[Role.READS] else None
         if first is not None and self._first_reads is not None and first != self._first_reads:
             metrics.UPSTREAM_FAILOVERS.inc((first,))
@@ -377,9 +382,10 @@ class NodePool:
         Raises :class:`NoNode` (nothing tried), or what the last node asked failed with."""
         if self._task is None:
             await self.start()
-        nodes = self._choices(role)
-        if len(nodes) == 1 or not retry:
+        nodes = self._serving.get(role)
+        if nodes and (len(nodes) == 1 or not retry):
             return await self._attempt(nodes[0], body, timeout_s, parse, replayable=retry)
+        nodes = self._choices(role)
         deadline = asyncio.get_running_loop().time() + timeout_s
         if need is not None:  # those already at the caller's floor first; the others wait to get there
             nodes.sort(key=lambda n: (n.suspect_until > time.monotonic(), not admits(n.position, need)))
@@ -425,7 +431,7 @@ class NodePool:
             if status != 200 and (status == 429 or not raw.startswith((b"{", b"["))):
                 outcome = "throttled" if status == 429 else "http"
                 raise UpstreamUnavailable(f"the node answered HTTP {status}", sent=True, status=status)
-            answer = Answer(raw, node.name)
+            answer = Answer(raw, node.node.name)
             if parse:
                 try:
                     answer.doc = orjson.loads(raw)
@@ -453,9 +459,14 @@ class NodePool:
             raise
         finally:
             seconds = time.perf_counter() - started
-            metrics.UPSTREAM_SECONDS.observe(seconds, (node.name, outcome))
-            if outcome != "cancelled":
-                node.tally.record(seconds, _FAILURE_KIND.get(outcome))
+            metrics.UPSTREAM_SECONDS.observe(seconds, node.ok if outcome == "ok" else (node.node.name, outcome))
+            if outcome != "cancelled":  # inline: every call a process sends passes here
+                tally = node.tally
+                tally.calls += 1
+                tally.latency[bisect_left(EDGES, seconds)] += 1
+                kind = _FAILURE_KIND.get(outcome)  # none for an answer (too large is the node answering)
+                if kind is not None:
+                    tally.failures[kind] = tally.failures.get(kind, 0) + 1
 
     async def _race(
         self, nodes: list[PoolNode], body: bytes, deadline: float, key: str | None, need: list[int] | None
@@ -663,6 +674,7 @@ class Nodes(Protocol):
     """What the forwarder asks of the nodes: a :class:`NodePool`, or one plain ``Upstream`` (:class:`OneNode`)."""
 
     floors: Floors
+    one_node: bool
 
     def several(self, role: Role) -> bool: ...
 
@@ -691,6 +703,7 @@ class OneNode:
     def __init__(self, upstream: Upstream) -> None:
         self.upstream = upstream
         self.floors = Floors(0)
+        self.one_node = True
 
     def several(self, role: Role) -> bool:
         return False
@@ -735,13 +748,17 @@ class RoleUpstream:
         return (await self.pool.read(body, timeout_s, self.role_name)).raw
 
 
-_FAILURE_KIND = {
+_FAILURE_KIND = {  # an outcome (of gateway_upstream_request_duration_seconds) as the owner tallies its failures
     "timeout": "timeout",
     "unavailable": "transport",
     "http": "http",
     "throttled": "http",
     "unhealthy": "unhealthy",
 }
+
+
+def _one_node(nodes: Sequence[UpstreamNode]) -> bool:
+    return len(nodes) == 1 and all(nodes[0].serves(role) for role in RPC_ROLES)
 
 
 def _outran(first: PoolNode, by_hedge: bool) -> None:

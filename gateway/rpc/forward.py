@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import orjson
@@ -114,13 +114,15 @@ class Forwarder:
             for item in items:
                 item.error = exc.rpc_error()
 
-    async def _forward(self, items: list[RpcItem], payload: RpcPayload, call: Call) -> None:
-        """The node's items in one request when one node takes them all; else the reads, the heavy reads
-        and each send apart (a send goes to every node that serves sends)."""
-        roles = {role_of(i.method_class) for i in items}
-        if self.nodes.together(roles):
-            await self._ask(items, payload, call)
-            return
+    def _forward(self, items: list[RpcItem], payload: RpcPayload, call: Call) -> Awaitable[None]:
+        """The node's items in one request when one node takes them all (a pool of one: nothing to choose,
+        split or broadcast); else the reads, the heavy reads and each send apart (a send goes to every node
+        that serves sends). A plain function: no coroutine of its own on the hot path."""
+        if not self.nodes.one_node and not self.nodes.together({role_of(i.method_class) for i in items}):
+            return self._split(items, payload, call)
+        return self._ask(items, payload, call)
+
+    async def _split(self, items: list[RpcItem], payload: RpcPayload, call: Call) -> None:
         parts = [[i for i in items if role_of(i.method_class) is role] for role in (Role.READS, Role.HEAVY)]
         parts = [part for part in parts if part]
         parts += [[i] for i in items if role_of(i.method_class) is Role.SENDS]
@@ -134,10 +136,11 @@ class Forwarder:
         timeout = max(CLASS_TIMEOUT_S.get(c or MethodClass.READ_CHEAP, 5.0) for c in classes)
         calls = [{"jsonrpc": "2.0", "id": i.index, "method": i.method, "params": i.params} for i in items]
         body = orjson.dumps(calls if payload.is_batch else calls[0])
-        roles = {role_of(c) for c in classes}
+        one = self.nodes.one_node
+        roles = {Role.READS} if one else {role_of(c) for c in classes}
         send = roles == {Role.SENDS} and len(items) == 1
         role = Role.HEAVY if Role.HEAVY in roles else Role.READS
-        floor = None if send else self._floor(call, role)
+        floor = None if send or one else self._floor(call, role)
         for item in items:
             item.sent = True  # from here on the node may see it, whatever happens next
         try:
@@ -147,7 +150,7 @@ class Forwarder:
                 key = items[0].method if len(items) == 1 else "batch"
                 need = None if floor is None else _need(floor, items)
                 replayable = classes <= REPLAYABLE_CLASSES
-                answer = await self.nodes.read(body, timeout, role, key=key, need=need, parse=True, retry=replayable)
+                answer = await self.nodes.read(body, timeout, role, key=key, need=need, parse=not one, retry=replayable)
         except NoNode as exc:
             for item in items:
                 item.sent = False
