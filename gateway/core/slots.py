@@ -10,6 +10,7 @@ where its last probe or its last answer put it, whichever is newer.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Any
 
 from gateway.core.node_health import COMMITMENTS, commitment_index
@@ -55,13 +56,13 @@ def raise_to(position: list[int], index: int, value: int) -> None:
         position[index] = value
 
 
-def needs(floor: list[int] | None, commitment: int, min_slot: int | None) -> list[int] | None:
-    """What a node must be at for a call: the caller's floor, raised to its ``minContextSlot``."""
-    if floor is None and min_slot is None:
-        return None
-    need = list(floor) if floor is not None else [0] * SIZE
-    if min_slot is not None:
-        raise_to(need, commitment, min_slot)
+def needs(floor: list[int], terms: Iterable[tuple[int, int | None]]) -> list[int]:
+    """What a node must be at for a request: the caller's floor, raised to each call's ``minContextSlot``
+    (``terms``: each call's :func:`request_terms`)."""
+    need = list(floor)
+    for commitment, min_slot in terms:
+        if min_slot is not None:
+            raise_to(need, commitment, min_slot)
     return need
 
 

@@ -16,11 +16,8 @@ current :class:`PoolView`, off the request path. A call reads only this process'
   second node too, the first answer wins and the other is cancelled. Each extra call spends a token of
   the node asked (``extra_calls_per_s`` a second, five seconds' worth at most): providers bill per call.
   A read that could not have reached the node (no connection) is retried without a token.
-- **Sends** (:meth:`NodePool.send`): ``sendTransaction`` goes to every node in service for sends. With
-  ``skipPreflight`` all at once; the answer is the first acceptance (a node's "already processed" is
-  one), an error only when every node refused. Without it the first node runs the preflight, and only
-  once it accepted is the transaction sent to the others (skipping theirs): the simulation runs once,
-  before anything is broadcast.
+- **Sends** (:meth:`NodePool.send`): ``sendTransaction`` goes to every node in service for sends
+  (:mod:`gateway.node.sends`); the simulation of its preflight runs once, before anything is broadcast.
 
 Hand-written: no Python client of JSON-RPC nodes offers health-driven selection, hedging and broadcast
 (eRPC and dRPC's NodeCore do it in Go, as separate proxies); the transport is :mod:`gateway.node.wire`.
@@ -42,40 +39,30 @@ import orjson
 
 from gateway import metrics
 from gateway.config import ServiceSettings
-from gateway.core.node_health import EDGES, NodeView, PoolView, Tally
-from gateway.core.slots import SIZE, Floors, admits
-from gateway.core.transactions import decode_transaction
+from gateway.core.node_health import EDGES, PoolView
+from gateway.core.slots import Floors, admits
 from gateway.core.upstreams import RPC_ROLES, Role, UpstreamNode, check_pool, serving
 from gateway.log_throttle import LogThrottle
 from gateway.node.health import HealthSettings, LocalHealth, PoolHealth, Report
 from gateway.node.http import (
     DEFAULT_MAX_ANSWER_BYTES,
     HttpUpstream,
-    Upstream,
     UpstreamTimeout,
     UpstreamTooLarge,
     UpstreamUnavailable,
 )
+from gateway.node.members import SUSPECT_S, Answer, PoolNode, node_trouble, outran
+from gateway.node.sends import Broadcast, is_send
 from gateway.node.wire import DEFAULT_BUFFERED_BYTES, AnswerBudget
 from gateway.stopping import cancel_and_wait
 
 log = logging.getLogger(__name__)
 throttled = LogThrottle(log)
 
-#: How long a node this process saw fail is asked last.
-SUSPECT_S = 1.0
-#: Races in a row a node lost to a hedge before it is asked last too: a hung node loses every one.
-OUTRUN_SUSPECT = 3
-#: The node's own answers that mean "ask another node": unhealthy or behind (Agave -32005), a
-#: minContextSlot it has not reached (-32016).
-RETRYABLE_CODES = frozenset({-32005, -32016})
-#: Sends to the other nodes still on their way after the answer: at most this many per process.
-MAX_BACKGROUND_SENDS = 1024
 #: The hedging key of the gateway's own reads (their methods are not read from their bodies).
 INTERNAL = "gateway's own"
 #: Latencies a process keeps per method for its hedging p90, and the fewest before it hedges on them.
 LATENCY_SAMPLES, MIN_SAMPLES = 200, 20
-_UNPARSED: Any = object()
 
 
 class HealthSource(Protocol):
@@ -123,68 +110,6 @@ class PoolSettings:
     health: HealthSettings = field(default_factory=HealthSettings)
 
 
-@dataclass(slots=True)
-class Answer:
-    """A node's answer: its bytes, the node's name (``X-Upstream``), and its JSON when the pool read it."""
-
-    raw: bytes
-    node: str | None  # None: a plain ``Upstream`` answered (:class:`OneNode`)
-    doc: Any = _UNPARSED
-    retryable: bool = False  # the node's own "unhealthy / behind": another node may do better
-
-    def json(self) -> Any:
-        if self.doc is _UNPARSED:
-            self.doc = orjson.loads(self.raw)
-        return self.doc
-
-
-class PoolNode:
-    """One node as this process uses it: its client, what it is known to be at, what was seen of it."""
-
-    __slots__ = ("client", "node", "ok", "outrun", "position", "refilled", "suspect_until", "tally", "tokens", "view")
-
-    def __init__(self, node: UpstreamNode, client: HttpUpstream, tokens: float) -> None:
-        self.node = node
-        self.client = client
-        self.ok = (node.name, "ok")  # the labels of a request answered, built once (every call records them)
-        self.view: NodeView | None = None
-        #: slots, then block heights, per commitment: the newest its probe or its answers showed
-        self.position = [0] * SIZE
-        self.suspect_until = 0.0
-        self.outrun = 0  # races in a row a hedge to another node won against it
-        self.tally = Tally()
-        self.tokens = tokens
-        self.refilled = time.monotonic()
-
-    @property
-    def name(self) -> str:
-        return self.node.name
-
-    def learn(self, view: NodeView) -> None:
-        self.view = view
-        if view.slots is None or view.heights is None:
-            return
-        values = [*view.slots, *view.heights]
-        if not view.in_service:  # a node back from out of service may have started over (a resync)
-            self.position = values
-        else:
-            self.position = [max(a, b) for a, b in zip(self.position, values, strict=True)]
-
-    def take_extra(self, rate: float) -> bool:
-        """One token of this node's budget of retries and hedges, if it has one."""
-        now = time.monotonic()
-        self.tokens = min(5 * rate, self.tokens + (now - self.refilled) * rate)
-        self.refilled = now
-        if self.tokens < 1:
-            return False
-        self.tokens -= 1
-        return True
-
-    def take_tally(self) -> Tally:
-        tally, self.tally = self.tally, Tally()
-        return tally
-
-
 class NodePool:
     """Every node of the pool, as one process asks them. An :class:`gateway.node.http.Upstream`."""
 
@@ -215,6 +140,7 @@ class NodePool:
         self._p90: dict[str, float] = {}
         self._first_reads: str | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        self.sends = Broadcast(self._attempt)
         self.floors = Floors()
 
     @classmethod
@@ -298,6 +224,7 @@ class NodePool:
 
     async def close(self) -> None:
         await cancel_and_wait(self._task)
+        await self.sends.close()
         for task in list(self._background):
             await cancel_and_wait(task)
         if self._source is not None and self._owns_source:
@@ -355,7 +282,7 @@ class NodePool:
         anything else once to the first node that serves sends."""
         if replayable:
             return (await self.read(body, timeout_s, key=INTERNAL)).raw
-        if _is_send(body):
+        if is_send(body):
             return (await self.send(body, timeout_s)).raw
         return (await self.read(body, timeout_s, Role.SENDS, retry=False)).raw
 
@@ -386,9 +313,10 @@ class NodePool:
         if nodes and (len(nodes) == 1 or not retry):
             return await self._attempt(nodes[0], body, timeout_s, parse, replayable=retry)
         nodes = self._choices(role)
+        # In the pool's order still when a node is not known to be at the caller's floor: it waits to get
+        # there (:meth:`_reach`). Putting first those that are would let the node a caller's floor came from
+        # keep every caller, whose floors its answers raise past what the others' probes last showed.
         deadline = asyncio.get_running_loop().time() + timeout_s
-        if need is not None:  # those already at the caller's floor first; the others wait to get there
-            nodes.sort(key=lambda n: (n.suspect_until > time.monotonic(), not admits(n.position, need)))
         return await self._race(nodes, body, deadline, key, need)
 
     def _choices(self, role: Role) -> list[PoolNode]:
@@ -438,7 +366,7 @@ class NodePool:
                 except orjson.JSONDecodeError as exc:
                     outcome = "http"
                     raise UpstreamUnavailable("the node answered something that is not JSON", sent=True) from exc
-                if _node_trouble(answer.doc):
+                if node_trouble(answer.doc):
                     outcome = "unhealthy"
                     answer.retryable = True
             return answer
@@ -471,8 +399,13 @@ class NodePool:
     async def _race(
         self, nodes: list[PoolNode], body: bytes, deadline: float, key: str | None, need: list[int] | None
     ) -> Answer:
-        """Ask ``nodes[0]``; hedge to the next after the key's p90, retry on the next after a failure."""
+        """Ask ``nodes[0]``; hedge to the next after the key's p90, retry on the next after a failure.
+
+        The first node is waited for to reach the caller's floor before anything is sent, and the hedge's
+        clock starts then: a hedge that wins while the first node has not been asked says nothing of it."""
         loop = asyncio.get_running_loop()
+        if need is not None:
+            await self._reach(nodes[0], need, deadline)
         started = loop.time()
         pending: dict[asyncio.Task[Answer], PoolNode] = {}
         left = list(nodes)
@@ -506,7 +439,7 @@ class NodePool:
                             if hedge is not None:
                                 metrics.UPSTREAM_HEDGES.inc((hedge.name, "won" if node is hedge else "lost"))
                             if node is nodes[0] or node is hedge:
-                                _outran(nodes[0], node is hedge)
+                                outran(nodes[0], node is hedge)
                             if key is not None and node is not hedge:
                                 self._sample(key, loop.time() - started)
                             return answer
@@ -549,190 +482,16 @@ class NodePool:
     # -- sends -------------------------------------------------------------------------------------------
 
     async def send(self, body: bytes, timeout_s: float) -> Answer:
-        """``sendTransaction`` (``body``: one request) on every node in service for sends."""
+        """``sendTransaction`` (``body``: one request) on every node in service for sends
+        (:mod:`gateway.node.sends`)."""
         if self._task is None:
             await self.start()
-        nodes = self._choices(Role.SENDS)
-        if len(nodes) == 1:
-            answer = await self._attempt(nodes[0], body, timeout_s, False, replayable=False)
-            metrics.UPSTREAM_BROADCASTS.inc((nodes[0].name, "accepted"))
-            return answer
-        request = orjson.loads(body)
-        params = request.get("params") if isinstance(request, dict) else None
-        config = params[1] if isinstance(params, list) and len(params) > 1 and isinstance(params[1], dict) else {}
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        if config.get("skipPreflight"):
-            return await self._send_everywhere(nodes, body, request, deadline)
-        return await self._send_checked(nodes, body, request, config, deadline)
-
-    async def _send_everywhere(
-        self, nodes: list[PoolNode], body: bytes, request: dict[str, Any], deadline: float
-    ) -> Answer:
-        """Every node at once: the first acceptance, else the first node's refusal, else its failure."""
-        loop = asyncio.get_running_loop()
-        tasks = {
-            loop.create_task(self._attempt(n, body, max(0.001, deadline - loop.time()), True, replayable=False)): n
-            for n in nodes
-        }
-        pending = set(tasks)
-        answers: dict[str, Answer] = {}
-        failures: dict[str, BaseException] = {}
-        try:
-            while pending:
-                done, pending = await asyncio.wait(pending, return_when="FIRST_COMPLETED")
-                for task in done:
-                    node = tasks[task]
-                    error = task.exception()
-                    if error is not None:
-                        failures[node.name] = error
-                        metrics.UPSTREAM_BROADCASTS.inc((node.name, "failed"))
-                        continue
-                    answer = _accepted(task.result(), request)
-                    if answer.retryable or "error" in answer.json():
-                        answers[node.name] = answer
-                        metrics.UPSTREAM_BROADCASTS.inc((node.name, "refused"))
-                        continue
-                    metrics.UPSTREAM_BROADCASTS.inc((node.name, "accepted"))
-                    for rest in pending:  # the others still deliver it; their answers are not waited for
-                        self._keep(rest, tasks[rest])
-                    pending = set()
-                    return answer
-        finally:
-            for task in pending:
-                task.cancel()
-        for node in nodes:  # every node refused or failed: the first refusal, in the pool's order
-            if node.name in answers:
-                return answers[node.name]
-        raise _send_failure(failures)
-
-    async def _send_checked(
-        self, nodes: list[PoolNode], body: bytes, request: dict[str, Any], config: dict[str, Any], deadline: float
-    ) -> Answer:
-        """The first node that answers runs the preflight; once it accepted, the others get it unchecked."""
-        loop = asyncio.get_running_loop()
-        failures: dict[str, BaseException] = {}
-        kept: Answer | None = None
-        for i, node in enumerate(nodes):
-            try:
-                remaining = max(0.001, deadline - loop.time())
-                answer = _accepted(await self._attempt(node, body, remaining, True, replayable=False), request)
-            except UpstreamUnavailable as exc:
-                failures[node.name] = exc
-                metrics.UPSTREAM_BROADCASTS.inc((node.name, "failed"))
-                if isinstance(exc, UpstreamTooLarge):
-                    raise
-                continue
-            except UpstreamTimeout as exc:
-                failures[node.name] = exc
-                metrics.UPSTREAM_BROADCASTS.inc((node.name, "failed"))
-                continue
-            if answer.retryable:  # unhealthy or behind: its preflight says nothing; the next node's will
-                kept = kept or answer
-                metrics.UPSTREAM_BROADCASTS.inc((node.name, "refused"))
-                continue
-            if "error" in answer.json():  # the preflight refused it: nothing was broadcast
-                metrics.UPSTREAM_BROADCASTS.inc((node.name, "refused"))
-                return answer
-            metrics.UPSTREAM_BROADCASTS.inc((node.name, "accepted"))
-            unchecked = _with_config(request, {**config, "skipPreflight": True})
-            for other in nodes[i + 1 :] + [n for n in nodes[:i] if n.name in failures]:
-                remaining = max(0.001, deadline - loop.time())
-                self._keep(loop.create_task(self._attempt(other, unchecked, remaining, True, replayable=False)), other)
-            return answer
-        if kept is not None:
-            return kept
-        raise _send_failure(failures)
-
-    def _keep(self, task: asyncio.Task[Answer], node: PoolNode) -> None:
-        """A send still on its way to ``node`` after the caller was answered: counted when it ends."""
-
-        def done(finished: asyncio.Task[Answer]) -> None:
-            self._background.discard(finished)
-            if finished.cancelled():
-                return
-            error = finished.exception()
-            outcome = (
-                "failed" if error is not None else ("refused" if "error" in finished.result().json() else "accepted")
-            )
-            metrics.UPSTREAM_BROADCASTS.inc((node.name, outcome))
-
-        if len(self._background) >= MAX_BACKGROUND_SENDS:
-            task.cancel()
-            throttled.warning(
-                "sends", "upstream pool: %d sends on their way already; one was not sent on", len(self._background)
-            )
-        self._background.add(task)
-        task.add_done_callback(done)
+        return await self.sends.send(self._choices(Role.SENDS), body, timeout_s)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-
-class Nodes(Protocol):
-    """What the forwarder asks of the nodes: a :class:`NodePool`, or one plain ``Upstream`` (:class:`OneNode`)."""
-
-    floors: Floors
-    one_node: bool
-
-    def several(self, role: Role) -> bool: ...
-
-    def together(self, roles: Collection[Role]) -> bool: ...
-
-    def learned(self, node: str, index: int, value: int) -> None: ...
-
-    async def read(
-        self,
-        body: bytes,
-        timeout_s: float,
-        role: Role = Role.READS,
-        *,
-        key: str | None = None,
-        need: list[int] | None = None,
-        parse: bool = False,
-        retry: bool = True,
-    ) -> Answer: ...
-
-    async def send(self, body: bytes, timeout_s: float) -> Answer: ...
-
-
-class OneNode:
-    """One plain ``Upstream`` (a node client, a test's scripted node) as :class:`Nodes`: nothing to choose."""
-
-    def __init__(self, upstream: Upstream) -> None:
-        self.upstream = upstream
-        self.floors = Floors(0)
-        self.one_node = True
-
-    def several(self, role: Role) -> bool:
-        return False
-
-    def together(self, roles: Collection[Role]) -> bool:
-        return True
-
-    def learned(self, node: str, index: int, value: int) -> None:
-        return None
-
-    async def read(
-        self,
-        body: bytes,
-        timeout_s: float,
-        role: Role = Role.READS,
-        *,
-        key: str | None = None,
-        need: list[int] | None = None,
-        parse: bool = False,
-        retry: bool = True,
-    ) -> Answer:
-        return Answer(await self.upstream.post(body, timeout_s, replayable=retry), None)
-
-    async def send(self, body: bytes, timeout_s: float) -> Answer:
-        return Answer(await self.upstream.post(body, timeout_s), None)
-
-
-def nodes_of(upstream: Upstream | NodePool) -> Nodes:
-    return upstream if isinstance(upstream, NodePool) else OneNode(upstream)
 
 
 class RoleUpstream:
@@ -761,80 +520,6 @@ def _one_node(nodes: Sequence[UpstreamNode]) -> bool:
     return len(nodes) == 1 and all(nodes[0].serves(role) for role in RPC_ROLES)
 
 
-def _outran(first: PoolNode, by_hedge: bool) -> None:
-    """Count the races ``first`` lost to a hedge in a row; a few in a row: asked last for a while."""
-    if not by_hedge:
-        first.outrun = 0
-        return
-    first.outrun += 1
-    if first.outrun >= OUTRUN_SUSPECT:
-        first.outrun = 0
-        first.suspect_until = time.monotonic() + SUSPECT_S
-
-
 def _retrieved(task: asyncio.Task[Any]) -> None:
     if not task.cancelled():
         task.exception()
-
-
-def _is_send(body: bytes) -> bool:
-    """Whether ``body`` is one ``sendTransaction`` request."""
-    try:
-        request = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return False
-    return isinstance(request, dict) and request.get("method") == "sendTransaction"
-
-
-def _node_trouble(doc: Any) -> bool:
-    """Whether the node said it is unhealthy or behind (for the whole call or any call of a batch)."""
-    if isinstance(doc, dict):
-        return _trouble_of(doc.get("error"))
-    if isinstance(doc, list):
-        return any(isinstance(a, dict) and _trouble_of(a.get("error")) for a in doc)
-    return False
-
-
-def _trouble_of(error: Any) -> bool:
-    if not isinstance(error, dict):
-        return False
-    if error.get("code") in RETRYABLE_CODES:
-        return True
-    message = str(error.get("message", "")).lower()
-    return "node is behind" in message or "node is unhealthy" in message
-
-
-def _accepted(answer: Answer, request: dict[str, Any]) -> Answer:
-    """A node's "already processed" is an acceptance: the transaction's signature as its result."""
-    doc = answer.json()
-    error = doc.get("error") if isinstance(doc, dict) else None
-    if not isinstance(error, dict) or not _already_processed(error):
-        return answer
-    params = request.get("params")
-    config = params[1] if isinstance(params, list) and len(params) > 1 and isinstance(params[1], dict) else {}
-    wire = decode_transaction(params[0] if isinstance(params, list) and params else None, config.get("encoding"))
-    if isinstance(wire, str):
-        return answer
-    accepted = {"jsonrpc": "2.0", "result": wire.signature, "id": request.get("id")}
-    return Answer(orjson.dumps(accepted), answer.node, accepted)
-
-
-def _already_processed(error: dict[str, Any]) -> bool:
-    text = str(error.get("message", "")) + str(error.get("data", ""))
-    return "AlreadyProcessed" in text or "already been processed" in text
-
-
-def _with_config(request: dict[str, Any], config: dict[str, Any]) -> bytes:
-    params = list(request.get("params") or [])
-    params[1:2] = [config]
-    return orjson.dumps({**request, "params": params})
-
-
-def _send_failure(failures: dict[str, BaseException]) -> BaseException:
-    """Every node failed: unreachable (refunded) only when none of them can have got it."""
-    if any(isinstance(e, UpstreamTimeout) for e in failures.values()):
-        return UpstreamTimeout("no node answered the send in time")
-    sent = any(isinstance(e, UpstreamUnavailable) and e.sent for e in failures.values())
-    return UpstreamUnavailable(
-        "the connection to every node failed" if sent else "could not connect to any node", sent=sent
-    )

@@ -25,11 +25,12 @@ import orjson
 from gateway.core.errors import ProxyError, RpcError, backend_unavailable, service_unavailable, timed_out
 from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload, parse_payload
 from gateway.core.methods import CLASS_TIMEOUT_S, REPLAYABLE_CLASSES, MethodClass, PriceTable, Registry
-from gateway.core.slots import raise_to, request_terms, shown
+from gateway.core.slots import needs, raise_to, request_terms, shown
 from gateway.core.upstreams import Role, role_of
 from gateway.feature import LocalMethod
 from gateway.node.http import Upstream, UpstreamTimeout, UpstreamTooLarge, UpstreamUnavailable
-from gateway.node.pool import NodePool, Nodes, NoNode, nodes_of
+from gateway.node.nodes import Nodes, nodes_of
+from gateway.node.pool import NodePool, NoNode
 from gateway.pipeline import UPSTREAM_HEADER, Call, Handler, Reply
 from gateway.rpc.metrics import CACHE_LOOKUPS
 from gateway.rpc.planning import plan_items
@@ -141,6 +142,7 @@ class Forwarder:
         send = roles == {Role.SENDS} and len(items) == 1
         role = Role.HEAVY if Role.HEAVY in roles else Role.READS
         floor = None if send or one else self._floor(call, role)
+        terms = None if floor is None else [request_terms(i.params) for i in items]
         for item in items:
             item.sent = True  # from here on the node may see it, whatever happens next
         try:
@@ -148,7 +150,7 @@ class Forwarder:
                 answer = await self.nodes.send(body, timeout)
             else:
                 key = items[0].method if len(items) == 1 else "batch"
-                need = None if floor is None else _need(floor, items)
+                need = None if floor is None or terms is None else needs(floor, terms)
                 replayable = classes <= REPLAYABLE_CLASSES
                 answer = await self.nodes.read(body, timeout, role, key=key, need=need, parse=not one, retry=replayable)
         except NoNode as exc:
@@ -174,8 +176,8 @@ class Forwarder:
             _failed(items, Failure.LOST)
             raise backend_unavailable("upstream node sent a body that is not JSON") from exc
         _attach(items, answers)
-        if floor is not None and answer.node is not None:
-            self._shown(floor, answer.node, items)
+        if floor is not None and terms is not None and answer.node is not None:
+            self._shown(floor, answer.node, items, terms)
 
     def _floor(self, call: Call, role: Role) -> list[int] | None:
         """The caller's floor, when its calls of ``role`` may move between nodes."""
@@ -183,10 +185,9 @@ class Forwarder:
             return None
         return self.nodes.floors.of(call.identity.pubkey)
 
-    def _shown(self, floor: list[int], node: str, items: list[RpcItem]) -> None:
+    def _shown(self, floor: list[int], node: str, items: list[RpcItem], terms: list[tuple[int, int | None]]) -> None:
         """Raise the caller's floor, and what ``node`` is known to be at, to what its answers showed."""
-        for item in items:
-            commitment, _ = request_terms(item.params)
+        for item, (commitment, _) in zip(items, terms, strict=True):
             position = shown(item.method, commitment, item.response)
             if position is not None:
                 index, value = position
@@ -196,16 +197,6 @@ class Forwarder:
 
 #: The retry hint of a call no node was in service for (docs/api.md, Errors).
 NO_NODE_RETRY_S = 2
-
-
-def _need(floor: list[int], items: list[RpcItem]) -> list[int]:
-    """What a node must be at for ``items``: the caller's floor, raised to each item's minContextSlot."""
-    need = list(floor)
-    for item in items:
-        commitment, min_slot = request_terms(item.params)
-        if min_slot is not None:
-            raise_to(need, commitment, min_slot)
-    return need
 
 
 def _name_node(call: Call, node: str) -> None:

@@ -35,6 +35,7 @@ from tests.support import RunningGateway, serve_gateway, service_key_settings
 pytestmark = pytest.mark.usefixtures("all_running")
 
 PRICES = {"getSlot": 1, "getBalance": 1, "sendTransaction": 2}
+CREDITS = 100_000  # each test's key: more than its calls can spend (a refusal for want of credits is not tested here)
 
 
 @dataclass
@@ -84,6 +85,12 @@ class Clients:
     def answered(self) -> int:
         return len(self.log)
 
+    def state(self) -> str:
+        """What the connections were answered so far (for a failure's message)."""
+        statuses = Counter(s for c in self.connections for s in c.statuses)
+        errors = [e for c in self.connections for e in c.errors][-3:]
+        return f"{len(self.log)} answered, by node {Counter(self.log)}, statuses {statuses}, last errors {errors}"
+
     def by(self, node: str, since: int = 0) -> int:
         return self.log[since:].count(node)
 
@@ -92,11 +99,17 @@ class Clients:
         await asyncio.gather(*self._tasks)
 
 
-async def until(condition: Callable[[], bool], within_s: float = 20.0) -> None:
+async def until(condition: Callable[[], bool], within_s: float = 20.0, state: Callable[[], object] = str) -> None:
     deadline = asyncio.get_running_loop().time() + within_s
     while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        assert asyncio.get_running_loop().time() < deadline, f"condition not reached in time: {state()}"
         await asyncio.sleep(0.02)
+
+
+def pool_state(gateway: RunningGateway) -> list[tuple[object, ...]]:
+    """The replica's view of each node (for a failure's message)."""
+    pool = gateway.app.upstream
+    return [(v.name, v.in_service, v.reason, v.lag, pool.nodes[v.name].position[0]) for v in pool.view.nodes]
 
 
 def pool_settings(home: Path, database_url: str, redis_url: str, nodes: list[UpstreamNode]) -> Settings:
@@ -144,7 +157,7 @@ async def gateway(
 
 async def funded_key(gateway: RunningGateway, db: asyncpg.Connection) -> tuple[str, str]:
     signer = WalletSigner(os.urandom(32))
-    await create_account(db, signer.pubkey)  # 10,000 credits
+    await create_account(db, signer.pubkey, usdc_base_units=1_000_000)  # 1 USDC: CREDITS
     async with aiohttp.ClientSession() as http:
         return signer.pubkey, await create_api_key(http, signer, gateway.url)
 
@@ -164,13 +177,13 @@ async def test_paid_reads_through_a_kill_and_a_hang_are_answered_by_another_node
 ) -> None:
     wallet, key = await funded_key(gateway, db)
     clients = Clients(gateway.url + "/", key, wallet)
-    await until(lambda: clients.by("a") >= 40)
+    await until(lambda: clients.by("a") >= 40, state=clients.state)
     trio.kill("a")  # dead
     at_kill = clients.answered()
-    await until(lambda: clients.by("b", at_kill) >= 40)
+    await until(lambda: clients.by("b", at_kill) >= 40, state=lambda: (clients.state(), pool_state(gateway)))
     trio.hang("b")  # hung: connections open, no answer
     at_hang = clients.answered()
-    await until(lambda: clients.by("c", at_hang) >= 40)
+    await until(lambda: clients.by("c", at_hang) >= 40, state=lambda: (clients.state(), pool_state(gateway)))
     trio.resume("b")
     await clients.stop()
     left = await credits_left(gateway, key)
@@ -182,7 +195,7 @@ async def test_paid_reads_through_a_kill_and_a_hang_are_answered_by_another_node
     assert "late" not in served and set(served) <= {"a", "b", "c"}
     for conn in clients.connections:
         assert conn.slots == sorted(conn.slots), "a slot went backwards on one connection"
-    assert 10_000 - left == sum(c.charged for c in clients.connections)  # one charge per answer, none more
+    assert CREDITS - left == sum(c.charged for c in clients.connections)  # one charge per answer, none more
 
 
 async def test_with_no_node_in_service_calls_are_503_and_free_then_a_restarted_node_serves(
