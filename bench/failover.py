@@ -186,9 +186,15 @@ async def run(rate: float, connections: int, phase_s: float) -> list[Phase]:
         url = f"http://127.0.0.1:{env['GATEWAY_PORT']}/"
         phases: list[Phase] = []
 
+        read: list[int] = []  # every balance read, in order
+
+        async def left() -> int:
+            read.append(await credits_left(url, key))
+            return read[-1]
+
         async def phase(name: str, fault: Callable[[], Awaitable[None]] | None = None) -> None:
             """The load for ``phase_s``, ``fault`` done once it runs; the balance read before and after it."""
-            before = await credits_left(url, key)
+            before = await left()
             current = Phase(name)
             load = Load(current, url, key, pubkey, rate, connections)
             await asyncio.sleep(0.5)
@@ -196,7 +202,7 @@ async def run(rate: float, connections: int, phase_s: float) -> list[Phase]:
                 await fault()
             await asyncio.sleep(phase_s)
             await load.stop()
-            current.charged = before - await credits_left(url, key) - 1  # less the second read's own credit
+            current.charged = before - await left() - 1  # less the second read's own credit
             phases.append(current)
 
         async def kill(name: str) -> None:
@@ -227,14 +233,16 @@ async def run(rate: float, connections: int, phase_s: float) -> list[Phase]:
         await phase("hung", lambda: asyncio.to_thread(os.kill, hung, signal.SIGSTOP))
         await phase("hung, after", lambda: asyncio.to_thread(os.kill, hung, signal.SIGCONT))
         await phase("lagging", add_late)
-        none = Phase("none")  # no node in service: every call refused, so no balance to read around it
+        none = Phase("none")  # no node in service: no balance to read during it, only before and after
+        before_none = read[-1]
         load = Load(none, url, key, pubkey, rate, connections)
         await kill_all()
         await asyncio.sleep(phase_s)
         await load.stop()
         phases.append(none)
         await asyncio.to_thread(again.start)
-        await phase("none, after")
+        await phase("none, after")  # its first read is the balance once node-3 serves again
+        none.charged = before_none - read[-2] - 1  # less that read's own credit
         again.stop()
     return phases
 
