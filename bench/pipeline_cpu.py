@@ -63,7 +63,7 @@ from gateway.credits.meter import Meter
 from gateway.keys import service_key_addresses
 from gateway.limits.slices import LocalShards
 from gateway.node.health import EveryNodeServes
-from gateway.node.pool import use_health_source
+from gateway.node.pool import health_source
 from gateway.pipeline import Call, Handler, Reply, ReplyStyle, Stage, compose, error_boundary
 from gateway.pipeline_http import RPC_MAX_BODY_BYTES, RpcFirst, http_call, mount
 from gateway.process_gc import tune_gc
@@ -232,10 +232,12 @@ async def build(
         rate_limit_rps=1_000_000,  # measure metering, not the limiter refusing calls
         concurrency_limit=100_000,
     )
-    if node_url is None:  # the constant stand-in answers: nothing to probe
-        use_health_source(lambda nodes, _: EveryNodeServes(nodes))
     gw = GatewayApp(settings, shards=LocalShards(2) if sliced else None)
-    await gw.startup()  # the pool's first view: the node probed
+    if node_url is None:  # the constant stand-in answers: nothing to probe
+        with health_source(lambda nodes, _: EveryNodeServes(nodes)):
+            await gw.startup()
+    else:
+        await gw.startup()  # the pool's first view: the node probed
     assert gw.ready, "the node did not answer its first probe"
     signer = WalletSigner(os.urandom(32))
     assert gw.auth.api_keys is not None

@@ -31,7 +31,7 @@ import logging
 import time
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable, Collection, Coroutine, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -82,6 +82,18 @@ def use_health_source(factory: SourceFactory | None) -> None:
     installs the ``upstream-health`` actor's client in each replica and actor); None: each pool owns its own."""
     global _source_factory
     _source_factory = factory
+
+
+@contextlib.contextmanager
+def health_source(factory: SourceFactory) -> Iterator[None]:
+    """``factory`` for the pools that start within the block (a pool takes its source when it starts),
+    the process's own before and after it (a benchmark's stand-in)."""
+    before = _source_factory
+    use_health_source(factory)
+    try:
+        yield
+    finally:
+        use_health_source(before)
 
 
 def _own_health(nodes: Sequence[UpstreamNode], settings: HealthSettings) -> HealthSource:
@@ -277,9 +289,9 @@ class NodePool:
     # -- reads -------------------------------------------------------------------------------------------
 
     async def post(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> bytes:
-        """The :class:`~gateway.node.http.Upstream` of the gateway's own calls: reads retried on another
-        node (not hedged); of the rest (a small body, read to tell), ``sendTransaction`` on every node,
-        anything else once to the first node that serves sends."""
+        """The :class:`~gateway.node.http.Upstream` of the gateway's own calls: reads retried and hedged on
+        another node; of the rest (a small body, read to tell), ``sendTransaction`` on every node, anything
+        else once to the first node that serves sends."""
         if replayable:
             return (await self.read(body, timeout_s, key=INTERNAL)).raw
         if is_send(body):
@@ -311,13 +323,11 @@ class NodePool:
             await self.start()
         nodes = self._serving.get(role)
         if nodes and (len(nodes) == 1 or not retry):
+            if need is not None:  # the one node left of several: it too must be at the caller's floor
+                await self._reach(nodes[0], need, asyncio.get_running_loop().time() + timeout_s)
             return await self._attempt(nodes[0], body, timeout_s, parse, replayable=retry)
-        nodes = self._choices(role)
-        # In the pool's order still when a node is not known to be at the caller's floor: it waits to get
-        # there (:meth:`_reach`). Putting first those that are would let the node a caller's floor came from
-        # keep every caller, whose floors its answers raise past what the others' probes last showed.
         deadline = asyncio.get_running_loop().time() + timeout_s
-        return await self._race(nodes, body, deadline, key, need)
+        return await self._race(self._choices(role), body, deadline, key, need)
 
     def _choices(self, role: Role) -> list[PoolNode]:
         """The nodes in service for ``role``, those this process just saw fail last."""
@@ -401,8 +411,11 @@ class NodePool:
     ) -> Answer:
         """Ask ``nodes[0]``; hedge to the next after the key's p90, retry on the next after a failure.
 
-        The first node is waited for to reach the caller's floor before anything is sent, and the hedge's
-        clock starts then: a hedge that wins while the first node has not been asked says nothing of it."""
+        The nodes stay in the pool's order even when the first is not known to be at the caller's floor:
+        it is waited for to get there (:meth:`_reach`), and the hedge's clock starts then (a hedge that wins
+        while the first node has not been asked says nothing of it). Putting first the nodes known to be at
+        the floor would let the node a floor came from keep every caller: its answers raise the floors past
+        what the other nodes' last probes showed."""
         loop = asyncio.get_running_loop()
         if need is not None:
             await self._reach(nodes[0], need, deadline)
