@@ -56,13 +56,14 @@ def raise_to(position: list[int], index: int, value: int) -> None:
         position[index] = value
 
 
-def needs(floor: list[int], terms: Iterable[tuple[int, int | None]]) -> list[int]:
+def needs(floor: list[int], terms: Iterable[tuple[int, int | None]], best: list[int]) -> list[int]:
     """What a node must be at for a request: the caller's floor, raised to each call's ``minContextSlot``
-    (``terms``: each call's :func:`request_terms`)."""
+    (``terms``: each call's :func:`request_terms`) as far as ``best``, the furthest any node serving it is
+    known to be: a slot no node has reached is not waited for (the node answers -32016 itself)."""
     need = list(floor)
     for commitment, min_slot in terms:
         if min_slot is not None:
-            raise_to(need, commitment, min_slot)
+            raise_to(need, commitment, min(min_slot, best[commitment]))
     return need
 
 

@@ -15,9 +15,10 @@ from gateway.core.slots import SIZE
 from gateway.core.upstreams import UpstreamNode
 from gateway.node.http import HttpUpstream
 
-#: The node's own answers that mean "ask another node": unhealthy or behind (Agave -32005), a
-#: minContextSlot it has not reached (-32016).
-RETRYABLE_CODES = frozenset({-32005, -32016})
+#: The node's own answers that mean "ask another node": unhealthy or behind (Agave -32005). A
+#: minContextSlot not reached (-32016) is not one: the pool asks a node known to be there, or, when none is,
+#: the first node, whose answer it is (a caller naming a slot of the future holds nothing and spends no retry).
+RETRYABLE_CODES = frozenset({-32005})
 #: How long a node this process saw fail is asked last.
 SUSPECT_S = 1.0
 #: Races in a row a node lost to a hedge before it is asked last too: a hung node loses every one.

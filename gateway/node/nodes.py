@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Protocol
 
-from gateway.core.slots import Floors
+from gateway.core.slots import SIZE, Floors
 from gateway.core.upstreams import Role
 from gateway.node.http import Upstream
 from gateway.node.members import Answer
@@ -22,6 +22,8 @@ class Nodes(Protocol):
     def several(self, role: Role) -> bool: ...
 
     def together(self, roles: Collection[Role]) -> bool: ...
+
+    def best_position(self, role: Role) -> list[int]: ...
 
     def learned(self, node: str, index: int, value: int) -> None: ...
 
@@ -53,6 +55,9 @@ class OneNode:
 
     def together(self, roles: Collection[Role]) -> bool:
         return True
+
+    def best_position(self, role: Role) -> list[int]:
+        return [0] * SIZE
 
     def learned(self, node: str, index: int, value: int) -> None:
         return None

@@ -40,7 +40,7 @@ import orjson
 from gateway import metrics
 from gateway.config import ServiceSettings
 from gateway.core.node_health import EDGES, PoolView
-from gateway.core.slots import Floors, admits
+from gateway.core.slots import SIZE, Floors, admits
 from gateway.core.upstreams import RPC_ROLES, Role, UpstreamNode, check_pool, serving
 from gateway.log_throttle import LogThrottle
 from gateway.node.health import HealthSettings, LocalHealth, PoolHealth, Report
@@ -209,6 +209,11 @@ class NodePool:
         """The newest finalized slot of the node reads go to."""
         best = self.view.best()
         return best.slots[2] if best is not None and best.slots is not None else None
+
+    def best_position(self, role: Role) -> list[int]:
+        """The furthest the nodes in service for ``role`` are known to be, at each index of a position."""
+        positions = [n.position for n in self._serving.get(role, ())]
+        return [max(values) for values in zip(*positions, strict=True)] if positions else [0] * SIZE
 
     def learned(self, node: str, index: int, value: int) -> None:
         """An answer of ``node`` showed it at ``value`` (a slot or height, at ``index`` of a position)."""

@@ -150,7 +150,7 @@ class Forwarder:
                 answer = await self.nodes.send(body, timeout)
             else:
                 key = items[0].method if len(items) == 1 else "batch"
-                need = None if floor is None or terms is None else needs(floor, terms)
+                need = None if floor is None or terms is None else needs(floor, terms, self.nodes.best_position(role))
                 replayable = classes <= REPLAYABLE_CLASSES
                 answer = await self.nodes.read(body, timeout, role, key=key, need=need, parse=not one, retry=replayable)
         except NoNode as exc:

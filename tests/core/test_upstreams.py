@@ -87,8 +87,9 @@ def test_what_an_answer_shows_raises_the_callers_floor_per_commitment() -> None:
     assert shown("getBlockHeight", 1, {"result": 95}) == (4, 95)
     assert shown("getBalance", 2, {"result": {"context": {"slot": 101}, "value": 5}}) == (2, 101)
     assert shown("getSlot", 0, {"error": {"code": -32005}}) is None
-    need = needs([0, 0, 100, 0, 0, 0], [(0, 120), (2, None), (2, 90)])
+    need = needs([0, 0, 100, 0, 0, 0], [(0, 120), (2, None), (2, 90)], [500] * 6)
     assert need == [120, 0, 100, 0, 0, 0]
+    assert needs([0] * 6, [(0, 10**9)], [130, 129, 128, 9, 9, 9]) == [130, 0, 0, 0, 0, 0]  # not past every node
     assert admits([120, 119, 118, 10, 10, 10], need) and not admits([119, 119, 118, 10, 10, 10], need)
 
 

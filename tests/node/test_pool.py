@@ -22,6 +22,7 @@ from solders.keypair import Keypair
 
 from devnode.node import Devnode
 from gateway.core.node_health import Thresholds
+from gateway.core.slots import SIZE, needs, request_terms
 from gateway.core.upstreams import Role, Tier, UpstreamNode
 from gateway.node.health import HealthSettings, cluster_of
 from gateway.node.pool import NodePool, NoNode, PoolSettings
@@ -233,3 +234,23 @@ async def _rpc(url: str, method: str, *params: object) -> dict[str, Any]:
     async with aiohttp.ClientSession() as http, http.post(url, json=body) as resp:
         doc: dict[str, Any] = await resp.json()
         return doc
+
+
+async def test_a_min_context_slot_no_node_has_reached_is_the_first_nodes_to_refuse(trio: Followers) -> None:
+    """A caller naming a slot of the future holds nothing and spends no retry: the first node answers -32016,
+    as a single node would, and no other node is asked."""
+    params = [{"commitment": "processed", "minContextSlot": 10**12}]
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "getSlot", "params": params})
+    async with pool_of(trio, "a", "b") as pool:
+        await until(lambda: pool.ready and pool.best_position(Role.READS)[0] > 0)
+        need = needs([0] * SIZE, [request_terms(params)], pool.best_position(Role.READS))
+        with recording() as recorded:
+            answer = await pool.read(body, 5.0, key="getSlot", need=need, parse=True)
+    assert answer.node == "a" and answer.json()["error"]["code"] == -32016
+    extra = [name for (name, _), n in recorded.counts.items() if n and name.endswith(("retries_total", "hedges_total"))]
+    assert extra == []
+    assert [
+        labels[0]
+        for (name, labels), n in recorded.counts.items()
+        if name == "gateway_upstream_request_duration_seconds"
+    ] == ["a"]
