@@ -23,7 +23,6 @@ from gateway.auth.endpoints import AccountEndpoints
 from gateway.auth.stage import AuthStage
 from gateway.bulk.endpoints import BulkEndpoint, bulk_endpoints
 from gateway.bulk.metering import BulkMetering
-from gateway.config import DEFAULT_UPSTREAM_WS
 from gateway.core.client_address import TrustedProxies
 from gateway.core.errors import ProxyError, service_unavailable
 from gateway.core.methods import MethodClass, PriceTable
@@ -40,6 +39,7 @@ from gateway.limits.slices import ShardClient
 from gateway.node.http import Upstream
 from gateway.node.pool import NodePool
 from gateway.node.pubsub import UpstreamPubSub
+from gateway.node.streams import PoolStreamNodes
 from gateway.pipeline import Call, Handler, Reply, Stage, compose, error_boundary
 from gateway.public import ServiceProfile
 from gateway.rpc.forward import NO_NODE_RETRY_S, Forwarder, ParseStage
@@ -127,11 +127,10 @@ class GatewayApp:
         _, *after_auth = self.rpc_stages()  # what WebSocket and MCP run after their one authentication
         self.entry = Entry(self.auth, self.meter, compose([error_boundary, *after_auth], self.forwarder))
         self.bulk: dict[str, BulkEndpoint] = bulk_endpoints(self.upstream, BulkMetering(self.metering))
-        pubsub = settings.pubsub_node()  # connects on first use
-        self.pubsub = UpstreamPubSub(
-            pubsub.ws_url if pubsub is not None and pubsub.ws_url else DEFAULT_UPSTREAM_WS,
+        self.pubsub = UpstreamPubSub(  # connects on first use, to a node of the pool serving PubSub; moves
+            PoolStreamNodes(self.upstream, Role.PUBSUB),
             ca_file=settings.upstream_ca_file,
-            name=pubsub.name if pubsub is not None else "none",
+            silence_s=settings.upstream_stream_silence_s,
         )
         self.grpc_limits = limits_of(settings)  # what /pricing shows of the gRPC stream's server processes
         self.ws_limits = Limits(

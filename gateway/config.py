@@ -160,6 +160,13 @@ class ServiceSettings(BaseModel):
         description="A node that left service comes back no sooner than this, and after three good probes in a row "
         "(at once when no other node serves a role it serves).",
     )
+    upstream_stream_silence_s: float = Field(
+        3.0,
+        ge=0.5,
+        le=60,
+        description="An upstream stream (PubSub, geyser) whose node sent nothing for this long (PubSub: no pong to a "
+        "ping sent every second) is left as hung and opened on another node of its role.",
+    )
     upstream_hedge_min_ms: float = Field(
         10.0,
         ge=0,

@@ -210,6 +210,12 @@ UPSTREAM_CONFIGURED = gauge("gateway_upstream_nodes", "Nodes of the pool that se
 UPSTREAM_FALLBACK = gauge(
     "gateway_upstream_fallback_active", "1 while only fallback nodes serve reads (no primary is in service)"
 )
+UPSTREAM_STREAM_MOVES = counter(
+    "gateway_upstream_stream_moves_total",
+    "Times this process's upstream stream (pubsub: /ws; geyser: the gRPC stream) moved to another node, by role "
+    "and the node it moved to",
+    ("role", "node"),
+)
 WS_UPSTREAM_SUBSCRIPTIONS = gauge(
     "gateway_ws_upstream_subscriptions",
     "Subscriptions this replica holds at the node's PubSub (one per distinct method and params, shared by clients)",

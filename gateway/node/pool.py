@@ -215,6 +215,21 @@ class NodePool:
         positions = [n.position for n in self._serving.get(role, ())]
         return [max(values) for values in zip(*positions, strict=True)] if positions else [0] * SIZE
 
+    def stream_nodes(self, role: Role) -> list[UpstreamNode]:
+        """The nodes in service for a stream's ``role`` (``pubsub``, ``geyser``), in the pool's order."""
+        return [n.node for n in self._serving.get(role, ())]
+
+    def client_of(self, name: str) -> HttpUpstream | None:
+        """The JSON-RPC client of the node ``name`` (a stream's catch-up reads ask the node it moved to)."""
+        known = self.nodes.get(name)
+        return known.client if known is not None else None
+
+    async def changed(self) -> None:
+        """Return at the pool's next view (its owner's next judgement that changed anything)."""
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        await self._changed.wait()
+
     def learned(self, node: str, index: int, value: int) -> None:
         """An answer of ``node`` showed it at ``value`` (a slot or height, at ``index`` of a position)."""
         known = self.nodes.get(node)

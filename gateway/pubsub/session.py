@@ -255,8 +255,11 @@ class WsSession:
         def deliver(result: bytes, final: bool) -> None:
             self._notify(sub_id, frames.notification(result, head, tail, notification), final)
 
-        def lost(reason: str) -> None:
-            self._end(sub_id, f"the node ended the subscription: {reason}")
+        def lost(reason: str, unavailable: bool) -> None:
+            if unavailable:  # no node serves PubSub: the client comes back later (as while the service starts)
+                self.close(Close.TRY_AGAIN_LATER, reason)
+            else:
+                self._end(sub_id, f"the node ended the subscription: {reason}")
 
         final_when = signature_final if method == "signatureSubscribe" else _never
         try:

@@ -94,7 +94,7 @@ class PubSub(Protocol):
         method: str,
         params: list[Any],
         listener: Callable[[bytes, bool], None],
-        on_lost: Callable[[str], None],
+        on_lost: Callable[[str, bool], None],
         final_when: Callable[[Any], bool],
     ) -> Any: ...
 
@@ -260,7 +260,7 @@ class TransactionWatches:
         self.stats.notifications += 1
         self.wake(address)
 
-    def _lost(self, address: str, reason: str) -> None:
+    def _lost(self, address: str, reason: str, unavailable: bool = False) -> None:
         watch = self._watches.get(address)
         if watch is not None:
             watch.stream = None  # subscribed again at the next refresh; polled meanwhile

@@ -14,7 +14,9 @@ import logging
 from typing import Any
 
 from gateway.actor_loop import LoopThread, connect_when_up, node_client
+from gateway.core.upstreams import Role
 from gateway.node.pubsub import UpstreamPubSub
+from gateway.node.streams import PoolStreamNodes
 from gateway.signals.settings import SignalSettings
 from gateway.signals.store import SignalLog
 from gateway.webhooks.backlog import backlog_gauges
@@ -47,8 +49,15 @@ class WebhookWatcherActor:
     async def _serve(self, stop: asyncio.Event) -> None:
         s = self.settings
         upstream = node_client(s)
-        ws_url = s.derived_ws_url()
-        pubsub = UpstreamPubSub(ws_url, ca_file=s.upstream_ca_file) if ws_url else None
+        pubsub = (  # the watches' streams move with the pool's PubSub nodes; polls read through the pool
+            UpstreamPubSub(
+                PoolStreamNodes(upstream, Role.PUBSUB),
+                ca_file=s.upstream_ca_file,
+                silence_s=s.upstream_stream_silence_s,
+            )
+            if s.pubsub_node() is not None
+            else None
+        )
         conn = await connect_when_up(s, stop, "webhook watcher", redis=True)
         try:
             if conn is None or conn.db is None:
