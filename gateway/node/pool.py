@@ -47,6 +47,7 @@ from gateway.node.health import HealthSettings, LocalHealth, PoolHealth, Report
 from gateway.node.http import (
     DEFAULT_MAX_ANSWER_BYTES,
     HttpUpstream,
+    Upstream,
     UpstreamTimeout,
     UpstreamTooLarge,
     UpstreamUnavailable,
@@ -318,6 +319,14 @@ class NodePool:
             return (await self.send(body, timeout_s)).raw
         return (await self.read(body, timeout_s, Role.SENDS, retry=False)).raw
 
+    async def pinned(self, role: Role = Role.READS) -> PinnedUpstream:
+        """An ``Upstream`` whose every call goes to the node first for ``role`` now, and to no other: for reads
+        whose meaning is one node's view (a tip and the blocks up to it; a blockhash found invalid, then a
+        status found absent). Raises :class:`NoNode`."""
+        if self._task is None:
+            await self.start()
+        return PinnedUpstream(self, self._choices(role)[0])
+
     def role(self, role: Role) -> RoleUpstream:
         """An ``Upstream`` of this pool for the gateway's own calls of ``role`` (heavy indexed reads)."""
         return RoleUpstream(self, role)
@@ -538,6 +547,25 @@ class RoleUpstream:
         if not replayable:
             return await self.pool.post(body, timeout_s)
         return (await self.pool.read(body, timeout_s, self.role_name)).raw
+
+
+class PinnedUpstream:
+    """The pool as an ``Upstream`` of one of its nodes (:meth:`NodePool.pinned`): no retry, no hedge elsewhere."""
+
+    def __init__(self, pool: NodePool, node: PoolNode) -> None:
+        self.pool = pool
+        self.node = node
+
+    async def post(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> bytes:
+        return (await self.pool._attempt(self.node, body, timeout_s, False, replayable=replayable)).raw
+
+
+async def one_node_of(upstream: Upstream) -> Upstream:
+    """``upstream`` pinned to its node first for reads now, when it is a pool that may move between nodes
+    (:meth:`NodePool.pinned`); else ``upstream`` itself."""
+    if isinstance(upstream, NodePool) and upstream.several(Role.READS):
+        return await upstream.pinned(Role.READS)
+    return upstream
 
 
 _FAILURE_KIND = {  # an outcome (of gateway_upstream_request_duration_seconds) as the owner tallies its failures

@@ -16,6 +16,10 @@ send's hold (the history read finds an earlier send's landing of the same transa
 that status with nothing charged, as the race's settlement does
 (:func:`gateway.storage.sends.landed_before`).
 
+With a pool of several nodes, the reads of one settlement all go to the node first for reads
+(:func:`gateway.node.pool.one_node_of`): the order of the proof holds only within one node's view (a
+blockhash invalid on one node proves nothing about a status read on another, a few slots behind).
+
 Used by the reconciler actor (:mod:`gateway.sending.reconciler_actor`) for every stale pending send, and by
 ``getSendStatus`` for the one a caller asks about.
 """
@@ -27,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
+from gateway.node.pool import NoNode, one_node_of
 from gateway.sending.race import LANDED
 from gateway.storage import sends
 from gateway.storage.connections import Pool
@@ -48,13 +53,14 @@ async def reconcile(
     if record.status is not SendStatus.PENDING:
         return record
     try:
+        node = await one_node_of(node)  # the proof's reads, in order, of one node's view (a pool of several)
         valid = await rpc_call(
             node, "isBlockhashValid", [record.blockhash, {"commitment": "processed"}], READ_TIMEOUT_S
         )
         statuses = await rpc_call(
             node, "getSignatureStatuses", [[record.signature], {"searchTransactionHistory": True}], READ_TIMEOUT_S
         )
-    except (ChainError, UpstreamUnavailable, UpstreamTimeout) as exc:
+    except (ChainError, UpstreamUnavailable, UpstreamTimeout, NoNode) as exc:
         log.debug("send %s stays pending: the node could not say (%s)", record.signature, exc)
         return record
     status = _first(statuses)

@@ -16,6 +16,10 @@ after a crash the next classifier resumes from the stored cursor with no slot lo
   it cannot serve yet (-32004, -32014) stops the poll without advancing, and after
   ``missing_retries`` polls is skipped (logged as an error). Slots below the tip that no listed block
   covers are settled (nothing will ever be confirmed there), and the cursor moves past them.
+- **One node per poll**: a pool of several nodes is asked through its first node for reads only
+  (:func:`gateway.node.pool.one_node_of`), so the tip and the blocks listed up to it are one node's view: a
+  node a few slots behind, asked for blocks up to another's tip, would have made slots it has not reached
+  look settled. When that node fails the poll raises, and the next poll is on the node first then.
 - **A node behind the cursor** (a lagging fallback) is waited for: the cursor never moves back. To
   follow another chain, delete the log's keys (:mod:`gateway.signals.store`).
 - **Failures**: the node or Redis unreachable, or any other error answer of the node (unhealthy,
@@ -33,6 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Final
 
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
+from gateway.node.pool import NoNode, one_node_of
 from gateway.signals import metrics
 from gateway.signals.rules import SignalRules, classify_block
 from gateway.signals.store import CursorConflict, SignalLog
@@ -116,7 +121,8 @@ class SignalClassifier:
             return await self._poll()
 
     async def _poll(self) -> int:
-        tip = await self._tip()
+        node = await one_node_of(self.upstream)  # one node's view: its tip, then its blocks up to it
+        tip = await self._tip(node)
         cursor = await self.log.cursor()
         if cursor is None:
             self._start = tip if self._start is None else self._start
@@ -127,11 +133,11 @@ class SignalClassifier:
         self.behind = end < tip
         if start > end:
             return 0
-        listed = await self._blocks(start, end)
+        listed = await self._blocks(node, start, end)
         moved_to = cursor
         for first in range(0, len(listed), self.concurrency):
             chunk = listed[first : first + self.concurrency]
-            blocks = await asyncio.gather(*(self._block(slot) for slot in chunk))
+            blocks = await asyncio.gather(*(self._block(node, slot) for slot in chunk))
             for slot, block in zip(chunk, blocks, strict=True):
                 if isinstance(block, _Retry):
                     self.behind = False  # the next poll waits its interval
@@ -144,22 +150,22 @@ class SignalClassifier:
             moved_to = end
         return moved_to - cursor
 
-    async def _tip(self) -> int:
-        tip = await rpc_call(self.upstream, "getSlot", [{"commitment": "confirmed"}], self.timeout_s)
+    async def _tip(self, node: Upstream) -> int:
+        tip = await rpc_call(node, "getSlot", [{"commitment": "confirmed"}], self.timeout_s)
         if not isinstance(tip, int) or tip < 0:
             raise ChainError(None, "getSlot: expected a slot number")
         return tip
 
-    async def _blocks(self, start: int, end: int) -> list[int]:
-        listed = await rpc_call(self.upstream, "getBlocks", [start, end, {"commitment": "confirmed"}], self.timeout_s)
+    async def _blocks(self, node: Upstream, start: int, end: int) -> list[int]:
+        listed = await rpc_call(node, "getBlocks", [start, end, {"commitment": "confirmed"}], self.timeout_s)
         if not isinstance(listed, list):
             raise ChainError(None, "getBlocks: expected a list of slots")
         return sorted({s for s in listed if isinstance(s, int) and start <= s <= end})
 
-    async def _block(self, slot: int) -> dict[str, Any] | _Retry | None:
+    async def _block(self, node: Upstream, slot: int) -> dict[str, Any] | _Retry | None:
         """The block; None for one the node will never serve; ``_RETRY`` for one it cannot serve yet."""
         try:
-            block = await rpc_call(self.upstream, "getBlock", [slot, BLOCK_CONFIG], self.timeout_s)
+            block = await rpc_call(node, "getBlock", [slot, BLOCK_CONFIG], self.timeout_s)
         except ChainError as exc:
             if exc.code in GONE_CODES:
                 log.warning("signal classifier: slot %d has no block to read: %s", slot, exc)
@@ -208,7 +214,7 @@ class SignalClassifier:
                 delay = 0 if self.behind else interval_s
             except asyncio.CancelledError:
                 raise
-            except (UpstreamUnavailable, UpstreamTimeout, ChainError, StoreUnavailable, CursorConflict) as exc:
+            except (UpstreamUnavailable, UpstreamTimeout, ChainError, StoreUnavailable, CursorConflict, NoNode) as exc:
                 self.stats.last_error = f"{type(exc).__name__}: {exc}"
                 if self.stats.last_error != failing:
                     log.warning("signal classifier: %s (repeats not logged; retrying with backoff)", exc)

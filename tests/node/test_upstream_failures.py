@@ -33,12 +33,14 @@ SECRET = "sekrit-provider-token"
 
 class Relay:
     """Forwards JSON-RPC to the devnode; ``cut`` makes it close the connection after the first bytes of
-    an answer, ``idle_close`` close a connection without a byte on the request after its first."""
+    an answer, ``idle_close`` close a connection without a byte on the request after its first; ``cut_methods``
+    cut the answers of single calls of those methods only."""
 
     def __init__(self, node_url: str) -> None:
         self.node_url = node_url
         self.port = free_port()
         self.cut = False
+        self.cut_methods: set[str] = set()
         self.idle_close = False
         self.seen = 0  # requests that reached the relay
         self.calls: Counter[str] = Counter()  # single calls by method (not the health probe's batches)
@@ -69,7 +71,9 @@ class Relay:
             self.calls[call.get("method", "?")] += 1
         transport = request.transport
         assert transport is not None
-        if self.cut:  # the request was read: it reached the "node", which began to answer
+        if self.cut or (
+            isinstance(call, dict) and call.get("method") in self.cut_methods
+        ):  # the request was read: it reached the "node", which began to answer
             transport.write(b"HTTP/1.1 200 OK\r\n")
             transport.close()
             return web.Response()
