@@ -61,7 +61,7 @@ async def test_reads_answer_at_the_asked_commitment(geyser: GeyserClient, devnod
         assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "invalid blockhash" in bad.value.details()
 
 
-@pytest.mark.parametrize("rpc", ["SubscribeReplayInfo", "SubscribeGossip", "SubscribeDeshred"])
+@pytest.mark.parametrize("rpc", ["SubscribeGossip", "SubscribeDeshred"])
 async def test_what_the_devnode_does_not_serve_is_unimplemented(
     geyser: GeyserClient, devnode: Devnode, rpc: str
 ) -> None:
@@ -70,9 +70,7 @@ async def test_what_the_devnode_does_not_serve_is_unimplemented(
     async with grpc.aio.insecure_channel(devnode.grpc_address) as channel:
         stub = geyser.grpc.GeyserStub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as refused:
-            if rpc == "SubscribeReplayInfo":
-                await stub.SubscribeReplayInfo(pb2.SubscribeReplayInfoRequest())
-            elif rpc == "SubscribeGossip":
+            if rpc == "SubscribeGossip":
                 await stub.SubscribeGossip(pb2.SubscribeGossipRequest()).read()
             else:
                 call = stub.SubscribeDeshred()
