@@ -16,9 +16,11 @@ it has read the whole log it hands the stream over to the process's fan-out, wha
 back included, in one step with no await, so every update is delivered once, in the feed's order.
 
 Bounds: whole segments leave from the front when the newest slot is ``slots`` ahead, or beyond
-``max_bytes`` or ``max_updates``; a segment too big on its own empties the log. An interruption of the
-upstream feed empties it too (a log with a hole would replay a gap). Empty, or at start, the log fills
-again from the next boundary that a slot status announces (a resumed feed may begin in a slot's middle).
+``max_bytes`` or ``max_updates``; a segment too big on its own empties the log. A gap in the upstream feed empties it
+too (a log with a hole would replay a gap): the upstream subscription reopened on a node that could not
+replay from where it was (:mod:`gateway.node.geyser`); one that moves or reconnects with ``from_slot``
+goes on with no gap, and the log with it. Empty, or at start, the log fills again from the next boundary
+that a slot status announces (a resumed feed may begin in a slot's middle).
 Pure but for :class:`Resume`'s task: no I/O.
 """
 
@@ -149,7 +151,7 @@ class ReplayLog:
             self._empty()  # one slot on its own outgrew the bounds: hold again from the next boundary
 
     def reset(self) -> None:
-        """The feed was interrupted (the upstream subscription reopens): what is held ends before a hole."""
+        """The feed has a gap (the upstream subscription reopened without from_slot): what is held ends before it."""
         self._empty()
         self._top = None
 

@@ -1,14 +1,16 @@
 """One gRPC stream server process: the ``grpc.aio`` server on ``grpc_port`` and what it needs, from settings.
 
 Built like :class:`gateway.app.GatewayApp` builds a replica (the same auth services, a meter of its
-own holding credit leases like a replica's, the account rate limits), plus the process's fan-out and
-its one upstream geyser subscription. Run by the ``grpc-stream-N`` actors (``gateway/grpc/stream_actor.py``)
-under ``gateway up``, and in process by the tests and the benchmark::
+own holding credit leases like a replica's, the account rate limits), plus the process's fan-out, its
+pool of nodes (:class:`gateway.node.pool.NodePool`: their health from the cluster's ``upstream-health``
+actor in a cluster, else its own) and its one upstream geyser subscription, on a node of the pool
+serving ``geyser`` and moving with it (:mod:`gateway.node.geyser`). Run by the ``grpc-stream-N`` actors
+(``gateway/grpc/stream_actor.py``) under ``gateway up``, and in process by the tests and the benchmark::
 
     server = GrpcStreamServer(settings)
     port = await server.start()        # listening; TLS when grpc_tls_cert and grpc_tls_key are set
     ...
-    await server.stop()                # streams end UNAVAILABLE, credit usage settled, stores closed
+    await server.stop()                # streams end UNAVAILABLE, credit usage settled, stores and pool closed
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from gateway import process_gc
 from gateway.access.guard import install as install_access
 from gateway.accounts import AccountServices, AccountSettings
 from gateway.core.client_address import TrustedProxies
+from gateway.core.upstreams import Role
 from gateway.grpc.budget import FilterBudget
 from gateway.grpc.replay import ReplayLog
 from gateway.grpc.rules import StreamLimits, account_share
@@ -29,6 +32,8 @@ from gateway.grpc.service import GeyserGateway, ServiceDeps
 from gateway.grpc.settings import GrpcSettings
 from gateway.limits.slices import ShardClient
 from gateway.node.geyser import MAX_MESSAGE_BYTES, UpstreamGeyser
+from gateway.node.pool import NodePool
+from gateway.node.streams import PoolStreamNodes
 from gateway.stopping import stop_in_steps
 from geyser_proto.fanout import Fanout
 from geyser_proto.filters import DEFAULT_LIMITS, FilterLimits
@@ -117,14 +122,14 @@ class GrpcStreamServer:
         self.access = install_access(self.auth, TrustedProxies.parse(settings.trusted_proxies))  # the access rules
         self.fanout = Fanout()
         self.replay_log = replay_log_of(settings)
-        self.geyser_name = geyser.name  # named in the log: its URL and token may hold a provider's key
-        self.upstream = UpstreamGeyser(  # the first node of the pool serving geyser
-            geyser.grpc_url,
+        self.pool = NodePool.from_settings(settings, connections=4)  # its health: the cluster's owner, or its own
+        self.upstream = UpstreamGeyser(  # on a node of the pool serving geyser, moving when it fails
+            PoolStreamNodes(self.pool, Role.GEYSER),
             self.fanout,
-            token=geyser.grpc_token or settings.upstream_grpc_token,
+            token=settings.upstream_grpc_token,  # for a node naming no grpc_token of its own
             log=self.replay_log,
             ca_file=settings.upstream_ca_file,
-            name=geyser.name,
+            silence_s=settings.upstream_stream_silence_s,
         )
         limits = limits_of(settings)
         self.budget = FilterBudget(limits, whole_feed=self.replay_log is not None)
@@ -139,9 +144,10 @@ class GrpcStreamServer:
         return self.settings.grpc_tls_cert is not None
 
     async def start(self) -> int:
-        """Open the stores, the upstream subscription and the port; returns the port listened on."""
+        """Open the stores, the pool of nodes, the upstream subscription and the port; returns the port."""
         s = self.settings
         conn = await self.callers.start(pool_size=4)
+        await self.pool.start()  # its first view, before the subscription picks a node
         if conn.db is not None:
             self.service.deps.overrides.start(conn.db)
         self.access.pool = conn.db
@@ -159,12 +165,13 @@ class GrpcStreamServer:
             self.port = server.add_insecure_port(address)
         await server.start()
         self._server = server
+        geyser = [node.name for node in self.pool.stream_nodes(Role.GEYSER)]
         log.info(
-            "gRPC stream on %s:%d (%s), upstream node %s",
+            "gRPC stream on %s:%d (%s), upstream geyser nodes in service: %s",
             s.host,
             self.port,
             "TLS" if self.tls else "plaintext",
-            self.geyser_name,
+            ", ".join(geyser) or "none yet",
         )
         return self.port
 
@@ -177,6 +184,7 @@ class GrpcStreamServer:
         await stop_in_steps(
             [
                 ("geyser upstream", self.upstream.stop),
+                ("node pool", self.pool.close),
                 ("access rules", self.access.stop),
                 *self.callers.first_stop_steps(),
                 ("connection seats", self.service.deps.seats.stop),
@@ -192,6 +200,9 @@ class GrpcStreamServer:
             "tls": self.tls,
             "streams": len(self.fanout.members),
             "upstream_connected": self.upstream.connected,
+            "upstream_node": self.upstream.node_name,  # its name only: a URL may hold a provider's key
+            "upstream_moves": self.upstream.moves,
+            "upstream_gaps": self.upstream.gaps,
             "upstream_updates": self.upstream.updates,
             "replay": None if (log := self.replay_log) is None else replay_status(log),
         }

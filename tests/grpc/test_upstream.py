@@ -9,7 +9,9 @@ import grpc
 from solders.keypair import Keypair
 
 from devnode.node import Devnode
+from gateway.core.upstreams import UpstreamNode
 from gateway.node.geyser import UpstreamGeyser
+from gateway.node.streams import OneStreamNode
 from geyser_proto import geyser_pb2 as pb
 from geyser_proto.fanout import Fanout
 from geyser_proto.filters import Filters, compile_request
@@ -25,7 +27,8 @@ def watching(count: int) -> Filters:
 async def test_a_refused_union_of_several_changes_is_tried_one_change_at_a_time(devnode: Devnode) -> None:
     assert devnode.grpc_url is not None
     fanout = Fanout()
-    upstream = UpstreamGeyser(devnode.grpc_url, fanout, retry_s=0.05)
+    node = UpstreamNode(name="devnode", rpc_url=devnode.rpc_url, grpc_url=devnode.grpc_url)
+    upstream = UpstreamGeyser(OneStreamNode(node), fanout, retry_s=0.05)
     sinks = [Outbound(100_000, 2**28) for _ in range(3)]
     slots = fanout.attach(sinks[0], compile_request(pb.SubscribeRequest(slots={"s": pb.SubscribeRequestFilterSlots()})))
     first = fanout.attach(sinks[1], watching(40))

@@ -27,9 +27,11 @@ from cryptography.x509.oid import NameOID
 from websockets.asyncio.server import ServerConnection, serve
 
 from gateway.config import ConfigError
+from gateway.core.upstreams import UpstreamNode
 from gateway.node.geyser import UpstreamGeyser, root_certificates
 from gateway.node.http import HttpUpstream, UpstreamUnavailable
 from gateway.node.pubsub import UpstreamPubSub
+from gateway.node.streams import OneStreamNode
 from gateway.settings import load_settings
 from gateway.webhooks import targets
 from geyser_proto.fanout import Fanout
@@ -206,7 +208,7 @@ def test_the_pubsub_client_trusts_upstream_ca_file_for_a_wss_node(tmp_path: Path
             port = next(iter(server.sockets)).getsockname()[1]
             pubsub = UpstreamPubSub(f"wss://localhost:{port}", connect_timeout_s=10, ca_file=str(ca))
             try:
-                handle = await pubsub.subscribe("slotSubscribe", [], lambda _: None, lambda _: None, lambda _: False)
+                handle = await pubsub.subscribe("slotSubscribe", [], lambda _: None, lambda *_: None, lambda _: False)
                 assert handle is not None and pubsub.connects == 1
             finally:
                 await pubsub.close()
@@ -226,11 +228,12 @@ def test_the_geyser_client_trusts_upstream_ca_file_for_a_tls_node(tmp_path: Path
             "127.0.0.1:0", grpc.ssl_server_credentials([(key.read_bytes(), cert.read_bytes())])
         )
         await server.start()
-        upstream = UpstreamGeyser(f"https://localhost:{port}", Fanout(), ca_file=str(ca))
+        node = UpstreamNode(name="tls", rpc_url="https://localhost:1", grpc_url=f"https://localhost:{port}")
+        upstream = UpstreamGeyser(OneStreamNode(node), Fanout(), ca_file=str(ca))
         try:
-            await asyncio.wait_for(upstream.channel.channel_ready(), 20)
+            await asyncio.wait_for(upstream.channel(node).channel_ready(), 20)
         finally:
-            await upstream.channel.close()
+            await upstream.stop()
             await server.stop(None)
 
     asyncio.run(main())
