@@ -193,6 +193,8 @@ class GeyserGateway:
             metrics.grpc_call_done("stream", _status_name(context, failure), started)
 
     async def _subscribe(self, requests: Any, context: grpc.aio.ServicerContext, entered: EntrySession) -> None:
+        if not self.deps.upstream.serving:  # no node serves geyser: refused before anything is charged
+            await _abort(context, "UNAVAILABLE", self.deps.upstream.unavailable_message())
         caps = await self._caps(context, entered.pubkey)
         await self._open_rate(context, entered.pubkey, caps)
         seats = await self._seats(context, entered.pubkey, grpc_peer_host(context.peer() or ""), caps)

@@ -243,6 +243,15 @@ class UpstreamGeyser:
         """The name of the node the subscription is on (None before the first, and while none serves)."""
         return self.node.name if self.node is not None and self.connected else None
 
+    @property
+    def serving(self) -> bool:
+        """Whether a node serves geyser (False only once the pool is known and none does): a stream that opens
+        otherwise is refused, free, rather than opened and ended."""
+        return not (self._following and self.nodes.none_serve())
+
+    def unavailable_message(self) -> str:
+        return none_serving_message(self.log is not None)
+
     # -- channels -----------------------------------------------------------------------------------
 
     def channel(self, node: UpstreamNode) -> grpc.aio.Channel:

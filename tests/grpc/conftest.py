@@ -85,17 +85,17 @@ class RunningStream:
 
 
 def stream_settings(home: Path, database_url: str, redis_url: str, devnode: Devnode, **overrides: Any) -> Settings:
-    return Settings(
+    values: dict[str, Any] = {
         **service_key_settings(home),
-        home=home,
-        database_url=database_url,
-        redis_url=redis_url,
-        upstream_rpc_url=devnode.rpc_url,
-        upstream_grpc_url=devnode.grpc_url,
-        ip_limits=TEST_IP_LIMITS,
-        devnode_slot_ms=100,
-        **overrides,
-    )
+        "home": home,
+        "database_url": database_url,
+        "redis_url": redis_url,
+        "upstream_rpc_url": devnode.rpc_url,
+        "upstream_grpc_url": devnode.grpc_url,
+        "ip_limits": TEST_IP_LIMITS,
+        "devnode_slot_ms": 100,
+    }
+    return Settings(**{**values, **overrides})  # an override replaces (a pool's test empties the node's URLs)
 
 
 StreamFactory = Callable[..., AbstractAsyncContextManager[RunningStream]]
