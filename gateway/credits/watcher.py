@@ -15,6 +15,11 @@ Transactions are fetched ``concurrency`` at a time and credited in order, so a b
 round trip each. A signature that keeps failing for any reason but a store or node outage is skipped
 after ``max_attempts`` passes (logged as an error; ``confirm-deposit`` can still credit it), so one
 bad transaction never blocks every later deposit. An outage stops the pass without counting.
+
+With a pool of several nodes a pass reads one node's view (:func:`gateway.node.pool.one_node_of`): a
+signature listed by one node and fetched from another a few slots behind would read as null, "not
+readable", and be skipped after ``max_attempts``. A pass whose node fails stops; the next is on the node
+first then.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from gateway.credits.chain_reads import (
 )
 from gateway.credits.store import credit_deposit, save_watch_cursor, watch_cursor
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
+from gateway.node.pool import NoNode, one_node_of
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
 
@@ -107,7 +113,7 @@ class DepositWatcher:
     async def _save_cursor(self, signature: str, slot: int | None) -> None:
         await save_watch_cursor(self.pool, self.deposit_ata, signature, slot)
 
-    async def _new_signatures(self, until: str | None) -> list[dict[str, Any]]:
+    async def _new_signatures(self, node: Upstream, until: str | None) -> list[dict[str, Any]]:
         """Signatures newer than ``until``, newest first (the node's order), across as many pages as needed."""
         found: list[dict[str, Any]] = []
         before: str | None = None
@@ -117,7 +123,7 @@ class DepositWatcher:
                 cfg["until"] = until
             if before:
                 cfg["before"] = before
-            page = await rpc_call(self.upstream, "getSignaturesForAddress", [self.deposit_ata, cfg], self.timeout_s)
+            page = await rpc_call(node, "getSignaturesForAddress", [self.deposit_ata, cfg], self.timeout_s)
             if not isinstance(page, list):
                 raise ChainError(None, "getSignaturesForAddress: expected a list")
             entries = [e for e in page if isinstance(e, dict) and isinstance(e.get("signature"), str)]
@@ -135,7 +141,8 @@ class DepositWatcher:
         self.stats.polls += 1
         self.stats.last_error = None
         self.stats.last_poll_at = time.time()
-        entries = await self._new_signatures(await self.cursor())
+        node = await one_node_of(self.upstream)  # one node's view: what it lists, it can fetch
+        entries = await self._new_signatures(node, await self.cursor())
         metrics.DEPOSIT_POLLED.set(time.time())
         ready: list[dict[str, Any]] = []
         for entry in reversed(entries):  # oldest first
@@ -147,7 +154,7 @@ class DepositWatcher:
         try:
             for start in range(0, len(ready), self.concurrency):
                 chunk = ready[start : start + self.concurrency]
-                fetched = await asyncio.gather(*(self._fetch(entry) for entry in chunk))
+                fetched = await asyncio.gather(*(self._fetch(node, entry) for entry in chunk))
                 for entry, tx in zip(chunk, fetched, strict=True):
                     signature: str = entry["signature"]
                     if not await self._process(signature, tx):
@@ -160,13 +167,13 @@ class DepositWatcher:
             self.stats.signatures_processed += processed
         return processed
 
-    async def _fetch(self, entry: dict[str, Any]) -> dict[str, Any] | str | None:
+    async def _fetch(self, node: Upstream, entry: dict[str, Any]) -> dict[str, Any] | str | None:
         """The finalized transaction, None for one that failed on chain (nothing to credit), or why it
         could not be read."""
         if entry.get("err") is not None:
             return None
         try:
-            tx = await get_finalized_transaction(self.upstream, entry["signature"], self.timeout_s)
+            tx = await get_finalized_transaction(node, entry["signature"], self.timeout_s)
         except ChainError as exc:
             return str(exc)
         return tx if tx is not None else "getTransaction returned null for a finalized signature"
@@ -233,7 +240,7 @@ class DepositWatcher:
                     failing = None
             except asyncio.CancelledError:
                 raise
-            except (UpstreamUnavailable, UpstreamTimeout, ChainError) as exc:
+            except (UpstreamUnavailable, UpstreamTimeout, ChainError, NoNode) as exc:
                 self.stats.last_error = f"{type(exc).__name__}: {exc}"
                 if self.stats.last_error != failing:
                     log.warning("deposit watcher: node not usable (repeats not logged): %s", exc)

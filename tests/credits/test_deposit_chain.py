@@ -7,6 +7,7 @@ account; the watcher and confirm-deposit must credit each deposit once, to the t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sys
@@ -41,10 +42,12 @@ from devnode.node import Devnode
 from gateway.core.credits import CreditPolicy
 from gateway.core.deposits import REASON_FAILED, REASON_NO_TRANSFER, deposit_token_account
 from gateway.core.errors import ProxyError
+from gateway.core.upstreams import UpstreamNode
 from gateway.credits.chain_reads import NOT_FINALIZED
 from gateway.credits.confirm import confirm_deposit
 from gateway.credits.watcher import DepositWatcher
 from gateway.node.http import HttpUpstream
+from gateway.node.pool import NodePool
 from gateway.settings import Settings
 from tests.chain import (
     USDC_MINT,
@@ -56,6 +59,9 @@ from tests.chain import (
     usdc_account,
     wait_landed,
 )
+from tests.node.followers import followers
+from tests.node.test_pool import SETTINGS
+from tests.node.test_upstream_failures import Relay
 
 CREDITS_PER_USDC = 100_000
 POLICY = CreditPolicy(credits_per_usdc=CREDITS_PER_USDC, credit_expiry_seconds=90 * 86_400)
@@ -535,3 +541,42 @@ async def test_actor_on_ray(chain: Chain, pool: asyncpg.Pool, database_url: str,
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_a_pass_reads_one_nodes_view_so_a_node_behind_never_skips_a_deposit(
+    chain: Chain, pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    """The node first for reads (the devnode, behind a relay) fails ``getTransaction`` while a deposit is new;
+    the pool's other node, a real follower process, is 40 slots behind. Had the pass fetched the signature the
+    first node listed from the node behind, it would have read null, "not readable", and with one attempt
+    allowed skipped the deposit; read from one node, the pass stops and the deposit is credited once later."""
+
+    dave = await wallet_with_usdc(chain, 30_000)
+    await DepositWatcher(pool, chain.upstream, POLICY, str(chain.deposit_ata), str(USDC_MINT)).run_once()
+    relay = Relay(chain.url)
+    await relay.start()
+    async with followers(chain.url, tmp_path) as nodes:
+        await nodes.start("behind", lag_slots=40)
+        first = UpstreamNode(name="first", rpc_url=f"http://127.0.0.1:{relay.port}/")
+        nodes_pool = NodePool([first, nodes.entry("behind")], SETTINGS)
+        watcher = DepositWatcher(pool, nodes_pool, POLICY, str(chain.deposit_ata), str(USDC_MINT), max_attempts=1)
+        try:
+            relay.cut_methods = {"getTransaction"}
+            sig = await send_finalized(chain, dave, [usdc_transfer(chain, dave, 30_000)])
+            for _ in range(3):  # passes while the first node fails getTransaction: none skips the deposit
+                with contextlib.suppress(Exception):
+                    await watcher.run_once()
+            assert relay.calls["getTransaction"] >= 1
+            relay.cut_methods = set()
+
+            async def credited() -> bool:
+                with contextlib.suppress(Exception):
+                    await watcher.run_once()
+                return await deposit_row(pool, sig) is not None
+
+            await wait_for(credited, limit_s=30.0)
+        finally:
+            await nodes_pool.close()
+            await relay.stop()
+    assert watcher.stats.skipped == []
+    assert await balance(pool, dave) == 3_000
