@@ -66,10 +66,21 @@ async def gateway(tmp_path: Path, database_url: str, redis_url: str, trio: Follo
 
 
 async def funded_key(gateway: RunningGateway, db: asyncpg.Connection) -> str:
+    return (await funded(gateway, db))[1]
+
+
+async def funded(gateway: RunningGateway, db: asyncpg.Connection) -> tuple[str, str]:
+    """A funded account: its pubkey and an API key."""
     signer = WalletSigner(os.urandom(32))
     await create_account(db, signer.pubkey, usdc_base_units=1_000_000)
     async with aiohttp.ClientSession() as http:
-        return await create_api_key(http, signer, gateway.url)
+        return signer.pubkey, await create_api_key(http, signer, gateway.url)
+
+
+async def charged(gateway: RunningGateway, db: asyncpg.Connection, pubkey: str) -> int:
+    """The credits the account's usage rows hold, once the replica's meter has settled them."""
+    await gateway.app.meter.flush()
+    return int(await db.fetchval("SELECT COALESCE(sum(credits), 0) FROM usage_history WHERE pubkey = $1", pubkey))
 
 
 async def until(condition: Callable[[], bool], state: Callable[[], object] = str, within_s: float = 30.0) -> None:
@@ -137,7 +148,7 @@ async def balance(node_url: str, of: Pubkey) -> int:
 async def test_subscriptions_move_to_another_node_with_their_ids_and_miss_nothing(
     fault: str, gateway: RunningGateway, trio: Followers, devnode: Devnode, db: asyncpg.Connection
 ) -> None:
-    key = await funded_key(gateway, db)
+    pubkey, key = await funded(gateway, db)
     payer, watched, other = Keypair(), Keypair().pubkey(), Keypair().pubkey()
     await airdrop(devnode.rpc_url, payer.pubkey())
     pubsub = gateway.app.pubsub
@@ -169,6 +180,12 @@ async def test_subscriptions_move_to_another_node_with_their_ids_and_miss_nothin
     assert len(ws.of(landed)) == 1 and ws.of(landed)[0]["value"] == {"err": None}
     bodies = [orjson.dumps(n) for n in ws.of(account)]
     assert len(bodies) == len(set(bodies)), "an account notification came twice"
+    # Billed what the client received: three subscriptions and each notification once, the move nothing.
+    received = sum(len(notes) for notes in ws.notes.values())
+    deadline = asyncio.get_running_loop().time() + 30
+    while (paid := await charged(gateway, db, pubkey)) != 3 + received:
+        assert asyncio.get_running_loop().time() < deadline, (paid, 3 + received)
+        await asyncio.sleep(0.1)  # the closed socket's last notifications settle
 
 
 async def test_with_no_node_serving_pubsub_sockets_close_1013_and_a_restarted_node_serves(
