@@ -53,6 +53,10 @@ Listener = Callable[[bytes, bool], None]
 Lost = Callable[[str, bool], None]
 #: Why shares end when no node serves PubSub (their clients' sockets close 1013 with it).
 NO_NODE = "no node of the pool serves PubSub now; reconnect and subscribe again shortly"
+#: How long closing the connection waits for the node's answer to its close frame before dropping it: a node
+#: left because the pool took it out of service may be hung (a stopped one keeps its socket open and answers
+#: nothing), and the move waits for the close (websockets' own default is 10 s).
+CLOSE_TIMEOUT_S = 1.0
 
 
 class SubscribeError(Exception):
@@ -292,18 +296,24 @@ class UpstreamPubSub:
     async def _run(self) -> None:
         await self.nodes.start()
         backoff = 0.1
+        failed: set[str] = set()  # the nodes left since a connection last opened
+        none = False  # no node served at the last pick (said once, not at every change of the pool's view)
         while True:
             node = self.nodes.pick()
             if node is None or not node.ws_url:
-                log.warning("node PubSub: %s", NO_NODE)
+                if not none:
+                    log.warning("node PubSub: %s", NO_NODE)
+                none = True
                 self._give_up()
                 await self.nodes.changed()
                 continue
+            none = False
             if self.node is not None and node.name != self.node.name:
                 self.moves += 1
                 metrics.UPSTREAM_STREAM_MOVES.inc((Role.PUBSUB.value, node.name))
                 log.warning("node PubSub: moving from %s to %s", self.node.name, node.name)
             self.node = node
+            connects = self.connects
             try:
                 await self._connected_to(node)
                 backoff = 0.1
@@ -320,8 +330,14 @@ class UpstreamPubSub:
                         answer.exception()
                 self._pending.clear()
             self.nodes.left(node.name)
+            if self.connects != connects:  # it opened: every other node may be tried at once again
+                failed.clear()
+            failed.add(node.name)
             following = self.nodes.pick()
-            if following is not None and following.name == node.name:  # the same node again: not at once
+            # A node already left since the last open (the same one, or every one the pool keeps in service
+            # refusing in turn): not at once, or two dead nodes the pool has not judged yet would be
+            # alternated between as fast as they refuse.
+            if following is not None and following.name in failed:
                 await asyncio.sleep(backoff * (0.5 + random.random()))  # jitter, not a secret
                 backoff = min(self.max_backoff_s, backoff * 2)
 
@@ -334,6 +350,7 @@ class UpstreamPubSub:
             ssl=tls,
             max_size=64 * 2**20,
             open_timeout=min(self.connect_timeout_s, self.silence_s),
+            close_timeout=CLOSE_TIMEOUT_S,
             ping_interval=self.ping_s,
             ping_timeout=self.silence_s,
         ) as ws:
