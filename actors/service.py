@@ -24,6 +24,7 @@ from actors.signal_classifier import SIGNAL_CLASSIFIER, start_signal_classifier
 from actors.upstream_health import start_upstream_health
 from actors.webhook_dispatchers import start_webhook_dispatchers, webhook_dispatcher_names
 from actors.webhook_watcher import WEBHOOK_WATCHER, start_webhook_watcher
+from gateway.core.upstreams import Role, serving
 from gateway.runtime.cluster import UPSTREAM_HEALTH, send_racer_names
 from gateway.settings import Settings
 from gateway.webhooks.targets import receivers_report
@@ -54,12 +55,13 @@ def _one(name: str) -> Callable[[Mapping[str, Any]], list[str]]:
 
 def _grpc_streams(settings: Settings, configured: Settings) -> list[str]:
     if not settings.grpc_stream:
-        why = "no upstream geyser endpoint (upstream_grpc_url)" if settings.grpc_servers else "grpc_servers = 0"
+        why = "no node serving geyser (upstreams, upstream_grpc_url)" if settings.grpc_servers else "grpc_servers = 0"
         return [f"off: {why}"]
     start_grpc_streams(settings.model_dump(mode="json"), settings.grpc_servers)
     scheme = "TLS" if settings.grpc_tls_cert else "plaintext"
     where = f"{settings.host}:{settings.grpc_port} ({scheme})"
-    return [f"{where}, {settings.grpc_servers} server actor(s) re-serving {settings.upstream_grpc_url}"]
+    nodes = ", ".join(n.name for n in serving(settings.pool_nodes(), Role.GEYSER))  # names: a URL may hold a key
+    return [f"{where}, {settings.grpc_servers} server actor(s) re-serving the geyser stream of {nodes}"]
 
 
 def _webhook_dispatchers(settings: Settings, configured: Settings) -> list[str]:

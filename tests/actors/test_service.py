@@ -69,7 +69,7 @@ def test_the_stack_starts_the_groups_around_serve_and_reports_each(tmp_path: Pat
         ("webhooks", "watcher actor writing transaction and signal delivery jobs"),
         ("webhooks", "3 dispatcher actor(s) delivering them"),
         ("webhooks", reported[8][1]),
-        ("gRPC", "off: no upstream geyser endpoint (upstream_grpc_url)"),
+        ("gRPC", "off: no node serving geyser (upstreams, upstream_grpc_url)"),
     ]
     # the receivers are told from the settings as configured: on by default with the embedded devnode
     assert reported[8][1].startswith("local receivers accepted") and "embedded devnode" in reported[8][1]
