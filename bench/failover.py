@@ -20,13 +20,23 @@ p50/p99 (ms), the credits charged (the key's ``X-Credits-Remaining`` read before
 after its last answer, no call in flight between) against the prices of the calls answered 200, and the
 nodes that answered (``X-Upstream``). The fault is done half a second into its phase's load, so the calls
 in flight at it are the phase's.
+
+Two stream clients run through every phase beside the load: a ``/ws`` socket with one ``slotSubscribe`` and
+a gRPC ``Subscribe`` stream of slots (its ``SLOT_PROCESSED`` statuses counted), on a key of their own (a
+second wallet's, funded with ``gateway fund --wallet``: the load's key pays for the calls alone). Each
+row also gives, for each, the longest time within the phase's load with no slot notification received
+(ms; a slot is ``devnode_slot_ms``, 400 ms) and how the client's socket closed or its stream ended during
+it, if it did; a client whose socket closed or stream ended opens a new one a second later, as a client
+reconnecting with a backoff would.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -41,12 +51,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
+import grpc
 import orjson
 from solders.keypair import Keypair
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from bench._proc import repo_env
 from gateway.runtime.devnode_proc import FOLLOWERS, PIDFILE, DevnodeProcess, recorded_followers
 from gateway.runtime.ports import free_port
+from geyser_proto import geyser_pb2 as pb
+from geyser_proto import geyser_pb2_grpc
+from geyser_proto.filters import PROCESSED
 
 GATEWAY = Path(sys.executable).with_name("gateway")
 
@@ -60,6 +76,11 @@ class Phase:
     nodes: Counter[str] = field(default_factory=Counter)
     answered_credits: int = 0
     charged: int | None = None  # the key's balance before the phase less after it (the phase's calls alone)
+    window: tuple[float, float] = (0.0, 0.0)  # the phase's load, from its start to its last answer (monotonic)
+    ws_gap_ms: float = float("nan")  # the longest time in the window with no /ws slot notification
+    grpc_gap_ms: float = float("nan")  # the same, the gRPC stream's SLOT_PROCESSED statuses
+    ws_ends: str = ""  # how the /ws socket closed during the window ("1013 x1"), if it did
+    grpc_ends: str = ""
 
     def row(self) -> str:
         calls = sum(self.statuses.values())
@@ -69,10 +90,105 @@ class Phase:
         charged = "-" if self.charged is None else str(self.charged)
         statuses = ",".join(f"{s}:{n}" for s, n in sorted(self.statuses.items()))
         nodes = ",".join(f"{n}:{c}" for n, c in sorted(self.nodes.items()))
+        ws = f"{self.ws_gap_ms:.0f}" + (f" ({self.ws_ends})" if self.ws_ends else "")
+        grpc_gap = f"{self.grpc_gap_ms:.0f}" + (f" ({self.grpc_ends})" if self.grpc_ends else "")
         return (
             f"{self.name:<14} {calls:>6} {self.failed:>6}  {statuses:<22} {p50:7.1f} {p99:8.1f}  "
-            f"{charged:>7} / {self.answered_credits:<7} {nodes}"
+            f"{charged:>7} / {self.answered_credits:<7} {ws:<24} {grpc_gap:<28} {nodes}"
         )
+
+
+class SlotClient:
+    """One client of slot notifications that opens its socket or stream again a second after it closed or
+    ended: when each notification came, and each close or end (when, how)."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []  # monotonic, in order
+        self.ends: list[tuple[float, str]] = []
+        self.served = asyncio.Event()  # a first notification came
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            how = await self._once()
+            self.ends.append((time.monotonic(), how))
+            await asyncio.sleep(1.0)
+
+    async def _once(self) -> str:
+        """One socket or stream, until it closes or ends; how it did."""
+        raise NotImplementedError
+
+    def seen(self) -> None:
+        self.times.append(time.monotonic())
+        self.served.set()
+
+    def longest_gap_ms(self, window: tuple[float, float]) -> float:
+        """The longest time within ``window`` with no notification received."""
+        start, end = window
+        inside = self.times[bisect.bisect_right(self.times, start) : bisect.bisect_left(self.times, end)]
+        marks = [start, *inside, end]
+        return max(b - a for a, b in itertools.pairwise(marks)) * 1000
+
+    def ended(self, window: tuple[float, float]) -> str:
+        """How it closed or ended within ``window``: each way with its count."""
+        ways = Counter(how for at, how in self.ends if window[0] <= at < window[1])
+        return ", ".join(f"{how} x{n}" for how, n in ways.items())
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+class WsSlots(SlotClient):
+    """A ``/ws`` socket (the key as the ``auth.<key>`` subprotocol) with one ``slotSubscribe``."""
+
+    def __init__(self, url: str, key: str) -> None:
+        self.url, self.key = url, key
+        super().__init__()
+
+    async def _once(self) -> str:
+        subscribe = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "slotSubscribe", "params": []})
+        try:
+            async with connect(self.url, subprotocols=[f"auth.{self.key}", "solana-rpc"]) as ws:  # type: ignore[list-item]
+                await ws.send(subscribe)
+                async for raw in ws:
+                    message = orjson.loads(raw)
+                    if message.get("method") == "slotNotification":
+                        self.seen()
+                    elif message.get("id") == 1 and "error" in message:
+                        return f"refused {message['error']['code']}"
+        except ConnectionClosed as exc:
+            return f"closed {exc.rcvd.code if exc.rcvd is not None else 'without a code'}"
+        except (OSError, InvalidHandshake, TimeoutError) as exc:
+            return f"not opened ({type(exc).__name__})"
+        return "closed 1000"
+
+
+class GrpcSlots(SlotClient):
+    """A gRPC ``Subscribe`` stream of slots (``x-token``: the key); its ``SLOT_PROCESSED`` statuses counted."""
+
+    def __init__(self, target: str, key: str) -> None:
+        self.channel = grpc.aio.insecure_channel(target)
+        self.key = key
+        super().__init__()
+
+    async def _once(self) -> str:
+        call = geyser_pb2_grpc.GeyserStub(self.channel).Subscribe(metadata=(("x-token", self.key),))
+        try:
+            await call.write(pb.SubscribeRequest(slots={"slots": pb.SubscribeRequestFilterSlots()}))
+            async for update in call:
+                if update.HasField("slot") and update.slot.status == PROCESSED:
+                    self.seen()
+        except grpc.aio.AioRpcError as exc:
+            return f"ended {exc.code().name}"
+        finally:
+            call.cancel()
+        return "ended OK"
+
+    async def stop(self) -> None:
+        await super().stop()
+        await self.channel.close()
 
 
 class Load:
@@ -196,12 +312,14 @@ async def run(rate: float, connections: int, phase_s: float) -> list[Phase]:
             """The load for ``phase_s``, ``fault`` done once it runs; the balance read before and after it."""
             before = await left()
             current = Phase(name)
+            started = time.monotonic()
             load = Load(current, url, key, pubkey, rate, connections)
             await asyncio.sleep(0.5)
             if fault is not None:
                 await fault()
             await asyncio.sleep(phase_s)
             await load.stop()
+            current.window = (started, time.monotonic())
             current.charged = before - await left() - 1  # less the second read's own credit
             phases.append(current)
 
@@ -227,6 +345,11 @@ async def run(rate: float, connections: int, phase_s: float) -> list[Phase]:
         rpc, ws, grpc = (int(str(u).rsplit(":", 1)[1]) for u in (node_3.rpc_url, node_3.ws_url, node_3.grpc_url))
         again = DevnodeProcess(home / FOLLOWERS / "node-3", rpc, ws, 400, 54_000, False, grpc_port=grpc, follow=leader)
 
+        streams_key = gateway(env, "fund", "--wallet", str(home / "wallets" / "streams.json")).strip().splitlines()[-1]
+        ws_slots = WsSlots(f"ws://127.0.0.1:{env['GATEWAY_PORT']}/ws", streams_key)
+        grpc_slots = GrpcSlots(f"127.0.0.1:{env['GATEWAY_GRPC_PORT']}", streams_key)
+        await asyncio.wait_for(asyncio.gather(ws_slots.served.wait(), grpc_slots.served.wait()), 60)
+
         await phase("steady")
         await phase("killed", lambda: kill("node-1"))
         await phase("killed, after")
@@ -235,14 +358,21 @@ async def run(rate: float, connections: int, phase_s: float) -> list[Phase]:
         await phase("lagging", add_late)
         none = Phase("none")  # no node in service: no balance to read during it, only before and after
         before_none = read[-1]
+        started = time.monotonic()
         load = Load(none, url, key, pubkey, rate, connections)
         await kill_all()
         await asyncio.sleep(phase_s)
         await load.stop()
+        none.window = (started, time.monotonic())
         phases.append(none)
         await asyncio.to_thread(again.start)
         await phase("none, after")  # its first read is the balance once node-3 serves again
         none.charged = before_none - read[-2] - 1  # less that read's own credit
+        await ws_slots.stop()
+        await grpc_slots.stop()
+        for p in phases:
+            p.ws_gap_ms, p.ws_ends = ws_slots.longest_gap_ms(p.window), ws_slots.ended(p.window)
+            p.grpc_gap_ms, p.grpc_ends = grpc_slots.longest_gap_ms(p.window), grpc_slots.ended(p.window)
         again.stop()
     return phases
 
@@ -255,7 +385,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     phases = asyncio.run(run(args.rate, args.connections, args.phase_s))
     head = f"{'phase':<14} {'calls':>6} {'failed':>6}  {'statuses':<22} {'p50 ms':>7} {'p99 ms':>8}"
-    print(f"{head}  charged / answered  nodes")
+    gaps = f"{'/ws gap ms':<24} {'gRPC gap ms':<28}"
+    print(f"{head}  charged / answered {gaps} nodes")
     for p in phases:
         print(p.row())
 
