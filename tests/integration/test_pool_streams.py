@@ -57,8 +57,6 @@ from solders.pubkey import Pubkey
 from solders.signature import Signature
 from solders.system_program import TransferParams, transfer
 from solders.transaction import Transaction
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
 
 from gateway.client.webhooks import EVENT_ID_HEADER, verify_webhook
 from gateway.runtime.devnode_proc import FOLLOWERS, PIDFILE, DevnodeProcess, recorded_followers
@@ -67,6 +65,7 @@ from geyser_proto import geyser_pb2_grpc
 from geyser_proto.filters import PROCESSED
 from tests.chain import airdrop, wait_landed
 from tests.integration.service import RunningService, service_env, start_service, stop_service
+from tests.ws_recorder import WsRecorder, ws_recorder
 
 GATEWAY = Path(sys.executable).with_name("gateway")
 NODES = ("node-1", "node-2", "node-3")
@@ -176,64 +175,13 @@ def follower_pid(service: RunningService, name: str) -> int:
 # -- the clients ----------------------------------------------------------------------------------------
 
 
-class WsClient:
-    """One ``/ws`` socket: answers by request id, notifications by subscription id in order, how it closed."""
-
-    def __init__(self, ws: ClientConnection) -> None:
-        self.ws = ws
-        self.answers: dict[int, dict[str, Any]] = {}
-        self.notes: dict[int | str, list[Any]] = {}
-        self.closed: tuple[int | None, str | None] | None = None
-        self._ids = iter(range(1, 10**6))
-        self._reader = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        try:
-            async for raw in self.ws:
-                message = orjson.loads(raw)
-                if "id" in message:
-                    self.answers[message["id"]] = message
-                else:
-                    params = message["params"]
-                    self.notes.setdefault(params["subscription"], []).append(params["result"])
-        except ConnectionClosed:
-            pass
-        self.closed = (self.ws.close_code, self.ws.close_reason)
-
-    async def ask(self, method: str, params: list[Any]) -> dict[str, Any] | None:
-        """The answer, or None when the socket closed first."""
-        req_id = next(self._ids)
-        await self.ws.send(orjson.dumps({"jsonrpc": "2.0", "id": req_id, "method": method, "params": params}))
-        await until(lambda: req_id in self.answers or self.closed is not None, lambda: self.closed)
-        return self.answers.get(req_id)
-
-    async def subscribe(self, method: str, params: list[Any]) -> int | str:
-        answer = await self.ask(method, params)
-        assert answer is not None and isinstance(answer.get("result"), int | str), (answer, self.closed)
-        return answer["result"]  # type: ignore[no-any-return]
-
-    def of(self, sub_id: int | str) -> list[Any]:
-        return self.notes.get(sub_id, [])
-
-
 @asynccontextmanager
-async def ws_client(service: RunningService, key: str) -> AsyncIterator[WsClient]:
-    url = service.url.replace("http://", "ws://") + "/ws"
-    async with connect(url, subprotocols=[f"auth.{key}", "solana-rpc"]) as ws:  # type: ignore[list-item]
-        client = WsClient(ws)
-        try:
-            yield client
-        finally:
-            client._reader.cancel()
-
-
-@asynccontextmanager
-async def served_socket(service: RunningService, key: str) -> AsyncIterator[tuple[WsClient, int | str]]:
+async def served_socket(service: RunningService, key: str) -> AsyncIterator[tuple[WsRecorder, int | str]]:
     """A new socket with a ``slotSubscribe`` once a node serves again: a socket refused while the pool's view
     reaches the replica (-32003, or closed 1013) is opened again, as a client reconnecting with a backoff does."""
     deadline = asyncio.get_running_loop().time() + WITHIN_S
     while True:
-        async with ws_client(service, key) as client:
+        async with ws_recorder(service.url, key) as client:
             answer = await client.ask("slotSubscribe", [])
             if answer is not None and isinstance(answer.get("result"), int):
                 yield client, answer["result"]
@@ -460,7 +408,7 @@ def restart(service: RunningService, name: str) -> DevnodeProcess:
     )  # fmt: skip
 
 
-def new_pairs(signals: WsClient, sub_id: int | str) -> list[tuple[str, str]]:
+def new_pairs(signals: WsRecorder, sub_id: int | str) -> list[tuple[str, str]]:
     return [(e["signature"], e["mint"]) for e in signals.of(sub_id) if e["kind"] == "newPair"]
 
 
@@ -480,7 +428,7 @@ async def test_streams_stay_whole_through_a_kill_and_a_hang_and_end_only_with_no
     transfers = Transfers(leader, payer, watched)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{service.env['GATEWAY_GRPC_PORT']}")
     try:
-        async with ws_client(service, key) as ws, ws_client(service, key) as signals:
+        async with ws_recorder(service.url, key) as ws, ws_recorder(service.url, key) as signals:
             slots = await ws.subscribe("slotSubscribe", [])
             account = await ws.subscribe("accountSubscribe", [str(watched), {"commitment": "processed"}])
             pairs = await signals.subscribe("subscribeSignal", [{"kinds": ["newPair"]}])

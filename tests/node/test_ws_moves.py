@@ -16,9 +16,7 @@ import asyncio
 import base64
 import os
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import asyncpg
@@ -29,8 +27,6 @@ from solana.rpc.commitment import Processed
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 from solders.transaction import Transaction
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
 
 from devnode.node import Devnode
 from gateway.client import WalletSigner
@@ -40,6 +36,7 @@ from tests.auth.helpers import create_account, create_api_key
 from tests.chain import airdrop, send_sol, signed_transfer
 from tests.node.followers import Followers
 from tests.support import RunningGateway, serve_gateway, service_key_settings
+from tests.ws_recorder import ws_recorder
 
 pytestmark = pytest.mark.usefixtures("all_running")
 
@@ -90,55 +87,6 @@ async def until(condition: Callable[[], bool], state: Callable[[], object] = str
         await asyncio.sleep(0.02)
 
 
-class Client:
-    """One ``/ws`` connection: its answers by request id, its notifications by subscription id, in order."""
-
-    def __init__(self, ws: ClientConnection) -> None:
-        self.ws = ws
-        self.answers: dict[int, dict[str, Any]] = {}
-        self.notes: dict[int, list[Any]] = {}
-        self.closed: tuple[int | None, str | None] | None = None
-        self._ids = iter(range(1, 10**6))
-        self._reader = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        try:
-            async for raw in self.ws:
-                message = orjson.loads(raw)
-                if "id" in message:
-                    self.answers[message["id"]] = message
-                else:
-                    params = message["params"]
-                    self.notes.setdefault(params["subscription"], []).append(params.get("result", params))
-        except ConnectionClosed:
-            pass
-        self.closed = (self.ws.close_code, self.ws.close_reason)
-
-    async def ask(self, method: str, params: list[Any]) -> dict[str, Any]:
-        req_id = next(self._ids)
-        await self.ws.send(orjson.dumps({"jsonrpc": "2.0", "id": req_id, "method": method, "params": params}))
-        await until(lambda: req_id in self.answers or self.closed is not None, lambda: self.closed)
-        assert req_id in self.answers, f"closed {self.closed}"
-        return self.answers[req_id]
-
-    async def subscribe(self, method: str, params: list[Any]) -> int:
-        answer = await self.ask(method, params)
-        assert isinstance(answer.get("result"), int), answer
-        return int(answer["result"])
-
-    def of(self, sub_id: int) -> list[Any]:
-        return self.notes.get(sub_id, [])
-
-
-@asynccontextmanager
-async def client(gateway: RunningGateway, key: str) -> AsyncIterator[Client]:
-    url = gateway.url.replace("http://", "ws://") + "/ws"
-    async with connect(url, subprotocols=[f"auth.{key}", "solana-rpc"]) as ws:  # type: ignore[list-item]
-        c = Client(ws)
-        yield c
-        c._reader.cancel()
-
-
 async def balance(node_url: str, of: Pubkey) -> int:
     async with AsyncClient(node_url) as node:
         return (await node.get_balance(of, Processed)).value
@@ -152,7 +100,7 @@ async def test_subscriptions_move_to_another_node_with_their_ids_and_miss_nothin
     payer, watched, other = Keypair(), Keypair().pubkey(), Keypair().pubkey()
     await airdrop(devnode.rpc_url, payer.pubkey())
     pubsub = gateway.app.pubsub
-    async with client(gateway, key) as ws, AsyncClient(devnode.rpc_url) as leader:
+    async with ws_recorder(gateway.url, key) as ws, AsyncClient(devnode.rpc_url) as leader:
         slots = await ws.subscribe("slotSubscribe", [])
         account = await ws.subscribe("accountSubscribe", [str(watched), {"commitment": "processed"}])
         await until(lambda: len(ws.of(slots)) >= 5, lambda: ws.notes)
@@ -192,7 +140,7 @@ async def test_with_no_node_serving_pubsub_sockets_close_1013_and_a_restarted_no
     gateway: RunningGateway, trio: Followers, db: asyncpg.Connection
 ) -> None:
     key = await funded_key(gateway, db)
-    async with client(gateway, key) as ws:
+    async with ws_recorder(gateway.url, key) as ws:
         slots = await ws.subscribe("slotSubscribe", [])
         await until(lambda: len(ws.of(slots)) >= 3, lambda: ws.notes)
         for name in ("a", "b", "c"):
@@ -201,7 +149,7 @@ async def test_with_no_node_serving_pubsub_sockets_close_1013_and_a_restarted_no
         assert ws.closed is not None and ws.closed[0] == 1013, ws.closed
     await trio.start("b")
     await until(lambda: bool(gateway.app.upstream.stream_nodes(Role.PUBSUB)))
-    async with client(gateway, key) as ws:
+    async with ws_recorder(gateway.url, key) as ws:
         slots = await ws.subscribe("slotSubscribe", [])
         await until(lambda: len(ws.of(slots)) >= 3, lambda: ws.notes)
     assert gateway.app.pubsub.name == "b"
