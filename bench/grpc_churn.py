@@ -50,7 +50,7 @@ import orjson
 
 from bench._proc import LOOPBACK, REPO_ROOT, emit, quit_process, read_event, wait_for_port
 from bench.grpc_stream import Options as StreamOptions
-from bench.grpc_stream import Stores, cpu_seconds, customer, stores
+from bench.grpc_stream import Stores, cpu_seconds, customer, node_rpc, stores
 from gateway.keys import service_key_addresses
 from gateway.runtime.ports import free_port
 from geyser_proto import geyser_pb2
@@ -125,12 +125,21 @@ def gateway_server(upstream: str, st: Stores, secret: str, code: Path | None) ->
     """The gateway's gRPC stream server (``bench/grpc_processes.py gateway``, from ``code`` or this
     checkout) on a free port, following ``upstream``; (port, pid). Its limits are the defaults but one:
     every client is on 127.0.0.1, so the per-address stream cap is raised (the per-account ones hold)."""
+    with node_rpc() as rpc_url, _gateway_server(upstream, rpc_url, st, secret, code) as found:
+        yield found
+
+
+@contextlib.contextmanager
+def _gateway_server(
+    upstream: str, rpc_url: str, st: Stores, secret: str, code: Path | None
+) -> Iterator[tuple[int, int]]:
     port = free_port()
     settings = {
         "home": str(st.home / "gateway"),
         **service_key_addresses(st.home / "gateway"),
         "database_url": st.database_url,
         "redis_url": st.redis_url,
+        "upstream_rpc_url": rpc_url,  # the pool judges the node by its JSON-RPC (bench.grpc_stream.node_rpc)
         "upstream_grpc_url": f"http://{upstream}",
         "api_key_secret": secret,
         "grpc_port": port,

@@ -266,25 +266,51 @@ def raise_stream_limits(st: Stores, pubkey: str, streams: int) -> None:
 
 
 @contextlib.contextmanager
+def node_rpc() -> Iterator[str]:
+    """The JSON-RPC side of the bench's synthetic geyser node: the constant upstream (bench/const_upstream.py),
+    which answers the pool's health probe "ok". The gateway's gRPC server follows a node only while the pool
+    keeps it in service, and the pool judges a node by its JSON-RPC."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.const_upstream", "--port", str(port)], cwd=REPO_ROOT, stdout=subprocess.DEVNULL
+    )
+    try:
+        asyncio.run(wait_for_port(LOOPBACK, port, 60))
+        yield f"http://{LOOPBACK}:{port}/"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+@contextlib.contextmanager
 def target(name: str, upstream: str, st: Stores, secret: str) -> Iterator[tuple[int, int]]:
     """The target's process on a free port, following ``upstream`` (host:port); (port, pid)."""
     port = free_port()
     if name == "gateway":
-        settings = {
-            "home": str(st.home / "gateway"),
-            **service_key_addresses(st.home / "gateway"),
-            "database_url": st.database_url,
-            "redis_url": st.redis_url,
-            "upstream_grpc_url": f"http://{upstream}",
-            "api_key_secret": secret,
-            "grpc_port": port,
-            "grpc_max_queued": 1_000_000,  # measure what it delivers, not when it gives up on a client
-            "rate_limit_rps": 1_000_000,
-        }
-        args = ["gateway", "--settings", orjson.dumps(settings).decode()]
-    else:
-        args = ["relay", "--port", str(port), "--upstream", upstream]
-    with process(*args) as proc:
+        with node_rpc() as rpc_url, _gateway(upstream, rpc_url, port, st, secret) as found:
+            yield found
+        return
+    with process("relay", "--port", str(port), "--upstream", upstream) as proc:
+        asyncio.run(wait_for_port(LOOPBACK, port, 60))
+        yield port, proc.pid
+
+
+@contextlib.contextmanager
+def _gateway(upstream: str, rpc_url: str, port: int, st: Stores, secret: str) -> Iterator[tuple[int, int]]:
+    """The gateway's gRPC stream server on ``port``, its node ``upstream`` (geyser) and ``rpc_url``."""
+    settings = {
+        "home": str(st.home / "gateway"),
+        **service_key_addresses(st.home / "gateway"),
+        "database_url": st.database_url,
+        "redis_url": st.redis_url,
+        "upstream_rpc_url": rpc_url,
+        "upstream_grpc_url": f"http://{upstream}",
+        "api_key_secret": secret,
+        "grpc_port": port,
+        "grpc_max_queued": 1_000_000,  # measure what it delivers, not when it gives up on a client
+        "rate_limit_rps": 1_000_000,
+    }
+    with process("gateway", "--settings", orjson.dumps(settings).decode()) as proc:
         asyncio.run(wait_for_port(LOOPBACK, port, 60))
         yield port, proc.pid
 
