@@ -325,7 +325,7 @@ class NodePool:
         status found absent). Raises :class:`NoNode`."""
         if self._task is None:
             await self.start()
-        return PinnedUpstream(self, self._choices(role)[0])
+        return PinnedUpstream(self, self._choices(role)[0], role)
 
     def role(self, role: Role) -> RoleUpstream:
         """An ``Upstream`` of this pool for the gateway's own calls of ``role`` (heavy indexed reads)."""
@@ -550,14 +550,38 @@ class RoleUpstream:
 
 
 class PinnedUpstream:
-    """The pool as an ``Upstream`` of one of its nodes (:meth:`NodePool.pinned`): no retry, no hedge elsewhere."""
+    """The pool as an ``Upstream`` of one of its nodes (:meth:`NodePool.pinned`): no retry, no hedge elsewhere.
+    A request still unanswered when the pool takes the node out of service (hung, dead) fails at once,
+    rather than waiting out its timeout: the caller's pass stops and the next one is on another node."""
 
-    def __init__(self, pool: NodePool, node: PoolNode) -> None:
+    def __init__(self, pool: NodePool, node: PoolNode, role: Role) -> None:
         self.pool = pool
         self.node = node
+        self.role = role
+
+    def _serving(self) -> bool:
+        return any(n is self.node for n in self.pool._serving.get(self.role, ()))
 
     async def post(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> bytes:
-        return (await self.pool._attempt(self.node, body, timeout_s, False, replayable=replayable)).raw
+        loop = asyncio.get_running_loop()
+        request = loop.create_task(self.pool._attempt(self.node, body, timeout_s, False, replayable=replayable))
+        try:
+            while True:
+                changed = loop.create_task(self.pool.changed())
+                try:
+                    await asyncio.wait({request, changed}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    changed.cancel()
+                if request.done():
+                    return request.result().raw
+                if not self._serving():
+                    raise UpstreamUnavailable(f"node {self.node.node.name} left service", sent=True)
+        finally:
+            if not request.done():
+                request.cancel()
+                await asyncio.wait({request})
+            if not request.cancelled():
+                request.exception()  # retrieved: a failure after the node left is not the caller's
 
 
 async def one_node_of(upstream: Upstream) -> Upstream:
