@@ -81,3 +81,15 @@ async def devnode(data_home: Path) -> AsyncIterator[Devnode]:
 @pytest.fixture(scope="session")
 def devnode_url(devnode: Devnode) -> str:
     return devnode.rpc_url
+
+
+@pytest.fixture(autouse=True)
+def _pool_health_source() -> Iterator[None]:
+    """Each test builds its node pools with the health source it chose: one that starts an actor's class in
+    this process (``actors.supervision.in_cluster``) makes every later pool read the cluster's owner, which a
+    test without that cluster must not inherit."""
+    from gateway.node import pool
+
+    before = pool._source_factory
+    yield
+    pool.use_health_source(before)

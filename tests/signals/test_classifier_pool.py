@@ -31,7 +31,7 @@ async def test_the_classifier_follows_the_pool_through_a_kill_and_a_hang_with_ev
 ) -> None:
     leader = recorded_chain.node
     signal_log = SignalLog(redis_client, prefix=prefix)
-    async with followers(leader.url, tmp_path) as nodes:
+    async with asyncio.timeout(240), followers(leader.url, tmp_path) as nodes:  # a failure, never a hang
         await nodes.start_all(["a", "b"])
         await nodes.start("c", lag_slots=3)  # in service (within the lag allowed), a few slots behind
         pool = NodePool([nodes.entry(n) for n in ("a", "b", "c")], SETTINGS)
@@ -53,6 +53,7 @@ async def test_the_classifier_follows_the_pool_through_a_kill_and_a_hang_with_ev
             await past(15)
             nodes.resume("b")
         finally:
+            nodes.resume("b")  # a stopped process would not stop with the others
             running.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await running
