@@ -91,7 +91,9 @@ async def browser(chromium_path: str) -> AsyncIterator[Browser]:
 
 @pytest.fixture
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
+    # A kept-alive connection is reused only within 2 s: uvicorn closes one idle for 5 s, and a request sent on
+    # it as it closes is reset (aiohttp keeps one 15 s by default; a page step between two calls can take 5 s).
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(keepalive_timeout=2.0)) as session:
         yield session
 
 
