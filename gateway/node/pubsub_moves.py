@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from gateway.node.http import HttpUpstream
+from gateway.node.http import HttpUpstream, rpc_call
 
 #: Slots of notification keys a share keeps to recognize a repeat (notifications of older slots are dropped).
 WINDOW_SLOTS = 150
@@ -89,15 +89,9 @@ def _config(params: list[Any]) -> dict[str, Any]:
     return params[1] if len(params) > 1 and isinstance(params[1], dict) else {}
 
 
-async def _read(client: HttpUpstream, method: str, params: list[Any]) -> Any:
-    body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-    answer = orjson.loads(await client.post(body, CATCH_UP_TIMEOUT_S, replayable=True))
-    return answer.get("result") if isinstance(answer, dict) else None
-
-
 async def baseline(client: HttpUpstream, params: list[Any]) -> Any:
     """An account share's value as it opened (``getAccountInfo`` with the subscription's own options)."""
-    return await _read(client, "getAccountInfo", _account_params(params))
+    return await rpc_call(client, "getAccountInfo", _account_params(params), CATCH_UP_TIMEOUT_S)
 
 
 def _account_params(params: list[Any]) -> list[Any]:
@@ -110,7 +104,7 @@ async def catch_up(method: str, params: list[Any], seen: Seen, client: HttpUpstr
     if method == "signatureSubscribe":
         return await _signature(params, client)
     if method == "accountSubscribe" and seen.value is not None:
-        result = await _read(client, "getAccountInfo", _account_params(params))
+        result = await rpc_call(client, "getAccountInfo", _account_params(params), CATCH_UP_TIMEOUT_S)
         slot = notification_slot(result)
         if slot is None or not isinstance(result, dict) or result.get("value") is None:
             return None
@@ -124,7 +118,9 @@ async def _signature(params: list[Any], client: HttpUpstream) -> Any | None:
     """A signature's final notification when the new node already has its status at the commitment asked."""
     if not params or not isinstance(params[0], str):
         return None
-    result = await _read(client, "getSignatureStatuses", [[params[0]], {"searchTransactionHistory": False}])
+    result = await rpc_call(
+        client, "getSignatureStatuses", [[params[0]], {"searchTransactionHistory": False}], CATCH_UP_TIMEOUT_S
+    )
     if not isinstance(result, dict):
         return None
     statuses = result.get("value")
