@@ -8,8 +8,8 @@ rules forbid, within the channel's delivery (well under a second). While the cha
 cache is not used (each call reads the table), and when it is back every held connection is checked
 again, since changes may have been missed meanwhile.
 
-Only the credentials that leak are bound: an API key and a session token. A wallet-signed request is
-the owner's and passes whatever the rules say.
+Only the credentials that leak are bound: an API key and an ordinary session token. A wallet-signed
+request or an owner session (Sign-In With Solana) is the owner's and passes whatever the rules say.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 from gateway.access import metrics, store
 from gateway.access.rules import (
-    BOUND_MODES,
     BULK_METHODS,
     GRPC,
     NO_RULES,
@@ -30,6 +29,7 @@ from gateway.access.rules import (
     IpNetwork,
     access_denied,
     address_allowed,
+    bound,
     method_allowed,
     origin_allowed,
 )
@@ -86,7 +86,7 @@ class AccessGuard:
     # -- deciding -------------------------------------------------------------------------------
 
     def check(self, call: Call, identity: Identity) -> Awaitable[None] | None:
-        if identity.mode not in BOUND_MODES:
+        if not bound(identity):
             return None
         compiled = self._cache.get(identity.pubkey) if self.live() else None
         if compiled is None:
@@ -114,7 +114,7 @@ class AccessGuard:
         return client_address(peer, call.headers.get("x-forwarded-for"), self.trusted)
 
     async def permits(self, identity: Identity, method: str, method_class: str | None) -> bool:
-        if identity.mode not in BOUND_MODES:
+        if not bound(identity):
             return True
         compiled = self.cached(identity.pubkey) or await self.rules_of(identity.pubkey)
         allowed = method_allowed(compiled.rules, method, method_class)
@@ -142,7 +142,7 @@ class AccessGuard:
     # -- connections ------------------------------------------------------------------------------
 
     def watch(self, call: Call, identity: Identity, end: Callable[[str], None], generation: int) -> Callable[[], None]:
-        if identity.mode not in BOUND_MODES:
+        if not bound(identity):
             return _nothing
         token = next(self._ids)
         pubkey = identity.pubkey

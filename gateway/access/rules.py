@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gateway.core.errors import ProxyError, RpcError
+from gateway.core.identity import Identity
 from gateway.core.methods import MethodClass
 
 #: Bounds of the input (docs/api.md, "Access rules").
@@ -47,6 +48,13 @@ BULK_METHODS: Mapping[str, tuple[str, str]] = {
     "/bulk/getTransactions": ("getTransaction", MethodClass.READ_MEDIUM.value),
 }
 BOUND_MODES = frozenset({"api_key", "session"})
+
+
+def bound(identity: Identity) -> bool:
+    """Whether the rules bind this credential: an API key or an ordinary session; never the owner's own
+    proof (a wallet signature or an owner session), so the owner is never locked out."""
+    return identity.mode in BOUND_MODES and not identity.owner
+
 
 _METHOD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 _HOST_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from gateway.access import metrics
 from gateway.access.guard import AccessGuard
-from gateway.access.rules import BOUND_MODES, access_denied, method_allowed, method_denied
+from gateway.access.rules import access_denied, bound, method_allowed, method_denied
 from gateway.core.errors import ProxyError
 from gateway.core.jsonrpc import RpcItem
 from gateway.credits.errors import rate_limited
@@ -56,7 +56,7 @@ class AccessMethods:
 
     async def __call__(self, call: Call, next_handler: Handler) -> Reply:
         identity, payload = call.identity, call.payload
-        if identity is None or payload is None or identity.mode not in BOUND_MODES:
+        if identity is None or payload is None or not bound(identity):
             return await next_handler(call)
         guard = self.guard
         compiled = guard.cached(identity.pubkey) or await guard.rules_of(identity.pubkey)
