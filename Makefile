@@ -5,8 +5,10 @@ BIN := $(VENV)/bin
 
 .PHONY: up test check bench faults ledger-run clean webapp lock
 
-# Every Python package comes from requirements.lock, pinned and hashed (pip refuses any file whose hash differs),
-# then the project itself without dependencies; `pip check` proves the locked set is whole.
+# Every Python package comes from a lock, pinned and hashed (pip refuses any file whose hash differs), then the project
+# itself without dependencies; `pip check` proves the locked set is whole. `make up` installs what the service runs
+# (requirements.lock); `make test` and the other development targets add the dev set (requirements-dev.lock: the
+# same pins, plus the tests', notebooks' and linters' packages).
 $(BIN)/gateway: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --require-hashes -r requirements.lock
@@ -14,12 +16,19 @@ $(BIN)/gateway: pyproject.toml requirements.lock
 	$(BIN)/pip check
 	touch $(BIN)/gateway
 
-# After changing a dependency in pyproject.toml: the lock written again (uv, from the registry; the runtime and dev
-# sets for Python 3.11 and 3.12 on every platform), then `make test` installs from it.
-lock:
-	[ -x $(BIN)/uv ] || { $(PYTHON) -m venv $(VENV) && $(BIN)/pip install --quiet --require-hashes -r requirements.lock; }
+DEV := $(VENV)/.dev-installed
+$(DEV): $(BIN)/gateway requirements-dev.lock
+	$(BIN)/pip install --quiet --require-hashes -r requirements-dev.lock
+	$(BIN)/pip check
+	touch $(DEV)
+
+# After changing a dependency in pyproject.toml: both locks written again (uv, from the registry; Python 3.11 and 3.12
+# on every platform). The dev set is resolved first; the runtime set is constrained to its pins, so the two agree.
+lock: $(DEV)
 	$(BIN)/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 --generate-hashes --quiet \
-		--custom-compile-command "make lock" -o requirements.lock
+		--custom-compile-command "make lock" -o requirements-dev.lock
+	$(BIN)/uv pip compile pyproject.toml --extra build --universal --python-version 3.11 --generate-hashes --quiet \
+		--custom-compile-command "make lock" -c requirements-dev.lock -o requirements.lock
 
 # The account page served at /app/ (docs/dashboard.md), built from webapp/ when its sources or lock change.
 WEBAPP := webapp/dist/BUILT
@@ -31,31 +40,31 @@ webapp: $(WEBAPP)
 up: $(BIN)/gateway $(WEBAPP)
 	$(BIN)/gateway up
 
-test: $(BIN)/gateway $(WEBAPP)
+test: $(DEV) $(WEBAPP)
 	./ops/install-prometheus  # Debian's prometheus for the metrics test, when missing
 	./ops/install-foreign-clients  # the foreign clients (tests/foreign: npm packages, solana-py's suite), when missing
 	./ops/install-browser  # Debian's chromium and tests/browser's npm packages, when missing
 	$(BIN)/python -m pytest
 
-check: $(BIN)/gateway
+check: $(DEV)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/python ops/check-doc-paths docs/architecture.md  # every path it names exists
 
-bench: $(BIN)/gateway
+bench: $(DEV)
 	$(BIN)/python -m bench
 
 # The fault suite (docs/reliability.md): one stack, faults one at a time, then the checks. FAULTS_ARGS: e.g. --operations 100.
-faults: $(BIN)/gateway
+faults: $(DEV)
 	$(BIN)/python -m tests.faults $(FAULTS_ARGS)
 	$(BIN)/python -m tests.faults.ledger_run --operations $(LEDGER_OPERATIONS) --seed $(LEDGER_SEED)
 
 # The in-process randomized ledger run alone (docs/reliability.md): 10^5 metered operations by default.
 LEDGER_OPERATIONS ?= 100000
 LEDGER_SEED ?= 7
-ledger-run: $(BIN)/gateway
+ledger-run: $(DEV)
 	$(BIN)/python -m tests.faults.ledger_run --operations $(LEDGER_OPERATIONS) --seed $(LEDGER_SEED)
 
 clean:

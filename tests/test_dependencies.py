@@ -1,7 +1,8 @@
-"""Every third-party package the code imports is declared in pyproject.toml (requirements.lock is compiled from
-it, so an undeclared one would be installed only by chance, through another package): the server's code by the
-runtime dependencies (or an extra of its own, as geyser_proto's generator uses grpc-tools), tests, benchmarks and
-examples by the runtime set and the extras."""
+"""Every third-party package the code imports is declared in pyproject.toml (the locks are compiled from it, so an
+undeclared one would be installed only by chance, through another package): the server's code by the runtime
+dependencies (or an extra of its own, as geyser_proto's generator uses grpc-tools), tests, benchmarks and examples by
+the runtime set and the extras. And the two locks agree: ``make up`` installs requirements.lock, the runtime set,
+``make test`` adds requirements-dev.lock over it, so every pin the first holds the second holds alike."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import re
 import sys
 import tomllib
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 LOCAL = {"actors", "gateway", "devnode", "pumpfun", "geyser_proto", "serve_app", "tests", "bench", "examples"}
@@ -68,3 +71,36 @@ def test_tests_benchmarks_and_examples_import_only_what_is_declared() -> None:
 def test_grpc_tools_is_not_in_the_servers_runtime_set() -> None:
     runtime, tools, _ = _declared()
     assert "grpcio-tools" not in runtime and "grpcio-tools" in tools
+
+
+_PIN = re.compile(r"^([A-Za-z0-9_.\-]+(?:\[[^\]]*\])?)==(\S+)(.*?)\\?$", re.MULTILINE)
+
+
+def _pins(lock: str) -> dict[str, str]:
+    """A lock's packages and their pinned versions (markers differ: uvloop is everywhere in the dev set)."""
+    text = (REPO / lock).read_text()
+    return {_name(m.group(1)): m.group(2).rstrip(";") for m in _PIN.finditer(text)}
+
+
+def _hashes(lock: str) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    current = ""
+    for line in (REPO / lock).read_text().splitlines():
+        if (match := _PIN.match(line)) is not None:
+            current = _name(match.group(1))
+        elif "--hash=" in line:
+            found.setdefault(current, set()).add(line.strip().removeprefix("--hash=").rstrip(" \\"))
+    return found
+
+
+def test_the_runtime_lock_pins_what_the_dev_lock_pins() -> None:
+    runtime, dev = _pins("requirements.lock"), _pins("requirements-dev.lock")
+    assert runtime, "requirements.lock holds no pins"
+    assert {name: version for name, version in runtime.items() if dev.get(name) != version} == {}
+    runtime_hashes, dev_hashes = _hashes("requirements.lock"), _hashes("requirements-dev.lock")
+    assert all(runtime_hashes[name] and runtime_hashes[name] == dev_hashes[name] for name in runtime)
+
+
+@pytest.mark.parametrize("name", ["pytest", "mypy", "ruff", "pandas", "matplotlib", "playwright", "ipykernel", "uv"])
+def test_the_runtime_lock_holds_none_of_the_dev_set(name: str) -> None:
+    assert name in _pins("requirements-dev.lock") and name not in _pins("requirements.lock")
