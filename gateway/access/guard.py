@@ -61,6 +61,7 @@ class _Held:
 
     origin: str | None
     host: str | None
+    fetch_site: str | None  # its Sec-Fetch-Site: a browser's request from another site without an Origin
     address: str
     wire: Wire
     path: str
@@ -92,16 +93,25 @@ class AccessGuard:
         if compiled is None:
             return self._check_loaded(call, identity.pubkey)
         if not compiled.rules.empty:
-            self._decide(compiled, call.headers.get("origin"), call.headers.get("host"), self.address(call), call)
+            self._decide(compiled, call)
         return None
 
     async def _check_loaded(self, call: Call, pubkey: str) -> None:
         compiled = await self.rules_of(pubkey)
         if not compiled.rules.empty:
-            self._decide(compiled, call.headers.get("origin"), call.headers.get("host"), self.address(call), call)
+            self._decide(compiled, call)
 
-    def _decide(self, compiled: Compiled, origin: str | None, host: str | None, address: str, call: Call) -> None:
-        error = refusal(compiled, origin, host, address, call.wire, call.path)
+    def _decide(self, compiled: Compiled, call: Call) -> None:
+        headers = call.headers
+        error = refusal(
+            compiled,
+            headers.get("origin"),
+            headers.get("host"),
+            self.address(call),
+            call.wire,
+            call.path,
+            headers.get("sec-fetch-site"),
+        )
         if error is not None:
             metrics.ACCESS_REFUSALS.inc((error[0], str(call.wire)))
             raise error[1]
@@ -146,8 +156,15 @@ class AccessGuard:
             return _nothing
         token = next(self._ids)
         pubkey = identity.pubkey
+        headers = call.headers
         held = _Held(
-            call.headers.get("origin"), call.headers.get("host"), self.address(call), call.wire, call.path, end
+            headers.get("origin"),
+            headers.get("host"),
+            headers.get("sec-fetch-site"),
+            self.address(call),
+            call.wire,
+            call.path,
+            end,
         )
         self._held.setdefault(pubkey, {})[token] = held
         if generation != self.generation:  # a change was heard while it was checked: check it again
@@ -187,7 +204,7 @@ class AccessGuard:
             log.warning("could not re-check the access rules of %s: %s", pubkey, exc)
             return
         for held in list(self._held.get(pubkey, {}).values()):
-            error = refusal(compiled, held.origin, held.host, held.address, held.wire, held.path)
+            error = refusal(compiled, held.origin, held.host, held.address, held.wire, held.path, held.fetch_site)
             if error is not None:
                 metrics.ACCESS_REFUSALS.inc((error[0], str(held.wire)))
                 held.end(ENDED)
@@ -211,15 +228,24 @@ def _nothing() -> None:
 
 
 def refusal(
-    compiled: Compiled, origin: str | None, host: str | None, address: str, wire: Wire, path: str
+    compiled: Compiled,
+    origin: str | None,
+    host: str | None,
+    address: str,
+    wire: Wire,
+    path: str,
+    fetch_site: str | None,
 ) -> tuple[str, ProxyError] | None:
     """Which rule refuses a request (its kind and error), or None: origin, then address, then the
     gRPC stream and the bulk routes' methods (a JSON-RPC call's methods are decided per item, later:
-    :class:`gateway.access.stage.AccessMethods`)."""
+    :class:`gateway.access.stage.AccessMethods`; a webhook action by :class:`gateway.access.stage.WebhookAction`)."""
     rules = compiled.rules
     if rules.empty:
         return None
-    if not origin_allowed(rules, origin, host):
+    if not origin_allowed(rules, origin, host, fetch_site):
+        if origin is None:
+            message = f"another site's page (Sec-Fetch-Site: {fetch_site}) sent this request without an Origin"
+            return "origin", access_denied(f"the account's access rules list origins, and {message}")
         return "origin", access_denied(f"the account's access rules do not allow the origin {origin}")
     if not address_allowed(compiled.networks, address):
         return "address", access_denied(f"the account's access rules do not allow the client address {address}")

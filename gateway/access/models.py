@@ -7,7 +7,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.access.rules import MAX_ADDRESSES, MAX_METHODS, MAX_ORIGINS, MAX_RATE
+from gateway.access.rules import MAX_ADDRESSES, MAX_METHODS, MAX_ORIGINS, MAX_RATE, MAX_WEBHOOK_ACTIONS
+
+#: The webhook management actions (gateway.access.rules.WEBHOOK_ACTIONS), one per ``/webhooks`` route.
+WebhookActionName = Literal["create", "list", "delete", "pause", "resume", "replay", "rotate-secret", "deliveries"]
 
 
 class AccessRulesRequest(BaseModel):
@@ -37,6 +40,12 @@ class AccessRulesRequest(BaseModel):
         description="requests per second the API key and session tokens make together, over every replica "
         "(below the account's own to matter); null: none",
     )
+    webhooks: list[WebhookActionName] = Field(
+        default=[],
+        max_length=MAX_WEBHOOK_ACTIONS,
+        description="the webhook management actions the API key and session tokens may take while the account "
+        "has any rule (none by default; with no rule at all, every action); the wallet's own proof is never bound",
+    )
 
 
 class AccessRulesAnswer(BaseModel):
@@ -46,4 +55,5 @@ class AccessRulesAnswer(BaseModel):
     addresses: list[str]
     methods: list[str]
     rate: int | None
+    webhooks: list[WebhookActionName]
     binds: list[Literal["api_key", "session"]] = Field(description="the credentials the rules bind")

@@ -6,11 +6,16 @@ wallet itself is the owner's and is never refused by them (so a wrong CIDR canno
 out). Each list left empty allows everything of its kind:
 
     origins     exact ``scheme://host[:port]``, or ``scheme://*.domain[:port]`` for any subdomain; a
-                request with no ``Origin``, or with the gateway's own (its ``Host``), is never refused
+                request with the gateway's own ``Origin`` (its ``Host``) is never refused, nor one with
+                no ``Origin`` unless its ``Sec-Fetch-Site`` says a browser sent it from another site
     addresses   IPv4/IPv6 addresses and CIDR ranges the client address must fall in
     methods     JSON-RPC method names and method classes (``READ_CHEAP`` ...); ``SUBSCRIPTION``
                 for the WebSocket subscriptions, ``GRPC`` for the gRPC stream
     rate        requests per second the key and sessions make together (None: the account's alone)
+
+One list is the other way round: ``webhooks``, the webhook management actions the key and sessions may
+take, allows none while the account has any rule (a leaked key must not read the receivers, take a
+signing secret or rotate one), and every action to an account with no rule at all.
 """
 
 from __future__ import annotations
@@ -32,6 +37,12 @@ MAX_ADDRESSES = 64
 MAX_METHODS = 128
 MAX_ENTRY_CHARS = 253
 MAX_RATE = 100_000
+#: The webhook management actions, one per route of ``/webhooks`` (docs/api.md, "Webhooks").
+WEBHOOK_ACTIONS = ("create", "list", "delete", "pause", "resume", "replay", "rotate-secret", "deliveries")
+MAX_WEBHOOK_ACTIONS = len(WEBHOOK_ACTIONS)
+#: The ``Sec-Fetch-Site`` values of a request a browser sends from the gateway's own origin, or that no
+#: page started (typed in the address bar); any other is another site's page (docs/api.md, "Access rules").
+OWN_FETCH_SITES = frozenset({"same-origin", "none"})
 #: The JSON-RPC code of an access refusal: none of the interface's (-32001..-32015, -326xx, -32700).
 ACCESS_DENIED_RPC = -32030
 ACCESS_DENIED = "ACCESS_DENIED"
@@ -72,10 +83,11 @@ class AccessRules:
     addresses: tuple[str, ...] = ()
     methods: tuple[str, ...] = ()
     rate: int | None = None
+    webhooks: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not (self.origins or self.addresses or self.methods or self.rate)
+        return not (self.origins or self.addresses or self.methods or self.rate or self.webhooks)
 
     def document(self) -> dict[str, Any]:
         return {
@@ -83,6 +95,7 @@ class AccessRules:
             "addresses": list(self.addresses),
             "methods": list(self.methods),
             "rate": self.rate,
+            "webhooks": list(self.webhooks),
         }
 
     def networks(self) -> tuple[IpNetwork, ...]:
@@ -96,19 +109,23 @@ def parse_rules(document: Any, known_methods: Iterable[str]) -> AccessRules:
     """The rules of a ``POST /account/access`` body, each entry checked and normalised; raises
     :class:`RulesInvalid`. Absent lists are empty; any other field is refused."""
     if not isinstance(document, dict):
-        raise RulesInvalid("the body must be a JSON object with origins, addresses, methods and rate")
-    unknown = sorted(set(document) - {"origins", "addresses", "methods", "rate"})
+        raise RulesInvalid("the body must be a JSON object with origins, addresses, methods, rate and webhooks")
+    unknown = sorted(set(document) - {"origins", "addresses", "methods", "rate", "webhooks"})
     if unknown:
-        raise RulesInvalid(f"unknown field {unknown[0]!r}; the fields are origins, addresses, methods and rate")
+        raise RulesInvalid(
+            f"unknown field {unknown[0]!r}; the fields are origins, addresses, methods, rate and webhooks"
+        )
     origins = _list(document, "origins", MAX_ORIGINS)
     addresses = _list(document, "addresses", MAX_ADDRESSES)
     methods = _list(document, "methods", MAX_METHODS)
+    webhooks = _list(document, "webhooks", MAX_WEBHOOK_ACTIONS)
     known = frozenset(known_methods)
     return AccessRules(
         tuple(dict.fromkeys(normalize_origin(o) for o in origins)),
         tuple(dict.fromkeys(normalize_address(a) for a in addresses)),
         tuple(dict.fromkeys(_method(m, known) for m in methods)),
         _rate(document.get("rate")),
+        tuple(dict.fromkeys(_webhook_action(w) for w in webhooks)),
     )
 
 
@@ -180,13 +197,25 @@ def _method(entry: str, known: frozenset[str]) -> str:
     raise RulesInvalid(f"method {entry!r}: not a method of this gateway nor a class ({', '.join(sorted(CLASSES))})")
 
 
+def _webhook_action(entry: str) -> str:
+    action = entry.strip().lower()
+    if action in WEBHOOK_ACTIONS:
+        return action
+    raise RulesInvalid(f"webhooks: {entry!r} is not a webhook action ({', '.join(WEBHOOK_ACTIONS)})")
+
+
 # -- decisions ---------------------------------------------------------------------------------
 
 
-def origin_allowed(rules: AccessRules, origin: str | None, host: str | None) -> bool:
-    """Whether a request from ``origin`` (its ``Origin`` header) to ``host`` (its ``Host``) passes."""
-    if not rules.origins or origin is None:
+def origin_allowed(rules: AccessRules, origin: str | None, host: str | None, fetch_site: str | None = None) -> bool:
+    """Whether a request from ``origin`` (its ``Origin`` header) to ``host`` (its ``Host``) passes;
+    ``fetch_site`` is its ``Sec-Fetch-Site``. Without an ``Origin`` it passes unless that header says
+    another site's page sent it: a browser sends no ``Origin`` with an ``<img>``'s or a ``<script>``'s
+    GET, so the key in their URL would otherwise spend from any site."""
+    if not rules.origins:
         return True
+    if origin is None:
+        return fetch_site is None or fetch_site.strip().lower() in OWN_FETCH_SITES
     text = origin.strip().lower().rstrip("/")
     try:
         parts = urlsplit(text)
@@ -224,6 +253,12 @@ def method_allowed(rules: AccessRules, method: str, method_class: str | None) ->
     if not rules.methods:
         return True
     return method in rules.methods or (method_class is not None and method_class in rules.methods)
+
+
+def webhook_allowed(rules: AccessRules, action: str) -> bool:
+    """Whether a bound credential may take a webhook ``action``: any, while the account has no rule;
+    otherwise only the actions its ``webhooks`` list names (none by default)."""
+    return rules.empty or action in rules.webhooks
 
 
 # -- refusals ----------------------------------------------------------------------------------

@@ -11,6 +11,9 @@ account's limiter under the key :func:`rate_key`, so the account shards make it 
 replica, as the account's own rate is), taken from by each item a key or session sends: past it 429
 ``RATE_LIMITED`` as the account's rate answers, its message naming the rules. Origins and addresses
 were decided at the auth stage.
+
+``WebhookAction`` is the ``/webhooks`` routes' counterpart: the rules' ``webhooks`` list decides each
+management action a key or session takes.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections.abc import Callable
 
 from gateway.access import metrics
 from gateway.access.guard import AccessGuard
-from gateway.access.rules import access_denied, bound, method_allowed, method_denied
+from gateway.access.rules import WEBHOOK_ACTIONS, access_denied, bound, method_allowed, method_denied, webhook_allowed
 from gateway.core.errors import ProxyError
 from gateway.core.jsonrpc import RpcItem
 from gateway.credits.errors import rate_limited
@@ -96,6 +99,31 @@ class AccessMethods:
             item.error = error.rpc_error()
         if call.payload is not None and not call.payload.is_batch:
             raise error
+
+
+class WebhookAction:
+    """The stage after the auth stage of a ``/webhooks`` route: a key or ordinary session of an account
+    with access rules takes only the webhook actions they list (a leaked key must not read the
+    receivers, take a new webhook's signing secret or rotate the owner's); the owner's own proof passes.
+    Refused 403 ``ACCESS_DENIED`` before the endpoint runs, so nothing changes."""
+
+    def __init__(self, guard: AccessGuard, action: str) -> None:
+        if action not in WEBHOOK_ACTIONS:
+            raise ValueError(f"not a webhook action: {action!r}")
+        self.guard = guard
+        self.action = action
+
+    async def __call__(self, call: Call, next_handler: Handler) -> Reply:
+        identity = call.authenticated()
+        if bound(identity):
+            guard = self.guard
+            compiled = guard.cached(identity.pubkey) or await guard.rules_of(identity.pubkey)
+            if not webhook_allowed(compiled.rules, self.action):
+                metrics.ACCESS_REFUSALS.inc(("webhook", str(call.wire)))
+                raise access_denied(
+                    f"the account's access rules do not allow the webhook action {self.action} with this credential"
+                )
+        return await next_handler(call)
 
 
 def _rules_rate(error: ProxyError, rps: int) -> ProxyError:

@@ -1,4 +1,4 @@
-"""The access rules' table (migration 0021) and the message that tells every process they changed.
+"""The access rules' table (migrations 0021, 0023 and 0031) and the message that tells every process they changed.
 
 A change is published on the ``REVOKED_KEYS`` channel, the one key rotations and logouts use, after
 its transaction commits: each process (replica or gRPC server) that follows the channel drops its
@@ -27,11 +27,17 @@ def changed_message(pubkey: str) -> str:
 async def load(pool: asyncpg.Pool, pubkey: str) -> AccessRules:
     """The account's rules (no row: none)."""
     row = await pool.fetchrow(
-        "SELECT origins, addresses, methods, rate_limit_rps FROM access_rules WHERE pubkey = $1", pubkey
+        "SELECT origins, addresses, methods, rate_limit_rps, webhooks FROM access_rules WHERE pubkey = $1", pubkey
     )
     if row is None:
         return NO_RULES
-    return AccessRules(tuple(row["origins"]), tuple(row["addresses"]), tuple(row["methods"]), row["rate_limit_rps"])
+    return AccessRules(
+        tuple(row["origins"]),
+        tuple(row["addresses"]),
+        tuple(row["methods"]),
+        row["rate_limit_rps"],
+        tuple(row["webhooks"]),
+    )
 
 
 @postgres_call(WHAT)
@@ -41,15 +47,17 @@ async def save(pool: asyncpg.Pool, pubkey: str, rules: AccessRules) -> bool:
         if await conn.fetchval("SELECT 1 FROM accounts WHERE pubkey = $1 FOR UPDATE", pubkey) is None:
             return False
         await conn.execute(
-            """INSERT INTO access_rules (pubkey, origins, addresses, methods, rate_limit_rps)
-               VALUES ($1, $2, $3, $4, $5)
+            """INSERT INTO access_rules (pubkey, origins, addresses, methods, rate_limit_rps, webhooks)
+               VALUES ($1, $2, $3, $4, $5, $6)
                ON CONFLICT (pubkey) DO UPDATE
-               SET origins = $2, addresses = $3, methods = $4, rate_limit_rps = $5, updated_at = now()""",
+               SET origins = $2, addresses = $3, methods = $4, rate_limit_rps = $5, webhooks = $6,
+                   updated_at = now()""",
             pubkey,
             list(rules.origins),
             list(rules.addresses),
             list(rules.methods),
             rules.rate,
+            list(rules.webhooks),
         )
     return True
 

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from starlette.routing import BaseRoute
 
+from gateway.access.guard import AccessGuard
 from gateway.auth.stage import Gates
 from gateway.feature import Feature
 from gateway.webhooks.api_doc import API_DOC
@@ -20,9 +21,12 @@ class WebhooksHost(Gates, Protocol):
     @property
     def webhooks(self) -> WebhookEndpoints: ...
 
+    @property
+    def access(self) -> AccessGuard: ...
+
 
 def _routes(host: WebhooksHost) -> Sequence[BaseRoute]:
-    return webhook_routes(host, host.webhooks)
+    return webhook_routes(host, host.webhooks, host.access)
 
 
 FEATURE: Feature[WebhooksHost] = Feature("webhooks", routes=_routes, api=(API_DOC,), settings=WebhookSettings)

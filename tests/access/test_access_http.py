@@ -149,6 +149,8 @@ async def test_only_the_wallet_changes_the_rules_any_credential_reads_them(
         ({"origins": "https://app.example.com"}, "must be an array of strings"),
         ({"origins": ["x" * 300]}, "1 to 253 characters"),
         ({"rates": 5}, "unknown field 'rates'"),
+        ({"webhooks": ["read"]}, "not a webhook action"),
+        ({"webhooks": ["list"] * 9}, "at most 8 entries"),
         ([], "JSON object"),
     ],
 )
@@ -160,6 +162,7 @@ async def test_bad_rules_are_refused_400_with_the_reason(
     assert words in answer.json["error"]["message"], answer
     read = await request(http, "GET", gateway.url + "/account/access", headers={"X-Api-Key": owner.key})
     assert read.json["origins"] == [] and read.json["addresses"] == [] and read.json["methods"] == []
+    assert read.json["webhooks"] == []
 
 
 async def test_mcp_is_bound_by_the_address_rule(

@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 
 from gateway.access.rules import (
+    WEBHOOK_ACTIONS,
     AccessRules,
     RulesInvalid,
     address_allowed,
     method_allowed,
     origin_allowed,
     parse_rules,
+    webhook_allowed,
 )
 from gateway.core.client_address import grpc_peer_host
 
@@ -53,6 +55,44 @@ def test_origins(origin: str | None, allowed: bool) -> None:
     assert origin_allowed(rules, origin, "gw.local:8000") is allowed
 
 
+@pytest.mark.parametrize(
+    ("origin", "fetch_site", "allowed"),
+    [
+        (None, None, True),  # neither header: a server, a script outside a browser
+        (None, "same-origin", True),  # the gateway's own page's GET (a browser sends no Origin with it)
+        (None, "none", True),  # typed in the address bar, a bookmark
+        (None, " Same-Origin ", True),
+        (None, "cross-site", False),  # another site's <img>, <script>, link or form GET
+        (None, "same-site", False),  # another origin of the same site is another page all the same
+        (None, "", False),
+        (None, "bogus", False),
+        ("https://app.example.com", "cross-site", True),  # the Origin decides when there is one
+        ("https://evil.example.net", "same-origin", False),
+    ],
+)
+def test_a_browser_request_from_another_site_needs_an_origin(
+    origin: str | None, fetch_site: str | None, allowed: bool
+) -> None:
+    rules = AccessRules(origins=("https://app.example.com",))
+    assert origin_allowed(rules, origin, "gw.local:8000", fetch_site) is allowed
+    assert origin_allowed(AccessRules(methods=("getSlot",)), origin, "gw.local:8000", fetch_site)  # no origin rule
+
+
+def test_webhook_actions_none_under_any_rule_every_one_without_rules() -> None:
+    for action in WEBHOOK_ACTIONS:
+        assert webhook_allowed(AccessRules(), action)
+        assert not webhook_allowed(AccessRules(methods=("getBalance",)), action)
+        assert not webhook_allowed(AccessRules(rate=5), action)
+    listed = parse_rules({"webhooks": ["list", " Deliveries", "list"]}, KNOWN)
+    assert listed.webhooks == ("list", "deliveries") and not listed.empty
+    assert listed.document()["webhooks"] == ["list", "deliveries"]
+    assert webhook_allowed(listed, "list") and webhook_allowed(listed, "deliveries")
+    assert not webhook_allowed(listed, "create") and not webhook_allowed(listed, "rotate-secret")
+    every = parse_rules({"methods": ["getSlot"], "webhooks": list(WEBHOOK_ACTIONS)}, KNOWN)
+    assert all(webhook_allowed(every, action) for action in WEBHOOK_ACTIONS)
+    assert parse_rules({"webhooks": []}, KNOWN).empty
+
+
 def test_addresses_and_mapped_ipv4() -> None:
     networks = AccessRules(addresses=("10.0.0.0/8", "2001:db8::/32")).networks()
     assert address_allowed(networks, "10.1.2.3")
@@ -84,6 +124,10 @@ def test_methods_by_name_or_class() -> None:
         {"methods": [""]},
         {"addresses": [f"10.0.0.{i}" for i in range(65)]},
         {"methods": [1]},
+        {"webhooks": ["read"]},
+        {"webhooks": ["rotate_secret"]},
+        {"webhooks": "list"},
+        {"webhooks": [*WEBHOOK_ACTIONS, "list"]},
     ],
 )
 def test_bad_input_is_refused(document: dict[str, object]) -> None:
