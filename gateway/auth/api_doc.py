@@ -14,6 +14,8 @@ from gateway.auth.models import (
     HistoryPage,
     LedgerPage,
     LogoutAnswer,
+    SessionList,
+    SessionsEnded,
     Token,
     VerifyRequest,
 )
@@ -56,7 +58,7 @@ def _session_paths() -> dict[str, Any]:
         },
         "/auth/verify": {
             "post": operation(
-                "A session token for a signed challenge (1 h, sliding)",
+                "A session token for a signed challenge or Sign-In With Solana message (1 h, sliding)",
                 json_answer(ref("Token"), "the token"),
                 {**rest_errors(), **errors(401)},
                 body="VerifyRequest",
@@ -73,6 +75,37 @@ def _session_paths() -> dict[str, Any]:
                 ),
                 "security": [{"bearer": []}],
             }
+        },
+        **_sessions_paths(),
+    }
+
+
+def _sessions_paths() -> dict[str, Any]:
+    """The account's live sessions: listed with any credential, ended with the wallet's own proof."""
+    ending = {**errors(400, 401, 403, 405, 413, 429, 500, 503), **errors(402, rpc=(402,))}
+    id_param = [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}]
+    one = {**ending, "404": json_answer(ref("ErrorBody"), "no live session of this account has that id: NOT_FOUND")}
+    ended = json_answer(ref("SessionsEnded"), "ended")
+    return {
+        "/account/sessions": {
+            **account_read("The account's live sessions, newest first (never their tokens)", "SessionList"),
+            "delete": operation(
+                "End every live session but the caller's own owner session (wallet signature or owner session)",
+                ended,
+                ending,
+                secured=True,
+                tag="Session",
+            ),
+        },
+        "/account/sessions/{id}": {
+            "delete": operation(
+                "End one live session (wallet signature or owner session)",
+                ended,
+                one,
+                secured=True,
+                params=id_param,
+                tag="Session",
+            )
         },
     }
 
@@ -150,6 +183,8 @@ API_DOC = ApiDoc(
         VerifyRequest,
         Token,
         LogoutAnswer,
+        SessionList,
+        SessionsEnded,
         ApiKeyRequest,
         ApiKeyAnswer,
         Account,

@@ -205,8 +205,15 @@ class ApiKeyStore:
 
     async def publish_logout(self, session_digest: str) -> None:
         """Tell every process that a session was logged out (its open connections end)."""
-        self.revocations.revoked(("session", session_digest))
-        await self._channel.publish([SESSION_MESSAGE_PREFIX + session_digest])
+        await self.publish_logouts([session_digest])
+
+    async def publish_logouts(self, session_digests: list[str]) -> None:
+        """:meth:`publish_logout` for several sessions, in one message to the channel."""
+        if not session_digests:
+            return
+        for digest in session_digests:
+            self.revocations.revoked(("session", digest))
+        await self._channel.publish([SESSION_MESSAGE_PREFIX + digest for digest in session_digests])
 
     def _remember_digest(self, key: str) -> bytes:
         """HMAC of ``key``, memoised: the hash is a pure function of the key, so the memo is never stale

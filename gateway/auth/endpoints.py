@@ -14,18 +14,30 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import base58
 import orjson
 
 from gateway.auth.account_views import account_document, history_entry, ledger_entry
-from gateway.auth.errors import account_suspended, bearer_token_required, not_started
+from gateway.auth.errors import (
+    account_suspended,
+    bearer_token_required,
+    not_started,
+    owner_proof_required,
+    sessions_full,
+)
 from gateway.auth.paging import page_document, parse_page
 from gateway.auth.services import AuthServices
+from gateway.auth.sign_in import MAX_MESSAGE_BYTES, SignInError, iso, sign_in_input
+from gateway.auth.sign_in import check as check_sign_in
+from gateway.auth.sign_in import parse as parse_sign_in
+from gateway.auth.store.sessions import SessionCapFull, SessionInfo, token_digest
 from gateway.auth.usage_totals import UsageEndpoints
 from gateway.core.credentials import bearer_token
-from gateway.core.errors import account_not_found, auth_failed, invalid_request
+from gateway.core.errors import account_not_found, auth_failed, invalid_request, not_found
+from gateway.core.identity import Identity
 from gateway.core.wallet_headers import HeaderFailure, decode_base58, verify_signature
 from gateway.pipeline import Call, Reply, json_reply
 from gateway.storage.errors import StoreUnavailable
@@ -34,6 +46,7 @@ from gateway.storage.seats import Seats
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _CHALLENGE = re.compile(r"[0-9a-f]{64}")
+_SESSION_ID = re.compile(r"[0-9a-f]{20}")
 MAX_REF_CODE_LEN = 128
 API_KEY_MESSAGE = "Store this API key now: it is shown only once. Any previous key of this account is revoked."
 
@@ -70,40 +83,82 @@ def _pubkey_field(document: dict[str, Any]) -> tuple[str, bytes]:
     return base58.b58encode(decoded).decode("ascii"), decoded
 
 
+def _owner(call: Call, action: str) -> Identity:
+    """The caller, if it proved the wallet itself (a signature or an owner session); else 403."""
+    identity = call.authenticated()
+    if not identity.owner:
+        raise owner_proof_required(action)
+    return identity
+
+
+def _own_session(call: Call, identity: Identity) -> str | None:
+    """The digest of the session token the call came with, if it came with one."""
+    if identity.mode != "session":
+        return None
+    authorization = call.credentials.authorization
+    token = bearer_token(authorization) if authorization else call.credentials.token
+    return token_digest(token) if token else None
+
+
+def _session_document(info: SessionInfo, own: str | None) -> dict[str, Any]:
+    return {
+        "id": info.id,
+        "owner": info.owner,
+        "created_at": iso(datetime.fromtimestamp(info.created_ms / 1000, UTC)),
+        "last_used_at": iso(datetime.fromtimestamp(info.last_used_ms / 1000, UTC)),
+        "origin": info.origin,
+        "user_agent": info.user_agent,
+        "current": info.digest == own,
+    }
+
+
 class AccountEndpoints:
     def __init__(
         self, services: AuthServices, seats: Seats, unsettled: Callable[[str], int] = lambda pubkey: 0
     ) -> None:
         self.services = services
+        #: Where browsers reach the gateway: the domain a Sign-In With Solana message must name.
+        self.public = services.settings.public_address
         self.unsettled = unsettled
         # the account page's totals and CSV routes (beyond docs/api.md); ``seats`` count running exports
         self.usage = UsageEndpoints(services, seats)
 
     async def challenge(self, call: Call) -> Reply:
-        """``POST /auth/challenge {pubkey}`` -> ``{challenge, expires_in}``; no auth."""
+        """``POST /auth/challenge {pubkey}`` -> ``{challenge, expires_in, sign_in}``; no auth. ``sign_in`` is
+        the Sign-In With Solana input naming the challenge as its nonce, for the wallet's ``solana:signIn``."""
         pubkey, _ = _pubkey_field(_json_object(call.body))
         sessions = _ready(self.services.sessions)
         challenge = await sessions.issue_challenge(pubkey)
-        return json_reply(200, {"challenge": challenge, "expires_in": sessions.challenge_expires_in})
+        expires_in = sessions.challenge_expires_in
+        sign_in = sign_in_input(self.public, pubkey, challenge, datetime.now(UTC), expires_in)
+        return json_reply(200, {"challenge": challenge, "expires_in": expires_in, "sign_in": sign_in})
 
     async def verify(self, call: Call) -> Reply:
-        """``POST /auth/verify {pubkey, challenge, signature}`` -> ``{token, expires_in}``; no auth.
+        """``POST /auth/verify {pubkey, challenge, signature}`` (an ordinary session) or ``{pubkey, message,
+        signature}`` (a Sign-In With Solana message naming this gateway: an owner session) -> ``{token,
+        expires_in, owner}``; no auth.
 
         The signature is checked before the challenge is consumed, so only the key's owner can use
         (and so burn) a challenge issued to that key.
         """
         document = _json_object(call.body)
         pubkey, pubkey_bytes = _pubkey_field(document)
-        challenge = _string_field(document, "challenge")
-        if not _CHALLENGE.fullmatch(challenge):
-            raise invalid_request("challenge must be the 64-character hex string from POST /auth/challenge")
+        owner = "message" in document
+        if owner and "challenge" in document:
+            raise invalid_request("send challenge (the hex challenge) or message (Sign-In With Solana), not both")
+        if owner:
+            signed, challenge = self._sign_in(_string_field(document, "message"), pubkey)
+        else:
+            challenge = _string_field(document, "challenge")
+            if not _CHALLENGE.fullmatch(challenge):
+                raise invalid_request("challenge must be the 64-character hex string from POST /auth/challenge")
+            signed = challenge.encode("utf-8")
         signature = decode_base58(_string_field(document, "signature"), 64, "signature")
         if isinstance(signature, HeaderFailure):
             raise auth_failed(signature.reason)
-        if not verify_signature(pubkey_bytes, challenge.encode("utf-8"), signature):
-            raise auth_failed(
-                "signature does not verify: sign the challenge's UTF-8 text with the key's Ed25519 secret"
-            )
+        if not verify_signature(pubkey_bytes, signed, signature):
+            what = "the message's UTF-8 bytes, as the wallet signed them" if owner else "the challenge's UTF-8 text"
+            raise auth_failed(f"signature does not verify: sign {what} with the key's Ed25519 secret")
         sessions = _ready(self.services.sessions)
         if not await sessions.consume_challenge(pubkey, challenge):
             raise auth_failed("challenge expired, already used, or not issued to this public key")
@@ -113,8 +168,36 @@ class AccountEndpoints:
             # Sessions live in Redis and are issued while PostgreSQL is down (docs/api.md, Errors). A session
             # grants a suspended account nothing: every paid call, connection and webhook action checks again.
             log.warning("session issued without the suspension check: the account database is unavailable")
-        token = await sessions.issue_token(pubkey)
-        return json_reply(200, {"token": token, "expires_in": sessions.token_expires_in})
+        origin, user_agent = call.headers.get("origin"), call.headers.get("user-agent")
+        try:
+            token, ended = await sessions.open(pubkey, owner=owner, origin=origin, user_agent=user_agent)
+        except SessionCapFull as exc:
+            raise sessions_full(sessions.max_sessions, exc.retry_after_s) from exc
+        await _ready(self.services.api_keys).publish_logouts(ended)  # past the cap: their sockets close too
+        return json_reply(200, {"token": token, "expires_in": sessions.token_expires_in, "owner": owner})
+
+    def _sign_in(self, text: str, pubkey: str) -> tuple[bytes, str]:
+        """The bytes the wallet signed and the challenge they name, or 400 (not the sign-in text) / 401."""
+        if len(text) > MAX_MESSAGE_BYTES:  # bounded before anything else looks at it
+            raise invalid_request(f"message is longer than {MAX_MESSAGE_BYTES} bytes")
+        try:
+            signed = text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise invalid_request("message is not valid Unicode text") from exc
+        try:
+            parsed = parse_sign_in(text)
+        except SignInError as exc:
+            raise invalid_request(f"message is not a Sign-In With Solana text: {exc}") from exc
+        try:
+            nonce = check_sign_in(parsed, self.public, pubkey, datetime.now(UTC), self._challenge_ttl_s())
+        except SignInError as exc:
+            raise auth_failed(str(exc)) from exc
+        if not _CHALLENGE.fullmatch(nonce):
+            raise auth_failed("message's Nonce is not a challenge from POST /auth/challenge")
+        return signed, nonce
+
+    def _challenge_ttl_s(self) -> int:
+        return _ready(self.services.sessions).challenge_expires_in
 
     async def logout(self, call: Call) -> Reply:
         """``POST /auth/logout {}`` with the bearer token (checked by AuthStage) -> ``{status: "ok"}``."""
@@ -123,8 +206,41 @@ class AccountEndpoints:
         token = bearer_token(authorization) if authorization else None
         if token is None:
             raise bearer_token_required()
-        await self.services.logout(token)
+        await self.services.logout(token, call.authenticated().pubkey)
         return json_reply(200, {"status": "ok"})
+
+    async def list_sessions(self, call: Call) -> Reply:
+        """``GET /account/sessions`` (any credential) -> ``{sessions, max_sessions}``, newest first."""
+        identity = call.authenticated()
+        sessions = _ready(self.services.sessions)
+        own = _own_session(call, identity)
+        found = await sessions.sessions(identity.pubkey)
+        listed = [_session_document(info, own) for info in found]
+        return json_reply(200, {"sessions": listed, "max_sessions": sessions.max_sessions})
+
+    async def end_sessions(self, call: Call) -> Reply:
+        """``DELETE /account/sessions`` (wallet signature or owner session) -> ``{ok, ended}``: every live
+        session of the account but the caller's own owner session."""
+        _json_object(call.body, empty_ok=True)
+        identity = _owner(call, "ending sessions")
+        own = _own_session(call, identity)
+        found = await _ready(self.services.sessions).sessions(identity.pubkey)
+        digests = [info.digest for info in found if info.digest != own]
+        await self.services.end_sessions(identity.pubkey, digests)
+        return json_reply(200, {"ok": True, "ended": len(digests)})
+
+    async def end_session(self, call: Call) -> Reply:
+        """``DELETE /account/sessions/{id}`` (wallet signature or owner session) -> ``{ok, ended: 1}``;
+        404 NOT_FOUND for an id that is not one of the account's live sessions."""
+        _json_object(call.body, empty_ok=True)
+        identity = _owner(call, "ending a session")
+        wanted = call.path.rstrip("/").rsplit("/", 1)[-1]
+        found = await _ready(self.services.sessions).sessions(identity.pubkey) if _SESSION_ID.fullmatch(wanted) else []
+        match = next((info for info in found if info.id == wanted), None)
+        if match is None:
+            raise not_found("no live session of this account has that id (GET /account/sessions lists them)")
+        await self.services.end_sessions(identity.pubkey, [match.digest])
+        return json_reply(200, {"ok": True, "ended": 1})
 
     async def create_api_key(self, call: Call) -> Reply:
         """``POST /account/api-key {}`` or ``{ref_code}`` under wallet signature -> the key, shown once."""

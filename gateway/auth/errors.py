@@ -47,3 +47,34 @@ def bearer_token_required() -> ProxyError:
 def not_started() -> ProxyError:
     """Fail closed until the stores that prove credentials are open: refused, never waved through."""
     return service_unavailable("authentication is starting; retry shortly", 5)
+
+
+#: The access rules' refusal (gateway.access.rules; auth cannot import it): the same code and JSON-RPC code.
+ACCESS_DENIED, ACCESS_DENIED_RPC = "ACCESS_DENIED", -32030
+
+
+def owner_proof_required(action: str) -> ProxyError:
+    """403 ACCESS_DENIED: only the wallet's own proof (a per-request signature or an owner session) may ``action``."""
+    return ProxyError(
+        403,
+        ACCESS_DENIED,
+        f"access denied: {action} needs the wallet's own proof: sign this request with the wallet (X-Pubkey, "
+        "X-Signature, X-Timestamp, X-Nonce), or use an owner session (POST /auth/verify with the Sign-In With "
+        "Solana message of POST /auth/challenge's sign_in); an API key or a hex-challenge session cannot",
+        ACCESS_DENIED_RPC,
+    )
+
+
+def sessions_full(max_sessions: int, retry_after_s: int) -> ProxyError:
+    """429 CONCURRENCY_LIMITED: every live session of the account is an owner session, at the cap; an
+    ordinary session never ends one (docs/api.md, Account and session routes)."""
+    return ProxyError(
+        429,
+        "CONCURRENCY_LIMITED",
+        f"this account has {max_sessions} live owner sessions, the most it keeps, and a session from the hex "
+        "challenge never ends one: end one (DELETE /account/sessions/{id}), sign in with Sign-In With Solana "
+        "(an owner session ends the oldest), or retry when one expires",
+        RpcCode.RATE_LIMITED,
+        {"max_sessions": max_sessions, "retry_after_secs": retry_after_s},
+        headers={"Retry-After": str(retry_after_s)},
+    )

@@ -11,9 +11,23 @@ from pydantic import BaseModel, ConfigDict, Field
 from gateway.core.patterns import BASE58_KEY, BASE58_SIGNATURE
 
 
+class SignInInput(BaseModel):
+    """The Wallet Standard's ``SolanaSignInInput`` for ``solana:signIn``: hand it to the wallet unchanged."""
+
+    domain: str = Field(description="the gateway's configured public host[:port] (never a request's Host)")
+    address: str = Field(pattern=BASE58_KEY)
+    statement: str
+    uri: str = Field(description="the gateway's public origin")
+    version: Literal["1"]
+    nonce: str = Field(pattern="^[0-9a-f]{64}$", description="the challenge")
+    issuedAt: str = Field(description="ISO 8601 UTC")  # the Wallet Standard's names
+    expirationTime: str = Field(description="ISO 8601 UTC: the challenge's expiry")
+
+
 class Challenge(BaseModel):
     challenge: str = Field(pattern="^[0-9a-f]{64}$")
     expires_in: int
+    sign_in: SignInInput = Field(description="Sign-In With Solana input naming the challenge (added here)")
 
 
 class ChallengeRequest(BaseModel):
@@ -21,14 +35,44 @@ class ChallengeRequest(BaseModel):
 
 
 class VerifyRequest(BaseModel):
+    """``challenge`` (the hex challenge: an ordinary session) or ``message`` (Sign-In With Solana: an owner session)."""
+
     pubkey: str = Field(pattern=BASE58_KEY)
-    challenge: str = Field(pattern="^[0-9a-f]{64}$")
-    signature: str = Field(pattern=BASE58_SIGNATURE, description="base58 signature of the challenge's UTF-8 text")
+    challenge: str | None = Field(None, pattern="^[0-9a-f]{64}$")
+    message: str | None = Field(
+        None,
+        max_length=2048,
+        description="the signed Sign-In With Solana text (UTF-8 of the wallet's signedMessage), naming the challenge",
+    )
+    signature: str = Field(
+        pattern=BASE58_SIGNATURE, description="base58 signature of the challenge's (or message's) UTF-8 text"
+    )
 
 
 class Token(BaseModel):
     token: str
     expires_in: int
+    owner: bool = Field(description="an owner session (signed in with Sign-In With Solana; added here)")
+
+
+class SessionEntry(BaseModel):
+    id: str = Field(pattern="^[0-9a-f]{20}$")
+    owner: bool
+    created_at: str = Field(description="ISO 8601 UTC")
+    last_used_at: str = Field(description="ISO 8601 UTC")
+    origin: str | None = Field(description="the Origin header the session was made with")
+    user_agent: str | None = Field(description="the User-Agent it was made with (at most 256 characters)")
+    current: bool = Field(description="the session the request came with")
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionEntry]
+    max_sessions: int
+
+
+class SessionsEnded(BaseModel):
+    ok: Literal[True]
+    ended: int
 
 
 class LogoutAnswer(BaseModel):

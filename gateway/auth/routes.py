@@ -34,5 +34,9 @@ def account_routes(gates: Gates, endpoints: AccountEndpoints) -> list[BaseRoute]
         mount("/account/info", "GET", [reads, any_mode], endpoints.info),
         mount("/account/ledger", "GET", [reads, any_mode], endpoints.ledger),
         mount("/account/history", "GET", [reads, any_mode], endpoints.history),
+        # listing is a read; ending sessions is session work (the endpoint refuses all but the owner's proof)
+        mount("/account/sessions", "GET", [reads, any_mode], endpoints.list_sessions),
+        mount("/account/sessions", "DELETE", [session, any_mode], endpoints.end_sessions),
+        mount("/account/sessions/{id}", "DELETE", [session, any_mode], endpoints.end_session),
         *usage_routes(gates, endpoints.usage),
     ]

@@ -33,7 +33,13 @@ from gateway.auth.settings import AuthSettings
 from gateway.auth.store.accounts import AccountStore, ApiKeyRows
 from gateway.auth.store.nonces import NonceStore
 from gateway.auth.store.service_keys import compare_cluster_keys
-from gateway.auth.store.sessions import CHALLENGE_TTL_MS, TOKEN_TTL_MS, SessionStore, token_digest
+from gateway.auth.store.sessions import (
+    CHALLENGE_TTL_MS,
+    MAX_SESSIONS,
+    TOKEN_TTL_MS,
+    SessionStore,
+    token_digest,
+)
 from gateway.auth.strategies import (
     ApiKeyStrategy,
     FundsCheck,
@@ -63,6 +69,7 @@ class AuthServices:
         on_api_key_rotated: awaited after each key rotation has committed (in-process listeners; the
             webhook jobs are written in the rotation's transaction, :mod:`gateway.storage.webhook_events`).
         challenge_ttl_ms, token_ttl_ms: lifetimes of challenges and (sliding) session tokens.
+        max_sessions: live sessions an account keeps at once (docs/api.md, Account and session routes).
         clock: wall clock for the signature timestamp window.
     """
 
@@ -74,6 +81,7 @@ class AuthServices:
         on_api_key_rotated: RotationHook | None = None,
         challenge_ttl_ms: int = CHALLENGE_TTL_MS,
         token_ttl_ms: int = TOKEN_TTL_MS,
+        max_sessions: int = MAX_SESSIONS,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
@@ -89,6 +97,7 @@ class AuthServices:
         self._on_rotated = on_api_key_rotated
         self._challenge_ttl_ms = challenge_ttl_ms
         self._token_ttl_ms = token_ttl_ms
+        self._max_sessions = max_sessions
         self._clock = clock
         self._authenticator: Authenticator | None = None
         self.terms: PaymentTerms | None = None
@@ -127,7 +136,7 @@ class AuthServices:
         )
         secret = self._secret if self._secret is not None else load_or_create_secret(home / SECRET_FILE)
         self.nonces = NonceStore(conn.redis, conn.redis_connects)
-        self.sessions = SessionStore(conn.redis, self._challenge_ttl_ms, self._token_ttl_ms)
+        self.sessions = SessionStore(conn.redis, self._challenge_ttl_ms, self._token_ttl_ms, self._max_sessions)
         channel = Channel(conn.redis, REVOKED_KEYS)
         self.api_keys = ApiKeyStore(
             ApiKeyRows(conn.db), channel, secret, on_rotated=self._rotated, revocations=self.revocations
@@ -182,13 +191,19 @@ class AuthServices:
             return ("session", token_digest(token)) if token else None
         return None
 
-    async def logout(self, token: str) -> None:
+    async def logout(self, token: str, pubkey: str | None = None) -> None:
         """End the session everywhere: its key in Redis, then every process's open connections."""
+        await self.end_sessions(pubkey, [token_digest(token)])
+
+    async def end_sessions(self, pubkey: str | None, digests: list[str]) -> int:
+        """End sessions by their tokens' digests, as :meth:`logout` ends one; how many were live.
+        Announced even when they were gone already: a connection may still hold one."""
         sessions, keys = self.sessions, self.api_keys
         if sessions is None or keys is None:
             raise not_started()
-        await sessions.revoke(token)
-        await keys.publish_logout(token_digest(token))
+        ended = await sessions.end(pubkey, digests)
+        await keys.publish_logouts(digests)
+        return ended
 
     async def _still_valid(self, credential: Credential) -> bool:
         kind, digest = credential

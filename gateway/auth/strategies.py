@@ -175,10 +175,10 @@ class SessionStrategy:
 async def resolve_session(sessions: SessionStore, token: str) -> Identity:
     if not _SESSION_TOKEN.fullmatch(token):
         raise auth_failed("session token is invalid, expired or logged out")
-    pubkey = await sessions.resolve(token)
-    if pubkey is None:
+    resolved = await sessions.resolve(token)
+    if resolved is None:
         raise auth_failed("session token is invalid, expired or logged out")
-    return Identity(pubkey, "session")
+    return Identity(resolved.pubkey, "session", owner_session=resolved.owner)
 
 
 class TokenStrategy:
