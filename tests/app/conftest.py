@@ -25,6 +25,7 @@ from solders.transaction import VersionedTransaction
 from spl.token.instructions import create_idempotent_associated_token_account
 
 from devnode.node import Devnode
+from gateway.runtime.ports import free_port
 from gateway.settings import Settings
 from gateway.webui.routes import BUILD_DIR
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS  # the browser-apps tests' launch, one list for both
@@ -44,12 +45,16 @@ def app_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 async def page_gateway(
     app_home: Path, database_url: str, redis_url: str, devnode: Devnode
 ) -> AsyncIterator[RunningGateway]:
-    """The gateway serving the page, its deposit wallet's USDC account made (as ``gateway up`` does)."""
+    """The gateway serving the page, its deposit wallet's USDC account made (as ``gateway up`` does). Its
+    settings name the port it serves on, as ``gateway up``'s do: the Sign-In With Solana message names the
+    gateway's own address (its ``host:port``), which a wallet checks against the page's."""
     if not (BUILD_DIR / "index.html").is_file():
         pytest.fail(f"the account page is not built in {BUILD_DIR}: run `make webapp` (make test does)")
+    port = free_port()
     settings = Settings.model_validate(
         {
             "home": app_home,
+            "port": port,
             **service_key_settings(app_home),
             "database_url": database_url,
             "redis_url": redis_url,
@@ -59,7 +64,7 @@ async def page_gateway(
             "webhook_allow_private": True,  # as with the embedded devnode: receivers on 127.0.0.1
         }
     )
-    async with serve_gateway(settings) as running:
+    async with serve_gateway(settings, port=port) as running:
         funder = Keypair()
         await airdrop(devnode.rpc_url, funder.pubkey())
         deposit_wallet = Pubkey.from_string(settings.deposit_address)
@@ -144,8 +149,11 @@ def is_fault(message: ConsoleMessage) -> bool:
     return message.type == "error" and not message.text.startswith("Failed to load resource: the server responded")
 
 
-async def open_page(context: BrowserContext, base_url: str, wallet: PageWallet) -> AccountPage:
-    """A page with ``wallet`` registered through the Wallet Standard, at /app/."""
+async def open_page(
+    context: BrowserContext, base_url: str, wallet: PageWallet, *, sign_in: bool = False
+) -> AccountPage:
+    """A page with ``wallet`` registered through the Wallet Standard, at /app/; ``sign_in``: the wallet also
+    offers ``solana:signIn`` (Sign In With Solana), as most wallets do now."""
     page = await context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -154,7 +162,8 @@ async def open_page(context: BrowserContext, base_url: str, wallet: PageWallet) 
     await page.expose_function("__testWalletSignTransaction", wallet.sign_transaction)
     public_key = list(bytes(wallet.keypair.pubkey()))
     await page.add_init_script(
-        f"window.__TEST_WALLET__ = {json.dumps({'address': wallet.address, 'publicKey': public_key})};\n{WALLET_JS}"
+        f"window.__TEST_WALLET__ = {json.dumps(dict(address=wallet.address, publicKey=public_key, signIn=sign_in))};\n"
+        f"{WALLET_JS}"
     )
     await page.goto(f"{base_url}/app/")
     return AccountPage(page, wallet, base_url, errors)

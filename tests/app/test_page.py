@@ -127,7 +127,7 @@ async def test_sign_in_balance_spend_rotate_sign_out(
     token = await app.session_token()
     assert token is not None
     assert await account_status(http, base, {"Authorization": f"Bearer {token}"}) == 200
-    await page.get_by_role("button", name="Sign out").click()
+    await page.get_by_role("button", name="Sign out", exact=True).click()
     await expect(page.locator("#signin")).to_be_visible()
     assert await app.session_token() is None
     assert await account_status(http, base, {"Authorization": f"Bearer {token}"}) == 401
@@ -167,7 +167,7 @@ async def test_an_origin_rule_set_in_the_page_binds_the_key_and_not_the_page(
     await set_origins(app, "https://app.example.com")
     assert await settled_status(http, base, {**key, "Origin": "https://elsewhere.example"}, 403)
     token = await app.session_token()
-    await page.get_by_role("button", name="Sign out").click()
+    await page.get_by_role("button", name="Sign out", exact=True).click()
     await expect(page.locator("#notice")).to_have_text("Signed out.")
     assert await account_status(http, base, {"Authorization": f"Bearer {token}"}) == 401
     assert app.errors == []

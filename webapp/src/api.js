@@ -19,7 +19,7 @@ export class ApiError extends Error {
   }
 }
 
-/** {token, pubkey, wallet} or null. */
+/** {token, pubkey, wallet, owner} or null; `owner`: a Sign In With Solana session (docs/api.md, Authentication). */
 export function loadSession() {
   try {
     const saved = JSON.parse(sessionStorage.getItem(SESSION) || "null");
@@ -83,6 +83,27 @@ export function verify(pubkey, challengeText, signature) {
   return call("POST", "/auth/verify", { body: JSON.stringify({ pubkey, challenge: challengeText, signature }) });
 }
 
+/** /auth/verify with the Sign In With Solana message the wallet signed (its text) and its base58 signature. */
+export function verifySignIn(pubkey, message, signature) {
+  return call("POST", "/auth/verify", { body: JSON.stringify({ pubkey, message, signature }) });
+}
+
+/**
+ * How one request is authorised: a function (method, path, body) -> its headers. `bearerAuth` sends the
+ * session token; `walletAuth` has the wallet sign that very request (the per-request signature).
+ */
+export function bearerAuth(session) {
+  return async () => bearer(session);
+}
+
+export function walletAuth(pubkey, signMessage, skewS) {
+  return (method, path, body) => signedHeaders(method, path, body ?? "", pubkey, signMessage, skewS);
+}
+
+async function authorised(auth, method, path, body) {
+  return call(method, path, { body, headers: await auth(method, path, body) });
+}
+
 export function logout(session) {
   return call("POST", "/auth/logout", { body: "{}", headers: bearer(session) });
 }
@@ -134,7 +155,7 @@ export async function signedHeaders(method, path, body, pubkey, signMessage, ske
   const timestamp = String(Math.floor(Date.now() / 1000 + skewS));
   const nonce = bytesToHex(randomBytes(16));
   const bodyHash = method === "GET" ? "" : bytesToHex(sha256(new TextEncoder().encode(body)));
-  const message = `ledger-svc:v2:${method}:${path}:${timestamp}:${nonce}:${bodyHash}`;
+  const message = `ledger-svc:v2:${method}:${path.split("?")[0]}:${timestamp}:${nonce}:${bodyHash}`; // the query is not signed
   const signature = await signMessage(new TextEncoder().encode(message));
   return { "X-Pubkey": pubkey, "X-Signature": bs58.encode(signature), "X-Timestamp": timestamp, "X-Nonce": nonce };
 }
@@ -163,13 +184,20 @@ export function confirmDeposit(session, signature) {
   return call("POST", "/account/confirm-deposit", { body: JSON.stringify({ signature }), headers: bearer(session) });
 }
 
-/** /webhooks (docs/api.md, Webhooks), with the session token. */
+/** /webhooks (docs/api.md, Webhooks): every route takes any credential, so each call is given its `auth`. */
 export const webhooks = {
-  list: (session) => call("GET", "/webhooks", { headers: bearer(session) }),
-  create: (session, body) => call("POST", "/webhooks", { body: JSON.stringify(body), headers: bearer(session) }),
-  remove: (session, id) => call("DELETE", `/webhooks/${encodeURIComponent(id)}`, { headers: bearer(session) }),
-  post: (session, id, action) => call("POST", `/webhooks/${encodeURIComponent(id)}/${action}`, { body: "{}", headers: bearer(session) }),
-  deliveries: (session, id, limit) => call("GET", `/webhooks/${encodeURIComponent(id)}/deliveries?limit=${limit}`, { headers: bearer(session) }),
+  list: (auth) => authorised(auth, "GET", "/webhooks"),
+  create: (auth, body) => authorised(auth, "POST", "/webhooks", JSON.stringify(body)),
+  remove: (auth, id) => authorised(auth, "DELETE", `/webhooks/${encodeURIComponent(id)}`),
+  post: (auth, id, action) => authorised(auth, "POST", `/webhooks/${encodeURIComponent(id)}/${action}`, "{}"),
+  deliveries: (auth, id, limit) => authorised(auth, "GET", `/webhooks/${encodeURIComponent(id)}/deliveries?limit=${limit}`),
+};
+
+/** /account/sessions: listed with any credential; ended under a wallet signature or an owner session. */
+export const sessions = {
+  list: (session) => call("GET", "/account/sessions", { headers: bearer(session) }),
+  endAll: (auth) => authorised(auth, "DELETE", "/account/sessions"),
+  end: (auth, id) => authorised(auth, "DELETE", `/account/sessions/${encodeURIComponent(id)}`),
 };
 
 export const base58 = bs58;

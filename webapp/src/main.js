@@ -1,6 +1,11 @@
 // The account page (docs/dashboard.md): sign-in with a Wallet Standard wallet, then the account's balance,
 // credit batches, spending, history and ledger, refreshed on their own; the key created or rotated under
 // the wallet's signature; the pricing and the service's health for everyone.
+//
+// A wallet that offers `solana:signIn` signs in with a Sign In With Solana message naming this gateway: an
+// owner session, which the access rules never bind, so the page's changes go with its token. Any other wallet
+// signs the plain hex challenge: an ordinary session, which the rules bind like the API key, so every change
+// the page makes is then signed by the wallet, request by request (docs/api.md, Authentication).
 
 import * as api from "./api.js";
 import * as wallets from "./wallet.js";
@@ -8,6 +13,7 @@ import { spendChart } from "./chart.js";
 import { depositCard } from "./deposit.js";
 import { exportCsv, download } from "./csv.js";
 import { webhooksCard } from "./webhooks.js";
+import { sessionsCard } from "./sessions.js";
 import { h, fill, show, num, when, until, table } from "./dom.js";
 
 const POLL_MS = 5000; // balance, first pages, health
@@ -43,11 +49,41 @@ function changed(part, value) {
   return true;
 }
 
-const hooks = webhooksCard({
+/** The wallet signs this one request (a prompt each time): `what` says what for, in the notice. */
+async function signedAuth(what) {
+  const session = state.session;
+  if (!session) throw new Error("signed out");
+  const wallet = wallets.findWallet(session.wallet);
+  if (!wallet) throw new Error(`${session.wallet} is not available in this browser now`);
+  const account = await wallets.connect(wallet, session.pubkey);
+  notify(`Asking ${session.wallet} to sign: ${what}…`);
+  return api.walletAuth(session.pubkey, wallets.signer(wallet, account), state.skewS);
+}
+
+/** A change: an owner session's token is enough; an ordinary session's is not (the rules may bind it). */
+async function writeAuth(what) {
+  const session = state.session;
+  if (!session) throw new Error("signed out");
+  return session.owner ? api.bearerAuth(session) : signedAuth(what);
+}
+
+const cardUi = {
   session: () => state.session,
+  owner: () => Boolean(state.session && state.session.owner),
+  readAuth: () => api.bearerAuth(state.session),
+  writeAuth,
+  signedAuth,
   notify: (text, kind) => notify(text, kind),
   explain: (err) => explain(err),
   copyButton: (text, label) => copyButton(text, label),
+};
+const hooks = webhooksCard(cardUi);
+const sessionsUi = sessionsCard({
+  ...cardUi,
+  signedOutEverywhere: (ended) => {
+    leaveAccount();
+    notify(`Signed out everywhere: ${ended} session${ended === 1 ? "" : "s"} ended, this page's included.`);
+  },
 });
 
 function notify(text, kind = "info") {
@@ -83,12 +119,25 @@ async function signIn(wallet) {
   notify(`Waiting for ${wallet.name}…`);
   try {
     const account = await wallets.connect(wallet);
-    const { challenge } = await api.challenge(account.address);
-    const signature = await wallets.signer(wallet, account)(new TextEncoder().encode(challenge));
-    const { token } = await api.verify(account.address, challenge, api.base58.encode(signature));
-    state.session = { token, pubkey: account.address, wallet: wallet.name };
+    const { challenge, sign_in: input } = await api.challenge(account.address);
+    let verified;
+    let note = "";
+    if (wallets.canSignIn(wallet) && input && input.domain === location.host) {
+      // Sign In With Solana: the wallet shows the user which site they sign in to, and the gateway checks it.
+      const signed = await wallets.signInWith(wallet, input);
+      if (signed.address && signed.address !== account.address) throw new Error(`${wallet.name} signed in as ${signed.address}, not ${account.address}`);
+      verified = await api.verifySignIn(account.address, signed.message, api.base58.encode(signed.signature));
+    } else {
+      if (wallets.canSignIn(wallet) && input) {
+        // a wallet refuses a message naming another host than the page's: say why this is an ordinary session
+        note = `This gateway signs sessions in for ${input.domain}, not this page's ${location.host}: signed in with an ordinary session (your wallet signs each change).`;
+      }
+      const signature = await wallets.signer(wallet, account)(new TextEncoder().encode(challenge));
+      verified = await api.verify(account.address, challenge, api.base58.encode(signature));
+    }
+    state.session = { token: verified.token, pubkey: account.address, wallet: wallet.name, owner: verified.owner === true };
     api.saveSession(state.session);
-    notify("");
+    notify(note);
     enterAccount();
   } catch (err) {
     notify(`Sign-in failed: ${explain(err)}`, "error");
@@ -122,6 +171,7 @@ function leaveAccount() {
   state.depositFor = null;
   state.last = {};
   hooks.reset();
+  sessionsUi.reset();
   state.pages.history = { cursors: [null], data: null };
   state.pages.ledger = { cursors: [null], data: null };
   show("account", false);
@@ -133,9 +183,10 @@ function leaveAccount() {
 function enterAccount() {
   show("signin", false);
   show("account", true);
-  const { pubkey, wallet } = state.session;
+  const { pubkey, wallet, owner } = state.session;
   fill("who",
     h("span", { class: "addr", title: pubkey }, `${wallet} · ${pubkey.slice(0, 4)}…${pubkey.slice(-4)}`),
+    h("span", { class: "small muted", id: "session-kind" }, owner ? "owner session" : "ordinary session: changes are signed by your wallet"),
     h("button", { type: "button", onclick: () => signOut() }, "Sign out"));
   renderKey();
   refresh(true);
@@ -148,7 +199,7 @@ async function refresh(all = false) {
   if (!session || (state.refreshing && !all)) return; // a slow gateway: one poll at a time
   state.refreshing = true;
   try {
-    const jobs = [refreshAccount(session), state.editingAccess ? null : refreshAccess(session), hooks.refresh()];
+    const jobs = [refreshAccount(session), state.editingAccess ? null : refreshAccess(session), hooks.refresh(), sessionsUi.refresh()];
     for (const which of ["history", "ledger"]) {
       if (all || state.pages[which].cursors.length === 1) jobs.push(loadPage(which)); // live on the first page
     }
@@ -314,6 +365,8 @@ const RULES = [
   ["addresses", "Allowed client addresses", "203.0.113.7 or 10.0.0.0/8"],
   ["methods", "Allowed methods or classes", "getSlot, READ_CHEAP, SUBSCRIPTION, GRPC"],
 ];
+// The webhook actions a rule-bound key or session may take (gateway/access/rules.py WEBHOOK_ACTIONS).
+const WEBHOOK_ACTIONS = ["list", "deliveries", "create", "delete", "pause", "resume", "replay", "rotate-secret"];
 
 async function refreshAccess(session) {
   try {
@@ -337,6 +390,14 @@ function renderAccess() {
         h("label", { for: `rule-${name}` }, label),
         h("textarea", { id: `rule-${name}`, rows: 3, spellcheck: "false", "aria-describedby": `rule-${name}-help` }, (a[name] || []).join("\n")),
         h("p", { class: "small muted", id: `rule-${name}-help` }, `One per line, e.g. ${example}. Empty: no rule of this kind.`)));
+    if ("webhooks" in a) {
+      const allowed = new Set(a.webhooks || []);
+      fields.push(h("fieldset", { class: "field", id: "rule-webhooks" },
+        h("legend", {}, "Webhook actions the key and sessions may take"),
+        WEBHOOK_ACTIONS.map((action) => h("label", { class: "check" },
+          h("input", { type: "checkbox", name: "rule-webhook", value: action, checked: allowed.has(action) }), ` ${action}`)),
+        h("p", { class: "small muted" }, "None checked: while any rule is set, only your wallet or an owner session manages webhooks.")));
+    }
     if ("rate" in a) {
       fields.push(h("div", { class: "field" },
         h("label", { for: "rule-rate" }, "Rate limit (requests per second)"),
@@ -351,13 +412,14 @@ function renderAccess() {
           h("button", { type: "button", onclick: () => { state.editingAccess = false; renderAccess(); } }, "Cancel"))));
     return;
   }
-  const none = RULES.every(([name]) => !(a[name] || []).length) && !a.rate;
+  const none = RULES.every(([name]) => !(a[name] || []).length) && !a.rate && !(a.webhooks || []).length;
   fill("access",
-    h("p", { class: "small muted" }, `They bind your ${(a.binds || []).join(" and ").replace("api_key", "API key").replace("session", "session tokens")}; a request your wallet signs is never refused by them.`),
-    none ? h("p", {}, "No rule: your key works from any origin, address and method.") :
+    h("p", { class: "small muted" }, `They bind your ${(a.binds || []).join(" and ").replace("api_key", "API key").replace("session", "ordinary session tokens")}; a request your wallet signs, or an owner session's, is never refused by them.`),
+    none ? h("p", {}, "No rule: your key works from any origin, address and method, and manages webhooks.") :
       h("dl", { class: "facts" },
         RULES.map(([name, label]) => [h("dt", {}, label), h("dd", {}, (a[name] || []).length ? (a[name] || []).join(", ") : "any")]),
-        "rate" in a && [h("dt", {}, "Rate limit"), h("dd", {}, a.rate ? `${num(a.rate)} per second` : "the account's")]),
+        "rate" in a && [h("dt", {}, "Rate limit"), h("dd", {}, a.rate ? `${num(a.rate)} per second` : "the account's")],
+        "webhooks" in a && [h("dt", {}, "Webhook actions"), h("dd", {}, (a.webhooks || []).length ? a.webhooks.join(", ") : "none (only your wallet or an owner session)")]),
     h("button", { type: "button", id: "edit-access", onclick: () => { state.editingAccess = true; renderAccess(); } }, "Edit rules"));
 }
 
@@ -369,6 +431,9 @@ async function saveAccess() {
   const session = state.session;
   if (!session || state.busy) return;
   const rules = Object.fromEntries(RULES.map(([name]) => [name, lines(`rule-${name}`)]));
+  if (state.access && "webhooks" in state.access) {
+    rules.webhooks = [...document.querySelectorAll("input[name=rule-webhook]:checked")].map((i) => i.value);
+  }
   if (state.access && "rate" in state.access) {
     const rate = document.getElementById("rule-rate").value.trim();
     rules.rate = rate ? Number(rate) : null;

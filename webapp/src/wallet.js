@@ -1,11 +1,13 @@
 // Wallets through the Wallet Standard only: whatever registers itself (Phantom, Solflare, Backpack, a test
-// wallet) and offers `standard:connect` and `solana:signMessage`. No wallet is named in this code.
+// wallet) and offers `standard:connect` and `solana:signMessage`; `solana:signIn` (Sign In With Solana) is
+// used where the wallet offers it. No wallet is named in this code.
 
 import { getWallets } from "@wallet-standard/app";
 
 const CONNECT = "standard:connect";
 const DISCONNECT = "standard:disconnect";
 const SIGN_MESSAGE = "solana:signMessage";
+const SIGN_IN = "solana:signIn";
 
 const registry = getWallets();
 
@@ -42,6 +44,25 @@ export function signer(wallet, account) {
   return async (message) => {
     const [output] = await wallet.features[SIGN_MESSAGE].signMessage({ account, message });
     return output.signature;
+  };
+}
+
+/** Whether the wallet offers Sign In With Solana (a message naming the site, which the wallet shows and checks). */
+export function canSignIn(wallet) {
+  return Boolean(wallet && SIGN_IN in wallet.features);
+}
+
+/**
+ * `solana:signIn` with the gateway's SolanaSignInInput passed unchanged: {address, message (the UTF-8 text of
+ * the bytes the wallet signed), signature (bytes)}. The wallet builds the message itself from the input.
+ */
+export async function signInWith(wallet, input) {
+  const [output] = await wallet.features[SIGN_IN].signIn(input);
+  if (!output || !output.signedMessage || !output.signature) throw new Error(`${wallet.name} gave no signed sign-in message`);
+  return {
+    address: output.account && output.account.address,
+    message: new TextDecoder().decode(output.signedMessage),
+    signature: output.signature,
   };
 }
 

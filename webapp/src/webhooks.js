@@ -1,6 +1,11 @@
 // The webhooks card: the account's webhooks with their status and deliveries, a webhook's recent deliveries
 // with the receiver's answers, and creating, rotating the secret of, replaying, pausing, resuming and deleting
 // them (docs/api.md, Webhooks). A URL and a receiver's answer are shown as text, never as markup.
+//
+// Reads go with the session token. Changes go under `ui.writeAuth()`: an owner session's token, or else a
+// wallet signature per change. An ordinary session the account's access rules refuse (403 ACCESS_DENIED)
+// cannot read the list: the card says so and reads it once under a wallet signature when asked, then keeps
+// that copy up to date with the changes made here, so the 5 s poll never asks the wallet for anything.
 
 import * as api from "./api.js";
 import { h, fill, num, when, table } from "./dom.js";
@@ -15,39 +20,90 @@ const TYPES = [
 const LIFECYCLE = ["low_balance", "deposit.credited", "credits.expiring", "api_key.rotated"];
 const DELIVERIES_SHOWN = 20;
 
+function refused(err) {
+  return err instanceof api.ApiError && err.status === 403 && err.code === "ACCESS_DENIED";
+}
+
 /**
- * The card's state and drawing. `ui` gives: session(), notify(text, kind), explain(err), copyButton(text, label).
+ * The card's state and drawing. `ui` gives: session(), readAuth(), writeAuth() and signedAuth() (promises of an
+ * api auth function), notify(text, kind), explain(err), copyButton(text, label).
  */
 export function webhooksCard(ui) {
-  const state = { list: null, secret: null, creating: false, confirmDelete: null, drawn: false, open: null, deliveries: null };
+  const state = {
+    list: null, secret: null, creating: false, confirmDelete: null, drawn: false, open: null, deliveries: null,
+    denied: false, // the session's reads are refused by the access rules
+    signed: null, // {list, at}: the list as last read under a wallet signature (while denied), with changes since
+    signedDeliveries: null, // {id, deliveries, at}: one webhook's deliveries read under a wallet signature
+  };
 
   async function refresh() {
     const session = ui.session();
     if (!session) return;
     let list = null;
+    let denied = false;
     try {
-      list = await api.webhooks.list(session);
+      list = await api.webhooks.list(ui.readAuth());
     } catch (err) {
-      if (err.status !== 402 && err.status !== 404) throw err; // 402: no account yet
+      if (refused(err)) denied = true;
+      else if (err.status !== 402 && err.status !== 404) throw err; // 402: no account yet
     }
+    if (ui.session() !== session) return;
+    if (denied) {
+      list = state.signed ? state.signed.list : null;
+    } else {
+      state.signed = null; // readable again (the rules changed): the live list from now on
+      state.signedDeliveries = null;
+    }
+    state.denied = denied;
     let deliveries = null;
     const open = list && (list.webhooks || []).some((w) => w.id === state.open) ? state.open : null;
-    try {
-      if (open !== null) deliveries = await api.webhooks.deliveries(session, open, DELIVERIES_SHOWN);
-    } catch (err) {
-      if (err.status !== 404) throw err; // deleted meanwhile
+    if (open !== null && denied) {
+      deliveries = state.signedDeliveries && state.signedDeliveries.id === open ? state.signedDeliveries.deliveries : null;
+    } else if (open !== null) {
+      try {
+        deliveries = await api.webhooks.deliveries(ui.readAuth(), open, DELIVERIES_SHOWN);
+      } catch (err) {
+        if (err.status !== 404) throw err; // deleted meanwhile
+      }
     }
-    const changed = JSON.stringify([list, deliveries]) !== JSON.stringify([state.list, state.deliveries]) || !state.drawn;
+    const changed = JSON.stringify([list, deliveries, denied]) !== JSON.stringify([state.list, state.deliveries, state.denied]) || !state.drawn;
     state.list = list;
     state.open = deliveries ? open : null;
     state.deliveries = deliveries;
     if (changed && !state.creating) render();
   }
 
-  async function act(label, job) {
+  /** The list read once under a wallet signature (one prompt), for a session the rules keep from reading it. */
+  async function readSigned() {
     try {
-      const answer = await job(ui.session());
+      const auth = await ui.signedAuth("read your webhooks");
+      state.signed = { list: await api.webhooks.list(auth), at: new Date().toISOString() };
+      state.list = state.signed.list;
+      ui.notify("");
+      render();
+    } catch (err) {
+      ui.notify(`The webhooks could not be read: ${ui.explain(err)}`, "error");
+    }
+  }
+
+  /** A change made here, applied to the signed copy (there is no live list to show it). */
+  function patchSigned(change) {
+    if (!state.denied || !state.signed) return;
+    const list = { ...state.signed.list, webhooks: change([...(state.signed.list.webhooks || [])]) };
+    state.signed = { ...state.signed, list };
+    state.list = list;
+  }
+
+  function setStatus(id, status, reason) {
+    patchSigned((hooks) => hooks.map((w) => (w.id === id ? { ...w, status, paused_reason: reason } : w)));
+  }
+  /** One change: `job(auth)` under ui.writeAuth(), then `patch(answer)` for a signed copy, `label(answer)` said. */
+  async function act(what, label, job, patch = () => {}) {
+    try {
+      const answer = await job(await ui.writeAuth(what));
+      patch(answer);
       ui.notify(label(answer));
+      render();
       await refresh();
     } catch (err) {
       ui.notify(`${ui.explain(err)}`, "error");
@@ -65,8 +121,15 @@ export function webhooksCard(ui) {
           ui.copyButton(state.secret.secret, "Copy secret")),
         h("button", { type: "button", onclick: () => { state.secret = null; render(); } }, "I have saved it")));
     }
+    if (state.denied) {
+      parts.push(h("div", { class: "warn", id: "webhooks-refused" },
+        h("p", {}, "Your access rules do not let this session read webhooks, so this card does not refresh on its own. "
+          + "Your wallet can sign a read of them now; each change you make here is signed by your wallet too."),
+        state.signed && h("p", { class: "small muted" }, `As read under your wallet's signature at ${when(state.signed.at)}, with your changes here since.`),
+        h("button", { type: "button", id: "read-webhooks", onclick: readSigned }, state.signed ? "Read again (wallet signs)" : "Show webhooks (wallet signs)")));
+    }
     if (!state.list) {
-      parts.push(h("p", { class: "muted" }, "Open an account first (create an API key): then add webhooks here."));
+      if (!state.denied) parts.push(h("p", { class: "muted" }, "Open an account first (create an API key): then add webhooks here."));
       fill("webhooks", parts);
       return;
     }
@@ -112,7 +175,8 @@ export function webhooksCard(ui) {
             answerOf(d),
           ]))
         : h("p", {}, "No delivery yet."),
-      h("p", { class: "small muted" }, `The newest ${DELIVERIES_SHOWN} events; the answer shown is the receiver's last one (its first 512 bytes).`));
+      h("p", { class: "small muted" }, `The newest ${DELIVERIES_SHOWN} events; the answer shown is the receiver's last one (its first 512 bytes).`
+        + (state.denied && state.signedDeliveries ? ` Read under your wallet's signature at ${when(state.signedDeliveries.at)}; not refreshed on its own.` : "")));
   }
 
   function answerOf(d) {
@@ -137,25 +201,32 @@ export function webhooksCard(ui) {
       return;
     }
     try {
+      if (state.denied) { // one read under the wallet's signature, shown until closed
+        const auth = await ui.signedAuth("read this webhook's deliveries");
+        const deliveries = await api.webhooks.deliveries(auth, id, DELIVERIES_SHOWN);
+        state.signedDeliveries = { id, deliveries, at: new Date().toISOString() };
+      }
       await refresh();
     } catch (err) {
+      state.open = null;
       ui.notify(`The deliveries could not be read: ${ui.explain(err)}`, "error");
+      render();
     }
   }
 
   function actions(w) {
     if (state.confirmDelete === w.id) {
       return h("div", { class: "row" },
-        h("button", { type: "button", class: "danger", onclick: () => { state.confirmDelete = null; act((a) => `Webhook ${a.id} deleted.`, (s) => api.webhooks.remove(s, w.id)); } }, `Delete ${w.id}`),
+        h("button", { type: "button", class: "danger", onclick: () => { state.confirmDelete = null; act("delete a webhook", (a) => `Webhook ${a.id} deleted.`, (auth) => api.webhooks.remove(auth, w.id), () => patchSigned((hooks) => hooks.filter((x) => x.id !== w.id))); } }, `Delete ${w.id}`),
         h("button", { type: "button", onclick: () => { state.confirmDelete = null; render(); } }, "Keep"));
     }
     return h("div", { class: "row" },
       h("button", { type: "button", "aria-expanded": state.open === w.id ? "true" : "false", "aria-controls": "webhook-deliveries", onclick: () => toggleDeliveries(w.id) }, state.open === w.id ? "Hide deliveries" : "Deliveries"),
       w.status === "paused"
-        ? h("button", { type: "button", onclick: () => act((a) => `Webhook ${a.id} resumed.`, (s) => api.webhooks.post(s, w.id, "resume")) }, "Resume")
-        : h("button", { type: "button", onclick: () => act((a) => `Webhook ${a.id} paused: its deliveries wait until you resume it.`, (s) => api.webhooks.post(s, w.id, "pause")) }, "Pause"),
-      h("button", { type: "button", onclick: () => act((a) => `Webhook ${a.id}: ${num(a.replayed)} failed deliveries queued again.`, (s) => api.webhooks.post(s, w.id, "replay")) }, "Replay failed"),
-      h("button", { type: "button", onclick: () => act(() => "New secret shown above.", async (s) => { state.secret = { id: w.id, ...(await api.webhooks.post(s, w.id, "rotate-secret")) }; return {}; }) }, "New secret"),
+        ? h("button", { type: "button", onclick: () => act("resume a webhook", (a) => `Webhook ${a.id} resumed.`, (auth) => api.webhooks.post(auth, w.id, "resume"), () => setStatus(w.id, "active", null)) }, "Resume")
+        : h("button", { type: "button", onclick: () => act("pause a webhook", (a) => `Webhook ${a.id} paused: its deliveries wait until you resume it.`, (auth) => api.webhooks.post(auth, w.id, "pause"), () => setStatus(w.id, "paused", "paused by its owner")) }, "Pause"),
+      h("button", { type: "button", onclick: () => act("replay a webhook's failed deliveries", (a) => `Webhook ${a.id}: ${num(a.replayed)} failed deliveries queued again.`, (auth) => api.webhooks.post(auth, w.id, "replay")) }, "Replay failed"),
+      h("button", { type: "button", onclick: () => act("give a webhook a new secret", () => "New secret shown above.", async (auth) => { state.secret = { id: w.id, ...(await api.webhooks.post(auth, w.id, "rotate-secret")) }; return {}; }) }, "New secret"),
       h("button", { type: "button", "aria-label": `Delete webhook ${w.id}`, onclick: () => { state.confirmDelete = w.id; render(); } }, "Delete"));
   }
 
@@ -197,9 +268,11 @@ export function webhooksCard(ui) {
       body.signal_events = document.getElementById("webhook-signals").value.split(",").map((v) => v.trim()).filter(Boolean);
     }
     try {
-      const created = await api.webhooks.create(ui.session(), body);
+      const created = await api.webhooks.create(await ui.writeAuth("create a webhook"), body);
       state.creating = false;
       state.secret = { id: created.id, secret: created.secret };
+      const { secret: _shownOnce, ...listed } = created; // the signed copy keeps no secret
+      patchSigned((hooks) => [listed, ...hooks]);
       ui.notify(`Webhook ${created.id} created.`);
       await refresh();
       render();
@@ -216,6 +289,9 @@ export function webhooksCard(ui) {
     state.drawn = false;
     state.open = null;
     state.deliveries = null;
+    state.denied = false;
+    state.signed = null;
+    state.signedDeliveries = null;
   }
 
   return { refresh, render, reset };
