@@ -1,5 +1,6 @@
 """``/webhooks`` and its per-id routes in the OpenAPI document (built with :mod:`gateway.core.api_doc`;
-docs/api.md, Webhooks): any credential, an account needed."""
+docs/api.md, Webhooks): any credential, an account needed; a key or session of an account with access
+rules only for the actions their ``webhooks`` list names (403 ACCESS_DENIED otherwise)."""
 
 from __future__ import annotations
 
