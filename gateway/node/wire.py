@@ -7,9 +7,10 @@ clients", ``python -m bench.node_client --client``; µs of CPU a call at 64 / on
 47.2, aiohttp tuned 57.1 / 75.9, httpcore 1,157 / 287. What is written here is only the
 request head, the idle connections, a deadline, the size bounds and the replay of a read lost on a
 connection the node closed while idle; parsing is httptools (llhttp, the
-parser uvicorn reads requests with). tests/node/test_wire_hostile.py holds it to h11's verdicts on
+parser uvicorn reads requests with), stopped at each interim answer's head, which llhttp would read a
+body after (:class:`Connection`). tests/node/test_wire_hostile.py holds it to h11's verdicts on
 hostile answers; it refuses four that h11 takes (obs-fold, a control character in a header, the same
-Content-Length twice, Content-Length with Transfer-Encoding).
+Content-Length twice, Content-Length with Transfer-Encoding, in an interim answer's head too).
 
 Left out, as the node needs none of it: redirects, cookies, proxies, compression (answers come as
 they are), HTTP/2, pipelining (one request a connection at a time). A byte a node sends after an
@@ -23,6 +24,7 @@ import asyncio
 import base64
 import collections
 import contextlib
+import re
 import ssl
 import time
 from collections.abc import Mapping
@@ -46,6 +48,7 @@ MAX_HEAD_BYTES = 64 << 10
 DEFAULT_BUFFERED_BYTES = 256 << 20
 
 _CR_LF = b"\r\n"
+_EMPTY_LINES = re.compile(rb"[\r\n]*")
 
 
 class WireError(Exception):
@@ -142,7 +145,12 @@ class Connection(asyncio.Protocol):
     It goes back to the pool only after one whole final answer (status 200 or more) with no byte
     after it: interim answers (1xx but 101) are skipped (RFC 9110, 15.2); anything after the final
     answer, in the same read or later while idle, closes it, so no byte of one answer is ever read as
-    part of the next caller's."""
+    part of the next caller's.
+
+    An interim answer has no content whatever its head says (RFC 9110, 15.2; RFC 9112, 6.3): the byte
+    after its head begins the next answer. llhttp would read a body for a 1xx other than 100-103 by its
+    Content-Length or chunks, and hand it on as the final answer's, so the parser is stopped at every
+    interim head and a fresh one reads from the end of that head (:meth:`_after_interim`)."""
 
     def __init__(self, pool: WirePool) -> None:
         self.pool = pool
@@ -160,6 +168,8 @@ class Connection(asyncio.Protocol):
         self.result: tuple[int, bytes] | None = None  # the final answer, once whole
         self.error: Exception | None = None  # why a callback stopped the parser
         self.after = False  # bytes came after the final answer
+        self.interim = False  # the parser stopped at the end of an interim answer's head
+        self.kept: list[bytes | memoryview] = []  # the current answer's bytes of earlier reads, its head unfinished
         self.closed = False
         self.idle_since = 0.0
 
@@ -168,33 +178,43 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is one in all but its class
 
-    def data_received(self, data: bytes) -> None:
+    def data_received(self, data: bytes | memoryview) -> None:  # a memoryview: the rest after an interim head
         if self.answer is None:  # nothing asked: a server speaking out of turn is not reused
             self.close()
             return
         if not self.headed:
             self.received += len(data)  # checked below only if the head is still unfinished (as h11 does)
-        try:
-            if len(data) > 1 and data[-1] in _CR_LF:
-                # llhttp skips CR and LF between answers unseen: fed alone, the last byte tells whether
-                # the answer ended before it (then something came after it).
-                view = memoryview(data) if len(data) > 4096 else data  # a small copy costs less than a view
-                self.parser.feed_data(view[:-1])
-                if self.result is None:
-                    self.parser.feed_data(data[-1:])
+        while True:
+            try:
+                if len(data) > 1 and data[-1] in _CR_LF:
+                    # llhttp skips CR and LF between answers unseen: fed alone, the last byte tells whether
+                    # the answer ended before it (then something came after it).
+                    view = memoryview(data) if len(data) > 4096 else data  # a small copy costs less than a view
+                    self.parser.feed_data(view[:-1])
+                    if self.result is None:
+                        self.parser.feed_data(data[-1:])
+                    else:
+                        self.after = True
                 else:
-                    self.after = True
-            else:
-                self.parser.feed_data(data)
-        except (httptools.HttpParserError, httptools.HttpParserUpgrade):
-            if self.result is None:
-                self._fail(self.error or WireError("the node's answer is not HTTP", sent=True))
-                return
-            self.after = True  # what follows the answer is not read, whatever it is
+                    self.parser.feed_data(data)
+            except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+                if self.interim:  # what follows the interim head is read anew, as the next answer
+                    data = self._after_interim(data)
+                    if data:
+                        continue
+                    return
+                if self.result is None:
+                    self._fail(self.error or WireError("the node's answer is not HTTP", sent=True))
+                    return
+                self.after = True  # what follows the answer is not read, whatever it is
+            break
         if self.result is not None:
             self._complete()
-        elif not self.headed and self.received > MAX_HEAD_BYTES:
-            self._fail(WireError("the node's answer head is too large", sent=True))
+        elif not self.headed:
+            if self.received > MAX_HEAD_BYTES:
+                self._fail(WireError("the node's answer head is too large", sent=True))
+            else:
+                self.kept.append(data)  # an interim head that ends in a later read is found from its start
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -227,8 +247,10 @@ class Connection(asyncio.Protocol):
         if name == b"content-length":
             self.framed = True
             # llhttp refuses more than 64 bits' worth but not leading zeros: 5,000 of them would make
-            # int() raise inside the parser. whole_number converts only what fits the bound.
-            if whole_number(value.strip(b" \t").decode("latin-1"), self.pool.limit) is None:
+            # int() raise inside the parser. whole_number converts only what fits the bound. An interim
+            # answer's frames nothing (it has no content): not refused for its size.
+            length = whole_number(value.strip(b" \t").decode("latin-1"), self.pool.limit)
+            if length is None and self.parser.get_status_code() >= 200:
                 self._refuse(AnswerTooLarge())
         elif name == b"transfer-encoding":
             self.framed = True
@@ -237,9 +259,12 @@ class Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
-        if status < 100 or status == 101:  # 101 would switch protocols, which was not asked
-            self._refuse(WireError(f"the node answered status {status}", sent=True))
-        self.headed = status >= 200
+        if status < 200:
+            if status < 100 or status == 101:  # 101 would switch protocols, which was not asked
+                self._refuse(WireError(f"the node answered status {status}", sent=True))
+            self.interim = True  # no content follows, whatever the head says: stopped here (class docstring)
+            raise _Stop()
+        self.headed = True
 
     def on_body(self, body: bytes) -> None:
         n = len(body)
@@ -250,13 +275,9 @@ class Connection(asyncio.Protocol):
         self.size += n
         self.chunks.append(body)
 
-    def on_message_complete(self) -> None:
-        status = self.parser.get_status_code()
-        if status < 200:  # an interim answer (RFC 9110, 15.2): no body; the final one follows
-            self.framed = False
-            return
+    def on_message_complete(self) -> None:  # of a final answer: an interim one stops at its head
         self.keep = self.parser.should_keep_alive()
-        self.result = (status, self._body())
+        self.result = (self.parser.get_status_code(), self._body())
 
     # -- the pool's calls ----------------------------------------------------------------------
 
@@ -278,6 +299,28 @@ class Connection(asyncio.Protocol):
     def _refuse(self, exc: Exception) -> None:
         self.error = exc
         raise _Stop()
+
+    def _after_interim(self, data: bytes | memoryview) -> memoryview:
+        """What follows the interim head that ended in ``data`` (the rest of the read, maybe empty), with a
+        fresh parser for it: llhttp takes only CRLF line ends, so the head ends at the first empty line
+        after its status line (llhttp skips empty lines before a status line: so does this)."""
+        if self.kept:  # the head began in an earlier read (``data`` is a whole read then)
+            message: bytes = b"".join((*self.kept, data))
+            start = 0
+            self.kept = []
+        elif isinstance(data, memoryview):  # what followed an earlier interim head in this read
+            message = cast(bytes, data.obj)  # a read's bytes, of which data is the tail
+            start = len(message) - len(data)
+        else:
+            message, start = data, 0
+        skipped = _EMPTY_LINES.match(message, start)  # (it matches even nothing)
+        end = message.find(b"\r\n\r\n", skipped.end() if skipped else start)
+        if end < 0:  # not expected: llhttp ended the head at such a line
+            self._fail(WireError("the node's answer is not HTTP", sent=True))
+            return memoryview(b"")
+        self.interim = self.framed = False
+        self.parser = httptools.HttpResponseParser(self)
+        return memoryview(message)[end + 4 :]
 
     def _body(self) -> bytes:
         return self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
@@ -308,8 +351,9 @@ class Connection(asyncio.Protocol):
             self.timer.cancel()
         self.pool.budget.give(self.size)
         self.answer, self.timer, self.chunks, self.size, self.received, self.fields = None, None, [], 0, 0, 0
-        self.framed = self.headed = self.keep = self.after = False
+        self.framed = self.headed = self.keep = self.after = self.interim = False
         self.result = self.error = None
+        self.kept = []
         # A fresh parser per answer: the old one may have stopped mid-answer, or after the last one.
         self.parser = httptools.HttpResponseParser(self)
 

@@ -51,6 +51,7 @@ class Case:
 
 
 A = b'{"jsonrpc":"2.0","id":0,"result":"A"}'
+EVIL_199 = b"HTTP/1.1 199 X\r\nContent-Length: 5\r\n\r\nEVIL!" + ok(b"ok")  # issue 63's: was (200, b"EVIL!ok")
 CASES = [
     Case("100 Continue before the answer", b"HTTP/1.1 100 Continue\r\n\r\n" + ok(A)),
     Case("102 Processing before the answer", b"HTTP/1.1 102 Processing\r\n\r\n" + ok(A)),
@@ -62,6 +63,41 @@ CASES = [
         b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 199 Misc\r\n\r\n" + ok(A),
     ),
     Case("an interim answer with a Content-Length", b"HTTP/1.1 100 Continue\r\nContent-Length: 5\r\n\r\n" + ok(A)),
+    # An interim answer has no content (RFC 9110, 15.2), whatever its framing says: the byte after its head
+    # begins the next answer. llhttp reads a body for a 1xx other than 100-103 (issue 63).
+    Case("an interim answer with a body", EVIL_199),
+    Case("a 199 with a Content-Length, then the answer", b"HTTP/1.1 199 X\r\nContent-Length: 5\r\n\r\n" + ok(A)),
+    Case("a 104 with a Content-Length, then the answer", b"HTTP/1.1 104 X\r\nContent-Length: 5\r\n\r\n" + ok(A)),
+    Case(
+        "an interim answer with a Content-Length over the bound",
+        b"HTTP/1.1 199 X\r\nContent-Length: %d\r\n\r\n" % (LIMIT + 1) + ok(A),
+    ),
+    Case(
+        "an interim answer whose body is a whole answer",
+        b"HTTP/1.1 199 X\r\nContent-Length: %d\r\n\r\n" % len(ok(b"EVIL")) + ok(b"EVIL") + ok(A),
+    ),
+    Case(
+        "an interim answer with chunks",
+        b"HTTP/1.1 199 X\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nEVIL!\r\n0\r\n\r\n" + ok(A),
+    ),
+    Case(
+        "an interim answer saying chunked, then the answer",
+        b"HTTP/1.1 199 X\r\nTransfer-Encoding: chunked\r\n\r\n" + ok(A),
+    ),
+    Case("an interim answer with Connection: close", b"HTTP/1.1 199 X\r\nConnection: close\r\n\r\n" + ok(A)),
+    Case("an HTTP/1.0 interim answer", b"HTTP/1.0 199 X\r\n\r\n" + ok(A)),
+    Case(
+        "several framed interim answers",
+        b"HTTP/1.1 199 X\r\nContent-Length: 3\r\n\r\nHTTP/1.1 102 Y\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"HTTP/1.1 150 Z\r\nContent-Length: 0\r\n\r\n" + ok(A),
+    ),
+    Case("a slow drip of an interim answer with a body", EVIL_199, drip=True),
+    Case("a slow drip of a framed interim answer", b"HTTP/1.1 199 X\r\nContent-Length: 5\r\n\r\n" + ok(A), drip=True),
+    Case("a close after a framed interim answer", b"HTTP/1.1 199 X\r\nContent-Length: 5\r\n\r\nEVI", closes=True),
+    Case(
+        "101 Switching Protocols with a body",
+        b"HTTP/1.1 101 Switching Protocols\r\nContent-Length: 5\r\n\r\nEVIL!" + ok(A),
+    ),
     Case(
         "101 Switching Protocols",
         b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n" + ok(A),
@@ -125,6 +161,10 @@ STRICTER = [
     Case("obs-fold", ok(A, b"X-Folded: a\r\n  b")),
     Case("a control character in a header", ok(A, b"X-Ctl: a\x01b")),
     Case("the same Content-Length twice", ok(A, b"Content-Length: %d" % len(A))),
+    Case(
+        "Content-Length and Transfer-Encoding on an interim answer",
+        b"HTTP/1.1 199 X\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n" + ok(A),
+    ),
 ]
 
 
@@ -149,7 +189,8 @@ def reference(parts: list[bytes], closes: bool) -> Verdict:
                     break
                 if isinstance(event, h11.InformationalResponse | h11.Response):
                     head += head_size(event)
-                    length = dict(event.headers).get(b"content-length")
+                    # The size bound is on the final answer's content: an interim answer has none.
+                    length = dict(event.headers).get(b"content-length") if isinstance(event, h11.Response) else None
                     if head > MAX_HEAD_BYTES or (length is not None and int(length) > LIMIT):
                         return ("failed",)
                     status = event.status_code
@@ -250,6 +291,16 @@ def test_wire_reaches_h11s_verdict(case: Case) -> None:
 def test_an_interim_answer_is_skipped_and_the_connection_kept() -> None:
     """The verdicts above in plain words for the case of the issue: a 103 is not the answer."""
     assert run_wire(CASES[2], [CASES[2].raw]) == ("answer", 200, A, True)
+
+
+def test_an_interim_answers_body_is_never_the_answers() -> None:
+    """Issue 63's case in plain words: a 199 with ``Content-Length: 5`` and ``EVIL!``, then a 200 with
+    ``ok``. The 199 has no content, so ``EVIL!`` is where the next answer's status line should be: the
+    call fails (502, refunded) as h11 says, where the 199's body was once read as the start of the 200's."""
+    assert reference([EVIL_199], False) == ("failed",)
+    assert run_wire(Case("199", EVIL_199), [EVIL_199]) == ("failed",)
+    framed = b"HTTP/1.1 199 X\r\nContent-Length: 5\r\n\r\n" + ok(b"ok")
+    assert run_wire(Case("199 framed", framed), [framed]) == ("answer", 200, b"ok", True)
 
 
 @pytest.mark.parametrize("case", STRICTER, ids=lambda c: c.name)
