@@ -21,6 +21,17 @@ configuration Ray wrote, adds to the ``http_frontend`` section
   ``defaults`` section (HAProxy allows it there and in backends, not in a front end),
 - ``option dontlog-normal``: Ray's template has HAProxy format and send a log datagram for every
   request; only errors and abnormal ends (timeouts, aborts, 5xx) are logged,
+- its log line without the query string (:data:`LOG_FORMAT`, in place of Ray's ``option httplog``, whose
+  request line carries ``?api-key=`` whole): those lines go to syslog (Ray's ``RAY_SERVE_HAPROXY_LOG_TARGET``,
+  ``127.0.0.1:514`` unless set), a log this gateway neither owns nor rotates, and no credential may reach
+  it. Logging is kept rather than turned off: the edge's own answers (408, 502, 503, 504) and a client's
+  aborts never reach a replica, so these lines are the only record of them. Each keeps what ``httplog``
+  gives an operator (client address, the timings, status, bytes, termination state, connection counts
+  and queues) with the method, path and HTTP version, and adds the request id (the edge's answer's
+  ``X-Request-Id``, and the replica's when it got the request); it drops the query string and
+  ``httplog``'s captured cookies and headers (none are captured today; none may be added to this line).
+  No credential travels in a path (docs/api.md, Authentication), and ``%HPO`` drops the host of an
+  absolute URI (and a ``user:password@`` in it),
 - ``retry-on conn-failure empty-response`` (in ``defaults``, replacing Ray's ``conn-failure``) with
   ``http-request disable-l7-retry`` for any method but GET, HEAD and OPTIONS: a stopping replica closes
   its port with requests read and unanswered (Ray's drain, docs/architecture.md, Autoscaling and drain),
@@ -89,6 +100,12 @@ SUFFIX = ".gateway"
 UNIQUE_ID_FORMAT = "%[uuid(4),regsub(-,,g)]"
 #: That id, in a log-format string (an ``http-error`` answer's ``lf-file`` body and headers).
 UNIQUE_ID = "%[unique-id]"
+#: The edge's log line: ``option httplog``'s fields (HAProxy 2.8, configuration.txt 8.2.3) less the
+#: captured cookies and headers, its request line without the query string (``%HPO``: the path only), then
+#: the request id (``-`` where none is made: a request whose head never ended, and outside the HTTP front end).
+LOG_FORMAT = (
+    '%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %tsc %ac/%fc/%bc/%sc/%rc %sq/%bq \\"%HM %HPO %HV\\" %ID'
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +289,18 @@ def patch_config(text: str, rules: Sequence[str], defaults: Sequence[str] = ()) 
     return "\n".join(out) + "\n"
 
 
+def path_only_logs(text: str) -> str:
+    """``text`` with each ``option httplog`` (Ray's template sets it in ``defaults``, for every front end)
+    replaced by :data:`LOG_FORMAT`, which logs the request's path and never its query string."""
+    out = [
+        f'{line[: len(line) - len(line.lstrip())]}log-format "{LOG_FORMAT}"'
+        if line.split()[:2] == ["option", "httplog"]
+        else line
+        for line in text.splitlines()
+    ]
+    return "\n".join(out) + "\n"
+
+
 #: Sections of Ray's HAProxy configuration that answer without credentials (stats page, Prometheus
 #: exporter): Ray's template binds them on every interface; only this machine may reach them.
 ADMIN_SECTIONS = ("frontend prometheus", "listen stats")
@@ -321,7 +350,7 @@ def gateway_config(
     listed.write_text(origins_map(origins))
     answers = edge_answers(path, request_timeout_s, origins)
     rules = edge_rules(secret, request_timeout_s, limits, listed_origin(origins, listed))
-    return patch_config(loopback_admin(text), rules, defaults_rules(limits, answers))
+    return patch_config(path_only_logs(loopback_admin(text)), rules, defaults_rules(limits, answers))
 
 
 def main() -> None:
