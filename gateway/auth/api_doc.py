@@ -24,6 +24,9 @@ from gateway.auth.usage_models import UsageTotals
 from gateway.auth.usage_totals import EXPORT_MAX_ROWS, MAX_DAYS
 from gateway.core.api_doc import ApiDoc, errors, json_answer, operation, ref, rest_errors
 
+#: Ending sessions takes the wallet's own proof: its signature, or an owner session's bearer token.
+OWNER_PROOF: list[dict[str, list[str]]] = [{"walletSignature": []}, {"bearer": []}]
+
 _PAGE_PARAMS = [
     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}},
     {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET}},
@@ -89,23 +92,27 @@ def _sessions_paths() -> dict[str, Any]:
     return {
         "/account/sessions": {
             **account_read("The account's live sessions, newest first (never their tokens)", "SessionList"),
-            "delete": operation(
-                "End every live session but the caller's own owner session (wallet signature or owner session)",
-                ended,
-                ending,
-                secured=True,
-                tag="Session",
-            ),
+            "delete": {
+                **operation(
+                    "End every live session but the caller's own owner session (wallet signature or owner session)",
+                    ended,
+                    ending,
+                    tag="Session",
+                ),
+                "security": OWNER_PROOF,
+            },
         },
         "/account/sessions/{id}": {
-            "delete": operation(
-                "End one live session (wallet signature or owner session)",
-                ended,
-                one,
-                secured=True,
-                params=id_param,
-                tag="Session",
-            )
+            "delete": {
+                **operation(
+                    "End one live session (wallet signature or owner session)",
+                    ended,
+                    one,
+                    params=id_param,
+                    tag="Session",
+                ),
+                "security": OWNER_PROOF,
+            }
         },
     }
 
