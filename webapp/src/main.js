@@ -298,7 +298,13 @@ function renderAccount() {
 async function loadPage(which) {
   const session = state.session;
   const p = state.pages[which];
-  const data = await api.page(session, which, PAGE_ROWS, p.cursors[p.cursors.length - 1]);
+  let data;
+  try {
+    data = await api.page(session, which, PAGE_ROWS, p.cursors[p.cursors.length - 1]);
+  } catch (err) {
+    if (err.code !== "ACCOUNT_NOT_FOUND") throw err;
+    data = { entries: [], next_cursor: null }; // a wallet without an account yet: nothing to list, not a failure
+  }
   if (state.session !== session) return;
   p.data = data;
   if (changed(which, [p.cursors.length, data])) renderPage(which);
@@ -353,9 +359,15 @@ async function exportFile(which, button) {
 }
 
 async function refreshChart(session) {
-  const data = await api.usageDaily(session, CHART_DAYS);
+  let data;
+  try {
+    data = await api.usageDaily(session, CHART_DAYS);
+  } catch (err) {
+    if (err.code !== "ACCOUNT_NOT_FOUND") throw err;
+    data = null; // no account yet
+  }
   if (state.session !== session || !changed("chart", data)) return;
-  fill("chart", spendChart(data));
+  fill("chart", data ? spendChart(data) : h("p", { class: "muted" }, "No spending yet."));
 }
 
 // --------------------------------------------------------------------------------------- access rules

@@ -34,6 +34,7 @@ export function webhooksCard(ui) {
     denied: false, // the session's reads are refused by the access rules
     signed: null, // {list, at}: the list as last read under a wallet signature (while denied), with changes since
     signedDeliveries: null, // {id, deliveries, at}: one webhook's deliveries read under a wallet signature
+    deliveriesDenied: false, // the session's reads of deliveries are refused by the access rules
   };
 
   async function refresh() {
@@ -52,21 +53,25 @@ export function webhooksCard(ui) {
       list = state.signed ? state.signed.list : null;
     } else {
       state.signed = null; // readable again (the rules changed): the live list from now on
-      state.signedDeliveries = null;
     }
-    state.denied = denied;
     let deliveries = null;
+    let deliveriesDenied = denied; // the rules may allow the list and not the deliveries
     const open = list && (list.webhooks || []).some((w) => w.id === state.open) ? state.open : null;
-    if (open !== null && denied) {
-      deliveries = state.signedDeliveries && state.signedDeliveries.id === open ? state.signedDeliveries.deliveries : null;
-    } else if (open !== null) {
+    if (open !== null && !denied) {
       try {
         deliveries = await api.webhooks.deliveries(ui.readAuth(), open, DELIVERIES_SHOWN);
+        state.signedDeliveries = null; // readable: live from now on
       } catch (err) {
-        if (err.status !== 404) throw err; // deleted meanwhile
+        if (refused(err)) deliveriesDenied = true;
+        else if (err.status !== 404) throw err; // deleted meanwhile
       }
     }
+    if (open !== null && deliveriesDenied) {
+      deliveries = state.signedDeliveries && state.signedDeliveries.id === open ? state.signedDeliveries.deliveries : null;
+    }
+    state.deliveriesDenied = deliveriesDenied;
     const changed = JSON.stringify([list, deliveries, denied]) !== JSON.stringify([state.list, state.deliveries, state.denied]) || !state.drawn;
+    state.denied = denied;
     state.list = list;
     state.open = deliveries ? open : null;
     state.deliveries = deliveries;
@@ -176,7 +181,7 @@ export function webhooksCard(ui) {
           ]))
         : h("p", {}, "No delivery yet."),
       h("p", { class: "small muted" }, `The newest ${DELIVERIES_SHOWN} events; the answer shown is the receiver's last one (its first 512 bytes).`
-        + (state.denied && state.signedDeliveries ? ` Read under your wallet's signature at ${when(state.signedDeliveries.at)}; not refreshed on its own.` : "")));
+        + (state.deliveriesDenied && state.signedDeliveries ? ` Read under your wallet's signature at ${when(state.signedDeliveries.at)}; not refreshed on its own.` : "")));
   }
 
   function answerOf(d) {
@@ -200,13 +205,20 @@ export function webhooksCard(ui) {
       render();
       return;
     }
+    // Where the rules refuse the session the deliveries, one read under the wallet's signature, shown until closed.
+    const readSigned = async () => {
+      const auth = await ui.signedAuth("read this webhook's deliveries");
+      const deliveries = await api.webhooks.deliveries(auth, id, DELIVERIES_SHOWN);
+      state.signedDeliveries = { id, deliveries, at: new Date().toISOString() };
+      state.open = id;
+    };
     try {
-      if (state.denied) { // one read under the wallet's signature, shown until closed
-        const auth = await ui.signedAuth("read this webhook's deliveries");
-        const deliveries = await api.webhooks.deliveries(auth, id, DELIVERIES_SHOWN);
-        state.signedDeliveries = { id, deliveries, at: new Date().toISOString() };
-      }
+      if (state.denied || state.deliveriesDenied) await readSigned();
       await refresh();
+      if (state.deliveriesDenied && !(state.signedDeliveries && state.signedDeliveries.id === id)) {
+        await readSigned(); // refused just now: the rules allow the list, not the deliveries
+        await refresh();
+      }
     } catch (err) {
       state.open = null;
       ui.notify(`The deliveries could not be read: ${ui.explain(err)}`, "error");
@@ -292,6 +304,7 @@ export function webhooksCard(ui) {
     state.denied = false;
     state.signed = null;
     state.signedDeliveries = null;
+    state.deliveriesDenied = false;
   }
 
   return { refresh, render, reset };
