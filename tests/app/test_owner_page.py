@@ -19,13 +19,16 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from gateway.client import WalletSigner
-from tests.app.conftest import AccountPage, PageWallet, open_page
-from tests.app.test_page import create_key, grant
+from tests.app.conftest import AccountPage, PageWallet, axe_source, open_page
+from tests.app.test_page import create_key, grant, serious
 from tests.support import RunningGateway
 
 pytestmark = pytest.mark.slow
 WAIT_MS = 20_000  # the page polls every 5 s
-RECEIVER = "http://127.0.0.1:9/hook"  # never answers: no delivery is made in these tests anyway
+RECEIVER = "http://127.0.0.1:9/hook"
+#: A user agent with markup, which the sessions card must show as the characters it is.
+PLANTED_AGENT = '<img src=x onerror="window.__planted=1">curl'
+# never answers: no delivery is made in these tests anyway
 
 
 def signer_of(wallet: PageWallet) -> WalletSigner:
@@ -40,7 +43,7 @@ async def call(
         return resp.status, json.loads(text) if text else None
 
 
-async def hex_session(http: aiohttp.ClientSession, base: str, wallet: PageWallet) -> str:
+async def hex_session(http: aiohttp.ClientSession, base: str, wallet: PageWallet, user_agent: str = "page-test") -> str:
     """An ordinary session made the way any client makes one: the hex challenge, signed as text."""
     signer = signer_of(wallet)
     status, challenge = await call(
@@ -49,9 +52,8 @@ async def hex_session(http: aiohttp.ClientSession, base: str, wallet: PageWallet
     assert status == 200, challenge
     text = challenge["challenge"]
     body = {"pubkey": signer.pubkey, "challenge": text, "signature": signer.sign_challenge(text)}
-    status, verified = await call(
-        http, "POST", f"{base}/auth/verify", {"Content-Type": "application/json"}, json.dumps(body).encode()
-    )
+    headers = {"Content-Type": "application/json", "User-Agent": user_agent}
+    status, verified = await call(http, "POST", f"{base}/auth/verify", headers, json.dumps(body).encode())
     assert status == 200, verified
     assert verified.get("owner") is False, verified
     return str(verified["token"])
@@ -148,7 +150,7 @@ async def test_an_owner_session_drives_the_webhooks_and_sessions_cards_under_rul
     await create_key(app)
     await grant(database_url, wallet.address, "credits for webhooks and sockets")
     await set_methods(app, "getBalance")
-    other = await hex_session(http, base, wallet)
+    other = await hex_session(http, base, wallet, user_agent=PLANTED_AGENT)
     assert await refused_on_webhooks(http, base, other), "the rules refuse an ordinary session on /webhooks"
     prompts = len(wallet.signed)
 
@@ -185,6 +187,9 @@ async def test_an_owner_session_drives_the_webhooks_and_sessions_cards_under_rul
     other_id = await session_id(http, base, other)
     theirs = sessions.filter(has=page.get_by_role("button", name=f"End session {other_id}"))
     await expect(theirs).to_contain_text("ordinary")
+    await expect(theirs.locator("td").nth(5)).to_have_text(PLANTED_AGENT)  # what the client sent, as text
+    assert await page.locator("#sessions img").count() == 0
+    assert await page.evaluate("window.__planted") is None
     socket = await open_socket(base, other, wallet.address)
     try:
         await page.get_by_role("button", name=f"End session {other_id}").click()
@@ -234,6 +239,8 @@ async def test_without_sign_in_each_change_is_signed_by_the_wallet(
 
     # The rules refuse this session's reads of /webhooks: the card says so, and reads them once signed.
     await expect(page.locator("#webhooks-refused")).to_be_visible(timeout=WAIT_MS)
+    await page.evaluate(axe_source())  # through DevTools: the page's CSP refuses inline scripts
+    assert serious(await page.evaluate("axe.run()")) == [], "the refused webhooks card"
     before = len(wallet.signed)
     await page.wait_for_timeout(6_000)  # more than a poll: the card asks the wallet for nothing on its own
     assert len(wallet.signed) == before
