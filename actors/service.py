@@ -1,9 +1,13 @@
-"""Every actor ``gateway up`` starts, in one list of groups (one group per module of ``actors/``): its
-actors' names, how it is started and what ``gateway up`` reports of it. ``gateway/runtime/stack.py``
-loops over the list: it starts the groups the replicas call from their first request (``before_serve``)
-before Serve deploys them, the others once Serve answers, each in the reverse of the list's order, and
-stops every actor of the list at once (``service_actor_names``, in the list's order, which ``gateway
-status`` shows too). Adding an actor: its feature's ``*_actor.py``, its module here, one group below.
+"""Every actor of the service, in one list of groups (one group per module of ``actors/``): its actors'
+names, how it is started and what ``gateway up`` reports of it. Two callers start them, both through
+:func:`start_groups`, each group in the reverse of the list's order: the Serve application's ``Service``
+deployment (gateway/runtime/service_deployment.py) starts all of them, whoever deployed the app
+(``gateway up``, ``serve run``, ``serve deploy``, KubeRay); ``gateway/runtime/stack.py`` starts the groups
+the replicas call from their first request (``before_serve``) before Serve deploys, and finds the others
+once Serve answers, to report them. Every start is get-or-create by name, so each actor exists once per
+cluster however many starts there are. ``gateway up``'s stop and ``gateway actors stop`` end every actor
+of the list at once (``service_actor_names``, in the list's order, which ``gateway status`` shows too).
+Adding an actor: its feature's ``*_actor.py``, its module here, one group below.
 
 Not on the features' declarations (``gateway/feature.py``): only the runtime and the CLI may import
 ``actors/`` (the ``actors-started-by-the-runtime`` contract).
@@ -121,6 +125,19 @@ GROUPS: tuple[ActorGroup, ...] = (
     # last: stopped after every process that reads the pool from it, started before them all
     ActorGroup("nodes", _one(UPSTREAM_HEALTH), _upstream_health, before_serve=True),
 )
+
+
+def start_groups(
+    settings: Settings, configured: Settings, *, before_serve: bool | None = None
+) -> list[tuple[str, str]]:
+    """Start (or find) the groups, ``before_serve`` ones or the others (None: all, those first), each in the
+    reverse of the list's order; their report lines as ``(part, line)``."""
+    lines: list[tuple[str, str]] = []
+    for phase in (True, False) if before_serve is None else (before_serve,):
+        for group in reversed(GROUPS):
+            if group.before_serve == phase:
+                lines += [(group.part, line) for line in group.start(settings, configured)]
+    return lines
 
 
 def service_actor_names(settings: Mapping[str, Any]) -> list[str]:

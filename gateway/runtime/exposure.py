@@ -14,6 +14,7 @@ import contextlib
 import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -134,3 +135,24 @@ def replica_refusal(settings: Settings, environ: dict[str, str]) -> str | None:
         f"{EDGE_SECRET_ENV} is not in this node's environment (set it before `ray start`, the same on every "
         f"node: cluster.yaml): behind HAProxy on {settings.host} every client would share HAProxy's address"
     )
+
+
+def serve_internal_grpc_on_loopback() -> None:
+    """On a local Ray that listens on loopback only (gateway.runtime.serve_runtime.loopback_only_ray), bind
+    the replica's inter-deployment gRPC server on the node's loopback address: Serve binds it ``[::]:0``,
+    with no option, after the replica's class is constructed. On a cluster (routable node addresses) it
+    is left alone."""
+    import ray
+    from ray.serve._private import replica
+
+    base = getattr(replica, "add_port_to_grpc_server")  # noqa: B009  # not in the module's typed exports
+    node_ip = str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+    if getattr(base, "gateway_loopback", False) or not is_loopback(node_ip):
+        return
+
+    def on_loopback(server: Any, address: str) -> int:  # the node's own loopback address (127.0.0.x)
+        port: int = base(server, address.replace("[::]:", f"{node_ip}:", 1))
+        return port
+
+    on_loopback.gateway_loopback = True  # type: ignore[attr-defined]
+    setattr(replica, "add_port_to_grpc_server", on_loopback)  # noqa: B010

@@ -1,6 +1,8 @@
-"""The Ray Serve ingress deployment: each replica builds a :class:`gateway.app.GatewayApp` from the
-settings it is given and serves it through the HTTP transport. ``serve_app.py`` (for ``serve run``)
-and ``gateway up`` both deploy :func:`build_app`.
+"""The Serve application (:func:`build_app`): the ``Ingress`` deployment, each replica of which builds a
+:class:`gateway.app.GatewayApp` from the settings it is given and serves it through the HTTP transport,
+bound to the ``Service`` deployment that starts every actor (gateway/runtime/service_deployment.py).
+``serve_app.py`` (``serve run``, ``serve deploy`` of ops/serve/gateway.yaml, KubeRay) and ``gateway up``
+all deploy :func:`build_app`.
 """
 
 from __future__ import annotations
@@ -10,19 +12,20 @@ from typing import Any
 
 from ray import serve
 from ray.serve import Application
+from ray.serve.handle import DeploymentHandle
 from ray.serve.schema import LoggingConfig
 from starlette.types import ASGIApp
 
-from actors.account_shards import start_account_shards
 from gateway.app import GatewayApp
-from gateway.core.errors import ConfigError
 from gateway.process_gc import tune_gc
 from gateway.pubsub.ws import UVICORN_WS_OPTIONS
 from gateway.runtime.cluster import STOP_GRACE_S
-from gateway.runtime.exposure import replica_refusal
+from gateway.runtime.exposure import serve_internal_grpc_on_loopback
 from gateway.runtime.metrics import install_ray_metrics
 from gateway.runtime.racers import RayRacers
 from gateway.runtime.serve_metrics import count_serve_latencies
+from gateway.runtime.service_deployment import Service
+from gateway.runtime.serving import refuse_unless_ready
 from gateway.runtime.shards import RayShards
 from gateway.runtime.upstreams import read_pool_from_cluster
 from gateway.settings import Settings
@@ -54,29 +57,6 @@ def ping_websockets_as_the_spec_says() -> None:
     uvicorn.Config = Config  # type: ignore[misc]
 
 
-def serve_internal_grpc_on_loopback() -> None:
-    """On a local Ray that listens on loopback only (gateway.runtime.serve_runtime.loopback_only_ray), bind
-    the replica's inter-deployment gRPC server on the node's loopback address: Serve binds it ``[::]:0``,
-    with no option, after the replica's class is constructed. On a cluster (routable node addresses) it
-    is left alone."""
-    import ray
-    from ray.serve._private import replica
-
-    from gateway.runtime.exposure import is_loopback
-
-    base = getattr(replica, "add_port_to_grpc_server")  # noqa: B009  # not in the module's typed exports
-    node_ip = str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
-    if getattr(base, "gateway_loopback", False) or not is_loopback(node_ip):
-        return
-
-    def on_loopback(server: Any, address: str) -> int:  # the node's own loopback address (127.0.0.x)
-        port: int = base(server, address.replace("[::]:", f"{node_ip}:", 1))
-        return port
-
-    on_loopback.gateway_loopback = True  # type: ignore[attr-defined]
-    setattr(replica, "add_port_to_grpc_server", on_loopback)  # noqa: B010
-
-
 # num_cpus=0: ingress replicas wait on I/O; reserving a core each would cap replicas at the core count.
 # log_level WARNING: Serve builds a log record for its access-log line on every request even with the
 # access log off; at WARNING the call stops at the level check.
@@ -87,13 +67,14 @@ def serve_internal_grpc_on_loopback() -> None:
 )
 @serve.ingress()
 class Ingress:
-    """One HTTP ingress replica."""
+    """One HTTP ingress replica. Refuses to start on a missing setting or a pending migration
+    (gateway/runtime/serving.py); serves once the ``Service`` deployment has started the actors."""
 
-    def __init__(self, settings: dict[str, Any]) -> None:
+    async def __init__(self, settings: dict[str, Any], service: DeploymentHandle[Any] | None = None) -> None:  # type: ignore[misc]  # Serve awaits it
         validated = Settings.model_validate(settings)
-        refusal = replica_refusal(validated, dict(os.environ))
-        if refusal is not None:
-            raise ConfigError(f"refused: {refusal}")
+        await refuse_unless_ready(validated, os.environ)
+        if service is not None:  # None: deployed alone (bench/unmetered.py), the actors started by whoever did
+            await service.started.remote()  # the racers, shards and the pool's health owner: called from here on
         backend = install_ray_metrics()
         if backend is not None:
             count_serve_latencies(backend)  # Serve's two latency histograms, counted as the gateway's are
@@ -102,10 +83,7 @@ class Ingress:
         ping_websockets_as_the_spec_says()
         serve_internal_grpc_on_loopback()
         racers = RayRacers(validated) if validated.send_racers > 0 else None  # None: races run here
-        shards = None  # None: each replica enforces its share of the limits
-        if validated.account_shards > 0:
-            start_account_shards(validated.account_shards)  # found, as gateway up started them (or serve run)
-            shards = RayShards(validated.account_shards)
+        shards = RayShards(validated.account_shards) if validated.account_shards > 0 else None  # None: own share
         self.gateway = GatewayApp(validated, racers=racers, shards=shards)
 
     def __serve_build_asgi_app__(self) -> ASGIApp:
@@ -125,16 +103,21 @@ def scaling_options(settings: Settings) -> dict[str, Any]:
 
 
 def build_app(settings: Settings) -> Application:
-    """The Serve application. A replica Serve stops (scaled in, redeployed, Serve shut down) is first
-    taken out of HAProxy, serves what reaches it for ``drain_s``, then closes its port (its WebSockets
-    close 1012) and waits for its requests to finish; then the app's shutdown settles usage and gives back
-    credit leases and rate and concurrency slices (:meth:`gateway.app.GatewayApp.shutdown`)."""
+    """The Serve application: the whole service. ``Service`` (one replica) starts every actor of
+    actors/service.py; the ``Ingress`` replicas, bound to it, serve HTTP once it has. A replica Serve stops
+    (scaled in, redeployed, Serve shut down) is first taken out of HAProxy, serves what reaches it for
+    ``drain_s``, then closes its port (its WebSockets close 1012) and waits for its requests to finish; then
+    the app's shutdown settles usage and gives back credit leases and rate and concurrency slices
+    (:meth:`gateway.app.GatewayApp.shutdown`). The actors outlive the app (service_deployment.py says why)."""
+    options = scaling_options(settings)
+    if settings.ingress_replicas_per_node is not None:  # None is no bound: Serve's schema wants the key absent
+        options["max_replicas_per_node"] = settings.ingress_replicas_per_node
     deployment = Ingress.options(  # type: ignore[attr-defined]
-        **scaling_options(settings),
-        max_replicas_per_node=settings.ingress_replicas_per_node,
+        **options,
         max_ongoing_requests=settings.max_ongoing_requests,
         graceful_shutdown_timeout_s=settings.drain_s + STOP_GRACE_S,
         graceful_shutdown_wait_loop_s=DRAIN_POLL_S,
     )
-    application: Application = deployment.bind(settings.model_dump(mode="json"))
+    given = settings.model_dump(mode="json")
+    application: Application = deployment.bind(given, Service.bind(given))  # type: ignore[attr-defined]
     return application

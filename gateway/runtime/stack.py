@@ -16,7 +16,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from actors.service import GROUPS, service_actor_names
+from actors.service import service_actor_names, start_groups
 from actors.supervision import stop_actors
 from gateway.auth.key_secret import SECRET_FILE, load_or_create_secret
 from gateway.auth.store.service_keys import record_cluster_keys_at
@@ -190,11 +190,10 @@ class Stack:
         return updates
 
     def _start_actors(self, resolved: Settings, *, before_serve: bool) -> None:
-        """The groups of actors/service.py started at this point, in the reverse of their stop order."""
-        for group in reversed(GROUPS):
-            if group.before_serve == before_serve:
-                for line in group.start(resolved, self.settings):
-                    self.report(group.part, line)
+        """The groups of actors/service.py started (or found: the app's Service deployment starts them too)
+        at this point, in the reverse of their stop order."""
+        for part, line in start_groups(resolved, self.settings, before_serve=before_serve):
+            self.report(part, line)
 
     def _ports(self) -> list[tuple[str, int]]:
         s = self.settings

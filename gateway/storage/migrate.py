@@ -84,6 +84,31 @@ async def migrate(conn: asyncpg.Connection, migrations: list[Migration] | None =
         await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_KEY)
 
 
+async def pending(conn: asyncpg.Connection) -> list[str]:
+    """The shipped migrations not applied yet (``NNNN_name``), read without taking the lock or writing: what a
+    serving process checks at start, instead of migrating (``gateway migrate`` applies them, once).
+    :class:`MigrationError` when an applied one was changed since."""
+    recorded = await conn.fetchval("SELECT to_regclass('schema_migrations') IS NOT NULL")
+    rows = await conn.fetch("SELECT version, checksum FROM schema_migrations") if recorded else []
+    applied = {row["version"]: row["checksum"] for row in rows}
+    missing = []
+    for migration in shipped_migrations():
+        checksum = applied.get(migration.version)
+        if checksum is None:
+            missing.append(f"{migration.version:04d}_{migration.name}")
+        elif checksum != migration.checksum:
+            raise MigrationError(f"migration {migration.version:04d}_{migration.name} changed after it was applied")
+    return missing
+
+
+async def pending_url(dsn: str) -> list[str]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await pending(conn)
+    finally:
+        await conn.close()
+
+
 async def migrate_url(dsn: str) -> list[int]:
     conn = await asyncpg.connect(dsn)
     try:
