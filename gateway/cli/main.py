@@ -21,6 +21,7 @@ from rich.markup import escape
 # container, su) every command printed a warning about a directory the gateway never uses.
 warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set", category=UserWarning)
 
+from gateway.cli.actors import register as register_actor_commands  # noqa: E402
 from gateway.cli.ops import register as register_operator_commands  # noqa: E402
 from gateway.cli.status import status  # noqa: E402
 from gateway.cli.upstreams import register as register_upstream_commands  # noqa: E402
@@ -172,7 +173,8 @@ def devnode(
 
 @app.command()
 def migrate(config: ConfigOption = None) -> None:
-    """Apply database migrations to the configured ``database_url``."""
+    """Apply database migrations to the configured ``database_url``: once, before a serve-deployed app
+    serves (a Job or an init container); its replicas refuse to start while one is pending."""
     from gateway.storage.migrate import migrate_url
 
     s = _settings(config)
@@ -184,6 +186,7 @@ def migrate(config: ConfigOption = None) -> None:
 
 
 register_operator_commands(app)
+register_actor_commands(app)
 register_upstream_commands(app)
 app.command()(status)
 

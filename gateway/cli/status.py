@@ -161,11 +161,23 @@ def _actor_names(settings: Settings) -> list[str]:
     return [n for n in names if grpc_on or not n.startswith("grpc-stream-")]
 
 
+def cluster_address(settings: Settings) -> str | None:
+    """The Ray cluster of the running service: the one ``gateway up`` recorded under the data dir, else
+    ``RAY_ADDRESS`` (an app deployed with ``serve deploy`` or KubeRay records none)."""
+    recorded = recorded_ray_address(settings.resolved_home)
+    if recorded is not None:
+        return recorded
+    return settings.ray_address if settings.ray_address not in (None, "", "local") else None
+
+
 def _ray_parts(settings: Settings, timeout_s: float) -> list[Part]:
-    address = recorded_ray_address(settings.resolved_home)
+    address = cluster_address(settings)
     names = _actor_names(settings)
     if address is None:
-        why = f"no cluster recorded in {settings.resolved_home / RAY_ADDRESS_FILE}: is `gateway up` running?"
+        why = (
+            f"no cluster recorded in {settings.resolved_home / RAY_ADDRESS_FILE} and no RAY_ADDRESS: is `gateway up` "
+            "running?"
+        )
         return [Part("Ray", DOWN, why), Part("Serve", DOWN, "Ray is down"), Part("actors", DOWN, "Ray is down")]
     try:
         report = ray_report(address, names, timeout_s)

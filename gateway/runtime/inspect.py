@@ -118,6 +118,34 @@ def ray_report(address: str, actor_names: list[str], timeout_s: float = 30.0) ->
     return report
 
 
+def stop_service_actors(address: str, timeout_s: float = 30.0) -> list[str]:
+    """Join the cluster at ``address`` and end every named actor of the service (namespace ``gateway``),
+    each asked to shut down first, as ``gateway up``'s stop does; their names. What ``serve shutdown``
+    leaves running (gateway/runtime/service_deployment.py says why)."""
+    from actors.supervision import stop_actors
+    from gateway.runtime.serve_runtime import loopback_only_ray
+
+    local: dict[str, Any] = {}
+    if address.rpartition(":")[0] == "127.0.0.1":  # gateway up's local Ray (ray_report says why)
+        loopback_only_ray()
+        local["_node_ip_address"] = "127.0.0.1"
+    stopped: list[str] = []
+
+    def stop() -> None:
+        import ray
+
+        ray.init(address=address, namespace=NAMESPACE, logging_level=logging.ERROR, log_to_driver=False, **local)
+        try:
+            listed = ray.util.list_named_actors(all_namespaces=True)
+            stopped.extend(sorted(a["name"] for a in listed if a["namespace"] == NAMESPACE))
+            stop_actors(stopped)
+        finally:
+            ray.shutdown()
+
+    bounded(stop, timeout_s, "stopping the service's actors")
+    return stopped
+
+
 def _node_address(actor: dict[str, Any]) -> str | None:
     """The address of the node an actor runs on (none while it waits for one)."""
     return (actor.get("Address") or {}).get("IPAddress") or None
