@@ -1,6 +1,8 @@
-"""``serve run serve_app:app``: the gateway's Serve application, with settings from the environment.
+"""The whole service as a Ray Serve application, with settings from the environment: ``serve run serve_app:app``,
+``serve deploy ops/serve/gateway.yaml``, KubeRay's RayService (ops/kuberay/rayservice.yaml).
 
-The deployment itself is :mod:`gateway.runtime.ingress`; ``gateway up`` deploys the same.
+It is :func:`gateway.runtime.ingress.build_app`, which ``gateway up`` deploys too: the ``Service`` deployment
+starting every actor and the ``Ingress`` replicas (docs/operations.md, Deploying with serve deploy or KubeRay).
 """
 
 from __future__ import annotations
