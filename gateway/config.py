@@ -238,8 +238,9 @@ class ServiceSettings(BaseModel):
     )
     trusted_proxies: list[str] = Field(
         default_factory=list,
-        description="Addresses or networks of proxies whose X-Forwarded-For is believed: the client is the "
-        "right-most address not in this list. Empty: the client is the peer address.",
+        description="Addresses or networks of proxies whose X-Forwarded-For is believed (on gRPC, their "
+        "x-forwarded-for metadata): the client is the right-most address not in this list. Empty: the client is "
+        "the peer address.",
     )
     cors_allowed_origins: list[str] = Field(
         default_factory=lambda: ["*"],

@@ -119,7 +119,8 @@ class GrpcStreamServer:
         self.reuse_port = reuse_port
         self.callers = AccountServices(settings, shards, sweeps_expiry=False, **auth_options)  # the replicas sweep
         self.auth, self.meter, self.limiter = self.callers.auth, self.callers.meter, self.callers.limiter
-        self.access = install_access(self.auth, TrustedProxies.parse(settings.trusted_proxies))  # the access rules
+        trusted = TrustedProxies.parse(settings.trusted_proxies)  # whose x-forwarded-for metadata is believed
+        self.access = install_access(self.auth, trusted)  # the access rules
         self.fanout = Fanout()
         self.replay_log = replay_log_of(settings)
         self.pool = NodePool.from_settings(settings, connections=4)  # its health: the cluster's owner, or its own
@@ -134,6 +135,7 @@ class GrpcStreamServer:
         limits = limits_of(settings)
         self.budget = FilterBudget(limits, whole_feed=self.replay_log is not None)
         deps = ServiceDeps(self.auth, self.meter, self.limiter, self.fanout, self.upstream, limits, self.budget)
+        deps.trusted = trusted  # the per-address stream cap's address is the access rules' (service.call_headers)
         if self.replay_log is not None:
             deps.filter_limits, deps.replay_log = FilterLimits(from_slot=True), self.replay_log
         self.service = GeyserGateway(deps)

@@ -21,9 +21,12 @@ process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`
   stream of an account ends ``PERMISSION_DENIED`` "ACCOUNT_SUSPENDED: ..." as soon as the account is
   suspended (``gateway account suspend`` publishes it on the same channel);
 - at most ``grpc_max_streams_per_account`` streams per account and ``grpc_max_streams_per_address``
-  per client address are open over the service (:mod:`gateway.storage.seats`), or the account's
-  overrides of them (:mod:`gateway.storage.stream_limits`, read at each open); a stream's
-  queue is bounded (:class:`geyser_proto.streaming.Outbound`), so a client too slow to read is cut off;
+  per client address are open over the service (:mod:`gateway.storage.seats`; the client address as the
+  access rules and the failed authentications see it: the peer, or behind a proxy listed in
+  ``trusted_proxies`` the right-most untrusted entry of its ``x-forwarded-for`` metadata, as on HTTP,
+  :func:`call_headers`), or the account's overrides of them (:mod:`gateway.storage.stream_limits`, read
+  at each open); a stream's queue is bounded (:class:`geyser_proto.streaming.Outbound`), so a client
+  too slow to read is cut off;
 - each request's filters are claimed from the process's filter budget (:mod:`gateway.grpc.budget`) before
   they join the fan-out (at most ``FILTER_CHANGES_BURST`` requests at once, then ``FILTER_CHANGES_PER_S`` a
   second, per stream, and at most ``KEY_CHANGES_BURST`` re-indexed keys at once, then ``KEY_CHANGES_PER_S``
@@ -56,7 +59,7 @@ from gateway import metrics
 from gateway.access.rules import ACCESS_DENIED
 from gateway.auth.revocations import REASONS
 from gateway.auth.services import AuthServices
-from gateway.core.client_address import grpc_peer_host
+from gateway.core.client_address import TrustedProxies, client_address, grpc_peer_host
 from gateway.core.credentials import grpc_credentials
 from gateway.core.errors import ProxyError, ReplyStyle
 from gateway.credits.errors import SPEND_CAP_MESSAGE
@@ -104,6 +107,8 @@ NODE_FAILURES = frozenset(
 )
 #: How long a client ping waits for the upstream to confirm the stream's filters before it is answered.
 SYNC_TIMEOUT_S = 5.0
+#: The metadata a proxy in front (Envoy, nginx's grpc_pass) names the client in, as the HTTP header.
+FORWARDED_FOR = "x-forwarded-for"
 
 
 @dataclass
@@ -167,6 +172,7 @@ class ServiceDeps:
     seats: Seats = field(default_factory=Seats)  # open streams per account and address, over the service
     clocks: StreamClocks = field(default_factory=StreamClocks)  # opens per minute, unbilled time, per account
     overrides: AccountStreamLimits = field(default_factory=AccountStreamLimits)  # the accounts' own stream limits
+    trusted: TrustedProxies = field(default_factory=TrustedProxies)  # settings ``trusted_proxies``
 
 
 class GeyserGateway:
@@ -197,7 +203,9 @@ class GeyserGateway:
             await _abort(context, "UNAVAILABLE", self.deps.upstream.unavailable_message())
         caps = await self._caps(context, entered.pubkey)
         await self._open_rate(context, entered.pubkey, caps)
-        seats = await self._seats(context, entered.pubkey, grpc_peer_host(context.peer() or ""), caps)
+        forwarded = call_headers(context).get(FORWARDED_FOR)
+        address = client_address(grpc_peer_host(context.peer() or ""), forwarded, self.deps.trusted)
+        seats = await self._seats(context, entered.pubkey, address, caps)
         self.streams += 1
         GRPC_STREAMS.set(self.streams)
         counted = True
@@ -522,7 +530,9 @@ class GeyserGateway:
         credentials = grpc_credentials(context.invocation_metadata() or ())
         if credentials.empty:
             await _abort(context, "UNAUTHENTICATED", MISSING_TOKEN)
-        call = Call("POST", f"/geyser.Geyser/{rpc}", {}, {}, b"", credentials, context.peer(), Wire.GRPC)
+        call = Call(
+            "POST", f"/geyser.Geyser/{rpc}", call_headers(context), {}, b"", credentials, context.peer(), Wire.GRPC
+        )
         call.style = ReplyStyle.REST
         try:
             return await self.entry.open(call)
@@ -559,6 +569,19 @@ class GeyserGateway:
         if complete:
             entered.complete(admission, method, request_id)
         return admission
+
+
+def call_headers(context: grpc.aio.ServicerContext) -> dict[str, str]:
+    """The call's ``x-forwarded-for`` metadata as its Call's header, every value in order joined as an
+    HTTP field's lines are (RFC 9110, 5.3): the access rules and the failed authentications then find the
+    client's address by the HTTP rule (:func:`gateway.core.client_address.client_address`), believed only
+    from a peer listed in ``trusted_proxies``. No other metadata: the credential is read apart."""
+    values = [
+        value
+        for name, value in context.invocation_metadata() or ()
+        if name == FORWARDED_FOR and isinstance(value, str)  # grpc gives names lower-cased, text values as str
+    ]
+    return {FORWARDED_FOR: ", ".join(values)} if values else {}
 
 
 def revoked_code(reason: str) -> grpc.StatusCode:

@@ -15,9 +15,15 @@ WAIT_S = 20.0  # an upper bound for what should come within a few slots, never a
 
 
 class Subscription:
-    def __init__(self, geyser: GeyserClient, channel: grpc.aio.Channel, token: str | None) -> None:
+    def __init__(
+        self,
+        geyser: GeyserClient,
+        channel: grpc.aio.Channel,
+        token: str | None,
+        metadata: tuple[tuple[str, str], ...] = (),  # sent besides the token (a proxy's x-forwarded-for)
+    ) -> None:
         self.pb2 = geyser.pb2
-        metadata = (("x-token", token),) if token is not None else ()
+        metadata = ((("x-token", token),) if token is not None else ()) + metadata
         self.call = geyser.grpc.GeyserStub(channel).Subscribe(metadata=metadata)  # requests are written
         self._ping_ids = iter(range(1, 1_000_000))
 

@@ -246,6 +246,30 @@ async def test_open_streams_per_client_address_are_capped_whatever_the_accounts(
             await again.ping()
 
 
+async def test_behind_a_trusted_proxy_open_streams_are_capped_per_forwarded_address(
+    geyser: GeyserClient, serve_stream: StreamFactory, db: asyncpg.Connection
+) -> None:
+    """The cap counts the address the access rules see: behind a proxy listed in ``trusted_proxies`` (the
+    peer 127.0.0.1 here, the grpcio client standing for Envoy) the ``x-forwarded-for`` metadata's, so two
+    clients behind one proxy each hold their own streams and one cannot take another's seats."""
+    async with serve_stream(grpc_max_streams_per_address=1, trusted_proxies=["127.0.0.1"]) as stream:
+        keys = [(await stream.customer(db, 10_000))[1] for _ in range(3)]
+        alice, bob = (("x-forwarded-for", "198.51.100.7"),), (("x-forwarded-for", "198.51.100.8"),)
+        async with grpc.aio.insecure_channel(stream.address) as channel:
+            first = Subscription(geyser, channel, keys[0], alice)
+            await first.send(slots={"s": geyser.pb2.SubscribeRequestFilterSlots()})
+            await first.ping()
+            other = Subscription(geyser, channel, keys[1], bob)  # another client behind the same proxy
+            await other.send(slots={"s": geyser.pb2.SubscribeRequestFilterSlots()})
+            await other.ping()
+            again = Subscription(geyser, channel, keys[2], alice)  # the first client again, another account
+            error = await again.error()
+            assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
+            assert "from this address (1/1)" in (error.details() or "")
+            held = {s.key for s in stream.server.service.deps.seats.held}
+            assert {"seats:grpc:address:198.51.100.7", "seats:grpc:address:198.51.100.8"} <= held
+
+
 async def test_an_admitted_stream_sends_its_headers_before_any_request_or_update(
     geyser: GeyserClient, serve_stream: StreamFactory, db: asyncpg.Connection
 ) -> None:
