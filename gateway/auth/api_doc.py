@@ -89,9 +89,14 @@ def _sessions_paths() -> dict[str, Any]:
     id_param = [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}]
     one = {**ending, "404": json_answer(ref("ErrorBody"), "no live session of this account has that id: NOT_FOUND")}
     ended = json_answer(ref("SessionsEnded"), "ended")
+    listed = account_read("The account's live sessions, newest first (never their tokens)", "SessionList")
+    # what to call on a session just listed (schemathesis follows links too)
+    listed["get"]["responses"]["200"]["links"] = {
+        "endSession": {"operationId": "endSession", "parameters": {"id": "$response.body#/sessions/0/id"}}
+    }
     return {
         "/account/sessions": {
-            **account_read("The account's live sessions, newest first (never their tokens)", "SessionList"),
+            **listed,
             "delete": {
                 **operation(
                     "End every live session but the caller's own owner session (wallet signature or owner session)",
@@ -112,6 +117,7 @@ def _sessions_paths() -> dict[str, Any]:
                     tag="Session",
                 ),
                 "security": OWNER_PROOF,
+                "operationId": "endSession",
             }
         },
     }

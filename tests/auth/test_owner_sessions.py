@@ -19,6 +19,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from devnode.node import Devnode
 from gateway.auth.sign_in import iso, message_text
+from gateway.auth.store.sessions import Resolved, SessionStore, token_digest
 from gateway.auth.strategies import TokenStrategy
 from gateway.client import WalletSigner
 from gateway.core.credentials import Credentials
@@ -27,7 +28,7 @@ from gateway.settings import Settings
 from tests.auth.helpers import Answer, create_account, create_api_key, open_session, request, signed
 from tests.pubsub.test_ws import ask, close_code, ws_url
 from tests.sending.conftest import sending_settings
-from tests.support import RunningGateway, serve_gateway
+from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway
 
 PUBLIC = "https://gateway.example.com"
 DOMAIN = "gateway.example.com"
@@ -427,3 +428,62 @@ async def test_a_grpc_x_token_keeps_its_sessions_kind(
         call = Call("POST", "/geyser.Geyser/Subscribe", {}, {}, b"", credentials=Credentials(token=token))
         identity = await strategy.authenticate(call.credentials, call, require_account=False)
         assert (identity.pubkey, identity.mode, identity.owner) == (signer.pubkey, "session", owner)
+
+
+class CountingConnection:
+    """Mixed into a Redis connection: counts the commands (or pipelines) it writes, one write a round trip."""
+
+    writes = 0
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        CountingConnection.writes += 1
+        await super().send_packed_command(command, check_health)  # type: ignore[misc]
+
+
+async def test_resolving_a_session_is_one_round_trip(redis_url: str) -> None:
+    pool = aioredis.ConnectionPool.from_url(redis_url)
+    pool.connection_class = type("Counting", (CountingConnection, pool.connection_class), {})  # TCP or unix socket
+    client = aioredis.Redis(connection_pool=pool)
+    try:
+        store = SessionStore(client)
+        owner, _ = await store.open(pubkey := WalletSigner(os.urandom(32)).pubkey, owner=True)
+        ordinary = await store.issue_token(pubkey)
+        assert await store.resolve(owner) == Resolved(pubkey, True)  # the script is loaded by now
+        for token, kind in ((owner, True), (ordinary, False), ("ab" * 32, None)):
+            before = CountingConnection.writes
+            resolved = await store.resolve(token)
+            assert CountingConnection.writes - before == 1
+            assert (resolved.owner if resolved else None) == kind
+    finally:
+        await client.aclose()
+
+
+async def test_a_session_written_before_the_index_is_not_accepted(
+    gateway: RunningGateway, http: aiohttp.ClientSession, signer: WalletSigner, redis_client: aioredis.Redis
+) -> None:
+    token = os.urandom(32).hex()
+    await redis_client.set(f"session:{token_digest(token)}", signer.pubkey, px=60_000)  # the old layout's value
+    answer = await request(http, "GET", gateway.url + "/account/sessions", headers=bearer(token))
+    assert (answer.status, answer.code) == (401, "AUTH_FAILED"), answer
+
+
+async def test_the_sessions_routes_are_limited_per_address_before_any_credential_is_looked_at(
+    settings: Settings, db: asyncpg.Connection
+) -> None:
+    tight = {**TEST_IP_LIMITS, "session": {"rps": 0.01, "burst": 2}, "account_read": {"rps": 0.01, "burst": 2}}
+    limited = Settings.model_validate({**settings.model_dump(), "ip_limits": tight})
+    async with serve_gateway(limited) as gw, aiohttp.ClientSession() as http:
+        groups = {  # each group's burst of 2, then 429 before the bearer token is looked up
+            "session": [
+                ("DELETE", "/account/sessions"),
+                ("DELETE", "/account/sessions/x"),
+                ("DELETE", "/account/sessions"),
+            ],
+            "account_read": [("GET", "/account/sessions")] * 3,
+        }
+        for group, calls in groups.items():
+            statuses = []
+            for method, path in calls:
+                headers = {"Authorization": f"Bearer {os.urandom(32).hex()}"}  # each would be a Redis lookup
+                statuses.append((await request(http, method, gw.url + path, headers=headers)).status)
+            assert statuses == [401, 401, 429], (group, statuses)
