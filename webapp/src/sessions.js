@@ -40,13 +40,13 @@ export function sessionsCard(ui) {
     const list = state.doc.sessions || [];
     const rows = list.map((s) => [
       h("code", { class: "small" }, String(s.id)),
-      s.owner ? "owner (signed in for this site)" : "ordinary",
+      s.owner ? [h("span", { class: "nowrap" }, "owner"), h("br"), h("span", { class: "small" }, "signed in for this site")] : h("span", { class: "nowrap" }, "ordinary"),
       when(s.created_at),
       s.last_used_at ? when(s.last_used_at) : "not yet",
       h("span", { class: "url" }, s.origin || "none sent"),
       h("span", { class: "small url" }, s.user_agent || "none sent"),
       s.current
-        ? h("strong", {}, "this one")
+        ? h("strong", { class: "nowrap" }, "this one")
         : h("button", { type: "button", "aria-label": `End session ${s.id}`, disabled: state.busy, onclick: () => end(s.id) }, "End"),
     ]);
     const everywhere = ui.owner()
