@@ -18,8 +18,9 @@ class IpLimit(BaseModel):
 
 
 #: Per-address limits of the routes a caller reaches before (or without) paying. Groups: ``session``
-#: (/auth/*), ``account_create`` (POST /account/api-key: creates accounts), ``account_read``
-#: (/account/info, /ledger, /history), ``deposit_confirm`` (POST /account/confirm-deposit: node reads),
+#: (/auth/*, DELETE /account/sessions[/{id}]), ``account_create`` (POST /account/api-key: creates accounts),
+#: ``account_read`` (/account/info, /ledger, /history, GET /account/sessions), ``deposit_confirm``
+#: (POST /account/confirm-deposit: node reads),
 #: ``webhooks`` (the /webhooks management routes), ``x402_settle`` (POST /x402/settle: node sends, and
 #: sponsored ones spend the fee payer's SOL), ``signals`` (GET /signals/recent: public Redis reads),
 #: ``auth_failures`` (failed authentications on every transport: each unknown API key is a database lookup),
