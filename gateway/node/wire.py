@@ -169,7 +169,7 @@ class Connection(asyncio.Protocol):
         self.error: Exception | None = None  # why a callback stopped the parser
         self.after = False  # bytes came after the final answer
         self.interim = False  # the parser stopped at the end of an interim answer's head
-        self.kept: list[bytes | memoryview] = []  # the current answer's bytes of earlier reads, its head unfinished
+        self.kept: list[bytes | memoryview] | None = None  # the answer's earlier reads, its head unfinished
         self.closed = False
         self.idle_since = 0.0
 
@@ -213,8 +213,10 @@ class Connection(asyncio.Protocol):
         elif not self.headed:
             if self.received > MAX_HEAD_BYTES:
                 self._fail(WireError("the node's answer head is too large", sent=True))
+            elif self.kept is None:  # kept so that an interim head ending in a later read is found from its start
+                self.kept = [data]
             else:
-                self.kept.append(data)  # an interim head that ends in a later read is found from its start
+                self.kept.append(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -304,10 +306,10 @@ class Connection(asyncio.Protocol):
         """What follows the interim head that ended in ``data`` (the rest of the read, maybe empty), with a
         fresh parser for it: llhttp takes only CRLF line ends, so the head ends at the first empty line
         after its status line (llhttp skips empty lines before a status line: so does this)."""
-        if self.kept:  # the head began in an earlier read (``data`` is a whole read then)
+        if self.kept is not None:  # the head began in an earlier read (``data`` is a whole read then)
             message: bytes = b"".join((*self.kept, data))
             start = 0
-            self.kept = []
+            self.kept = None
         elif isinstance(data, memoryview):  # what followed an earlier interim head in this read
             message = cast(bytes, data.obj)  # a read's bytes, of which data is the tail
             start = len(message) - len(data)
@@ -352,8 +354,7 @@ class Connection(asyncio.Protocol):
         self.pool.budget.give(self.size)
         self.answer, self.timer, self.chunks, self.size, self.received, self.fields = None, None, [], 0, 0, 0
         self.framed = self.headed = self.keep = self.after = self.interim = False
-        self.result = self.error = None
-        self.kept = []
+        self.result = self.error = self.kept = None
         # A fresh parser per answer: the old one may have stopped mid-answer, or after the last one.
         self.parser = httptools.HttpResponseParser(self)
 
