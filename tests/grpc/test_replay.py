@@ -209,7 +209,9 @@ async def test_a_slot_older_than_the_log_is_out_of_range_naming_the_oldest_and_a
         assert newest is not None
         ahead = Subscription(geyser, channel, key)  # not seen yet: the live stream at once
         await ahead.send(slots={"s": pb2.SubscribeRequestFilterSlots()}, from_slot=newest + 1_000)
-        assert not feed(await ahead.ping())
+        # Nothing replayed: whatever came before the pong is live, past what the log held when it was asked
+        # (a slot may tick between the request and the ping on a loaded machine).
+        assert all(slot_of(u) > newest for u in feed(await ahead.ping()))
         assert slot_of(await ahead.until(lambda u: kind(u) == "slot")) <= devnode.chain.slot + 1
         charged = sorted(await usage(db, stream, account))  # two streams served, one refused (refunded), the info
         served = [("grpc:Subscribe", 1)] * 2
