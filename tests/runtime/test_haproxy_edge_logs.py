@@ -211,9 +211,9 @@ async def test_no_credential_reaches_the_edges_log_or_its_files(tmp_path: Path) 
     async with _edge(tmp_path) as (port, syslog):
         answers: dict[str, bytes] = {}
         close = "Connection: close\r\n\r\n"
-        # Succeeds (not logged: dontlog-normal), then HAProxy's own errors, the replica's, and aborts.
-        # The first to reach the replica: on a new connection to it, as HAProxy answers 502 (on a reused
-        # one it closes the client's connection unanswered).
+        # HAProxy's own errors, a success (not logged: dontlog-normal), the replica's error, and aborts.
+        # The 502 first, so that it goes to the replica on a new connection (on a reused one HAProxy
+        # closes the client's connection unanswered instead).
         body = b'{"jsonrpc":"2.0","id":1,"method":"sendTransaction"}'
         dropped = credentials().head("POST", "/dropped", f"Content-Length: {len(body)}\r\n{close}") + body
         answers["502"] = await _ask(port, dropped)
