@@ -4,7 +4,8 @@ Each module takes its feature's plain class (``gateway/<feature>/*_actor.py``: t
 docs/architecture.md) and makes it a Ray actor with its options (named, detached, restarted after a
 crash, placed over the nodes), started and stopped here. ``ray.remote`` is applied in this package and
 nowhere else (``tests/test_import_contracts.py``). ``service`` lists them all, as groups that
-``gateway up`` (gateway/runtime/stack.py) starts and stops in one loop.
+the Serve app's ``Service`` deployment (gateway/runtime/service_deployment.py) and ``gateway up``
+(gateway/runtime/stack.py) start, and ``gateway up`` and ``gateway actors stop`` stop.
 
 | module | owns | actors |
 |---|---|---|

@@ -1,4 +1,4 @@
-"""Races handed to the send-racer actors: how a replica reaches the pool started by ``gateway up``.
+"""Races handed to the send-racer actors: how a replica reaches the pool the app's ``Service`` deployment started.
 
 Round robin over the named actors. A racer that cannot be found (not started, being restarted) is
 skipped; with none reachable the race runs in the replica (:class:`LocalRacers`), since nothing has

@@ -1,5 +1,6 @@
-"""How a replica reaches the account-shard actors started by ``gateway up`` (:mod:`gateway.limits.shard_actor`):
-the :class:`gateway.limits.slices.ShardClient` of :class:`gateway.limits.slices.SlicedLimiter`.
+"""How a replica reaches the account-shard actors the app's ``Service`` deployment started
+(:mod:`gateway.limits.shard_actor`): the :class:`gateway.limits.slices.ShardClient` of
+:class:`gateway.limits.slices.SlicedLimiter`.
 
 Each shard by name, its handle kept while it answers. Anything Ray raises (the actor dead, being
 restarted, not started) is :class:`ShardUnavailable`: the limiter refuses the calls that need that
