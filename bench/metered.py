@@ -37,9 +37,13 @@ the others through the table's client column. Its headers are signed before each
 a request, on the servers' two cores) is not in the measured window, as the API key's one static header
 is not; a run that outpaces them signs the rest as it goes, and says so.
 
-The table's server column is the CPU the target's own process (for Serve, the replica) spent per
-request during the run, and the last lines give what metering added to it per round: the same
-difference seen from the replica instead of the client.
+The summary leads with every target against (b') (issue 64): its throughput over (b')'s and the
+machine's CPU per request, (b')'s over its (every process's CPU, the load generator's included, from
+each run's per-role line), median over the rounds, within each round and only between rows driven by
+the same load generator (a signed row is compared with ``metered-apikey-python``, the API-key row again
+from the Python client). (b) stays a row. The table's server column is the CPU the target's own process
+(for Serve, the replica) spent per request during the run, and the last lines give what metering added
+to it per round: the same difference seen from the replica instead of the client.
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ import psutil
 from bench.gateway_overhead import measure
 from bench.loadgen import BACKENDS, DEFAULT_BODY, DEFAULT_HEADERS, Headers
 from bench.node_cpu import RAY_ROLES, NodeCpu, format_node, format_rest
-from bench.report import Row, format_ratios, format_table, ratio
+from bench.report import Row, format_ratios, format_table
 from bench.stats import median_interval, quartiles
 from gateway.keys import service_key_addresses
 from gateway.runtime.ports import free_port
@@ -147,7 +151,22 @@ Target = tuple[str, str, Headers, bytes]  # name, url, headers, body
 
 #: The short pairs' targets unless ``--pair`` names two others: what metering adds to Serve's ingress.
 PAIR = ("serve-unmetered", "metered-apikey")
-TARGETS = ("upstream", "forwarder", "forwarder-own", "serve-unmetered", "metered-apikey", "metered-signed")
+TARGETS = (
+    "upstream",
+    "forwarder",
+    "forwarder-own",
+    "serve-unmetered",
+    "metered-apikey",
+    "metered-signed",
+    "metered-apikey-python",
+)
+#: (b'): every target's ratios are taken against it (issue 64), so that a ratio rises only when the
+#: gateway's own code gets faster; (b), ``forwarder``, stays a row.
+REFERENCE = "forwarder-own"
+#: Targets always driven by the Python client: signed headers change on every request (wrk cannot send
+#: them), and the API-key row again with the same client, so that the signed row has a keyed row to be
+#: compared with (a ratio compares rows of one load generator).
+PYTHON_CLIENT = ("metered-signed", "metered-apikey-python")
 
 
 class Presigned:
@@ -293,7 +312,13 @@ def run(
                 print(f"  replaced replica(s) {[p.pid for p in lingering]} still running", flush=True)
             gone = {p.pid for p in replaced}
             pids = [p.pid for p in processes_naming(marker) if p.pid not in gone and ours(p)]
-            for name in ("serve-unmetered", "metered-apikey", "metered-signed", "metered-batch100"):
+            for name in (
+                "serve-unmetered",
+                "metered-apikey",
+                "metered-signed",
+                "metered-apikey-python",
+                "metered-batch100",
+            ):
                 cpu_pids[name] = pids
             wait_answering(f"{base}{UNMETERED_PATH}")  # through HAProxy: only the paired ingress has this path
 
@@ -318,6 +343,7 @@ def run(
             ("serve-unmetered", f"{base}{UNMETERED_PATH}", DEFAULT_HEADERS, body),
             ("metered-apikey", f"{base}/", keyed, body),
             ("metered-signed", f"{base}/", signed, body),
+            ("metered-apikey-python", f"{base}/", keyed, body),
         ]
         batch: Target = ("metered-batch100", f"{base}/", keyed, BATCH_BODY)  # after the others (module docstring)
         if profile is not None:
@@ -336,7 +362,8 @@ def run(
             print(f"round {round_no + 1} of {rounds}: {', '.join(name for name, *_ in order)}", flush=True)
             for conns in connections:
                 for target in order:
-                    rows.append(run_target(target, conns, duration_s, client, cpu_pids, node_cpu=True))
+                    by = "python" if target[0] in PYTHON_CLIENT else client
+                    rows.append(run_target(target, conns, duration_s, by, cpu_pids, node_cpu=True))
             share = pairs // rounds + (1 if round_no < pairs % rounds else 0)
             if share:
                 print(f"{share} short pairs: {pair[0]}, {pair[1]}", flush=True)
@@ -377,16 +404,58 @@ def profile_replica(
             print(replica_profile.summarize(output, us))
 
 
+#: The ratios besides those to (b') (:data:`REFERENCE`): what metering adds to Serve's ingress, what
+#: signing adds to an API key (both rows from the Python client), and (b) against (b').
 RATIOS = [
     ("metered-apikey", "serve-unmetered"),
-    ("metered-apikey", "forwarder"),
-    ("metered-apikey", "forwarder-own"),
-    ("metered-signed", "serve-unmetered"),
-    ("metered-signed", "metered-apikey"),
-    ("serve-unmetered", "forwarder"),
-    ("serve-unmetered", "forwarder-own"),
-    ("forwarder-own", "forwarder"),
+    ("metered-signed", "metered-apikey-python"),
+    ("forwarder", "forwarder-own"),
 ]
+
+
+def machine_us(row: Row) -> float | None:
+    """The machine's CPU per request of a run (every process, the load generator's included)."""
+    node = row.result.node_cpu_us_per_req
+    return None if node is None else sum(node.values())
+
+
+def same_client(rows: list[Row], name: str, baseline: str, conns: int) -> tuple[Row, Row] | None:
+    """The two rows at ``conns``, when both were measured and with the same load generator (else None:
+    a ratio across load generators measures the clients too)."""
+    by = {(r.name, r.result.connections): r for r in rows}
+    row, base = by.get((name, conns)), by.get((baseline, conns))
+    if row is None or base is None or row.result.backend != base.result.backend:
+        return None
+    return row, base
+
+
+def against_reference(by_round: list[list[Row]], conns: int) -> list[str]:
+    """Each target against (b') at ``conns``, median over the rounds (each round's figure after it):
+    throughput (its req/s over (b')'s) and machine CPU per request ((b')'s over its, so that both rise
+    as the gateway gets faster; and how many times (b')'s it is)."""
+    lines = []
+    for name in (n for n in (*TARGETS, "metered-batch100") if n != REFERENCE):
+        rps, cpu = [], []
+        for rows in by_round:
+            pair = same_client(rows, name, REFERENCE, conns)
+            if pair is None:
+                continue
+            row, base = pair
+            if base.result.rps > 0:
+                rps.append(row.result.rps / base.result.rps)
+            us, base_us = machine_us(row), machine_us(base)
+            if us and base_us:
+                cpu.append(base_us / us)
+        if not rps:
+            continue  # left out (--only), or another load generator than (b')'s
+        each = " ".join(f"{r:.3f}" for r in rps)
+        line = f"  {name} @{conns} conn: throughput {statistics.median(rps):.3f} ({each})"
+        if cpu:
+            median = statistics.median(cpu)
+            each = " ".join(f"{r:.3f}" for r in cpu)
+            line += f"; machine CPU per request {median:.3f} ({each}), {1 / median:.2f}x (b')'s"
+        lines.append(line)
+    return lines
 
 
 def median_of(by_round: list[list[Row]]) -> list[Row]:
@@ -474,21 +543,29 @@ def main(argv: list[str] | None = None) -> None:
         return
     rows = best_of(by_round)
     print()
+    print(
+        f"against (b') {REFERENCE}, the plain uvicorn forwarder through the gateway's own node client, within each"
+        " round and from the same load generator; median over the rounds (each round's in brackets):"
+    )
+    for conns in connections:
+        print("\n".join(against_reference(by_round, conns)))
+    print()
     print("each target's median round:")
-    print(format_table(median_of(by_round), baseline="forwarder"))
+    print(format_table(median_of(by_round), baseline=REFERENCE))
     print()
     print("each target's best round:")
-    print(format_table(rows, baseline="forwarder"))
+    print(format_table(rows, baseline=REFERENCE))
     print()
     print("ratios of each target's best round:")
-    print(format_ratios(rows, RATIOS))
+    print(format_ratios(rows, [(name, REFERENCE) for name in TARGETS if name != REFERENCE] + RATIOS))
     print()
-    print("ratios within each round (targets measured a minute apart), median over the rounds:")
+    print("ratios within each round (targets measured a minute apart, same load generator), median over the rounds:")
     for name, baseline in RATIOS:
         for conns in connections:
-            paired = [r for r in (ratio(rows_, name, baseline, conns) for rows_ in by_round) if r is not None]
+            found = [p for p in (same_client(rows_, name, baseline, conns) for rows_ in by_round) if p is not None]
+            paired = [row.result.rps / base.result.rps for row, base in found if base.result.rps > 0]
             if not paired:
-                continue  # a target left out (--only)
+                continue  # a target left out (--only), or measured with another load generator
             each = " ".join(f"{r:.3f}" for r in paired)
             print(f"{name} / {baseline} @{conns} conn: median {statistics.median(paired):.3f} (rounds: {each})")
             interval = median_interval(paired)

@@ -1,0 +1,39 @@
+"""bench.metered's ratios to (b') (issue 64): throughput and machine CPU per request against
+``forwarder-own``, within each round, and never between rows of two load generators."""
+
+from __future__ import annotations
+
+from bench.loadgen import LoadResult
+from bench.metered import REFERENCE, against_reference, same_client
+from bench.report import Row
+
+
+def row(name: str, rps: float, machine_us: float, backend: str = "wrk", conns: int = 64) -> Row:
+    node = {"replica": machine_us * 0.75, "HAProxy": machine_us * 0.25}
+    result = LoadResult(
+        url="http://127.0.0.1:1/", connections=conns, backend=backend, count=int(rps), duration_s=1.0, rps=rps,
+        p50_ms=1.0, p99_ms=2.0, max_ms=3.0, node_cpu_us_per_req=node,
+    )  # fmt: skip
+    return Row(name, result)
+
+
+def test_each_target_is_given_against_b_prime_in_throughput_and_machine_cpu() -> None:
+    rounds = [
+        [row(REFERENCE, 12_000, 120), row("serve-unmetered", 3_000, 400), row("forwarder", 6_000, 240)],
+        [row(REFERENCE, 10_000, 130), row("serve-unmetered", 4_000, 390), row("forwarder", 5_000, 260)],
+        [row(REFERENCE, 11_000, 125), row("serve-unmetered", 3_300, 500), row("forwarder", 5_500, 250)],
+    ]
+    lines = against_reference(rounds, 64)
+    (unmetered,) = [line for line in lines if "serve-unmetered" in line]
+    assert "throughput 0.300 (0.250 0.400 0.300)" in unmetered  # each round's own (b'), median of three
+    assert "machine CPU per request 0.300 (0.300 0.333 0.250), 3.33x (b')'s" in unmetered
+    assert any(line.startswith("  forwarder @64 conn: throughput 0.500") for line in lines)
+
+
+def test_rows_of_two_load_generators_are_not_compared() -> None:
+    rows = [row(REFERENCE, 12_000, 120), row("metered-signed", 1_000, 900, backend="python")]
+    assert same_client(rows, "metered-signed", REFERENCE, 64) is None
+    assert against_reference([rows], 64) == []
+    keyed = row("metered-apikey-python", 1_500, 700, backend="python")
+    pair = same_client([*rows, keyed], "metered-signed", "metered-apikey-python", 64)
+    assert pair is not None and pair[1] is keyed
