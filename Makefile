@@ -6,13 +6,15 @@ BIN := $(VENV)/bin
 .PHONY: up test check bench faults ledger-run clean webapp lock
 
 # Every Python package comes from a lock, pinned and hashed (pip refuses any file whose hash differs), then the project
-# itself without dependencies; `pip check` proves the locked set is whole. `make up` installs what the service runs
-# (requirements.lock); `make test` and the other development targets add the dev set (requirements-dev.lock: the
-# same pins, plus the tests', notebooks' and linters' packages).
-$(BIN)/gateway: pyproject.toml requirements.lock
+# itself and its client distribution (clients/python, which the server imports) without dependencies; `pip check`
+# proves the locked set is whole. `make up` installs what the service runs (requirements.lock); `make test` and the
+# other development targets add the dev set (requirements-dev.lock: the same pins, plus the tests', notebooks' and
+# linters' packages).
+$(BIN)/gateway: pyproject.toml requirements.lock clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --require-hashes -r requirements.lock
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e clients/python  # the client distribution (gateway_client)
 	$(BIN)/pip check
 	touch $(BIN)/gateway
 
@@ -30,9 +32,11 @@ lock: $(DEV)
 	$(BIN)/uv pip compile pyproject.toml --extra build --universal --python-version 3.11 --generate-hashes --quiet \
 		--custom-compile-command "make lock" -c requirements-dev.lock -o requirements.lock
 
-# The account page served at /app/ (docs/dashboard.md), built from webapp/ when its sources or lock change.
+# The account page served at /app/ (docs/dashboard.md), built from webapp/ when its sources or lock change, or the
+# sources of the TypeScript client it bundles (clients/js/src).
 WEBAPP := webapp/dist/BUILT
-$(WEBAPP): webapp/build webapp/build.mjs webapp/package.json webapp/package-lock.json $(wildcard webapp/src/*)
+$(WEBAPP): webapp/build webapp/build.mjs webapp/package.json webapp/package-lock.json $(wildcard webapp/src/*) \
+		$(wildcard clients/js/src/*)
 	./webapp/build
 
 webapp: $(WEBAPP)

@@ -115,7 +115,7 @@ def run(duration_s: float, connections: list[int], rounds: int, client: str) -> 
         procs += [cached_proc, uncached_proc]
         secret = os.urandom(32)
         key = create_api_key(cached_url, secret)  # one account, one key: both gateways share the database
-        from gateway.client import WalletSigner
+        from gateway_client import WalletSigner
 
         fund_account(database_url, WalletSigner(secret).pubkey, 100_000_000)  # 10M credits
         headers = {**DEFAULT_HEADERS, "X-Api-Key": key}

@@ -19,13 +19,13 @@ from bench.metered import create_api_key, fund_account
 from devnode.config import DevnodeConfig
 from devnode.node import Devnode
 from gateway.app import GatewayApp
-from gateway.client import WalletSigner
 from gateway.keys import service_key_addresses
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.runtime.ports import free_port
 from gateway.settings import Settings
 from gateway.storage.migrate import migrate_url
 from gateway.transports.http import build_http_app
+from gateway_client import WalletSigner
 
 
 @dataclass

@@ -58,7 +58,6 @@ from starlette.types import Message
 from bench._proc import LOOPBACK, wait_for_port
 from bench.metered import fund_account
 from gateway.app import GatewayApp
-from gateway.client import WalletSigner
 from gateway.credits.meter import Meter
 from gateway.keys import service_key_addresses
 from gateway.limits.slices import LocalShards
@@ -73,6 +72,7 @@ from gateway.runtime.ports import free_port
 from gateway.settings import Settings
 from gateway.storage.migrate import migrate_url
 from gateway.transports.deadline import BodyDeadline
+from gateway_client import WalletSigner
 
 BODY = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
 BATCH = 100

@@ -552,8 +552,8 @@ def stack(home: Path, database_url: str, redis_url: str, feed_interval_ms: int |
     from solders.keypair import Keypair
 
     from bench.metered import create_api_key, fund_account
-    from gateway.client import WalletSigner
     from gateway.runtime.devnode_proc import DevnodeProcess
+    from gateway_client import WalletSigner
 
     feed = feed_interval_ms is not None
     node = DevnodeProcess(home / f"devnode-{os.urandom(4).hex()}", free_port(), free_port(), 400, 54_000, feed=feed)

@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gateway.client import WalletSigner, dev_wallet_path, require_dev_api_key
+from gateway_client import WalletSigner, dev_wallet_path, require_dev_api_key
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
 WALLET = dev_wallet_path()  # $GATEWAY_WALLET, else $GATEWAY_HOME/wallets/dev-wallet.json

@@ -11,7 +11,7 @@ import os
 
 from solana.rpc.async_api import AsyncClient
 
-from gateway.client import require_dev_api_key, solana_client
+from gateway_client import require_dev_api_key, solana_client
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
 API_KEY = require_dev_api_key()  # $GATEWAY_API_KEY, else the key gateway fund saved beside the wallet

@@ -21,7 +21,7 @@ from solders.pubkey import Pubkey
 from solders.system_program import TransferParams, transfer
 from solders.transaction import Transaction
 
-from gateway.client import GatewayClient, dev_wallet_path, require_dev_api_key, solana_client
+from gateway_client import GatewayClient, dev_wallet_path, require_dev_api_key, solana_client
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
 API_KEY = require_dev_api_key()  # $GATEWAY_API_KEY, else the key gateway fund saved beside the wallet

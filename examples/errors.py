@@ -12,7 +12,7 @@ import os
 
 from solders.keypair import Keypair
 
-from gateway.client import GatewayClient, InsufficientCredits, WalletSigner, gateway_error, solana_client
+from gateway_client import GatewayClient, InsufficientCredits, WalletSigner, gateway_error, solana_client
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
 

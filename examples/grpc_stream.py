@@ -28,7 +28,7 @@ from solders.message import Message
 from solders.system_program import TransferParams, transfer
 from solders.transaction import Transaction
 
-from gateway.client import dev_wallet_path, require_dev_api_key, solana_client
+from gateway_client import dev_wallet_path, require_dev_api_key, solana_client
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
 GRPC = os.environ.get("GATEWAY_GRPC", f"127.0.0.1:{os.environ.get('GATEWAY_GRPC_PORT', '10000')}")

@@ -15,7 +15,7 @@ import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from gateway.client import require_dev_api_key
+from gateway_client import require_dev_api_key
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
 API_KEY = require_dev_api_key()  # $GATEWAY_API_KEY, else the key gateway fund saved beside the wallet

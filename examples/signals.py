@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from gateway.client import GatewayClient, InsufficientCredits, SignalEvent, require_dev_api_key
+from gateway_client import GatewayClient, InsufficientCredits, SignalEvent, require_dev_api_key
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
 API_KEY = require_dev_api_key()  # $GATEWAY_API_KEY, else the key gateway fund saved beside the wallet

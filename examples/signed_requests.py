@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from gateway.client import WalletSigner, dev_wallet_path, solana_client
+from gateway_client import WalletSigner, dev_wallet_path, solana_client
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
 WALLET = dev_wallet_path()  # $GATEWAY_WALLET, else $GATEWAY_HOME/wallets/dev-wallet.json

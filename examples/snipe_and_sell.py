@@ -26,8 +26,8 @@ from solders.keypair import Keypair
 from solders.signature import Signature
 from solders.transaction import VersionedTransaction
 
-from gateway.client import GatewayClient, dev_wallet_path, require_dev_api_key, solana_client
-from gateway.client.errors import RpcError
+from gateway_client import GatewayClient, dev_wallet_path, require_dev_api_key, solana_client
+from gateway_client.errors import RpcError
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
 API_KEY = require_dev_api_key()  # $GATEWAY_API_KEY, else the key gateway fund saved beside the wallet

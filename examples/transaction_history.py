@@ -14,7 +14,7 @@ import sys
 
 from solders.keypair import Keypair
 
-from gateway.client import GatewayClient, dev_wallet_path, require_dev_api_key
+from gateway_client import GatewayClient, dev_wallet_path, require_dev_api_key
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
 API_KEY = require_dev_api_key()  # $GATEWAY_API_KEY, else the key gateway fund saved beside the wallet

@@ -10,7 +10,7 @@ gateway refuses them unless GATEWAY_WEBHOOK_ALLOW_PRIVATE=true. This script
 3. causes the event: `POST /account/api-key` issues the wallet a new API key, which revokes the
    previous one (the new key is saved where `gateway fund` keeps it, beside the wallet),
 4. receives the delivery, checks `X-Webhook-Signature` with the webhook's secret
-   (`gateway.client.webhooks.verify_webhook`), prints the event, then deletes the webhook.
+   (`gateway_client.webhooks.verify_webhook`), prints the event, then deletes the webhook.
 
     .venv/bin/gateway fund        # once: the wallet, $GATEWAY_HOME/wallets/dev-wallet.json ($GATEWAY_WALLET: another)
     .venv/bin/python examples/webhook_receiver.py
@@ -26,9 +26,9 @@ from typing import Any
 
 from aiohttp import ClientSession, web
 
-from gateway.client import WalletSigner, api_key_path, dev_wallet_path
-from gateway.client.dev_wallet import save_api_key
-from gateway.client.webhooks import EVENT_ID_HEADER, verify_webhook
+from gateway_client import WalletSigner, api_key_path, dev_wallet_path
+from gateway_client.dev_wallet import save_api_key
+from gateway_client.webhooks import EVENT_ID_HEADER, verify_webhook
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
 WALLET = dev_wallet_path()  # $GATEWAY_WALLET, else $GATEWAY_HOME/wallets/dev-wallet.json

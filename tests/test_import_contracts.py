@@ -28,6 +28,9 @@ def lint(tree: Path, *contracts: str) -> subprocess.CompletedProcess[str]:
 def tree(tmp_path: Path) -> Path:
     for package in ("actors", "gateway", "devnode", "pumpfun", "geyser_proto"):
         shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    # The client distribution's package, beside them: lint-imports finds the tree's copies first.
+    client = REPO / "clients/python/src/gateway_client"
+    shutil.copytree(client, tmp_path / "gateway_client", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     return tmp_path
 
@@ -56,7 +59,11 @@ def test_the_tree_as_it_is_keeps_every_contract(tree: Path) -> None:
         ("devnode/node.py", "import actors.supervision", "devnode-imports-nothing"),
         ("gateway/runtime/cluster.py", "import gateway.runtime.inspect", "no-circles"),  # inspect imports cluster
         ("gateway/core/errors.py", "import gateway.core.methods", "no-circles"),  # methods imports errors
-        ("gateway/client.py", "import gateway.storage.errors", "client-standalone"),
+        ("gateway/client/__init__.py", "import gateway.storage.errors", "client-standalone"),
+        # the client distribution never imports the server (the server imports its signing message)
+        ("gateway_client/http.py", "import gateway.core.errors", "client-package-imports-nothing-of-the-server"),
+        ("gateway_client/signing.py", "import geyser_proto.filters", "client-package-imports-nothing-of-the-server"),
+        ("gateway_client/signals.py", "import redis", "client-package-imports-nothing-of-the-server"),
         ("gateway/node/http.py", "import devnode.node", "devnode-independent"),
         ("devnode/node.py", "import gateway.core.errors", "devnode-imports-nothing"),
         ("pumpfun/curve.py", "import devnode.chain", "pumpfun-pure"),

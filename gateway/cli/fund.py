@@ -3,7 +3,7 @@
 What a new user would otherwise do by hand: make a wallet, get SOL, mint test USDC with the devnode's
 mint authority, send it to the deposit address, confirm the deposit, create an API key. Run again, it
 deposits only when asked (``--usdc``) or when the wallet has no credits yet: otherwise it only gives
-the key again. The wallet and the key's file are where :mod:`gateway.client.dev_wallet` says, the
+the key again. The wallet and the key's file are where :mod:`gateway_client.dev_wallet` says, the
 rule the examples and the notebook follow too. It talks to
 the running gateway over its public API (the deposit address comes from a 402 answer, the deposit is
 confirmed through ``POST /account/confirm-deposit``) and to the devnode over its RPC, as a user's
@@ -35,10 +35,10 @@ from spl.token.instructions import (
 )
 from spl.token.models import MintToCheckedParams, TransferCheckedParams
 
-from gateway.client import AuthFailed, GatewayClient, PaymentRequired, WalletSigner, api_key_path, dev_wallet_path
-from gateway.client.dev_wallet import save_api_key, saved_api_key
 from gateway.keys import load_keypair, load_or_create_keypair
 from gateway.settings import Settings
+from gateway_client import AuthFailed, GatewayClient, PaymentRequired, WalletSigner, api_key_path, dev_wallet_path
+from gateway_client.dev_wallet import save_api_key, saved_api_key
 
 USDC_DECIMALS = 6
 AIRDROP_LAMPORTS = 2_000_000_000

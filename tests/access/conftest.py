@@ -15,8 +15,8 @@ import orjson
 import pytest
 
 from devnode.node import Devnode
-from gateway.client import WalletSigner
 from gateway.settings import Settings
+from gateway_client import WalletSigner
 from tests.auth.helpers import Answer, create_account, create_api_key, open_session, request, signed
 from tests.sending.conftest import sending_settings
 from tests.support import RunningGateway, serve_gateway

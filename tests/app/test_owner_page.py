@@ -18,7 +18,7 @@ from playwright.async_api import BrowserContext, Page, Route, expect
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from gateway.client import WalletSigner
+from gateway_client import WalletSigner
 from tests.app.conftest import AccountPage, PageWallet, axe_source, open_page
 from tests.app.test_page import create_key, grant, serious
 from tests.support import RunningGateway

@@ -9,9 +9,9 @@ import aiohttp
 import asyncpg
 import orjson
 
-from gateway.client import WalletSigner
 from gateway.core.credits import CreditPolicy, DepositCredit
 from gateway.credits.store import credit_deposit_on
+from gateway_client import WalletSigner
 from tests.support import RunningGateway
 
 RPC_BODY = b'{"jsonrpc":"2.0","id":7,"method":"getSlot"}'

@@ -10,9 +10,9 @@ import aiohttp
 import asyncpg
 import pytest
 
-from gateway.client import WalletSigner
 from gateway.keys import DEPOSIT_WALLET, load_keypair
 from gateway.storage import sends
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key, open_session, request, signed
 from tests.credits.helpers import fund, new_signature
 from tests.support import RunningGateway

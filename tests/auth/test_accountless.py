@@ -28,10 +28,10 @@ from solders.keypair import Keypair
 from devnode.node import Devnode
 from gateway.auth.cache import NO_ACCOUNT_TTL_S
 from gateway.auth.store.nonces import nonce_key
-from gateway.client import WalletSigner
 from gateway.runtime.embedded import EmbeddedPostgres
 from gateway.settings import Settings
 from gateway.storage.migrate import migrate_url
+from gateway_client import WalletSigner
 from tests.auth.helpers import RPC_BODY, open_session, request, signed
 from tests.chain import airdrop, mint_usdc, transfer_usdc, wait_confirmed
 from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway, service_key_settings

@@ -18,8 +18,8 @@ import asyncpg
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.client import WalletSigner
 from gateway.settings import Settings
+from gateway_client import WalletSigner
 from tests.auth.helpers import RPC_BODY, Answer, create_account, create_api_key, open_session, request, signed
 from tests.grpc.client import eventually
 from tests.support import RunningGateway, serve_gateway

@@ -19,7 +19,6 @@ from gateway.auth.key_secret import load_or_create_secret
 from gateway.auth.payment_terms import SOLANA_DEVNET, SOLANA_MAINNET, caip2_network
 from gateway.auth.store.nonces import Claim, NonceStore
 from gateway.auth.store.sessions import SessionStore
-from gateway.client import WalletSigner
 from gateway.core.credentials import (
     Credentials,
     bearer_token,
@@ -28,6 +27,7 @@ from gateway.core.credentials import (
     websocket_credentials,
 )
 from gateway.storage.errors import StoreUnavailable
+from gateway_client import WalletSigner
 
 
 def test_http_header_key_before_query_key() -> None:

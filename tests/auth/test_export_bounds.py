@@ -12,8 +12,8 @@ import aiohttp
 import asyncpg
 
 from gateway.auth.exports import EXPORTS_PER_ACCOUNT, seat_key
-from gateway.client import WalletSigner
 from gateway.storage.seats import Seat, Seats
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key, request
 from tests.support import RunningGateway
 

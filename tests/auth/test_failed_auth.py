@@ -23,10 +23,10 @@ from websockets.exceptions import ConnectionClosed
 
 from gateway.auth.api_keys import ApiKeyStore, generate_api_key
 from gateway.auth.store.accounts import ApiKeyRows
-from gateway.client import WalletSigner
 from gateway.core.errors import RpcCode
 from gateway.settings import Settings
 from gateway.storage.channels import REVOKED_KEYS, Channel
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key
 from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway, service_key_settings
 

@@ -12,8 +12,8 @@ import aiohttp
 import asyncpg
 import pytest
 
-from gateway.client import WalletSigner
 from gateway.settings import Settings
+from gateway_client import WalletSigner
 from tests.auth.helpers import RPC_BODY, create_account, create_api_key, request
 from tests.grpc.client import eventually
 from tests.support import RunningGateway, serve_gateway

@@ -13,8 +13,8 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.client import WalletSigner
 from gateway.settings import Settings
+from gateway_client import WalletSigner
 from tests.auth.helpers import RPC_BODY, create_account, create_api_key, deposit_credited, open_session, request
 from tests.support import RunningGateway, serve_gateway
 

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nacl.signing import SigningKey
 
-from gateway.client import WalletSigner
 from gateway.core.signing import body_hash, signing_message
 from gateway.core.wallet_headers import HeaderFailure, WalletHeaders, parse_wallet_headers, verify_signature
+from gateway_client import WalletSigner
 
 methods = st.sampled_from(["GET", "POST", "PUT", "DELETE", "PATCH", "get", "post"])
 paths = st.text(alphabet=string.ascii_letters + string.digits + "/-_.~%:", min_size=1, max_size=60).map(

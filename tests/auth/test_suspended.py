@@ -14,8 +14,8 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from devnode.node import Devnode
 from gateway.cli.main import app as cli_app
-from gateway.client import WalletSigner
 from gateway.settings import Settings
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key, open_session, request, signed
 from tests.pubsub.conftest import new_caller
 from tests.pubsub.test_ws import ask, close_code, socket, ws_url

@@ -11,7 +11,7 @@ import orjson
 import redis.asyncio as aioredis
 
 from gateway.auth.store.nonces import nonce_key
-from gateway.client import WalletSigner
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_api_key, signed
 from tests.support import RunningGateway
 

@@ -11,7 +11,7 @@ import re
 import aiohttp
 import asyncpg
 
-from gateway.client import WalletSigner
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_api_key
 from tests.storage.test_store_outage import Stores, gateway, http, stores  # noqa: F401 - its fixtures
 from tests.support import RunningGateway

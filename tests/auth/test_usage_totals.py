@@ -17,10 +17,10 @@ import pytest
 
 from devnode.node import Devnode
 from gateway.auth.usage_totals import cell
-from gateway.client import WalletSigner
 from gateway.storage import sends
 from gateway.storage.migrate import migrate, shipped_migrations
 from gateway.storage.sends import SendStatus
+from gateway_client import WalletSigner
 from tests.app.test_csv_cells import CASES
 from tests.auth.helpers import create_account, create_api_key, open_session, request
 from tests.credits.helpers import new_signature

@@ -8,7 +8,7 @@ import aiohttp
 import asyncpg
 import redis.asyncio as aioredis
 
-from gateway.client import WalletSigner
+from gateway_client import WalletSigner
 from tests.auth.helpers import RPC_BODY, create_account, deposit_credited, request
 from tests.support import RunningGateway
 

@@ -167,9 +167,9 @@ def test_webhook_bench_delivers_every_job_both_ways(capsys: pytest.CaptureFixtur
 
 def test_signed_headers_are_made_ahead_and_each_used_once() -> None:
     from bench.metered import Presigned
-    from gateway.client import WalletSigner
     from gateway.core.signing import signing_message
     from gateway.core.wallet_headers import HeaderFailure, parse_wallet_headers, verify_signature
+    from gateway_client import WalletSigner
 
     body = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
     presigned = Presigned(WalletSigner(bytes(range(32))), body)

@@ -15,7 +15,7 @@ import orjson
 from playwright.async_api import Page
 
 from gateway.access.rules import ACCESS_DENIED_RPC
-from gateway.client import WalletSigner
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key, request, signed
 from tests.browser.support import run
 from tests.recorded_metrics import recording

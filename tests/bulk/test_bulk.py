@@ -26,9 +26,9 @@ from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 
 from devnode.node import Devnode
-from gateway.client import WalletSigner
 from gateway.core.credits import CreditPolicy, DepositCredit
 from gateway.credits.store import credit_deposit_on
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_api_key
 from tests.chain import USDC_MINT, mint_usdc, send_sol, transfer_usdc, usdc_account
 from tests.credits.helpers import new_signature

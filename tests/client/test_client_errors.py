@@ -1,4 +1,4 @@
-"""gateway.client: each documented error becomes its own exception; amounts of USDC are exact."""
+"""gateway_client: each documented error becomes its own exception; amounts of USDC are exact."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gateway.cli.fund import FundError, usdc_base_units
-from gateway.client import errors
+from gateway_client import errors
 
 
 @pytest.mark.parametrize(

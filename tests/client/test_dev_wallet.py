@@ -1,4 +1,4 @@
-"""One rule for where the dev wallet and its API key are (gateway.client.dev_wallet), followed by
+"""One rule for where the dev wallet and its API key are (gateway_client.dev_wallet), followed by
 `gateway fund`, the examples and the notebook; and when `gateway fund` deposits."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from gateway.cli.fund import DEFAULT_USDC, to_deposit, usdc_base_units
-from gateway.client import api_key_path, dev_api_key, dev_wallet_path, gateway_home, require_dev_api_key
 from gateway.settings import Settings
+from gateway_client import api_key_path, dev_api_key, dev_wallet_path, gateway_home, require_dev_api_key
 
 
 @pytest.fixture(autouse=True)

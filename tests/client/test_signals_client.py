@@ -18,7 +18,11 @@ import aiohttp
 import asyncpg
 import pytest
 
-from gateway.client import (
+from gateway.runtime.ports import free_port
+from gateway.settings import Settings
+from gateway.signals.rules import KINDS, PUMP, PUMP_AMM, WSOL
+from gateway.signals.store import SignalLog
+from gateway_client import (
     AuthFailed,
     GatewayClient,
     InsufficientCredits,
@@ -28,14 +32,10 @@ from gateway.client import (
     SignalFilter,
     SignalStream,
 )
-from gateway.client import __version__ as client_version
-from gateway.client import signals as client_signals
-from gateway.client.errors import error_from_close
-from gateway.client.signals import Backoff, SeenEvents, websocket_url
-from gateway.runtime.ports import free_port
-from gateway.settings import Settings
-from gateway.signals.rules import KINDS, PUMP, PUMP_AMM, WSOL
-from gateway.signals.store import SignalLog
+from gateway_client import __version__ as client_version
+from gateway_client import signals as client_signals
+from gateway_client.errors import error_from_close
+from gateway_client.signals import Backoff, SeenEvents, websocket_url
 from tests.client.conftest import COMPUTE_BUDGET
 from tests.pubsub.conftest import new_caller
 from tests.support import RunningGateway, serve_gateway
@@ -47,9 +47,11 @@ Key = tuple[Any, Any, Any]
 # -- the pure parts --------------------------------------------------------------------------
 
 
-def test_the_client_version_is_the_distribution_version() -> None:
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert client_version == project["version"] == "0.2.9"
+def test_the_client_version_is_its_distribution_version() -> None:
+    """The client's own distribution (clients/python), from 0.2.8 on as the interface says (signal helpers)."""
+    project = tomllib.loads((REPO / "clients/python/pyproject.toml").read_text())["project"]
+    assert client_version == project["version"] == "0.3.0"
+    assert project["name"] == "solana-credit-gateway-client"
 
 
 def test_filter_params_and_matching() -> None:

@@ -21,8 +21,8 @@ from typing import Any
 import schemathesis
 from hypothesis import strategies as st
 
-from gateway.client import WalletSigner
 from gateway.openapi import openapi_document
+from gateway_client import WalletSigner
 
 # This process is the client: it must be able to write the 5,000-digit numbers it sends.
 sys.set_int_max_str_digits(0)

@@ -25,8 +25,8 @@ import psutil
 from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
 
-from gateway.client import WalletSigner
 from gateway.runtime.ports import free_port
+from gateway_client import WalletSigner
 from tests.chain import airdrop, mint_usdc, read_keypair, transfer_usdc
 from tests.support import TEST_IP_LIMITS
 

@@ -28,7 +28,7 @@ from solders.keypair import Keypair
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from gateway.client import solana_client
+from gateway_client import solana_client
 from tests.integration.service import (
     Customer,
     RunningService,

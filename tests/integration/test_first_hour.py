@@ -14,7 +14,7 @@ import orjson
 import pytest
 from solders.keypair import Keypair
 
-from gateway.client import GatewayClient, WalletSigner
+from gateway_client import GatewayClient, WalletSigner
 from tests.integration.service import RunningService, fetch, run_example
 
 pytestmark = pytest.mark.integration

@@ -32,7 +32,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 from websockets.typing import Subprotocol
 
-from gateway.client import WalletSigner
+from gateway_client import WalletSigner
 from tests.integration.service import RunningService, service_env, start_service, stop_service
 
 LOG_ENV = {

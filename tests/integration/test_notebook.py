@@ -22,9 +22,9 @@ import pytest
 from nbclient import NotebookClient
 
 from devnode.node import Devnode
-from gateway.client import GatewayClient, RpcError
-from gateway.client.account import read_history, read_ledger
 from gateway.signals.store import SignalLog
+from gateway_client import GatewayClient, RpcError
+from gateway_client.account import read_history, read_ledger
 from tests.client.conftest import api_key, chain, settings, signal_gateway, signal_log
 from tests.support import RunningGateway
 

@@ -58,8 +58,8 @@ from solders.signature import Signature
 from solders.system_program import TransferParams, transfer
 from solders.transaction import Transaction
 
-from gateway.client.webhooks import EVENT_ID_HEADER, verify_webhook
 from gateway.runtime.devnode_proc import FOLLOWERS, PIDFILE, DevnodeProcess, recorded_followers
+from gateway_client.webhooks import EVENT_ID_HEADER, verify_webhook
 from geyser_proto import geyser_pb2 as pb
 from geyser_proto import geyser_pb2_grpc
 from geyser_proto.filters import PROCESSED

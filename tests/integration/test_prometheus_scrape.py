@@ -27,9 +27,9 @@ from solders.keypair import Keypair
 from websockets.asyncio.client import connect
 
 from gateway import metrics
-from gateway.client import solana_client
 from gateway.runtime.metrics import declare_every_metric
 from gateway.runtime.ports import free_port
+from gateway_client import solana_client
 from tests.grpc.conftest import generate_client
 from tests.integration.service import (
     REPO,

@@ -21,7 +21,7 @@ import redis
 from solders.keypair import Keypair
 
 from gateway.auth.store.nonces import nonce_key
-from gateway.client import WalletSigner
+from gateway_client import WalletSigner
 from tests.integration.service import (
     confirm_deposit,
     create_api_key,

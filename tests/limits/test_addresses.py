@@ -14,8 +14,8 @@ import aiohttp
 import orjson
 import pytest
 
-from gateway.client import WalletSigner
 from gateway.settings import Settings
+from gateway_client import WalletSigner
 from tests.auth.helpers import request, signed
 from tests.support import RunningGateway, serve_gateway, service_key_settings
 

@@ -19,8 +19,8 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from multidict import CIMultiDict
 
-from gateway.client import WalletSigner
 from gateway.mcp.tools import TOOLS
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key
 from tests.sending.conftest import sending_settings
 from tests.sending.helpers import Caller

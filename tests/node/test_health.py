@@ -13,9 +13,9 @@ from pathlib import Path
 import aiohttp
 import asyncpg
 
-from gateway.client import WalletSigner
 from gateway.runtime.ports import free_port
 from gateway.settings import Settings
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key
 from tests.support import serve_gateway, service_key_settings
 

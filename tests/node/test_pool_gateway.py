@@ -24,9 +24,9 @@ import pytest
 from solders.keypair import Keypair
 
 from devnode.node import Devnode
-from gateway.client import WalletSigner
 from gateway.core.upstreams import UpstreamNode
 from gateway.settings import Settings
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key
 from tests.chain import airdrop, signed_transfer
 from tests.node.followers import Followers

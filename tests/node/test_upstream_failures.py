@@ -21,9 +21,9 @@ import orjson
 import pytest
 from aiohttp import web
 
-from gateway.client import BackendUnavailable, GatewayClient, WalletSigner
 from gateway.runtime.ports import free_port
 from gateway.settings import Settings
+from gateway_client import BackendUnavailable, GatewayClient, WalletSigner
 from tests.auth.helpers import RPC_BODY, create_account, create_api_key, request
 from tests.credits.helpers import signed_tx
 from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway, service_key_settings
@@ -157,7 +157,7 @@ async def test_a_node_that_cuts_the_connection_costs_the_send_not_the_read(
 async def test_the_client_retries_a_read_and_never_a_send(
     gateway: RunningGateway, relay: Relay, db: asyncpg.Connection
 ) -> None:
-    """gateway.client.GatewayClient after a 502: a read is tried again with backoff; a send is not,
+    """gateway_client.GatewayClient after a 502: a read is tried again with backoff; a send is not,
     since it may have been broadcast (the caller checks getSignatureStatuses first)."""
     async with aiohttp.ClientSession() as http:
         key = await funded_key(gateway, http, db)

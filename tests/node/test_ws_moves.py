@@ -29,9 +29,9 @@ from solders.pubkey import Pubkey
 from solders.transaction import Transaction
 
 from devnode.node import Devnode
-from gateway.client import WalletSigner
 from gateway.core.upstreams import Role
 from gateway.settings import Settings
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key
 from tests.chain import airdrop, send_sol, signed_transfer
 from tests.node.followers import Followers

@@ -12,9 +12,9 @@ import asyncpg
 import pytest
 
 from devnode.node import Devnode
-from gateway.client import WalletSigner
 from gateway.core.credits import CreditPolicy, DepositCredit
 from gateway.credits.store import credit_deposit_on
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_api_key
 from tests.sending.conftest import payer, sending_settings
 from tests.sending.helpers import Caller

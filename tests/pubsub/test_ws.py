@@ -26,7 +26,7 @@ from websockets.exceptions import ConnectionClosed
 
 from devnode.config import DevnodeConfig
 from devnode.node import Devnode
-from gateway.client import WalletSigner
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, open_session
 from tests.chain import send_sol, signed_transfer
 from tests.pubsub.conftest import new_caller

@@ -25,10 +25,10 @@ from solana.rpc.models import TxOpts
 from solders.keypair import Keypair
 from solders.transaction import Transaction
 
-from gateway.client import WalletSigner
 from gateway.rpc.cache_rules import cache_key
 from gateway.rpc.store import BUDGET_PREFIX, PREFIX, WINDOW_S, SharedResponses
 from gateway.runtime.ports import free_port
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key
 from tests.chain import send_sol, signed_transfer, wait_landed
 from tests.sending.conftest import FailingRelay, sending_settings

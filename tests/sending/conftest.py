@@ -17,8 +17,8 @@ import pytest
 from aiohttp import web
 from solders.keypair import Keypair
 
-from gateway.client import WalletSigner
 from gateway.settings import Settings
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key
 from tests.chain import airdrop
 from tests.node.test_upstream_failures import Relay

@@ -18,8 +18,8 @@ from solders.pubkey import Pubkey
 from solders.system_program import TransferParams, transfer
 from solders.transaction import Transaction
 
-from gateway.client import WalletSigner
 from gateway.sending.bundles import TIP_ACCOUNTS
+from gateway_client import WalletSigner
 
 TIP_ACCOUNT = Pubkey.from_string(sorted(TIP_ACCOUNTS)[0])
 

@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 from solders.keypair import Keypair
 
-from gateway.client import WalletSigner
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key
 from tests.sending.conftest import sending_settings
 from tests.sending.helpers import Caller, b64, latest_blockhash, pay

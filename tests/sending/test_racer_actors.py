@@ -19,9 +19,9 @@ import pytest
 from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
 
-from gateway.client import WalletSigner
 from gateway.node.http import HttpUpstream
 from gateway.sending.reconciler_actor import SendReconciler
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key
 from tests.sending.conftest import sending_settings
 from tests.sending.helpers import Caller, b64, latest_blockhash, pay

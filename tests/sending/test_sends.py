@@ -20,7 +20,7 @@ from solders.keypair import Keypair
 from solders.message import Message, MessageV0
 from solders.transaction import Transaction, VersionedTransaction
 
-from gateway.client import solana_client
+from gateway_client import solana_client
 from tests.chain import wait_confirmed
 from tests.sending.conftest import FailingRelay
 from tests.sending.helpers import Caller, b64, latest_blockhash, node_simulation, pay, transfer_ix

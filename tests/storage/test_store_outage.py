@@ -19,10 +19,10 @@ from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
 
 from devnode.node import Devnode
-from gateway.client import WalletSigner
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.settings import Settings
 from gateway.storage.migrate import migrate_url
+from gateway_client import WalletSigner
 from tests.auth.helpers import RPC_BODY, Answer, create_api_key, open_session, request, signed
 from tests.chain import airdrop, mint_usdc, read_keypair, transfer_usdc, wait_confirmed
 from tests.support import RunningGateway, serve_gateway, service_key_settings

@@ -16,7 +16,7 @@ import pytest
 from solders.keypair import Keypair
 
 from devnode.node import Devnode
-from gateway.client import WalletSigner
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key
 from tests.chain import airdrop
 from tests.feed import feed_devnode

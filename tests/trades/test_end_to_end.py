@@ -18,7 +18,7 @@ from solders.pubkey import Pubkey
 from solders.signature import Signature
 from solders.transaction_status import TransactionErrorInstructionError
 
-from gateway.client import solana_client
+from gateway_client import solana_client
 from pumpfun.curve import buy_quote, sell_quote
 from pumpfun.errors import PumpError
 from pumpfun.fees import fee_rates

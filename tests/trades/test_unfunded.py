@@ -10,7 +10,7 @@ import aiohttp
 import asyncpg
 from solders.pubkey import Pubkey
 
-from gateway.client import WalletSigner
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_api_key
 from tests.sending.conftest import FailingRelay, sending_settings
 from tests.sending.helpers import Caller

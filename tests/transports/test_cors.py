@@ -14,10 +14,10 @@ import aiohttp
 import asyncpg
 import pytest
 
-from gateway.client import WalletSigner
 from gateway.config import ConfigError
 from gateway.settings import Settings, load_settings
 from gateway.transports.cors import ALLOW_HEADERS, EXPOSE_HEADERS, MAX_AGE_S
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key
 from tests.support import RunningGateway, serve_gateway, service_key_settings
 

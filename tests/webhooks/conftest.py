@@ -17,8 +17,8 @@ import pytest
 from aiohttp import web
 
 from devnode.node import Devnode
-from gateway.client import WalletSigner
 from gateway.settings import Settings
+from gateway_client import WalletSigner
 from tests.auth.helpers import Answer, create_api_key, request
 from tests.credits.helpers import fund
 from tests.databases import drop_database, fresh_database

@@ -1,7 +1,7 @@
 """Webhooks can be tried locally: ``gateway up`` on the embedded devnode accepts local receivers
 (``webhook_allow_private`` on by default there, off with a real node, an explicit setting winning either
 way) and says so (its report, ``/capabilities``); a refusal of a local receiver names the setting that
-accepts one; and ``gateway.client.webhooks`` verifies a delivery's signature as the dispatcher signs it."""
+accepts one; and ``gateway_client.webhooks`` verifies a delivery's signature as the dispatcher signs it."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from gateway.app import GatewayApp
-from gateway.client.webhooks import verify_webhook, webhook_signature
 from gateway.public import capabilities_document
 from gateway.settings import Settings, load_settings
 from gateway.webhooks import targets
 from gateway.webhooks.rules import signature
 from gateway.webhooks.validation import url_problem
+from gateway_client.webhooks import verify_webhook, webhook_signature
 from tests.support import service_key_settings
 
 REAL_NODE = "https://rpc.example.com"

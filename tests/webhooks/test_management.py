@@ -13,7 +13,6 @@ import orjson
 import pytest
 from solders.keypair import Keypair
 
-from gateway.client import WalletSigner
 from gateway.core.errors import ProxyError
 from gateway.signals.rules import KINDS
 from gateway.webhooks.management import DEFAULT_MAX_WATCHED
@@ -21,6 +20,7 @@ from gateway.webhooks.models import WebhookCreated, WebhookList
 from gateway.webhooks.rules import MAX_WEBHOOKS_PER_ACCOUNT
 from gateway.webhooks.store import subscriptions as webhooks
 from gateway.webhooks.validation import parse_creation, url_problem
+from gateway_client import WalletSigner
 from tests.auth.helpers import create_api_key, open_session, request, signed
 from tests.credits.helpers import fund
 from tests.support import RunningGateway

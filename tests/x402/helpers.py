@@ -22,7 +22,7 @@ from spl.token.instructions import get_associated_token_address, transfer_checke
 from spl.token.models import TransferCheckedParams
 
 from gateway.app import GatewayApp
-from gateway.client import GatewayClient, InvalidRequest, WalletSigner
+from gateway_client import GatewayClient, InvalidRequest, WalletSigner
 from tests.auth.helpers import Answer, request
 from tests.chain import USDC_DECIMALS, USDC_MINT, usdc_account
 from tests.sending.conftest import FailingRelay

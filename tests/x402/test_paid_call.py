@@ -31,7 +31,7 @@ from x402.http.utils import (
 )
 
 from devnode.node import Devnode
-from gateway.client import WalletSigner
+from gateway_client import WalletSigner
 from tests.auth.helpers import RPC_BODY, Answer, request
 from tests.support import TEST_IP_LIMITS
 from tests.x402 import sdk_shim

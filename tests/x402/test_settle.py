@@ -22,10 +22,10 @@ from spl.token.instructions import transfer as token_transfer
 from spl.token.models import TransferParams as TokenTransferParams
 
 from devnode.node import Devnode
-from gateway.client import GatewayClient, InvalidRequest
 from gateway.public import capabilities_document
 from gateway.x402.rules import MAX_BODY_BYTES
 from gateway.x402.store import SettlementStatus, status
+from gateway_client import GatewayClient, InvalidRequest
 from tests.auth.helpers import request
 from tests.chain import airdrop, mint_usdc, usdc_account, wait_confirmed
 from tests.support import serve_gateway

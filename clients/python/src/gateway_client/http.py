@@ -1,10 +1,11 @@
 """``GatewayClient``: an async client of the gateway's HTTP API, with typed errors and safe retries.
 
 Needs nothing of the server (aiohttp, PyNaCl, base58). Credentials: an API key; or a wallet key,
-used to sign each request or, with ``use_session``, to open a session whose token the client renews
-when it expires. Retries: a 429 after its ``Retry-After``; a 502 or 503 with exponential backoff and
-jitter (from 2 s and 5 s, as the API reference says), but never a send: a send that failed may have
-been broadcast, and only the caller can check (``getSignatureStatuses``) before sending again.
+used to sign each request or, with ``use_session`` (or a :class:`SessionAuth`), to open a session whose
+token the client renews once when a request is refused 401 with it (expired, logged out, ended).
+Retries: a 429 after its ``Retry-After``; a 502 or 503 with exponential backoff and jitter (from 2 s
+and 5 s, as the API reference says), but never a send: a send that failed may have been broadcast,
+and only the caller can check (``getSignatureStatuses``) before sending again.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gateway.client.errors import AuthFailed, BackendUnavailable, GatewayError, RateLimited, error_from_answer
-from gateway.client.signals import SignalFilter, SignalStream, StreamOptions
-from gateway.client.signer import WalletSigner
+from gateway_client.errors import AuthFailed, BackendUnavailable, GatewayError, RateLimited, error_from_answer
+from gateway_client.session import SessionAuth
+from gateway_client.signals import SignalFilter, SignalStream, StreamOptions
+from gateway_client.signer import WalletSigner
 
 #: Methods never retried after a failure that may have reached the node.
 SEND_METHODS = frozenset({"sendTransaction", "sendSmartTransaction", "sendAndConfirm", "sendBundle"})
@@ -60,7 +62,8 @@ class GatewayClient:
     url: the gateway's base URL, e.g. ``http://127.0.0.1:8000``.
     api_key: an API key (``srpc_live_...``).
     signer: a wallet key; each request is signed unless ``use_session``.
-    use_session: sign a challenge once and send the session token (renewed when it expires).
+    use_session: sign a challenge once and send the session token (renewed once on a 401).
+    session: a :class:`SessionAuth` to use (shared with other clients or streams); implies ``use_session``.
     max_retries: how often a 429, 502 or 503 is retried (never for a send after a 502/503).
     backoff_s: the first backoff after a 502 (a 503's is 2.5 times it).
 
@@ -77,10 +80,13 @@ class GatewayClient:
         api_key: str | None = None,
         signer: WalletSigner | None = None,
         use_session: bool = False,
+        session: SessionAuth | None = None,
         max_retries: int = 3,
         backoff_s: float = 2.0,
         timeout_s: float = 60.0,
     ) -> None:
+        if session is not None:
+            use_session, signer = True, signer or session.signer
         if use_session and signer is None:
             raise ValueError("use_session needs a signer")
         self.url = url.rstrip("/")
@@ -90,8 +96,11 @@ class GatewayClient:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.meter = Meter()
-        self._token: str | None = None
         self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s))
+        # A wallet's session: the requests' credentials with use_session, the signal stream's in any case.
+        self.session: SessionAuth | None = session
+        if session is None and signer is not None:
+            self.session = SessionAuth(self.url, signer, http=self._http)
         self._streams: weakref.WeakSet[SignalStream] = weakref.WeakSet()
 
     async def __aenter__(self) -> GatewayClient:
@@ -193,7 +202,7 @@ class GatewayClient:
     ) -> SignalStream:
         """The signal stream of ``/ws`` (``subscribeSignal``): an async iterator of signal events, each
         once, resumed after a disconnect with a gap-fill from ``GET /signals/recent``
-        (:mod:`gateway.client.signals`). Costs 5 credits per connection and 1 per event delivered.
+        (:mod:`gateway_client.signals`). Costs 5 credits per connection and 1 per event delivered.
 
         Args:
             kinds: a kind or several (``newPair``, ``graduation``, ``largeSwap``, ``walletActivity``);
@@ -236,12 +245,11 @@ class GatewayClient:
 
     async def session_token(self, *, renew: bool = False) -> str:
         """The signer's session token (``POST /auth/challenge`` and ``/auth/verify``), opened on first
-        use or when ``renew``; the WebSocket sends it as ``Authorization: Bearer``."""
-        if self.signer is None:
+        use; with ``renew``, a new one in place of the current (refused) one. The WebSocket sends it as
+        ``Authorization: Bearer``."""
+        if self.session is None:
             raise ValueError("a session needs a signer")
-        if self._token is None or renew:
-            self._token = await self._open_session()
-        return self._token
+        return await (self.session.renew(self.session.current) if renew else self.session.token())
 
     # -- the one request path --------------------------------------------------------------------
 
@@ -250,9 +258,12 @@ class GatewayClient:
     ) -> Any:
         """Send with credentials, retry what is safe to retry, raise what the gateway refused."""
         attempt = 0
+        renewed = False
         while True:
+            token: str | None = None
             try:
-                return await self._once(method, path, body, sign)
+                headers, token = await self._credentials(method, path, body, sign)
+                return await self._once(method, path, body, headers)
             except RateLimited as exc:  # never admitted: safe to retry, sends included
                 if attempt >= self.max_retries:
                     raise
@@ -263,13 +274,17 @@ class GatewayClient:
                 base = self.backoff_s * (2.5 if exc.status == 503 else 1.0)
                 await asyncio.sleep(base * 2**attempt * random.uniform(0.8, 1.2))
             except AuthFailed:
-                if not (self.use_session and self._token is not None) or attempt >= self.max_retries:
+                # The session token was refused (expired, logged out, ended): sign a new challenge, once per
+                # request; a second 401 is the wallet's own problem, raised rather than looped on.
+                if token is None or renewed or self.session is None:
                     raise
-                self._token = None  # expired or logged out: open a new session
+                await self.session.renew(token)
+                renewed = True
+                continue
             attempt += 1
 
-    async def _once(self, method: str, path: str, body: bytes, sign: bool) -> Any:
-        headers = {"Content-Type": "application/json", **await self._credentials(method, path, body, sign)}
+    async def _once(self, method: str, path: str, body: bytes, credentials: dict[str, str]) -> Any:
+        headers = {"Content-Type": "application/json", **credentials}
         async with self._http.request(method, self.url + path, data=body or None, headers=headers) as resp:
             raw = await resp.read()
             answer_headers = {k.lower(): v for k, v in resp.headers.items()}
@@ -283,29 +298,16 @@ class GatewayClient:
             raise error
         return document
 
-    async def _credentials(self, method: str, path: str, body: bytes, sign: bool) -> dict[str, str]:
+    async def _credentials(self, method: str, path: str, body: bytes, sign: bool) -> tuple[dict[str, str], str | None]:
+        """The request's credential headers, and the session token among them (None for another kind)."""
         if self.signer is not None and (sign or (self.api_key is None and not self.use_session)):
-            return self.signer.headers(method, path, body)
+            return self.signer.headers(method, path, body), None
         if self.api_key is not None:
-            return {"X-Api-Key": self.api_key}
-        if self.use_session:
-            if self._token is None:
-                self._token = await self._open_session()
-            return {"Authorization": f"Bearer {self._token}"}
-        return {}
-
-    async def _open_session(self) -> str:
-        assert self.signer is not None
-        pubkey = self.signer.pubkey
-        challenge = await self._post_public("/auth/challenge", {"pubkey": pubkey})
-        text = str(challenge["challenge"])
-        proof = {"pubkey": pubkey, "challenge": text, "signature": self.signer.sign_challenge(text)}
-        return str((await self._post_public("/auth/verify", proof))["token"])
-
-    async def _post_public(self, path: str, document: dict[str, Any]) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json"}
-        async with self._http.post(self.url + path, data=orjson.dumps(document), headers=headers) as resp:
-            return _document(resp.status, {k.lower(): v for k, v in resp.headers.items()}, await resp.read())
+            return {"X-Api-Key": self.api_key}, None
+        if self.use_session and self.session is not None:
+            token = await self.session.token()
+            return {"Authorization": f"Bearer {token}"}, token
+        return {}, None
 
     async def _get_public(self, path: str, query: dict[str, str]) -> dict[str, Any]:
         """A public route: no credentials (they would cost a signature, and a nonce, for nothing)."""
@@ -327,4 +329,4 @@ def _document(status: int, headers: dict[str, str], raw: bytes) -> dict[str, Any
     return answer
 
 
-__all__ = ["SEND_METHODS", "GatewayClient", "GatewayError", "Meter"]
+__all__ = ["SEND_METHODS", "GatewayClient", "GatewayError", "Meter", "SessionAuth"]

@@ -1,5 +1,5 @@
 """The parts of the signal stream that do no I/O: the event type, the filter, the memory of events
-yielded, the backoff, the bounds, the socket's URL (:mod:`gateway.client.signals` uses them)."""
+yielded, the backoff, the bounds, the socket's URL (:mod:`gateway_client.signals` uses them)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Sign gateway requests with a wallet key, the way the API defines it.
 
-Only :mod:`gateway.core.signing` is shared with the server, so what this signs is by construction
+The server imports :mod:`gateway_client.signing` to check signatures, so what this signs is by construction
 what the server checks. Depends on PyNaCl and base58, nothing of the server side.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import base58
 from nacl.signing import SigningKey
 
-from gateway.core.signing import signing_message
+from gateway_client.signing import signing_message
 
 __all__ = ["WalletSigner"]
 

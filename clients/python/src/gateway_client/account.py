@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 from urllib.parse import urlencode
 
 if TYPE_CHECKING:
-    from gateway.client.http import GatewayClient
+    from gateway_client.http import GatewayClient
 
 #: The most one page holds.
 MAX_PAGE = 1000

@@ -11,15 +11,16 @@ examples pin that for the solana-py version in ``pyproject.toml``).
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import AsyncGenerator, Generator
 from typing import Any
 
 import httpx2
 import orjson
 from solana.rpc.async_api import AsyncClient
 
-from gateway.client.errors import GatewayError, error_from_answer
-from gateway.client.signer import WalletSigner
+from gateway_client.errors import GatewayError, error_from_answer
+from gateway_client.session import SessionAuth
+from gateway_client.signer import WalletSigner
 
 
 class WalletAuth(httpx2.Auth):
@@ -35,22 +36,39 @@ class WalletAuth(httpx2.Auth):
         yield request
 
 
+class SessionBearer(httpx2.Auth):
+    """Sends a :class:`SessionAuth`'s token; on a 401 signs a new challenge and sends the request once more."""
+
+    def __init__(self, session: SessionAuth) -> None:
+        self.session = session
+
+    async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        token = await self.session.token()
+        request.headers["Authorization"] = f"Bearer {token}"
+        response = yield request
+        if response.status_code == 401:  # expired, logged out or ended: once per request, never a loop
+            request.headers["Authorization"] = f"Bearer {await self.session.renew(token)}"
+            yield request
+
+
 def solana_client(
     url: str,
     *,
     api_key: str | None = None,
     session_token: str | None = None,
     signer: WalletSigner | None = None,
+    session: SessionAuth | None = None,
     **options: Any,
 ) -> AsyncClient:
-    """A solana-py ``AsyncClient`` for the gateway with one kind of credentials.
+    """A solana-py ``AsyncClient`` for the gateway with one kind of credentials: an API key, a session
+    token, a wallet signing every request, or a :class:`SessionAuth` (renewed on a 401; its owner closes it).
 
     Example:
         >>> async with solana_client("http://127.0.0.1:8000", api_key=key) as client:  # doctest: +SKIP
         ...     print((await client.get_slot()).value)
     """
-    if sum(x is not None for x in (api_key, session_token, signer)) != 1:
-        raise ValueError("give exactly one of api_key, session_token, signer")
+    if sum(x is not None for x in (api_key, session_token, signer, session)) != 1:
+        raise ValueError("give exactly one of api_key, session_token, signer, session")
     headers = dict(options.pop("extra_headers", None) or {})
     if api_key is not None:
         headers["X-Api-Key"] = api_key
@@ -59,6 +77,8 @@ def solana_client(
     client = AsyncClient(url, extra_headers=headers, **options)
     if signer is not None:
         client._provider.session.auth = WalletAuth(signer)  # no public hook in solana-py (module docstring)
+    if session is not None:
+        client._provider.session.auth = SessionBearer(session)
     return client
 
 

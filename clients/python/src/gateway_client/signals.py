@@ -11,7 +11,7 @@ A :class:`SignalStream` is one ``subscribeSignal`` on one connection at a time:
   again after a backoff with jitter, subscribes again and fills the gap from ``GET /signals/recent``
   (from a few slots before the last one it saw), skipping every event it yielded already (same
   signature, kind and mint, among the last ``dedup_window``): the consumer sees each event once;
-- a close for the caller ends it with the typed error (:mod:`gateway.client.errors`): 4001
+- a close for the caller ends it with the typed error (:mod:`gateway_client.errors`): 4001
   :class:`AuthFailed`, 1008 :class:`AuthFailed` after one renewal of the session token, 4002
   :class:`InsufficientCredits` (after a ``subscriptionEnded`` notice), 4003 :class:`RateLimited`;
   ``max_reconnects`` failed attempts in a row end it with :class:`ConnectionLost`.
@@ -36,7 +36,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.typing import Subprotocol
 
-from gateway.client.errors import (
+from gateway_client.errors import (
     BackendUnavailable,
     ConnectionLost,
     GatewayError,
@@ -46,7 +46,7 @@ from gateway.client.errors import (
     error_from_answer,
     error_from_close,
 )
-from gateway.client.signal_parts import (
+from gateway_client.signal_parts import (
     KINDS,
     Backoff,
     SeenEvents,
@@ -56,7 +56,7 @@ from gateway.client.signal_parts import (
     event_key,
     websocket_url,
 )
-from gateway.client.signer import WalletSigner
+from gateway_client.signer import WalletSigner
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ _SUBSCRIBE_ID: Final = 1
 
 
 class StreamHost(Protocol):
-    """What a stream uses of its client (:class:`gateway.client.GatewayClient`)."""
+    """What a stream uses of its client (:class:`gateway_client.GatewayClient`)."""
 
     url: str
     api_key: str | None
@@ -106,7 +106,7 @@ class _Retry(Exception):
 class SignalStream:
     """An async iterator of :class:`SignalEvent` that survives disconnects (module docstring).
 
-    Made by :meth:`gateway.client.GatewayClient.signals`; close it with :meth:`aclose` or use it as an
+    Made by :meth:`gateway_client.GatewayClient.signals`; close it with :meth:`aclose` or use it as an
     async context manager (the client also closes its streams when it closes).
 
     Attributes:
