@@ -134,6 +134,15 @@ class Meter:
 
     # -- the hot path -------------------------------------------------------------------------
 
+    def backlogged(self, pubkey: str) -> AccountState | None:
+        """The account, when its usage waiting for a settle is past the keeper's bound (else None)."""
+        acct = self.accounts.get(pubkey)
+        return acct if acct is not None and acct.leases and self.keeper.backlogged(acct) else None
+
+    async def settle_backlog(self, acct: AccountState, pubkey: str) -> None:
+        """Wait while the account's usage backlog is settled back within its bound (:class:`LeaseKeeper`)."""
+        await self.keeper.settle_backlog(acct, pubkey)
+
     def known(self, pubkey: str) -> AccountState | None:
         """The account's state when this replica's view is fresh enough to use without the store."""
         acct = self.accounts.get(pubkey)

@@ -163,6 +163,9 @@ class MeteringStage:
         a refused batch item gets it as its answer. Returns the last rate decision (for the headers)."""
         payload = call.payload
         assert payload is not None
+        if (backlogged := self.meter.backlogged(pubkey)) is not None:  # usage recorded faster than settled
+            await self.meter.settle_backlog(backlogged, pubkey)  # bounded, so a stop can settle all of it
+            now, wall = self.clock(), self.wall()
         at = datetime.now(UTC)  # the admission time of every item of the call (one clock read, not one each)
         if payload.is_batch and (taken := self._admit_batch(pubkey, rps, now, wall, at, payload.items, admitted)):
             return taken.last

@@ -673,3 +673,28 @@ async def test_a_batch_the_lease_does_not_cover_spends_nothing(make_meter: Meter
     assert not meter.covers_local(pubkey, lease.granted + 1, meter.clock())
     assert meter.spend_local_each(pubkey, [1] * (lease.granted + 1), meter.clock(), datetime.now(UTC)) is None
     assert lease.spent == 0 and lease.inflight == 0
+
+
+async def test_a_usage_backlog_past_its_bound_is_settled_before_the_call_goes_on(
+    make_meter: MeterFactory, pool: asyncpg.Pool, db: asyncpg.Connection, pubkey: str
+) -> None:
+    """Usage recorded faster than it is settled (100-item batches from many connections) is settled by the
+    account's next call once past ``backlog_max`` (issue 64): what a stopping replica must still write stays
+    within a few chunks, and every call is charged once."""
+    await fund(pool, pubkey, 1_000)
+    meter = make_meter(flush_chunk=5)
+    bound = meter.keeper.backlog_max
+    calls = bound * 3
+    for n in range(calls):
+        meter.complete(await meter.admit(pubkey, 1), "getSlot", f"r{n}")
+    acct = meter.backlogged(pubkey)
+    assert acct is not None
+    await meter.settle_backlog(acct, pubkey)
+    assert meter.backlogged(pubkey) is None
+    waiting = sum(len(lease.records) for lease in acct.leases)
+    assert 0 < waiting <= bound
+    assert await balance(pool, pubkey) == 1_000 - (calls - waiting)  # the settled part, charged once
+    await meter.stop()
+    assert await balance(pool, pubkey) == 1_000 - calls
+    assert int(await db.fetchval("SELECT count(*) FROM usage_history WHERE pubkey = $1", pubkey)) == calls
+    assert (await check_conservation(db, pubkey)).ok
