@@ -6,13 +6,15 @@ addresses, the API-key and edge secrets, the stores' and the node's URLs). Befor
 embedded PostgreSQL and Redis (gateway/runtime/embedded.py), the devnode (``gateway devnode``), the service keys and
 ``gateway migrate``. Only the file's host and port are changed (free ports on loopback). Then, all through the
 deployed app: a funded customer's paid call, a ``sendAndConfirm`` of a real signed transfer, and its webhook event
-delivered to a local receiver; every actor of actors/service.py up once, with two ingress replicas. Then ``serve
-shutdown``: the app is gone and the actors live on, as docs/operations.md says, until ``gateway actors stop``.
+delivered to a local receiver; every actor of actors/service.py up once, with two ingress replicas. A redeploy with
+a setting changed replaces every replica and finds the actors (none restarted, the shards' epochs the same). Then
+``serve shutdown``: the app is gone and the actors live on, as docs/operations.md says, until ``gateway actors stop``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -29,12 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 from solders.keypair import Keypair
 
 from actors.service import service_actor_names
 from gateway.keys import service_key_addresses
+from gateway.runtime.cluster import SERVE_APP_NAME
 from gateway.runtime.devnode_proc import rpc_ready
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.runtime.ports import free_port
@@ -55,6 +59,8 @@ class Deployed:
     service: RunningService  # url: the deployed app; node_url: the devnode; env: the operator's commands'
     dashboard: str
     config: dict[str, Any]
+    config_file: Path
+    head: Node
 
 
 def run(args: list[str], env: dict[str, str], timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
@@ -86,6 +92,17 @@ def listening(port: int) -> bool:
         return True
     except OSError:
         return False
+
+
+def replica_pids(head: Node, deployment: str) -> set[int]:
+    """The node's processes of the app's live replicas of ``deployment`` (titled ``ServeReplica:<app>:<name>``)."""
+    marker = f"ServeReplica:{SERVE_APP_NAME}:{deployment}"
+    found = set()
+    for proc in head.processes():
+        with contextlib.suppress(psutil.Error):
+            if proc.status() != psutil.STATUS_ZOMBIE and any(marker in part for part in proc.cmdline()):
+                found.add(proc.pid)
+    return found
 
 
 def status_parts(env: dict[str, str]) -> dict[str, dict[str, Any]]:
@@ -181,7 +198,7 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
         url = f"http://127.0.0.1:{port}"
         wait_for("the deployed app's /health", lambda: health(url) == 200, 240)
         service = RunningService(home, url, node_url, devnode, home / "devnode.log", operator_env)
-        yield Deployed(service, dashboard, config)
+        yield Deployed(service, dashboard, config, written, head)
     finally:
         head.kill()
         kill(processes_naming(root))
@@ -234,6 +251,30 @@ async def test_serve_deploy_of_the_config_file_is_the_whole_service(deployed: De
         assert receiver.ids.get(("transaction", sent.signature)), receiver.ids
     finally:
         await receiver.stop()
+
+    # a redeploy (a new setting: Serve replaces every replica) finds the actors: none restarted, same state
+    epochs = {name: parts[f"actor {name}"]["data"]["status"]["epoch"] for name in names if "shard" in name}
+    old = {name: replica_pids(deployed.head, name) for name in ("Service", "Ingress")}
+    changed = json.loads(json.dumps(deployed.config))
+    changed["applications"][0]["runtime_env"]["env_vars"]["GATEWAY_ACCESS_LOG"] = "true"
+    written = deployed.config_file.with_name("redeployed.yaml")
+    written.write_text(yaml.safe_dump(changed))
+    await asyncio.to_thread(
+        run, [str(BIN / "serve"), "deploy", str(written), "--address", deployed.dashboard], service.env
+    )
+
+    def replaced() -> bool:
+        now = {name: replica_pids(deployed.head, name) for name in old}
+        return all(now[name] and not now[name] & old[name] for name in old) and health(service.url) == 200
+
+    await asyncio.to_thread(wait_for, "the redeployed replicas", replaced, 180)
+    again = await asyncio.to_thread(status_parts, service.env)
+    assert {name: again[f"actor {name}"]["data"]["restarts"] for name in names} == dict.fromkeys(names, 0)
+    assert {name: again[f"actor {name}"]["data"]["status"]["epoch"] for name in epochs} == epochs
+    status, _, _ = await asyncio.to_thread(
+        fetch, f"{service.url}/", b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}', {"X-Api-Key": payer.api_key}
+    )
+    assert status == 200
 
     # serve shutdown: the app goes; the detached actors stay (docs/operations.md) until gateway actors stop
     await asyncio.to_thread(run, [str(BIN / "serve"), "shutdown", "--address", deployed.dashboard, "-y"], service.env)
