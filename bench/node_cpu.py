@@ -19,6 +19,7 @@ import psutil
 #: the replica is) and Ray's node processes (GCS, raylet, log monitor, dashboard), so that what each costs
 #: at rest (:meth:`NodeCpu.at_rest`) can be told from what a request costs.
 ROLES: tuple[tuple[str, str], ...] = (
+    ("ServeReplica:gateway:Service", "gateway actors"),  # the app's deployment that starts the actors
     ("ServeReplica", "replica"),
     ("haproxy", "HAProxy"),
     ("DashboardAgent", "Ray metrics agent"),

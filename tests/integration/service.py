@@ -25,10 +25,14 @@ import psutil
 from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
 
+from gateway.runtime.cluster import SERVE_APP_NAME
 from gateway.runtime.ports import free_port
 from gateway_client import WalletSigner
 from tests.chain import airdrop, mint_usdc, read_keypair, transfer_usdc
 from tests.support import TEST_IP_LIMITS
+
+#: The title Ray gives an ingress replica's process (the app's Service deployment runs as ``ServeReplica`` too).
+INGRESS_REPLICA = f"ServeReplica:{SERVE_APP_NAME}:Ingress"
 
 
 @dataclass

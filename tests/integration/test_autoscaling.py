@@ -46,6 +46,7 @@ from gateway.runtime.cluster import STOP_GRACE_S
 from gateway.runtime.serve_runtime import processes_naming
 from gateway.storage.ledger.audit import check_conservation
 from tests.integration.service import (
+    INGRESS_REPLICA,
     RunningService,
     confirm_deposit,
     create_api_key,
@@ -114,7 +115,7 @@ def scaled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]
 
 
 def replicas(service: RunningService) -> int:
-    return len(processes_naming("ServeReplica", among=service.descendants()))
+    return len(processes_naming(INGRESS_REPLICA, among=service.descendants()))
 
 
 def most_in_window(admitted: list[tuple[float, float]], window: float) -> int:

@@ -18,7 +18,14 @@ from solders.keypair import Keypair
 
 from gateway.runtime.serve_runtime import processes_naming
 from gateway.storage.ledger.audit import check_conservation
-from tests.integration.service import RunningService, confirm_deposit, create_api_key, deposit_usdc, health
+from tests.integration.service import (
+    INGRESS_REPLICA,
+    RunningService,
+    confirm_deposit,
+    create_api_key,
+    deposit_usdc,
+    health,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -27,8 +34,8 @@ BALANCE = "SELECT balance FROM accounts WHERE pubkey = $1"
 
 
 def replica_pids(service: RunningService) -> list[int]:
-    """The service's live replicas (a killed one stays a zombie until Ray reaps it: not a match)."""
-    return [proc.pid for proc in processes_naming("ServeReplica", among=service.descendants())]
+    """The service's live ingress replicas (a killed one stays a zombie until Ray reaps it: not a match)."""
+    return [proc.pid for proc in processes_naming(INGRESS_REPLICA, among=service.descendants())]
 
 
 async def hammer(url: str, key: str, count: int, per_second: float = 40.0) -> list[int]:
