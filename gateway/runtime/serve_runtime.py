@@ -37,6 +37,7 @@ from gateway.runtime.haproxy_edge import BINARY_ENV, CORS_ENV, TIMEOUT_ENV
 from gateway.runtime.leftovers import left_behind, record, stop_processes
 from gateway.runtime.ports import free_port
 from gateway.runtime.private_files import secure_ray_token
+from gateway.runtime.ray_timers import RAY_TIMERS
 from gateway.settings import Settings
 from gateway.transports.ray_edge import CALLBACK_IMPORT_PATH, EDGE_SECRET_ENV
 
@@ -135,6 +136,8 @@ def ingress_env(settings: Settings, haproxy_files: str) -> dict[str, str]:
         # the client's address, and behind Ray's HAProxy every peer is: any caller could choose its own
         # per-address bucket. Which forwarded address to believe is the gateway's `trusted_proxies`.
         "FORWARDED_ALLOW_IPS": "",
+        # Ray's timers nothing of the gateway relies on, longer or off (the module says which and why).
+        **RAY_TIMERS,
     }
     if settings.ingress_mode in ("direct", "haproxy"):
         env["RAY_SERVE_ENABLE_DIRECT_INGRESS"] = "1"
