@@ -4,6 +4,7 @@
 // Nothing is fetched from elsewhere when the page runs.
 import { build } from "esbuild";
 import { copyFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 
 const out = new URL("./dist/", import.meta.url);
 rmSync(out, { recursive: true, force: true });
@@ -21,6 +22,10 @@ await build({
   sourcemap: false,
   legalComments: "linked",
   logLevel: "warning",
+  // The TypeScript client from its sources (clients/js/src; the Makefile rebuilds the page when they
+  // change), its packages (@noble/hashes, @solana/rpc-spec-types) found in this lock's node_modules.
+  alias: { "solana-credit-gateway-client": fileURLToPath(new URL("../clients/js/src/index.ts", import.meta.url)) },
+  nodePaths: [fileURLToPath(new URL("./node_modules", import.meta.url))],
 });
 for (const name of ["index.html", "app.css", "favicon.svg"]) copyFileSync(new URL(`./src/${name}`, import.meta.url), new URL(name, out));
 writeFileSync(new URL("BUILT", out), `built ${new Date().toISOString()}\n`);

@@ -1,23 +1,21 @@
-// The gateway's HTTP routes as the page uses them (docs/api.md), and the session it keeps.
+// The gateway's HTTP routes as the page uses them (docs/api.md), and the session it keeps. Requests, typed
+// errors and the per-request signature are the TypeScript client's (clients/js, bundled from its sources
+// by build.mjs): the page has no copy of its own.
 //
 // The session token lives in sessionStorage, not a cookie: a cookie would be sent by the browser on
 // requests other sites make to the gateway (a cross-site request could spend with it), sessionStorage is
 // read only by scripts of this origin and sent only where this page puts it in an Authorization header;
 // it is also cleared when the tab closes. The API key is never stored: it is shown once and forgotten.
 
-import bs58 from "bs58";
-import { sha256 } from "@noble/hashes/sha2.js";
-import { bytesToHex, randomBytes } from "@noble/hashes/utils.js";
+import { GatewayClient, GatewayError, base58 as toBase58, signedHeaders as clientSignedHeaders } from "solana-credit-gateway-client";
 
 const SESSION = "gateway.session";
 
-export class ApiError extends Error {
-  constructor(status, code, message) {
-    super(message);
-    this.status = status;
-    this.code = code;
-  }
-}
+/** The client's GatewayError: status, code (the error's constant or JSON-RPC code), message. */
+export const ApiError = GatewayError;
+
+// The page's own origin, each request's credential given by the caller; no retries (csv.js waits out its 429s).
+const gateway = new GatewayClient({ url: "", retries: 0 });
 
 /** {token, pubkey, wallet, owner} or null; `owner`: a Sign In With Solana session (docs/api.md, Authentication). */
 export function loadSession() {
@@ -37,30 +35,8 @@ export function clearSession() {
   sessionStorage.removeItem(SESSION);
 }
 
-async function call(method, path, { body, headers = {} } = {}) {
-  const init = { method, headers: { ...headers }, cache: "no-store", credentials: "omit" };
-  if (body !== undefined) {
-    init.body = body;
-    init.headers["Content-Type"] = "application/json";
-  }
-  let response;
-  try {
-    response = await fetch(path, init);
-  } catch (err) {
-    throw new ApiError(0, "NETWORK", `the gateway did not answer (${err.message})`);
-  }
-  const text = await response.text();
-  let data = null;
-  try {
-    data = text ? JSON.parse(text) : null;
-  } catch {
-    data = null;
-  }
-  if (!response.ok) {
-    const error = data && typeof data.error === "object" && data.error ? data.error : {};
-    throw new ApiError(response.status, error.code || `HTTP_${response.status}`, error.message || text.slice(0, 200));
-  }
-  return data;
+function call(method, path, { body, headers = {} } = {}) {
+  return gateway.request(method, path, { body, headers, auth: false });
 }
 
 function bearer(session) {
@@ -125,25 +101,9 @@ export function usageDaily(session, days) {
 }
 
 /** GET /account/usage.csv or /account/ledger.csv: the streamed response (its body read by the caller). */
-export async function exportStream(session, which) {
+export function exportStream(session, which) {
   const path = which === "history" ? "/account/usage.csv" : "/account/ledger.csv";
-  let response;
-  try {
-    response = await fetch(path, { headers: bearer(session), cache: "no-store", credentials: "omit" });
-  } catch (err) {
-    throw new ApiError(0, "NETWORK", `the gateway did not answer (${err.message})`);
-  }
-  if (!response.ok) {
-    const text = await response.text();
-    let error = {};
-    try {
-      error = JSON.parse(text).error || {};
-    } catch {
-      error = {};
-    }
-    throw new ApiError(response.status, error.code || `HTTP_${response.status}`, error.message || text.slice(0, 200));
-  }
-  return response;
+  return gateway.fetchChecked("GET", path, { headers: bearer(session), auth: false });
 }
 
 /**
@@ -151,13 +111,8 @@ export async function exportStream(session, which) {
  * `ledger-svc:v2:{METHOD}:{PATH}:{TIMESTAMP}:{NONCE}:{BODY_HASH}`, signed by `signMessage` (the wallet's).
  * `skewS` is the server's clock minus ours (from /health), so a wrong local clock is not refused.
  */
-export async function signedHeaders(method, path, body, pubkey, signMessage, skewS = 0) {
-  const timestamp = String(Math.floor(Date.now() / 1000 + skewS));
-  const nonce = bytesToHex(randomBytes(16));
-  const bodyHash = method === "GET" ? "" : bytesToHex(sha256(new TextEncoder().encode(body)));
-  const message = `ledger-svc:v2:${method}:${path.split("?")[0]}:${timestamp}:${nonce}:${bodyHash}`; // the query is not signed
-  const signature = await signMessage(new TextEncoder().encode(message));
-  return { "X-Pubkey": pubkey, "X-Signature": bs58.encode(signature), "X-Timestamp": timestamp, "X-Nonce": nonce };
+export function signedHeaders(method, path, body, pubkey, signMessage, skewS = 0) {
+  return clientSignedHeaders({ address: pubkey, signMessage }, method, path, body, skewS);
 }
 
 /** POST /account/api-key under the wallet's signature: {ok, api_key, message}. */
@@ -200,4 +155,4 @@ export const sessions = {
   end: (auth, id) => authorised(auth, "DELETE", `/account/sessions/${encodeURIComponent(id)}`),
 };
 
-export const base58 = bs58;
+export const base58 = { encode: toBase58 };

@@ -94,7 +94,8 @@ function notify(text, kind = "info") {
 }
 
 function explain(err) {
-  return err instanceof api.ApiError ? `${err.message} (${err.code})` : String(err && err.message ? err.message : err);
+  if (err instanceof api.ApiError) return err.code == null ? `${err.message} (HTTP ${err.status})` : `${err.message} (${err.code})`;
+  return String(err && err.message ? err.message : err);
 }
 
 // ---------------------------------------------------------------------------------------------- sign-in

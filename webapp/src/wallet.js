@@ -3,6 +3,7 @@
 // used where the wallet offers it. No wallet is named in this code.
 
 import { getWallets } from "@wallet-standard/app";
+import { fromWallet } from "solana-credit-gateway-client";
 
 const CONNECT = "standard:connect";
 const DISCONNECT = "standard:disconnect";
@@ -39,12 +40,10 @@ export async function connect(wallet, address) {
   return account;
 }
 
-/** A signMessage(bytes) -> signature bytes bound to one wallet account. */
+/** A signMessage(bytes) -> signature bytes bound to one wallet account (the client's wallet signer). */
 export function signer(wallet, account) {
-  return async (message) => {
-    const [output] = await wallet.features[SIGN_MESSAGE].signMessage({ account, message });
-    return output.signature;
-  };
+  const signing = fromWallet(wallet, account);
+  return (message) => signing.signMessage(message);
 }
 
 /** Whether the wallet offers Sign In With Solana (a message naming the site, which the wallet shows and checks). */

@@ -4,13 +4,13 @@
 // module runs in a page and in Node 20+.
 
 import type { RpcTransport } from "@solana/kit";
-import { parseJsonWithBigInts, stringifyJsonWithBigInts } from "@solana/rpc-spec-types";
+import { parseJsonWithBigInts, stringifyJsonWithBigInts } from "./json.js";
 
 import { AuthFailed, BackendUnavailable, ConnectionLost, GatewayError, RateLimited, errorFromAnswer } from "./errors.js";
 import { SignalStream, type RecentSignals, type SignalFilter, type StreamOptions } from "./signals.js";
 import { SIGN_IN, fromKitSigner, isKitSigner, signedHeaders, base58, type KitMessageSigner, type MessageSigner, type WalletAccountLike, type WalletLike } from "./signing.js";
 
-export const VERSION = "0.2.9";
+export const VERSION = "0.3.0";
 
 /** A session: its bearer token, the wallet it belongs to, and whether it is an owner session (Sign-In With Solana). */
 export interface Session {

@@ -3,12 +3,14 @@
 // funded wallet's 32-byte secret); WEBHOOK_VECTORS (deliveries signed by the server's own function).
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { createKeyPairSignerFromPrivateKeyBytes, createSolanaRpcFromTransport, generateKeyPairSigner } from "@solana/kit";
 import {
   AuthFailed,
   GatewayClient,
   PaymentRequired,
   RpcError,
+  VERSION,
   eventKey,
   verifyWebhook,
   webhookSignature,
@@ -21,6 +23,11 @@ const wallet = await createKeyPairSignerFromPrivateKeyBytes(seed);
 // The funded wallet's key, made by the client under the wallet's signature.
 const keyMaker = new GatewayClient({ url, signer: wallet });
 const { api_key: apiKey } = await keyMaker.createApiKey();
+
+test("the package's version is the one it says", () => {
+  const installed = JSON.parse(readFileSync(new URL(import.meta.resolve("solana-credit-gateway-client/package.json")), "utf8"));
+  assert.equal(VERSION, installed.version);
+});
 
 test("an API key: Kit's createSolanaRpc speaks through the transport, and the meter is read", async () => {
   const client = new GatewayClient({ url, apiKey });
