@@ -111,3 +111,17 @@ def test_the_clients_own_tests_pass_against_the_stack(
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
     passed = re.search(r"(\d+) passed", done.stdout)
     assert passed and int(passed.group(1)) >= 16 and "skipped" not in done.stdout, done.stdout[-2000:]
+
+    # examples/grpc_resume.py needs nothing but the client package: run it there too, as a user would
+    example = subprocess.run(
+        [str(client_venv), str(REPO / "examples/grpc_resume.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert example.returncode == 0, example.stdout + example.stderr
+    slots = re.findall(r"^slot (\d+) SLOT_", example.stdout, re.M)
+    assert len(slots) == 8 and f"resumable from slot {max(map(int, slots))} (connections: 1)" in example.stdout
