@@ -78,7 +78,7 @@ async def test_the_node_tests_of_the_installed_package(
         "WEBHOOK_VECTORS": json.dumps(webhook_vectors()),
     }
     out = await run_node(node, installed, ["--test", "--test-reporter=tap", "client.test.mjs"], env)
-    assert "# fail 0" in out and "# pass 10" in out, out
+    assert "# fail 0" in out and "# pass 12" in out, out
     assert relay.cuts == 1, "the stream's connection was cut once"
 
 

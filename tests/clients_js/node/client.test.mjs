@@ -12,6 +12,7 @@ import {
   RpcError,
   VERSION,
   eventKey,
+  fromWallet,
   verifyWebhook,
   webhookSignature,
 } from "solana-credit-gateway-client";
@@ -73,6 +74,64 @@ test("a session is opened from a signed challenge and renewed on a 401", async (
   await client.accountInfo(); // 401 with the old token, then a new challenge signed, then served
   assert.ok(client.session && client.session.token !== first.token);
   assert.deepEqual(seen.map((s) => s && s.token), [first.token, null, client.session.token]);
+});
+
+/**
+ * A Wallet Standard wallet as an extension registers it (the shape only: no registry in Node), holding a
+ * Kit key pair and counting its prompts. Its `solana:signIn` writes the message as the Wallet Standard's
+ * createSignInMessageText does, from the input it is handed.
+ */
+function testWallet(keyPair) {
+  const account = Object.freeze({ address: keyPair.address, publicKey: new Uint8Array(32), chains: ["solana:localnet"], features: ["solana:signMessage", "solana:signIn"] });
+  const sign = async (bytes) => (await keyPair.signMessages([{ content: bytes, signatures: {} }]))[0][keyPair.address];
+  const wallet = {
+    version: "1.0.0",
+    name: "Node Test Wallet",
+    accounts: [account],
+    prompts: 0,
+    features: {
+      "solana:signMessage": {
+        version: "1.1.0",
+        signMessage: async ({ account: asked, message }) => {
+          wallet.prompts++;
+          assert.equal(asked.address, account.address);
+          return [{ signedMessage: message, signature: await sign(message) }];
+        },
+      },
+      "solana:signIn": {
+        version: "1.0.0",
+        signIn: async (input) => {
+          wallet.prompts++;
+          assert.equal(input.address, account.address);
+          const fields = [["URI", input.uri], ["Version", input.version], ["Chain ID", input.chainId], ["Nonce", input.nonce], ["Issued At", input.issuedAt], ["Expiration Time", input.expirationTime]];
+          let text = `${input.domain} wants you to sign in with your Solana account:\n${input.address}`;
+          if (input.statement) text += `\n\n${input.statement}`;
+          text += "\n\n" + fields.filter(([, v]) => v).map(([k, v]) => `${k}: ${v}`).join("\n");
+          const signedMessage = new TextEncoder().encode(text);
+          return [{ account, signedMessage, signature: await sign(signedMessage), signatureType: "ed25519" }];
+        },
+      },
+    },
+  };
+  return wallet;
+}
+
+test("a Wallet Standard wallet signs a session, not each call: one prompt for several calls", async () => {
+  const standard = testWallet(wallet);
+  const client = new GatewayClient({ url, signer: fromWallet(standard, standard.accounts[0]) });
+  assert.equal(client.useSession, true);
+  await Promise.all([client.accountInfo(), client.rpc("getSlot"), client.rpc("getSlot")]);
+  assert.equal(standard.prompts, 1, "concurrent calls share one challenge");
+  assert.equal(client.session.owner, false);
+});
+
+test("Sign-In With Solana gives an owner session", async () => {
+  const standard = testWallet(wallet);
+  const client = new GatewayClient({ url });
+  const session = await client.signIn(standard);
+  assert.deepEqual([session.owner, session.pubkey, standard.prompts], [true, wallet.address, 1]);
+  const listed = await client.request("GET", "/account/sessions");
+  assert.ok(listed.sessions.some((s) => s.current && s.owner), JSON.stringify(listed));
 });
 
 test("a 402 is typed, with the deposit terms; through Kit too", async () => {
