@@ -103,7 +103,8 @@ def host_is_loopback(host: str) -> bool:
 def network_refusals(settings: Settings) -> list[str]:
     """Why ``gateway up`` must not start with ``settings`` on a routable ``host`` (docs/operations.md, Network
     exposure): the gRPC stream in plaintext (API keys in ``x-token`` in clear) without the loudly named
-    override, and HAProxy's ingress without a shared edge secret (a node without it makes every client look
+    override, no ``public_url`` (the owner's sign-in names the public domain), and HAProxy's ingress without a
+    shared edge secret (a node without it makes every client look
     like its HAProxy: one per-address bucket for all; on a cluster each node's ``ray start`` needs the same)."""
     if host_is_loopback(settings.host):
         return []
@@ -114,6 +115,11 @@ def network_refusals(settings: Settings) -> list[str]:
             f"the gRPC stream would be plaintext on {settings.host}:{settings.grpc_port}, API keys in clear on the "
             f"network: set GATEWAY_GRPC_TLS_CERT and GATEWAY_GRPC_TLS_KEY, or {PLAINTEXT_OVERRIDE}=true to accept it "
             "(a TLS-terminating proxy in front), or GATEWAY_GRPC_SERVERS=0"
+        )
+    if not settings.public_url:  # the address it listens on names no host a browser or a wallet knows
+        refusals.append(
+            f"GATEWAY_PUBLIC_URL (public_url) is not set with GATEWAY_HOST={settings.host}: the owner's Sign-In "
+            "With Solana must name the domain browsers reach the gateway at (https://rpc.example.com)"
         )
     joined = bool(settings.ray_address) and settings.ray_address != "local"  # a local Ray gets a generated one
     if settings.ingress_mode == "haproxy" and joined and not settings.edge_secret:

@@ -172,6 +172,7 @@ def service(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
         home,
         **cluster.driver_env(),
         GATEWAY_HOST="0.0.0.0",  # HAProxy on each node must reach the replicas of the other (docs/configuration.md)
+        GATEWAY_PUBLIC_URL="https://rpc.example.com",  # a routable host names its public origin
         GATEWAY_EDGE_SECRET=cluster.edge_secret,
         GATEWAY_INGRESS_REPLICAS="2",
         GATEWAY_INGRESS_REPLICAS_PER_NODE="1",  # one on each node, so the kill takes one of them

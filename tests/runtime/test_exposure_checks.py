@@ -20,16 +20,28 @@ def test_loopback_addresses_as_the_kernel_reports_them() -> None:
     assert not any(map(is_loopback, ["0.0.0.0", "::", "192.0.2.2", "::ffff:192.0.2.2", "*", ""]))
 
 
+PUBLIC = "https://rpc.example.com"
+
+
 def test_plaintext_grpc_on_a_routable_host_is_refused_unless_the_override_is_set() -> None:
     assert network_refusals(Settings(host="127.0.0.1")) == []
-    [why] = network_refusals(Settings(host="0.0.0.0"))
+    [why] = network_refusals(Settings(host="0.0.0.0", public_url=PUBLIC))
     assert "plaintext" in why and "GATEWAY_GRPC_ALLOW_PLAINTEXT_ON_NETWORK" in why
-    assert network_refusals(Settings(host="0.0.0.0", grpc_allow_plaintext_on_network=True)) == []
-    assert network_refusals(Settings(host="0.0.0.0", grpc_servers=0)) == []
+    assert network_refusals(Settings(host="0.0.0.0", public_url=PUBLIC, grpc_allow_plaintext_on_network=True)) == []
+    assert network_refusals(Settings(host="0.0.0.0", public_url=PUBLIC, grpc_servers=0)) == []
+
+
+def test_a_routable_host_names_its_public_origin() -> None:
+    """The owner's Sign-In With Solana names the domain browsers reach: on a routable host the address it
+    listens on (0.0.0.0) names none, so it is set or the start is refused; on loopback it is the page's."""
+    [why] = network_refusals(Settings(host="0.0.0.0", grpc_servers=0))
+    assert "GATEWAY_PUBLIC_URL" in why
+    assert network_refusals(Settings(host="0.0.0.0", grpc_servers=0, public_url=PUBLIC)) == []
+    assert Settings(host="127.0.0.1", port=8000).public_address.origin == "http://127.0.0.1:8000"
 
 
 def test_a_cluster_on_a_routable_host_needs_the_edge_secret() -> None:
-    joined = Settings(host="0.0.0.0", grpc_servers=0, ray_address="10.0.0.10:6379")
+    joined = Settings(host="0.0.0.0", grpc_servers=0, ray_address="10.0.0.10:6379", public_url=PUBLIC)
     [why] = network_refusals(joined)
     assert "GATEWAY_EDGE_SECRET" in why
     assert network_refusals(joined.model_copy(update={"edge_secret": "ab" * 16})) == []

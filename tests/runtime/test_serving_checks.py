@@ -31,6 +31,7 @@ def complete(home: Path, **extra: Any) -> Settings:
         database_url="postgresql://gateway@db.internal/gateway",
         redis_url="redis://redis.internal:6379/0",
         upstream_rpc_url="https://node.internal",
+        public_url="https://rpc.example.com",
         **extra,
     )
 
