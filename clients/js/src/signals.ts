@@ -370,6 +370,9 @@ export class SignalStream implements AsyncIterableIterator<SignalEvent> {
     if (!this.host.apiKey) {
       throw new GatewayError(0, "NO_API_KEY", "the signals stream authenticates /ws with an API key (the auth.<key> subprotocol): a browser's WebSocket cannot send a session token but in the URL");
     }
+    if (typeof this.host.webSocket !== "function") {
+      throw new GatewayError(0, "NO_WEBSOCKET", "no WebSocket here: Node 20 has none by default; pass { WebSocket } (from the ws package) to the client");
+    }
     let ws: WebSocket;
     try {
       ws = new this.host.webSocket(this.url, [`auth.${this.host.apiKey}`, "solana-rpc"]);
