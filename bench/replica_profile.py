@@ -18,6 +18,7 @@ from pathlib import Path
 #: (path substring, layer), the first match of a frame's file wins.
 LAYERS: tuple[tuple[str, str], ...] = (
     ("gateway/transports/ray_edge.py", "ray edge (control headers, client address)"),
+    ("gateway/runtime/lean_ingress.py", "Serve request wrapping (replica, metrics, logging)"),  # its lean path
     ("gateway/transports/deadline.py", "body deadline"),
     ("gateway/pipeline_http.py", "HTTP transport (RpcFirst: body, Call, reply)"),
     ("gateway/metrics.py", "gateway metrics"),

@@ -83,6 +83,11 @@ class Settings(BaseSettings, AppSettings, StreamServerSettings):
         le=300,
         description="How long a stopping ingress replica keeps serving requests already routed to it.",
     )
+    lean_ingress: bool = Field(
+        True,
+        description="Ingress replicas serve plain HTTP requests through the gateway's lean replacement of Serve's "
+        "per-request direct-ingress path (gateway/runtime/lean_ingress.py); false: Serve's own path.",
+    )
 
     @model_validator(mode="after")
     def _check_socket_headroom(self) -> Self:

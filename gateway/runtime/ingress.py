@@ -21,6 +21,7 @@ from gateway.process_gc import tune_gc
 from gateway.pubsub.ws import UVICORN_WS_OPTIONS
 from gateway.runtime.cluster import STOP_GRACE_S
 from gateway.runtime.exposure import serve_internal_grpc_on_loopback
+from gateway.runtime.lean_ingress import install as install_lean_ingress
 from gateway.runtime.metrics import install_ray_metrics
 from gateway.runtime.racers import RayRacers
 from gateway.runtime.serve_metrics import count_serve_latencies
@@ -80,6 +81,8 @@ class Ingress:
             count_serve_latencies(backend)  # Serve's two latency histograms, counted as the gateway's are
         tune_gc(validated.gc_young_threshold)
         read_pool_from_cluster()  # the nodes' health from the upstream-health actor
+        if validated.lean_ingress:
+            install_lean_ingress()  # before Serve starts this replica's HTTP server, which binds the path
         ping_websockets_as_the_spec_says()
         serve_internal_grpc_on_loopback()
         racers = RayRacers(validated) if validated.send_racers > 0 else None  # None: races run here

@@ -1,0 +1,245 @@
+"""The lean direct-ingress path (gateway/runtime/lean_ingress.py) in a real Serve replica.
+
+The first test fails when a Ray upgrade changes a Serve function the lean path replaces or relies on
+(then :func:`gateway.runtime.lean_ingress.install` keeps Serve's own path, and the digests are to be
+renewed after reading the new source: ``python -m gateway.runtime.lean_ingress``). The others start a
+local Ray with direct ingress as ``gateway up`` sets it (``ServeRuntime.start_ray``: the edge's
+middleware in front of the replica) and a probe deployment that installs the lean path as the gateway's
+``Ingress`` does, and check through HTTP what Serve's bookkeeping sees: the ongoing-request count while a
+request is held and after, the per-request metrics Serve is handed (route, status, errors), a failing
+request answered 500 and counted as an error, Serve's own health check still Serve's, and the edge's
+client address and request id reaching the app. The whole service's path (drain, autoscaling, the
+scraped metrics) runs through it in tests/integration (test_stop, test_autoscaling,
+test_prometheus_scrape, test_edge), as it is on by default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gateway.pipeline_http import EDGE_REQUEST_ID
+from gateway.runtime import lean_ingress
+from gateway.runtime.ports import free_port
+from gateway.transports.ray_edge import EDGE_SECRET_ENV
+
+#: The edge's secret the replicas are started with (HAProxy sends it; here the test does).
+SECRET = "5e" * 16
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def test_serve_is_what_the_lean_path_was_written_against() -> None:
+    assert lean_ingress.changed() == []
+
+
+class ProbeApp:
+    """The probe's ASGI app: ``/hold`` waits until ``/release``; ``/boom`` raises; ``/state`` says what the
+    replica and Serve's metrics manager saw. No ``routes`` attribute, as the gateway's app has none."""
+
+    def __init__(self) -> None:
+        self.released = asyncio.Event()
+        self.recorded: list[dict[str, Any]] = []
+        self.replica: Any = None
+
+    def find_replica(self) -> Any:
+        """Serve's replica object: the ``self`` of the request path that called this app (up the frames of
+        the coroutines awaiting it), its metrics manager's recorders wrapped to keep what they are given."""
+        if self.replica is None:
+            from ray.serve._private.replica import Replica
+
+            frame = sys._getframe(1)
+            while frame is not None and not isinstance(frame.f_locals.get("self"), Replica):
+                frame = frame.f_back  # type: ignore[assignment]
+            assert frame is not None, "no Serve replica up the call chain"
+            self.replica = frame.f_locals["self"]
+            manager = self.replica._metrics_manager
+            for name in ("record_request_metrics", "record_ingress_request_metrics"):
+                serve_record = getattr(manager, name)
+
+                def record(serve_record: Any = serve_record, name: str = name, **kwargs: Any) -> None:
+                    self.recorded.append({"recorder": name, **{k: str(v) for k, v in kwargs.items()}})
+                    serve_record(**kwargs)
+
+                setattr(manager, name, record)
+        return self.replica
+
+    @staticmethod
+    def served_by() -> str:
+        """The name of the request path up the call chain: Serve's, or the lean one."""
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code.co_name in ("lean_direct_ingress_asgi", "_direct_ingress_asgi"):
+                return frame.f_code.co_name
+            frame = frame.f_back  # type: ignore[assignment]
+        return "none"
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":  # Serve runs the app's lifespan at the replica's start and stop
+            while (await receive())["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        replica = self.find_replica()
+        path = scope["path"]
+        if path == "/hold":
+            await self.released.wait()
+        elif path == "/release":
+            self.released.set()
+        elif path == "/boom":
+            raise RuntimeError("boom")
+        from ray.serve import context
+
+        body = {
+            "lean": getattr(type(replica)._direct_ingress_asgi, "gateway_lean", False),
+            "served_by": self.served_by(),
+            "serve_request_id": context._get_serve_request_context().request_id,
+            "ongoing": replica.get_num_ongoing_requests(),
+            "manager_ongoing": replica._metrics_manager._num_ongoing_requests,
+            "recorded": self.recorded,
+            "client": scope.get("client"),
+            "edge_request_id": scope.get(EDGE_REQUEST_ID),
+        }
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+
+
+def probe_deployment() -> Any:
+    from ray import serve
+    from ray.serve.schema import LoggingConfig
+
+    # The gateway's logging (gateway/runtime/ingress.py): with Serve's logger at INFO the access log is
+    # Serve's to write, and requests take Serve's path.
+    @serve.deployment(
+        name="Probe",
+        ray_actor_options={"num_cpus": 0},
+        logging_config=LoggingConfig(enable_access_log=False, log_level="WARNING"),
+    )
+    @serve.ingress()
+    class Probe:
+        def __init__(self) -> None:
+            from gateway.runtime.lean_ingress import install
+
+            assert install()
+            self.probe_app = ProbeApp()
+
+        def __serve_build_asgi_app__(self) -> Any:
+            return self.probe_app
+
+    return Probe
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    import ray
+    from ray import serve
+
+    from gateway.runtime.serve_runtime import ingress_env, loopback_only_ray
+    from gateway.settings import Settings
+
+    port = free_port()
+    home = tmp_path_factory.mktemp("lean")
+    settings = Settings(home=home, port=port, ingress_mode="direct", metrics_export_port=free_port())
+    monkeypatch = pytest.MonkeyPatch()
+    # `gateway up`'s Serve settings (the edge's middleware in front of the replica among them), inherited by
+    # Ray's processes; the replica's port range is [MIN, MAX) in Serve 2.60, so MAX is one past it.
+    for name, value in ingress_env(settings, str(home)).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT", str(port + 1))
+    monkeypatch.setenv(EDGE_SECRET_ENV, SECRET)  # HAProxy would send it; here the test does
+    loopback_only_ray()
+    ray.init(address="local", namespace="lean-probe", include_dashboard=False, _node_ip_address="127.0.0.1")
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": free_port()})  # Serve's proxy, elsewhere
+        serve.run(probe_deployment().bind(), name="probe", route_prefix="/")
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:  # the replica's own server comes up after serve.run returns
+            try:
+                get(url + "/state")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        yield url
+    finally:
+        serve.shutdown()  # type: ignore[no-untyped-call]
+        ray.shutdown()
+        monkeypatch.undo()
+
+
+def get(url: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    request = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        answer: dict[str, Any] = json.loads(response.read())
+        return answer
+
+
+def test_a_plain_request_takes_the_lean_path_and_is_counted_as_serve_counts_it(probe: str) -> None:
+    state = get(probe + "/state")
+    assert state["lean"] is True and state["served_by"] == "lean_direct_ingress_asgi"
+    assert state["serve_request_id"] == ""  # Serve's path sets a request context; the lean one does not
+    assert state["ongoing"] == 1 and state["manager_ongoing"] == 1  # this request itself
+    after = get(probe + "/state")
+    mine = after["recorded"][len(state["recorded"]) :]
+    assert [r["recorder"] for r in mine] == ["record_request_metrics", "record_ingress_request_metrics"]
+    request, ingress = mine
+    assert request["route"] == "/" and request["is_error"] == "False" and request["exception_type"] == "None"
+    assert ingress["route"] == "/" and ingress["method"] == "GET" and ingress["status_code"] == "200"
+    assert ingress["is_error"] == "False" and ingress["app_name"] == "probe" and ingress["deployment_name"] == "Probe"
+    assert ingress["protocol"].endswith("HTTP")
+
+
+def test_a_held_request_is_ongoing_until_it_ends(probe: str) -> None:
+    held: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: held.update(get(probe + "/hold")))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while get(probe + "/state")["ongoing"] < 2:  # the held one and this one
+            assert time.monotonic() < deadline, "the held request never counted as ongoing"
+            time.sleep(0.05)
+    finally:
+        get(probe + "/release")
+        thread.join(60)
+    assert held["lean"] is True
+    state = get(probe + "/state")
+    assert state["ongoing"] == 1 and state["manager_ongoing"] == 1  # only this one again
+
+
+def test_a_failing_request_is_a_500_and_counted_as_an_error(probe: str) -> None:
+    before = len(get(probe + "/state")["recorded"])
+    with pytest.raises(urllib.error.HTTPError) as failed:
+        get(probe + "/boom")
+    assert failed.value.code == 500
+    errors = [r for r in get(probe + "/state")["recorded"][before:] if r["is_error"] == "True"]
+    # No ingress record: the app sent no status (uvicorn's own 500), as on Serve's path.
+    assert [(r["recorder"], r["exception_type"]) for r in errors] == [("record_request_metrics", "RuntimeError")]
+    assert get(probe + "/state")["ongoing"] == 1
+
+
+def test_serves_health_check_is_still_serves(probe: str) -> None:
+    with urllib.request.urlopen(probe + "/-/healthz", timeout=60) as response:
+        assert response.status == 200
+        assert b"success" in response.read()
+
+
+def test_the_edges_client_address_and_request_id_reach_the_app(probe: str) -> None:
+    edge = {"X-Gateway-Edge": SECRET, "X-Gateway-Client": "203.0.113.9", "X-Gateway-Request-Id": "ab" * 16}
+    # Serve's timeout header never reaches Serve (the edge strips it): the request is not cut short.
+    state = get(probe + "/state", {**edge, "X-Request-Timeout-Seconds": "0.000001"})
+    assert state["lean"] is True
+    assert state["client"][0] == "203.0.113.9"
+    assert state["edge_request_id"] == "ab" * 16
+    forged = get(probe + "/state", {**edge, "X-Gateway-Edge": "not-the-secret"})
+    assert forged["client"][0] == "127.0.0.1" and forged["edge_request_id"] is None
