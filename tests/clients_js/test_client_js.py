@@ -21,9 +21,11 @@ import pytest
 from playwright.async_api import BrowserContext
 from solders.keypair import Keypair
 
+from devnode.node import Devnode
 from gateway.webhooks.rules import signature as server_signature
 from tests.auth.helpers import create_account
 from tests.browser.conftest import ESBUILD, INDEX, _Quiet, browser, chromium
+from tests.chain import airdrop, signed_transfer
 from tests.clients_js.conftest import Relay, run_node
 from tests.support import RunningGateway
 
@@ -68,17 +70,22 @@ async def test_the_node_tests_of_the_installed_package(
     signal_gateway: RunningGateway,
     db: asyncpg.Connection,
     proxy: tuple[str, str, Relay],
+    chain: Devnode,
 ) -> None:
     relay_url, control_url, relay = proxy
+    payer = Keypair()
+    await airdrop(chain.rpc_url, payer.pubkey())
+    transfer = await signed_transfer(chain.rpc_url, payer, Keypair().pubkey(), 1_000_000)
     env = {
         "GATEWAY_URL": signal_gateway.url,
         "RELAY_URL": relay_url,
         "RELAY_CONTROL": control_url,
         "SEED": (await funded_seed(signal_gateway, db)).hex(),
         "WEBHOOK_VECTORS": json.dumps(webhook_vectors()),
+        "TRANSFER": transfer,  # a signed transfer (base64) for sendAndConfirm
     }
     out = await run_node(node, installed, ["--test", "--test-reporter=tap", "client.test.mjs"], env)
-    assert "# fail 0" in out and "# pass 12" in out, out
+    assert "# fail 0" in out and "# pass 13" in out, out
     assert relay.cuts == 1, "the stream's connection was cut once"
 
 

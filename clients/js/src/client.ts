@@ -30,6 +30,35 @@ export interface Meter {
   upstream: string | null;
 }
 
+/** `sendAndConfirm`'s result (docs/api.md, Sending): `unknown` stays held until the chain proves the outcome. */
+export interface SendOutcome {
+  signature: string;
+  status: "confirmed" | "failed" | "unknown";
+  confirmed: boolean;
+  slot: number | null;
+  confirmations: number | null;
+  landing_time_ms: number | null;
+  legs_attempted: string[];
+  retry_count: number;
+  charged_credits: number;
+  error: unknown;
+}
+
+/** `getSendStatus`'s answer: `retry_safe` only when the transaction can never land (`expired`, `refused`). */
+export interface SendStatus {
+  signature: string;
+  status: "pending" | "confirmed" | "failed" | "expired" | "refused";
+  retry_safe: boolean;
+  held_credits: number;
+  charged_credits: number;
+  slot: number | null;
+  error: unknown;
+  legs_attempted: string[];
+  retry_count: number;
+  sent_at: string | null;
+  settled_at: string | null;
+}
+
 export interface GatewayClientOptions {
   /** The gateway's base URL (`http://127.0.0.1:8000`); "" in a page the gateway itself serves. */
   url: string;
@@ -211,6 +240,21 @@ export class GatewayClient {
     const error = errorFromAnswer(200, new Headers(), answer);
     if (error) throw error;
     return answer.result as T;
+  }
+
+  /**
+   * `sendAndConfirm` a signed transaction (its wire bytes in base64): raced to confirmation, its outcome
+   * (docs/api.md, Sending). Never retried, whatever the failure: after a lost answer or a timeout, ask
+   * `sendStatus` before sending anything anew, since the transaction may have been broadcast.
+   */
+  sendAndConfirm(transaction: string, options: { skipPreflight?: boolean; signal?: AbortSignal } = {}): Promise<SendOutcome> {
+    const config = { encoding: "base64", skipPreflight: options.skipPreflight ?? true };
+    return this.rpc<SendOutcome>("sendAndConfirm", [transaction, config], { signal: options.signal });
+  }
+
+  /** `getSendStatus`: what became of a `sendAndConfirm` and whether sending again is safe; null for a signature this account never sent so. */
+  sendStatus(signature: string, options: { signal?: AbortSignal } = {}): Promise<SendStatus | null> {
+    return this.rpc<SendStatus | null>("getSendStatus", [signature], options);
   }
 
   /**

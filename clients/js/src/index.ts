@@ -1,6 +1,6 @@
 // solana-credit-gateway-client: the Solana credit gateway's client for browsers and Node (README.md).
 // No Node-only API anywhere: fetch, WebSocket, TextEncoder and @noble/hashes.
-export { GatewayClient, VERSION, type GatewayClientOptions, type Meter, type RequestOptions, type Session } from "./client.js";
+export { GatewayClient, VERSION, type GatewayClientOptions, type Meter, type RequestOptions, type SendOutcome, type SendStatus, type Session } from "./client.js";
 export * from "./errors.js";
 export {
   SignalStream,

@@ -1,6 +1,7 @@
 // The packed TypeScript client, installed from its tarball, against the gateway (tests/clients_js).
 // Env: GATEWAY_URL; RELAY_URL and RELAY_CONTROL (a relay in front of it the test cuts); SEED (hex of a
-// funded wallet's 32-byte secret); WEBHOOK_VECTORS (deliveries signed by the server's own function).
+// funded wallet's 32-byte secret); WEBHOOK_VECTORS (deliveries signed by the server's own function);
+// TRANSFER (a signed transfer, base64, for sendAndConfirm).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -147,6 +148,21 @@ test("a 402 is typed, with the deposit terms; through Kit too", async () => {
   const anonymous = createSolanaRpcFromTransport(new GatewayClient({ url }).transport());
   const viaKit = await anonymous.getSlot().send().then(() => null, (e) => e);
   assert.ok(viaKit instanceof PaymentRequired && viaKit.terms.minimum_deposit_usdc, String(viaKit));
+});
+
+test("sendAndConfirm confirms a signed transfer, once; getSendStatus tells what became of it", async () => {
+  const client = new GatewayClient({ url, apiKey });
+  const outcome = await client.sendAndConfirm(process.env.TRANSFER);
+  assert.equal(outcome.status, "confirmed", JSON.stringify(outcome));
+  assert.equal(outcome.confirmed, true);
+  assert.equal(outcome.charged_credits, 10);
+  assert.ok(outcome.legs_attempted.length >= 1);
+  const status = await client.sendStatus(outcome.signature);
+  assert.equal(status.status, "confirmed");
+  assert.equal(status.retry_safe, false); // it landed: sending it anew would pay twice
+  assert.equal(status.charged_credits, 10);
+  const never = "1".repeat(64); // a signature this account never sent
+  assert.equal(await client.sendStatus(never), null);
 });
 
 test("a wrong key is AuthFailed; a JSON-RPC error is an RpcError", async () => {
