@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 
 class GatewayError(Exception):
     """A refusal or failure answered by the gateway."""
@@ -149,3 +151,15 @@ def error_from_close(code: int | None, reason: str) -> GatewayError | None:
     if code == RATE_LIMITED_CLOSE:
         return RateLimited(429, code, message, retry_after=1.0)
     return None
+
+
+def answer_or_raise(status: int, headers: Mapping[str, str], raw: bytes) -> Any:
+    """An answer's body, decoded (JSON, else its text), or its typed error raised."""
+    try:
+        answer: Any = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        answer = raw.decode("utf-8", "replace")
+    error = error_from_answer(status, headers, answer)
+    if error is not None:
+        raise error
+    return answer

@@ -21,7 +21,14 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gateway_client.errors import AuthFailed, BackendUnavailable, GatewayError, RateLimited, error_from_answer
+from gateway_client.errors import (
+    AuthFailed,
+    BackendUnavailable,
+    GatewayError,
+    RateLimited,
+    answer_or_raise,
+    error_from_answer,
+)
 from gateway_client.session import SessionAuth
 from gateway_client.signals import SignalFilter, SignalStream, StreamOptions
 from gateway_client.signer import WalletSigner
@@ -317,13 +324,7 @@ class GatewayClient:
 
 def _document(status: int, headers: dict[str, str], raw: bytes) -> dict[str, Any]:
     """A JSON object answer, or its typed error."""
-    try:
-        answer: Any = orjson.loads(raw) if raw else None
-    except orjson.JSONDecodeError:
-        answer = raw.decode("utf-8", "replace")
-    error = error_from_answer(status, headers, answer)
-    if error is not None:
-        raise error
+    answer = answer_or_raise(status, headers, raw)
     if not isinstance(answer, dict):
         raise GatewayError(status, None, f"expected a JSON object, got {str(answer)[:200]}")
     return answer

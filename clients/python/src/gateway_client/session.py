@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gateway_client.errors import GatewayError, error_from_answer
+from gateway_client.errors import GatewayError, answer_or_raise
 from gateway_client.signer import WalletSigner
 
 __all__ = ["SessionAuth"]
@@ -78,7 +78,7 @@ class SessionAuth:
         if token is not None:
             headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
             async with self._session().post(self.url + "/auth/logout", data=b"{}", headers=headers) as resp:
-                _raise_for(resp.status, {k.lower(): v for k, v in resp.headers.items()}, await resp.read())
+                answer_or_raise(resp.status, {k.lower(): v for k, v in resp.headers.items()}, await resp.read())
 
     async def close(self) -> None:
         """Close its own HTTP session (one given to it stays open)."""
@@ -98,7 +98,7 @@ class SessionAuth:
     async def _post(self, path: str, document: dict[str, Any]) -> dict[str, Any]:
         headers = {"Content-Type": "application/json"}
         async with self._session().post(self.url + path, data=orjson.dumps(document), headers=headers) as resp:
-            answer = _raise_for(resp.status, {k.lower(): v for k, v in resp.headers.items()}, await resp.read())
+            answer = answer_or_raise(resp.status, {k.lower(): v for k, v in resp.headers.items()}, await resp.read())
         if not isinstance(answer, dict):
             raise GatewayError(resp.status, None, f"expected a JSON object, got {str(answer)[:200]}")
         return answer
@@ -107,14 +107,3 @@ class SessionAuth:
         if self._http is None:
             self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
         return self._http
-
-
-def _raise_for(status: int, headers: dict[str, str], raw: bytes) -> Any:
-    try:
-        answer: Any = orjson.loads(raw) if raw else None
-    except orjson.JSONDecodeError:
-        answer = raw.decode("utf-8", "replace")
-    error = error_from_answer(status, headers, answer)
-    if error is not None:
-        raise error
-    return answer
