@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +35,7 @@ from gateway.runtime import lean_ingress
 from gateway.runtime.ports import free_port
 from gateway.transports.ray_edge import EDGE_SECRET_ENV
 
+REPO = Path(__file__).resolve().parents[2]
 #: The edge's secret the replicas are started with (HAProxy sends it; here the test does).
 SECRET = "5e" * 16
 
@@ -138,29 +142,52 @@ def probe_deployment() -> Any:
     return Probe
 
 
+#: The probe's Ray driver, a process of its own as the other tests' Ray drivers are (a Ray started inside
+#: the test process after other tests' Ray work aborted it once in CI, in ``serve.start``): it starts a
+#: local Ray and Serve, deploys the probe, says ``ready`` and serves until its stdin closes.
+DRIVER = """
+import sys
+import ray
+from ray import serve
+from gateway.runtime.serve_runtime import loopback_only_ray
+from tests.runtime.test_lean_ingress import probe_deployment
+
+loopback_only_ray()
+ray.init(address="local", namespace="lean-probe", include_dashboard=False, _node_ip_address="127.0.0.1")
+try:
+    serve.start(http_options={"host": "127.0.0.1", "port": int(sys.argv[1])})  # Serve's proxy, elsewhere
+    serve.run(probe_deployment().bind(), name="probe", route_prefix="/")
+    print("ready", flush=True)
+    sys.stdin.readline()
+finally:
+    serve.shutdown()
+    ray.shutdown()
+"""
+
+
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    import ray
-    from ray import serve
-
-    from gateway.runtime.serve_runtime import ingress_env, loopback_only_ray
+    from gateway.runtime.serve_runtime import ingress_env
     from gateway.settings import Settings
 
     port = free_port()
     home = tmp_path_factory.mktemp("lean")
     settings = Settings(home=home, port=port, ingress_mode="direct", metrics_export_port=free_port())
-    monkeypatch = pytest.MonkeyPatch()
     # `gateway up`'s Serve settings (the edge's middleware in front of the replica among them), inherited by
     # Ray's processes; the replica's port range is [MIN, MAX) in Serve 2.60, so MAX is one past it.
-    for name, value in ingress_env(settings, str(home)).items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT", str(port + 1))
-    monkeypatch.setenv(EDGE_SECRET_ENV, SECRET)  # HAProxy would send it; here the test does
-    loopback_only_ray()
-    ray.init(address="local", namespace="lean-probe", include_dashboard=False, _node_ip_address="127.0.0.1")
+    env = {**os.environ, **ingress_env(settings, str(home))}
+    env["RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT"] = str(port + 1)
+    env[EDGE_SECRET_ENV] = SECRET  # HAProxy would send it; here the test does
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(free_port())],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
-        serve.start(http_options={"host": "127.0.0.1", "port": free_port()})  # Serve's proxy, elsewhere
-        serve.run(probe_deployment().bind(), name="probe", route_prefix="/")
+        assert driver.stdout is not None and driver.stdout.readline().strip() == "ready", "the probe did not start"
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120
         while True:  # the replica's own server comes up after serve.run returns
@@ -173,9 +200,13 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 time.sleep(0.2)
         yield url
     finally:
-        serve.shutdown()  # type: ignore[no-untyped-call]
-        ray.shutdown()
-        monkeypatch.undo()
+        assert driver.stdin is not None
+        driver.stdin.close()
+        try:
+            driver.wait(60)
+        except subprocess.TimeoutExpired:
+            driver.kill()
+            driver.wait()
 
 
 def get(url: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
