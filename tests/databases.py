@@ -10,8 +10,8 @@ import asyncpg
 from gateway.storage.migrate import migrate_url
 
 
-async def fresh_database(dsn: str, prefix: str) -> str:
-    """A new database named ``<prefix>_<random>`` on the server of ``dsn``, migrated; its URL."""
+async def fresh_database(dsn: str, prefix: str, *, migrated: bool = True) -> str:
+    """A new database named ``<prefix>_<random>`` on the server of ``dsn``, migrated unless asked not; its URL."""
     parts = urlsplit(dsn)
     name = f"{prefix}_{secrets.token_hex(5)}"
     admin = await asyncpg.connect(urlunsplit(parts._replace(path="/postgres")))
@@ -20,7 +20,8 @@ async def fresh_database(dsn: str, prefix: str) -> str:
     finally:
         await admin.close()
     url = urlunsplit(parts._replace(path=f"/{name}"))
-    await migrate_url(url)
+    if migrated:
+        await migrate_url(url)
     return url
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
@@ -16,7 +15,7 @@ from gateway.core.errors import ConfigError
 from gateway.runtime.serving import missing_settings, refuse_unless_ready
 from gateway.settings import Settings
 from gateway.storage.migrate import migrate, pending, shipped_migrations
-from tests.databases import drop_database
+from tests.databases import drop_database, fresh_database
 from tests.support import service_key_settings
 
 EDGE = {"GATEWAY_EDGE_SECRET": "ab" * 16}
@@ -86,14 +85,7 @@ def test_the_plaintext_grpc_stream_on_a_routable_host_is_refused(tmp_path: Path)
 
 
 async def test_pending_migrations_are_named_and_refused_never_applied(database_url: str, tmp_path: Path) -> None:
-    parts = urlsplit(database_url)
-    name = f"pending_{secrets.token_hex(4)}"
-    admin = await asyncpg.connect(urlunsplit(parts._replace(path="/postgres")))
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    url = urlunsplit(parts._replace(path=f"/{name}"))
+    url = await fresh_database(database_url, "pending", migrated=False)
     shipped = shipped_migrations()
     everything = [f"{m.version:04d}_{m.name}" for m in shipped]
     settings = complete(tmp_path).model_copy(update={"database_url": url})
