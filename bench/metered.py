@@ -17,6 +17,8 @@ interval that holds the median of such rounds at ~90% confidence, ``bench/stats.
 each round come its share of ``--pairs`` short back-to-back runs of (a) and metered at 64 connections
 (``--pair-seconds``, 3 s), alternating which goes first: on a machine whose speed drifts and stalls,
 many close pairs share their conditions more than a few long runs a minute apart do.
+Two rows go to the replica's own port, past Serve's HAProxy: (a) and the API-key row again
+(``serve-unmetered-direct``, ``metered-apikey-direct``), what the hop costs the machine (issue 64, item 5).
 Rows: the upstream alone, the plain forwarder (b), the same forwarder through the gateway's own node client
 (b', ``forwarder-own``: so that a ratio to it rises only when the gateway's code gets faster, not its node
 client), Serve unmetered (a), Serve metered with an API key,
@@ -51,6 +53,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import http.client
 import os
 import secrets
 import shutil
@@ -103,6 +106,24 @@ def start_reference(module: str, *args: str) -> tuple[subprocess.Popen[bytes], s
     url = f"http://127.0.0.1:{port}/"
     wait_answering(url)
     return proc, url
+
+
+def replica_url(pids: list[int]) -> str:
+    """The HTTP address the replica listens on itself (Serve's direct ingress, which HAProxy forwards to):
+    of the replica's listening ports, the one that answers the benchmark's POST."""
+    from bench.unmetered import UNMETERED_PATH  # Ray's: imported when a stack runs, not for --help
+
+    for pid in pids:
+        for conn in psutil.Process(pid).net_connections(kind="tcp"):
+            if conn.status != psutil.CONN_LISTEN:
+                continue
+            url = f"http://127.0.0.1:{conn.laddr.port}"
+            try:
+                wait_answering(f"{url}{UNMETERED_PATH}", timeout_s=2.0)
+            except (OSError, http.client.HTTPException):
+                continue  # another of its ports (gRPC, metrics)
+            return url
+    raise RuntimeError(f"no port of the replica {pids} answers HTTP")
 
 
 def wait_answering(url: str, timeout_s: float = 30.0) -> None:
@@ -159,7 +180,11 @@ TARGETS = (
     "metered-apikey",
     "metered-signed",
     "metered-apikey-python",
+    "serve-unmetered-direct",
+    "metered-apikey-direct",
 )
+#: Targets sent to the replica's own port, past HAProxy (issue 64, item 5: what the hop costs the machine).
+DIRECT = ("serve-unmetered-direct", "metered-apikey-direct")
 #: (b'): every target's ratios are taken against it (issue 64), so that a ratio rises only when the
 #: gateway's own code gets faster; (b), ``forwarder``, stays a row.
 REFERENCE = "forwarder-own"
@@ -300,6 +325,8 @@ def run(
             except psutil.Error:
                 return False
 
+        direct = {"url": ""}  # the replica's own address, new with each replica
+
         def new_replica(generation: int) -> None:
             """The gateway's app replaced by the paired ingress on a new replica process (module docstring)."""
             marker = f"ServeReplica:{SERVE_APP_NAME}:Ingress"
@@ -318,9 +345,11 @@ def run(
                 "metered-signed",
                 "metered-apikey-python",
                 "metered-batch100",
+                *DIRECT,
             ):
                 cpu_pids[name] = pids
             wait_answering(f"{base}{UNMETERED_PATH}")  # through HAProxy: only the paired ingress has this path
+            direct["url"] = replica_url(pids)
 
         new_replica(0)
         secret = os.urandom(32)
@@ -344,6 +373,8 @@ def run(
             ("metered-apikey", f"{base}/", keyed, body),
             ("metered-signed", f"{base}/", signed, body),
             ("metered-apikey-python", f"{base}/", keyed, body),
+            ("serve-unmetered-direct", "{direct}" + UNMETERED_PATH, DEFAULT_HEADERS, body),
+            ("metered-apikey-direct", "{direct}/", keyed, body),
         ]
         batch: Target = ("metered-batch100", f"{base}/", keyed, BATCH_BODY)  # after the others (module docstring)
         if profile is not None:
@@ -361,8 +392,9 @@ def run(
             order = targets if round_no % 2 == 0 else targets[::-1]  # and reversed every other round
             print(f"round {round_no + 1} of {rounds}: {', '.join(name for name, *_ in order)}", flush=True)
             for conns in connections:
-                for target in order:
-                    by = "python" if target[0] in PYTHON_CLIENT else client
+                for name, url, headers, sent in order:
+                    by = "python" if name in PYTHON_CLIENT else client
+                    target = (name, url.replace("{direct}", direct["url"]), headers, sent)
                     rows.append(run_target(target, conns, duration_s, by, cpu_pids, node_cpu=True))
             share = pairs // rounds + (1 if round_no < pairs % rounds else 0)
             if share:
@@ -408,6 +440,8 @@ def profile_replica(
 #: signing adds to an API key (both rows from the Python client), and (b) against (b').
 RATIOS = [
     ("metered-apikey", "serve-unmetered"),
+    ("metered-apikey", "metered-apikey-direct"),
+    ("serve-unmetered", "serve-unmetered-direct"),
     ("metered-signed", "metered-apikey-python"),
     ("forwarder", "forwarder-own"),
 ]
