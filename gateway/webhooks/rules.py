@@ -23,10 +23,9 @@ from typing import Any
 import orjson
 
 from gateway.core.subscriptions import NOTIFICATION_CREDITS, SIGNAL_EVENT_CREDITS
-from gateway.core.webhook_events import SIGNAL_EVENT_PREFIX
+from gateway.webhooks.events import SIGNAL_EVENT_PREFIX
 
 FILTER_TYPES = ("account", "program", "my_account", "lifecycle", "signal")
-LIFECYCLE_EVENTS = ("low_balance", "deposit.credited", "credits.expiring", "api_key.rotated")
 #: Subscriptions an account may hold (deleted ones do not count). Chosen here.
 MAX_WEBHOOKS_PER_ACCOUNT = 25
 #: Addresses the transaction watches follow at most, over every account (the longest-watched first).
