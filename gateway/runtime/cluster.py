@@ -37,11 +37,6 @@ ACTORS_STOP_S = 5.0
 UPSTREAM_HEALTH = "upstream-health"
 
 
-def send_racer_names(count: int) -> list[str]:
-    """The names of the pool's send-racer actors (replicas find them by name)."""
-    return [f"send-racer-{n}" for n in range(count)]
-
-
 def cluster_reachable(timeout_s: float = 1.0) -> bool:
     """Whether the GCS of the cluster this process joined still accepts connections: a quick way to
     skip the stop steps that would only wait for a cluster already gone."""
