@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from actors.cluster import NAMESPACE
 from actors.supervision import start_singleton, stop_actors
-from gateway.runtime.cluster import NAMESPACE
 from gateway.sending.racer_actor import SendRacerActor
 from gateway.sending.racers import PooledRacers, RaceLost, RacerHandle, send_racer_names
 from gateway.sending.settings import SendingSettings

@@ -14,9 +14,9 @@ import sys
 import ray
 import uvicorn
 
+from actors.cluster import NAMESPACE
 from actors.send_racers import ray_racers, start_send_racers, stop_send_racers
 from gateway.app import GatewayApp
-from gateway.runtime.cluster import NAMESPACE
 from gateway.runtime.ports import free_port
 from gateway.sending.racers import send_racer_names
 from gateway.settings import Settings
