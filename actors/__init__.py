@@ -7,6 +7,12 @@ nowhere else (``tests/test_import_contracts.py``). ``service`` lists them all, a
 the Serve app's ``Service`` deployment (gateway/runtime/service_deployment.py) and ``gateway up``
 (gateway/runtime/stack.py) start, and ``gateway up`` and ``gateway actors stop`` stop.
 
+Beside them, what the processes that reach the actors use of Ray (``shard_client``, ``pool_health``, the
+racers' lookup in ``send_racers``), the Ray metrics backend every Ray process installs (``metrics``), and
+what the actors share with the runtime (``cluster``: the namespace, the stop's helpers). The runtime
+imports this package; it imports nothing of the runtime or the CLI back (the ``actors-below-the-runtime``
+contract), so these live here rather than in ``gateway/runtime/``.
+
 | module | owns | actors |
 |---|---|---|
 | ``account_shards`` | rate buckets and concurrency budgets | ``account-shard-N`` |

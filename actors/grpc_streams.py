@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from actors.shard_client import RayShards
 from actors.supervision import start_singleton
 from gateway.grpc.stream_actor import GrpcStreamActor
-from gateway.runtime.shards import RayShards
 
 
 def grpc_stream_names(count: int) -> list[str]:

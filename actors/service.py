@@ -29,8 +29,9 @@ from actors.upstream_health import start_upstream_health
 from actors.webhook_dispatchers import start_webhook_dispatchers, webhook_dispatcher_names
 from actors.webhook_watcher import WEBHOOK_WATCHER, start_webhook_watcher
 from gateway.core.upstreams import Role, serving
-from gateway.runtime.cluster import UPSTREAM_HEALTH, send_racer_names
+from gateway.sending.racers import send_racer_names
 from gateway.settings import Settings
+from gateway.upstreams.health_actor import UPSTREAM_HEALTH
 from gateway.webhooks.targets import receivers_report
 
 #: Starts a group from the settings every process is sent and the settings as configured (a report may

@@ -9,9 +9,9 @@ import contextlib
 import logging
 from typing import Any
 
-from gateway.runtime.cluster import ACTORS_STOP_S, NAMESPACE, bounded, cluster_reachable
-from gateway.runtime.metrics import with_metrics
-from gateway.runtime.upstreams import read_pool_from_cluster
+from actors.cluster import ACTORS_STOP_S, NAMESPACE, bounded, cluster_reachable
+from actors.metrics import with_metrics
+from actors.pool_health import read_pool_from_cluster
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.supervision import start_singleton, stop_singleton
-from gateway.runtime.cluster import UPSTREAM_HEALTH
-from gateway.upstreams.health_actor import UpstreamHealthActor
+from gateway.upstreams.health_actor import UPSTREAM_HEALTH, UpstreamHealthActor
 
 
 def start_upstream_health(settings: dict[str, Any]) -> Any:

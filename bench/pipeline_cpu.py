@@ -253,7 +253,7 @@ def with_ray_metrics() -> None:
 
     import ray
 
-    from gateway.runtime.metrics import install_ray_metrics
+    from actors.metrics import install_ray_metrics
 
     ray.init(address="local", include_dashboard=False, logging_level=logging.WARNING, _node_ip_address="127.0.0.1")
     install_ray_metrics()

@@ -5,7 +5,7 @@ actor does every 0.25 s.
     python -m bench.pool_exchange [--exchanges 400] [--rounds 5]
 
 A local Ray with the actor (gateway/upstreams/health_actor.py) probing a pool of three nodes (three names for
-one devnode in this process); the calls go through the replicas' own client (gateway/runtime/upstreams.py).
+one devnode in this process); the calls go through the replicas' own client (actors/pool_health.py).
 Each round times ``--exchanges`` back-to-back exchanges that take the whole view each time (as a process
 whose view is one judgement old does); the figure is the median of the rounds.
 """
@@ -30,8 +30,8 @@ from gateway.settings import Settings
 
 
 async def measure(exchanges: int, rounds: int) -> list[float]:
+    from actors.pool_health import ClusterHealth
     from actors.upstream_health import start_upstream_health
-    from gateway.runtime.upstreams import ClusterHealth
 
     home = Path(tempfile.mkdtemp(prefix="gw-exchange-"))
     node = Devnode(DevnodeConfig(data_dir=home / "devnode", rpc_port=0, ws_port=0))

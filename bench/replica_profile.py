@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("gateway/transports/deadline.py", "body deadline"),
     ("gateway/pipeline_http.py", "HTTP transport (RpcFirst: body, Call, reply)"),
     ("gateway/metrics.py", "gateway metrics"),
-    ("gateway/runtime/metrics.py", "gateway metrics"),
+    ("actors/metrics.py", "gateway metrics"),
     ("gateway/pipeline.py", "pipeline (error boundary, compose)"),
     ("gateway/auth/", "auth"),
     ("gateway/core/credentials.py", "auth"),

@@ -15,7 +15,7 @@ per feature rather than one here.
 Not declared here: a feature's Ray actor (only the runtime may import ``actors/``, the
 ``actors-started-by-the-runtime`` contract: ``actors/service.py`` lists them) and its metrics
 (``<feature>/metrics.py``: every process declares them before installing its backend, an actor too,
-which must not import the features' list; ``gateway/runtime/metrics.py``).
+which must not import the features' list; ``actors/metrics.py``).
 """
 
 from __future__ import annotations

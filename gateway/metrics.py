@@ -3,12 +3,12 @@
 Declared here: the metrics several features record (calls, refusals, the node's) and how any is
 declared (:func:`counter`, :func:`gauge`, :func:`histogram`); a feature declares its own in its
 ``<feature>/metrics.py`` with them, importing nothing else (every process imports each such module
-before it installs its backend: ``gateway/runtime/metrics.py``). Code records through the module-level objects
+before it installs its backend: ``actors/metrics.py``). Code records through the module-level objects
 (``REQUESTS.inc(("http", "READ_CHEAP", "200"))``).
 
 Until a backend is installed every record is a no-op, so tests, benches and tools pay nothing. Each
 replica and actor process that ``gateway up`` starts installs the Ray backend
-(``gateway/runtime/metrics.py``) when it is built, after declaring every feature's metrics, and Ray's
+(``actors/metrics.py``) when it is built, after declaring every feature's metrics, and Ray's
 metrics agent on each node exports what it records for Prometheus; docs/operations.md lists the
 metrics, the scrape config and the alerts.
 

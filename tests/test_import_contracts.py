@@ -57,6 +57,8 @@ def test_the_tree_as_it_is_keeps_every_contract(tree: Path) -> None:
         ("gateway/credits/meter.py", "import ray", "ray-in-runtime"),
         ("gateway/webhooks/dispatcher.py", "import actors.webhook_dispatchers", "actors-started-by-the-runtime"),
         ("devnode/node.py", "import actors.supervision", "devnode-imports-nothing"),
+        ("actors/send_racers.py", "import gateway.runtime.cluster", "actors-below-the-runtime"),
+        ("actors/cluster.py", "import gateway.cli.status", "actors-below-the-runtime"),
         ("gateway/runtime/cluster.py", "import gateway.runtime.inspect", "no-circles"),  # inspect imports cluster
         ("gateway/core/errors.py", "import gateway.core.methods", "no-circles"),  # methods imports errors
         ("gateway/client/__init__.py", "import gateway.storage.errors", "client-standalone"),

@@ -21,9 +21,9 @@ from typing import Any, TypeVar
 import ray
 import uvloop
 
+from actors.cluster import NAMESPACE
 from bench.capacity import TABLE_HEADER, Figure, machine, model
 from bench.inprocess import embedded_stores
-from gateway.runtime.cluster import NAMESPACE
 
 SECTIONS = ("shards", "ledger", "redis", "upstream")
 T = TypeVar("T")

@@ -29,12 +29,12 @@ from typing import Any
 import ray
 
 from actors.account_shards import start_account_shards, stop_account_shards
+from actors.cluster import NAMESPACE
+from actors.shard_client import RayShards
 from bench.capacity import Figure, load_average
 from gateway.limits.rules import Allowed
 from gateway.limits.shards import ShardBook, SliceGrant, SliceRequest, shard_name
 from gateway.limits.slices import ShardUnavailable, SlicedLimiter
-from gateway.runtime.cluster import NAMESPACE
-from gateway.runtime.shards import RayShards
 
 SECTION = "account shard"
 RPS, CONCURRENCY = 50, 32  # the default limits: a slice is 5 tokens, a fill asks 3 slots

@@ -22,12 +22,12 @@ from rich.table import Table
 from gateway.cli.ops import ConfigOption, JsonOption, OperatorOption, ReasonOption, fail, load, out, run_db, who
 from gateway.core.upstreams import Role, Tier, UpstreamNode
 from gateway.node.health import HealthSettings, cluster_of
-from gateway.runtime.cluster import UPSTREAM_HEALTH
 from gateway.runtime.devnode_proc import recorded_followers
 from gateway.runtime.inspect import ray_report, recorded_ray_address
 from gateway.settings import Settings
 from gateway.storage.operator import OperatorRefusal
 from gateway.upstreams import store
+from gateway.upstreams.health_actor import UPSTREAM_HEALTH
 
 upstreams_app = typer.Typer(no_args_is_help=True, help="The pool of nodes: list, add, remove, cordon, uncordon.")
 NameArg = Annotated[str, typer.Argument(help="The node's name in the pool.")]

@@ -2,7 +2,7 @@
 it, and hands replicas slices of them (:mod:`gateway.limits.shards` has the rules and the bound).
 
 A plain class, testable without Ray; :mod:`actors` starts ``account_shards`` of them
-as named, restarting actors (``account-shard-0`` …), and :class:`gateway.runtime.shards.RayShards`
+as named, restarting actors (``account-shard-0`` …), and :class:`actors.shard_client.RayShards`
 is how a replica reaches them. Its state is soft: a restarted shard has a new epoch and no holders,
 and is young for a slice's TTL (``restarted``): no tokens, no new slots, so that slices of the
 previous incarnation still in use cannot add to a fresh burst.

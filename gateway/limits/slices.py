@@ -15,7 +15,7 @@ Fail closed: a shard that cannot be reached (dead, being restarted, too slow) ra
 What the replica still holds stays usable until its deadline (``sent + ttl - margin``), never after:
 past it the shard may have forgotten the slice.
 
-The shards are reached through :class:`ShardClient`: the Ray actors (``gateway.runtime.shards``), or
+The shards are reached through :class:`ShardClient`: the Ray actors (``actors/shard_client.py``), or
 :class:`LocalShards` in this process (tests, benches).
 """
 

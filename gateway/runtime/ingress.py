@@ -16,19 +16,19 @@ from ray.serve.handle import DeploymentHandle
 from ray.serve.schema import LoggingConfig
 from starlette.types import ASGIApp
 
+from actors.metrics import install_ray_metrics
+from actors.pool_health import read_pool_from_cluster
+from actors.send_racers import ray_racers
+from actors.shard_client import RayShards
 from gateway.app import GatewayApp
 from gateway.process_gc import tune_gc
 from gateway.pubsub.ws import UVICORN_WS_OPTIONS
 from gateway.runtime.cluster import STOP_GRACE_S
 from gateway.runtime.exposure import serve_internal_grpc_on_loopback
 from gateway.runtime.lean_ingress import install as install_lean_ingress
-from gateway.runtime.metrics import install_ray_metrics
-from gateway.runtime.racers import RayRacers
 from gateway.runtime.serve_metrics import count_serve_latencies
 from gateway.runtime.service_deployment import Service
 from gateway.runtime.serving import refuse_unless_ready
-from gateway.runtime.shards import RayShards
-from gateway.runtime.upstreams import read_pool_from_cluster
 from gateway.settings import Settings
 from gateway.transports.http import build_http_app
 
@@ -85,7 +85,7 @@ class Ingress:
             install_lean_ingress()  # before Serve starts this replica's HTTP server, which binds the path
         ping_websockets_as_the_spec_says()
         serve_internal_grpc_on_loopback()
-        racers = RayRacers(validated) if validated.send_racers > 0 else None  # None: races run here
+        racers = ray_racers(validated) if validated.send_racers > 0 else None  # None: races run here
         shards = RayShards(validated.account_shards) if validated.account_shards > 0 else None  # None: own share
         self.gateway = GatewayApp(validated, racers=racers, shards=shards)
 

@@ -13,7 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gateway.runtime.cluster import NAMESPACE, SERVE_APP_NAME, bounded
+from actors.cluster import NAMESPACE, bounded
+from gateway.runtime.cluster import SERVE_APP_NAME
 
 #: Under the data dir: the GCS address of the Ray cluster ``gateway up`` started or joined.
 RAY_ADDRESS_FILE = "ray-address"

@@ -6,7 +6,7 @@ it keeps the latencies for its report every 100 ms, which hands Ray one observat
 metrics agent records each of those again, one at a time (about 7 µs of the node's CPU an observation:
 bench/README.md, "Serve's latency histograms"). Here the replica's kept latencies are taken just before
 that report reads them and counted into sinks of the same names, buckets and labels
-(:class:`gateway.runtime.metrics.RaySink`: three counters a histogram, one record a series a second);
+(:class:`actors.metrics.RaySink`: three counters a histogram, one record a series a second);
 the scrape config names their series back as the histogram's (ops/prometheus.yml), so a dashboard or
 alert on Serve's histograms reads what it read before. Serve's counters and gauges are left to it.
 
@@ -21,8 +21,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from actors.metrics import RayBackend, RaySink
 from gateway.metrics import Kind, Labels, MetricSpec
-from gateway.runtime.metrics import RayBackend, RaySink
 
 PROCESSING = "serve_deployment_processing_latency_ms"
 #: Serve's ingress latency histogram of a protocol (``RequestIngressMetrics``), and its tag keys.

@@ -24,14 +24,8 @@ from typing import Any
 
 import psutil
 
-from gateway.runtime.cluster import (
-    SERVE_APP_NAME,
-    SERVE_STOP_S,
-    STOP_GRACE_S,
-    STOP_SLACK_S,
-    bounded,
-    cluster_reachable,
-)
+from actors.cluster import bounded, cluster_reachable
+from gateway.runtime.cluster import SERVE_APP_NAME, SERVE_STOP_S, STOP_GRACE_S, STOP_SLACK_S
 from gateway.runtime.exposure import STARTER_RECORD
 from gateway.runtime.haproxy_edge import BINARY_ENV, CORS_ENV, TIMEOUT_ENV
 from gateway.runtime.leftovers import left_behind, record, stop_processes

@@ -2,7 +2,7 @@
 
 A plain class around :class:`gateway.sending.racers.LocalRacers`, testable without Ray;
 :mod:`actors` starts a pool of them as named, restarting Ray actors, and
-:class:`gateway.runtime.racers.RayRacers` hands each race to one. Its methods are coroutines, so Ray
+:class:`gateway.sending.racers.PooledRacers` hands each race to one. Its methods are coroutines, so Ray
 runs it as an async actor: one racer runs many races at once, each mostly waiting on the node.
 
 A racer that dies takes its races with it; the replica's call answers ``unknown`` and the held

@@ -24,6 +24,10 @@ from gateway.upstreams.store import read_changes
 
 log = logging.getLogger(__name__)
 
+#: The actor's name: every replica and actor reads the pool's view from it (actors/pool_health.py), the
+#: CLI reports it.
+UPSTREAM_HEALTH = "upstream-health"
+
 
 class UpstreamHealthActor:
     def __init__(self, settings: dict[str, Any]) -> None:

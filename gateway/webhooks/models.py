@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from gateway.core.patterns import BASE58_KEY
 from gateway.signals.rules import KINDS
-from gateway.webhooks.rules import FILTER_TYPES, LIFECYCLE_EVENTS
+from gateway.webhooks.events import LIFECYCLE_EVENTS
+from gateway.webhooks.rules import FILTER_TYPES
 
 #: The longest webhook URL accepted.
 MAX_WEBHOOK_URL_LENGTH = 2048

@@ -23,10 +23,9 @@ from typing import Any
 import orjson
 
 from gateway.core.subscriptions import NOTIFICATION_CREDITS, SIGNAL_EVENT_CREDITS
-from gateway.core.webhook_events import SIGNAL_EVENT_PREFIX
+from gateway.webhooks.events import LIFECYCLE_EVENTS, SIGNAL_EVENT_PREFIX
 
 FILTER_TYPES = ("account", "program", "my_account", "lifecycle", "signal")
-LIFECYCLE_EVENTS = ("low_balance", "deposit.credited", "credits.expiring", "api_key.rotated")
 #: Subscriptions an account may hold (deleted ones do not count). Chosen here.
 MAX_WEBHOOKS_PER_ACCOUNT = 25
 #: Addresses the transaction watches follow at most, over every account (the longest-watched first).
@@ -55,11 +54,13 @@ MAX_RETRY_AFTER_S = 3600
 
 
 def pricing_view() -> dict[str, Any]:
-    """The ``webhooks`` part of ``/pricing``."""
+    """The ``webhooks`` part of ``/pricing``. ``lifecycle_events`` is the list a lifecycle subscription may
+    name (an addition to the interface): the account page offers them from here, not from a copy."""
     return {
         "transaction_delivery_credits": TRANSACTION_DELIVERY_CREDITS,
         "signal_delivery_credits": SIGNAL_DELIVERY_CREDITS,
         "lifecycle_delivery_credits": 0,
+        "lifecycle_events": list(LIFECYCLE_EVENTS),
         "management_credits": 0,
         "minimum_balance_to_create": MIN_BALANCE_TO_CREATE,
         "charged": "once per event, before its first attempt, however many attempts it takes; refunded only when "

@@ -11,7 +11,7 @@ charge could fail, so this is what keeps an account that spent its credits from 
 among the ``max_addresses`` followed, streamed and polled; its owner resumes it after a deposit. The
 writer of jobs is one poll per address, ``getSignaturesForAddress`` (commitment confirmed) from the
 newest page down to the address's cursor, oldest first: successful transactions become jobs, and the
-cursor moves past them in the same transaction (:func:`~gateway.storage.webhook_events.record_transactions`),
+cursor moves past them in the same transaction (:func:`~gateway.webhooks.store.sources.record_transactions`),
 each priced :data:`~gateway.webhooks.rules.TRANSACTION_DELIVERY_CREDITS` (the dispatcher charges it).
 Two things start a poll:
 
@@ -27,7 +27,7 @@ the same page, add one job per subscription and transaction. An address seen for
 cursor) is read back to the creation of its oldest subscription (at most ``max_pages`` pages), so a
 transaction made between a subscription's creation and the watcher's next refresh is delivered too;
 a subscription never receives a transaction older than itself
-(:data:`~gateway.core.webhook_events.BLOCK_TIME_SLACK_S` aside).
+(:data:`~gateway.webhooks.events.BLOCK_TIME_SLACK_S` aside).
 
 Bounds: at most ``max_addresses`` addresses followed (the longest-watched first; the rest are logged
 and wait), ``max_polls_per_cycle`` polls per cycle (the most overdue first) with ``concurrency`` in
@@ -59,13 +59,14 @@ from typing import Any, Final, Protocol
 
 import orjson
 
-from gateway.core.webhook_events import BLOCK_TIME_SLACK_S, transaction
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.signals.store import SignalLog
 from gateway.stopping import cancel_and_wait
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
-from gateway.storage.webhook_events import (
+from gateway.webhooks.events import BLOCK_TIME_SLACK_S, transaction
+from gateway.webhooks.rules import MAX_WATCHED_ADDRESSES, SIGNAL_DELIVERY_CREDITS, TRANSACTION_DELIVERY_CREDITS
+from gateway.webhooks.store.sources import (
     WatchTarget,
     record_signals,
     record_transactions,
@@ -74,7 +75,6 @@ from gateway.storage.webhook_events import (
     watch_cursor,
     watch_targets,
 )
-from gateway.webhooks.rules import MAX_WATCHED_ADDRESSES, SIGNAL_DELIVERY_CREDITS, TRANSACTION_DELIVERY_CREDITS
 from gateway.webhooks.store.subscriptions import pause_unfunded_watches
 
 log = logging.getLogger(__name__)

@@ -33,8 +33,9 @@ from pydantic import BaseModel, ValidationError
 
 from gateway.core.errors import invalid_request
 from gateway.signals.rules import KINDS, is_pubkey
+from gateway.webhooks.events import LIFECYCLE_EVENTS
 from gateway.webhooks.models import MAX_WEBHOOK_URL_LENGTH, EmptyRequest, WebhookRequest
-from gateway.webhooks.rules import FILTER_TYPES, LIFECYCLE_EVENTS, forbidden_address
+from gateway.webhooks.rules import FILTER_TYPES, forbidden_address
 from gateway.webhooks.store.subscriptions import NewWebhook
 
 WATCHES_AN_ADDRESS = ("account", "program")

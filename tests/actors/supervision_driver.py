@@ -11,8 +11,8 @@ from typing import Any
 
 import ray
 
+from actors.cluster import NAMESPACE
 from actors.supervision import pool_placement, start_singleton, stop_actors
-from gateway.runtime.cluster import NAMESPACE
 
 
 class Counter:

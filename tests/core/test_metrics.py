@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from actors.metrics import declare_every_metric
 from gateway import metrics
 from gateway.core.jsonrpc import parse_payload
 from gateway.core.methods import MethodClass
 from gateway.metrics import Kind, Labels, MetricSpec
-from gateway.runtime.metrics import declare_every_metric
 
 
 class Recorded:
@@ -56,7 +56,7 @@ def test_a_name_is_declared_once_and_counters_end_in_total() -> None:
         metrics.counter("gateway_things", "a counter without _total")
     with pytest.raises(ValueError, match="_total"):
         metrics.gauge("gateway_things_total", "a gauge with _total")
-    # a histogram reaches Ray as counters <name>_bucket, _sum and _count (gateway/runtime/metrics.py)
+    # a histogram reaches Ray as counters <name>_bucket, _sum and _count (actors/metrics.py)
     with pytest.raises(ValueError, match="histogram"):
         metrics.counter("gateway_things_count_total", "renamed by the scrape config as a histogram's")
     with pytest.raises(ValueError, match="le is"):

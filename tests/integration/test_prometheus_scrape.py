@@ -26,8 +26,8 @@ import pytest
 from solders.keypair import Keypair
 from websockets.asyncio.client import connect
 
+from actors.metrics import declare_every_metric
 from gateway import metrics
-from gateway.runtime.metrics import declare_every_metric
 from gateway.runtime.ports import free_port
 from gateway_client import solana_client
 from tests.grpc.conftest import generate_client
@@ -207,7 +207,7 @@ def test_paid_calls_move_the_series_by_what_they_did(
     http_cheap = 'wire="http",method_class="READ_CHEAP"'
     assert prometheus.wait_for(f'sum(gateway_requests_total{{{http_cheap},status="200"}})', CALLS) == CALLS
     assert prometheus.wait_for(f"sum(gateway_request_duration_seconds_count{{{http_cheap}}})", CALLS) == CALLS
-    # the histogram reaches Ray as counters (gateway/runtime/metrics.py): its buckets still make a quantile
+    # the histogram reaches Ray as counters (actors/metrics.py): its buckets still make a quantile
     every = f'sum(gateway_request_duration_seconds_bucket{{{http_cheap},le="+Inf"}})'
     assert prometheus.wait_for(every, CALLS) == CALLS
     total = prometheus.value(f"sum(gateway_request_duration_seconds_sum{{{http_cheap}}})")

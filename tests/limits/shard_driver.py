@@ -21,11 +21,11 @@ from typing import Any
 import ray
 
 from actors.account_shards import start_account_shards, stop_account_shards
+from actors.cluster import NAMESPACE
+from actors.shard_client import RayShards
 from gateway.limits.rules import Allowed
 from gateway.limits.shards import shard_name, shard_of
 from gateway.limits.slices import ShardUnavailable, SlicedLimiter
-from gateway.runtime.cluster import NAMESPACE
-from gateway.runtime.shards import RayShards
 
 SHARDS = 2
 RPS, CONCURRENCY = 100, 8

@@ -1,4 +1,4 @@
-"""Every metric is declared in every process before its backend is installed (gateway/runtime/metrics.py):
+"""Every metric is declared in every process before its backend is installed (actors/metrics.py):
 the kernel's (gateway/metrics.py) and each feature's (gateway/<feature>/metrics.py, found by that name),
 so an actor that imports little of the gateway still exports each one, a counter's series at zero, as a
 replica does. The names are docs/operations.md's table, neither more nor fewer."""
@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gateway.runtime.metrics import declare_every_metric
+from actors.metrics import declare_every_metric
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,7 @@ print(json.dumps(sorted([m.spec.name, str(m.spec.kind), m.spec.description, list
 def _specs_in_a_process_that_imports(*modules: str, declare: bool) -> list[object]:
     imports = "\n".join(f"import {module}" for module in modules)
     if declare:
-        imports += "\nfrom gateway.runtime.metrics import declare_every_metric; declare_every_metric()"
+        imports += "\nfrom actors.metrics import declare_every_metric; declare_every_metric()"
     done = subprocess.run(
         [sys.executable, "-c", _SPECS.format(imports=imports)], capture_output=True, text=True, check=True, cwd=REPO
     )

@@ -135,7 +135,7 @@ def test_ray_noise_is_not_printed_and_the_rest_is(capsys: pytest.CaptureFixture[
 def test_a_stop_step_is_given_up_on_once_the_cluster_stops_answering() -> None:
     """A SIGTERM to the whole process group stops the GCS while Serve's shutdown waits on it: waiting out
     the step's whole bound (10 s) would only delay the stop."""
-    from gateway.runtime.cluster import bounded
+    from actors.cluster import bounded
 
     answers = iter([True, False])
     began = time.monotonic()

@@ -14,11 +14,11 @@ import sys
 import ray
 import uvicorn
 
-from actors.send_racers import start_send_racers, stop_send_racers
+from actors.cluster import NAMESPACE
+from actors.send_racers import ray_racers, start_send_racers, stop_send_racers
 from gateway.app import GatewayApp
-from gateway.runtime.cluster import NAMESPACE, send_racer_names
 from gateway.runtime.ports import free_port
-from gateway.runtime.racers import RayRacers
+from gateway.sending.racers import send_racer_names
 from gateway.settings import Settings
 from gateway.transports.http import build_http_app
 
@@ -26,7 +26,9 @@ from gateway.transports.http import build_http_app
 async def serve(settings: Settings) -> None:
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(build_http_app(GatewayApp(settings, racers=RayRacers(settings))), port=port, log_level="warning")
+        uvicorn.Config(
+            build_http_app(GatewayApp(settings, racers=ray_racers(settings))), port=port, log_level="warning"
+        )
     )
     task = asyncio.create_task(server.serve())
     for _ in range(600):

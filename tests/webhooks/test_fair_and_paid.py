@@ -23,6 +23,7 @@ from devnode.node import Devnode
 from gateway.node.http import HttpUpstream
 from gateway.runtime.ports import free_port
 from gateway.webhooks.dispatcher import DispatchConfig, fixed_delays
+from gateway.webhooks.events import LIFECYCLE_EVENTS
 from gateway.webhooks.rules import TRANSACTION_DELIVERY_CREDITS, new_secret, pricing_view
 from gateway.webhooks.sources import TransactionWatches
 from gateway.webhooks.store import subscriptions as webhooks
@@ -189,6 +190,8 @@ async def test_pricing_publishes_the_webhook_prices(gateway_here: RunningGateway
     assert document["webhooks"] == pricing_view()
     assert document["webhooks"]["transaction_delivery_credits"] == TRANSACTION_DELIVERY_CREDITS
     assert document["webhooks"]["signal_delivery_credits"] == document["websocket"]["signal_event_credits"]
+    # the one list of lifecycle events, served: the account page offers them from this field
+    assert document["webhooks"]["lifecycle_events"] == list(LIFECYCLE_EVENTS)
 
 
 # -- deleting a webhook refunds what nobody received ---------------------------------------------------

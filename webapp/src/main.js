@@ -76,6 +76,7 @@ const cardUi = {
   notify: (text, kind) => notify(text, kind),
   explain: (err) => explain(err),
   copyButton: (text, label) => copyButton(text, label),
+  lifecycleEvents: () => (state.pricing && state.pricing.webhooks && state.pricing.webhooks.lifecycle_events) || null,
 };
 const hooks = webhooksCard(cardUi);
 const sessionsUi = sessionsCard({

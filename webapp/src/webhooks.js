@@ -17,7 +17,6 @@ const TYPES = [
   ["program", "Transactions of a program"],
   ["signal", "Signals"],
 ];
-const LIFECYCLE = ["low_balance", "deposit.credited", "credits.expiring", "api_key.rotated"];
 const DELIVERIES_SHOWN = 20;
 
 function refused(err) {
@@ -26,7 +25,9 @@ function refused(err) {
 
 /**
  * The card's state and drawing. `ui` gives: session(), readAuth(), writeAuth() and signedAuth() (promises of an
- * api auth function), notify(text, kind), explain(err), copyButton(text, label).
+ * api auth function), notify(text, kind), explain(err), copyButton(text, label), and lifecycleEvents(): the
+ * lifecycle events a webhook may name, as GET /pricing serves them (`webhooks.lifecycle_events`; null until it
+ * has answered), so the page holds no list of its own.
  */
 export function webhooksCard(ui) {
   const state = {
@@ -251,8 +252,11 @@ export function webhooksCard(ui) {
         extra.replaceChildren(h("div", { class: "field" }, h("label", { for: "webhook-value" }, t === "account" ? "Address" : "Program id"),
           h("input", { id: "webhook-value", type: "text", spellcheck: "false", autocomplete: "off" })));
       } else if (t === "lifecycle") {
-        extra.replaceChildren(h("fieldset", { class: "field" }, h("legend", {}, "Events"),
-          LIFECYCLE.map((e) => h("label", { class: "check" }, h("input", { type: "checkbox", name: "lifecycle", value: e, checked: true }), ` ${e}`))));
+        const events = ui.lifecycleEvents();
+        extra.replaceChildren(events
+          ? h("fieldset", { class: "field" }, h("legend", {}, "Events"),
+            events.map((e) => h("label", { class: "check" }, h("input", { type: "checkbox", name: "lifecycle", value: e, checked: true }), ` ${e}`)))
+          : h("p", { class: "small muted" }, "The events are listed once the pricing has loaded: choose this again in a moment."));
       } else if (t === "signal") {
         extra.replaceChildren(h("div", { class: "field" }, h("label", { for: "webhook-signals" }, "Signal kinds (comma separated; empty: all)"),
           h("input", { id: "webhook-signals", type: "text", spellcheck: "false", autocomplete: "off" })));

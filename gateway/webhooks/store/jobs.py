@@ -127,7 +127,7 @@ PAUSE_REASON = "%s deliveries in a row ended dead (the last: %s): fix the receiv
 #: dead job that was charged and never sent is left to :func:`_dead_refunded` (its refund needs the account
 #: lock, taken before any job's).
 _RECORD = "SELECT * FROM write_delivery_outcomes($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-#: Outcomes written, then jobs claimed, in one round trip (migration 0029): :func:`exchange`.
+#: Outcomes written, then jobs claimed, in one round trip (migration 0029, read in ``claim.sql``): :func:`exchange`.
 _EXCHANGE = (
     "SELECT * FROM claim_delivery_jobs($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
 )
@@ -205,9 +205,10 @@ async def claim(
     subscriptions, not from the queue (migration 0024): with none paused it reads one index page.
 
     One round trip: the claim is the server-side function ``claim_delivery_jobs`` (migrations 0016, 0024,
-    0029), which takes the claim lock, puts back jobs whose lease passed, and claims, and whose commit does
-    not wait for the WAL flush (a claim lost in a crash only delivers its jobs again; so ``db`` must not
-    be inside a transaction of the caller's, whose commit would not wait either). The due jobs are
+    0029; its live definition is read in ``claim.sql`` beside this module), which takes the claim lock,
+    puts back jobs whose lease passed, and claims, and whose commit does not wait for the WAL flush (a
+    claim lost in a crash only delivers its jobs again; so ``db`` must not be inside a transaction of the
+    caller's, whose commit would not wait either). The due jobs are
     read in the due index's order from one table, so the scan stops after the window it needs however
     long the queue is; subscriptions at their cap and those of accounts at theirs are left out of the scan
     (a per-row check, never a join that could reorder the scan), so one with a long backlog cannot fill

@@ -28,12 +28,12 @@ from typing import Any
 
 import asyncpg
 
-from gateway.core.webhook_events import WATCH_FILTERS
 from gateway.storage.errors import postgres_call
 from gateway.storage.ledger.sql import lock_account
 from gateway.storage.operator import OperatorRefusal, record_action
-from gateway.storage.webhook_events import WATCHED
+from gateway.webhooks.events import WATCH_FILTERS
 from gateway.webhooks.store.refunds import Refund, refund_deliveries
+from gateway.webhooks.store.sources import WATCHED
 
 WHAT = "the webhook store"
 
@@ -580,7 +580,7 @@ async def pause_unfunded_watches(pool: asyncpg.Pool, price: int) -> list[int]:
 
     A watch on a quiet address makes no delivery whose charge could fail, so without this an account
     that spent its credits would keep its addresses among those the watcher follows for good. Paused,
-    it is no longer a watch target (:func:`gateway.storage.webhook_events.watch_targets` reads active
+    it is no longer a watch target (:func:`gateway.webhooks.store.sources.watch_targets` reads active
     subscriptions only) and receives no job; its owner resumes it after a deposit. The balance is the
     account's (credits held by leases and pending sends included: they are still the account's), read
     without the account lock: a deposit committed during the statement may come too late to spare a

@@ -1,4 +1,4 @@
-"""The Ray backend's batching (gateway/runtime/metrics.py): what one flush hands to Ray. Ray's record
+"""The Ray backend's batching (actors/metrics.py): what one flush hands to Ray. Ray's record
 is replaced by a list here (no Ray instance is needed to build the metric; the export through Ray's
 agent to a real Prometheus, histograms' quantiles included, is tests/integration/test_prometheus_scrape.py)."""
 
@@ -8,8 +8,8 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from actors.metrics import RayBackend, RaySink, declare_every_metric
 from gateway.metrics import Kind, MetricSpec
-from gateway.runtime.metrics import RayBackend, RaySink, declare_every_metric
 
 
 def sink_of(kind: Kind, name: str) -> tuple[RaySink, list[tuple[float, dict[str, str]]]]:

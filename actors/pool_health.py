@@ -16,11 +16,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from actors.cluster import NAMESPACE
 from gateway.core.node_health import PoolView
 from gateway.core.upstreams import UpstreamNode
 from gateway.node.health import HealthSettings, LocalHealth, PoolHealth, Report
 from gateway.node.pool import HealthSource, use_health_source
-from gateway.runtime.cluster import NAMESPACE, UPSTREAM_HEALTH
+from gateway.upstreams.health_actor import UPSTREAM_HEALTH
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from typing import Any
 import ray
 from ray.exceptions import RayError
 
+from actors.cluster import NAMESPACE
 from gateway.limits.shards import SliceGrant, SliceRequest, shard_name
 from gateway.limits.slices import ShardUnavailable
-from gateway.runtime.cluster import NAMESPACE
 
 log = logging.getLogger(__name__)
 

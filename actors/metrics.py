@@ -1,10 +1,11 @@
 """The Ray backend of :mod:`gateway.metrics`: each declared metric becomes ``ray.util.metrics`` ones,
 which Ray's metrics agent on the process's node exports beside Ray's and Serve's own metrics.
 
-Installed in every process ``gateway up`` starts: each ingress replica (``ingress.py``) and each actor
-(``actors/supervision.py``), when it is built, with every feature's metrics declared first
+Installed in every process ``gateway up`` starts: each ingress replica (``gateway/runtime/ingress.py``) and
+each actor (``actors/supervision.py``), when it is built, with every feature's metrics declared first
 (:func:`declare_every_metric`). Ray prefixes its metrics' names with ``ray_``; the scrape config of
-docs/operations.md (``ops/prometheus.yml``) renames ``ray_gateway_*`` back to ``gateway_*``.
+docs/operations.md (``ops/prometheus.yml``) renames ``ray_gateway_*`` back to ``gateway_*``. In ``actors/``,
+not the runtime: the actors install it, and ``actors/`` imports nothing of the runtime.
 
 A histogram is not handed to Ray as a Ray histogram. Ray 2.60's metrics agent records a histogram's
 bucket counts again one observation at a time, in Python (about 10 µs of the node's CPU each: two a
