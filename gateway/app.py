@@ -97,7 +97,7 @@ class GatewayApp:
         self.access_methods = AccessMethods(self.access, self.limiter)
         # open WebSockets and CSV exports per account, and sockets per address: over the service once Redis is up
         self.seats = Seats()
-        self.accounts = AccountEndpoints(self.auth, self.seats, unsettled=self.meter.unsettled)
+        self.accounts = AccountEndpoints(self.auth, self.seats, settled_read=self.meter.settled_read)
         self.auth.unfunded = self._unfunded  # an unfunded wallet's signed call records no nonce
         self.stop_troubles: list[str] = []  # the steps of the last stop that failed or hung
         self.deposits = DepositServices.from_settings(

@@ -208,6 +208,22 @@ class LeaseKeeper:
         renew = not release and lease.deadline - now < self.lease_ttl_s / 2
         if not (records or release or shrink is not None or renew):
             return
+        acct.settles += 1  # odd: the store and this replica's unsettled usage may disagree until the end
+        try:
+            await self._settle_lease(acct, lease, records, release, shrink, now)
+        finally:
+            acct.settles += 1
+
+    async def _settle_lease(
+        self,
+        acct: AccountState,
+        lease: Lease,
+        records: list[UsageRecord],
+        release: bool,
+        shrink: int | None,
+        now: float,
+    ) -> None:
+        """One settle at the store, and what it changed taken in here."""
         settle_started = time.perf_counter()
         result = await ledger.settle(
             self.pool,

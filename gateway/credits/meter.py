@@ -70,6 +70,8 @@ RECALLS = 2
 #: Turns of other callers at the account lock a caller short of credits waits through before queueing
 #: on the lock itself (each turn ends with a lease spendable, or the account known short).
 TURNS = 8
+#: Reads of :meth:`Meter.settled_read` without the settling lock before it takes it.
+READ_TRIES = 3
 T = TypeVar("T")
 
 __all__ = ["PREFETCH_LEFT", "STOP_ATTEMPTS", "STOP_RETRY_S", "AccountState", "Admission", "Lease", "Meter", "Outcome"]
@@ -341,6 +343,35 @@ class Meter:
         """Credits this replica has taken but not yet charged at the store (in flight included)."""
         acct = self.accounts.get(pubkey)
         return 0 if acct is None else unsettled(acct)
+
+    async def settled_read(self, pubkey: str, read_stored: Callable[[], Awaitable[T]]) -> tuple[T, int]:
+        """``read_stored()`` (a read of the account at the store) and :meth:`unsettled`, as of one moment.
+
+        A settle moves usage from this replica's unsettled part to the store: one that lands between the
+        two reads counts it twice or not at all (an account just drained read as still holding what it
+        spent). A seqlock over the account's settles: read again when one started or ended meanwhile
+        (:attr:`AccountState.settles` is odd while one is in flight); after :data:`READ_TRIES`, read
+        under the settling lock, which every settle holds. Other replicas' usage shows within one flush.
+        """
+        for _ in range(READ_TRIES):
+            acct = self.accounts.get(pubkey)
+            if acct is None:  # nothing unsettled here, unless a call starts during the read
+                stored = await read_stored()
+                if self.accounts.get(pubkey) is None:
+                    return stored, 0
+                continue
+            settles = acct.settles
+            if settles % 2:
+                async with acct.settling:  # a settle in flight: wait for its end
+                    continue
+            stored = await read_stored()
+            if self.accounts.get(pubkey) is acct and acct.settles == settles:
+                return stored, unsettled(acct)
+        acct = self.accounts.get(pubkey)
+        if acct is None:
+            return await read_stored(), 0
+        async with acct.settling:
+            return await read_stored(), unsettled(acct)
 
     def short_of(self, pubkey: str, price: int) -> bool:
         """Whether the account is known, from a fresh store answer, to be unable to pay ``price`` here
