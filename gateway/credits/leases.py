@@ -1,6 +1,6 @@
 """The meter's store I/O: taking credit leases (on the call path, or ahead of time), settling usage.
 
-:class:`gateway.credits.meter.Meter` decides (with :mod:`gateway.credits.admission`) and spends in
+:class:`gateway.credits.meter.Meter` decides (with :mod:`gateway.credits.decide`) and spends in
 memory; this takes a lease when it asks for one, takes the next one in the background once half of the
 active one is spent, and settles usage (every ``flush_interval_s``, when a lease is replaced, when
 another replica asks for the credits back, and at stop). Both work on the same accounts.
@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
 from gateway.core.credits import EventHook, LeaseGrant, UsageRecord, tally
-from gateway.credits import admission, metrics
+from gateway.credits import decide, metrics
 from gateway.credits.local import AccountState, Lease
 from gateway.stopping import cancel_and_wait
 from gateway.storage import ledger
@@ -92,9 +92,9 @@ class LeaseKeeper:
         active = acct.active
         if active is not None:
             active.closing = True
-            admission.learn_rate(acct, active, self.clock())
+            decide.learn_rate(acct, active, self.clock())
         with refilling(acct):
-            want = admission.lease_size(price, acct.rate)
+            want = decide.lease_size(price, acct.rate)
             if any(not lease.dead for lease in acct.leases):
                 started = self.clock()
                 grant = await self._lease(pubkey, want, price)
@@ -113,7 +113,7 @@ class LeaseKeeper:
 
     def _adopt(self, acct: AccountState, grant: LeaseGrant | None, started: float) -> None:
         metrics.LEASES.inc(("no_account" if grant is None else "empty" if grant.lease_id is None else "granted",))
-        admission.adopt(acct, grant, started, self.lease_ttl_s, self.margin_s)
+        decide.adopt(acct, grant, started, self.lease_ttl_s, self.margin_s)
 
     def prefetch(self, acct: AccountState, pubkey: str, lease: Lease) -> None:
         """Take the next lease in the background (see :meth:`_prefetch`)."""
@@ -132,7 +132,7 @@ class LeaseKeeper:
             async with acct.lock:
                 if acct.active is not lease:
                     return  # a refill replaced it meanwhile
-                admission.learn_rate(acct, lease, self.clock())
+                decide.learn_rate(acct, lease, self.clock())
                 want = max(lease.granted, math.ceil(2 * acct.rate))
                 started = self.clock()
                 with refilling(acct):
@@ -241,7 +241,7 @@ class LeaseKeeper:
         lease.settled += gross if result.applied else 0
         acct.refunds_pending -= refunded
         acct.store_available, acct.checked_at = result.available, now
-        admission.observe(acct, result.standing)
+        decide.observe(acct, result.standing)
         if release or not result.applied:
             lease.dead = True
             return
@@ -278,7 +278,7 @@ class LeaseKeeper:
 
     async def _flush_one(self, pubkey: str, acct: AccountState, final: bool) -> None:
         now = self.clock()
-        admission.sample_rate(acct, now, self.flush_interval_s)
+        decide.sample_rate(acct, now, self.flush_interval_s)
         if not acct.leases:
             if (
                 now - acct.last_used > 60.0
@@ -344,7 +344,7 @@ class LeaseKeeper:
         log.warning(
             "stopping: %d credit lease(s) not released (%d credits of usage not settled); they expire by themselves",
             sum(len(acct.leases) for acct in self.accounts.values()),
-            sum(admission.unsettled(acct) for acct in self.accounts.values()),
+            sum(decide.unsettled(acct) for acct in self.accounts.values()),
         )
 
     def holding(self) -> bool:

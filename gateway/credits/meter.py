@@ -22,7 +22,7 @@ call: the wait doubles with each empty answer, from ``negative_ttl_s`` up to ``m
 while the replica hears of every credited deposit (:meth:`Meter.invalidate` on the ``CREDITED``
 channel), and stays at ``negative_ttl_s`` while it might miss one.
 
-The decisions (can the account pay, is it short, whom to ask) are :mod:`gateway.credits.admission`'s,
+The decisions (can the account pay, is it short, whom to ask) are :mod:`gateway.credits.decide`'s,
 functions of the account's state and the time; the store I/O (leases, prefetch, flush) is
 :class:`gateway.credits.leases.LeaseKeeper`'s. This class holds the accounts and applies the one to
 the other.
@@ -40,7 +40,7 @@ from typing import TypeVar
 
 from gateway.core.credits import EventHook, Standing, no_events
 from gateway.credits import metrics
-from gateway.credits.admission import (
+from gateway.credits.decide import (
     PREFETCH_LEFT,
     Rules,
     Verdict,
@@ -295,7 +295,7 @@ class Meter:
         calls: int = 1,
     ) -> None:
         """Record an admitted call's outcome; a refunded call gives its credits back at the next flush.
-        ``tallied``, ``part``, ``calls``: :func:`gateway.credits.admission.record`."""
+        ``tallied``, ``part``, ``calls``: :func:`gateway.credits.decide.record`."""
         if not record(admission, method, request_id, refunded, tallied, part, calls):
             _dropped(admission, method)
 
@@ -375,7 +375,7 @@ class Meter:
 
     def short_of(self, pubkey: str, price: int) -> bool:
         """Whether the account is known, from a fresh store answer, to be unable to pay ``price`` here
-        (:func:`gateway.credits.admission.short_of`)."""
+        (:func:`gateway.credits.decide.short_of`)."""
         acct = self.accounts.get(pubkey)
         return acct is not None and short_of(acct, price, self.clock(), self.rules)
 
@@ -388,7 +388,7 @@ class Meter:
             invalidate(acct, self.clock())
 
     def suspend(self, pubkey: str, suspended: bool) -> None:
-        """The account was suspended (or resumed) on some replica (:func:`gateway.credits.admission.suspend`)."""
+        """The account was suspended (or resumed) on some replica (:func:`gateway.credits.decide.suspend`)."""
         suspend(self.accounts.setdefault(pubkey, AccountState()), suspended, self.clock())
 
     def forget_shortness(self) -> None:

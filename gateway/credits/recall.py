@@ -12,7 +12,7 @@ the account's cached shortness, as for a credited deposit.
 The wait is bounded (``credit_recall_wait_s``): a holder that is gone (crashed) answers nothing and its
 lease holds its credits until it expires (``lease_ttl_s``), as before. An asker is a call short of
 credits on an account with credits leased elsewhere, so an account's recalls are at most one per
-replica per negative-cache period (:func:`gateway.credits.admission.wait`).
+replica per negative-cache period (:func:`gateway.credits.decide.wait`).
 
 Messages are ``want <replica> <pubkey>`` and ``back <replica> <pubkey> <credits>``.
 """

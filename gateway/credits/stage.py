@@ -31,7 +31,7 @@ from gateway.core.credits import LOW_BALANCE_CREDITS
 from gateway.core.errors import ProxyError, ReplyStyle, service_unavailable
 from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload
 from gateway.core.methods import SELF_BILLED_CLASSES, MethodClass
-from gateway.credits.admission import short_of
+from gateway.credits.decide import short_of
 from gateway.credits.errors import (
     account_suspended,
     concurrency_limited,

@@ -3,7 +3,7 @@
 Functions of an :class:`AccountState` (its leases, the store's last answer) and the time given to them:
 no await, no clock read, no store, no Ray. :class:`gateway.credits.meter.Meter` applies them to the
 accounts it holds and :mod:`gateway.credits.leases` does the I/O they call for (a lease, a flush), so
-that the rules are tested on their own (``tests/credits/test_admission.py``) and the I/O on the store.
+that the rules are tested on their own (``tests/credits/test_decide.py``) and the I/O on the store.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The meter's decisions (gateway/credits/admission.py) on drawn account states, with no store and no clock.
+"""The meter's decisions (gateway/credits/decide.py) on drawn account states, with no store and no clock.
 
 Each property is one the meter relies on: a lease never pays for more than it holds, a refund gives back
 exactly what was spent, and the early refusal (``short_of``) refuses only what could not be paid here.
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.core.credits import LeaseGrant
-from gateway.credits.admission import (
+from gateway.credits.decide import (
     Rules,
     Verdict,
     adopt,
