@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
-from gateway.core.credits import EventHook, LeaseGrant, UsageRecord, tally
+from gateway.core.credits import EventHook, LeaseGrant
 from gateway.credits import decide, metrics
 from gateway.credits.local import AccountState, Lease
 from gateway.stopping import cancel_and_wait
@@ -186,68 +186,26 @@ class LeaseKeeper:
 
     async def _flush_lease(self, acct: AccountState, lease: Lease, final: bool) -> None:
         now = self.clock()
-        if lease.dead:
-            return
-        if final or (now - acct.last_used > self.idle_release_s and lease.inflight == 0):
-            lease.closing = True
-        if lease.tallies:
-            lease.records.extend(
-                UsageRecord(method, credits, False, request_id, at, calls)
-                for (method, request_id), (credits, calls, at) in lease.tallies.items()
-            )
-            lease.tallies = {}
-        if lease.sent is None and lease.records:
-            lease.seq += 1
-            if len(lease.records) <= self.flush_chunk:  # the common flush: the list itself, not a copy of it
-                lease.sent, lease.records = lease.records, []
-            else:
-                lease.sent, lease.records = lease.records[: self.flush_chunk], lease.records[self.flush_chunk :]
-        records = lease.sent or []
-        release = lease.closing and (lease.inflight == 0 or final) and not lease.records
-        shrink = lease.spent if lease.closing and not release and lease.granted > lease.spent else None
-        renew = not release and lease.deadline - now < self.lease_ttl_s / 2
-        if not (records or release or shrink is not None or renew):
+        plan = decide.plan_settle(acct, lease, now, final, self.idle_release_s, self.lease_ttl_s, self.flush_chunk)
+        if plan is None:
             return
         acct.settles += 1  # odd: the store and this replica's unsettled usage may disagree until the end
         try:
-            await self._settle_lease(acct, lease, records, release, shrink, now)
+            settle_started = time.perf_counter()
+            result = await ledger.settle(
+                self.pool,
+                lease.id,
+                plan.records,
+                plan.release,
+                seq=lease.seq if plan.records else None,
+                renew_ttl_s=None if plan.release else self.lease_ttl_s,
+                shrink_to=plan.shrink,
+                events=self.events,
+            )
+            metrics.SETTLE_SECONDS.observe(time.perf_counter() - settle_started)
+            decide.settled(acct, lease, plan, result, now, now + self.lease_ttl_s - self.margin_s)
         finally:
             acct.settles += 1
-
-    async def _settle_lease(
-        self,
-        acct: AccountState,
-        lease: Lease,
-        records: list[UsageRecord],
-        release: bool,
-        shrink: int | None,
-        now: float,
-    ) -> None:
-        """One settle at the store, and what it changed taken in here."""
-        settle_started = time.perf_counter()
-        result = await ledger.settle(
-            self.pool,
-            lease.id,
-            records,
-            release,
-            seq=lease.seq if records else None,
-            renew_ttl_s=None if release else self.lease_ttl_s,
-            shrink_to=shrink,
-            events=self.events,
-        )
-        metrics.SETTLE_SECONDS.observe(time.perf_counter() - settle_started)
-        lease.sent = None
-        gross, refunded = tally(records)
-        lease.settled += gross if result.applied else 0
-        acct.refunds_pending -= refunded
-        acct.store_available, acct.checked_at = result.available, now
-        decide.observe(acct, result.standing)
-        if release or not result.applied:
-            lease.dead = True
-            return
-        if shrink is not None:
-            lease.granted = shrink
-        lease.deadline = now + self.lease_ttl_s - self.margin_s
 
     def backlogged(self, acct: AccountState) -> bool:
         """Whether the account's usage waiting for its settle is past :attr:`backlog_max`."""

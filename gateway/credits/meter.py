@@ -22,10 +22,11 @@ call: the wait doubles with each empty answer, from ``negative_ttl_s`` up to ``m
 while the replica hears of every credited deposit (:meth:`Meter.invalidate` on the ``CREDITED``
 channel), and stays at ``negative_ttl_s`` while it might miss one.
 
-The decisions (can the account pay, is it short, whom to ask) are :mod:`gateway.credits.decide`'s,
-functions of the account's state and the time; the store I/O (leases, prefetch, flush) is
-:class:`gateway.credits.leases.LeaseKeeper`'s. This class holds the accounts and applies the one to
-the other.
+The decisions (can the account pay, is it short, whom to ask, what a settle sends and what its answer
+means) are :mod:`gateway.credits.decide`'s, functions of the account's state and the time, with no I/O;
+the store I/O (leases, prefetch, flush) is :class:`gateway.credits.leases.LeaseKeeper`'s. This class
+holds the accounts and applies the one to the other. A metered call walks one way: the stage
+(:mod:`gateway.credits.stage`) asks the meter, the meter applies ``decide`` and calls the keeper.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from gateway.credits.decide import (
     refused,
     short_of,
     spend,
-    spend_each,
+    spend_covered,
     suspend,
     unsettled,
 )
@@ -190,9 +191,9 @@ class Meter:
         if acct is None or not acct.leases:
             return None
         lease = acct.leases[-1]
-        if not lease.covers(sum(prices), now):
+        admitted = spend_covered(acct, lease, prices, now, at)
+        if admitted is None:
             return None
-        admitted = spend_each(acct, lease, prices, now, at)
         if prices and next_lease_due(lease):  # as one at a time would start it (at most once a lease)
             self.keeper.prefetch(acct, pubkey, lease)
         return admitted
@@ -377,7 +378,11 @@ class Meter:
         """Whether the account is known, from a fresh store answer, to be unable to pay ``price`` here
         (:func:`gateway.credits.decide.short_of`)."""
         acct = self.accounts.get(pubkey)
-        return acct is not None and short_of(acct, price, self.clock(), self.rules)
+        return acct is not None and self.cannot_pay(acct, price)
+
+    def cannot_pay(self, acct: AccountState, price: int) -> bool:
+        """:meth:`short_of` of an account's state in hand (the stage's, from :meth:`known`)."""
+        return short_of(acct, price, self.clock(), self.rules)
 
     # -- what other processes announce ----------------------------------------------------------
 
