@@ -127,13 +127,19 @@ async def _nothing_unsettled(pubkey: str, read_stored: Callable[[], Awaitable[R]
 
 
 class AccountEndpoints:
-    def __init__(self, services: AuthServices, seats: Seats, settled_read: SettledRead = _nothing_unsettled) -> None:
+    def __init__(
+        self,
+        services: AuthServices,
+        seats: Seats,
+        settled_read: SettledRead = _nothing_unsettled,
+        class_of: Callable[[str], str | None] = lambda method: None,
+    ) -> None:
         self.services = services
         #: Where browsers reach the gateway: the domain a Sign-In With Solana message must name.
         self.public = services.settings.public_address
         self.settled_read = settled_read
         # the account page's totals and CSV routes (beyond docs/api.md); ``seats`` count running exports
-        self.usage = UsageEndpoints(services, seats)
+        self.usage = UsageEndpoints(services, seats, class_of)  # ``class_of``: a method's class, for its totals
 
     async def challenge(self, call: Call) -> Reply:
         """``POST /auth/challenge {pubkey}`` -> ``{challenge, expires_in, sign_in}``; no auth. ``sign_in`` is
