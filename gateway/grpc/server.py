@@ -119,9 +119,8 @@ class GrpcStreamServer:
         self.reuse_port = reuse_port
         trusted = TrustedProxies.parse(settings.trusted_proxies)  # whose x-forwarded-for metadata is believed
         self.access = guard_of(trusted, lambda: self.auth)  # the access rules
-        self.callers = AccountServices(  # the replicas sweep
-            settings, shards, sweeps_expiry=False, access=self.access, **auth_options
-        )
+        # sweeps_expiry: the replicas sweep; the guard asks self.auth only at check time (guard_of)
+        self.callers = AccountServices(settings, shards, sweeps_expiry=False, access=self.access, **auth_options)
         self.auth, self.meter, self.limiter = self.callers.auth, self.callers.meter, self.callers.limiter
         follow_changes(self.auth, self.access)
         self.fanout = Fanout()
