@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.auth.access_hook import AccessCheck
 from gateway.auth.services import AuthServices
 from gateway.auth.settings import AuthSettings
+from gateway.auth.strategies import FundsCheck
 from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
 from gateway.credits.recall import CreditRecall
@@ -33,15 +35,23 @@ class AccountServices:
         then one whole shared by every process; None: each process enforces its share of them.
     sweeps_expiry: whether this process's meter sweeps expired credit batches (the replicas do; the
         gRPC stream servers leave it to them).
+    access, unfunded: :class:`AuthServices`'s (the serving process's access rules, and what the meter
+        knows of an account that cannot pay).
     auth_options: extra :class:`AuthServices` options (tests pass short lifetimes and hooks).
     """
 
     def __init__(
-        self, settings: AccountSettings, shards: ShardClient | None, *, sweeps_expiry: bool, **auth_options: Any
+        self,
+        settings: AccountSettings,
+        shards: ShardClient | None,
+        *,
+        sweeps_expiry: bool,
+        access: AccessCheck | None = None,
+        unfunded: FundsCheck | None = None,
+        **auth_options: Any,
     ) -> None:
         self.settings = settings
         self.conn = Connections()
-        self.auth = AuthServices(settings, api_key_secret=settings.api_key_secret_bytes, **auth_options)
         self.meter = Meter(
             replicas=settings.share_replicas,
             lease_ttl_s=settings.lease_ttl_s,
@@ -53,10 +63,17 @@ class AccountServices:
             if shards is not None
             else Limiter(settings.rate_limit_rps, settings.concurrency_limit, replicas=settings.share_replicas)
         )
-        self.auth.revocations.listeners.append(self.meter.suspend)  # a suspension stops its leases at once
         self.notices = CreditNotices(None, self.meter)  # its channel opens with Redis, at start-up
+        self.auth = AuthServices(
+            settings,
+            api_key_secret=settings.api_key_secret_bytes,
+            unfunded=unfunded,
+            access=access,
+            announce_account=self.notices.credited,  # a first API key may create an account: say so everywhere
+            **auth_options,
+        )
+        self.auth.revocations.listeners.append(self.meter.suspend)  # a suspension stops its leases at once
         self.notices.listeners.append(self.auth.no_accounts)  # a credited or created key has an account now
-        self.auth.announce_account = self.notices.credited  # a first API key may create one: say so everywhere
         self.recall = CreditRecall(self.meter, settings.credit_recall_wait_s)
 
     async def start(self, pool_size: int = 10) -> Connections:

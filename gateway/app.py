@@ -15,7 +15,7 @@ from typing import Any
 from solders.pubkey import Pubkey
 
 from gateway.access.endpoints import AccessEndpoints, SpendCapEndpoints
-from gateway.access.guard import install as install_access
+from gateway.access.guard import follow_changes, guard_of
 from gateway.access.stage import AccessMethods
 from gateway.accounts import AccountServices
 from gateway.auth.authenticator import Only
@@ -88,17 +88,23 @@ class GatewayApp:
         self.profile.services["webhook_private_targets"] = settings.webhook_allow_private
         self.upstream = NodePool.from_settings(settings)  # the nodes, their health read from the pool's owner
         self.profile.serves = self.upstream.serves  # hot_rpc, send, heavy_indexed_rpc: a node in service for each
-        self.callers = AccountServices(settings, shards, sweeps_expiry=True, **auth_options)
-        self.auth, self.meter, self.limiter = self.callers.auth, self.callers.meter, self.callers.limiter
-        self.metering = MeteringStage(self.meter, self.limiter, self.top_up)
         trusted = TrustedProxies.parse(settings.trusted_proxies)
+        self.access = guard_of(trusted, lambda: self.auth)  # the account access rules (docs/api.md)
+        # _unfunded reads the meter, built with auth: it is called only once both exist
+        self.callers = AccountServices(
+            settings, shards, sweeps_expiry=True, access=self.access, unfunded=self._unfunded, **auth_options
+        )
+        self.auth, self.meter, self.limiter = self.callers.auth, self.callers.meter, self.callers.limiter
+        follow_changes(self.auth, self.access)
+        self.metering = MeteringStage(self.meter, self.limiter, self.top_up)
         self.ip_limits = IpLimits(settings.ip_limits, trusted, replicas=settings.share_replicas)
-        self.access = install_access(self.auth, trusted)  # the account access rules (docs/api.md)
         self.access_methods = AccessMethods(self.access, self.limiter)
         # open WebSockets and CSV exports per account, and sockets per address: over the service once Redis is up
         self.seats = Seats()
-        self.accounts = AccountEndpoints(self.auth, self.seats, unsettled=self.meter.unsettled)
-        self.auth.unfunded = self._unfunded  # an unfunded wallet's signed call records no nonce
+        # usage totals per method class: the methods' registry is built last (from the whole app), so asked late
+        self.accounts = AccountEndpoints(
+            self.auth, self.seats, settled_read=self.meter.settled_read, class_of=self._class_of
+        )
         self.stop_troubles: list[str] = []  # the steps of the last stop that failed or hung
         self.deposits = DepositServices.from_settings(
             settings, self.upstream, self.db, after_credit=self.callers.notices.credited
@@ -116,7 +122,6 @@ class GatewayApp:
         )
         self.sol_usd: RateSource = self._sol_usd_rate()
         self.methods = method_registry(self)  # every feature's; a local method not registered is refused free
-        self.accounts.usage.class_of = self.methods.class_of  # usage totals per method class
         self.access_endpoints = AccessEndpoints(
             self.access, [*(spec.name for spec in self.methods), *NATIVE, SIGNAL_SUBSCRIBE], self._revoked_keys
         )
@@ -244,6 +249,10 @@ class GatewayApp:
             *self.callers.last_stop_steps(),
         ]
         self.stop_troubles = await stop_in_steps(steps)
+
+    def _class_of(self, method: str) -> str | None:
+        """A method's class, for the usage totals (the registry is built after the account endpoints)."""
+        return self.methods.class_of(method)
 
     def _unfunded(self, pubkey: str) -> ProxyError | None:
         """The 402 of an account the meter knows, from a fresh store answer, cannot pay even one credit."""

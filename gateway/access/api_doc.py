@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.access.models import AccessRulesAnswer, AccessRulesRequest
+from gateway.access.models import AccessRulesAnswer, AccessRulesRequest, SpendCapAnswer, SpendCapRequest
 from gateway.access.routes import ACCESS_PATH, SPEND_CAP_PATH
 from gateway.auth.api_doc import account_read
-from gateway.auth.models import SpendCapAnswer, SpendCapRequest
 from gateway.core.api_doc import ApiDoc, errors, json_answer, operation, ref, rest_errors
 
 

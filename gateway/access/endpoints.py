@@ -13,6 +13,7 @@ import orjson
 from gateway.access import store
 from gateway.access.guard import AccessGuard
 from gateway.access.rules import AccessRules, RulesInvalid, parse_rules, rules_invalid
+from gateway.access.spend_cap import requested_cap
 from gateway.auth.account_views import spend_cap_document
 from gateway.core.errors import account_not_found, invalid_request
 from gateway.pipeline import Call, Reply, json_reply
@@ -90,7 +91,7 @@ class SpendCapEndpoints:
             document = orjson.loads(call.body)
         except orjson.JSONDecodeError as exc:
             raise invalid_request("body must be a JSON object (valid UTF-8 JSON)") from exc
-        cap = _cap(document)
+        cap = requested_cap(document)
         found = await store.set_spend_cap(self._pool(), pubkey, cap)
         if found is None:
             raise account_not_found()
@@ -105,21 +106,6 @@ class SpendCapEndpoints:
         if pool is None:
             raise StoreUnavailable(store.WHAT)
         return pool
-
-
-#: The largest cap accepted: more credits than any balance can hold.
-MAX_CAP = 10**15
-
-
-def _cap(document: Any) -> int | None:
-    if not isinstance(document, dict) or set(document) - {"daily_credits"}:
-        raise invalid_request("body must be {daily_credits: <credits a UTC day, 1 or more> | null}")
-    cap = document.get("daily_credits")
-    if cap is None:
-        return None
-    if not isinstance(cap, int) or isinstance(cap, bool) or not 1 <= cap <= MAX_CAP:
-        raise invalid_request(f"daily_credits must be a whole number of credits, 1 to {MAX_CAP}, or null")
-    return cap
 
 
 def _document(pubkey: str, rules: AccessRules) -> dict[str, Any]:

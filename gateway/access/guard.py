@@ -258,15 +258,20 @@ def refusal(
     return None
 
 
-def install(auth: AuthServices, trusted: TrustedProxies) -> AccessGuard:
-    """Build the process's guard and hook it into auth: the checks, the rules changes heard on
-    ``REVOKED_KEYS``, and the channel's resubscriptions. :meth:`AccessGuard.pool` is set at start."""
+def guard_of(trusted: TrustedProxies, auth: Callable[[], AuthServices]) -> AccessGuard:
+    """The process's guard, built before the :class:`AuthServices` it is given to. Auth asks the guard
+    (its checks) and the guard asks auth (whether its API-key cache is live): ``auth`` answers the
+    services when a check runs, after both exist, so neither is changed after construction.
+    :meth:`AccessGuard.pool` is set at start."""
 
     def live() -> bool:
-        return auth.api_keys is not None and auth.api_keys.cache_live
+        keys = auth().api_keys
+        return keys is not None and keys.cache_live
 
-    guard = AccessGuard(trusted, live)
-    auth.access = guard
+    return AccessGuard(trusted, live)
+
+
+def follow_changes(auth: AuthServices, guard: AccessGuard) -> None:
+    """Tell the guard of the rules changes heard on ``REVOKED_KEYS`` and of the channel's resubscriptions."""
     auth.revocations.handlers[store.CHANGED_PREFIX] = guard.changed
     auth.revocations.resync_hooks.append(guard.resync)
-    return guard

@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.access.rules import MAX_ADDRESSES, MAX_METHODS, MAX_ORIGINS, MAX_RATE, MAX_WEBHOOK_ACTIONS
+from gateway.access.spend_cap import MAX_CAP
+from gateway.auth.models import SpendCap
 
 #: The webhook management actions (gateway.access.rules.WEBHOOK_ACTIONS), one per ``/webhooks`` route.
 WebhookActionName = Literal["create", "list", "delete", "pause", "resume", "replay", "rotate-secret", "deliveries"]
@@ -57,3 +59,16 @@ class AccessRulesAnswer(BaseModel):
     rate: int | None
     webhooks: list[WebhookActionName]
     binds: list[Literal["api_key", "session"]] = Field(description="the credentials the rules bind")
+
+
+class SpendCapRequest(BaseModel):
+    """The account's daily spend cap (null or absent: none)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    daily_credits: int | None = Field(default=None, ge=1, le=MAX_CAP)
+
+
+class SpendCapAnswer(SpendCap):
+    ok: Literal[True]
+    pubkey: str

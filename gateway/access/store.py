@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncpg
 
 from gateway.access.rules import NO_RULES, AccessRules
+from gateway.credits.recall_messages import SPEND_CAP, Want, encode
 from gateway.storage.channels import Channel
 from gateway.storage.errors import postgres_call
 
@@ -96,4 +97,4 @@ async def set_spend_cap(pool: asyncpg.Pool, pubkey: str, cap: int | None) -> tup
 async def recall_leases(channel: Channel, pubkey: str) -> None:
     """Ask every process to give back its credit leases of the account (:mod:`gateway.credits.recall`),
     so that the next lease is taken under the new cap."""
-    await channel.publish([f"want spend-cap {pubkey}"])
+    await channel.publish([encode(Want(SPEND_CAP, pubkey))])

@@ -1,6 +1,6 @@
 """What auth asks of the account access rules (docs/api.md, "Access rules"), which live above it in
 :mod:`gateway.access`: the auth stage and :class:`gateway.entry.Entry` call it once a caller is proved,
-and the process that serves connections sets :attr:`gateway.auth.services.AuthServices.access`."""
+and the process that serves connections gives it to :class:`gateway.auth.services.AuthServices`."""
 
 from __future__ import annotations
 

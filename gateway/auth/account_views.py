@@ -123,7 +123,8 @@ def account_document(
 
 def spend_cap_document(cap: int | None, spent_today: int, now: datetime | None = None) -> dict[str, Any]:
     """The account's daily spend cap (docs/api.md, Spend cap; an added field of the Account): the cap
-    (null: none), what today's settled debits took, what the cap leaves of today, and when the day turns."""
+    (null: none), what today's settled debits took, what the cap leaves of today, and when the day turns.
+    Here, not in :mod:`gateway.access.spend_cap`: ``GET /account/info`` shows it, and auth is below access."""
     at = now or datetime.now(UTC)
     resets = (at + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
     return {

@@ -5,17 +5,18 @@ Transport-neutral: :mod:`gateway.auth.routes` mounts them on HTTP behind
 JSON objects; anything else is 400 INVALID_REQUEST, a failed proof is 401 AUTH_FAILED.
 
 Balances: ``accounts.balance`` as the ledger last settled it, less what this replica has spent and
-not yet settled (``unsettled``), so callers see their latest calls; other replicas' unsettled usage
-shows within one flush interval.
+not yet settled, both read as of one moment (:class:`SettledRead`: a settle between the two reads
+would count a call twice or not at all), so the balance is what this replica's last
+``X-Credits-Remaining`` said; other replicas' unsettled usage shows within one flush interval.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import base58
 import orjson
@@ -45,6 +46,7 @@ from gateway.storage.seats import Seats
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+R = TypeVar("R")
 _CHALLENGE = re.compile(r"[0-9a-f]{64}")
 _SESSION_ID = re.compile(r"[0-9a-f]{20}")
 MAX_REF_CODE_LEN = 128
@@ -112,16 +114,32 @@ def _session_document(info: SessionInfo, own: str | None) -> dict[str, Any]:
     }
 
 
+class SettledRead(Protocol):
+    """A read of the account at the store with this replica's unsettled usage of it, as of one moment
+    (:meth:`gateway.credits.meter.Meter.settled_read`; a callable: auth does not import credits)."""
+
+    def __call__(self, pubkey: str, read_stored: Callable[[], Awaitable[R]]) -> Awaitable[tuple[R, int]]: ...
+
+
+async def _nothing_unsettled(pubkey: str, read_stored: Callable[[], Awaitable[R]]) -> tuple[R, int]:
+    """Without a meter: the store's answer, nothing unsettled."""
+    return await read_stored(), 0
+
+
 class AccountEndpoints:
     def __init__(
-        self, services: AuthServices, seats: Seats, unsettled: Callable[[str], int] = lambda pubkey: 0
+        self,
+        services: AuthServices,
+        seats: Seats,
+        settled_read: SettledRead = _nothing_unsettled,
+        class_of: Callable[[str], str | None] = lambda method: None,
     ) -> None:
         self.services = services
         #: Where browsers reach the gateway: the domain a Sign-In With Solana message must name.
         self.public = services.settings.public_address
-        self.unsettled = unsettled
+        self.settled_read = settled_read
         # the account page's totals and CSV routes (beyond docs/api.md); ``seats`` count running exports
-        self.usage = UsageEndpoints(services, seats)
+        self.usage = UsageEndpoints(services, seats, class_of)  # ``class_of``: a method's class, for its totals
 
     async def challenge(self, call: Call) -> Reply:
         """``POST /auth/challenge {pubkey}`` -> ``{challenge, expires_in, sign_in}``; no auth. ``sign_in`` is
@@ -264,10 +282,9 @@ class AccountEndpoints:
         """``GET /account/info`` -> the Account resource; 404 ACCOUNT_NOT_FOUND without a record."""
         pubkey = call.authenticated().pubkey
         accounts = _ready(self.services.accounts)
-        record = await accounts.get(pubkey)
+        record, unsettled = await self.settled_read(pubkey, lambda: accounts.get(pubkey))
         if record is None:
             raise account_not_found()
-        unsettled = self.unsettled(pubkey)
         document = account_document(
             record,
             balance=max(0, record.balance - unsettled),

@@ -123,19 +123,6 @@ class SpendCap(BaseModel):
     resets_at: str = Field(description="the next UTC midnight, ISO 8601")
 
 
-class SpendCapRequest(BaseModel):
-    """The account's daily spend cap (null or absent: none)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    daily_credits: int | None = Field(default=None, ge=1, le=10**15)
-
-
-class SpendCapAnswer(SpendCap):
-    ok: Literal[True]
-    pubkey: str
-
-
 class Account(BaseModel):
     model_config = ConfigDict(extra="allow")
 

@@ -71,6 +71,10 @@ class AuthServices:
         challenge_ttl_ms, token_ttl_ms: lifetimes of challenges and (sliding) session tokens.
         max_sessions: live sessions an account keeps at once (docs/api.md, Account and session routes).
         clock: wall clock for the signature timestamp window.
+        unfunded: an account's 402 when the meter knows it has no credits (the wallet strategy asks it
+            before recording a nonce on a route that bills its calls); None: never asked.
+        access: the account access rules' checks (:class:`gateway.access.guard.AccessGuard`); None: no rules.
+        announce_account: tells every process that an account may be new (the CREDITED channel).
     """
 
     def __init__(
@@ -83,6 +87,9 @@ class AuthServices:
         token_ttl_ms: int = TOKEN_TTL_MS,
         max_sessions: int = MAX_SESSIONS,
         clock: Callable[[], float] = time.time,
+        unfunded: FundsCheck | None = None,
+        access: AccessCheck | None = None,
+        announce_account: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.settings = settings
         self.keys: ServiceKeys = service_keys(
@@ -106,17 +113,13 @@ class AuthServices:
         self.sessions: SessionStore | None = None
         self.api_keys: ApiKeyStore | None = None
         self.accounts: AccountStore | None = None
-        #: An account's 402 when the meter knows it has no credits (set by the app; the wallet strategy
-        #: asks it before recording a nonce on a route that bills its calls).
-        self.unfunded: FundsCheck | None = None
-        #: The account access rules' checks (set by the serving process: :func:`gateway.access.guard.install`).
-        self.access: AccessCheck | None = None
+        self.unfunded = unfunded
+        self.access = access
         self.revocations = Revocations(self._still_valid)  # told of revocations by the key store's channel
         #: Keys found without an account, shared by the wallet strategy and the authenticator; told when
         #: an account appears anywhere (the CREDITED channel: :class:`gateway.accounts.AccountServices`).
         self.no_accounts = NoAccounts()
-        #: Tells every process that an account may be new (set by the serving process: the CREDITED channel).
-        self.announce_account: Callable[[str], Awaitable[None]] | None = None
+        self.announce_account = announce_account
         self._recheck: asyncio.Task[None] | None = None
 
     async def start(self, conn: Connections) -> None:
@@ -144,8 +147,7 @@ class AuthServices:
         await self.api_keys.start()
         self._recheck = asyncio.get_running_loop().create_task(self.revocations.run(RECHECK_S))
         self.accounts = AccountStore(conn.db)
-        wallet = WalletStrategy(self.nonces, self.accounts, self.terms, self._clock, self.no_accounts)
-        wallet.unfunded = self.unfunded
+        wallet = WalletStrategy(self.nonces, self.accounts, self.terms, self._clock, self.no_accounts, self.unfunded)
         strategies: list[Strategy] = [
             ApiKeyStrategy(self.api_keys, self.terms.test_chain),
             wallet,

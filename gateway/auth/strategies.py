@@ -98,6 +98,7 @@ class WalletStrategy:
         terms: PaymentTerms,
         clock: Callable[[], float] = time.time,
         no_accounts: NoAccounts | None = None,
+        unfunded: FundsCheck | None = None,
     ) -> None:
         self._nonces = nonces
         self._accounts = accounts  # a "yes" is cached: an account's own calls do not reach PostgreSQL
@@ -105,7 +106,7 @@ class WalletStrategy:
         self.no_accounts = NoAccounts() if no_accounts is None else no_accounts
         self._terms = terms
         self._clock = clock
-        self.unfunded: FundsCheck | None = None
+        self.unfunded = unfunded
 
     def supports(self, credentials: Credentials) -> bool:
         return credentials.wallet is not None

@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 
 from gateway.auth.revocations import resumption_message, suspension_message
 from gateway.core.upstreams import UpstreamNode
+from gateway.credits.recall_messages import OPERATOR, Want, encode
 from gateway.runtime.inspect import embedded_database_url, embedded_redis_url
 from gateway.settings import Settings
 from gateway.storage.channels import RECALL, REVOKED_KEYS, Channel
@@ -89,6 +90,6 @@ async def announce_limits(settings: Settings, pubkey: str) -> None:
     new limits. Raises when Redis cannot take it (then each applies them at its next lease)."""
     client = aioredis.Redis.from_url(redis_url(settings), socket_timeout=5, socket_connect_timeout=5)
     try:
-        await Channel(client, RECALL).publish([f"want operator {pubkey}"])
+        await Channel(client, RECALL).publish([encode(Want(OPERATOR, pubkey))])
     finally:
         await client.aclose()

@@ -30,7 +30,8 @@ def spend_cap_reached(now: float | None = None) -> ProxyError:
     """403 SPEND_CAP_REACHED (-32031): the account's daily spend cap leaves too little for this today
     (docs/api.md, Spend cap); free, and ``Retry-After`` is the turn of the day (UTC midnight). Not a
     402: the interface keeps 402 for no credentials, no account or no balance, and an x402 client
-    answers a 402 by paying, which would not help."""
+    answers a 402 by paying, which would not help. Here, not in :mod:`gateway.access.spend_cap` with the
+    cap's other rules: every transport's metering raises it, and credits is below access in the layers."""
     at = datetime.fromtimestamp(time.time() if now is None else now, UTC)
     resets = (at + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
     wait = max(1, math.ceil((resets - at).total_seconds()))

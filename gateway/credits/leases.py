@@ -1,6 +1,6 @@
 """The meter's store I/O: taking credit leases (on the call path, or ahead of time), settling usage.
 
-:class:`gateway.credits.meter.Meter` decides (with :mod:`gateway.credits.admission`) and spends in
+:class:`gateway.credits.meter.Meter` decides (with :mod:`gateway.credits.decide`) and spends in
 memory; this takes a lease when it asks for one, takes the next one in the background once half of the
 active one is spent, and settles usage (every ``flush_interval_s``, when a lease is replaced, when
 another replica asks for the credits back, and at stop). Both work on the same accounts.
@@ -16,8 +16,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
-from gateway.core.credits import EventHook, LeaseGrant, UsageRecord, tally
-from gateway.credits import admission, metrics
+from gateway.core.credits import EventHook, LeaseGrant
+from gateway.credits import decide, metrics
 from gateway.credits.local import AccountState, Lease
 from gateway.stopping import cancel_and_wait
 from gateway.storage import ledger
@@ -92,9 +92,9 @@ class LeaseKeeper:
         active = acct.active
         if active is not None:
             active.closing = True
-            admission.learn_rate(acct, active, self.clock())
+            decide.learn_rate(acct, active, self.clock())
         with refilling(acct):
-            want = admission.lease_size(price, acct.rate)
+            want = decide.lease_size(price, acct.rate)
             if any(not lease.dead for lease in acct.leases):
                 started = self.clock()
                 grant = await self._lease(pubkey, want, price)
@@ -113,7 +113,7 @@ class LeaseKeeper:
 
     def _adopt(self, acct: AccountState, grant: LeaseGrant | None, started: float) -> None:
         metrics.LEASES.inc(("no_account" if grant is None else "empty" if grant.lease_id is None else "granted",))
-        admission.adopt(acct, grant, started, self.lease_ttl_s, self.margin_s)
+        decide.adopt(acct, grant, started, self.lease_ttl_s, self.margin_s)
 
     def prefetch(self, acct: AccountState, pubkey: str, lease: Lease) -> None:
         """Take the next lease in the background (see :meth:`_prefetch`)."""
@@ -132,7 +132,7 @@ class LeaseKeeper:
             async with acct.lock:
                 if acct.active is not lease:
                     return  # a refill replaced it meanwhile
-                admission.learn_rate(acct, lease, self.clock())
+                decide.learn_rate(acct, lease, self.clock())
                 want = max(lease.granted, math.ceil(2 * acct.rate))
                 started = self.clock()
                 with refilling(acct):
@@ -186,52 +186,26 @@ class LeaseKeeper:
 
     async def _flush_lease(self, acct: AccountState, lease: Lease, final: bool) -> None:
         now = self.clock()
-        if lease.dead:
+        plan = decide.plan_settle(acct, lease, now, final, self.idle_release_s, self.lease_ttl_s, self.flush_chunk)
+        if plan is None:
             return
-        if final or (now - acct.last_used > self.idle_release_s and lease.inflight == 0):
-            lease.closing = True
-        if lease.tallies:
-            lease.records.extend(
-                UsageRecord(method, credits, False, request_id, at, calls)
-                for (method, request_id), (credits, calls, at) in lease.tallies.items()
+        acct.settles += 1  # odd: the store and this replica's unsettled usage may disagree until the end
+        try:
+            settle_started = time.perf_counter()
+            result = await ledger.settle(
+                self.pool,
+                lease.id,
+                plan.records,
+                plan.release,
+                seq=lease.seq if plan.records else None,
+                renew_ttl_s=None if plan.release else self.lease_ttl_s,
+                shrink_to=plan.shrink,
+                events=self.events,
             )
-            lease.tallies = {}
-        if lease.sent is None and lease.records:
-            lease.seq += 1
-            if len(lease.records) <= self.flush_chunk:  # the common flush: the list itself, not a copy of it
-                lease.sent, lease.records = lease.records, []
-            else:
-                lease.sent, lease.records = lease.records[: self.flush_chunk], lease.records[self.flush_chunk :]
-        records = lease.sent or []
-        release = lease.closing and (lease.inflight == 0 or final) and not lease.records
-        shrink = lease.spent if lease.closing and not release and lease.granted > lease.spent else None
-        renew = not release and lease.deadline - now < self.lease_ttl_s / 2
-        if not (records or release or shrink is not None or renew):
-            return
-        settle_started = time.perf_counter()
-        result = await ledger.settle(
-            self.pool,
-            lease.id,
-            records,
-            release,
-            seq=lease.seq if records else None,
-            renew_ttl_s=None if release else self.lease_ttl_s,
-            shrink_to=shrink,
-            events=self.events,
-        )
-        metrics.SETTLE_SECONDS.observe(time.perf_counter() - settle_started)
-        lease.sent = None
-        gross, refunded = tally(records)
-        lease.settled += gross if result.applied else 0
-        acct.refunds_pending -= refunded
-        acct.store_available, acct.checked_at = result.available, now
-        admission.observe(acct, result.standing)
-        if release or not result.applied:
-            lease.dead = True
-            return
-        if shrink is not None:
-            lease.granted = shrink
-        lease.deadline = now + self.lease_ttl_s - self.margin_s
+            metrics.SETTLE_SECONDS.observe(time.perf_counter() - settle_started)
+            decide.settled(acct, lease, plan, result, now, now + self.lease_ttl_s - self.margin_s)
+        finally:
+            acct.settles += 1
 
     def backlogged(self, acct: AccountState) -> bool:
         """Whether the account's usage waiting for its settle is past :attr:`backlog_max`."""
@@ -262,7 +236,7 @@ class LeaseKeeper:
 
     async def _flush_one(self, pubkey: str, acct: AccountState, final: bool) -> None:
         now = self.clock()
-        admission.sample_rate(acct, now, self.flush_interval_s)
+        decide.sample_rate(acct, now, self.flush_interval_s)
         if not acct.leases:
             if (
                 now - acct.last_used > 60.0
@@ -328,7 +302,7 @@ class LeaseKeeper:
         log.warning(
             "stopping: %d credit lease(s) not released (%d credits of usage not settled); they expire by themselves",
             sum(len(acct.leases) for acct in self.accounts.values()),
-            sum(admission.unsettled(acct) for acct in self.accounts.values()),
+            sum(decide.unsettled(acct) for acct in self.accounts.values()),
         )
 
     def holding(self) -> bool:

@@ -52,6 +52,8 @@ class AccountState:
 
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # taking leases (a caller's turn, a prefetch)
     settling: asyncio.Lock = field(default_factory=asyncio.Lock)  # flushing usage and releasing leases
+    #: bumped before and after each settle at the store: odd while one is in flight (Meter.settled_read)
+    settles: int = 0
     leases: list[Lease] = field(default_factory=list)
     exists: bool = True
     checked_at: float = -math.inf  # when the store was last asked

@@ -22,10 +22,11 @@ call: the wait doubles with each empty answer, from ``negative_ttl_s`` up to ``m
 while the replica hears of every credited deposit (:meth:`Meter.invalidate` on the ``CREDITED``
 channel), and stays at ``negative_ttl_s`` while it might miss one.
 
-The decisions (can the account pay, is it short, whom to ask) are :mod:`gateway.credits.admission`'s,
-functions of the account's state and the time; the store I/O (leases, prefetch, flush) is
-:class:`gateway.credits.leases.LeaseKeeper`'s. This class holds the accounts and applies the one to
-the other.
+The decisions (can the account pay, is it short, whom to ask, what a settle sends and what its answer
+means) are :mod:`gateway.credits.decide`'s, functions of the account's state and the time, with no I/O;
+the store I/O (leases, prefetch, flush) is :class:`gateway.credits.leases.LeaseKeeper`'s. This class
+holds the accounts and applies the one to the other. A metered call walks one way: the stage
+(:mod:`gateway.credits.stage`) asks the meter, the meter applies ``decide`` and calls the keeper.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from typing import TypeVar
 
 from gateway.core.credits import EventHook, Standing, no_events
 from gateway.credits import metrics
-from gateway.credits.admission import (
+from gateway.credits.decide import (
     PREFETCH_LEFT,
     Rules,
     Verdict,
@@ -55,7 +56,7 @@ from gateway.credits.admission import (
     refused,
     short_of,
     spend,
-    spend_each,
+    spend_covered,
     suspend,
     unsettled,
 )
@@ -70,6 +71,8 @@ RECALLS = 2
 #: Turns of other callers at the account lock a caller short of credits waits through before queueing
 #: on the lock itself (each turn ends with a lease spendable, or the account known short).
 TURNS = 8
+#: Reads of :meth:`Meter.settled_read` without the settling lock before it takes it.
+READ_TRIES = 3
 T = TypeVar("T")
 
 __all__ = ["PREFETCH_LEFT", "STOP_ATTEMPTS", "STOP_RETRY_S", "AccountState", "Admission", "Lease", "Meter", "Outcome"]
@@ -188,9 +191,9 @@ class Meter:
         if acct is None or not acct.leases:
             return None
         lease = acct.leases[-1]
-        if not lease.covers(sum(prices), now):
+        admitted = spend_covered(acct, lease, prices, now, at)
+        if admitted is None:
             return None
-        admitted = spend_each(acct, lease, prices, now, at)
         if prices and next_lease_due(lease):  # as one at a time would start it (at most once a lease)
             self.keeper.prefetch(acct, pubkey, lease)
         return admitted
@@ -293,7 +296,7 @@ class Meter:
         calls: int = 1,
     ) -> None:
         """Record an admitted call's outcome; a refunded call gives its credits back at the next flush.
-        ``tallied``, ``part``, ``calls``: :func:`gateway.credits.admission.record`."""
+        ``tallied``, ``part``, ``calls``: :func:`gateway.credits.decide.record`."""
         if not record(admission, method, request_id, refunded, tallied, part, calls):
             _dropped(admission, method)
 
@@ -342,11 +345,44 @@ class Meter:
         acct = self.accounts.get(pubkey)
         return 0 if acct is None else unsettled(acct)
 
+    async def settled_read(self, pubkey: str, read_stored: Callable[[], Awaitable[T]]) -> tuple[T, int]:
+        """``read_stored()`` (a read of the account at the store) and :meth:`unsettled`, as of one moment.
+
+        A settle moves usage from this replica's unsettled part to the store: one that lands between the
+        two reads counts it twice or not at all (an account just drained read as still holding what it
+        spent). A seqlock over the account's settles: read again when one started or ended meanwhile
+        (:attr:`AccountState.settles` is odd while one is in flight); after :data:`READ_TRIES`, read
+        under the settling lock, which every settle holds. Other replicas' usage shows within one flush.
+        """
+        for _ in range(READ_TRIES):
+            acct = self.accounts.get(pubkey)
+            if acct is None:  # nothing unsettled here, unless a call starts during the read
+                stored = await read_stored()
+                if self.accounts.get(pubkey) is None:
+                    return stored, 0
+                continue
+            settles = acct.settles
+            if settles % 2:
+                async with acct.settling:  # a settle in flight: wait for its end
+                    continue
+            stored = await read_stored()
+            if self.accounts.get(pubkey) is acct and acct.settles == settles:
+                return stored, unsettled(acct)
+        acct = self.accounts.get(pubkey)
+        if acct is None:
+            return await read_stored(), 0
+        async with acct.settling:
+            return await read_stored(), unsettled(acct)
+
     def short_of(self, pubkey: str, price: int) -> bool:
         """Whether the account is known, from a fresh store answer, to be unable to pay ``price`` here
-        (:func:`gateway.credits.admission.short_of`)."""
+        (:func:`gateway.credits.decide.short_of`)."""
         acct = self.accounts.get(pubkey)
-        return acct is not None and short_of(acct, price, self.clock(), self.rules)
+        return acct is not None and self.cannot_pay(acct, price)
+
+    def cannot_pay(self, acct: AccountState, price: int) -> bool:
+        """:meth:`short_of` of an account's state in hand (the stage's, from :meth:`known`)."""
+        return short_of(acct, price, self.clock(), self.rules)
 
     # -- what other processes announce ----------------------------------------------------------
 
@@ -357,7 +393,7 @@ class Meter:
             invalidate(acct, self.clock())
 
     def suspend(self, pubkey: str, suspended: bool) -> None:
-        """The account was suspended (or resumed) on some replica (:func:`gateway.credits.admission.suspend`)."""
+        """The account was suspended (or resumed) on some replica (:func:`gateway.credits.decide.suspend`)."""
         suspend(self.accounts.setdefault(pubkey, AccountState()), suspended, self.clock())
 
     def forget_shortness(self) -> None:

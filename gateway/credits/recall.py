@@ -12,9 +12,9 @@ the account's cached shortness, as for a credited deposit.
 The wait is bounded (``credit_recall_wait_s``): a holder that is gone (crashed) answers nothing and its
 lease holds its credits until it expires (``lease_ttl_s``), as before. An asker is a call short of
 credits on an account with credits leased elsewhere, so an account's recalls are at most one per
-replica per negative-cache period (:func:`gateway.credits.admission.wait`).
+replica per negative-cache period (:func:`gateway.credits.decide.wait`).
 
-Messages are ``want <replica> <pubkey>`` and ``back <replica> <pubkey> <credits>``.
+Messages are :mod:`gateway.credits.recall_messages`' ``Want`` and ``Back``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import asyncio
 import logging
 
 from gateway.credits.meter import Meter
+from gateway.credits.recall_messages import Back, Want, encode, parse
 from gateway.stopping import cancel_and_wait
 from gateway.storage.channels import Channel
 from gateway.storage.errors import StoreUnavailable
@@ -63,7 +64,7 @@ class CreditRecall:
             return False  # off, or a return would not be heard: not worth the wait
         returned = self._returned[pubkey] = asyncio.get_running_loop().create_future()
         try:
-            await self.channel.publish([f"want {self.meter.replica_id} {pubkey}"])
+            await self.channel.publish([encode(Want(self.meter.replica_id, pubkey))])
             await asyncio.wait_for(returned, self.wait_s)
             return True
         except (TimeoutError, StoreUnavailable):
@@ -73,16 +74,17 @@ class CreditRecall:
                 del self._returned[pubkey]
 
     def _on_message(self, text: str) -> None:
-        parts = text.split()
-        if len(parts) < 3 or parts[1] == self.meter.replica_id:
-            return  # malformed, or this replica's own
-        kind, pubkey = parts[0], parts[2]
-        if kind == "want" and pubkey not in self._giving:
-            self._giving.add(pubkey)
-            task = asyncio.get_running_loop().create_task(self._give_back(pubkey))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        elif kind == "back":
+        message = parse(text)
+        if message is None or message.sender == self.meter.replica_id:
+            return  # malformed (logged), or this replica's own
+        pubkey = message.pubkey
+        if isinstance(message, Want):
+            if pubkey not in self._giving:
+                self._giving.add(pubkey)
+                task = asyncio.get_running_loop().create_task(self._give_back(pubkey))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        else:
             self.meter.invalidate(pubkey)
             returned = self._returned.get(pubkey)
             if returned is not None and not returned.done():
@@ -92,7 +94,7 @@ class CreditRecall:
         try:
             credits = await self.meter.give_back(pubkey)
             if credits > 0 and self.channel is not None:
-                await self.channel.publish([f"back {self.meter.replica_id} {pubkey} {credits}"])
+                await self.channel.publish([encode(Back(self.meter.replica_id, pubkey, credits))])
         except Exception:  # the asker times out; this replica's leases settle at the next flush
             log.exception("giving back the leased credits of %s failed", pubkey)
         finally:

@@ -31,7 +31,6 @@ from gateway.core.credits import LOW_BALANCE_CREDITS
 from gateway.core.errors import ProxyError, ReplyStyle, service_unavailable
 from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload
 from gateway.core.methods import SELF_BILLED_CLASSES, MethodClass
-from gateway.credits.admission import short_of
 from gateway.credits.errors import (
     account_suspended,
     concurrency_limited,
@@ -124,7 +123,7 @@ class MeteringStage:
         rps = acct.rate_limit_rps
         if not acct.exists or acct.suspended:
             self._refuse_account(call, pubkey, acct)
-        if afford > 0 and short_of(acct, afford, self.meter.clock(), self.meter.rules):  # on the state in hand
+        if afford > 0 and self.meter.cannot_pay(acct, afford):  # on the state in hand
             self._headers(call, pubkey, rps)
             if acct.capped:  # the daily spend cap (docs/api.md): its own shape on every route, not the 402's
                 raise spend_cap_reached()

@@ -21,7 +21,7 @@ from typing import Any
 import grpc
 
 from gateway import process_gc
-from gateway.access.guard import install as install_access
+from gateway.access.guard import follow_changes, guard_of
 from gateway.accounts import AccountServices, AccountSettings
 from gateway.core.client_address import TrustedProxies
 from gateway.core.upstreams import Role
@@ -117,10 +117,12 @@ class GrpcStreamServer:
         self.settings = settings
         self.port = settings.grpc_port if port is None else port
         self.reuse_port = reuse_port
-        self.callers = AccountServices(settings, shards, sweeps_expiry=False, **auth_options)  # the replicas sweep
-        self.auth, self.meter, self.limiter = self.callers.auth, self.callers.meter, self.callers.limiter
         trusted = TrustedProxies.parse(settings.trusted_proxies)  # whose x-forwarded-for metadata is believed
-        self.access = install_access(self.auth, trusted)  # the access rules
+        self.access = guard_of(trusted, lambda: self.auth)  # the access rules
+        # sweeps_expiry: the replicas sweep; the guard asks self.auth only at check time (guard_of)
+        self.callers = AccountServices(settings, shards, sweeps_expiry=False, access=self.access, **auth_options)
+        self.auth, self.meter, self.limiter = self.callers.auth, self.callers.meter, self.callers.limiter
+        follow_changes(self.auth, self.access)
         self.fanout = Fanout()
         self.replay_log = replay_log_of(settings)
         self.pool = NodePool.from_settings(settings, connections=4)  # its health: the cluster's owner, or its own

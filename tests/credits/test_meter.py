@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from gateway.core.credits import SettleResult
-from gateway.credits.meter import Admission, Meter, Outcome
+from gateway.credits.meter import READ_TRIES, Admission, Meter, Outcome
 from gateway.storage import ledger, sends
 from gateway.storage.ledger import balance, check_conservation
 from tests.credits.helpers import fund, new_pubkey, new_signature
@@ -698,3 +698,67 @@ async def test_a_usage_backlog_past_its_bound_is_settled_before_the_call_goes_on
     assert await balance(pool, pubkey) == 1_000 - calls
     assert int(await db.fetchval("SELECT count(*) FROM usage_history WHERE pubkey = $1", pubkey)) == calls
     assert (await check_conservation(db, pubkey)).ok
+
+
+async def _spent(meter: Meter, pubkey: str, calls: int) -> None:
+    for n in range(calls):
+        meter.complete(await meter.admit(pubkey, 1), "getSlot", f"r{n}")
+
+
+async def test_a_settled_read_reads_again_when_a_settle_lands_between_its_reads(
+    make_meter: MeterFactory, pool: asyncpg.Pool, pubkey: str
+) -> None:
+    """The store's balance read before a settle and the unsettled usage after it would lose the settled
+    calls (issue 66: a drained account shown holding what it spent); the read is made again."""
+    await fund(pool, pubkey, 100)
+    meter = make_meter()
+    await _spent(meter, pubkey, 10)
+    reads = 0
+
+    async def read_then_settle() -> int | None:
+        nonlocal reads
+        reads += 1
+        stored = await balance(pool, pubkey)
+        if reads == 1:
+            await meter.flush()
+        return stored
+
+    stored, unsettled = await meter.settled_read(pubkey, read_then_settle)
+    assert reads == 2 and (stored, unsettled) == (90, 0)
+
+
+async def test_a_settled_read_waits_for_a_settle_in_flight(
+    make_meter: MeterFactory, pool: asyncpg.Pool, pubkey: str
+) -> None:
+    await fund(pool, pubkey, 100)
+    meter = make_meter()
+    await _spent(meter, pubkey, 10)
+    acct = meter.accounts[pubkey]
+    flushing = asyncio.create_task(meter.flush())
+    for _ in range(100):
+        if acct.settles % 2:  # the settle's transaction is under way
+            break
+        await asyncio.sleep(0)
+    assert acct.settles % 2 == 1
+    stored, unsettled = await meter.settled_read(pubkey, lambda: balance(pool, pubkey))
+    assert acct.settles % 2 == 0 and stored is not None and stored - unsettled == 90
+    await flushing
+
+
+async def test_a_settled_read_that_keeps_crossing_settles_reads_under_the_settling_lock(
+    make_meter: MeterFactory, pool: asyncpg.Pool, pubkey: str
+) -> None:
+    await fund(pool, pubkey, 100)
+    meter = make_meter()
+    await _spent(meter, pubkey, 10)
+    acct = meter.accounts[pubkey]
+    locked: list[bool] = []
+
+    async def read_crossed() -> int | None:
+        locked.append(acct.settling.locked())
+        if not acct.settling.locked():
+            acct.settles += 2  # as if a whole settle had landed meanwhile
+        return await balance(pool, pubkey)
+
+    stored, unsettled = await meter.settled_read(pubkey, read_crossed)
+    assert locked == [False] * READ_TRIES + [True] and (stored, unsettled) == (100, 10)

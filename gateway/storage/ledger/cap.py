@@ -6,6 +6,9 @@ written (a lease's calls at its settlement, about a second after them). A lease 
 are granted no more than the cap leaves (less what live leases and pending sends already hold), so the
 credits spent in a day never pass the cap: every spend is a debit of a lease's usage, of a send's
 hold, or of a webhook delivery checked here first.
+
+The cap's other rules are :mod:`gateway.access.spend_cap`'s; these stay here, inside the transactions
+that apply them, because storage is below access in the layers contract (pyproject.toml).
 """
 
 from __future__ import annotations

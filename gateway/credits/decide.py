@@ -3,7 +3,7 @@
 Functions of an :class:`AccountState` (its leases, the store's last answer) and the time given to them:
 no await, no clock read, no store, no Ray. :class:`gateway.credits.meter.Meter` applies them to the
 accounts it holds and :mod:`gateway.credits.leases` does the I/O they call for (a lease, a flush), so
-that the rules are tested on their own (``tests/credits/test_admission.py``) and the I/O on the store.
+that the rules are tested on their own (``tests/credits/test_decide.py``) and the I/O on the store.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from functools import partial
+from typing import NamedTuple
 
-from gateway.core.credits import LeaseGrant, Standing, UsageRecord
+from gateway.core.credits import LeaseGrant, SettleResult, Standing, UsageRecord, tally
 from gateway.credits.local import AccountState, Admission, Lease, Outcome
 
 #: A :class:`UsageRecord` from a tuple of all its fields (``calls`` included): ``tuple.__new__`` costs
@@ -156,6 +157,15 @@ def spend_each(acct: AccountState, lease: Lease, prices: list[int], now: float, 
     return admissions
 
 
+def spend_covered(
+    acct: AccountState, lease: Lease, prices: list[int], now: float, at: datetime
+) -> list[Admission] | None:
+    """:func:`spend_each` of ``prices`` when ``lease`` covers their sum at ``now``; else None, nothing spent."""
+    if not lease.covers(sum(prices), now):
+        return None
+    return spend_each(acct, lease, prices, now, at)
+
+
 def next_lease_due(lease: Lease) -> bool:
     """Whether the next lease should be taken now, in the background (once a lease)."""
     return not lease.prefetched and lease.granted - lease.spent < lease.granted * PREFETCH_LEFT
@@ -216,6 +226,67 @@ def record_charged(done: list[tuple[Admission, str, str]]) -> list[tuple[Admissi
             continue
         lease.records.append(_record((method, admission.price, False, request_id, admission.at, 1)))
     return dropped
+
+
+# -- settling a lease's usage ------------------------------------------------------------------------
+
+
+class SettlePlan(NamedTuple):
+    """What one settle of a lease asks of the store."""
+
+    records: list[UsageRecord]  # the chunk sent (``lease.sent``): retried as is, with the same seq
+    release: bool  # the lease ends: its unspent part goes back to the balance
+    shrink: int | None  # a closing lease keeps only what it spent
+    renew: bool
+
+
+def plan_settle(
+    acct: AccountState, lease: Lease, now: float, final: bool, idle_release_s: float, lease_ttl_s: float, chunk: int
+) -> SettlePlan | None:
+    """The next settle of ``lease`` (None: nothing to ask): an idle lease closes; the connections' tallies
+    become records; the next ``chunk`` of records is sent unless a sent chunk is not confirmed yet."""
+    if lease.dead:
+        return None
+    if final or (now - acct.last_used > idle_release_s and lease.inflight == 0):
+        lease.closing = True
+    if lease.tallies:
+        lease.records.extend(
+            UsageRecord(method, credits, False, request_id, at, calls)
+            for (method, request_id), (credits, calls, at) in lease.tallies.items()
+        )
+        lease.tallies = {}
+    if lease.sent is None and lease.records:
+        lease.seq += 1
+        if len(lease.records) <= chunk:  # the common flush: the list itself, not a copy of it
+            lease.sent, lease.records = lease.records, []
+        else:
+            lease.sent, lease.records = lease.records[:chunk], lease.records[chunk:]
+    records = lease.sent or []
+    release = lease.closing and (lease.inflight == 0 or final) and not lease.records
+    shrink = lease.spent if lease.closing and not release and lease.granted > lease.spent else None
+    renew = not release and lease.deadline - now < lease_ttl_s / 2
+    if not (records or release or shrink is not None or renew):
+        return None
+    return SettlePlan(records, release, shrink, renew)
+
+
+def settled(
+    acct: AccountState, lease: Lease, plan: SettlePlan, result: SettleResult, now: float, deadline: float
+) -> None:
+    """Take in the store's answer to ``plan``: what it charged counts as settled (usage of an ended lease
+    was dropped), a released or ended lease is dead, a shrunk one keeps what it spent, until ``deadline``."""
+    lease.sent = None
+    gross, refunded = tally(plan.records)
+    lease.settled += gross if result.applied else 0
+    acct.refunds_pending -= refunded
+    acct.store_available, acct.checked_at = result.available, now
+    observe(acct, result.standing)
+    if plan.release or not result.applied:
+        lease.dead = True
+        return
+    if plan.shrink is not None:
+        lease.granted = plan.shrink
+    lease.deadline = deadline
 
 
 # -- what the store's answers mean -------------------------------------------------------------------

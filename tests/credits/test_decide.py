@@ -1,4 +1,4 @@
-"""The meter's decisions (gateway/credits/admission.py) on drawn account states, with no store and no clock.
+"""The meter's decisions (gateway/credits/decide.py) on drawn account states, with no store and no clock.
 
 Each property is one the meter relies on: a lease never pays for more than it holds, a refund gives back
 exactly what was spent, and the early refusal (``short_of``) refuses only what could not be paid here.
@@ -13,18 +13,22 @@ from datetime import UTC, datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.core.credits import LeaseGrant
-from gateway.credits.admission import (
+from gateway.core.credits import LeaseGrant, SettleResult
+from gateway.credits.decide import (
     Rules,
+    SettlePlan,
     Verdict,
     adopt,
     decide,
     invalidate,
+    plan_settle,
     potential,
     record,
     refused,
+    settled,
     short_of,
     spend,
+    spend_covered,
     spend_each,
     unsettled,
     wait,
@@ -250,3 +254,79 @@ def test_a_dead_lease_admits_nothing(granted: int, price: int, rules: Rules) -> 
     assert acct.active is None
     assert not acct.leases[0].covers(price, NOW)
     assert decide(acct, price, NOW, rules) is not Verdict.SPEND
+
+
+# -- the books of a call, from its hold to its settle ----------------------------------------------
+
+#: one call: its price, how it ended (charged, refunded, or charged with a part given back), that part
+calls = st.lists(
+    st.tuples(prices, st.sampled_from(["charged", "refunded", "part", "tallied"]), st.integers(0, 40)), max_size=30
+)
+
+
+def _settle_all(acct: AccountState, lease: Lease) -> SettlePlan:
+    """The final settle of ``lease``, answered by a store that applied it."""
+    plan = plan_settle(acct, lease, NOW, True, 5.0, 30.0, 10_000)
+    assert plan is not None
+    settled(acct, lease, plan, SettleResult(True, 0, 0, 0, 0), NOW, NOW + 28.0)
+    return plan
+
+
+@settings(max_examples=300)
+@given(granted=st.integers(min_value=0, max_value=400), asked=calls)
+def test_credits_held_are_charged_or_refunded_never_more_never_negative(
+    granted: int, asked: list[tuple[int, str, int]]
+) -> None:
+    """Held = charged + refunded, per call and in all; no record is negative, no charge exceeds its
+    hold, and once settled nothing is left unsettled."""
+    acct = live_lease(granted)
+    lease = acct.leases[0]
+    held, holds = 0, dict[str, int]()
+    for n, (price, ending, part) in enumerate(asked):
+        admitted = spend_covered(acct, lease, [price], NOW, AT)
+        if admitted is None:
+            continue
+        held, holds[f"r{n}"] = held + price, price
+        (admission,) = admitted
+        assert record(
+            admission, "getSlot", f"r{n}", ending == "refunded", ending == "tallied", part * (ending == "part"), 1
+        )
+        assert 0 <= unsettled(acct) <= held
+    plan = _settle_all(acct, lease)
+    charged = sum(r.credits for r in plan.records if not r.refunded)
+    refunded = sum(r.credits for r in plan.records if r.refunded)
+    assert all(r.credits >= 0 for r in plan.records)
+    assert charged + refunded == held == lease.spent <= granted
+    for request_id, price in holds.items():
+        mine = [r for r in plan.records if r.request_id == request_id]
+        assert sum(r.credits for r in mine) == price >= sum(r.credits for r in mine if not r.refunded)
+    assert unsettled(acct) == 0 and acct.refunds_pending == 0 and lease.dead
+
+
+@given(granted=st.integers(min_value=0, max_value=200), asked=st.lists(prices, min_size=1, max_size=20))
+def test_a_batch_is_admitted_whole_for_its_sum_or_refused_charging_nothing(granted: int, asked: list[int]) -> None:
+    acct = live_lease(granted)
+    lease = acct.leases[0]
+    admitted = spend_covered(acct, lease, asked, NOW, AT)
+    if sum(asked) > granted:
+        assert admitted is None and lease.spent == 0 and lease.inflight == 0 and acct.window == 0
+        assert plan_settle(acct, lease, NOW, True, 5.0, 30.0, 10_000) == SettlePlan([], True, None, False)
+        return
+    assert admitted is not None and [a.price for a in admitted] == asked
+    assert lease.spent == acct.window == sum(asked) and lease.inflight == len(asked)
+
+
+@given(granted=st.integers(min_value=1, max_value=200), asked=st.lists(prices, max_size=20), inflight=st.booleans())
+def test_a_settle_never_releases_a_lease_with_calls_in_flight(granted: int, asked: list[int], inflight: bool) -> None:
+    """A lease closes, not ends, while calls it paid for run; a closing lease shrinks to what it spent."""
+    acct = live_lease(granted)
+    lease = acct.leases[0]
+    admitted = spend_covered(acct, lease, asked, NOW, AT) or []
+    for n, admission in enumerate(admitted[: len(admitted) - inflight]):
+        record(admission, "getSlot", f"r{n}", False, False, 0, 1)
+    lease.closing = True
+    plan = plan_settle(acct, lease, NOW, False, 5.0, 30.0, 10_000)
+    calls_in_flight = lease.inflight > 0
+    assert plan is not None and plan.release is not calls_in_flight
+    if calls_in_flight and lease.granted > lease.spent:
+        assert plan.shrink == lease.spent
