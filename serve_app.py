@@ -7,7 +7,7 @@ starting every actor and the ``Ingress`` replicas (docs/operations.md, Deploying
 
 from __future__ import annotations
 
+from gateway.app.settings import load_settings
 from gateway.runtime.ingress import build_app
-from gateway.settings import load_settings
 
 app = build_app(load_settings())

@@ -1,4 +1,4 @@
-"""The Ray backend of :mod:`gateway.metrics`: each declared metric becomes ``ray.util.metrics`` ones,
+"""The Ray backend of :mod:`gateway.base.metrics`: each declared metric becomes ``ray.util.metrics`` ones,
 which Ray's metrics agent on the process's node exports beside Ray's and Serve's own metrics.
 
 Installed in every process ``gateway up`` starts: each ingress replica (``gateway/runtime/ingress.py``) and
@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gateway import metrics
-from gateway.metrics import Kind, Labels, Metric, MetricSpec
+from gateway.base import metrics
+from gateway.base.metrics import Kind, Labels, Metric, MetricSpec
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class RaySink:
         else:
             self._records = (_record_of(ray_metrics.Gauge(spec.name, spec.description, spec.labels)),)
         self._tags: dict[Labels, dict[str, str]] = {}
-        # a counter's documented series go out at 0 with the first flush (gateway.metrics, MetricSpec.zero)
+        # a counter's documented series go out at 0 with the first flush (gateway.base.metrics, MetricSpec.zero)
         self._pending: dict[Labels, Any] = dict.fromkeys(spec.zero, 0.0) if spec.kind is Kind.COUNTER else {}
         self._gauges: dict[Labels, float] = {}  # every gauge series' last value (the flusher's own)
         self._lock = threading.Lock()
@@ -182,12 +182,12 @@ class RayBackend:
 
 
 #: gateway/: each feature's metrics module is ``gateway/<feature>/metrics.py`` (this one is the backend).
-_GATEWAY = Path(metrics.__file__).parent
+_GATEWAY = Path(metrics.__file__).parents[1]
 
 
 def declare_every_metric() -> Mapping[str, Metric]:
     """Every declared metric, the kernel's and each feature's: their modules, found by that name, are
-    imported first (they import nothing but :mod:`gateway.metrics`). Each process declares them all before
+    imported first (they import nothing but :mod:`gateway.base.metrics`). Each process declares them all before
     its backend is installed, however little of the gateway it runs (an actor), so that every process
     exports every metric, a counter's documented series at zero, as when the kernel declared them all."""
     for path in sorted(_GATEWAY.glob("*/metrics.py")):

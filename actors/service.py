@@ -9,7 +9,7 @@ cluster however many starts there are. ``gateway up``'s stop and ``gateway actor
 of the list at once (``service_actor_names``, in the list's order, which ``gateway status`` shows too).
 Adding an actor: its feature's ``*_actor.py``, its module here, one group below.
 
-Not on the features' declarations (``gateway/feature.py``): only the runtime and the CLI may import
+Not on the features' declarations (``gateway/pipeline/declaration.py``): only the runtime and the CLI may import
 ``actors/`` (the ``actors-started-by-the-runtime`` contract).
 """
 
@@ -28,9 +28,9 @@ from actors.signal_classifier import SIGNAL_CLASSIFIER, start_signal_classifier
 from actors.upstream_health import start_upstream_health
 from actors.webhook_dispatchers import start_webhook_dispatchers, webhook_dispatcher_names
 from actors.webhook_watcher import WEBHOOK_WATCHER, start_webhook_watcher
+from gateway.app.settings import Settings
 from gateway.core.upstreams import Role, serving
 from gateway.sending.racers import send_racer_names
-from gateway.settings import Settings
 from gateway.upstreams.health_actor import UPSTREAM_HEALTH
 from gateway.webhooks.targets import receivers_report
 

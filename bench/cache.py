@@ -6,7 +6,7 @@ cache, the same gateway without it, and plain uvicorn forwarding (b), in one run
 The upstream is the constant one (``bench/const_upstream.py``), which answers ``getTransaction``
 with a finalized transfer: on the cached gateway every call after the first is answered by the
 replica's cache, on the other gateway and the forwarder every call goes to the upstream. Each
-gateway is one :class:`gateway.app.GatewayApp` served by uvicorn in a process of its own (no Ray: the
+gateway is one :class:`gateway.app.replica.GatewayApp` served by uvicorn in a process of its own (no Ray: the
 app a Serve replica runs, without Serve's proxy in front, so the difference is the cache's alone), on
 one embedded PostgreSQL and Redis, called with the API key of a funded account (auth, limits, credits
 and headers on every call). Targets run interleaved over ``--rounds``, every other round reversed;
@@ -34,7 +34,7 @@ from bench.gateway_overhead import measure
 from bench.loadgen import BACKENDS, DEFAULT_HEADERS
 from bench.metered import best_of, create_api_key, fund_account, start_reference
 from bench.report import Row, format_ratios, format_table
-from gateway.keys import service_key_addresses
+from gateway.base.keys import service_key_addresses
 from gateway.runtime.ports import free_port
 
 SIGNATURE = "5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW"
@@ -53,8 +53,8 @@ def serve(args: argparse.Namespace) -> None:
     import uvicorn
 
     from bench._proc import uvicorn_config
-    from gateway.app import GatewayApp
-    from gateway.settings import Settings
+    from gateway.app.replica import GatewayApp
+    from gateway.app.settings import Settings
     from gateway.transports.http import build_http_app
 
     settings = Settings(

@@ -36,7 +36,7 @@ import psutil
 
 from bench.loadgen import BACKENDS, DEFAULT_BODY, DEFAULT_HEADERS, LoadResult, run_load
 from bench.metered import start_reference, wait_answering
-from gateway.keys import service_key_addresses
+from gateway.base.keys import service_key_addresses
 from gateway.runtime.haproxy_edge import BINARY_ENV, EdgeLimits, edge_origins, gateway_config
 from gateway.runtime.ports import free_port
 from gateway.runtime.serve_runtime import HAPROXY_RECORD
@@ -102,8 +102,8 @@ def retarget(text: str, port: int, upstream_port: int, workdir: Path) -> str:
 def rays_config(seconds: float = 60.0) -> tuple[str, Path]:
     """The HAProxy configuration Ray writes for the stack once its replica is in it, with a copy of the
     files it names (error answers), taken from a stack started and stopped here."""
+    from gateway.app.settings import Settings
     from gateway.runtime.stack import Stack
-    from gateway.settings import Settings
 
     upstream_proc, upstream_url = start_reference("bench.const_upstream")
     home = Path(tempfile.mkdtemp(prefix="gw-bench-edge-"))

@@ -51,7 +51,7 @@ import orjson
 from bench._proc import LOOPBACK, REPO_ROOT, emit, quit_process, read_event, wait_for_port
 from bench.grpc_stream import Options as StreamOptions
 from bench.grpc_stream import Stores, cpu_seconds, customer, node_rpc, stores
-from gateway.keys import service_key_addresses
+from gateway.base.keys import service_key_addresses
 from gateway.runtime.ports import free_port
 from geyser_proto import geyser_pb2
 

@@ -122,8 +122,8 @@ class Relay:
 
 
 async def relay(args: argparse.Namespace) -> None:
+    from gateway.app.settings import Settings
     from gateway.grpc.server import tune_gc
-    from gateway.settings import Settings
     from geyser_proto.streaming import service_handler
 
     tune_gc(Settings())  # the gateway's GC setting: compare the code
@@ -140,8 +140,8 @@ async def relay(args: argparse.Namespace) -> None:
 
 
 async def serve_gateway(args: argparse.Namespace) -> None:
+    from gateway.app.settings import Settings
     from gateway.grpc.server import GrpcStreamServer, tune_gc
-    from gateway.settings import Settings
 
     settings = Settings.model_validate(orjson.loads(args.settings))
     tune_gc(settings)  # as the actor does

@@ -52,7 +52,7 @@ import grpc
 import orjson
 
 from bench._proc import LOOPBACK, REPO_ROOT, quit_process, read_event, repo_env, wait_for_port
-from gateway.keys import service_key_addresses
+from gateway.base.keys import service_key_addresses
 from gateway.runtime.ports import free_port
 from geyser_proto import geyser_pb2, geyser_pb2_grpc
 
@@ -211,8 +211,8 @@ def account(st: Stores, secret: str) -> tuple[str, str]:
     from solders.keypair import Keypair
 
     from bench.metered import fund_account
+    from gateway.app.settings import Settings
     from gateway.auth.services import AuthServices
-    from gateway.settings import Settings
     from gateway.storage.connections import Connections
 
     pubkey = str(Keypair().pubkey())

@@ -23,7 +23,7 @@ import psutil
 
 from bench.metered import start_reference
 from bench.node_cpu import RAY_ROLES, format_rest, role
-from gateway.keys import service_key_addresses
+from gateway.base.keys import service_key_addresses
 from gateway.runtime.ports import free_port
 
 
@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="measured seconds of no load (default 30)")
     args = parser.parse_args(argv)
 
+    from gateway.app.settings import Settings
     from gateway.runtime.stack import Stack
-    from gateway.settings import Settings
 
     upstream_proc, upstream_url = start_reference("bench.const_upstream")
     home = Path(tempfile.mkdtemp(prefix="gw-idle-"))

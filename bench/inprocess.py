@@ -1,6 +1,6 @@
 """A gateway on the devnode in this process, for benchmarks of the products that need a real chain
 (``bench/landing.py``, ``bench/bulk.py``): embedded PostgreSQL and Redis, the devnode, one
-:class:`gateway.app.GatewayApp` on uvicorn (no Ray), and a funded API key."""
+:class:`gateway.app.replica.GatewayApp` on uvicorn (no Ray), and a funded API key."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ import uvicorn
 from bench.metered import create_api_key, fund_account
 from devnode.config import DevnodeConfig
 from devnode.node import Devnode
-from gateway.app import GatewayApp
-from gateway.keys import service_key_addresses
+from gateway.app.replica import GatewayApp
+from gateway.app.settings import Settings
+from gateway.base.keys import service_key_addresses
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.runtime.ports import free_port
-from gateway.settings import Settings
 from gateway.storage.migrate import migrate_url
 from gateway.transports.http import build_http_app
 from gateway_client import WalletSigner

@@ -5,7 +5,7 @@
 Both sides send the same kind of transaction (a signed SOL transfer on a fresh blockhash), one at a
 time. The reference sends it to the node's ``sendTransaction`` and polls ``getSignatureStatuses``
 every 10 ms until it is ``confirmed``: the fastest a client of the node alone can know. The gateway
-side is one ``sendAndConfirm`` over HTTP through a :class:`gateway.app.GatewayApp` served by uvicorn
+side is one ``sendAndConfirm`` over HTTP through a :class:`gateway.app.replica.GatewayApp` served by uvicorn
 in this process (races in the replica, no Ray), on embedded PostgreSQL and Redis: hold, race over
 the legs, settle. Printed: p50/p90/p99 of each, and the ratio of the medians.
 """

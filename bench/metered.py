@@ -76,7 +76,7 @@ from bench.loadgen import BACKENDS, DEFAULT_BODY, DEFAULT_HEADERS, Headers
 from bench.node_cpu import RAY_ROLES, NodeCpu, format_node, format_rest
 from bench.report import Row, format_ratios, format_table
 from bench.stats import median_interval, quartiles
-from gateway.keys import service_key_addresses
+from gateway.base.keys import service_key_addresses
 from gateway.runtime.ports import free_port
 
 if TYPE_CHECKING:
@@ -141,10 +141,10 @@ def wait_answering(url: str, timeout_s: float = 30.0) -> None:
 
 def fund_account(database_url: str, pubkey: str, usdc_base_units: int) -> None:
     """Credits through the ledger's deposit path (a benchmark has no chain to deposit on)."""
+    from gateway.app.settings import Settings
     from gateway.core.credits import DepositCredit
     from gateway.credits.chain_reads import credit_policy
     from gateway.credits.store import credit_deposit_on
-    from gateway.settings import Settings
 
     async def run() -> None:
         conn = await asyncpg.connect(database_url)
@@ -288,11 +288,11 @@ def run(
     from ray import serve
 
     from bench.unmetered import UNMETERED_PATH, paired_ingress
+    from gateway.app.settings import Settings
     from gateway.client import WalletSigner
     from gateway.runtime.cluster import SERVE_APP_NAME
     from gateway.runtime.serve_runtime import processes_naming
     from gateway.runtime.stack import Stack
-    from gateway.settings import Settings
 
     upstream_proc, upstream_url = start_reference("bench.const_upstream")
     forwarder_proc, forwarder_url = start_reference("bench.forwarder", "--upstream", upstream_url)

@@ -57,19 +57,19 @@ from starlette.types import Message
 
 from bench._proc import LOOPBACK, wait_for_port
 from bench.metered import fund_account
-from gateway.app import GatewayApp
+from gateway.app.replica import GatewayApp
+from gateway.app.settings import Settings
+from gateway.base.keys import service_key_addresses
+from gateway.base.process_gc import tune_gc
 from gateway.credits.meter import Meter
-from gateway.keys import service_key_addresses
 from gateway.limits.slices import LocalShards
 from gateway.node.health import EveryNodeServes
 from gateway.node.pool import health_source
-from gateway.pipeline import Call, Handler, Reply, ReplyStyle, Stage, compose, error_boundary
-from gateway.pipeline_http import RPC_MAX_BODY_BYTES, RpcFirst, http_call, mount
-from gateway.process_gc import tune_gc
+from gateway.pipeline.http import RPC_MAX_BODY_BYTES, RpcFirst, http_call, mount
+from gateway.pipeline.stages import Call, Handler, Reply, ReplyStyle, Stage, compose, error_boundary
 from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.runtime.ports import free_port
-from gateway.settings import Settings
 from gateway.storage.migrate import migrate_url
 from gateway.transports.deadline import BodyDeadline
 from gateway_client import WalletSigner

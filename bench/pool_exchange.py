@@ -23,10 +23,10 @@ from pathlib import Path
 
 from devnode.config import DevnodeConfig
 from devnode.node import Devnode
+from gateway.app.settings import Settings
+from gateway.base.keys import service_key_addresses
 from gateway.core.node_health import Tally
-from gateway.keys import service_key_addresses
 from gateway.node.health import HealthSettings
-from gateway.settings import Settings
 
 
 async def measure(exchanges: int, rounds: int) -> list[float]:

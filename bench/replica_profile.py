@@ -20,10 +20,10 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("gateway/transports/ray_edge.py", "ray edge (control headers, client address)"),
     ("gateway/runtime/lean_ingress.py", "Serve request wrapping (replica, metrics, logging)"),  # its lean path
     ("gateway/transports/deadline.py", "body deadline"),
-    ("gateway/pipeline_http.py", "HTTP transport (RpcFirst: body, Call, reply)"),
-    ("gateway/metrics.py", "gateway metrics"),
+    ("gateway/pipeline/http.py", "HTTP transport (RpcFirst: body, Call, reply)"),
+    ("gateway/base/metrics.py", "gateway metrics"),
     ("actors/metrics.py", "gateway metrics"),
-    ("gateway/pipeline.py", "pipeline (error boundary, compose)"),
+    ("gateway/pipeline/stages.py", "pipeline (error boundary, compose)"),
     ("gateway/auth/", "auth"),
     ("gateway/core/credentials.py", "auth"),
     ("gateway/credits/", "metering (limits, credits, headers)"),

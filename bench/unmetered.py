@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from ray.serve import Deployment
 
-from gateway.pipeline import compose, error_boundary
-from gateway.pipeline_http import RpcFirst
+from gateway.pipeline.http import RpcFirst
+from gateway.pipeline.stages import compose, error_boundary
 from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.runtime.ingress import Ingress
 

@@ -57,10 +57,10 @@ import orjson
 import psutil
 
 from bench._proc import LOOPBACK, ServerProcess, process_cpu_s, spawn_server
-from gateway.config import ServiceSettings
+from gateway.base.config import ServiceSettings
+from gateway.base.process_gc import freeze_startup, tune_gc
 from gateway.core.credits import CreditPolicy, DepositCredit
 from gateway.credits.store import credit_deposit_on
-from gateway.process_gc import freeze_startup, tune_gc
 from gateway.runtime.embedded import EmbeddedPostgres
 from gateway.runtime.ports import free_port
 from gateway.storage.migrate import migrate_url

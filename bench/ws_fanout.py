@@ -17,7 +17,7 @@ and a target that delivered what it was offered at every rate is told to raise i
 
 Targets, each in a process of its own and each holding ONE upstream subscription to the node:
 
-- ``gateway``: one :class:`gateway.app.GatewayApp` on uvicorn (uvloop, httptools, the gateway's
+- ``gateway``: one :class:`gateway.app.replica.GatewayApp` on uvicorn (uvloop, httptools, the gateway's
   ``UVICORN_WS_OPTIONS`` as every replica's uvicorn gets them: uvicorn's default WebSocket protocol
   with a session's queued frames written together, docs/api.md's 25 s pings; the replica's GC
   setting), no Ray: the app one Serve replica runs. Clients authenticate with the API key of a
@@ -82,7 +82,7 @@ from typing import TYPE_CHECKING, Any, cast
 import orjson
 
 from bench._proc import LOOPBACK, REPO_ROOT, emit, read_event, repo_env, wait_for_port
-from gateway.keys import service_key_addresses
+from gateway.base.keys import service_key_addresses
 from gateway.runtime.ports import free_port
 
 if TYPE_CHECKING:
@@ -350,8 +350,8 @@ class Fanout:
 async def baseline(args: argparse.Namespace) -> None:
     from websockets.asyncio.server import serve
 
-    from gateway.process_gc import tune_gc
-    from gateway.settings import Settings
+    from gateway.app.settings import Settings
+    from gateway.base.process_gc import tune_gc
 
     tune_gc(Settings.model_fields["gc_young_threshold"].default)  # the gateway's GC setting: compare the code
     fanout = Fanout(args.upstream_ws)
@@ -366,10 +366,10 @@ def serve_gateway(args: argparse.Namespace) -> None:
     """One GatewayApp on uvicorn, until SIGTERM: the app one Serve replica runs, without Ray."""
     import uvicorn
 
-    from gateway.app import GatewayApp
-    from gateway.process_gc import tune_gc
+    from gateway.app.replica import GatewayApp
+    from gateway.app.settings import Settings
+    from gateway.base.process_gc import tune_gc
     from gateway.pubsub.ws import UVICORN_WS_OPTIONS
-    from gateway.settings import Settings
     from gateway.transports.http import build_http_app
 
     settings = Settings(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.app.features import method_registry
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import PriceTable, Registry
-from gateway.feature import LocalMethod
-from gateway.features import method_registry
-from gateway.pipeline import Call
+from gateway.pipeline.declaration import LocalMethod
+from gateway.pipeline.stages import Call
 from gateway.rpc.planning import plan_item
 
 

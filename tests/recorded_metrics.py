@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from gateway import metrics
+from gateway.base import metrics
 
 
 class Recorded:

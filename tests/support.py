@@ -12,13 +12,13 @@ from typing import Any
 
 import uvicorn
 
-from gateway.app import GatewayApp
-from gateway.keys import ServiceKeyAddresses, service_key_addresses
+from gateway.app.replica import GatewayApp
+from gateway.app.settings import Settings
+from gateway.base.keys import ServiceKeyAddresses, service_key_addresses
+from gateway.base.stopping import await_chain
 from gateway.limits.settings import DEFAULT_IP_LIMITS
 from gateway.pubsub.ws import UVICORN_WS_OPTIONS
 from gateway.runtime.ports import free_port
-from gateway.settings import Settings
-from gateway.stopping import await_chain
 from gateway.transports.http import build_http_app
 
 #: Per-address limits high enough for suites that create many accounts and sessions from 127.0.0.1;
@@ -92,4 +92,4 @@ async def stopped(server: asyncio.Task[None], within_s: float = 60.0) -> None:
 
 
 class GatewayStopWarning(UserWarning):
-    """A gateway's stop overran (:func:`stopped`) or a step of it failed (:mod:`gateway.stopping`)."""
+    """A gateway's stop overran (:func:`stopped`) or a step of it failed (:mod:`gateway.base.stopping`)."""

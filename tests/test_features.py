@@ -1,4 +1,4 @@
-"""The one list of features (gateway/features.py): every feature package's declaration (its feature.py) is
+"""The one list of features (gateway/app/features.py): every feature package's declaration (its feature.py) is
 in it, and what each declares is what the replica serves: its JSON-RPC methods in the registry with their
 handlers, its settings model among the replica's settings, its routes mounted after the transports' own
 and described exactly by its part of the OpenAPI document. Built from a real GatewayApp with a block
@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from starlette.routing import Route
 
-from gateway.app import GatewayApp
-from gateway.config import ServiceSettings
-from gateway.feature import Feature
-from gateway.features import FEATURES, AppSettings, feature_routes, method_registry
-from gateway.openapi import openapi_document
+from gateway.app.features import FEATURES, AppSettings, feature_routes, method_registry
+from gateway.app.replica import GatewayApp
+from gateway.base.config import ServiceSettings
+from gateway.pipeline.declaration import Feature
 from gateway.transports.http import build_starlette_app
+from gateway.transports.openapi import openapi_document
 from tests.support import service_key_settings
 
 GATEWAY = Path(__file__).resolve().parents[1] / "gateway"

@@ -71,14 +71,18 @@ def test_the_tree_as_it_is_keeps_every_contract(tree: Path) -> None:
         ("pumpfun/curve.py", "import devnode.chain", "pumpfun-pure"),
         ("pumpfun/pda.py", "import aiohttp", "pumpfun-pure"),
         ("gateway/grpc/service.py", "import gateway.pubsub.session", "layers"),
-        ("gateway/entry.py", "import gateway.rpc.forward", "layers"),  # the entry is handed its stages
-        ("gateway/auth/services.py", "import gateway.entry", "layers"),
+        ("gateway/callers/entry.py", "import gateway.rpc.forward", "layers"),  # the entry is handed its stages
+        ("gateway/auth/services.py", "import gateway.callers.entry", "layers"),
         ("gateway/grpc/server.py", "import ray", "ray-in-runtime"),
         ("gateway/node/geyser.py", "import redis", "drivers-behind-storage"),
         ("geyser_proto/filters.py", "import devnode.chain", "geyser-proto-standalone"),
         ("gateway/webhooks/settings.py", "import gateway.storage.connections", "settings-are-declarations"),
-        ("gateway/config.py", "import gateway.settings", "settings-are-declarations"),  # the kernel composes nothing
-        ("gateway/config.py", "import gateway.signals.rules", "layers"),  # the shared settings know no feature
+        (
+            "gateway/base/config.py",
+            "import gateway.app.settings",
+            "settings-are-declarations",
+        ),  # the kernel composes nothing
+        ("gateway/base/config.py", "import gateway.signals.rules", "layers"),  # the shared settings know no feature
     ],
 )
 def test_a_planted_forbidden_import_breaks_a_contract(tree: Path, module: str, planted: str, contract: str) -> None:

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from gateway.core.api_doc import ApiDoc
-from gateway.openapi import PARTS, openapi_document
+from gateway.transports.openapi import PARTS, openapi_document
 
 
 def test_a_path_two_parts_describe_stops_the_document() -> None:

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.process_gc import freeze_startup, tune_gc
-from gateway.settings import Settings
+from gateway.app.settings import Settings
+from gateway.base.process_gc import freeze_startup, tune_gc
 
 
 @pytest.fixture

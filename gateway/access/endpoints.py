@@ -16,7 +16,7 @@ from gateway.access.rules import AccessRules, RulesInvalid, parse_rules, rules_i
 from gateway.access.spend_cap import requested_cap
 from gateway.auth.account_views import spend_cap_document
 from gateway.core.errors import account_not_found, invalid_request
-from gateway.pipeline import Call, Reply, json_reply
+from gateway.pipeline.stages import Call, Reply, json_reply
 from gateway.storage.channels import Channel
 from gateway.storage.errors import StoreUnavailable
 

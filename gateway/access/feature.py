@@ -1,4 +1,4 @@
-"""Access rules and the daily spend cap, as the one list (``gateway/features.py``) takes them: their
+"""Access rules and the daily spend cap, as the one list (``gateway/app/features.py``) takes them: their
 ``/account/*`` routes and their part of the OpenAPI document."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from gateway.access.api_doc import API_DOC
 from gateway.access.endpoints import AccessEndpoints, SpendCapEndpoints
 from gateway.access.routes import access_routes
 from gateway.auth.stage import Gates
-from gateway.feature import Feature
+from gateway.pipeline.declaration import Feature
 
 
 class AccessHost(Gates, Protocol):

@@ -37,7 +37,7 @@ from gateway.auth.services import AuthServices
 from gateway.core.client_address import TrustedProxies, client_address, grpc_peer_host
 from gateway.core.errors import ProxyError
 from gateway.core.identity import Identity
-from gateway.pipeline import Call, Wire
+from gateway.pipeline.stages import Call, Wire
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
 

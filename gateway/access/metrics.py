@@ -4,7 +4,7 @@ JSON-RPC method stage record it).
 
 from __future__ import annotations
 
-from gateway.metrics import counter
+from gateway.base.metrics import counter
 
 ACCESS_REFUSALS = counter(
     "gateway_access_refusals_total",

@@ -1,4 +1,4 @@
-"""The bodies of the access rules' routes as pydantic models, for the OpenAPI document (gateway/openapi.py).
+"""The bodies of the access rules' routes as pydantic models, for the OpenAPI document (gateway/transports/openapi.py).
 The handlers build their answers as plain dicts; tests/integration/test_openapi.py checks them against these."""
 
 from __future__ import annotations

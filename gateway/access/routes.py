@@ -6,7 +6,7 @@ from starlette.routing import BaseRoute
 
 from gateway.access.endpoints import AccessEndpoints, SpendCapEndpoints
 from gateway.auth.stage import Gates
-from gateway.pipeline_http import mount
+from gateway.pipeline.http import mount
 
 ACCESS_PATH = "/account/access"
 SPEND_CAP_PATH = "/account/spend-cap"

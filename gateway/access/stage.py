@@ -31,7 +31,7 @@ from gateway.credits.errors import rate_limited
 from gateway.credits.stage import limits_unavailable
 from gateway.limits.rules import AccountLimits
 from gateway.limits.slices import ShardUnavailable
-from gateway.pipeline import Call, Handler, Reply
+from gateway.pipeline.stages import Call, Handler, Reply
 
 #: The concurrency the rules' bucket is asked for: none of its slots is ever held (the account's
 #: concurrency is the limit), but a slice of the shard comes with some.

@@ -1,5 +1,5 @@
 """What auth asks of the account access rules (docs/api.md, "Access rules"), which live above it in
-:mod:`gateway.access`: the auth stage and :class:`gateway.entry.Entry` call it once a caller is proved,
+:mod:`gateway.access`: the auth stage and :class:`gateway.callers.entry.Entry` call it once a caller is proved,
 and the process that serves connections gives it to :class:`gateway.auth.services.AuthServices`."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from gateway.core.identity import Identity
-from gateway.pipeline import Call
+from gateway.pipeline.stages import Call
 
 
 class AccessCheck(Protocol):

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from gateway.auth.cache import TtlCache
 from gateway.auth.revocations import Revocations
 from gateway.auth.store.accounts import ApiKeyRows
+from gateway.base.stopping import cancel_and_wait
 from gateway.core.webhook_events import key_prefix
-from gateway.stopping import cancel_and_wait
 from gateway.storage.channels import Channel
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ from gateway.auth.strategies import Strategy, has_account
 from gateway.core.credentials import Credentials
 from gateway.core.errors import ProxyError, RpcCode
 from gateway.core.identity import Identity
-from gateway.pipeline import Call
+from gateway.pipeline.stages import Call
 
 Only = Literal["wallet", "session"]
 

@@ -40,7 +40,7 @@ from gateway.core.credentials import bearer_token
 from gateway.core.errors import account_not_found, auth_failed, invalid_request, not_found
 from gateway.core.identity import Identity
 from gateway.core.wallet_headers import HeaderFailure, decode_base58, verify_signature
-from gateway.pipeline import Call, Reply, json_reply
+from gateway.pipeline.stages import Call, Reply, json_reply
 from gateway.storage.errors import StoreUnavailable
 from gateway.storage.seats import Seats
 

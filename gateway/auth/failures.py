@@ -23,7 +23,7 @@ from gateway.core.client_address import TrustedProxies, client_address, grpc_pee
 from gateway.core.errors import ProxyError, address_rate_limited
 from gateway.limits.rules import KeyedBuckets
 from gateway.limits.settings import IpLimit
-from gateway.pipeline import Call, Wire
+from gateway.pipeline.stages import Call, Wire
 
 #: Blocked addresses remembered at once; past it the lapsed ones are forgotten.
 PRUNE_AT = 10_000

@@ -1,4 +1,4 @@
-"""Auth, as the one list (``gateway/features.py``) takes it: ``/auth/*`` and the account's own
+"""Auth, as the one list (``gateway/app/features.py``) takes it: ``/auth/*`` and the account's own
 ``/account/*`` routes, their part of the OpenAPI document, and the auth settings."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from gateway.auth.endpoints import AccountEndpoints
 from gateway.auth.routes import account_routes
 from gateway.auth.settings import AuthSettings
 from gateway.auth.stage import Gates
-from gateway.feature import Feature
+from gateway.pipeline.declaration import Feature
 
 
 class AuthHost(Gates, Protocol):

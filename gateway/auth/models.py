@@ -1,4 +1,4 @@
-"""The bodies of auth's routes as pydantic models, for the OpenAPI document (gateway/openapi.py):
+"""The bodies of auth's routes as pydantic models, for the OpenAPI document (gateway/transports/openapi.py):
 /auth (challenge, verify, logout), /account/api-key, and the /account views. The handlers build their
 answers as plain dicts; tests/integration/test_openapi.py checks every answer against these schemas."""
 

@@ -25,9 +25,9 @@ from typing import Any
 import orjson
 
 from gateway.auth.errors import payment_required
-from gateway.config import DEVNODE
+from gateway.base.config import DEVNODE
 from gateway.core.errors import ProxyError
-from gateway.pipeline import Call
+from gateway.pipeline.stages import Call
 
 X402_VERSION = 2
 MINIMUM_DEPOSIT_BASE_UNITS = 10_000  # 0.01 USDC (6 decimals)

@@ -3,7 +3,7 @@
 Each route turns the request into a :class:`Call` and runs it through ``error_boundary``, the
 per-address limit of its group, and the auth stage where docs/api.md wants credentials, so its errors
 have exactly the shapes of the JSON-RPC endpoint's. The endpoints are built by
-:class:`gateway.app.GatewayApp`.
+:class:`gateway.app.replica.GatewayApp`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from starlette.routing import BaseRoute
 from gateway.auth.endpoints import AccountEndpoints
 from gateway.auth.stage import Gates
 from gateway.auth.usage_totals import usage_routes
-from gateway.pipeline_http import mount
+from gateway.pipeline.http import mount
 
 
 def account_routes(gates: Gates, endpoints: AccountEndpoints) -> list[BaseRoute]:

@@ -48,11 +48,11 @@ from gateway.auth.strategies import (
     TokenStrategy,
     WalletStrategy,
 )
+from gateway.base.keys import ServiceKeys, service_keys
+from gateway.base.stopping import cancel_and_wait
 from gateway.core.client_address import TrustedProxies
 from gateway.core.credentials import Credentials, bearer_token
 from gateway.core.identity import Identity
-from gateway.keys import ServiceKeys, service_keys
-from gateway.stopping import cancel_and_wait
 from gateway.storage.channels import REVOKED_KEYS, Channel
 from gateway.storage.connections import Connections
 
@@ -64,7 +64,8 @@ class AuthServices:
 
     Args:
         settings: the gateway's settings (data dir, network, USDC mint, credit terms, the service keys'
-            addresses: without them construction raises :class:`~gateway.config.ConfigError`, see gateway/keys.py).
+            addresses: without them construction raises :class:`~gateway.base.config.ConfigError`, see
+            gateway/base/keys.py).
         api_key_secret: the 32-byte HMAC secret for API-key hashes; default: ``<home>/keys/api-key-secret``.
         on_api_key_rotated: awaited after each key rotation has committed (in-process listeners; the
             webhook jobs are written in the rotation's transaction, :mod:`gateway.storage.webhook_events`).
@@ -117,7 +118,7 @@ class AuthServices:
         self.access = access
         self.revocations = Revocations(self._still_valid)  # told of revocations by the key store's channel
         #: Keys found without an account, shared by the wallet strategy and the authenticator; told when
-        #: an account appears anywhere (the CREDITED channel: :class:`gateway.accounts.AccountServices`).
+        #: an account appears anywhere (the CREDITED channel: :class:`gateway.callers.services.AccountServices`).
         self.no_accounts = NoAccounts()
         self.announce_account = announce_account
         self._recheck: asyncio.Task[None] | None = None

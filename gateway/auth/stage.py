@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from gateway.auth.authenticator import Only
 from gateway.core.identity import Identity
-from gateway.pipeline import Call, Handler, Reply, Stage
+from gateway.pipeline.stages import Call, Handler, Reply, Stage
 
 if TYPE_CHECKING:
     from gateway.auth.services import AuthServices
@@ -60,7 +60,7 @@ class PaymentHook(Protocol):
 
 class Gates(Protocol):
     """What a feature's routes put in front of their endpoints: the per-address limit of a group and the
-    auth stage (:class:`gateway.app.GatewayApp` is one)."""
+    auth stage (:class:`gateway.app.replica.GatewayApp` is one)."""
 
     def limit(self, group: str) -> Stage: ...
 

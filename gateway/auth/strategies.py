@@ -23,7 +23,7 @@ from gateway.core.errors import ProxyError, auth_failed, nonce_reused
 from gateway.core.identity import Identity
 from gateway.core.signing import signing_message
 from gateway.core.wallet_headers import TIMESTAMP, HeaderFailure, parse_wallet_headers, verify_signature
-from gateway.pipeline import Call
+from gateway.pipeline.stages import Call
 
 _SESSION_TOKEN = re.compile(r"[0-9a-f]{64}")
 API_KEY_AS_BEARER = "if this is an API key, send it as 'X-Api-Key: <key>' (or ?api-key=<key>), not as a Bearer token"

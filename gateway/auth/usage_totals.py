@@ -30,8 +30,8 @@ from gateway.auth.services import AuthServices
 from gateway.auth.stage import Gates
 from gateway.auth.store.accounts import AccountStore
 from gateway.core.errors import account_not_found
-from gateway.pipeline import Call, Reply, compose, error_boundary, json_reply
-from gateway.pipeline_http import BodyTooLarge, call_from_scope, mount, read_body, to_response, too_large_reply
+from gateway.pipeline.http import BodyTooLarge, call_from_scope, mount, read_body, to_response, too_large_reply
+from gateway.pipeline.stages import Call, Reply, compose, error_boundary, json_reply
 from gateway.storage.errors import StoreUnavailable
 from gateway.storage.seats import Seats
 
@@ -222,7 +222,7 @@ class UsageEndpoints:
 
 
 def stream_route(path: str, stages: Sequence[Any], endpoint: Callable[[Call], Any]) -> Route:
-    """A GET route like :func:`gateway.pipeline_http.mount` whose 200 is streamed: the stages (limits,
+    """A GET route like :func:`gateway.pipeline.http.mount` whose 200 is streamed: the stages (limits,
     credentials) and every error answer as there, then the body as the endpoint's chunks come."""
     handler = compose([error_boundary, *stages], endpoint)
 

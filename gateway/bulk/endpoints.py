@@ -42,7 +42,7 @@ from gateway.bulk.rules import (
 from gateway.core.errors import ProxyError, invalid_request
 from gateway.core.methods import CLASS_TIMEOUT_S, MethodClass
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_batch, rpc_call
-from gateway.pipeline import Call, Reply, json_reply
+from gateway.pipeline.stages import Call, Reply, json_reply
 
 COMMITMENT = "confirmed"
 #: What one item's lookup found (its result fields beside the key), or why it found nothing.

@@ -1,4 +1,4 @@
-"""The bulk lookups, as the one list (``gateway/features.py``) takes them: ``/bulk/*`` and their part of
+"""The bulk lookups, as the one list (``gateway/app/features.py``) takes them: ``/bulk/*`` and their part of
 the OpenAPI document."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from starlette.routing import BaseRoute
 
 from gateway.bulk.api_doc import API_DOC
 from gateway.bulk.routes import bulk_routes
-from gateway.feature import Feature
-from gateway.pipeline import Handler, Stage
+from gateway.pipeline.declaration import Feature
+from gateway.pipeline.stages import Handler, Stage
 
 
 class BulkHost(Protocol):

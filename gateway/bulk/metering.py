@@ -28,7 +28,7 @@ from gateway.credits.errors import insufficient_credits, payment_required, rate_
 from gateway.credits.meter import Admission, Outcome
 from gateway.credits.stage import MeteringStage, ledger_unavailable
 from gateway.limits.rules import RateLimited
-from gateway.pipeline import Call
+from gateway.pipeline.stages import Call
 from gateway.storage.errors import StoreUnavailable
 
 

@@ -1,7 +1,7 @@
 """HTTP routes of the bulk lookups (``POST /bulk/*``), mounted beside the JSON-RPC routes.
 
 Each runs ``error_boundary``, JSON-RPC's auth stage (a funded account is needed), the credit headers
-and the readiness gate, then its endpoint (built by :class:`gateway.app.GatewayApp`), which meters
+and the readiness gate, then its endpoint (built by :class:`gateway.app.replica.GatewayApp`), which meters
 its items itself: all of them at once, or none. Errors have the REST body, except the 402s, which
 are JSON-RPC shaped on every route.
 """
@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 from starlette.routing import BaseRoute
 
-from gateway.pipeline import Handler, Stage
-from gateway.pipeline_http import mount
+from gateway.pipeline.http import mount
+from gateway.pipeline.stages import Handler, Stage
 
 
 def bulk_routes(endpoints: Mapping[str, Handler], stages: list[Stage]) -> list[BaseRoute]:

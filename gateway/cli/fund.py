@@ -35,8 +35,8 @@ from spl.token.instructions import (
 )
 from spl.token.models import MintToCheckedParams, TransferCheckedParams
 
-from gateway.keys import load_keypair, load_or_create_keypair
-from gateway.settings import Settings
+from gateway.app.settings import Settings
+from gateway.base.keys import load_keypair, load_or_create_keypair
 from gateway_client import AuthFailed, GatewayClient, PaymentRequired, WalletSigner, api_key_path, dev_wallet_path
 from gateway_client.dev_wallet import save_api_key, saved_api_key
 

@@ -21,12 +21,12 @@ from rich.markup import escape
 # container, su) every command printed a warning about a directory the gateway never uses.
 warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set", category=UserWarning)
 
+from gateway.app.settings import Settings, load_settings  # noqa: E402
+from gateway.base.config import DEVNODE, ConfigError  # noqa: E402
 from gateway.cli.actors import register as register_actor_commands  # noqa: E402
 from gateway.cli.ops import register as register_operator_commands  # noqa: E402
 from gateway.cli.status import status  # noqa: E402
 from gateway.cli.upstreams import register as register_upstream_commands  # noqa: E402
-from gateway.config import DEVNODE, ConfigError  # noqa: E402
-from gateway.settings import Settings, load_settings  # noqa: E402
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Credit-metered Solana RPC gateway.")
 console = Console(stderr=True, soft_wrap=True)

@@ -23,9 +23,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
+from gateway.app.settings import Settings, load_settings
+from gateway.base.config import ConfigError
 from gateway.cli.stores import StoreNotFound, announce_limits, announce_status, default_operator, pool
-from gateway.config import ConfigError
-from gateway.settings import Settings, load_settings
 from gateway.storage import operator as ops
 from gateway.storage.errors import StoreUnavailable
 from gateway.storage.stream_limits import StreamOverrides

@@ -23,11 +23,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from gateway.app.settings import Settings
 from gateway.cli.ops import ConfigOption, load
 from gateway.cli.stores import StoreNotFound, chain_node, database_url, redis_url
 from gateway.node.http import HttpUpstream, rpc_call
 from gateway.runtime.inspect import RAY_ADDRESS_FILE, ray_report, recorded_ray_address
-from gateway.settings import Settings
 from gateway.signals.store import SignalLog
 from gateway.storage.operator import queue_figures
 from gateway.upstreams.health_actor import UPSTREAM_HEALTH

@@ -11,11 +11,11 @@ from contextlib import asynccontextmanager
 import asyncpg
 import redis.asyncio as aioredis
 
+from gateway.app.settings import Settings
 from gateway.auth.revocations import resumption_message, suspension_message
 from gateway.core.upstreams import UpstreamNode
 from gateway.credits.recall_messages import OPERATOR, Want, encode
 from gateway.runtime.inspect import embedded_database_url, embedded_redis_url
-from gateway.settings import Settings
 from gateway.storage.channels import RECALL, REVOKED_KEYS, Channel
 
 

@@ -19,12 +19,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from gateway.app.settings import Settings
 from gateway.cli.ops import ConfigOption, JsonOption, OperatorOption, ReasonOption, fail, load, out, run_db, who
 from gateway.core.upstreams import Role, Tier, UpstreamNode
 from gateway.node.health import HealthSettings, cluster_of
 from gateway.runtime.devnode_proc import recorded_followers
 from gateway.runtime.inspect import ray_report, recorded_ray_address
-from gateway.settings import Settings
 from gateway.storage.operator import OperatorRefusal
 from gateway.upstreams import store
 from gateway.upstreams.health_actor import UPSTREAM_HEALTH

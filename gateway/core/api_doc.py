@@ -4,7 +4,7 @@ bodies and one operation's shape (docs/api.md, Errors).
 Written out rather than derived from the routes: they are raw Starlette routes around the pipeline,
 and docs/api.md's error shapes (a JSON-RPC error on some statuses, the HTTP error body on others) are
 the part worth stating precisely. Each feature describes its own paths in its ``api_doc.py`` with
-these helpers; ``gateway/openapi.py`` assembles the parts.
+these helpers; ``gateway/transports/openapi.py`` assembles the parts.
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ from typing import Any
 
 from solders.pubkey import Pubkey
 
+from gateway.base.keys import DEPOSIT_SETTING, DEPOSIT_WALLET, configured_address
 from gateway.core.credits import CreditPolicy, DepositCredit
 from gateway.core.deposits import DepositTransfer, deposit_token_account
 from gateway.credits.settings import CreditSettings
-from gateway.keys import DEPOSIT_SETTING, DEPOSIT_WALLET, configured_address
 from gateway.node.http import ChainError, Upstream, rpc_call
 
 RPC_TIMEOUT_S = 15.0
@@ -70,8 +70,8 @@ def credit_policy(settings: CreditSettings) -> CreditPolicy:
 
 def deposit_ata_for(settings: CreditSettings) -> Pubkey:
     """The deposit wallet's USDC token account: the wallet is ``deposit_address``, which ``gateway up``
-    hands every process it starts; without it :class:`~gateway.config.ConfigError` naming the setting
-    (a serving process never creates a key: gateway/keys.py).
+    hands every process it starts; without it :class:`~gateway.base.config.ConfigError` naming the setting
+    (a serving process never creates a key: gateway/base/keys.py).
     """
     wallet = configured_address(settings.deposit_address, DEPOSIT_SETTING, settings.resolved_home / DEPOSIT_WALLET)
     return deposit_token_account(wallet, Pubkey.from_string(settings.usdc_mint))

@@ -23,7 +23,7 @@ from gateway.credits.chain_reads import (
 from gateway.credits.settings import CreditSettings
 from gateway.credits.store import credit_deposit, ignored_reason
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
-from gateway.pipeline import Call, Reply, json_reply
+from gateway.pipeline.stages import Call, Reply, json_reply
 from gateway.storage.connections import Pool
 from gateway.storage.ledger import balance
 

@@ -1,4 +1,4 @@
-"""Credits, as the one list (``gateway/features.py``) takes them: ``/account/confirm-deposit`` and its part
+"""Credits, as the one list (``gateway/app/features.py``) takes them: ``/account/confirm-deposit`` and its part
 of the OpenAPI document, and the metering settings."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from gateway.credits.api_doc import API_DOC
 from gateway.credits.confirm import ConfirmDepositEndpoint
 from gateway.credits.routes import DepositGates, confirm_deposit_routes
 from gateway.credits.settings import CreditSettings
-from gateway.feature import Feature
+from gateway.pipeline.declaration import Feature
 
 
 class CreditsHost(DepositGates, Protocol):

@@ -16,10 +16,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
+from gateway.base.stopping import cancel_and_wait
 from gateway.core.credits import EventHook, LeaseGrant
 from gateway.credits import decide, metrics
 from gateway.credits.local import AccountState, Lease
-from gateway.stopping import cancel_and_wait
 from gateway.storage import ledger
 from gateway.storage.connections import Pool
 
@@ -32,7 +32,7 @@ STOP_RETRY_S = 0.25
 #: settle (:meth:`LeaseKeeper.settle_backlog`). Past it, a caller recording usage faster than PostgreSQL
 #: settles it (100-item batches from 64 connections: ~140,000 records a second against a settle rate
 #: several times lower, issue 64) would grow a backlog that a stopping replica's final flush cannot write
-#: within its stop step (``gateway.stopping.STEP_S``, and Serve's grace): usage then lost. 20 chunks of
+#: within its stop step (``gateway.base.stopping.STEP_S``, and Serve's grace): usage then lost. 20 chunks of
 #: ``flush_chunk`` records by default: a few seconds of settles at most.
 BACKLOG_CHUNKS = 20
 #: After a backlog settle failed (the database unreachable), calls do not wait on the next one for this long.

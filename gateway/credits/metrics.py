@@ -5,7 +5,7 @@ payer's SOL it reads).
 
 from __future__ import annotations
 
-from gateway.metrics import LATENCY_BUCKETS, counter, each, gauge, histogram
+from gateway.base.metrics import LATENCY_BUCKETS, counter, each, gauge, histogram
 
 CREDITS = counter(
     "gateway_credits_total",

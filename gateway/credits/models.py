@@ -1,5 +1,5 @@
 """The bodies of ``POST /account/confirm-deposit`` as pydantic models, for the OpenAPI document
-(gateway/openapi.py)."""
+(gateway/transports/openapi.py)."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ import asyncio
 import logging
 from typing import Protocol
 
+from gateway.base.stopping import cancel_and_wait
 from gateway.credits.meter import Meter
-from gateway.stopping import cancel_and_wait
 from gateway.storage.channels import Channel
 from gateway.storage.errors import StoreUnavailable
 

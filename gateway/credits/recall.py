@@ -22,9 +22,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from gateway.base.stopping import cancel_and_wait
 from gateway.credits.meter import Meter
 from gateway.credits.recall_messages import Back, Want, encode, parse
-from gateway.stopping import cancel_and_wait
 from gateway.storage.channels import Channel
 from gateway.storage.errors import StoreUnavailable
 

@@ -8,8 +8,8 @@ from typing import Protocol
 
 from starlette.routing import BaseRoute
 
-from gateway.pipeline import Handler, Stage
-from gateway.pipeline_http import mount
+from gateway.pipeline.http import mount
+from gateway.pipeline.stages import Handler, Stage
 
 CONFIRM_DEPOSIT_PATH = "/account/confirm-deposit"
 

@@ -7,11 +7,11 @@ from typing import Self
 
 from pydantic import Field, field_validator, model_validator
 
-from gateway.config import ServiceSettings
+from gateway.base.config import ServiceSettings
 
 
 class CreditSettings(ServiceSettings):
-    """Prices, leases and the books of usage (the payment terms themselves are shared: gateway/config.py)."""
+    """Prices, leases and the books of usage (the payment terms themselves are shared: gateway/base/config.py)."""
 
     pricing: dict[str, int] = Field(
         default_factory=dict, description="Credits per method class, overriding the defaults."

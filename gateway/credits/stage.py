@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, NamedTuple
 
-from gateway import metrics
+from gateway.base import metrics
 from gateway.core.credits import LOW_BALANCE_CREDITS
 from gateway.core.errors import ProxyError, ReplyStyle, service_unavailable
 from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload
@@ -44,7 +44,7 @@ from gateway.credits.metrics import CREDITS
 from gateway.credits.refunds import refund_reason
 from gateway.limits.rules import AccountLimits, Allowed, RateLimited, Taken
 from gateway.limits.slices import RETRY_AFTER_S, ShardUnavailable
-from gateway.pipeline import Call, Handler, Reply
+from gateway.pipeline.stages import Call, Handler, Reply
 from gateway.storage.errors import StoreUnavailable
 
 Admitted = list[tuple[RpcItem, Admission]]

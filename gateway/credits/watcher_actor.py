@@ -3,7 +3,7 @@
 A plain class, testable without Ray; :mod:`actors` makes it one named, detached,
 restarting Ray actor per cluster, so replicas never poll the node in parallel (two would still be
 safe: crediting is idempotent per signature, just wasteful). Its poll loop runs on a
-:class:`gateway.actor_loop.LoopThread` from ``__init__`` (a restart re-runs only ``__init__``).
+:class:`gateway.base.loop_thread.LoopThread` from ``__init__`` (a restart re-runs only ``__init__``).
 """
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ import asyncio
 import logging
 from typing import Any
 
-from gateway.actor_loop import LoopThread, connect_when_up, node_client
+from gateway.base.loop_thread import LoopThread
 from gateway.credits.chain_reads import credit_policy, deposit_ata_for
 from gateway.credits.fee_payer import fee_payer_gauge
 from gateway.credits.notices import CreditNotices
 from gateway.credits.settings import CreditSettings
 from gateway.credits.watcher import DepositWatcher
+from gateway.node.pool import node_client
 from gateway.storage.channels import CREDITED, Channel
+from gateway.storage.connections import connect_when_up
 
 log = logging.getLogger(__name__)
 

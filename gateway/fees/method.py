@@ -17,7 +17,7 @@ from gateway.core.fees import FeeQuery, FeeSample, estimate, fee_sample, slot_fe
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import CLASS_TIMEOUT_S
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
-from gateway.pipeline import Call
+from gateway.pipeline.stages import Call
 from gateway.rpc.answers import answer, refuse, transport_failure
 
 DEFAULT_TIMEOUT_S = 5.0

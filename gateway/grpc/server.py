@@ -1,6 +1,6 @@
 """One gRPC stream server process: the ``grpc.aio`` server on ``grpc_port`` and what it needs, from settings.
 
-Built like :class:`gateway.app.GatewayApp` builds a replica (the same auth services, a meter of its
+Built like :class:`gateway.app.replica.GatewayApp` builds a replica (the same auth services, a meter of its
 own holding credit leases like a replica's, the account rate limits), plus the process's fan-out, its
 pool of nodes (:class:`gateway.node.pool.NodePool`: their health from the cluster's ``upstream-health``
 actor in a cluster, else its own) and its one upstream geyser subscription, on a node of the pool
@@ -20,9 +20,10 @@ from typing import Any
 
 import grpc
 
-from gateway import process_gc
 from gateway.access.guard import follow_changes, guard_of
-from gateway.accounts import AccountServices, AccountSettings
+from gateway.base import process_gc
+from gateway.base.stopping import stop_in_steps
+from gateway.callers.services import AccountServices, AccountSettings
 from gateway.core.client_address import TrustedProxies
 from gateway.core.upstreams import Role
 from gateway.grpc.budget import FilterBudget
@@ -34,7 +35,6 @@ from gateway.limits.slices import ShardClient
 from gateway.node.geyser import MAX_MESSAGE_BYTES, UpstreamGeyser
 from gateway.node.pool import NodePool
 from gateway.node.streams import PoolStreamNodes
-from gateway.stopping import stop_in_steps
 from geyser_proto.fanout import Fanout
 from geyser_proto.filters import DEFAULT_LIMITS, FilterLimits
 from geyser_proto.streaming import service_handler
@@ -180,7 +180,7 @@ class GrpcStreamServer:
         return self.port
 
     async def stop(self) -> None:
-        """Stop in steps (:mod:`gateway.stopping`): one that fails or hangs does not keep the meter from
+        """Stop in steps (:mod:`gateway.base.stopping`): one that fails or hangs does not keep the meter from
         settling what the streams were charged."""
         if self._server is not None:
             await self._server.stop(grace=STOP_GRACE_S)

@@ -1,6 +1,6 @@
 """The ``geyser.Geyser`` service as this gateway serves it: authenticated, metered, limited.
 
-Every call first proves its caller through the transports' one entry (:mod:`gateway.entry`: the HTTP
+Every call first proves its caller through the transports' one entry (:mod:`gateway.callers.entry`: the HTTP
 path's own authentication of ``x-token`` metadata, a session token or an API key,
 :func:`gateway.core.credentials.grpc_credentials`), then pays through the entry's session, from the
 process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`gateway.grpc.rules`):
@@ -55,16 +55,16 @@ from typing import Any, NoReturn
 
 import grpc
 
-from gateway import metrics
 from gateway.access.rules import ACCESS_DENIED
 from gateway.auth.revocations import REASONS
 from gateway.auth.services import AuthServices
+from gateway.base import metrics
+from gateway.callers.entry import Entry, EntrySession
 from gateway.core.client_address import TrustedProxies, client_address, grpc_peer_host
 from gateway.core.credentials import grpc_credentials
 from gateway.core.errors import ProxyError, ReplyStyle
 from gateway.credits.errors import SPEND_CAP_MESSAGE
 from gateway.credits.meter import Admission, Meter, Outcome
-from gateway.entry import Entry, EntrySession
 from gateway.grpc.budget import FilterBudget
 from gateway.grpc.metrics import GRPC_STREAMS
 from gateway.grpc.replay import ReplayLog, Resume
@@ -90,7 +90,7 @@ from gateway.grpc.store import StreamClocks
 from gateway.limits.rules import AccountLimits, RateLimited
 from gateway.limits.slices import ShardUnavailable
 from gateway.node.geyser import UpstreamGeyser
-from gateway.pipeline import Call, Wire
+from gateway.pipeline.stages import Call, Wire
 from gateway.storage.errors import StoreUnavailable
 from gateway.storage.seats import Seat, Seats
 from gateway.storage.stream_limits import AccountStreamLimits

@@ -9,7 +9,7 @@ from typing import Self
 
 from pydantic import Field, model_validator
 
-from gateway.config import Port, ServiceSettings
+from gateway.base.config import Port, ServiceSettings
 
 
 class GrpcSettings(ServiceSettings):

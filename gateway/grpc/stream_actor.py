@@ -4,7 +4,7 @@ A plain class, testable without Ray; :mod:`actors` starts ``grpc_servers`` of th
 (``grpc-stream-N``), named and restarted by Ray after a crash. Each is one process serving
 ``grpc_port`` (several share it through ``SO_REUSEPORT``, the kernel spreading connections over them)
 with its one upstream geyser subscription and its own credit leases. The server runs on a
-:class:`gateway.actor_loop.LoopThread` started in ``__init__``, so a restart serves again at once.
+:class:`gateway.base.loop_thread.LoopThread` started in ``__init__``, so a restart serves again at once.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import logging
 import threading
 from typing import Any
 
-from gateway.actor_loop import LoopThread
+from gateway.base.loop_thread import LoopThread
 from gateway.grpc.server import GrpcStreamServer, StreamServerSettings, tune_gc
 from gateway.limits.slices import ShardClient
 

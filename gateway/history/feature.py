@@ -1,13 +1,13 @@
-"""getTransactionHistory, as the one list (``gateway/features.py``) takes it."""
+"""getTransactionHistory, as the one list (``gateway/app/features.py``) takes it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from gateway.core.upstreams import Role
-from gateway.feature import Feature, Host, LocalMethod
 from gateway.history.method import TransactionHistory
 from gateway.history.methods import SPECS
+from gateway.pipeline.declaration import Feature, Host, LocalMethod
 
 
 def _handlers(host: Host) -> Mapping[str, LocalMethod]:

@@ -24,7 +24,7 @@ from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import CLASS_TIMEOUT_S, MethodClass
 from gateway.history.enrich import HistoryQuery, history, signature_list, transaction_request
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_batch, rpc_call
-from gateway.pipeline import Call
+from gateway.pipeline.stages import Call
 from gateway.rpc.answers import answer, refuse, transport_failure
 
 NO_HISTORY = "the node could not give the history"

@@ -21,7 +21,7 @@ from gateway.core.client_address import TrustedProxies, client_address
 from gateway.core.errors import address_rate_limited
 from gateway.limits.rules import KeyedBuckets
 from gateway.limits.settings import IpLimit
-from gateway.pipeline import Call, Handler, Reply, Stage
+from gateway.pipeline.stages import Call, Handler, Reply, Stage
 
 FORWARDED_FOR = "x-forwarded-for"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.metrics import LATENCY_BUCKETS, counter, each, histogram
+from gateway.base.metrics import LATENCY_BUCKETS, counter, each, histogram
 
 SLICE_EXCHANGES = counter(
     "gateway_account_slice_exchanges_total",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, field_validator
 
-from gateway.config import ServiceSettings
+from gateway.base.config import ServiceSettings
 
 
 class IpLimit(BaseModel):

@@ -30,10 +30,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from gateway.base.stopping import cancel_and_wait
 from gateway.limits import metrics
 from gateway.limits.rules import Allowed, ConcurrencyLimited, RateLimited, Taken, allowed
 from gateway.limits.shards import SLICE_TTL_S, ShardBook, SliceGrant, SliceRequest, shard_of
-from gateway.stopping import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ one JSON object when the client accepts ``application/json``, an SSE stream when
 ``text/event-stream``. What is hand-written here, and why the SDK's own does not fit:
 
 - **Credentials before MCP.** :class:`McpTransport` authenticates the HTTP request first, through the
-  transports' one entry (:mod:`gateway.entry`, JSON-RPC's own authentication), so a request without (or
+  transports' one entry (:mod:`gateway.callers.entry`, JSON-RPC's own authentication), so a request without (or
   with bad) credentials gets exactly what ``POST /`` gets (the 402 with its ``PAYMENT-REQUIRED`` terms,
   the 401), never an MCP answer. The SDK's auth is OAuth bearer tokens, which is not this gateway's
   identity. A wallet signature signs the HTTP body, which is the MCP message: it is checked (and its
@@ -63,13 +63,12 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from starlette.types import Message, Receive, Scope, Send
 
-from gateway.app import GatewayApp
+from gateway.app.replica import GatewayApp
+from gateway.callers.entry import Entry, EntrySession
 from gateway.core.errors import ReplyStyle
-from gateway.entry import Entry, EntrySession
 from gateway.mcp.logs import LogLevels
 from gateway.mcp.tools import BY_NAME, TOOLS, ToolArgumentError, jsonrpc_request
-from gateway.pipeline import Call, Reply, Wire, json_reply
-from gateway.pipeline_http import (
+from gateway.pipeline.http import (
     RPC_MAX_BODY_BYTES,
     BodyTooLarge,
     call_from_scope,
@@ -77,6 +76,7 @@ from gateway.pipeline_http import (
     send_reply,
     too_large_reply,
 )
+from gateway.pipeline.stages import Call, Reply, Wire, json_reply
 
 MCP_PATH = "/mcp"
 #: The MCP revisions this endpoint speaks (MCP's), oldest first; the last is the answer to others.

@@ -2,7 +2,7 @@
 arguments become one JSON-RPC request. Pure: no SDK, no I/O.
 
 A tool is only a spelling of a JSON-RPC call. The MCP transport (:mod:`gateway.mcp.server`)
-turns the ``(method, params)`` a tool gives into the body of a :class:`gateway.pipeline.Call` and
+turns the ``(method, params)`` a tool gives into the body of a :class:`gateway.pipeline.stages.Call` and
 runs the JSON-RPC stages, so what a tool may do, what it costs and how it fails are the JSON-RPC
 method's, never the tool's. ``rpc`` reaches every method; the named tools are there so that an agent
 finds the common reads, sends, fee estimates and history without knowing Solana's parameter shapes.

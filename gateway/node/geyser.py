@@ -74,11 +74,11 @@ from urllib.parse import urlparse
 
 import grpc
 
-from gateway import metrics
+from gateway.base import metrics
+from gateway.base.stopping import cancel_and_wait
 from gateway.core.upstreams import UpstreamNode
 from gateway.node.geyser_moves import MAX_MARGIN_SLOTS, Delivered
 from gateway.node.streams import StreamNodes
-from gateway.stopping import cancel_and_wait
 from geyser_proto import geyser_pb2
 from geyser_proto.fanout import Fanout, Member, union_request
 from geyser_proto.filters import EMPTY, AccountFilter, Filters, TransactionFilter

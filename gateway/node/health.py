@@ -23,8 +23,9 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gateway import metrics
-from gateway.config import ServiceSettings
+from gateway.base import metrics
+from gateway.base.config import ServiceSettings
+from gateway.base.stopping import cancel_and_wait
 from gateway.core.node_health import (
     NodeState,
     NodeView,
@@ -39,7 +40,6 @@ from gateway.core.node_health import (
 from gateway.core.upstreams import Role, Tier, UpstreamNode, serving
 from gateway.node.http import HttpUpstream
 from gateway.node.probe import probe
-from gateway.stopping import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

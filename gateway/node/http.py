@@ -17,11 +17,11 @@ from typing import Any, Protocol
 
 import orjson
 
-from gateway.log_throttle import LogThrottle
+from gateway.base.log_throttle import LogThrottle
 from gateway.node.wire import DEFAULT_BUFFERED_BYTES, AnswerBudget, AnswerTooLarge, BufferFull, WireError, WirePool
 
 log = logging.getLogger(__name__)
-#: A failure while the node is down repeats with every call (gateway/log_throttle.py).
+#: A failure while the node is down repeats with every call (gateway/base/log_throttle.py).
 throttled = LogThrottle(log)
 
 

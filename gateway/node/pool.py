@@ -37,12 +37,13 @@ from typing import Any, Protocol
 
 import orjson
 
-from gateway import metrics
-from gateway.config import ServiceSettings
+from gateway.base import metrics
+from gateway.base.config import ServiceSettings
+from gateway.base.log_throttle import LogThrottle
+from gateway.base.stopping import cancel_and_wait
 from gateway.core.node_health import EDGES, PoolView
 from gateway.core.slots import SIZE, Floors, admits
 from gateway.core.upstreams import RPC_ROLES, Role, UpstreamNode, check_pool, serving
-from gateway.log_throttle import LogThrottle
 from gateway.node.health import HealthSettings, LocalHealth, PoolHealth, Report
 from gateway.node.http import (
     DEFAULT_MAX_ANSWER_BYTES,
@@ -55,7 +56,6 @@ from gateway.node.http import (
 from gateway.node.members import SUSPECT_S, Answer, PoolNode, node_trouble, outran
 from gateway.node.sends import Broadcast, is_send
 from gateway.node.wire import DEFAULT_BUFFERED_BYTES, AnswerBudget
-from gateway.stopping import cancel_and_wait
 
 log = logging.getLogger(__name__)
 throttled = LogThrottle(log)
@@ -608,3 +608,8 @@ def _one_node(nodes: Sequence[UpstreamNode]) -> bool:
 def _retrieved(task: asyncio.Task[Any]) -> None:
     if not task.cancelled():
         task.exception()
+
+
+def node_client(settings: ServiceSettings, connections: int = 4) -> NodePool:
+    """The actor's own few connections to each node of the pool, the pool's health read from its owner."""
+    return NodePool.from_settings(settings, connections)

@@ -36,12 +36,12 @@ import orjson
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
-from gateway import metrics
+from gateway.base import metrics
+from gateway.base.stopping import cancel_and_wait
 from gateway.core.upstreams import Role, UpstreamNode
 from gateway.node.pubsub_moves import Seen, baseline, catch_up
 from gateway.node.streams import OneStreamNode, StreamNodes
 from gateway.node.wire import tls_context
-from gateway.stopping import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

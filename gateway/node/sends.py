@@ -16,12 +16,12 @@ from typing import Any, Protocol
 
 import orjson
 
-from gateway import metrics
+from gateway.base import metrics
+from gateway.base.log_throttle import LogThrottle
+from gateway.base.stopping import cancel_and_wait
 from gateway.core.transactions import decode_transaction
-from gateway.log_throttle import LogThrottle
 from gateway.node.http import UpstreamTimeout, UpstreamTooLarge, UpstreamUnavailable
 from gateway.node.members import Answer, PoolNode
-from gateway.stopping import cancel_and_wait
 
 log = logging.getLogger(__name__)
 throttled = LogThrottle(log)

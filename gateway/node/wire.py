@@ -33,7 +33,7 @@ from urllib.parse import unquote, urlsplit
 
 import httptools
 
-from gateway import metrics
+from gateway.base import metrics
 from gateway.core.params import whole_number
 
 #: An idle connection older than this is closed rather than reused: a server may close it meanwhile, and

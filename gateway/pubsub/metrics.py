@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from gateway.metrics import counter, each, gauge
+from gateway.base.metrics import counter, each, gauge
 
 WS_CONNECTIONS = gauge("gateway_ws_connections", "Open WebSockets of this replica")
 

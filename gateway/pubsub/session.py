@@ -1,7 +1,7 @@
 """One authenticated WebSocket connection: its subscriptions, their billing, and its limits.
 
 The transport (:mod:`gateway.pubsub.ws`) authenticates the upgrade through the transports' one entry
-(:mod:`gateway.entry`), then feeds the session each client frame (:meth:`WsSession.on_frame`) and
+(:mod:`gateway.callers.entry`), then feeds the session each client frame (:meth:`WsSession.on_frame`) and
 writes what :meth:`WsSession.next_batch` hands it.
 Everything in between is here, and none of it knows of ASGI:
 
@@ -9,7 +9,7 @@ Everything in between is here, and none of it knows of ASGI:
   and get this connection's own ids; ``subscribeSignal`` listens to the replica's signal feed;
 - other JSON-RPC methods run through the same stages as ``POST /`` after auth (limits, billing, the
   forward), so the socket is no cheaper or freer a way to the node;
-- billing goes through the entry's session (:class:`gateway.entry.EntrySession`, the replica's
+- billing goes through the entry's session (:class:`gateway.callers.entry.EntrySession`, the replica's
   :class:`~gateway.credits.meter.Meter` behind it): a subscription is reserved before the node is asked
   (refunded if it refuses), every notification is charged as it is written (tallied per connection
   and method into one usage row per settlement), so the client pays for exactly what it received;
@@ -37,6 +37,7 @@ from typing import Any, Protocol
 import orjson
 
 from gateway.access.rules import ACCESS_DENIED_RPC, SUBSCRIPTION
+from gateway.callers.entry import EntrySession
 from gateway.core.errors import ReplyStyle, RpcCode
 from gateway.core.jsonrpc import MAX_BATCH, envelope_fault
 from gateway.core.subscriptions import (
@@ -57,10 +58,9 @@ from gateway.core.subscriptions import (
 )
 from gateway.credits.errors import SPEND_CAP_MESSAGE, SPEND_CAP_RPC
 from gateway.credits.meter import Admission, Outcome
-from gateway.entry import EntrySession
 from gateway.limits.rules import TokenBucket
 from gateway.node.pubsub import Handle, SubscribeError, UpstreamPubSub, signature_final
-from gateway.pipeline import Call, Wire
+from gateway.pipeline.stages import Call, Wire
 from gateway.pubsub import metrics
 from gateway.signals.rules import SignalFilter
 

@@ -1,7 +1,7 @@
 """The WebSocket transport: ``/ws``, the node's PubSub methods and the signals stream, metered.
 
 The upgrade is always accepted (echoing only the JSON-RPC subprotocol entry, never ``auth.<key>``),
-then authenticated through the transports' one entry (:mod:`gateway.entry`: JSON-RPC's authentication,
+then authenticated through the transports' one entry (:mod:`gateway.callers.entry`: JSON-RPC's authentication,
 the credential held for revocation, the stages after auth for the socket's calls); a refusal closes the
 socket with docs/api.md's code and the error's message as the reason, so a client can tell why (an HTTP
 403 at the handshake would tell it nothing): 1008 for an invalid or expired session token, 4001 for any
@@ -36,13 +36,13 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from gateway.access.rules import ACCESS_DENIED, ACCESS_DENIED_CLOSE
-from gateway.app import GatewayApp
+from gateway.app.replica import GatewayApp
+from gateway.callers.entry import EntrySession
 from gateway.core.credentials import websocket_credentials
 from gateway.core.errors import ProxyError, ReplyStyle, address_rate_limited, service_unavailable
 from gateway.core.subscriptions import Close, Limits
-from gateway.entry import EntrySession
 from gateway.limits.addresses import FORWARDED_FOR
-from gateway.pipeline import Call, Reply, Wire
+from gateway.pipeline.stages import Call, Reply, Wire
 from gateway.pubsub.caps import Refusal, SocketCaps
 from gateway.pubsub.session import Frames, SessionDeps, SubscriptionTally, WsSession
 from gateway.pubsub.uvicorn_protocol import SEND_FRAMES, FramesWebSocketProtocol

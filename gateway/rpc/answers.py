@@ -1,10 +1,11 @@
 """JSON-RPC methods the gateway answers itself, instead of forwarding them to the node.
 
-Each is a :data:`gateway.feature.LocalMethod`: the forwarder hands it a pending item (already authenticated,
+Each is a :data:`gateway.pipeline.declaration.LocalMethod`: the forwarder hands it a pending item (already
+authenticated,
 planned, rate-limited and billed like any call) and it answers the item (``response`` or
 ``error``), saying what billing needs to know: ``item.sent`` once the transaction left,
 ``item.refund`` when the caller must not pay (refused before sending, a failed simulation).
-:func:`gateway.app.GatewayApp` registers them; a method not registered is refused free.
+:func:`gateway.app.replica.GatewayApp` registers them; a method not registered is refused free.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from gateway.core.errors import ProxyError, RpcCode, RpcError
 from gateway.core.jsonrpc import Failure, RpcItem
 from gateway.node.http import ChainError, UpstreamTimeout, UpstreamUnavailable
-from gateway.pipeline import Call
+from gateway.pipeline.stages import Call
 
 
 def answer(item: RpcItem, result: Any) -> None:

@@ -27,11 +27,11 @@ from gateway.core.jsonrpc import Failure, RpcItem, RpcPayload, parse_payload
 from gateway.core.methods import CLASS_TIMEOUT_S, REPLAYABLE_CLASSES, MethodClass, PriceTable, Registry
 from gateway.core.slots import needs, raise_to, request_terms, shown
 from gateway.core.upstreams import Role, role_of
-from gateway.feature import LocalMethod
 from gateway.node.http import Upstream, UpstreamTimeout, UpstreamTooLarge, UpstreamUnavailable
 from gateway.node.nodes import Nodes, nodes_of
 from gateway.node.pool import NodePool, NoNode
-from gateway.pipeline import UPSTREAM_HEADER, Call, Handler, Reply
+from gateway.pipeline.declaration import LocalMethod
+from gateway.pipeline.stages import UPSTREAM_HEADER, Call, Handler, Reply
 from gateway.rpc.metrics import CACHE_LOOKUPS
 from gateway.rpc.planning import plan_items
 from gateway.rpc.response_cache import HEADER, ResponseCache

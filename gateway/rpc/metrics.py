@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.metrics import counter, each
+from gateway.base.metrics import counter, each
 
 CACHE_LOOKUPS = counter(
     "gateway_response_cache_lookups_total",

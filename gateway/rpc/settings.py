@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gateway.config import ServiceSettings
+from gateway.base.config import ServiceSettings
 
 
 class RpcSettings(ServiceSettings):

@@ -18,7 +18,7 @@ from typing import Any
 
 import psutil
 
-from gateway.settings import (
+from gateway.app.settings import (
     Settings,  #: Under the data dir: ``<HAProxy files dir>\n<pid of gateway up>\n`` (gateway.runtime.serve_runtime).
 )
 

@@ -68,10 +68,10 @@ from pathlib import Path
 
 import orjson
 
-from gateway.config import ORIGIN
+from gateway.base.config import ORIGIN
+from gateway.base.keys import write_private  # it holds the secret
 from gateway.core.errors import ProxyError, RpcCode, backend_unavailable, service_unavailable
-from gateway.keys import write_private  # it holds the secret
-from gateway.pipeline import REQUEST_ID_HEADER
+from gateway.pipeline.stages import REQUEST_ID_HEADER
 from gateway.transports.cors import EXPOSE_HEADERS, OriginPolicy
 from gateway.transports.deadline import timeout_error
 from gateway.transports.ray_edge import (

@@ -1,5 +1,5 @@
 """The Serve application (:func:`build_app`): the ``Ingress`` deployment, each replica of which builds a
-:class:`gateway.app.GatewayApp` from the settings it is given and serves it through the HTTP transport,
+:class:`gateway.app.replica.GatewayApp` from the settings it is given and serves it through the HTTP transport,
 bound to the ``Service`` deployment that starts every actor (gateway/runtime/service_deployment.py).
 ``serve_app.py`` (``serve run``, ``serve deploy`` of ops/serve/gateway.yaml, KubeRay) and ``gateway up``
 all deploy :func:`build_app`.
@@ -20,8 +20,9 @@ from actors.metrics import install_ray_metrics
 from actors.pool_health import read_pool_from_cluster
 from actors.send_racers import ray_racers
 from actors.shard_client import RayShards
-from gateway.app import GatewayApp
-from gateway.process_gc import tune_gc
+from gateway.app.replica import GatewayApp
+from gateway.app.settings import Settings
+from gateway.base.process_gc import tune_gc
 from gateway.pubsub.ws import UVICORN_WS_OPTIONS
 from gateway.runtime.cluster import STOP_GRACE_S
 from gateway.runtime.exposure import serve_internal_grpc_on_loopback
@@ -29,7 +30,6 @@ from gateway.runtime.lean_ingress import install as install_lean_ingress
 from gateway.runtime.serve_metrics import count_serve_latencies
 from gateway.runtime.service_deployment import Service
 from gateway.runtime.serving import refuse_unless_ready
-from gateway.settings import Settings
 from gateway.transports.http import build_http_app
 
 
@@ -111,7 +111,7 @@ def build_app(settings: Settings) -> Application:
     (scaled in, redeployed, Serve shut down) is first taken out of HAProxy, serves what reaches it for
     ``drain_s``, then closes its port (its WebSockets close 1012) and waits for its requests to finish; then
     the app's shutdown settles usage and gives back credit leases and rate and concurrency slices
-    (:meth:`gateway.app.GatewayApp.shutdown`). The actors outlive the app (service_deployment.py says why)."""
+    (:meth:`gateway.app.replica.GatewayApp.shutdown`). The actors outlive the app (service_deployment.py says why)."""
     options = scaling_options(settings)
     if settings.ingress_replicas_per_node is not None:  # None is no bound: Serve's schema wants the key absent
         options["max_replicas_per_node"] = settings.ingress_replicas_per_node

@@ -15,7 +15,8 @@ import os
 import stat
 from pathlib import Path
 
-#: Under the data dir, what holds secrets: the keypairs and the HMAC secret (gateway/keys.py), Redis's, PostgreSQL's.
+#: Under the data dir, what holds secrets: the keypairs and the HMAC secret (gateway/base/keys.py), Redis's,
+#: PostgreSQL's.
 PRIVATE_DIRS = ("keys", "redis", "postgres")
 DIR_MODE, FILE_MODE = 0o700, 0o600
 #: Ray's environment variables naming its token (value, file); else the file is ~/.ray/auth_token.

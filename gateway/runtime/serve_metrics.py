@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from actors.metrics import RayBackend, RaySink
-from gateway.metrics import Kind, Labels, MetricSpec
+from gateway.base.metrics import Kind, Labels, MetricSpec
 
 PROCESSING = "serve_deployment_processing_latency_ms"
 #: Serve's ingress latency histogram of a protocol (``RequestIngressMetrics``), and its tag keys.

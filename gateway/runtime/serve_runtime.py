@@ -25,6 +25,7 @@ from typing import Any
 import psutil
 
 from actors.cluster import bounded, cluster_reachable
+from gateway.app.settings import Settings
 from gateway.runtime.cluster import SERVE_APP_NAME, SERVE_STOP_S, STOP_GRACE_S, STOP_SLACK_S
 from gateway.runtime.exposure import STARTER_RECORD
 from gateway.runtime.haproxy_edge import BINARY_ENV, CORS_ENV, TIMEOUT_ENV
@@ -32,7 +33,6 @@ from gateway.runtime.leftovers import left_behind, record, stop_processes
 from gateway.runtime.ports import free_port
 from gateway.runtime.private_files import secure_ray_token
 from gateway.runtime.ray_timers import RAY_TIMERS
-from gateway.settings import Settings
 from gateway.transports.ray_edge import CALLBACK_IMPORT_PATH, EDGE_SECRET_ENV
 
 #: Under the data dir: this stack's HAProxy files directory, the marker of its HAProxy processes.

@@ -23,9 +23,9 @@ from ray import serve
 from ray.serve.schema import LoggingConfig
 
 from actors.service import start_groups
+from gateway.app.settings import Settings
 from gateway.runtime.exposure import serve_internal_grpc_on_loopback
 from gateway.runtime.serving import refuse_unless_ready
-from gateway.settings import Settings
 
 
 # One replica: it only starts actors (each get-or-create, so a second one would be harmless, just idle).

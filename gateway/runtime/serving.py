@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from gateway.app.settings import Settings
 from gateway.auth.key_secret import SECRET_FILE
+from gateway.base.keys import DEPOSIT_SETTING, FEE_PAYER_SETTING
 from gateway.core.errors import ConfigError
-from gateway.keys import DEPOSIT_SETTING, FEE_PAYER_SETTING
 from gateway.runtime.exposure import network_refusals, replica_refusal
-from gateway.settings import Settings
 from gateway.storage.migrate import MigrationError, pending_url
 
 

@@ -18,11 +18,12 @@ from typing import Any
 
 from actors.service import service_actor_names, start_groups
 from actors.supervision import stop_actors
+from gateway.app.settings import Settings
 from gateway.auth.key_secret import SECRET_FILE, load_or_create_secret
 from gateway.auth.store.service_keys import record_cluster_keys_at
-from gateway.config import DEVNODE
+from gateway.base.config import DEVNODE
+from gateway.base.keys import DEPOSIT_WALLET, FEE_PAYER, ensure_service_keys
 from gateway.core.upstreams import UpstreamNode
-from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, ensure_service_keys
 from gateway.node.health import HealthSettings, cluster_of
 from gateway.runtime.cluster import STOP_BUDGET_S
 from gateway.runtime.devnode_proc import FOLLOWERS, DevnodeProcess, record_followers, stop_stale
@@ -31,7 +32,6 @@ from gateway.runtime.exposure import network_refusals
 from gateway.runtime.inspect import forget_ray_address, record_ray_address
 from gateway.runtime.private_files import secure_home
 from gateway.runtime.serve_runtime import ServeRuntime, stop_left_haproxy
-from gateway.settings import Settings
 from gateway.storage.migrate import migrate_url
 from gateway.webhooks.targets import allow_private
 from gateway.x402.devnode_settlement import prepare_sponsored_settlement
@@ -85,7 +85,7 @@ class Stack:
         keys = ensure_service_keys(self.home)
         deposit = s.deposit_address or keys[DEPOSIT_WALLET]
         self.report("keys", f"deposit wallet {deposit} (keys in {self.home / 'keys'})")
-        # every process this starts, on any machine, uses these and never creates a key (gateway/keys.py)
+        # every process this starts, on any machine, uses these and never creates a key (gateway/base/keys.py)
         updates: dict[str, Any] = {
             "home": self.home,
             "deposit_address": deposit,

@@ -1,4 +1,4 @@
-"""Sending, as the one list (``gateway/features.py``) takes it: the send and bundle methods, their
+"""Sending, as the one list (``gateway/app/features.py``) takes it: the send and bundle methods, their
 handlers (the bundle relay's only with a block engine configured, as its ``/relay/*`` routes), and the
 sending settings."""
 
@@ -11,8 +11,8 @@ from starlette.routing import BaseRoute
 
 from gateway.core.methods import MethodClass
 from gateway.credits.meter import Meter
-from gateway.feature import Feature, Host, LocalMethod
-from gateway.pipeline import Handler, Stage
+from gateway.pipeline.declaration import Feature, Host, LocalMethod
+from gateway.pipeline.stages import Handler, Stage
 from gateway.sending.api_doc import API_DOC
 from gateway.sending.block_engine import BlockEngine
 from gateway.sending.methods import SPECS

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from gateway.metrics import LATENCY_BUCKETS, counter, each, gauge, histogram
+from gateway.base.metrics import LATENCY_BUCKETS, counter, each, gauge, histogram
 
 SEND_RACES = counter(
     "gateway_send_races_total",

@@ -21,14 +21,15 @@ import contextlib
 import logging
 from typing import Any
 
-from gateway.actor_loop import LoopThread, connect_when_up, node_client
+from gateway.base.loop_thread import LoopThread
 from gateway.credits.retention import SettledRetention
 from gateway.credits.settings import CreditSettings
 from gateway.node.http import Upstream
+from gateway.node.pool import node_client
 from gateway.sending.reconcile import UNPROVEN_RELEASE_S, reconcile
 from gateway.sending.settings import SendingSettings
 from gateway.storage import sends
-from gateway.storage.connections import Pool
+from gateway.storage.connections import Pool, connect_when_up
 from gateway.storage.errors import StoreUnavailable
 from gateway.storage.sends import SendStatus
 

@@ -18,7 +18,7 @@ import orjson
 from gateway.core.errors import invalid_rpc_request
 from gateway.core.jsonrpc import RpcItem
 from gateway.node.http import ChainError, UpstreamTimeout, UpstreamUnavailable
-from gateway.pipeline import Call, Handler, Reply
+from gateway.pipeline.stages import Call, Handler, Reply
 from gateway.rpc.answers import answer, config, node_error, transport_failure
 from gateway.sending.block_engine import BlockEngine
 from gateway.sending.bundles import Bundle

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 from starlette.routing import BaseRoute
 
-from gateway.pipeline import Handler, ReplyStyle, Stage
-from gateway.pipeline_http import RPC_MAX_BODY_BYTES, mount
+from gateway.pipeline.http import RPC_MAX_BODY_BYTES, mount
+from gateway.pipeline.stages import Handler, ReplyStyle, Stage
 
 #: path -> (HTTP method, JSON-RPC method). A GET has no body.
 RELAY_ROUTES = {

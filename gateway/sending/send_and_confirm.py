@@ -34,7 +34,7 @@ from gateway.core.transactions import WireTx
 from gateway.credits.errors import insufficient_credits, payment_required, spend_cap_reached
 from gateway.credits.meter import Meter
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
-from gateway.pipeline import Call
+from gateway.pipeline.stages import Call
 from gateway.rpc.answers import answer, config, unpaid
 from gateway.sending.preflight import simulate, simulation_failed
 from gateway.sending.race import Outcome, RaceResult

@@ -20,7 +20,7 @@ from typing import Any
 
 from gateway.core.jsonrpc import RpcItem
 from gateway.node.http import Upstream
-from gateway.pipeline import Call
+from gateway.pipeline.stages import Call
 from gateway.rpc.answers import answer
 from gateway.sending.reconcile import UNPROVEN_RELEASE_S, reconcile
 from gateway.storage import sends

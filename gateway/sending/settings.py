@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from gateway.config import ServiceSettings, url_with_scheme
+from gateway.base.config import ServiceSettings, url_with_scheme
 
 SendLeg = Literal["local_rpc", "jito", "tpu_quic"]
 SEND_LEGS: tuple[SendLeg, ...] = ("local_rpc", "jito", "tpu_quic")

@@ -24,7 +24,7 @@ from gateway.core.fees import URGENCY_PERCENTILES, percentile, recent_fees
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.transactions import WireTx, compute_unit_price
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
-from gateway.pipeline import Call
+from gateway.pipeline.stages import Call
 from gateway.rpc.answers import answer, config, node_error, refuse, transport_failure
 from gateway.sending.preflight import simulate, simulation_failed
 

@@ -4,7 +4,7 @@ A plain class, testable without Ray; :mod:`actors` makes it one named, detached,
 restarting Ray actor per cluster (``signal-classifier``), so one poller reads the node's blocks and
 every replica follows its log. Two at once would still be safe: the log's cursor lets only one of them
 append a slot (:class:`gateway.signals.store.CursorConflict` for the other). Its poll loop runs on a
-:class:`gateway.actor_loop.LoopThread` from ``__init__`` (a restart re-runs only ``__init__``, and the
+:class:`gateway.base.loop_thread.LoopThread` from ``__init__`` (a restart re-runs only ``__init__``, and the
 classifier resumes from the stored cursor).
 """
 
@@ -14,7 +14,8 @@ import asyncio
 import logging
 from typing import Any
 
-from gateway.actor_loop import LoopThread, node_client
+from gateway.base.loop_thread import LoopThread
+from gateway.node.pool import node_client
 from gateway.signals.classifier import SignalClassifier
 from gateway.signals.rules import SignalRules
 from gateway.signals.settings import SignalSettings

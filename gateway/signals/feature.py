@@ -1,4 +1,4 @@
-"""Signals, as the one list (``gateway/features.py``) takes them: ``GET /signals/recent`` and its part of
+"""Signals, as the one list (``gateway/app/features.py``) takes them: ``GET /signals/recent`` and its part of
 the OpenAPI document, and the classifier's settings."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Protocol
 from starlette.routing import BaseRoute
 
 from gateway.auth.stage import Gates
-from gateway.feature import Feature
+from gateway.pipeline.declaration import Feature
 from gateway.signals.api_doc import API_DOC
 from gateway.signals.routes import signal_routes
 from gateway.signals.settings import SignalSettings

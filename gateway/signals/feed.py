@@ -1,6 +1,6 @@
 """One replica's follower of the signal log: new events, in order, to the listeners registered here.
 
-A replica runs one :class:`SignalFeed` (started and stopped by :class:`gateway.app.GatewayApp`) and
+A replica runs one :class:`SignalFeed` (started and stopped by :class:`gateway.app.replica.GatewayApp`) and
 every consumer in it (WebSocket sessions, later webhooks) registers a listener, so a replica reads each
 event from Redis once whatever the number of subscribers. The feed starts after the newest event at
 its start and follows with ``XREAD BLOCK`` from the last id it delivered. After a Redis failure it
@@ -20,8 +20,8 @@ import logging
 from collections.abc import Callable
 from typing import Any, Final
 
+from gateway.base.stopping import cancel_and_wait
 from gateway.signals.store import SignalLog
-from gateway.stopping import cancel_and_wait
 from gateway.storage.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from gateway.metrics import gauge
+from gateway.base.metrics import gauge
 
 CLASSIFIER_LAG = gauge("gateway_signal_classifier_lag_slots", "Confirmed slots the signal classifier is behind")

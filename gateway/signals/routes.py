@@ -15,8 +15,8 @@ from starlette.routing import BaseRoute
 
 from gateway.auth.stage import Gates
 from gateway.core.errors import ProxyError, invalid_request, service_unavailable
-from gateway.pipeline import Call, Reply, json_reply
-from gateway.pipeline_http import mount
+from gateway.pipeline.http import mount
+from gateway.pipeline.stages import Call, Reply, json_reply
 from gateway.signals.rules import RecentQuery
 from gateway.signals.store import RecentSignals, SignalLog
 from gateway.storage.errors import StoreUnavailable

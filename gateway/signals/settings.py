@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from gateway.config import ServiceSettings
+from gateway.base.config import ServiceSettings
 from gateway.signals.rules import DEFAULT_LARGE_SWAP_LAMPORTS, DEFAULT_SIGNAL_PROGRAMS, is_pubkey
 
 

@@ -6,6 +6,8 @@ so a store that hangs becomes :class:`gateway.storage.errors.StoreUnavailable`, 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -13,7 +15,8 @@ from typing import Any, TypeAlias
 import asyncpg
 import redis.asyncio as aioredis
 
-from gateway.storage.errors import REDIS_UNAVAILABLE, postgres_errors
+from gateway.base.config import ServiceSettings
+from gateway.storage.errors import REDIS_UNAVAILABLE, StoreUnavailable, postgres_errors
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +26,9 @@ REDIS_TIMEOUT_S = 5.0
 
 #: The database handle the layers above pass to storage functions (they never use it themselves).
 Pool: TypeAlias = asyncpg.Pool
+
+
+RETRY_S = 2.0
 
 
 @dataclass
@@ -94,3 +100,19 @@ async def warn_unless_noeviction(redis: aioredis.Redis) -> None:
         log.warning("cannot read Redis's maxmemory-policy; it must be noeviction, or nonces may be evicted early")
     elif policy != "noeviction":
         log.error("Redis maxmemory-policy is %s: set noeviction, or nonces may be evicted early (replays)", policy)
+
+
+async def connect_when_up(
+    settings: ServiceSettings, stop: asyncio.Event, who: str, redis: bool, pool_size: int = 2
+) -> Connections | None:
+    """Open a small pool (and Redis when ``redis``), retrying while the database is not up yet;
+    None when stopped first."""
+    while not stop.is_set():
+        try:
+            redis_url = settings.redis_url if redis else None
+            return await Connections.open(settings.database_url, redis_url, pool_size=pool_size)
+        except StoreUnavailable as exc:
+            log.warning("%s: %s", who, exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), RETRY_S)
+    return None

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 
-from gateway.stopping import cancel_and_wait
+from gateway.base.stopping import cancel_and_wait
 from gateway.storage.errors import redis_errors
 
 log = logging.getLogger(__name__)

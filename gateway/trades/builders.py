@@ -33,7 +33,7 @@ from gateway.core.params import node_integer
 from gateway.credits.errors import insufficient_credits, payment_required, spend_cap_reached
 from gateway.credits.meter import Admission, Meter, Outcome
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_batch, rpc_call
-from gateway.pipeline import Call
+from gateway.pipeline.stages import Call
 from gateway.rpc.answers import answer, transport_failure, unpaid
 from gateway.trades.fees import TradeFees
 from gateway.trades.params import SellParams, SnipeParams

@@ -1,4 +1,4 @@
-"""executeSnipe and executeSell, as the one list (``gateway/features.py``) takes them: each builder
+"""executeSnipe and executeSell, as the one list (``gateway/app/features.py``) takes them: each builder
 charges its fee through the replica's meter, at the replica's SOL/USD rate."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from gateway.credits.meter import Meter
-from gateway.feature import Feature, Host, LocalMethod
+from gateway.pipeline.declaration import Feature, Host, LocalMethod
 from gateway.trades.builders import ExecuteSell, ExecuteSnipe
 from gateway.trades.fees import TradeFees
 from gateway.trades.methods import SPECS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gateway.config import DEVNODE_SOL_USD_POOL, ServiceSettings
+from gateway.base.config import DEVNODE_SOL_USD_POOL, ServiceSettings
 
 
 class TradeSettings(ServiceSettings):

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.pipeline_http import route_path
+from gateway.pipeline.http import route_path
 
 #: The methods of the gateway's routes (docs/api.md).
 ALLOW_METHODS = ("GET", "POST", "DELETE")

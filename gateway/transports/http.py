@@ -17,19 +17,19 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 from swagger_ui_bundle import swagger_ui_path
 
-from gateway.app import GatewayApp
+from gateway.app.features import feature_routes
+from gateway.app.replica import GatewayApp
 from gateway.core.errors import ProxyError
-from gateway.features import feature_routes
 from gateway.mcp.server import MCP_PATH, McpTransport, own_origins
-from gateway.openapi import openapi_document
-from gateway.pipeline import Call, Reply, ReplyStyle, json_reply
-from gateway.pipeline_http import RPC_MAX_BODY_BYTES, RpcFirst, WebSocketFirst, call_from_scope, mount, to_response
-from gateway.public import capabilities_document, health_document, pricing_document
+from gateway.pipeline.http import RPC_MAX_BODY_BYTES, RpcFirst, WebSocketFirst, call_from_scope, mount, to_response
+from gateway.pipeline.stages import Call, Reply, ReplyStyle, json_reply
+from gateway.public.documents import capabilities_document, health_document, pricing_document
 from gateway.pubsub.ws import WS_PATH, WsTransport
 from gateway.rpc.api_doc import RPC_PATHS
 from gateway.transports.access_log import with_access_log
 from gateway.transports.cors import Cors, OriginPolicy
 from gateway.transports.deadline import BodyDeadline
+from gateway.transports.openapi import openapi_document
 
 #: /docs: the vendored Swagger UI (the swagger-ui-bundle package) rendering /openapi.json, with no
 #: request leaving the machine.
@@ -121,6 +121,6 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
         Route("/docs", docs, methods=["GET"]),
         Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]),
         Mount("/docs/static", StaticFiles(directory=swagger_ui_path), name="docs-static"),
-        *feature_routes(gw),  # gateway/features.py
+        *feature_routes(gw),  # gateway/app/features.py
     ]
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})

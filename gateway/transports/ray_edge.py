@@ -25,7 +25,7 @@ run through ``gateway-haproxy`` (:mod:`gateway.runtime.haproxy_edge`), sends the
 ``GATEWAY_EDGE_SECRET``, :class:`ServeEdge` makes that address the request's peer (``scope["client"]``),
 which every transport and per-address limit then uses. With the same secret, the id HAProxy gave the
 request (``X-Gateway-Request-Id``; its own answers, a 502 or 504 when the replica's is lost or late,
-carry it) becomes the HTTP call's ``X-Request-Id`` (:data:`gateway.pipeline_http.EDGE_REQUEST_ID`), so a
+carry it) becomes the HTTP call's ``X-Request-Id`` (:data:`gateway.pipeline.http.EDGE_REQUEST_ID`), so a
 client quoting an edge's answer names the call the replica logged and billed. The three headers are
 removed from every request, so no client can choose its address or its request id and no stage sees the
 secret.
@@ -44,7 +44,7 @@ import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.pipeline_http import EDGE_REQUEST_ID
+from gateway.pipeline.http import EDGE_REQUEST_ID
 
 #: The value for ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH``.
 CALLBACK_IMPORT_PATH = "gateway.runtime.serve_middlewares.ray_middlewares"

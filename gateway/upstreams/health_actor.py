@@ -2,7 +2,7 @@
 (:class:`gateway.node.health.PoolHealth`).
 
 A plain class, testable without Ray; :mod:`actors.upstream_health` makes it one named, detached,
-restarting Ray actor. It probes every node on a :class:`gateway.actor_loop.LoopThread` from ``__init__``
+restarting Ray actor. It probes every node on a :class:`gateway.base.loop_thread.LoopThread` from ``__init__``
 (a restart re-runs only ``__init__``; what it knew is re-learned in a few probes), follows the operator's
 changes in PostgreSQL once the database answers, and hands every process the pool's view when it
 reports (:meth:`exchange`, called by Ray on its own thread: it only queues the report and returns the
@@ -15,11 +15,11 @@ import asyncio
 import logging
 from typing import Any
 
-from gateway.actor_loop import LoopThread, connect_when_up
-from gateway.config import ServiceSettings
+from gateway.base.config import ServiceSettings
+from gateway.base.loop_thread import LoopThread
 from gateway.core.node_health import PoolView
 from gateway.node.health import Changes, HealthSettings, PoolHealth, Report
-from gateway.storage.connections import Connections
+from gateway.storage.connections import Connections, connect_when_up
 from gateway.upstreams.store import read_changes
 
 log = logging.getLogger(__name__)

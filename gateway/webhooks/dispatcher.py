@@ -50,8 +50,8 @@ from typing import Any
 import aiohttp
 import orjson
 
+from gateway.base.log_throttle import LogThrottle
 from gateway.core.credits import EventHook, no_events
-from gateway.log_throttle import LogThrottle
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
 from gateway.webhooks import metrics, targets

@@ -4,7 +4,7 @@ A plain class, testable without Ray; :mod:`actors` starts a small pool of them
 (``webhook_dispatchers``, named ``webhook-dispatcher-N``) as named, detached, restarting Ray actors.
 Any number may run at once: PostgreSQL hands each due job to one of them (``FOR UPDATE SKIP
 LOCKED``, under a lease), so they share the queue without talking to each other. Its loop runs on a
-:class:`gateway.actor_loop.LoopThread` from ``__init__`` (a restart re-runs only ``__init__``; jobs
+:class:`gateway.base.loop_thread.LoopThread` from ``__init__`` (a restart re-runs only ``__init__``; jobs
 the previous incarnation held are claimed again when their lease passes).
 """
 
@@ -16,8 +16,9 @@ import os
 import secrets
 from typing import Any
 
-from gateway.actor_loop import LoopThread, connect_when_up
-from gateway.process_gc import freeze_startup, tune_gc
+from gateway.base.loop_thread import LoopThread
+from gateway.base.process_gc import freeze_startup, tune_gc
+from gateway.storage.connections import connect_when_up
 from gateway.webhooks.dispatcher import DispatchConfig, Dispatcher, RetryPolicy, fixed_delays
 from gateway.webhooks.rules import retry_delay_s
 from gateway.webhooks.settings import WebhookSettings

@@ -1,4 +1,4 @@
-"""Webhooks, as the one list (``gateway/features.py``) takes them: ``/webhooks`` and its part of the
+"""Webhooks, as the one list (``gateway/app/features.py``) takes them: ``/webhooks`` and its part of the
 OpenAPI document, and the webhook settings."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from starlette.routing import BaseRoute
 
 from gateway.access.guard import AccessGuard
 from gateway.auth.stage import Gates
-from gateway.feature import Feature
+from gateway.pipeline.declaration import Feature
 from gateway.webhooks.api_doc import API_DOC
 from gateway.webhooks.management import WebhookEndpoints
 from gateway.webhooks.routes import webhook_routes

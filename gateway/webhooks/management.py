@@ -30,7 +30,7 @@ from gateway.auth.account_views import iso8601
 from gateway.core.errors import ProxyError, ReplyStyle, address_rate_limited, invalid_request, not_found
 from gateway.core.params import whole_number
 from gateway.credits.errors import account_suspended, insufficient_credits
-from gateway.pipeline import Call, Reply, json_reply
+from gateway.pipeline.stages import Call, Reply, json_reply
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
 from gateway.webhooks.rules import MAX_WEBHOOKS_PER_ACCOUNT, MIN_BALANCE_TO_CREATE, event_id, new_secret

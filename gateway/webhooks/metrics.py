@@ -4,7 +4,7 @@ gauges, ``backlog.py``).
 
 from __future__ import annotations
 
-from gateway.metrics import counter, each, gauge
+from gateway.base.metrics import counter, each, gauge
 
 WEBHOOK_DELIVERIES = counter(
     "gateway_webhook_deliveries_total",

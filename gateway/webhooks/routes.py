@@ -4,7 +4,7 @@ Each runs ``error_boundary``, the per-address limit of the ``webhooks`` group, t
 credential mode, an account needed: 402 with the payment terms without one), the access rules' webhook
 action (:class:`gateway.access.stage.WebhookAction`: a key or session of an account with rules takes only
 the actions they list), then its endpoint (:class:`gateway.webhooks.management.WebhookEndpoints`, built
-by :class:`gateway.app.GatewayApp`). Not billed, so no credit headers. ``{id}`` is any path segment: the
+by :class:`gateway.app.replica.GatewayApp`). Not billed, so no credit headers. ``{id}`` is any path segment: the
 endpoint answers 404 for one that is not an id, after authentication, as for any id the caller does not own.
 """
 
@@ -15,8 +15,8 @@ from starlette.routing import BaseRoute
 from gateway.access.guard import AccessGuard
 from gateway.access.stage import WebhookAction
 from gateway.auth.stage import Gates
-from gateway.pipeline import Handler, Stage
-from gateway.pipeline_http import mount
+from gateway.pipeline.http import mount
+from gateway.pipeline.stages import Handler, Stage
 from gateway.webhooks.management import WebhookEndpoints
 
 

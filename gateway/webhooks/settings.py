@@ -7,7 +7,7 @@ from typing import Self
 
 from pydantic import Field, model_validator
 
-from gateway.config import ServiceSettings
+from gateway.base.config import ServiceSettings
 from gateway.webhooks.rules import MAX_WATCHED_ADDRESSES
 
 

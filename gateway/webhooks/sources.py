@@ -59,9 +59,9 @@ from typing import Any, Final, Protocol
 
 import orjson
 
+from gateway.base.stopping import cancel_and_wait
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.signals.store import SignalLog
-from gateway.stopping import cancel_and_wait
 from gateway.storage.connections import Pool
 from gateway.storage.errors import StoreUnavailable
 from gateway.webhooks.events import BLOCK_TIME_SLACK_S, transaction

@@ -3,7 +3,7 @@
 A plain class, testable without Ray; :mod:`actors` makes it one named, detached,
 restarting Ray actor per cluster (``webhook-watcher``). It runs :class:`gateway.webhooks.sources.TransactionWatches`
 (with the node's PubSub for wake-ups) and :class:`gateway.webhooks.sources.SignalWebhooks` side by
-side on a :class:`gateway.actor_loop.LoopThread` from ``__init__``; both resume from their positions in
+side on a :class:`gateway.base.loop_thread.LoopThread` from ``__init__``; both resume from their positions in
 PostgreSQL after a restart. Two at once would still write each job once (dedupe keys), only wastefully.
 """
 
@@ -13,12 +13,14 @@ import asyncio
 import logging
 from typing import Any
 
-from gateway.actor_loop import LoopThread, connect_when_up, node_client
+from gateway.base.loop_thread import LoopThread
 from gateway.core.upstreams import Role
+from gateway.node.pool import node_client
 from gateway.node.pubsub import UpstreamPubSub
 from gateway.node.streams import PoolStreamNodes
 from gateway.signals.settings import SignalSettings
 from gateway.signals.store import SignalLog
+from gateway.storage.connections import connect_when_up
 from gateway.webhooks.backlog import backlog_gauges
 from gateway.webhooks.retention import JobRetention
 from gateway.webhooks.settings import WebhookSettings

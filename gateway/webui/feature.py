@@ -1,4 +1,4 @@
-"""The account page, as the one list (``gateway/features.py``) takes it: ``/app/``'s routes (pages: not
+"""The account page, as the one list (``gateway/app/features.py``) takes it: ``/app/``'s routes (pages: not
 in the OpenAPI document)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from starlette.routing import BaseRoute
 
-from gateway.feature import Feature
+from gateway.pipeline.declaration import Feature
 from gateway.webui.routes import webui_routes
 
 

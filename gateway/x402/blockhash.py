@@ -17,7 +17,7 @@ from gateway.core.errors import ProxyError
 from gateway.core.params import node_integer
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
 from gateway.node.single_flight import Fresh
-from gateway.pipeline import Call, Reply, json_reply
+from gateway.pipeline.stages import Call, Reply, json_reply
 
 BLOCKHASH_PATH = "/x402/blockhash"
 #: A blockhash stays usable for about 150 blocks (a minute); one this old leaves the payer nearly all of it.

@@ -25,8 +25,8 @@ from solders.pubkey import Pubkey
 from solders.transaction import Transaction
 from spl.token.instructions import create_idempotent_associated_token_account
 
+from gateway.base.keys import DEPOSIT_WALLET, FEE_PAYER, load_or_create_keypair
 from gateway.core.deposits import deposit_token_account
-from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, load_or_create_keypair
 
 log = logging.getLogger(__name__)
 

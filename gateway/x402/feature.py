@@ -1,4 +1,4 @@
-"""x402, as the one list (``gateway/features.py``) takes it: ``/x402/*`` and its part of the OpenAPI
+"""x402, as the one list (``gateway/app/features.py``) takes it: ``/x402/*`` and its part of the OpenAPI
 document."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Protocol
 from starlette.routing import BaseRoute
 
 from gateway.auth.stage import Gates
-from gateway.feature import Feature
+from gateway.pipeline.declaration import Feature
 from gateway.x402.api_doc import API_DOC
 from gateway.x402.routes import x402_routes
 from gateway.x402.settle import X402Settle

@@ -1,4 +1,4 @@
-"""The bodies of ``POST /x402/settle`` as pydantic models, for the OpenAPI document (gateway/openapi.py)."""
+"""The bodies of ``POST /x402/settle`` as pydantic models, for the OpenAPI document (gateway/transports/openapi.py)."""
 
 from __future__ import annotations
 

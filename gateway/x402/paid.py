@@ -39,7 +39,7 @@ from gateway.core.transactions import WireTx
 from gateway.credits.chain_reads import deposit_credits
 from gateway.credits.confirm import DepositServices
 from gateway.credits.store import credit_deposit
-from gateway.pipeline import Call, Reply, Stage
+from gateway.pipeline.stages import Call, Reply, Stage
 from gateway.x402.header import (
     PAYMENT_RESPONSE,
     X_PAYMENT_RESPONSE,

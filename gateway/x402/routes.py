@@ -4,7 +4,7 @@ JSON-RPC routes.
 Unauthenticated (docs/api.md): ``error_boundary``, then the per-address limit of the ``x402_settle`` group
 (each settlement makes the node simulate and send, and a sponsored one spends the fee payer's SOL; the
 blockhash a payment is built on counts in the same group), then the endpoint
-(:class:`gateway.x402.settle.X402Settle`, built by :class:`gateway.app.GatewayApp`, and
+(:class:`gateway.x402.settle.X402Settle`, built by :class:`gateway.app.replica.GatewayApp`, and
 :class:`gateway.x402.blockhash.RecentBlockhash`). The body is read up to
 :data:`gateway.x402.rules.MAX_BODY_BYTES` (a base64 transaction of the largest version in
 ``{"transaction": ...}``); larger gets 413 unread.
@@ -15,8 +15,8 @@ from __future__ import annotations
 from starlette.routing import BaseRoute
 
 from gateway.auth.stage import Gates
-from gateway.pipeline import Call, Reply
-from gateway.pipeline_http import mount
+from gateway.pipeline.http import mount
+from gateway.pipeline.stages import Call, Reply
 from gateway.x402.blockhash import BLOCKHASH_PATH, RecentBlockhash
 from gateway.x402.rules import MAX_BODY_BYTES
 from gateway.x402.settle import X402Settle

@@ -35,13 +35,13 @@ from solders.transaction import VersionedTransaction
 
 from gateway.auth.account_views import usdc_amount
 from gateway.auth.payment_terms import MINIMUM_DEPOSIT_BASE_UNITS, caip2_network
-from gateway.config import ServiceSettings
+from gateway.base.config import ServiceSettings
+from gateway.base.keys import ServiceKeys
 from gateway.core.deposits import deposit_token_account
 from gateway.core.errors import ProxyError, service_unavailable
 from gateway.core.transactions import WireTx
-from gateway.keys import ServiceKeys
 from gateway.node.http import ChainError, Upstream, UpstreamTimeout, UpstreamUnavailable, rpc_call
-from gateway.pipeline import Call, Reply, json_reply
+from gateway.pipeline.stages import Call, Reply, json_reply
 from gateway.storage.connections import Pool
 from gateway.x402 import store as settlements
 from gateway.x402.rules import (
@@ -147,7 +147,7 @@ class X402Settle:
         client_address: Callable[[Call], str | None],
     ) -> X402Settle:
         """Signs with ``keys.signer``, read from ``<home>/keys/fee-payer.json`` where this machine has it
-        (never created: gateway/keys.py); without it, settlement answers 503."""
+        (never created: gateway/base/keys.py); without it, settlement answers 503."""
         fee_payer = keys.signer
         if fee_payer is None and settings.x402_settle:
             log.error("x402 settlement off: no fee payer key %s on this machine", keys.fee_payer_file)

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from devnode.node import Devnode
-from gateway.settings import Settings
+from gateway.app.settings import Settings
 from gateway_client import WalletSigner
 from tests.auth.helpers import Answer, create_account, create_api_key, open_session, request, signed
 from tests.sending.conftest import sending_settings

@@ -14,8 +14,8 @@ import grpc
 import pytest
 
 from devnode.node import Devnode
+from gateway.app.settings import Settings
 from gateway.grpc.server import GrpcStreamServer
-from gateway.settings import Settings
 from tests.access.conftest import Owner
 from tests.grpc.client import Subscription, eventually, kind
 from tests.grpc.conftest import GeyserClient, geyser

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from gateway.access.rules import ACCESS_DENIED_CLOSE, ACCESS_DENIED_RPC
-from gateway.settings import Settings
+from gateway.app.settings import Settings
 from tests.access.conftest import Owner, rpc
 from tests.pubsub.test_ws import ask, close_code, socket
 from tests.support import RunningGateway, serve_gateway

@@ -14,8 +14,8 @@ import orjson
 import pytest
 from websockets.asyncio.client import connect
 
+from gateway.app.settings import Settings
 from gateway.credits.errors import SPEND_CAP_RPC
-from gateway.settings import Settings
 from tests.access.conftest import BODY, Owner, rpc
 from tests.auth.helpers import Answer, request, signed
 from tests.pubsub.test_ws import ask, close_code, socket, ws_url

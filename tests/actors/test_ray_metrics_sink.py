@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 
 from actors.metrics import RayBackend, RaySink, declare_every_metric
-from gateway.metrics import Kind, MetricSpec
+from gateway.base.metrics import Kind, MetricSpec
 
 
 def sink_of(kind: Kind, name: str) -> tuple[RaySink, list[tuple[float, dict[str, str]]]]:

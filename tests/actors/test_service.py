@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 import actors.service as service
+from gateway.app.settings import Settings
 from gateway.runtime.stack import Stack
-from gateway.settings import Settings
 from tests.support import service_key_settings
 
 STARTS = (

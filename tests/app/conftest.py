@@ -25,8 +25,8 @@ from solders.transaction import VersionedTransaction
 from spl.token.instructions import create_idempotent_associated_token_account
 
 from devnode.node import Devnode
+from gateway.app.settings import Settings
 from gateway.runtime.ports import free_port
-from gateway.settings import Settings
 from gateway.webui.routes import BUILD_DIR
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS  # the browser-apps tests' launch, one list for both
 from tests.chain import USDC_MINT, airdrop, send

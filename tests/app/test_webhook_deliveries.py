@@ -18,7 +18,7 @@ from aiohttp import web
 from playwright.async_api import BrowserContext, expect
 
 from devnode.node import Devnode
-from gateway.settings import Settings
+from gateway.app.settings import Settings
 from gateway.storage.operator import credit_account
 from gateway.webhooks.dispatcher import fixed_delays
 from tests.app.conftest import AccountPage, PageWallet, axe_source, open_page, screenshot_dir

@@ -10,8 +10,8 @@ import aiohttp
 import asyncpg
 import pytest
 
+from gateway.app.settings import Settings
 from gateway.auth.api_keys import ApiKeyRotated
-from gateway.settings import Settings
 from gateway_client import WalletSigner
 from tests.auth.helpers import create_account
 from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway, service_key_settings

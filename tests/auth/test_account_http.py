@@ -10,7 +10,7 @@ import aiohttp
 import asyncpg
 import pytest
 
-from gateway.keys import DEPOSIT_WALLET, load_keypair
+from gateway.base.keys import DEPOSIT_WALLET, load_keypair
 from gateway.storage import sends
 from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key, open_session, request, signed

@@ -12,7 +12,7 @@ import asyncpg
 import orjson
 import pytest
 
-from gateway.settings import Settings
+from gateway.app.settings import Settings
 from tests.auth.helpers import request
 from tests.credits.helpers import fund, new_pubkey
 from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway, service_key_settings

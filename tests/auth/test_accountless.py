@@ -26,10 +26,10 @@ from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
 
 from devnode.node import Devnode
+from gateway.app.settings import Settings
 from gateway.auth.cache import NO_ACCOUNT_TTL_S
 from gateway.auth.store.nonces import nonce_key
 from gateway.runtime.embedded import EmbeddedPostgres
-from gateway.settings import Settings
 from gateway.storage.migrate import migrate_url
 from gateway_client import WalletSigner
 from tests.auth.helpers import RPC_BODY, open_session, request, signed

@@ -18,7 +18,7 @@ import asyncpg
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.settings import Settings
+from gateway.app.settings import Settings
 from gateway_client import WalletSigner
 from tests.auth.helpers import RPC_BODY, Answer, create_account, create_api_key, open_session, request, signed
 from tests.grpc.client import eventually

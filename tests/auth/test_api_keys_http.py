@@ -17,8 +17,8 @@ from gateway.auth.api_keys import ApiKeyRotated
 from gateway.auth.key_secret import SECRET_FILE
 from gateway.core.credentials import grpc_credentials, websocket_credentials
 from gateway.core.identity import Identity
-from gateway.pipeline import Call, Wire
-from gateway.pipeline_http import http_call
+from gateway.pipeline.http import http_call
+from gateway.pipeline.stages import Call, Wire
 from gateway_client import WalletSigner
 from tests.auth.helpers import RPC_BODY, create_account, create_api_key, open_session, request, signed
 from tests.support import RunningGateway

@@ -21,10 +21,10 @@ import redis.asyncio as aioredis
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from gateway.app.settings import Settings
 from gateway.auth.api_keys import ApiKeyStore, generate_api_key
 from gateway.auth.store.accounts import ApiKeyRows
 from gateway.core.errors import RpcCode
-from gateway.settings import Settings
 from gateway.storage.channels import REVOKED_KEYS, Channel
 from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key

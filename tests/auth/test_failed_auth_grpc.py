@@ -10,9 +10,9 @@ import grpc
 import pytest
 
 from devnode.node import Devnode
+from gateway.app.settings import Settings
 from gateway.auth.api_keys import generate_api_key
 from gateway.grpc.server import GrpcStreamServer
-from gateway.settings import Settings
 from tests.grpc.conftest import GeyserClient, geyser
 from tests.support import TEST_IP_LIMITS, service_key_settings
 

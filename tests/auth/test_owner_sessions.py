@@ -18,12 +18,12 @@ import redis.asyncio as aioredis
 from websockets.asyncio.client import ClientConnection, connect
 
 from devnode.node import Devnode
+from gateway.app.settings import Settings
 from gateway.auth.sign_in import iso, message_text
 from gateway.auth.store.sessions import Resolved, SessionStore, token_digest
 from gateway.auth.strategies import TokenStrategy
 from gateway.core.credentials import Credentials
-from gateway.pipeline import Call
-from gateway.settings import Settings
+from gateway.pipeline.stages import Call
 from gateway_client import WalletSigner
 from tests.auth.helpers import Answer, create_account, create_api_key, open_session, request, signed
 from tests.pubsub.test_ws import ask, close_code, ws_url

@@ -9,7 +9,7 @@ from gateway.auth.payment_terms import PaymentTerms
 from gateway.auth.strategies import ApiKeyStrategy
 from gateway.core.credentials import Credentials
 from gateway.core.errors import ProxyError
-from gateway.pipeline import Call
+from gateway.pipeline.stages import Call
 
 CONFIRM = (
     "credits arrive about 30 seconds after the transfer is finalized, or at once when you POST the transfer's "

@@ -12,7 +12,7 @@ import aiohttp
 import asyncpg
 import pytest
 
-from gateway.settings import Settings
+from gateway.app.settings import Settings
 from gateway_client import WalletSigner
 from tests.auth.helpers import RPC_BODY, create_account, create_api_key, request
 from tests.grpc.client import eventually

@@ -16,11 +16,11 @@ import pytest
 import redis.asyncio as aioredis
 from solders.keypair import Keypair
 
-from gateway.app import GatewayApp
+from gateway.app.replica import GatewayApp
+from gateway.app.settings import Settings
 from gateway.auth.store.service_keys import record_cluster_keys
-from gateway.config import ConfigError
-from gateway.keys import FEE_PAYER, ensure_service_keys
-from gateway.settings import Settings
+from gateway.base.config import ConfigError
+from gateway.base.keys import FEE_PAYER, ensure_service_keys
 from tests.auth.helpers import RPC_BODY, request
 from tests.support import RunningGateway, serve_gateway
 

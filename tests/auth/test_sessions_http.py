@@ -13,7 +13,7 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.settings import Settings
+from gateway.app.settings import Settings
 from gateway_client import WalletSigner
 from tests.auth.helpers import RPC_BODY, create_account, create_api_key, deposit_credited, open_session, request
 from tests.support import RunningGateway, serve_gateway

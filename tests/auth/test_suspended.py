@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from websockets.asyncio.client import ClientConnection, connect
 
 from devnode.node import Devnode
+from gateway.app.settings import Settings
 from gateway.cli.main import app as cli_app
-from gateway.settings import Settings
 from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key, open_session, request, signed
 from tests.pubsub.conftest import new_caller

@@ -14,7 +14,7 @@ import base58
 import orjson
 import pytest
 
-from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, load_keypair
+from gateway.base.keys import DEPOSIT_WALLET, FEE_PAYER, load_keypair
 from gateway_client import WalletSigner
 from tests.auth.helpers import RPC_BODY, create_account, request, signed
 from tests.support import RunningGateway

@@ -29,7 +29,7 @@ import pytest
 from playwright.async_api import BrowserContext, Page, async_playwright
 
 from devnode.node import Devnode
-from gateway.settings import Settings
+from gateway.app.settings import Settings
 from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key
 from tests.sending.conftest import sending_settings

@@ -9,14 +9,14 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
+from gateway.app.features import method_registry
 from gateway.core.identity import Identity
 from gateway.core.methods import PriceTable
 from gateway.credits.meter import Meter
 from gateway.credits.stage import MeteringStage
-from gateway.features import method_registry
 from gateway.limits.rules import Limiter
-from gateway.pipeline import Call, Handler, Reply, ReplyStyle, compose, error_boundary
-from gateway.pipeline_http import http_call
+from gateway.pipeline.http import http_call
+from gateway.pipeline.stages import Call, Handler, Reply, ReplyStyle, compose, error_boundary
 from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.storage.ledger import check_conservation, lease
 from tests.cli.conftest import Run

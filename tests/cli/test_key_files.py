@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from devnode.persist import load_or_create_keypair as devnode_keypair
-from gateway.keys import load_or_create_keypair
+from gateway.base.keys import load_or_create_keypair
 from gateway.runtime.haproxy_edge import patched_args
 from gateway_client.dev_wallet import save_api_key
 from tests.runtime.test_haproxy_edge import CONFIG

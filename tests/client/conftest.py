@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from devnode.node import Devnode
-from gateway.settings import Settings
+from gateway.app.settings import Settings
 from gateway.signals.classifier_actor import SignalClassifierActor
 from gateway.signals.rules import KINDS, PUMP, PUMP_AMM
 from gateway.signals.store import SignalLog

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from gateway.app.settings import Settings
 from gateway.cli.fund import DEFAULT_USDC, to_deposit, usdc_base_units
-from gateway.settings import Settings
 from gateway_client import api_key_path, dev_api_key, dev_wallet_path, gateway_home, require_dev_api_key
 
 

@@ -18,8 +18,8 @@ import aiohttp
 import asyncpg
 import pytest
 
+from gateway.app.settings import Settings
 from gateway.runtime.ports import free_port
-from gateway.settings import Settings
 from gateway.signals.rules import KINDS, PUMP, PUMP_AMM, WSOL
 from gateway.signals.store import SignalLog
 from gateway_client import (

@@ -37,12 +37,12 @@ import yaml
 from solders.keypair import Keypair
 
 from actors.service import service_actor_names
-from gateway.keys import service_key_addresses
+from gateway.app.settings import Settings
+from gateway.base.keys import service_key_addresses
 from gateway.runtime.cluster import SERVE_APP_NAME
 from gateway.runtime.devnode_proc import rpc_ready
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.runtime.ports import free_port
-from gateway.settings import Settings
 from tests.cluster.nodes import HEAD_IP, Node, kill, node_env, on_this_machine, processes_naming, start_commands
 from tests.faults.load import Load, Receiver, create_webhook, new_customer, wait_deliveries
 from tests.integration.service import RunningService, fetch

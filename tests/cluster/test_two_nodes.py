@@ -40,8 +40,8 @@ import pytest
 from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
 
+from gateway.app.settings import Settings
 from gateway.runtime.serve_runtime import ingress_env
-from gateway.settings import Settings
 from gateway.storage.ledger.audit import check_conservation
 from gateway.transports.ray_edge import CALLBACK_IMPORT_PATH
 from tests.cluster.nodes import HEAD_IP, WORKER_IP, Cluster, make_cluster, start_commands

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import gateway
-from gateway.config import ConfigError, ServiceSettings
-from gateway.settings import Settings, load_settings
+from gateway.app.settings import Settings, load_settings
+from gateway.base.config import ConfigError, ServiceSettings
 from gateway.webhooks.settings import WebhookSettings
 
 
@@ -126,7 +126,7 @@ def feature_models() -> list[type[ServiceSettings]]:
     """Every settings model a feature declares (``gateway/<feature>/settings.py``), found by walking the package."""
     models: list[type[ServiceSettings]] = []
     for info in pkgutil.walk_packages(gateway.__path__, "gateway."):
-        if info.name.endswith(".settings") and info.name != "gateway.settings":
+        if info.name.endswith(".settings") and info.name != "gateway.app.settings":
             module = importlib.import_module(info.name)
             models += [
                 value

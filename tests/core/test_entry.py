@@ -1,4 +1,4 @@
-"""The transports' one entry (``gateway/entry.py``) on the real stores: authenticate once, hold the
+"""The transports' one entry (``gateway/callers/entry.py``) on the real stores: authenticate once, hold the
 credential (a revocation ends the holder, a re-check refuses an expired session), and bill through the
 session handle as the HTTP path bills (the same stages after auth, the same refund rule)."""
 
@@ -14,21 +14,21 @@ import asyncpg
 import orjson
 import pytest
 
+from gateway.app.features import method_registry
+from gateway.app.settings import Settings
 from gateway.auth.services import AuthServices
 from gateway.auth.stage import AuthStage
+from gateway.callers.entry import Entry, EntrySession
 from gateway.core.credentials import Credentials
 from gateway.core.errors import ProxyError, ReplyStyle
 from gateway.core.identity import Identity
 from gateway.core.methods import PriceTable
 from gateway.credits.meter import Meter
 from gateway.credits.stage import CreditHeaders, MeteringStage
-from gateway.entry import Entry, EntrySession
-from gateway.features import method_registry
 from gateway.limits.rules import Limiter
 from gateway.node.http import UpstreamUnavailable
-from gateway.pipeline import Call, Handler, Reply, Wire, compose, error_boundary
+from gateway.pipeline.stages import Call, Handler, Reply, Wire, compose, error_boundary
 from gateway.rpc.forward import Forwarder, ParseStage
-from gateway.settings import Settings
 from gateway.storage.connections import Connections
 from gateway.storage.ledger import balance
 from tests.credits.helpers import ScriptedNode, fund, new_pubkey

@@ -11,7 +11,7 @@ from solders.rpc.responses import GetSlotResp
 
 from gateway.core.errors import ProxyError
 from gateway.core.jsonrpc import MAX_BATCH, envelope_fault, parse_payload
-from gateway.pipeline import Call, ReplyStyle, Wire, render_proxy_error
+from gateway.pipeline.stages import Call, ReplyStyle, Wire, render_proxy_error
 
 
 def call(method: str = "getSlot", id_: object = 1, **extra: object) -> dict[str, object]:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from solders.keypair import Keypair
 
-from gateway.config import ConfigError
-from gateway.keys import FEE_PAYER, ensure_service_keys, load_keypair, load_or_create_keypair, service_keys
+from gateway.base.config import ConfigError
+from gateway.base.keys import FEE_PAYER, ensure_service_keys, load_keypair, load_or_create_keypair, service_keys
 
 
 def test_created_once_and_reused(tmp_path: Path) -> None:

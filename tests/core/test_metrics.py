@@ -1,4 +1,4 @@
-"""The metrics seam (gateway/metrics.py): one declaration per metric, no-ops until a backend is
+"""The metrics seam (gateway/base/metrics.py): one declaration per metric, no-ops until a backend is
 installed, then every record reaches the backend with its labels in declared order."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import pytest
 
 from actors.metrics import declare_every_metric
-from gateway import metrics
+from gateway.base import metrics
+from gateway.base.metrics import Kind, Labels, MetricSpec
 from gateway.core.jsonrpc import parse_payload
 from gateway.core.methods import MethodClass
-from gateway.metrics import Kind, Labels, MetricSpec
 
 
 class Recorded:

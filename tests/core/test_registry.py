@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-from gateway.app import GatewayApp
+from gateway.app.features import method_registry
+from gateway.app.replica import GatewayApp
+from gateway.app.settings import Settings
 from gateway.core.errors import RpcError, invalid_params
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import MethodClass, MethodSpec, PriceTable, Registry
-from gateway.features import method_registry
 from gateway.mcp.tools import TOOLS
-from gateway.pipeline import Call
-from gateway.public import pricing_document
+from gateway.pipeline.stages import Call
+from gateway.public.documents import pricing_document
 from gateway.rpc import methods as node_methods
 from gateway.rpc.planning import plan_item
-from gateway.settings import Settings
 from tests.support import service_key_settings
 
 PRICES = PriceTable.default()

@@ -1,4 +1,4 @@
-"""Request ids (gateway.pipeline.new_request_id): drawn from the OS many at a time, each still 32 random
+"""Request ids (gateway.pipeline.stages.new_request_id): drawn from the OS many at a time, each still 32 random
 hex digits, never repeated, and never shared with a forked child."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import string
 
-from gateway.pipeline import new_request_id
+from gateway.pipeline.stages import new_request_id
 
 
 def test_ids_are_32_hex_digits_and_unique() -> None:

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from gateway.stopping import cancel_and_wait, stop_in_steps
+from gateway.base.stopping import cancel_and_wait, stop_in_steps
 
 
 async def test_a_step_that_fails_or_hangs_does_not_keep_the_later_ones_from_running(
@@ -32,7 +32,7 @@ async def test_a_step_that_fails_or_hangs_does_not_keep_the_later_ones_from_runn
         ran.append("meter")
 
     steps = [("node pubsub", hangs_in_a_close), ("racers", fails), ("meter", settles)]
-    with caplog.at_level(logging.ERROR, logger="gateway.stopping"):
+    with caplog.at_level(logging.ERROR, logger="gateway.base.stopping"):
         troubled = await stop_in_steps(steps, within_s=0.2)
 
     assert troubled == ["node pubsub", "racers"]

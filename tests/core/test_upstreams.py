@@ -1,16 +1,16 @@
 """The pool's settings: a node entry's checks (gateway/core/upstreams.py), the pool from ``upstreams`` or from
-the single-node settings (gateway/config.py), and a caller's floors (gateway/core/slots.py)."""
+the single-node settings (gateway/base/config.py), and a caller's floors (gateway/core/slots.py)."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from gateway.config import ConfigError, ServiceSettings
+from gateway.app.settings import load_settings
+from gateway.base.config import ConfigError, ServiceSettings
 from gateway.core.methods import MethodClass
 from gateway.core.slots import Floors, admits, needs, request_terms, shown
 from gateway.core.upstreams import Role, Tier, UpstreamNode, role_of
-from gateway.settings import load_settings
 
 
 def test_roles_default_to_what_the_urls_allow() -> None:

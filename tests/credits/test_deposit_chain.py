@@ -39,6 +39,7 @@ from spl.token.instructions import (
 from spl.token.models import InitializeMint2Params, MintToCheckedParams, TransferCheckedParams, TransferParams
 
 from devnode.node import Devnode
+from gateway.app.settings import Settings
 from gateway.core.credits import CreditPolicy
 from gateway.core.deposits import REASON_FAILED, REASON_NO_TRANSFER, deposit_token_account
 from gateway.core.errors import ProxyError
@@ -48,7 +49,6 @@ from gateway.credits.confirm import confirm_deposit
 from gateway.credits.watcher import DepositWatcher
 from gateway.node.http import HttpUpstream
 from gateway.node.pool import NodePool
-from gateway.settings import Settings
 from tests.chain import (
     USDC_MINT,
     airdrop,

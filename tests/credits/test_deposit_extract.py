@@ -10,7 +10,8 @@ from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 from spl.token.instructions import get_associated_token_address
 
-from gateway.config import ConfigError
+from gateway.app.settings import Settings
+from gateway.base.config import ConfigError
 from gateway.core.deposits import (
     REASON_FAILED,
     REASON_MALFORMED,
@@ -24,7 +25,6 @@ from gateway.core.deposits import (
     scan_deposits,
 )
 from gateway.credits.chain_reads import deposit_ata_for, deposit_credits
-from gateway.settings import Settings
 
 USDC = "EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v"
 OTHER_MINT = str(Keypair().pubkey())

@@ -18,16 +18,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.app.features import method_registry
 from gateway.core.identity import Identity
 from gateway.core.methods import PriceTable
 from gateway.credits.meter import Meter
 from gateway.credits.stage import CreditHeaders, MeteringStage
-from gateway.features import method_registry
 from gateway.limits.rules import Allowed, ConcurrencyLimited, RateLimited, Taken
 from gateway.limits.shards import ShardBook, SliceGrant, SliceRequest, shard_of
 from gateway.limits.slices import LocalShards, ShardUnavailable, SlicedLimiter
-from gateway.pipeline import Call, Handler, Reply, ReplyStyle, compose, error_boundary
-from gateway.pipeline_http import http_call
+from gateway.pipeline.http import http_call
+from gateway.pipeline.stages import Call, Handler, Reply, ReplyStyle, compose, error_boundary
 from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.storage.ledger import balance
 from tests.credits.helpers import ScriptedNode, fund

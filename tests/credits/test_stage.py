@@ -13,18 +13,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway import metrics
+from gateway.app.features import method_registry
+from gateway.base import metrics
 from gateway.core.identity import Identity
 from gateway.core.jsonrpc import Failure, RpcItem
 from gateway.core.methods import MethodClass, PriceTable
 from gateway.credits.meter import Meter
 from gateway.credits.refunds import refund_reason
 from gateway.credits.stage import CreditHeaders, MeteringStage, _answered, _refunded
-from gateway.features import method_registry
 from gateway.limits.rules import Limiter, Taken
 from gateway.node.http import UpstreamTimeout, UpstreamUnavailable
-from gateway.pipeline import Call, Handler, Reply, ReplyStyle, Stage, compose, error_boundary
-from gateway.pipeline_http import http_call
+from gateway.pipeline.http import http_call
+from gateway.pipeline.stages import Call, Handler, Reply, ReplyStyle, Stage, compose, error_boundary
 from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.storage.ledger import balance, check_conservation
 from tests.credits.helpers import ScriptedNode, fund, new_pubkey, signed_tx

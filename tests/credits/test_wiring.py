@@ -9,10 +9,10 @@ from pathlib import Path
 import asyncpg
 import orjson
 
-from gateway.app import GatewayApp
-from gateway.pipeline import ReplyStyle
-from gateway.pipeline_http import http_call
-from gateway.settings import Settings
+from gateway.app.replica import GatewayApp
+from gateway.app.settings import Settings
+from gateway.pipeline.http import http_call
+from gateway.pipeline.stages import ReplyStyle
 from tests.credits.helpers import fund, new_pubkey
 from tests.support import service_key_settings
 

@@ -30,11 +30,11 @@ from grpc_tools import protoc
 from solders.keypair import Keypair
 
 from devnode.node import Devnode
+from gateway.app.settings import Settings
 from gateway.core.credits import CreditPolicy, DepositCredit
 from gateway.credits.store import credit_deposit_on
 from gateway.grpc.server import GrpcStreamServer
 from gateway.limits.slices import ShardClient
-from gateway.settings import Settings
 from tests.support import TEST_IP_LIMITS, service_key_settings
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.app import GatewayApp
+from gateway.app.features import method_registry
+from gateway.app.replica import GatewayApp
+from gateway.app.settings import Settings
 from gateway.core.methods import PriceTable
-from gateway.features import method_registry
-from gateway.public import capabilities_document, pricing_document
-from gateway.settings import Settings
+from gateway.public.documents import capabilities_document, pricing_document
 from tests.support import service_key_settings
 
 

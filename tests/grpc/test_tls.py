@@ -71,8 +71,8 @@ async def test_tls_with_a_configured_certificate(
 
 
 def test_certificate_and_key_go_together(tmp_path: Path) -> None:
-    from gateway.config import ConfigError
-    from gateway.settings import load_settings
+    from gateway.app.settings import load_settings
+    from gateway.base.config import ConfigError
 
     cert, _ = self_signed(tmp_path)
     with pytest.raises(ConfigError, match="grpc_tls_cert and grpc_tls_key go together"):

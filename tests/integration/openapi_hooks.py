@@ -21,7 +21,7 @@ from typing import Any
 import schemathesis
 from hypothesis import strategies as st
 
-from gateway.openapi import openapi_document
+from gateway.transports.openapi import openapi_document
 from gateway_client import WalletSigner
 
 # This process is the client: it must be able to write the 5,000-digit numbers it sends.

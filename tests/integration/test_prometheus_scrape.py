@@ -27,7 +27,7 @@ from solders.keypair import Keypair
 from websockets.asyncio.client import connect
 
 from actors.metrics import declare_every_metric
-from gateway import metrics
+from gateway.base import metrics
 from gateway.runtime.ports import free_port
 from gateway_client import solana_client
 from tests.grpc.conftest import generate_client
@@ -49,7 +49,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 OPS = REPO / "ops"
 CALLS = 5
 #: What this run does not cause and is not exported before its first event: a histogram with no
-#: observation (a counter's documented series are exported at 0 from the start: gateway/metrics.py).
+#: observation (a counter's documented series are exported at 0 from the start: gateway/base/metrics.py).
 NOT_EXERCISED = {
     "gateway_send_landing_duration_seconds_bucket",
     # a pool of one node never retries, hedges or fails over (tests/node/test_pool.py counts them)
@@ -329,7 +329,9 @@ def test_dashboard_and_alerts_name_only_exported_metrics(stack: RunningService, 
     for name, metric in declare_every_metric().items():
         suffixes = ("_bucket", "_count", "_sum") if metric.spec.kind is metrics.Kind.HISTOGRAM else ("",)
         declared |= {name + suffix for suffix in suffixes}
-    assert wanted <= declared, f"not declared (gateway/metrics.py, gateway/*/metrics.py): {sorted(wanted - declared)}"
+    assert wanted <= declared, (
+        f"not declared (gateway/base/metrics.py, gateway/*/metrics.py): {sorted(wanted - declared)}"
+    )
 
     expected = wanted - NOT_EXERCISED
     deadline = time.monotonic() + 60

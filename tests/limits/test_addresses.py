@@ -14,7 +14,7 @@ import aiohttp
 import orjson
 import pytest
 
-from gateway.settings import Settings
+from gateway.app.settings import Settings
 from gateway_client import WalletSigner
 from tests.auth.helpers import request, signed
 from tests.support import RunningGateway, serve_gateway, service_key_settings

@@ -13,8 +13,8 @@ from pathlib import Path
 import aiohttp
 import asyncpg
 
+from gateway.app.settings import Settings
 from gateway.runtime.ports import free_port
-from gateway.settings import Settings
 from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key
 from tests.support import serve_gateway, service_key_settings

@@ -1,5 +1,5 @@
 """Warnings that repeat with every call are logged once per ``every_s`` with how many were left out
-(gateway/log_throttle.py): through the real node client while its node is down, and by the clock."""
+(gateway/base/log_throttle.py): through the real node client while its node is down, and by the clock."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from gateway.log_throttle import LogThrottle
+from gateway.base.log_throttle import LogThrottle
 from gateway.node import http
 from gateway.node.http import HttpUpstream, UpstreamUnavailable
 from gateway.runtime.ports import free_port

@@ -24,8 +24,8 @@ import pytest
 from solders.keypair import Keypair
 
 from devnode.node import Devnode
+from gateway.app.settings import Settings
 from gateway.core.upstreams import UpstreamNode
-from gateway.settings import Settings
 from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key
 from tests.chain import airdrop, signed_transfer

@@ -21,8 +21,8 @@ import orjson
 import pytest
 from aiohttp import web
 
+from gateway.app.settings import Settings
 from gateway.runtime.ports import free_port
-from gateway.settings import Settings
 from gateway_client import BackendUnavailable, GatewayClient, WalletSigner
 from tests.auth.helpers import RPC_BODY, create_account, create_api_key, request
 from tests.credits.helpers import signed_tx

@@ -26,13 +26,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from websockets.asyncio.server import ServerConnection, serve
 
-from gateway.config import ConfigError
+from gateway.app.settings import load_settings
+from gateway.base.config import ConfigError
 from gateway.core.upstreams import UpstreamNode
 from gateway.node.geyser import UpstreamGeyser, root_certificates
 from gateway.node.http import HttpUpstream, UpstreamUnavailable
 from gateway.node.pubsub import UpstreamPubSub
 from gateway.node.streams import OneStreamNode
-from gateway.settings import load_settings
 from gateway.webhooks import targets
 from geyser_proto.fanout import Fanout
 

@@ -29,8 +29,8 @@ from solders.pubkey import Pubkey
 from solders.transaction import Transaction
 
 from devnode.node import Devnode
+from gateway.app.settings import Settings
 from gateway.core.upstreams import Role
-from gateway.settings import Settings
 from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key
 from tests.chain import airdrop, send_sol, signed_transfer

@@ -23,7 +23,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from devnode.node import Devnode
-from gateway.settings import Settings
+from gateway.app.settings import Settings
 from tests.auth.helpers import create_api_key, open_session, request
 from tests.pubsub.conftest import new_caller
 from tests.pubsub.test_ws import ask, close_code, ws_url

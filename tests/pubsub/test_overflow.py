@@ -15,10 +15,10 @@ from typing import Any
 
 import orjson
 
+from gateway.callers.entry import EntrySession
 from gateway.core.credentials import websocket_credentials
 from gateway.core.subscriptions import Close
-from gateway.entry import EntrySession
-from gateway.pipeline import Call, Wire
+from gateway.pipeline.stages import Call, Wire
 from gateway.pubsub.session import OVERFLOW_REASONS, WsSession
 from gateway.pubsub.ws import WS_PATH, WsTransport
 from tests.sending.helpers import Caller

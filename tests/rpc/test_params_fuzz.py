@@ -22,12 +22,12 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
+from gateway.app.features import method_registry
 from gateway.core.errors import RpcCode
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import MethodClass, PriceTable
-from gateway.features import method_registry
 from gateway.node.http import HttpUpstream
-from gateway.pipeline import Call, Handler, ReplyStyle, compose, error_boundary
+from gateway.pipeline.stages import Call, Handler, ReplyStyle, compose, error_boundary
 from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.rpc.planning import plan_item
 from gateway.rpc.response_cache import ResponseCache

@@ -8,9 +8,9 @@ import sys
 import time
 from pathlib import Path
 
+from gateway.app.settings import Settings
 from gateway.runtime.exposure import is_loopback, network_refusals, replica_refusal
 from gateway.runtime.ports import free_port
-from gateway.settings import Settings
 
 GATEWAY = Path(sys.executable).with_name("gateway")
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from gateway.pipeline_http import EDGE_REQUEST_ID
+from gateway.pipeline.http import EDGE_REQUEST_ID
 from gateway.runtime import lean_ingress
 from gateway.runtime.ports import free_port
 from gateway.transports.ray_edge import EDGE_SECRET_ENV
@@ -167,8 +167,8 @@ finally:
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from gateway.app.settings import Settings
     from gateway.runtime.serve_runtime import ingress_env
-    from gateway.settings import Settings
 
     port = free_port()
     home = tmp_path_factory.mktemp("lean")

@@ -12,11 +12,11 @@ from typing import Any
 
 import yaml
 
+from gateway.app.settings import Settings
 from gateway.auth.key_secret import SECRET_FILE
-from gateway.keys import FEE_PAYER
+from gateway.base.keys import FEE_PAYER
 from gateway.runtime.cluster import SERVE_APP_NAME
 from gateway.runtime.serve_runtime import ingress_env
-from gateway.settings import Settings
 from tests.cluster.test_two_nodes import PER_MACHINE
 
 REPO = Path(__file__).resolve().parents[2]

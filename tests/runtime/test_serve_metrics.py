@@ -21,7 +21,7 @@ from ray.serve._private.constants import REQUEST_LATENCY_BUCKETS_MS
 from ray.serve._private.request_ingress_metrics import RequestIngressMetrics
 
 from actors.metrics import RayBackend, RaySink
-from gateway.metrics import Kind, MetricSpec
+from gateway.base.metrics import Kind, MetricSpec
 from gateway.runtime.serve_metrics import INGRESS_LABELS, PROCESSING, count_serve_latencies, take_latencies
 
 

@@ -12,6 +12,7 @@ import time
 import psutil
 import pytest
 
+from gateway.app.settings import Settings
 from gateway.runtime.ports import free_port
 from gateway.runtime.serve_runtime import (
     ServeRuntime,
@@ -21,7 +22,6 @@ from gateway.runtime.serve_runtime import (
     ray_address_unreachable,
     stop_processes_naming,
 )
-from gateway.settings import Settings
 
 
 def test_processes_naming_finds_and_stops_a_process_by_its_command_line() -> None:

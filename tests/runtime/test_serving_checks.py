@@ -10,10 +10,10 @@ from typing import Any
 import asyncpg
 import pytest
 
+from gateway.app.settings import Settings
 from gateway.auth.key_secret import SECRET_FILE
 from gateway.core.errors import ConfigError
 from gateway.runtime.serving import missing_settings, refuse_unless_ready
-from gateway.settings import Settings
 from gateway.storage.migrate import migrate, pending, shipped_migrations
 from tests.databases import drop_database, fresh_database
 from tests.support import service_key_settings

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from devnode.node import Devnode
+from gateway.app.settings import Settings
 from gateway.core.upstreams import UpstreamNode
 from gateway.runtime.stack import Stack
-from gateway.settings import Settings
 from tests.devnode.helpers import start_node
 from tests.support import service_key_settings
 

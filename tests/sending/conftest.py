@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 from solders.keypair import Keypair
 
-from gateway.settings import Settings
+from gateway.app.settings import Settings
 from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key
 from tests.chain import airdrop

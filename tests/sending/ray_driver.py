@@ -16,10 +16,10 @@ import uvicorn
 
 from actors.cluster import NAMESPACE
 from actors.send_racers import ray_racers, start_send_racers, stop_send_racers
-from gateway.app import GatewayApp
+from gateway.app.replica import GatewayApp
+from gateway.app.settings import Settings
 from gateway.runtime.ports import free_port
 from gateway.sending.racers import send_racer_names
-from gateway.settings import Settings
 from gateway.transports.http import build_http_app
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from gateway.app.settings import Settings
 from gateway.node.http import HttpUpstream, UpstreamUnavailable
-from gateway.settings import Settings
 from gateway.signals.classifier import SignalClassifier
 from gateway.signals.classifier_actor import SignalClassifierActor
 from gateway.signals.rules import SignalRules, classify_block

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.settings import Settings
+from gateway.app.settings import Settings
 from gateway.signals.rules import KINDS, SignalEvent
 from gateway.signals.store import SignalLog
 from tests.signals.conftest import clear_default_log

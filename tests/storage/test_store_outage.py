@@ -19,8 +19,8 @@ from solana.rpc.async_api import AsyncClient
 from solders.keypair import Keypair
 
 from devnode.node import Devnode
+from gateway.app.settings import Settings
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
-from gateway.settings import Settings
 from gateway.storage.migrate import migrate_url
 from gateway_client import WalletSigner
 from tests.auth.helpers import RPC_BODY, Answer, create_api_key, open_session, request, signed

@@ -21,7 +21,7 @@ from solders.keypair import Keypair
 from devnode.chain.constants import USDC_MINT
 from devnode.node import Devnode
 from devnode.sol_usd_pool import POOL_SOL_LAMPORTS, POOL_USDC_UNITS, SOL_USD_POOL, pool_accounts
-from gateway.config import DEVNODE_SOL_USD_POOL
+from gateway.base.config import DEVNODE_SOL_USD_POOL
 from gateway.node.http import HttpUpstream
 from gateway.trades.pool import PoolUnreadable, micro_usd_per_sol, pool_of, reserves_to_read
 from gateway.trades.sol_usd import ConfiguredRate, PoolRate

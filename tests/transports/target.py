@@ -16,7 +16,7 @@ import aiohttp
 import asyncpg
 
 from devnode.node import Devnode
-from gateway.settings import Settings
+from gateway.app.settings import Settings
 from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key
 from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway, service_key_settings

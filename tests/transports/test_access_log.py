@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from starlette.types import Message, Receive, Scope, Send
 
-from gateway.app import GatewayApp
+from gateway.app.replica import GatewayApp
+from gateway.app.settings import Settings
 from gateway.core.client_address import TrustedProxies
-from gateway.settings import Settings
 from gateway.transports.access_log import LOGGER, AccessLog, with_access_log
 from gateway.transports.cors import Cors
 from gateway.transports.http import build_http_app

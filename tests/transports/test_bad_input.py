@@ -28,7 +28,7 @@ from solders.system_program import TransferParams, transfer
 from solders.transaction import Transaction
 
 from devnode.node import Devnode
-from gateway.openapi import openapi_document
+from gateway.transports.openapi import openapi_document
 from tests.transports.method_params import HUGE_NUMBER, encode
 from tests.transports.target import Target, funded_key, serve_target
 

@@ -14,8 +14,8 @@ import aiohttp
 import asyncpg
 import pytest
 
-from gateway.config import ConfigError
-from gateway.settings import Settings, load_settings
+from gateway.app.settings import Settings, load_settings
+from gateway.base.config import ConfigError
 from gateway.transports.cors import ALLOW_HEADERS, EXPOSE_HEADERS, MAX_AGE_S
 from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key

@@ -16,8 +16,8 @@ from solana.rpc.async_api import AsyncClient
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from gateway.pipeline_http import RPC_MAX_BODY_BYTES, route_path
-from gateway.settings import Settings
+from gateway.app.settings import Settings
+from gateway.pipeline.http import RPC_MAX_BODY_BYTES, route_path
 from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key
 from tests.support import RunningGateway, serve_gateway, service_key_settings

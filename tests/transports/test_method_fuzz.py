@@ -30,8 +30,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
 from devnode.node import Devnode
+from gateway.app.features import method_registry
 from gateway.core.errors import RpcCode
-from gateway.features import method_registry
 from gateway.mcp.tools import TOOLS
 from tests.transports.method_params import (
     FORMS,

@@ -18,8 +18,8 @@ import orjson
 import pytest
 from aiohttp import web
 
+from gateway.app.settings import Settings
 from gateway.runtime.ports import free_port
-from gateway.settings import Settings
 from tests.support import TEST_IP_LIMITS, serve_gateway, service_key_settings
 
 CALLERS = 20

@@ -6,7 +6,7 @@ import re
 
 from starlette.types import Message, Receive, Scope, Send
 
-from gateway.pipeline_http import EDGE_REQUEST_ID, call_from_scope
+from gateway.pipeline.http import EDGE_REQUEST_ID, call_from_scope
 from gateway.transports.ray_edge import DISCONNECT_DISABLED, ServeEdge, drop_last, without_control_headers
 
 EDGE_ID = b"0f1e2d3c4b5a69788796a5b4c3d2e1f0"

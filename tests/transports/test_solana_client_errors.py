@@ -22,9 +22,9 @@ from solders.rpc.errors import MethodNotFoundMessage
 from solders.rpc.requests import GetSlot, batch_to_json
 from solders.rpc.responses import GetSlotResp
 
+from gateway.app.settings import Settings
 from gateway.auth.api_keys import generate_api_key
-from gateway.config import DEVNODE
-from gateway.settings import Settings
+from gateway.base.config import DEVNODE
 from gateway_client import AuthFailed, InvalidRequest, WalletSigner, gateway_error, solana_client
 from tests.auth.helpers import create_account, create_api_key
 from tests.support import TEST_IP_LIMITS, RunningGateway, serve_gateway, service_key_settings

@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 
 from devnode.node import Devnode
-from gateway.settings import Settings
+from gateway.app.settings import Settings
 from gateway_client import WalletSigner
 from tests.auth.helpers import Answer, create_api_key, request
 from tests.credits.helpers import fund

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.core.errors import ProxyError
-from gateway.pipeline_http import REST_MAX_BODY_BYTES
+from gateway.pipeline.http import REST_MAX_BODY_BYTES
 from gateway.webhooks.events import LIFECYCLE_EVENTS
 from gateway.webhooks.rules import FILTER_TYPES
 from gateway.webhooks.store.subscriptions import NewWebhook

@@ -19,8 +19,8 @@ import asyncpg
 import orjson
 import pytest
 
+from gateway.app.settings import Settings
 from gateway.runtime.ports import free_port
-from gateway.settings import Settings
 from gateway.webhooks import targets
 from gateway.webhooks.dispatcher import (
     USER_AGENT,

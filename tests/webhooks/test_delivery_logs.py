@@ -1,6 +1,6 @@
 """What an operator sees of failed deliveries: a warning with the webhook, the delivery, the attempt and
 the reason, and never the subscription's secret; the first of each outcome at once, then one per 10 s
-with how many were left out (gateway/log_throttle.py), however many a tenant's receivers fail."""
+with how many were left out (gateway/base/log_throttle.py), however many a tenant's receivers fail."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import logging
 import asyncpg
 import pytest
 
-from gateway.log_throttle import LogThrottle
+from gateway.base.log_throttle import LogThrottle
 from gateway.webhooks import dispatcher
 from gateway.webhooks.dispatcher import fixed_delays
 from tests.webhooks.support import Answer, Receiver, dispatching, enqueue, eventually, settled, subscribe

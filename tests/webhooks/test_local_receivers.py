@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway.app import GatewayApp
-from gateway.public import capabilities_document
-from gateway.settings import Settings, load_settings
+from gateway.app.replica import GatewayApp
+from gateway.app.settings import Settings, load_settings
+from gateway.public.documents import capabilities_document
 from gateway.webhooks import targets
 from gateway.webhooks.rules import signature
 from gateway.webhooks.validation import url_problem

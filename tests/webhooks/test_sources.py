@@ -32,6 +32,7 @@ from spl.memo.models import MemoParams
 from spl.token.instructions import create_idempotent_associated_token_account
 
 from devnode.node import Devnode
+from gateway.app.settings import Settings
 from gateway.auth.api_keys import ApiKeyStore
 from gateway.auth.store.accounts import ApiKeyRows
 from gateway.core.credits import CreditPolicy, DepositCredit, UsageRecord
@@ -42,7 +43,6 @@ from gateway.credits.store import credit_deposit, credit_deposit_on
 from gateway.credits.watcher import DepositWatcher
 from gateway.node.http import HttpUpstream
 from gateway.node.pubsub import UpstreamPubSub
-from gateway.settings import Settings
 from gateway.signals.rules import SignalEvent
 from gateway.signals.store import SignalLog
 from gateway.storage import sends

@@ -15,7 +15,7 @@ from solders.keypair import Keypair
 from spl.token.instructions import create_idempotent_associated_token_account
 
 from devnode.node import Devnode
-from gateway.settings import Settings
+from gateway.app.settings import Settings
 from tests.chain import USDC_MINT, airdrop, mint_usdc, send
 from tests.sending.conftest import FailingRelay
 from tests.support import TEST_IP_LIMITS, serve_gateway, service_key_settings

@@ -21,7 +21,7 @@ from spl.token.constants import TOKEN_PROGRAM_ID
 from spl.token.instructions import get_associated_token_address, transfer_checked
 from spl.token.models import TransferCheckedParams
 
-from gateway.app import GatewayApp
+from gateway.app.replica import GatewayApp
 from gateway_client import GatewayClient, InvalidRequest, WalletSigner
 from tests.auth.helpers import Answer, request
 from tests.chain import USDC_DECIMALS, USDC_MINT, usdc_account

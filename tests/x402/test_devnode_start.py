@@ -7,8 +7,8 @@ from pathlib import Path
 
 from solana.rpc.async_api import AsyncClient
 
-from gateway.config import USDC_MAINNET_MINT
-from gateway.keys import DEPOSIT_WALLET, FEE_PAYER, load_or_create_keypair
+from gateway.base.config import USDC_MAINNET_MINT
+from gateway.base.keys import DEPOSIT_WALLET, FEE_PAYER, load_or_create_keypair
 from gateway.x402.devnode_settlement import FEE_PAYER_LAMPORTS, prepare_sponsored_settlement
 from tests.chain import usdc_account
 

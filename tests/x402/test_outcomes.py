@@ -18,7 +18,7 @@ from solders.transaction import VersionedTransaction
 from gateway.core.deposits import deposit_token_account
 from gateway.core.errors import ProxyError
 from gateway.node.http import UpstreamTimeout, UpstreamUnavailable
-from gateway.pipeline import Call
+from gateway.pipeline.stages import Call
 from gateway.x402.rules import SettleRules, co_sign
 from gateway.x402.settle import SettleOptions, X402Settle
 from gateway.x402.store import SettlementStatus, status

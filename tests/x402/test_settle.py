@@ -22,7 +22,7 @@ from spl.token.instructions import transfer as token_transfer
 from spl.token.models import TransferParams as TokenTransferParams
 
 from devnode.node import Devnode
-from gateway.public import capabilities_document
+from gateway.public.documents import capabilities_document
 from gateway.x402.rules import MAX_BODY_BYTES
 from gateway.x402.store import SettlementStatus, status
 from gateway_client import GatewayClient, InvalidRequest

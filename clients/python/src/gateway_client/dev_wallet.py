@@ -56,7 +56,7 @@ def save_api_key(key: str, wallet: str | Path | None = None) -> Path:
     The file is private from the moment it exists: a temporary file created 0600 beside it, renamed
     over it (never a chmod after writing, which leaves the key readable by others meanwhile; and a
     reader that had an old, readable key file open cannot read the new key through it). The server's
-    own secrets are written the same way (``gateway.keys.write_private``; the client imports nothing of
+    own secrets are written the same way (``gateway.base.keys.write_private``; the client imports nothing of
     the server)."""
     path = api_key_path(dev_wallet_path() if wallet is None else wallet)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """The settings every part of the service shares, and what each feature's settings build on.
 
 Each feature declares its own settings in ``gateway/<feature>/settings.py``, a subclass of
-:class:`ServiceSettings`; ``gateway/settings.py`` composes them, with the deployment's own, into the one
+:class:`ServiceSettings`; ``gateway/app/settings.py`` composes them, with the deployment's own, into the one
 ``Settings`` that environment variables (``GATEWAY_*``) and an optional TOML file fill. What is here is
 what several features read: where the service runs and what it talks to (PostgreSQL, Redis, the node,
 the devnode), the serving edge (what transports, ``/ws`` and ``/mcp`` read through the app's settings),
@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gateway.core.errors import ConfigError as ConfigError  # defined in the kernel so gateway.keys raises it too
+from gateway.core.errors import ConfigError as ConfigError  # defined in the kernel so gateway.base.keys raises it too
 from gateway.core.params import is_pubkey
 from gateway.core.upstreams import RPC_ROLES, Role, Tier, UpstreamNode, check_pool, serving
 
@@ -87,7 +87,7 @@ class ServiceSettings(BaseModel):
 
     A feature's settings model extends this one; extra fields are ignored so that an actor validates
     its own model from the whole settings it is sent (``Settings.model_dump``), and the root
-    ``gateway.settings.Settings`` forbids them.
+    ``gateway.app.settings.Settings`` forbids them.
     """
 
     model_config = ConfigDict(extra="ignore", validate_default=True)

@@ -11,16 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from gateway.app.features import FEATURES
 from gateway.core.api_doc import KERNEL_MODELS, ApiDoc
-from gateway.features import FEATURES
 from gateway.mcp.api_doc import API_DOC as MCP
-from gateway.public_api_doc import API_DOC as PUBLIC
+from gateway.public.api_doc import API_DOC as PUBLIC
 from gateway.rpc.api_doc import API_DOC as RPC
 
 API_VERSION = "0.2"
 
 #: The parts, in the order the routes are matched (gateway/transports/http.py): the transports' own
-#: routes (JSON-RPC, the public documents, MCP), then every feature's (gateway/features.py).
+#: routes (JSON-RPC, the public documents, MCP), then every feature's (gateway/app/features.py).
 PARTS: tuple[ApiDoc, ...] = (RPC, PUBLIC, MCP, *(part for feature in FEATURES for part in feature.api))
 
 _SECURITY_SCHEMES = {

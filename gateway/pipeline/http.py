@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.core.credentials import http_credentials
 from gateway.core.errors import ProxyError
-from gateway.pipeline import (
+from gateway.pipeline.stages import (
     Call,
     Handler,
     Reply,

@@ -9,20 +9,11 @@ methods (status, a pass now, shutdown) reach that loop from Ray's threads throug
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-from gateway.config import ServiceSettings
-from gateway.node.pool import NodePool
-from gateway.storage.connections import Connections
-from gateway.storage.errors import StoreUnavailable
-
-log = logging.getLogger(__name__)
 T = TypeVar("T")
-RETRY_S = 2.0
 
 
 class LoopThread:
@@ -67,24 +58,3 @@ class LoopThread:
         if self._stop is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout_s)
-
-
-async def connect_when_up(
-    settings: ServiceSettings, stop: asyncio.Event, who: str, redis: bool, pool_size: int = 2
-) -> Connections | None:
-    """Open a small pool (and Redis when ``redis``), retrying while the database is not up yet;
-    None when stopped first."""
-    while not stop.is_set():
-        try:
-            redis_url = settings.redis_url if redis else None
-            return await Connections.open(settings.database_url, redis_url, pool_size=pool_size)
-        except StoreUnavailable as exc:
-            log.warning("%s: %s", who, exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), RETRY_S)
-    return None
-
-
-def node_client(settings: ServiceSettings, connections: int = 4) -> NodePool:
-    """The actor's own few connections to each node of the pool, the pool's health read from its owner."""
-    return NodePool.from_settings(settings, connections)

@@ -1,11 +1,11 @@
 """The features a replica serves, in one list: each one's declaration (``<feature>/feature.py``, a
-:class:`gateway.feature.Feature`) names its JSON-RPC methods and how their handlers are built, its
+:class:`gateway.pipeline.declaration.Feature`) names its JSON-RPC methods and how their handlers are built, its
 routes and their parts of the OpenAPI document, and its settings model. Adding a feature touches its
 folder and this list.
 
-Below the app (``gateway/app.py``), which builds from it the method registry (:func:`method_registry`)
+Below the app (``gateway/app/replica.py``), which builds from it the method registry (:func:`method_registry`)
 and its handlers; ``gateway/transports/http.py`` mounts the routes in the list's order (Starlette
-matches in order) and ``gateway/openapi.py`` describes them in the same order.
+matches in order) and ``gateway/transports/openapi.py`` describes them in the same order.
 
 A feature's builders read the replica through the protocol its declaration names; :class:`Host` joins
 them, and the app hands itself as one (mypy checks that it is). Its routes are declared there too,
@@ -23,22 +23,22 @@ from starlette.routing import BaseRoute
 
 from gateway.access.feature import FEATURE as ACCESS
 from gateway.access.feature import AccessHost
-from gateway.accounts import AccountSettings
 from gateway.auth.authenticator import Only
 from gateway.auth.feature import FEATURE as AUTH
 from gateway.auth.feature import AuthHost
 from gateway.auth.stage import AuthStage
 from gateway.bulk.feature import FEATURE as BULK
 from gateway.bulk.feature import BulkHost
+from gateway.callers.services import AccountSettings
 from gateway.core.methods import Registry
 from gateway.credits.feature import FEATURE as CREDITS
 from gateway.credits.feature import CreditsHost
-from gateway.feature import Feature, LocalMethod
 from gateway.fees.feature import FEATURE as FEES
 from gateway.grpc.feature import FEATURE as GRPC
 from gateway.grpc.settings import GrpcSettings
 from gateway.history.feature import FEATURE as HISTORY
 from gateway.limits.feature import FEATURE as LIMITS
+from gateway.pipeline.declaration import Feature, LocalMethod
 from gateway.rpc.feature import FEATURE as RPC
 from gateway.rpc.settings import RpcSettings
 from gateway.sending.feature import FEATURE as SENDING
@@ -68,7 +68,7 @@ class AppSettings(
 class Host(
     AuthHost, CreditsHost, AccessHost, BulkHost, SignalsHost, WebhooksHost, X402Host, TradesHost, SendingHost, Protocol
 ):
-    """Everything the features' builders read from the replica (:class:`gateway.app.GatewayApp`)."""
+    """Everything the features' builders read from the replica (:class:`gateway.app.replica.GatewayApp`)."""
 
     @property
     def settings(self) -> AppSettings: ...

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from gateway import metrics
+from gateway.base import metrics
 from gateway.core.credentials import Credentials
 from gateway.core.errors import ProxyError, ReplyStyle, internal_error, service_unavailable
 from gateway.core.identity import Identity

@@ -25,8 +25,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from gateway.config import ConfigError
-from gateway.features import AppSettings
+from gateway.app.features import AppSettings
+from gateway.base.config import ConfigError
 from gateway.grpc.server import StreamServerSettings
 
 #: Request slots of a replica that open WebSockets can never take (see ``max_ongoing_requests``).

@@ -17,7 +17,7 @@ from gateway.core.subscriptions import UNAVAILABLE, Limits, pricing_view
 from gateway.core.upstreams import Role, Tier
 from gateway.grpc.rules import StreamLimits
 from gateway.grpc.rules import pricing_view as grpc_pricing_view
-from gateway.pipeline_http import REST_MAX_BODY_BYTES, RPC_MAX_BODY_BYTES
+from gateway.pipeline.http import REST_MAX_BODY_BYTES, RPC_MAX_BODY_BYTES
 from gateway.rpc.planning import MAX_PARAMS_DEPTH
 from gateway.signals.rules import KINDS
 from gateway.webhooks.rules import pricing_view as webhook_pricing_view

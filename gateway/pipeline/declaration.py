@@ -1,10 +1,10 @@
 """What a feature declares about itself, in its own ``<feature>/feature.py``: its JSON-RPC methods and
 how their handlers are built, its HTTP routes and their parts of the OpenAPI document, and its settings
-model. ``gateway/features.py`` collects every declaration in one list; ``gateway/app.py`` builds the
+model. ``gateway/app/features.py`` collects every declaration in one list; ``gateway/app/replica.py`` builds the
 method registry and the handlers from it, ``gateway/transports/http.py`` mounts its routes and
-``gateway/openapi.py`` describes them.
+``gateway/transports/openapi.py`` describes them.
 
-A feature's builders are given the replica (:class:`gateway.app.GatewayApp`), typed as the
+A feature's builders are given the replica (:class:`gateway.app.replica.GatewayApp`), typed as the
 :class:`Host` protocol of what they read from it: :class:`Host` below is what every feature may read
 (the node, the prices, the database pool, the 402's payment terms); a feature that reads more of the
 replica (its meter, its own endpoints) extends it in its ``feature.py`` with its own members, typed by
@@ -26,13 +26,13 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from starlette.routing import BaseRoute
 
-from gateway.config import ServiceSettings
+from gateway.base.config import ServiceSettings
 from gateway.core.api_doc import ApiDoc
 from gateway.core.jsonrpc import RpcItem
 from gateway.core.methods import MethodSpec, PriceTable
 from gateway.core.upstreams import Role
 from gateway.node.http import Upstream
-from gateway.pipeline import Call
+from gateway.pipeline.stages import Call
 from gateway.storage.connections import Pool
 
 #: A method the gateway answers itself: it sets the item's ``response`` or ``error`` (and what billing

@@ -13,7 +13,7 @@ for as long as they last. What they all need is here, once::
     session.close()                         # the connection is gone: release the hold
 
 The stages after auth are JSON-RPC's (``CreditHeaders → readiness → Parse → Metering → Forwarder``,
-behind ``error_boundary``), built by :class:`gateway.app.GatewayApp`; a process without them (the gRPC
+behind ``error_boundary``), built by :class:`gateway.app.replica.GatewayApp`; a process without them (the gRPC
 stream server) bills only self-billed units. A revoked credential (docs/api.md, "Revoked credentials")
 ends every connection holding it, on whichever process it was revoked (:mod:`gateway.auth.revocations`).
 """
@@ -27,7 +27,7 @@ from gateway.auth.services import AuthServices
 from gateway.core.credentials import Credentials
 from gateway.core.identity import Identity
 from gateway.credits.meter import AccountState, Admission, Meter
-from gateway.pipeline import Call, Handler, Reply, error_boundary
+from gateway.pipeline.stages import Call, Handler, Reply, error_boundary
 
 
 class Entry:

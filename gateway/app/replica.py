@@ -1,7 +1,7 @@
 """One replica's gateway, built from settings: the stages, the endpoints and the state they share.
 
 The one place that wires. The JSON-RPC methods and their handlers come from every feature's declaration
-(``gateway/features.py``: the app hands itself to their builders as the host they read); transports
+(``gateway/app/features.py``: the app hands itself to their builders as the host they read); transports
 (``gateway.transports``) only mount what is built here, and tests build a :class:`GatewayApp` to run
 exactly what a replica runs. No Ray here: the Serve deployment (``gateway.runtime.ingress``) wraps this
 in the HTTP transport.
@@ -17,12 +17,15 @@ from solders.pubkey import Pubkey
 from gateway.access.endpoints import AccessEndpoints, SpendCapEndpoints
 from gateway.access.guard import follow_changes, guard_of
 from gateway.access.stage import AccessMethods
-from gateway.accounts import AccountServices
+from gateway.app.features import AppSettings, method_registry
 from gateway.auth.authenticator import Only
 from gateway.auth.endpoints import AccountEndpoints
 from gateway.auth.stage import AuthStage
+from gateway.base.stopping import Step, stop_in_steps
 from gateway.bulk.endpoints import BulkEndpoint, bulk_endpoints
 from gateway.bulk.metering import BulkMetering
+from gateway.callers.entry import Entry
+from gateway.callers.services import AccountServices
 from gateway.core.client_address import TrustedProxies
 from gateway.core.errors import ProxyError, service_unavailable
 from gateway.core.methods import MethodClass, PriceTable
@@ -31,8 +34,6 @@ from gateway.core.upstreams import Role
 from gateway.credits.confirm import ConfirmDepositEndpoint, DepositServices
 from gateway.credits.errors import insufficient_credits, spend_cap_reached
 from gateway.credits.stage import CreditHeaders, MeteringStage
-from gateway.entry import Entry
-from gateway.features import AppSettings, method_registry
 from gateway.grpc.server import limits_of
 from gateway.limits.addresses import IpLimits
 from gateway.limits.slices import ShardClient
@@ -40,8 +41,8 @@ from gateway.node.http import Upstream
 from gateway.node.pool import NodePool
 from gateway.node.pubsub import UpstreamPubSub
 from gateway.node.streams import PoolStreamNodes
-from gateway.pipeline import Call, Handler, Reply, Stage, compose, error_boundary
-from gateway.public import ServiceProfile
+from gateway.pipeline.stages import Call, Handler, Reply, Stage, compose, error_boundary
+from gateway.public.documents import ServiceProfile
 from gateway.rpc.forward import NO_NODE_RETRY_S, Forwarder, ParseStage
 from gateway.rpc.response_cache import ResponseCache
 from gateway.rpc.store import SharedResponses
@@ -50,7 +51,6 @@ from gateway.sending.racers import LocalRacers, Racers
 from gateway.sending.relay import RelayRoute
 from gateway.signals.feed import SignalFeed
 from gateway.signals.store import SignalLog
-from gateway.stopping import Step, stop_in_steps
 from gateway.storage.channels import RECALL, REVOKED_KEYS, Channel
 from gateway.storage.connections import Connections, Pool, warn_unless_noeviction
 from gateway.storage.seats import Seats
@@ -233,7 +233,7 @@ class GatewayApp:
         await self.upstream.start()
 
     async def shutdown(self) -> None:
-        """Stop in steps (:mod:`gateway.stopping`): one that fails or hangs does not keep the meter from
+        """Stop in steps (:mod:`gateway.base.stopping`): one that fails or hangs does not keep the meter from
         settling; the names of those that went wrong are kept in ``stop_troubles``."""
         engine, feed, cache = self.engine, self.signal_feed, self.cache
         steps: list[Step] = [

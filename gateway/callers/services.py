@@ -1,6 +1,6 @@
 """What every serving process builds the same way to know its callers and bill them: the stores, auth,
 the credit meter, the per-account limits, and the two credit channels (deposits credited elsewhere,
-leases recalled). A replica (:class:`gateway.app.GatewayApp`) and a gRPC stream server
+leases recalled). A replica (:class:`gateway.app.replica.GatewayApp`) and a gRPC stream server
 (:class:`gateway.grpc.server.GrpcStreamServer`) each hold one, built, started and stopped here only.
 """
 
@@ -12,6 +12,7 @@ from gateway.auth.access_hook import AccessCheck
 from gateway.auth.services import AuthServices
 from gateway.auth.settings import AuthSettings
 from gateway.auth.strategies import FundsCheck
+from gateway.base.stopping import Step
 from gateway.credits.meter import Meter
 from gateway.credits.notices import CreditNotices
 from gateway.credits.recall import CreditRecall
@@ -19,7 +20,6 @@ from gateway.credits.settings import CreditSettings
 from gateway.limits.rules import AccountLimits, Limiter
 from gateway.limits.settings import LimitSettings
 from gateway.limits.slices import ShardClient, SlicedLimiter
-from gateway.stopping import Step
 from gateway.storage.channels import CREDITED, RECALL, Channel
 from gateway.storage.connections import Connections
 

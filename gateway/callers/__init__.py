@@ -1,0 +1,1 @@
+"""The callers: the entry every request goes through and the account services it asks."""

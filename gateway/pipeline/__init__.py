@@ -1,0 +1,1 @@
+"""The request pipeline: its stages, their HTTP adapters and a feature's declaration."""
