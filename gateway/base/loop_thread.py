@@ -1,5 +1,6 @@
-"""What the long-running singleton actors share: a loop of their own on a thread, a database they
-wait for, and their client of the node.
+"""What the long-running singleton actors share: a loop of their own on a thread (the database they wait
+for: :func:`gateway.storage.connections.connect_when_up`; their client of the node:
+:func:`gateway.node.pool.node_client`).
 
 A Ray restart re-runs only ``__init__``, so such an actor starts its work there, on a thread with its
 own event loop, rather than waiting for a method call that would never come after a restart. Its
