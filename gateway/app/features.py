@@ -39,6 +39,8 @@ from gateway.grpc.settings import GrpcSettings
 from gateway.history.feature import FEATURE as HISTORY
 from gateway.limits.feature import FEATURE as LIMITS
 from gateway.pipeline.declaration import Feature, LocalMethod
+from gateway.public.feature import FEATURE as PUBLIC
+from gateway.public.routes import PublicHost
 from gateway.rpc.feature import FEATURE as RPC
 from gateway.rpc.settings import RpcSettings
 from gateway.sending.feature import FEATURE as SENDING
@@ -66,7 +68,17 @@ class AppSettings(
 
 
 class Host(
-    AuthHost, CreditsHost, AccessHost, BulkHost, SignalsHost, WebhooksHost, X402Host, TradesHost, SendingHost, Protocol
+    PublicHost,
+    AuthHost,
+    CreditsHost,
+    AccessHost,
+    BulkHost,
+    SignalsHost,
+    WebhooksHost,
+    X402Host,
+    TradesHost,
+    SendingHost,
+    Protocol,
 ):
     """Everything the features' builders read from the replica (:class:`gateway.app.replica.GatewayApp`)."""
 
@@ -80,6 +92,7 @@ class Host(
 #: In the order their routes are mounted and described (the methods' order is not seen: every list of
 #: them a client gets is sorted).
 FEATURES: tuple[Feature[Host], ...] = (
+    PUBLIC,  # /health, /pricing, /capabilities: first, as they were mounted before the list
     RPC,
     FEES,
     HISTORY,

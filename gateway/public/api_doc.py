@@ -1,5 +1,5 @@
-"""The public documents (``/health``, ``/pricing``, ``/capabilities``, ``/openapi.json``) in the OpenAPI
-document: free, no credentials (built with :mod:`gateway.core.api_doc`)."""
+"""The public documents (``/health``, ``/pricing``, ``/capabilities``) in the OpenAPI document: free, no
+credentials (built with :mod:`gateway.core.api_doc`; ``/openapi.json`` itself: :mod:`gateway.transports.openapi`)."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ class Capabilities(Open):
     )
 
 
-def _public(summary: str, schema: str | None) -> dict[str, Any]:
-    ok = json_answer(ref(schema), "the document") if schema else json_answer({}, "")
+def _public(summary: str, schema: str) -> dict[str, Any]:
+    ok = json_answer(ref(schema), "the document")
     return {"summary": summary, "tags": ["Public"], "security": [], "responses": {"200": ok}}
 
 
@@ -59,7 +59,6 @@ def paths() -> dict[str, Any]:
         },
         "/pricing": {"get": _pricing_operation()},
         "/capabilities": {"get": _public("What this deployment offers", "Capabilities")},
-        "/openapi.json": {"get": {**_public("This document", None), "responses": {"200": json_answer({}, "")}}},
     }
 
 

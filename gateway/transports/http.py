@@ -21,9 +21,8 @@ from gateway.app.features import feature_routes
 from gateway.app.replica import GatewayApp
 from gateway.core.errors import ProxyError
 from gateway.mcp.server import MCP_PATH, McpTransport, own_origins
-from gateway.pipeline.http import RPC_MAX_BODY_BYTES, RpcFirst, WebSocketFirst, call_from_scope, mount, to_response
-from gateway.pipeline.stages import Call, Reply, ReplyStyle, json_reply
-from gateway.public.documents import capabilities_document, health_document, pricing_document
+from gateway.pipeline.http import RPC_MAX_BODY_BYTES, RpcFirst, WebSocketFirst, mount, to_response
+from gateway.pipeline.stages import ReplyStyle, json_reply
 from gateway.pubsub.ws import WS_PATH, WsTransport
 from gateway.rpc.api_doc import RPC_PATHS
 from gateway.transports.access_log import with_access_log
@@ -58,35 +57,6 @@ def build_http_app(gw: GatewayApp) -> ASGIApp:
 
 
 def build_starlette_app(gw: GatewayApp) -> Starlette:
-    async def health(request: Request) -> Response:
-        status, doc = health_document(gw.upstream.view, gw.profile, gw.started_at, gw.auth.keys_view())
-        return to_response(json_reply(status, doc))
-
-    limit_pricing = gw.limit("pricing")
-
-    async def pricing(request: Request) -> Response:
-        try:
-            reply = await limit_pricing(call_from_scope(request.scope, b""), pricing_reply)
-        except ProxyError as exc:  # 429 with Retry-After; like the 200, no X-Request-Id (docs/api.md)
-            reply = json_reply(exc.status, exc.http_body(None), dict(exc.headers))
-        return to_response(reply)
-
-    async def pricing_reply(call: Call) -> Reply:
-        s = gw.settings
-        document = pricing_document(
-            gw.prices,
-            s.credits_per_usdc,
-            s.credit_expiry_seconds,
-            gw.methods,
-            await gw.trade_pricing(),  # concurrent callers share one node read (CachedRate)
-            ws_limits=gw.ws_limits,
-            grpc_limits=gw.grpc_limits,
-        )
-        return json_reply(200, document)
-
-    async def capabilities(request: Request) -> Response:
-        return to_response(json_reply(200, capabilities_document(gw.profile, gw.ws_limits, gw.grpc_limits)))
-
     openapi_body = json_reply(200, openapi_document())  # the same document for the replica's lifetime
 
     async def openapi(request: Request) -> Response:
@@ -114,13 +84,10 @@ def build_starlette_app(gw: GatewayApp) -> Starlette:
 
     routes: list[BaseRoute] = [  # the JSON-RPC routes are served by RpcFirst; declared here for the 405s
         *(mount(path, "POST", [], gw.rpc, RPC_MAX_BODY_BYTES, ReplyStyle.JSONRPC) for path in RPC_PATHS),
-        Route("/health", health, methods=["GET"]),
-        Route("/pricing", pricing, methods=["GET"]),
-        Route("/capabilities", capabilities, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/docs", docs, methods=["GET"]),
         Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]),
         Mount("/docs/static", StaticFiles(directory=swagger_ui_path), name="docs-static"),
-        *feature_routes(gw),  # gateway/app/features.py
+        *feature_routes(gw),  # gateway/app/features.py: the public documents' first (gateway/public/)
     ]
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})

@@ -12,16 +12,26 @@ from collections.abc import Iterable
 from typing import Any
 
 from gateway.app.features import FEATURES
-from gateway.core.api_doc import KERNEL_MODELS, ApiDoc
+from gateway.core.api_doc import KERNEL_MODELS, ApiDoc, json_answer
 from gateway.mcp.api_doc import API_DOC as MCP
-from gateway.public.api_doc import API_DOC as PUBLIC
 from gateway.rpc.api_doc import API_DOC as RPC
 
 API_VERSION = "0.2"
 
+
+def _paths() -> dict[str, Any]:
+    """The document's own route (``/docs``, its rendering, is a page: not described)."""
+    this = {"summary": "This document", "tags": ["Public"], "security": [], "responses": {"200": json_answer({}, "")}}
+    return {"/openapi.json": {"get": this}}
+
+
+#: ``/openapi.json`` in the document.
+OPENAPI = ApiDoc(_paths)
+
 #: The parts, in the order the routes are matched (gateway/transports/http.py): the transports' own
-#: routes (JSON-RPC, the public documents, MCP), then every feature's (gateway/app/features.py).
-PARTS: tuple[ApiDoc, ...] = (RPC, PUBLIC, MCP, *(part for feature in FEATURES for part in feature.api))
+#: routes (JSON-RPC, this document, MCP), then every feature's (gateway/app/features.py; the public
+#: documents' first).
+PARTS: tuple[ApiDoc, ...] = (RPC, OPENAPI, MCP, *(part for feature in FEATURES for part in feature.api))
 
 _SECURITY_SCHEMES = {
     "apiKeyHeader": {"type": "apiKey", "in": "header", "name": "X-Api-Key"},
