@@ -27,7 +27,7 @@ from gateway.bulk.metering import BulkMetering
 from gateway.callers.entry import Entry
 from gateway.callers.services import AccountServices
 from gateway.core.client_address import TrustedProxies
-from gateway.core.errors import ProxyError, service_unavailable
+from gateway.core.errors import ProxyError
 from gateway.core.methods import MethodClass, PriceTable
 from gateway.core.subscriptions import NATIVE, SIGNAL_SUBSCRIBE, Limits
 from gateway.core.upstreams import Role
@@ -41,7 +41,8 @@ from gateway.node.http import Upstream
 from gateway.node.pool import NodePool
 from gateway.node.pubsub import UpstreamPubSub
 from gateway.node.streams import PoolStreamNodes
-from gateway.pipeline.stages import Call, Handler, Reply, Stage, compose, error_boundary
+from gateway.pipeline.readiness import Readiness
+from gateway.pipeline.stages import Handler, Stage, compose, error_boundary
 from gateway.public.documents import ServiceProfile
 from gateway.rpc.forward import NO_NODE_RETRY_S, Forwarder, ParseStage
 from gateway.rpc.response_cache import ResponseCache
@@ -88,6 +89,7 @@ class GatewayApp:
         self.profile.services["webhook_private_targets"] = settings.webhook_allow_private
         self.upstream = NodePool.from_settings(settings)  # the nodes, their health read from the pool's owner
         self.profile.serves = self.upstream.serves  # hot_rpc, send, heavy_indexed_rpc: a node in service for each
+        self.readiness = Readiness(self.upstream, NO_NODE_RETRY_S)  # 503 while no node serves reads
         trusted = TrustedProxies.parse(settings.trusted_proxies)
         self.access = guard_of(trusted, lambda: self.auth)  # the account access rules (docs/api.md)
         # _unfunded reads the meter, built with auth: it is called only once both exist
@@ -178,7 +180,7 @@ class GatewayApp:
                 self.auth, require_funds=True, payment=self.paid_calls
             ),  # x402: PAYMENT-SIGNATURE pays (gateway.x402.paid)
             CreditHeaders(self.metering),
-            self._readiness_gate,
+            self.readiness,
             ParseStage(self.methods, self.prices),
             self.access_methods,  # an account's method rules, per item, before anything is metered
             self.metering,
@@ -187,7 +189,7 @@ class GatewayApp:
     def bulk_stages(self) -> list[Stage]:
         """The stages of a ``/bulk/*`` route: JSON-RPC's auth (an account needed), credit headers and
         readiness; the endpoint meters its items itself (:mod:`gateway.bulk.metering`)."""
-        return [AuthStage(self.auth, require_funds=True), CreditHeaders(self.metering), self._readiness_gate]
+        return [AuthStage(self.auth, require_funds=True), CreditHeaders(self.metering), self.readiness]
 
     async def trade_pricing(self) -> dict[str, Any]:
         """The trade builders' part of ``GET /pricing``: build fee, notional share and the SOL/USD rate."""
@@ -271,10 +273,3 @@ class GatewayApp:
     @property
     def ready(self) -> bool:
         return self.upstream.ready
-
-    async def _readiness_gate(self, call: Call, next_handler: Handler) -> Reply:
-        """While no node is in service for reads (at start, or every node down), paid traffic gets 503 -32003
-        at once, free, rather than a failed forward."""
-        if not self.ready:
-            raise service_unavailable("no upstream node is in service; retry later", NO_NODE_RETRY_S)
-        return await next_handler(call)
