@@ -375,8 +375,12 @@ async def main_async(args: argparse.Namespace, database_url: str) -> None:
             cpu = statistics.median(r[t].cpu_us for r in results)
             print(f"| {t} | {best[t]:,.0f} | {cpu:.0f} |")
         shown = ", ".join(f"{r:.3f}" for r in ratios)
-        print(f"\ndispatcher / plain: median of rounds {statistics.median(ratios):.3f} ({shown}); target ≥ 0.8")
-        print(f"dispatcher: {best['dispatcher']:,.0f} deliveries/s at best; target ≥ 1,000")
+        # Issue 64's targets: free deliveries above 0.55 of the plain client, paid ones above 1,000 a second
+        # (the median round; issue 53's 0.8 is retired, bench/README.md says why).
+        rates = ", ".join(f"{r['dispatcher'].rate:,.0f}" for r in results)
+        median_rate = statistics.median(r["dispatcher"].rate for r in results)
+        print(f"\ndispatcher / plain: median of rounds {statistics.median(ratios):.3f} ({shown}); target > 0.55 free")
+        print(f"dispatcher: {median_rate:,.0f} deliveries/s, median of rounds ({rates}); target > 1,000 paid")
         if args.backlog:
             print()
             await outage(pool, args)
