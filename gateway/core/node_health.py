@@ -113,9 +113,18 @@ class Window:
 
     def __init__(self) -> None:
         self._slots: dict[int, Tally] = {}
+        self._since = float("-inf")  # what came before is not this node's record now (:meth:`restart`)
 
     def add(self, at: float, tally: Tally) -> None:
-        self._slots.setdefault(int(at), Tally()).merge(tally)
+        if at >= self._since:
+            self._slots.setdefault(int(at), Tally()).merge(tally)
+
+    def restart(self, at: float) -> None:
+        """Forget everything before ``at``, and anything added later of an earlier moment: a node back in
+        service is judged on what it did since, as a closed breaker starts its counts anew (the calls
+        and probes that failed while it was down would take it out again before it served)."""
+        self._slots.clear()
+        self._since = at
 
     def totals(self, now: float, seconds: int = WINDOW_S) -> Tally:
         """What the last ``seconds`` seconds hold (older slots are dropped)."""
@@ -203,7 +212,11 @@ def best_slot(states: Iterable[NodeState], genesis: str | None, now: float, th: 
 def trouble(
     state: NodeState, best: int | None, peers_p50: float | None, genesis: str | None, now: float, th: Thresholds
 ) -> str | None:
-    """Why ``state``'s node should not serve now, or None."""
+    """Why ``state``'s node should not serve now, or None.
+
+    Its calls judge it only while it serves: a node out of service comes back by its probes and the
+    breaker (:func:`_maybe_return`), then starts its calls' record anew; the calls that failed while it
+    was down (sent to it when no node served) would otherwise keep it out, or take it out again."""
     if state.cordoned is not None:
         return f"cordoned: {state.cordoned}"
     probe, answered = state.probe, state.answered
@@ -213,7 +226,7 @@ def trouble(
         return f"another cluster: genesis {answered.genesis}, the pool's is {genesis}"
     if state.failed_probes >= th.failed_probes_out or answered is None:
         return f"not answering: {probe.failure}"
-    recent = state.window.totals(now, th.failing_calls_s)
+    recent = state.window.totals(now, th.failing_calls_s) if state.in_service else Tally()
     if recent.failed >= th.failing_calls and recent.failed == recent.calls:
         return f"its last {recent.failed} calls failed ({_kinds(recent)})"
     if answered.health is not None:
@@ -225,7 +238,7 @@ def trouble(
         if answered.max_shred_slot is not None and answered.max_shred_slot - processed > th.max_shred_gap:
             return f"catching up: {answered.max_shred_slot - processed} slots received and not yet replayed"
     totals = state.totals
-    if totals.calls >= th.min_calls:
+    if state.in_service and totals.calls >= th.min_calls:
         rate = totals.failed / totals.calls
         if rate > th.error_rate_out:
             return f"failing {rate:.0%} of calls ({_kinds(totals)})"
@@ -283,13 +296,12 @@ def _maybe_return(state: NodeState, states: Sequence[NodeState], now: float, th:
     alone = any(
         not any(o.in_service and o.node.serves(role) for o in states if o is not state) for role in state.node.roles
     )
-    if state.out_since is None or alone:
-        state.in_service, state.reason = True, ""
-        return
-    wait = th.out_at_least_s - (now - state.out_since)
+    wait = 0.0 if state.out_since is None else th.out_at_least_s - (now - state.out_since)
     probes = th.good_probes_back - state.good_probes
-    if wait <= 0 and probes <= 0:
+    if state.out_since is None or alone or (wait <= 0 and probes <= 0):
         state.in_service, state.reason = True, ""
+        state.window.restart(now)  # judged on what it does from now on
+        state.totals = Tally()
         return
     more = f"{probes} more good probe{'s' if probes > 1 else ''}"
     left = [f"{wait:.0f} s" if wait > 0 else "", more if probes > 0 else ""]

@@ -114,6 +114,8 @@ def test_calls_that_all_failed_take_a_node_out_at_once() -> None:
 
 def test_an_error_rate_over_the_bound_takes_a_node_out() -> None:
     pool = states("a", "b")
+    probe_all(pool, 80.0)
+    judge(pool, 80.0, TH)  # both serve: a node's calls judge it while it serves
     probe_all(pool, 100.0)
     tally = Tally()
     for i in range(40):
@@ -125,6 +127,8 @@ def test_an_error_rate_over_the_bound_takes_a_node_out() -> None:
 
 def test_a_node_far_slower_than_its_peers_leaves_service() -> None:
     pool = states("a", "b", "c")
+    probe_all(pool, 80.0)
+    judge(pool, 80.0, TH)
     probe_all(pool, 100.0)
     for s, seconds in zip(pool, (0.004, 0.005, 0.9), strict=True):
         tally = Tally()
@@ -232,3 +236,29 @@ def test_the_window_forgets_what_is_older_than_it() -> None:
     totals = window.totals(45.5)
     assert (totals.calls, totals.failed) == (1, 0)
     assert len(EDGES) + 1 == len(totals.latency)
+
+
+def test_a_node_back_in_service_is_judged_on_what_it_did_since() -> None:
+    """The calls that failed while it was down (reported late too) do not take it out again before it served:
+    the breaker, once closed, counts anew."""
+    pool = states("only")
+    probe_all(pool, 0.0)
+    judge(pool, 0.0, TH)
+    down = Tally()
+    for _ in range(2 * TH.min_calls):
+        down.record(0.001, "transport")
+    pool[0].window.add(5.0, down)
+    pool[0].record_probe(failed(5.0))
+    pool[0].record_probe(failed(5.5))
+    judge(pool, 5.5, TH)
+    assert not pool[0].in_service
+    probe_all(pool, 6.0)
+    judge(pool, 6.0, TH)
+    assert pool[0].in_service
+    pool[0].window.add(5.9, down)  # a process's report of calls made before the return, received after it
+    since = Tally()
+    for _ in range(TH.min_calls):
+        since.record(0.002)
+    pool[0].window.add(6.1, since)
+    judge(pool, 6.2, TH)
+    assert pool[0].in_service and pool[0].totals.failed == 0, pool[0].reason
