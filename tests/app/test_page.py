@@ -47,10 +47,12 @@ async def create_key(app: AccountPage) -> str:
 
 async def grant(database_url: str, pubkey: str, reason: str) -> None:
     """1,000 credits through the operator's own path (`gateway account credit --reason ...`), whose reason
-    is written into the ledger's description."""
+    is written into the ledger's description. They expire in a week: a batch in its last day is a
+    ``credits.expiring`` event at the next expiry pass (every minute), which a lifecycle webhook created
+    meanwhile would also be sent."""
     pool = await asyncpg.create_pool(database_url, min_size=1, max_size=1)
     try:
-        await credit_account(pool, pubkey, 1_000, reason, "page-test", 86_400)
+        await credit_account(pool, pubkey, 1_000, reason, "page-test", 7 * 86_400)
     finally:
         await pool.close()
 
