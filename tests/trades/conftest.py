@@ -96,13 +96,18 @@ async def wait_for_coin(node_url: str, wanted: Callable[[Coin], bool], what: str
 
 
 async def quiet_coin(node_url: str, wanted: Callable[[Coin], bool], what: str, timeout_s: float = 120.0) -> Coin:
-    """A live coin the feed no longer trades (it trades only its 12 newest): its curve did not move for
-    two seconds, so that a test's quote still holds when its transaction lands."""
+    """A live coin the feed no longer trades (it trades only its 12 newest): its curve did not move in
+    three reads two seconds apart, so that a test's quote still holds when its transaction lands. (One
+    still pair of reads was not enough on a loaded machine: a CI run picked one of the newest coins, which
+    the feed traded between a sell's quote and its landing.)"""
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
-        before = {c.mint: c.curve for c in await coins(node_url) if wanted(c)}
-        await asyncio.sleep(2.0)
-        after = [c for c in await coins(node_url) if c.mint in before and before[c.mint] == c.curve]
-        if after:
-            return after[0]
+        still = {c.mint: c.curve for c in await coins(node_url) if wanted(c)}
+        for _ in range(2):
+            await asyncio.sleep(2.0)
+            now = {c.mint: c.curve for c in await coins(node_url)}
+            still = {mint: curve for mint, curve in still.items() if now.get(mint) == curve}
+        found = [c for c in await coins(node_url) if still.get(c.mint) == c.curve]
+        if found:
+            return found[0]
         assert asyncio.get_running_loop().time() < deadline, f"no quiet {what} within {timeout_s:g} s"
