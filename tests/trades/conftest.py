@@ -95,19 +95,30 @@ async def wait_for_coin(node_url: str, wanted: Callable[[Coin], bool], what: str
         await asyncio.sleep(0.5)
 
 
-async def quiet_coin(node_url: str, wanted: Callable[[Coin], bool], what: str, timeout_s: float = 120.0) -> Coin:
-    """A live coin the feed no longer trades (it trades only its 12 newest): its curve did not move in
-    three reads two seconds apart, so that a test's quote still holds when its transaction lands. (One
-    still pair of reads was not enough on a loaded machine: a CI run picked one of the newest coins, which
-    the feed traded between a sell's quote and its landing.)"""
-    deadline = asyncio.get_running_loop().time() + timeout_s
+#: The feed trades only its 12 newest live coins (``devnode/feed/launch.py``, ``_pick_coin``); 4 more in case
+#: some of the newer ones complete their curve while a test uses the older one.
+NEWER_COINS = 16
+
+
+async def quiet_coin(node_url: str, wanted: Callable[[Coin], bool], what: str, timeout_s: float = 150.0) -> Coin:
+    """A live coin the feed will no longer trade, so that a test's quote still holds when its transaction
+    lands: one already on the chain before ``NEWER_COINS`` live coins newer than it were made. (Choosing
+    a coin whose curve had not moved for a few seconds was not enough: a CI run picked one of the feed's
+    newest coins, which the feed traded between a sell's quote and its landing.)"""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
     while True:
-        still = {c.mint: c.curve for c in await coins(node_url) if wanted(c)}
-        for _ in range(2):
-            await asyncio.sleep(2.0)
-            now = {c.mint: c.curve for c in await coins(node_url)}
-            still = {mint: curve for mint, curve in still.items() if now.get(mint) == curve}
-        found = [c for c in await coins(node_url) if still.get(c.mint) == c.curve]
-        if found:
-            return found[0]
-        assert asyncio.get_running_loop().time() < deadline, f"no quiet {what} within {timeout_s:g} s"
+        seen = await coins(node_url)
+        older = {c.mint for c in seen}
+        candidates = {c.mint for c in seen if wanted(c)}
+        while candidates:
+            now = await coins(node_url)
+            if sum(1 for c in now if c.live and c.mint not in older) >= NEWER_COINS:
+                found = [c for c in now if c.mint in candidates and wanted(c)]
+                if found:
+                    return found[0]
+                break  # every candidate completed meanwhile: look again
+            assert loop.time() < deadline, f"the feed made no {NEWER_COINS} coins after a {what} within {timeout_s:g} s"
+            await asyncio.sleep(1.0)
+        assert loop.time() < deadline, f"no quiet {what} within {timeout_s:g} s"
+        await asyncio.sleep(0.5)
