@@ -4,6 +4,13 @@ Each sample's time is put on the layer of its innermost Python frame with a sour
 time), so the shares add up to what the replica spent between HAProxy's socket and the app and back.
 py-spy samples the wall clock while a thread is not idle, so time the kernel spends in a socket call
 counts on the frame that made it (uvicorn's or aiohttp's transport writes).
+
+Two frames are not what they seem. ``Thread.run`` (threading.py) is the replica's event-loop thread
+(Ray's "AsyncIO Thread") inside uvloop's own C code: the loop's polling and the C parts of its
+callbacks, real work of every request. ``Worker.main_loop`` is Ray's main thread waiting in its C++
+task loop, which py-spy takes for busy: its samples are left out (:data:`NOT_BUSY`), since the thread's
+own counters in /proc put it at 6-8 ms of CPU a second under 3,000 requests a second, where py-spy gave
+it 19-33 µs a request (bench/README.md, 2026-11-27 10:16 UTC).
 """
 
 from __future__ import annotations
@@ -39,10 +46,13 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("starlette/", "starlette"),
     ("ray/serve/", "Serve request wrapping (replica, metrics, logging)"),
     ("ray/util/metrics", "Ray metrics"),
+    ("threading.py", "event loop (uvloop's C code, on Ray's AsyncIO thread)"),
     ("ray/", "Ray (other)"),
     ("asyncio/", "asyncio event loop"),
     ("gateway/", "gateway (other)"),
 )
+#: Innermost frames whose samples are a thread waiting, not working (the module docstring).
+NOT_BUSY = frozenset({"Worker.main_loop"})
 _FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*):(?P<line>\d+)\)$")
 _SHORT = re.compile(r"^.*/(site-packages|lib/python3\.\d+)/|^.*/(?=gateway/)")
 
@@ -87,9 +97,11 @@ def summarize(path: Path, us_per_call: float | None = None, top: int = 20) -> st
         frames = _frames(stack)
         if not frames:
             continue
+        func, file = frames[-1]
+        if func in NOT_BUSY:
+            continue
         count = int(count_text)
         total += count
-        func, file = frames[-1]
         layers[layer_of(file)] += count
         functions[f"{func} ({_SHORT.sub('', file)})"] += count
     if not total:
