@@ -58,8 +58,9 @@ class Funded:
     api_key: str
     key_path: Path
     deposit_signature: str | None  # None: nothing deposited (the wallet had credits, none were asked for)
-    credits_added: int
+    credits_added: int  # by this command's confirmation; 0 when the deposit watcher credited it first
     balance: int
+    by_watcher: bool = False  # the deposit watcher credited the deposit before this command confirmed it
 
 
 def gateway_url(settings: Settings) -> str:
@@ -119,8 +120,11 @@ async def fund(settings: Settings, base_units: int | None, wallet_path: Path | N
     async with GatewayClient(url, api_key=api_key, max_retries=0) as keyed:
         confirmed = await keyed.confirm_deposit(str(signature))  # finalized already: credited now
         info = await keyed.account_info()
-    added = 0 if confirmed["already_processed"] else int(confirmed["credits_added"])  # the watcher may be first
-    return Funded(wallet_path, str(wallet.pubkey()), api_key, key_path, str(signature), added, int(info["balance"]))
+    by_watcher = bool(confirmed["already_processed"])  # the watcher may be first
+    added = 0 if by_watcher else int(confirmed["credits_added"])
+    return Funded(
+        wallet_path, str(wallet.pubkey()), api_key, key_path, str(signature), added, int(info["balance"]), by_watcher
+    )
 
 
 async def _deposit_address(url: str) -> Pubkey:

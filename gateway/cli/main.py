@@ -136,6 +136,8 @@ def fund(
     console.print(f"api key  {funded.api_key}  (saved in {funded.key_path})")
     if funded.deposit_signature is None:
         console.print("deposit  none: the wallet has credits (--usdc N to buy more)")
+    elif funded.by_watcher:  # credited already, by the gateway's own watcher of the deposit address
+        console.print(f"deposit  {funded.deposit_signature}: credited by the gateway's deposit watcher")
     else:
         console.print(f"deposit  {funded.deposit_signature}: +{funded.credits_added} credits")
     console.print(f"balance  {funded.balance} credits")
