@@ -6,6 +6,7 @@ credits at the gateway, and an API key each."""
 from __future__ import annotations
 
 import asyncio
+import bisect
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ import aiohttp
 import asyncpg
 import pytest
 from solders.keypair import Keypair
+from solders.pubkey import Pubkey
 
 from devnode.node import Devnode
 from gateway_client import WalletSigner
@@ -99,26 +101,28 @@ async def wait_for_coin(node_url: str, wanted: Callable[[Coin], bool], what: str
 #: some of the newer ones complete their curve while a test uses the older one.
 NEWER_COINS = 16
 
+#: Per node, each coin this process has seen and the number of the read that first showed it: a coin first
+#: shown by a later read was made after every coin of an earlier one (the feed makes them one at a time).
+_first_read: dict[str, dict[Pubkey, int]] = {}
+
 
 async def quiet_coin(node_url: str, wanted: Callable[[Coin], bool], what: str, timeout_s: float = 150.0) -> Coin:
     """A live coin the feed will no longer trade, so that a test's quote still holds when its transaction
-    lands: one already on the chain before ``NEWER_COINS`` live coins newer than it were made. (Choosing
-    a coin whose curve had not moved for a few seconds was not enough: a CI run picked one of the feed's
-    newest coins, which the feed traded between a sell's quote and its landing.)"""
+    lands: one ``NEWER_COINS`` live coins are known to be newer than (first seen by a later read of this
+    process). Choosing a coin whose curve had not moved for a few seconds was not enough: a CI run picked
+    one of the feed's newest coins, which the feed traded between a sell's quote and its landing."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
+    first_read = _first_read.setdefault(node_url, {})
     while True:
-        seen = await coins(node_url)
-        older = {c.mint for c in seen}
-        candidates = {c.mint for c in seen if wanted(c)}
-        while candidates:
-            now = await coins(node_url)
-            if sum(1 for c in now if c.live and c.mint not in older) >= NEWER_COINS:
-                found = [c for c in now if c.mint in candidates and wanted(c)]
-                if found:
-                    return found[0]
-                break  # every candidate completed meanwhile: look again
-            assert loop.time() < deadline, f"the feed made no {NEWER_COINS} coins after a {what} within {timeout_s:g} s"
-            await asyncio.sleep(1.0)
-        assert loop.time() < deadline, f"no quiet {what} within {timeout_s:g} s"
-        await asyncio.sleep(0.5)
+        now = await coins(node_url)
+        read = max(first_read.values(), default=-1) + 1
+        for coin in now:
+            first_read.setdefault(coin.mint, read)
+        live_reads = sorted(first_read[c.mint] for c in now if c.live)
+        for coin in sorted((c for c in now if wanted(c)), key=lambda c: first_read[c.mint]):
+            newer = len(live_reads) - bisect.bisect_right(live_reads, first_read[coin.mint])
+            if newer >= NEWER_COINS:
+                return coin
+        assert loop.time() < deadline, f"no {what} with {NEWER_COINS} live coins newer within {timeout_s:g} s"
+        await asyncio.sleep(1.0)
