@@ -20,6 +20,8 @@ from tests.integration.service import RunningService, fetch, run_example
 pytestmark = pytest.mark.integration
 
 GATEWAY = Path(sys.executable).with_name("gateway")
+#: What `gateway fund` prints when the deposit watcher credited the deposit before the command confirmed it.
+BY_WATCHER = "credited by the gateway's deposit watcher"
 
 
 def gateway_fund(service: RunningService, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -58,8 +60,7 @@ def test_gateway_fund_gives_a_key_that_pays(service: RunningService, funded: tup
     again = gateway_fund(service, "--usdc", "0.01")  # a second run reuses the wallet and its key
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip().splitlines()[-1] == key
-    watcher = "credited by the gateway's deposit watcher"  # when it credited the deposit first
-    assert "+1000 credits" in again.stderr or watcher in again.stderr, again.stderr
+    assert "+1000 credits" in again.stderr or BY_WATCHER in again.stderr, again.stderr
     assert "+0 credits" not in again.stderr, again.stderr
 
 
@@ -79,8 +80,7 @@ def test_gateway_fund_run_again_only_prints_the_key(
     assert new.returncode == 0, new.stderr
     new_key = new.stdout.strip().splitlines()[-1]
     assert new_key != key and other.with_suffix(".api-key").read_text().strip() == new_key
-    watcher = "credited by the gateway's deposit watcher"  # when it credited the deposit first
-    assert "+1000000 credits" in new.stderr or watcher in new.stderr, new.stderr
+    assert "+1000000 credits" in new.stderr or BY_WATCHER in new.stderr, new.stderr
     assert "+0 credits" not in new.stderr, new.stderr
     assert balance_of(service, new_key) >= 1_000_000 - 10
 
