@@ -12,9 +12,9 @@ raylet's resource reports the GCS places actors and replicas by (``raylet_report
 the export of metrics to Prometheus that the alerts read (``metrics_report_interval_ms``), Serve's
 autoscaling metrics (their record and push intervals), Serve's health checks of replicas and HAProxy's of
 them, and Serve's control loop (already twice a second: ``RAY_SERVE_CONTROL_LOOP_INTERVAL_S``). Also left:
-the raylet's idle-worker killing (``kill_idle_workers_interval_ms``, 200 ms): with it at 2 s,
-tests/integration/test_stop.py once found a stack process gone between listing and naming it (likely a
-worker Ray started ahead and killed later than before), and what it saved was not measured apart.
+the raylet's idle-worker killing (``kill_idle_workers_interval_ms``, 200 ms): with it at 2 s, the stop test
+(now in tests/stacks/test_restart.py) once found a stack process gone between listing and naming it
+(likely a worker Ray started ahead and killed later than before), and what it saved was not measured apart.
 """
 
 from __future__ import annotations

@@ -1,7 +1,12 @@
-"""Fixtures of the integration tests: one running service for the session and a funded customer."""
+"""Fixtures of the integration tests: one running service for the package and a funded customer.
+
+The service is the package's, not the session's: idle, a stack still takes about a third of a core (its
+actors' probes and polls, Ray's own timers), which the rest of the session would pay for. Tests that
+start stacks of their own are in tests/stacks, so that no two stacks run at once."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,30 +20,40 @@ from tests.integration.service import (
     create_api_key,
     deposit_usdc,
     service_env,
+    stale_ray_tmpdir,
     start_service,
     stop_service,
 )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def service_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("service")
 
 
-@pytest.fixture(scope="session")
-def service(service_home: Path) -> Iterator[RunningService]:
-    running = start_service(service_home, service_env(service_home))
+@pytest.fixture(scope="package")
+def ray_tmpdir() -> Iterator[Path]:
+    """Ray's temp dir for the package's stack: its last-cluster file names a cluster that is gone, which
+    ``gateway up`` must not try to join (test_ray_start.py). The machine's own file is never touched."""
+    root = stale_ray_tmpdir()
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="package")
+def service(service_home: Path, ray_tmpdir: Path) -> Iterator[RunningService]:
+    running = start_service(service_home, service_env(service_home, RAY_TMPDIR=str(ray_tmpdir)))
     yield running
     if running.process.poll() is None:
         stop_service(running)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def gateway_url(service: RunningService) -> str:
     return service.url
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def customer(service: RunningService) -> Customer:
     """A wallet with an API key and 1 USDC of credits bought with a real on-chain deposit."""
     wallet = Keypair()
@@ -47,6 +62,6 @@ def customer(service: RunningService) -> Customer:
     return customer
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def rpc_headers(customer: Customer) -> dict[str, str]:
     return customer.headers

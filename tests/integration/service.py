@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -69,6 +70,16 @@ def service_env(home: Path, **extra: str) -> dict[str, str]:
     )
     env.update(extra)  # a test's own values win over these
     return env
+
+
+def stale_ray_tmpdir() -> Path:
+    """A Ray temp dir (``RAY_TMPDIR``) whose last-cluster file names a cluster that is gone, as ``ray start``
+    leaves it after that cluster ended without ``ray stop`` (issue 9, tests/integration/test_ray_start.py).
+    Short, under /tmp: Ray's Unix socket paths under it have a length limit."""
+    root = Path(tempfile.mkdtemp(prefix="gwray-"))
+    (root / "ray").mkdir()
+    (root / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{free_port()}\n")  # nothing listens there
+    return root
 
 
 def start_service(

@@ -9,7 +9,7 @@ middleware in front of the replica) and a probe deployment that installs the lea
 request is held and after, the per-request metrics Serve is handed (route, status, errors), a failing
 request answered 500 and counted as an error, Serve's own health check still Serve's, and the edge's
 client address and request id reaching the app. The whole service's path (drain, autoscaling, the
-scraped metrics) runs through it in tests/integration (test_stop, test_autoscaling,
+scraped metrics) runs through it in tests/stacks (test_restart, test_autoscaling,
 test_prometheus_scrape, test_edge), as it is on by default.
 """
 
