@@ -45,12 +45,13 @@ KNOWN_FAILURES = {
     "tests.integration.test_spl_memo::test_send_memo_in_transaction": "reads the memo program's log line by "
     "position; the devnode's logs differ (fails against the devnode directly too)",
     "tests.integration.test_websockets::test_vote_subscribe": "the devnode has no voters",
-    "tests.integration.test_websockets::test_logs_subscribe_all_with_votes_receives_vote_log": "the devnode "
-    "has no voters",
 }
 #: Left out of the run: it sleeps 60 s for performance samples to exist (getRecentPerformanceSamples is
 #: served: forwarded as every node read is, tests/rpc).
 NOT_RUN = ["tests/integration/test_recent_performance_samples.py"]
+#: Left out of the run too: it waits for a vote's log line, which never comes (the devnode has no voters),
+#: until the run's 120 s timeout fails it; it failed so in every run, and took the suite from 15 s to 135.
+DESELECTED = ["tests/integration/test_websockets.py::test_logs_subscribe_all_with_votes_receives_vote_log"]
 SUITE_TIMEOUT_S = 900
 
 
@@ -86,7 +87,7 @@ def test_solana_pys_own_suite(stack: tuple[RunningService, Customer], tmp_path: 
     report = tmp_path / "junit.xml"
     command = [sys.executable, "-m", "pytest", "tests/integration", "-o", "addopts=", "-p", "airdrop_plugin"]
     command += ["-p", "no:cacheprovider", "-q", "--timeout", "120", f"--junitxml={report}"]
-    command += [f"--ignore={path}" for path in NOT_RUN]
+    command += [f"--ignore={path}" for path in NOT_RUN] + [f"--deselect={test}" for test in DESELECTED]
     run = subprocess.run(command, cwd=SUITE, env=env, capture_output=True, text=True, timeout=SUITE_TIMEOUT_S)
     cases = ET.parse(report).getroot().iter("testcase")
     outcomes = {f"{case.get('classname')}::{case.get('name')}": case for case in cases}
@@ -97,5 +98,5 @@ def test_solana_pys_own_suite(stack: tuple[RunningService, Customer], tmp_path: 
     summary = run.stdout[-3000:]
     assert failed - KNOWN_FAILURES.keys() == set(), f"defects (not known failures):\n{summary}"
     assert KNOWN_FAILURES.keys() - failed == set(), f"known failures that now pass: update KNOWN_FAILURES\n{summary}"
-    # The suite's own two skips (getInflationReward, blockSubscribe); all the rest passed (66 of 74).
+    # The suite's own two skips (getInflationReward, blockSubscribe); all the rest passed (66 of the 73 run).
     assert len(skipped) == 2 and len(outcomes) - len(failed) - len(skipped) >= 66, summary

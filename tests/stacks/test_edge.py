@@ -4,7 +4,7 @@ apart, forged address headers change nothing, idle sockets past their caps leave
 and a body that never arrives is answered 408 by the edge.
 
 A stack of its own, with small caps (:data:`EDGE_ENV`): 4 sockets per account, 8 per address, 12 per
-replica; the ``webhooks`` address group allows a burst of 5 (the session's stack keeps the generous
+replica; the ``webhooks`` address group allows a burst of 5 (tests/integration's stack keeps the generous
 test limits: its schemathesis run alone would exhaust any small bucket of 127.0.0.1); a body has 2 s
 to arrive.
 """
@@ -53,7 +53,7 @@ EDGE_ENV = {
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
-    """This module's own stack (it shadows the session's ``service``)."""
+    """This module's own stack."""
     home = tmp_path_factory.mktemp("edge")
     running = start_service(home, service_env(home, **EDGE_ENV))
     yield running

@@ -47,7 +47,7 @@ GUARD_S = 60.0
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
-    """This module's own stack (it shadows the session's ``service``)."""
+    """This module's own stack."""
     home = tmp_path_factory.mktemp("logs")
     running = start_service(home, service_env(home, **LOG_ENV))
     yield running
