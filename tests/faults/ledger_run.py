@@ -704,6 +704,20 @@ async def run_on(dsn: str, operations: int, seed: int, replicas: int = 4, accoun
         await pool.close()
 
 
+async def commit_without_waiting_for_the_disk(dsn: str) -> None:
+    """The run's own database commits without waiting for its WAL to reach the disk (``synchronous_commit``
+    off; a commit is still atomic, and seen by every connection at once). What that gives up is only a
+    crash of PostgreSQL itself, which this run never does (``pg_reset`` ends its connections, not the
+    server). 10^4 operations ran in 20.7 and 17.7 s, against 23.9 and 19.8 with each commit waiting (alternated,
+    2026-11-27)."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute("ALTER SYSTEM SET synchronous_commit = off")
+        await conn.execute("SELECT pg_reload_conf()")
+    finally:
+        await conn.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.faults.ledger_run", description=__doc__)
     parser.add_argument("--operations", type=int, default=100_000, help="metered operations (at least)")
@@ -721,6 +735,7 @@ def main() -> int:
     pg = EmbeddedPostgres(home)
     dsn = pg.start()
     try:
+        asyncio.run(commit_without_waiting_for_the_disk(dsn))
         report = asyncio.run(run_on(dsn, args.operations, args.seed, args.replicas, args.accounts))
     finally:
         pg.stop()
