@@ -1,5 +1,5 @@
 """gateway-haproxy's rewrite of Ray's HAProxy configuration, checked by the real bundled HAProxy
-(``haproxy -c``); through Ray it is covered by tests/stacks/test_edge.py."""
+(``haproxy -c``); through Ray it is covered by tests/stacks/edge/test_edge.py."""
 
 from __future__ import annotations
 

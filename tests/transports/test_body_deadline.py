@@ -1,5 +1,5 @@
 """BodyDeadline on plain ASGI messages (through a real server: tests/pubsub/test_connection_limits.py and
-tests/stacks/test_edge.py)."""
+tests/stacks/edge/test_edge.py)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ request (its request id is found), and the edge logs to HAProxy's output file
 search cannot pass on logs that hold nothing. The edge's log on a syslog listener, for more kinds of
 errors and aborts: tests/runtime/test_haproxy_edge_logs.py.
 
-A stack of its own: the access log on, the edge's log in a file, and a body has 1 s to arrive.
+The package's stack (conftest.py): the access log on, the edge's log in a file, and a body has 2 s to arrive.
 """
 
 from __future__ import annotations
@@ -20,39 +20,20 @@ import http.client
 import secrets
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import orjson
 import psutil
-import pytest
 from solders.keypair import Keypair
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 from websockets.typing import Subprotocol
 
 from gateway_client import WalletSigner
-from tests.integration.service import RunningService, service_env, start_service, stop_service
+from tests.integration.service import RunningService
 
-LOG_ENV = {
-    "GATEWAY_ACCESS_LOG": "true",
-    "GATEWAY_REQUEST_BODY_TIMEOUT_S": "1",
-    # The edge's log lines to HAProxy's stderr, which Ray keeps in a file beside its configuration (read
-    # below), rather than to syslog on 127.0.0.1:514.
-    "RAY_SERVE_HAPROXY_LOG_TARGET": "stderr",
-}
 GUARD_S = 60.0
-
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
-    """This module's own stack."""
-    home = tmp_path_factory.mktemp("logs")
-    running = start_service(home, service_env(home, **LOG_ENV))
-    yield running
-    if running.process.poll() is None:
-        stop_service(running)
 
 
 Answer = tuple[int, dict[str, str], bytes]

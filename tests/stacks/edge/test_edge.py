@@ -3,7 +3,7 @@ its bundled HAProxy, run through ``gateway-haproxy``): per-address limits tell l
 apart, forged address headers change nothing, idle sockets past their caps leave HTTP answering,
 and a body that never arrives is answered 408 by the edge.
 
-A stack of its own, with small caps (:data:`EDGE_ENV`): 4 sockets per account, 8 per address, 12 per
+The package's stack (conftest.py), with small caps: 4 sockets per account, 8 per address, 12 per
 replica; the ``webhooks`` address group allows a burst of 5 (tests/integration's stack keeps the generous
 test limits: its schemathesis run alone would exhaust any small bucket of 127.0.0.1); a body has 2 s
 to arrive.
@@ -17,7 +17,6 @@ import http.client
 import re
 import socket
 import time
-from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -35,30 +34,7 @@ from tests.integration.service import (
     confirm_deposit,
     create_api_key,
     deposit_usdc,
-    service_env,
-    start_service,
-    stop_service,
 )
-from tests.support import TEST_IP_LIMITS
-
-EDGE_ENV = {
-    "GATEWAY_IP_LIMITS": orjson.dumps({**TEST_IP_LIMITS, "webhooks": {"rps": 0.01, "burst": 5}}).decode(),
-    "GATEWAY_WS_MAX_CONNECTIONS_PER_ACCOUNT": "4",
-    "GATEWAY_WS_MAX_CONNECTIONS_PER_ADDRESS": "8",
-    "GATEWAY_WS_MAX_CONNECTIONS": "12",
-    "GATEWAY_MAX_ONGOING_REQUESTS": str(12 + 256),
-    "GATEWAY_REQUEST_BODY_TIMEOUT_S": "2",
-}
-
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
-    """This module's own stack."""
-    home = tmp_path_factory.mktemp("edge")
-    running = start_service(home, service_env(home, **EDGE_ENV))
-    yield running
-    if running.process.poll() is None:
-        stop_service(running)
 
 
 def get(service: RunningService, path: str, source: str, headers: dict[str, str] | None = None) -> int:
