@@ -146,8 +146,8 @@ def stops_within_the_grace_period(service: RunningService, *, whole_group: bool)
         f"\nSIGTERM ({'process group' if whole_group else 'gateway up'}): exited in {exited_s:.1f} s, "
         f"every process gone in {all_gone_s:.1f} s (grace period to set: {GRACE_S:g} s)"
     )
-    log = service.log.read_text()
-    stop = service.log.read_bytes()[offset:].decode()
+    written = service.log.read_bytes()
+    log, stop = written.decode(), written[offset:].decode()
     print(stop[stop.find("Stopping") :])
     assert code == 0 and "Stopped." in stop, stop[-3000:]
     assert [line for line in log.splitlines() if any(part in line for part in NOISE)] == []
