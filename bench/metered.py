@@ -19,6 +19,9 @@ each round come its share of ``--pairs`` short back-to-back runs of (a) and mete
 many close pairs share their conditions more than a few long runs a minute apart do.
 Two rows go to the replica's own port, past Serve's HAProxy: (a) and the API-key row again
 (``serve-unmetered-direct``, ``metered-apikey-direct``), what the hop costs the machine (issue 64, item 5).
+Two go to the replica's app on plain uvicorn, without Ray or HAProxy (``app-uvicorn``, ``app-uvicorn-metered``,
+``bench/app_uvicorn.py``): what Ray's and Serve's process adds to the same code, and what the gateway's own
+layers add to (b').
 Rows: the upstream alone, the plain forwarder (b), the same forwarder through the gateway's own node client
 (b', ``forwarder-own``: so that a ratio to it rises only when the gateway's code gets faster, not its node
 client), Serve unmetered (a), Serve metered with an API key,
@@ -108,6 +111,22 @@ def start_reference(module: str, *args: str) -> tuple[subprocess.Popen[bytes], s
     return proc, url
 
 
+def start_app_uvicorn(settings: dict[str, Any], home: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """``bench/app_uvicorn.py`` on the stack's settings: the replica's app on plain uvicorn."""
+    from bench.unmetered import UNMETERED_PATH
+
+    given = home / "app-uvicorn.json"
+    given.write_bytes(orjson.dumps(settings))
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.app_uvicorn", "--port", str(port), "--settings", str(given)],
+        stdout=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_answering(f"{url}{UNMETERED_PATH}", timeout_s=60.0)
+    return proc, url
+
+
 def replica_url(pids: list[int]) -> str:
     """The HTTP address the replica listens on itself (Serve's direct ingress, which HAProxy forwards to):
     of the replica's listening ports, the one that answers the benchmark's POST."""
@@ -182,7 +201,12 @@ TARGETS = (
     "metered-apikey-python",
     "serve-unmetered-direct",
     "metered-apikey-direct",
+    "app-uvicorn",
+    "app-uvicorn-metered",
 )
+#: The replica's app on plain uvicorn, no Ray and no HAProxy (``bench/app_uvicorn.py``): (a) and the API-key
+#: row without what Ray and Serve add to the process, (b') with the gateway's own layers added.
+APP_UVICORN = ("app-uvicorn", "app-uvicorn-metered")
 #: Targets sent to the replica's own port, past HAProxy (issue 64, item 5: what the hop costs the machine).
 DIRECT = ("serve-unmetered-direct", "metered-apikey-direct")
 #: (b'): every target's ratios are taken against it (issue 64), so that a ratio rises only when the
@@ -307,6 +331,7 @@ def run(
         concurrency_limit=100_000,
     )
     stack = Stack(settings, report=lambda part, detail: print(f"  {part:<11} {detail}", flush=True))
+    app_proc: subprocess.Popen[bytes] | None = None
     try:
         resolved = stack.start()
         base = f"http://{resolved.host}:{resolved.port}"
@@ -352,6 +377,8 @@ def run(
             direct["url"] = replica_url(pids)
 
         new_replica(0)
+        app_proc, app_url = start_app_uvicorn(resolved.model_dump(mode="json"), home)
+        cpu_pids["app-uvicorn"] = cpu_pids["app-uvicorn-metered"] = [app_proc.pid]
         secret = os.urandom(32)
         signer = WalletSigner(secret)
         key = create_api_key(base, secret)
@@ -375,10 +402,14 @@ def run(
             ("metered-apikey-python", f"{base}/", keyed, body),
             ("serve-unmetered-direct", "{direct}" + UNMETERED_PATH, DEFAULT_HEADERS, body),
             ("metered-apikey-direct", "{direct}/", keyed, body),
+            ("app-uvicorn", f"{app_url}{UNMETERED_PATH}", DEFAULT_HEADERS, body),
+            ("app-uvicorn-metered", f"{app_url}/", keyed, body),
         ]
         batch: Target = ("metered-batch100", f"{base}/", keyed, BATCH_BODY)  # after the others (module docstring)
-        if profile is not None:
-            profile_replica(profile, [*targets[3:6], batch], duration_s, client, cpu_pids)
+        if profile is not None:  # (a), metered, signed and the batch, or those of them and the others --only names
+            chosen = [*targets[3:6], batch] if only is None else [t for t in [*targets, batch] if t[0] in only]
+            chosen = [(n, u.replace("{direct}", direct["url"]), h, b) for n, u, h, b in chosen]
+            profile_replica(profile, chosen, duration_s, client, cpu_pids)
             return [], [], {}
         named = {target[0]: target for target in targets}
         paired_targets = (named[pair[0]], named[pair[1]])
@@ -408,6 +439,9 @@ def run(
                 rows.append(run_target(batch, conns, duration_s, client, cpu_pids, node_cpu=True))
         return by_round, paired, rest
     finally:
+        if app_proc is not None:
+            app_proc.terminate()
+            app_proc.wait(timeout=30)
         stack.stop()
         for proc in (own_proc, forwarder_proc, upstream_proc):
             proc.terminate()
@@ -442,6 +476,8 @@ RATIOS = [
     ("metered-apikey", "serve-unmetered"),
     ("metered-apikey", "metered-apikey-direct"),
     ("serve-unmetered", "serve-unmetered-direct"),
+    ("serve-unmetered-direct", "app-uvicorn"),
+    ("metered-apikey-direct", "app-uvicorn-metered"),
     ("metered-signed", "metered-apikey-python"),
     ("forwarder", "forwarder-own"),
 ]
@@ -532,7 +568,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", type=int, default=20, help="short alternating unmetered/metered runs (default 20)")
     parser.add_argument("--pair-seconds", type=float, default=3.0, help="seconds per run of a pair (default 3)")
     parser.add_argument(
-        "--profile", type=Path, default=None, help="py-spy the replica under (a), metered, signed and the batch instead"
+        "--profile",
+        type=Path,
+        default=None,
+        help="py-spy the serving process under (a), metered, signed and the batch (or --only's) instead",
     )
     parser.add_argument(
         "--send", action="store_true", help="sendTransaction of a signed transfer instead of getSlot (verified, SEND)"

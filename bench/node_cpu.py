@@ -27,6 +27,7 @@ ROLES: tuple[tuple[str, str], ...] = (
     ("redis-server", "Redis"),
     ("bench.const_upstream", "upstream"),
     ("bench.forwarder", "forwarder (b)"),
+    ("bench.app_uvicorn", "app on uvicorn"),
     ("ServeController", "Serve controller"),
     ("ProxyActor", "Serve proxy actors"),
     ("HAProxyManager", "Serve proxy actors"),

@@ -1,0 +1,53 @@
+"""The replica's app without Ray: the paired ingress's ASGI app (``bench/unmetered.py``: the gateway's
+metered ``/`` with ``/unmetered`` in front) on plain uvicorn, as ``bench.forwarder`` runs (b').
+
+    python -m bench.app_uvicorn --port 8897 --settings settings.json
+
+``bench.metered`` starts it with the stack's resolved settings (its PostgreSQL, Redis, keys and upstream),
+the replica's GC tuning and uvicorn's WebSocket options, so that ``app-uvicorn`` and ``app-uvicorn-metered``
+differ from (a) and ``metered-apikey`` only in what Ray and Serve add to the process (their threads, Serve's
+request path, the metrics hand-over) and the HAProxy hop, and from (b') only in the gateway's own layers.
+Two differences are the settings': no Ray here, so a call's credit and rate slices are this process's own
+(``account_shards = 0``, as a single-process gateway runs) and sends race in process (``send_racers = 0``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import orjson
+
+from bench._proc import require_loopback_host, uvicorn_config
+
+
+def main() -> None:
+    import uvicorn
+
+    from bench.unmetered import UNMETERED_PATH
+    from gateway.app.replica import GatewayApp
+    from gateway.app.settings import Settings
+    from gateway.base.process_gc import tune_gc
+    from gateway.pipeline.http import RpcFirst
+    from gateway.pipeline.stages import compose, error_boundary
+    from gateway.pubsub.ws import UVICORN_WS_OPTIONS
+    from gateway.rpc.forward import Forwarder, ParseStage
+    from gateway.transports.http import build_http_app
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--settings", type=Path, required=True, help="the stack's resolved settings, as JSON")
+    args = parser.parse_args()
+    require_loopback_host(args.host)
+    given = orjson.loads(args.settings.read_bytes())
+    settings = Settings.model_validate({**given, "account_shards": 0, "send_racers": 0, "port": args.port})
+    tune_gc(settings.gc_young_threshold)  # as an ingress replica does
+    gw = GatewayApp(settings)
+    unmetered = compose([error_boundary, ParseStage(gw.methods, gw.prices)], Forwarder(gw.upstream))
+    app = RpcFirst(build_http_app(gw), [UNMETERED_PATH], unmetered)  # bench/unmetered.py's, without Serve
+    uvicorn.Server(uvicorn_config(app, args.host, args.port, lifespan="on", **UVICORN_WS_OPTIONS)).run()
+
+
+if __name__ == "__main__":
+    main()
