@@ -378,7 +378,8 @@ def run(
 
         new_replica(0)
         app_proc, app_url = start_app_uvicorn(resolved.model_dump(mode="json"), home)
-        cpu_pids["app-uvicorn"] = cpu_pids["app-uvicorn-metered"] = [app_proc.pid]
+        for name in APP_UVICORN:
+            cpu_pids[name] = [app_proc.pid]
         secret = os.urandom(32)
         signer = WalletSigner(secret)
         key = create_api_key(base, secret)
@@ -441,7 +442,10 @@ def run(
     finally:
         if app_proc is not None:
             app_proc.terminate()
-            app_proc.wait(timeout=30)
+            try:
+                app_proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                app_proc.kill()
         stack.stop()
         for proc in (own_proc, forwarder_proc, upstream_proc):
             proc.terminate()
