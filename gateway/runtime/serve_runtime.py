@@ -132,12 +132,6 @@ def ingress_env(settings: Settings, haproxy_files: str) -> dict[str, str]:
         "FORWARDED_ALLOW_IPS": "",
         # Ray's timers nothing of the gateway relies on, longer or off (the module says which and why).
         **RAY_TIMERS,
-        # Ray starts its worker processes at nice 15, below every other process on the machine, so that a
-        # CPU-bound task cannot starve the raylet. Here the workers are the service (the replicas, the
-        # actors), waiting on I/O: at 15 HAProxy, PostgreSQL, Redis and a node on the same machine preempt
-        # the replica whenever they wake: on 2 cores it answered 18% fewer unmetered requests a second than
-        # at 0 (bench/README.md, "Ray's worker niceness"). At 0 they share the machine as equals.
-        "RAY_worker_niceness": "0",
     }
     if settings.ingress_mode in ("direct", "haproxy"):
         env["RAY_SERVE_ENABLE_DIRECT_INGRESS"] = "1"

@@ -161,6 +161,8 @@ async def probe_health(url: str, seen: list[int], stop: asyncio.Event) -> None:
             try:
                 async with http.get(f"{url}/health") as resp:
                     seen.append(resp.status)
+                    if resp.status != 200:  # whose answer it was (the replica's document or the edge's error)
+                        print(f"/health {resp.status} at {time.monotonic():.2f}: {(await resp.read())[:300]!r}")
             except aiohttp.ClientError:
                 seen.append(0)
             await asyncio.sleep(0.25)
