@@ -24,14 +24,11 @@ from bench._proc import require_loopback_host, uvicorn_config
 def main() -> None:
     import uvicorn
 
-    from bench.unmetered import UNMETERED_PATH
+    from bench.paired import paired_app
     from gateway.app.replica import GatewayApp
     from gateway.app.settings import Settings
     from gateway.base.process_gc import tune_gc
-    from gateway.pipeline.http import RpcFirst
-    from gateway.pipeline.stages import compose, error_boundary
     from gateway.pubsub.ws import UVICORN_WS_OPTIONS
-    from gateway.rpc.forward import Forwarder, ParseStage
     from gateway.transports.http import build_http_app
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -44,8 +41,7 @@ def main() -> None:
     settings = Settings.model_validate({**given, "account_shards": 0, "send_racers": 0, "port": args.port})
     tune_gc(settings.gc_young_threshold)  # as an ingress replica does
     gw = GatewayApp(settings)
-    unmetered = compose([error_boundary, ParseStage(gw.methods, gw.prices)], Forwarder(gw.upstream))
-    app = RpcFirst(build_http_app(gw), [UNMETERED_PATH], unmetered)  # bench/unmetered.py's, without Serve
+    app = paired_app(gw, build_http_app(gw))  # bench/unmetered.py's, without Serve (nor Ray imported)
     uvicorn.Server(uvicorn_config(app, args.host, args.port, lifespan="on", **UVICORN_WS_OPTIONS)).run()
 
 

@@ -15,21 +15,18 @@ from __future__ import annotations
 
 from ray.serve import Deployment
 
+from bench.paired import UNMETERED_PATH, paired_app
 from gateway.pipeline.http import RpcFirst
-from gateway.pipeline.stages import compose, error_boundary
-from gateway.rpc.forward import Forwarder, ParseStage
 from gateway.runtime.ingress import Ingress
 
-UNMETERED_PATH = "/unmetered"
+__all__ = ["UNMETERED_PATH", "paired_ingress"]
 
 
 class _Paired(Ingress.func_or_class):  # type: ignore[misc,name-defined]  # the class Serve wrapped
     """Same app, same transport, same forwarding; one more path, in front, without auth and metering."""
 
     def __serve_build_asgi_app__(self) -> RpcFirst:
-        gw = self.gateway
-        unmetered = compose([error_boundary, ParseStage(gw.methods, gw.prices)], Forwarder(gw.upstream))
-        return RpcFirst(super().__serve_build_asgi_app__(), [UNMETERED_PATH], unmetered)
+        return paired_app(self.gateway, super().__serve_build_asgi_app__())
 
 
 def paired_ingress(max_ongoing_requests: int, generation: int) -> Deployment:
