@@ -41,6 +41,15 @@ configuration Ray wrote, adds to the ``http_frontend`` section
   replica in ``X-Gateway-Request-Id`` beside the address headers (only with a secret): the replica makes it
   the call's ``X-Request-Id`` (:mod:`gateway.transports.ray_edge`), so that the id of an edge's answer is
   the one the replica's log and the call's usage record carry,
+- each replica marked down at its first refused (or timed-out) connection (``observe layer4 error-limit 1
+  on-error mark-down``, Ray's is 3) and ``retries`` as many as the backend has replicas (at least HAProxy's 3):
+  Serve closes a stopping replica's port once its drain ends (``drain_s``), whether or not HAProxy has
+  been reloaded without it by then, and counts on HAProxy retrying elsewhere. HAProxy balances by
+  ``leastconn``, so a closed replica, with no connections, is the first choice of every retry: with
+  Ray's 3 errors, two replicas scaled in together took a request's three retries between them and it
+  was answered 503 while a third replica served (tests/stacks/test_autoscaling.py, under load). At the
+  first refusal the replica is out; it is back after its health check passes twice (``rise 2``, 250 ms
+  apart while down). A connection refused never reached a replica, so every method is retried,
 - to ``defaults`` (inherited by the front end and the backends), HAProxy's own answers in the gateway's
   error shape (``http-error``, replacing Ray's ``errorfile`` HTML 500 page), each with that request id in
   its ``requestId`` and ``X-Request-Id``: the 408 above, and 502
@@ -251,16 +260,63 @@ def origins_map(origins: OriginPolicy) -> str:
     return "".join(f"{origin} {origin}\n" for origin in sorted(origins.origins))
 
 
-def defaults_rules(limits: EdgeLimits = EdgeLimits(), answers: Sequence[str] = ()) -> list[str]:
+#: HAProxy's own default number of retries.
+MIN_RETRIES = 3
+#: What each replica's ``server`` line observes: its first failed connection marks it down.
+OBSERVE = ("observe", "layer4", "error-limit", "1", "on-error", "mark-down")
+
+
+def defaults_rules(
+    limits: EdgeLimits = EdgeLimits(), answers: Sequence[str] = (), retries: int = MIN_RETRIES
+) -> list[str]:
     """The lines added to the ``defaults`` section (inherited by the front end and Ray's backends):
-    ``answers`` are :func:`edge_answers`, after Ray's ``errorfile`` lines, which they replace."""
+    ``answers`` are :func:`edge_answers`, after Ray's ``errorfile`` lines, which they replace; ``retries``
+    is :func:`retries_for`."""
     return [
         f"    timeout tunnel {_ms(limits.tunnel_s)}",
         # Ray's is conn-failure alone; a later retry-on replaces it. empty-response: a stopping replica
         # resets a connection with a request read and unanswered as its port closes.
         "    retry-on conn-failure empty-response",
+        f"    retries {retries}",  # a later retries replaces Ray's, if it set one
         *answers,
     ]
+
+
+def _server_tokens(line: str) -> list[str] | None:
+    """A ``server`` line's words, or None for any other line."""
+    words = line.split()
+    return words if words[:1] == ["server"] else None
+
+
+def retries_for(text: str) -> int:
+    """Enough retries for a request to reach every replica of the largest backend (backup servers not
+    counted): each refusing one is marked down as it refuses (:func:`refusal_marks_down`), so a request
+    tries each at most once."""
+    most = count = 0
+    for line in text.splitlines():
+        if line and not line.startswith((" ", "\t")):
+            count = 0
+        words = _server_tokens(line)
+        if words is not None and "backup" not in words and "track" not in words:
+            count += 1
+            most = max(most, count)
+    return max(MIN_RETRIES, most)
+
+
+def refusal_marks_down(text: str) -> str:
+    """``text`` with each checked ``server`` marked down at its first failed connection (:data:`OBSERVE`,
+    replacing Ray's ``observe`` clause or added where Ray left it out); ``track`` servers follow theirs."""
+    out = []
+    for line in text.splitlines():
+        words = _server_tokens(line)
+        if words is not None and "check" in words and "track" not in words:
+            for keyword in OBSERVE[::2]:  # Ray's clause, each keyword with its value
+                if keyword in words:
+                    at = words.index(keyword)
+                    del words[at : at + 2]
+            line = f"{line[: len(line) - len(line.lstrip())]}{' '.join([*words, *OBSERVE])}"
+        out.append(line)
+    return "\n".join(out) + "\n"
 
 
 def patch_config(text: str, rules: Sequence[str], defaults: Sequence[str] = ()) -> str:
@@ -350,7 +406,8 @@ def gateway_config(
     listed.write_text(origins_map(origins))
     answers = edge_answers(path, request_timeout_s, origins)
     rules = edge_rules(secret, request_timeout_s, limits, listed_origin(origins, listed))
-    return patch_config(path_only_logs(loopback_admin(text)), rules, defaults_rules(limits, answers))
+    defaults = defaults_rules(limits, answers, retries_for(text))
+    return patch_config(refusal_marks_down(path_only_logs(loopback_admin(text))), rules, defaults)
 
 
 def main() -> None:

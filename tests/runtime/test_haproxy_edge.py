@@ -20,6 +20,8 @@ from gateway.runtime.haproxy_edge import (
     origins_map,
     patch_config,
     patched_args,
+    refusal_marks_down,
+    retries_for,
 )
 
 CONFIG = """global
@@ -39,6 +41,15 @@ frontend http_frontend
     default_backend default_backend
 backend default_backend
     http-request return status 404
+backend http-gateway
+    default-server fastinter 250ms downinter 250ms fall 2 rise 2 inter 5s check
+    server SERVE_REPLICA_a 127.0.0.1:18082 check observe layer4 error-limit 3 on-error mark-down
+    server SERVE_REPLICA_b 127.0.0.1:18083 check observe layer4 error-limit 3 on-error mark-down
+    server SERVE_REPLICA_c 127.0.0.1:18084 check observe layer4 error-limit 3 on-error mark-down
+    server SERVE_REPLICA_d 127.0.0.1:18085 check observe layer4 error-limit 3 on-error mark-down
+    server SERVE_PROXY_ACTOR-fallback 127.0.0.1:18086 check backup
+backend http-gateway-via-ingress-request-router
+    server SERVE_REPLICA_a 127.0.0.1:18082 track http-gateway/SERVE_REPLICA_a
 """
 
 
@@ -67,6 +78,23 @@ def test_the_tunnel_timeout_and_the_retries_go_at_the_end_of_the_defaults_sectio
     assert lines[end - len(defaults) : end] == defaults
     assert "    timeout tunnel 7000ms" in defaults
     assert "    retry-on conn-failure empty-response" in defaults  # after Ray's own, which it replaces
+
+
+def test_a_replica_is_marked_down_at_its_first_refused_connection_and_a_request_may_try_every_replica() -> None:
+    """Ray's three layer-4 errors become one on every checked server (the backup too); a tracking server
+    follows the one it tracks; the retries cover the four replicas (the backup and the tracker not counted)."""
+    patched = refusal_marks_down(CONFIG).splitlines()
+    servers = [line.split() for line in patched if line.split()[:1] == ["server"]]
+    observe = ["observe", "layer4", "error-limit", "1", "on-error", "mark-down"]
+    assert [words[3:] for words in servers[:4]] == [["check", *observe]] * 4
+    assert servers[4][3:] == ["check", "backup", *observe]
+    assert servers[5][3:5] == ["track", "http-gateway/SERVE_REPLICA_a"] and "observe" not in servers[5]
+    assert [line for line in patched if not line.lstrip().startswith("server ")] == [
+        line for line in CONFIG.splitlines() if not line.lstrip().startswith("server ")
+    ]
+    assert retries_for(CONFIG) == 4
+    assert retries_for(CONFIG.split("backend http-gateway")[0]) == 3  # no replica yet: HAProxy's own 3
+    assert "    retries 4" in defaults_rules(retries=4)
 
 
 def test_the_operator_overrides_the_limits_from_the_environment() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import re
 import socket
@@ -286,3 +287,78 @@ async def test_the_edges_own_answers_are_the_gateways_errors_readable_by_a_page_
         assert (fields.get(b"vary") == b"origin") is bool(setting and "*" not in setting), fields
         if allowed:
             assert b"retry-after" in fields[b"access-control-expose-headers"].split(b", "), fields
+
+
+#: Ray's server lines (2.60's template and defaults: leastconn, health checks, three layer-4 errors to mark one down).
+RAY_CHECKS = "    default-server fastinter 250ms downinter 250ms fall 2 rise 2 inter 5s check\n"
+RAY_SERVER = "    server {name} 127.0.0.1:{port} check observe layer4 error-limit 3 on-error mark-down\n"
+
+
+@pytest.mark.parametrize("method", [b"GET", b"POST"])
+async def test_a_request_reaches_the_replica_left_when_the_others_closed_their_ports(
+    tmp_path: Path, method: bytes
+) -> None:
+    """Scale-in behind HAProxy: four replicas close their ports at once (Serve's drain over, HAProxy not yet
+    reloaded without them) while the one left is busy with a request. HAProxy balances by leastconn, so the
+    closed replicas, idle, are every retry's first choice; the request is answered by the one left, whatever
+    its method (a refused connection never reached a replica), not with the edge's 503."""
+    held = asyncio.Event()
+    release = asyncio.Event()
+
+    async def replica(name: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = re.search(rb"(?i)content-length: *(\d+)", head)
+                await reader.readexactly(int(length.group(1)) if length else 0)
+                if head.split()[1] == b"/held":
+                    held.set()
+                    await release.wait()
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(name), name))
+                await writer.drain()
+
+    servers = [
+        await asyncio.start_server(functools.partial(replica, name), "127.0.0.1", 0)
+        for name in (b"left", b"gone", b"gone", b"gone", b"gone")
+    ]
+    port = free_port()
+    config = tmp_path / "haproxy.cfg"
+    config.write_text(
+        "global\n    maxconn 100\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 60s\n"
+        "    timeout server 60s\n    option redispatch 1\n    retry-on conn-failure\n    balance leastconn\n"
+        f"frontend http_frontend\n    bind 127.0.0.1:{port}\n    default_backend replicas\n"
+        # The test's own rule: its held request to the replica that stays (r0).
+        f"backend replicas\n    http-reuse always\n    use-server r0 if {{ path /held }}\n{RAY_CHECKS}"
+        + "".join(
+            RAY_SERVER.format(name=f"r{i}", port=server.sockets[0].getsockname()[1]) for i, server in enumerate(servers)
+        )
+    )
+    args = patched_args(["-db", "-f", str(config)], "s3cret", 10, LIMITS)
+    haproxy = await asyncio.create_subprocess_exec(
+        get_haproxy_binary(), *args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    busy = None
+    try:
+        for _ in range(100):  # until it listens
+            with contextlib.suppress(OSError):
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
+                break
+            await asyncio.sleep(0.05)
+        _, busy = await asyncio.open_connection("127.0.0.1", port)
+        busy.write(b"GET /held HTTP/1.1\r\nHost: edge\r\n\r\n")
+        await asyncio.wait_for(held.wait(), GUARD_S)  # the replica left is busy: leastconn prefers the others
+        for server in servers[1:]:  # which close their ports
+            server.close()
+            await server.wait_closed()
+        body = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}' if method == b"POST" else b""
+        head = b" / HTTP/1.1\r\nHost: edge\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body)
+        answer = await _ask(port, method + head + body)
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"left"), answer
+    finally:
+        release.set()
+        _close(busy)
+        haproxy.terminate()
+        await asyncio.wait_for(haproxy.wait(), GUARD_S)
+        for server in servers:
+            server.close()
