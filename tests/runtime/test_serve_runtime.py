@@ -67,6 +67,13 @@ def test_ray_http_servers_never_believe_forwarded_addresses_themselves() -> None
     assert env["FORWARDED_ALLOW_IPS"] == ""
 
 
+def test_rays_workers_run_at_nice_0_unless_the_operator_chose_a_niceness(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAY_worker_niceness", raising=False)
+    assert ingress_env(Settings(), "/tmp/haproxy-files")["RAY_worker_niceness"] == "0"
+    monkeypatch.setenv("RAY_worker_niceness", "15")
+    assert ingress_env(Settings(), "/tmp/haproxy-files")["RAY_worker_niceness"] == "15"
+
+
 def test_a_cluster_address_nothing_answers_at_is_unreachable() -> None:
     dead = f"127.0.0.1:{free_port()}"
     assert ray_address_unreachable(dead, timeout_s=2) is not None and dead in str(ray_address_unreachable(dead))
