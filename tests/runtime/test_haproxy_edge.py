@@ -147,3 +147,36 @@ def test_the_edges_408_follows_the_cors_setting() -> None:
         "https://ok.example"
     }
     assert edge_origins({CORS_ENV: "[]"}) == NO_ORIGIN
+
+
+def test_rays_own_configuration_of_four_replicas_comes_out_with_the_edges_retries(tmp_path: Path) -> None:
+    """Ray 2.60's template (rendered by its own HAProxy manager's code, a private API: this test is what fails
+    when an upgrade changes its server lines): every replica's Ray ``observe`` clause becomes the edge's,
+    a request gets four retries, and the real HAProxy takes the result."""
+    from ray.serve._private.haproxy import BackendConfig, HAProxyApi, HAProxyConfig, ServerConfig
+
+    replicas = [ServerConfig(name=f"SERVE_REPLICA_r{i}", host="127.0.0.1", port=20_000 + i) for i in range(4)]
+    fallback = ServerConfig(name="SERVE_PROXY_ACTOR-fallback", host="127.0.0.1", port=20_010)
+    backend = BackendConfig(name="http-gateway", path_prefix="/", servers=replicas, fallback_server=fallback)
+    config = HAProxyConfig(
+        socket_path=str(tmp_path / "admin.sock"),
+        server_state_base=str(tmp_path),
+        server_state_file=str(tmp_path / "server-state"),
+        has_received_routes=True,
+        has_received_servers=True,
+    )
+    source = tmp_path / "haproxy.cfg"
+    manager = HAProxyApi(cfg=config, backend_configs={"gw": backend}, config_file_path=str(source))
+    manager._generate_config_file_internal()
+    ray_servers = [line.split() for line in source.read_text().splitlines() if line.split()[:1] == ["server"]]
+    assert [words[1] for words in ray_servers] == [server.name for server in (*replicas, fallback)]
+    assert all("observe" in words for words in ray_servers[:4])  # Ray's clause, which the edge replaces
+
+    args = patched_args(["-c", "-f", str(source)], "s3cret", 10)
+    patched = Path(args[2]).read_text().splitlines()
+    servers = [line.split() for line in patched if line.split()[:1] == ["server"]]
+    assert all(words[-6:] == ["observe", "layer4", "error-limit", "1", "on-error", "mark-down"] for words in servers)
+    assert sum(words.count("observe") for words in servers) == len(servers)
+    assert "    retries 4" in patched
+    checked = subprocess.run([get_haproxy_binary(), *args], capture_output=True, text=True, timeout=30)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
