@@ -51,9 +51,10 @@ class Settings(BaseSettings, AppSettings, StreamServerSettings):
         description="The local Ray's Prometheus metrics port, on 127.0.0.1 (ops/prometheus.yml scrapes 9400; "
         "docs/operations.md).",
     )
-    ingress_mode: Literal["proxy", "direct", "haproxy"] = Field(
+    ingress_mode: Literal["proxy", "direct", "haproxy", "reuseport"] = Field(
         "haproxy",
-        description="How HTTP reaches replicas: Serve's proxy, one replica on the port itself, or Ray's HAProxy.",
+        description="How HTTP reaches replicas: Serve's proxy, one replica on the port itself, Ray's HAProxy, or "
+        "every replica of a node on the port itself (SO_REUSEPORT; docs/architecture.md, Ingress modes).",
     )
     ingress_replicas_per_node: int | None = Field(
         None,
@@ -108,9 +109,9 @@ class Settings(BaseSettings, AppSettings, StreamServerSettings):
                 "shards each replica enforces ceil(limit / ingress_replicas) of the per-account limits, which a "
                 "changing replica count breaks"
             )
-        if self.ingress_mode != "haproxy":
+        if self.ingress_mode not in ("haproxy", "reuseport"):
             raise ValueError(
-                "GATEWAY_INGRESS_AUTOSCALING needs ingress_mode haproxy "
+                "GATEWAY_INGRESS_AUTOSCALING needs ingress_mode haproxy or reuseport "
                 f"(GATEWAY_INGRESS_MODE is {self.ingress_mode}): direct puts one replica on the port, and behind "
                 "Serve's proxy a stopping replica's open WebSockets hold its drain until it is killed"
             )

@@ -200,8 +200,8 @@ class ServiceSettings(BaseModel):
         description="Serve autoscales the ingress replicas between min_replicas and max_replicas, aiming at "
         "target_ongoing_requests in flight per replica (JSON in the environment); a replica removed first drains: "
         "its sockets close 1012, its usage is settled, its leases and slices given back. Needs account_shards "
-        "(the limits must not depend on the replica count) and ingress_mode haproxy. The per-replica shares "
-        "(ip_limits, credit lease sizes) divide by max_replicas. "
+        "(the limits must not depend on the replica count) and ingress_mode haproxy or reuseport. The "
+        "per-replica shares (ip_limits, credit lease sizes) divide by max_replicas. "
         "Empty: ingress_replicas, fixed.",
     )
     ws_max_connections: int = Field(

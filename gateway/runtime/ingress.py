@@ -26,10 +26,13 @@ from gateway.base.process_gc import tune_gc
 from gateway.pubsub.ws import UVICORN_WS_OPTIONS
 from gateway.runtime.cluster import STOP_GRACE_S
 from gateway.runtime.exposure import serve_internal_grpc_on_loopback
+from gateway.runtime.haproxy_edge import EdgeLimits
 from gateway.runtime.lean_ingress import install as install_lean_ingress
 from gateway.runtime.serve_metrics import count_serve_latencies
 from gateway.runtime.service_deployment import Service
 from gateway.runtime.serving import refuse_unless_ready
+from gateway.runtime.shared_port import SharedPort
+from gateway.runtime.shared_port import install as install_shared_port
 from gateway.transports.http import build_http_app
 
 
@@ -84,6 +87,11 @@ class Ingress:
         if validated.lean_ingress:
             install_lean_ingress()  # before Serve starts this replica's HTTP server, which binds the path
         ping_websockets_as_the_spec_says()
+        if validated.ingress_mode == "reuseport":  # before Serve starts this replica's servers, as above
+            limits = EdgeLimits.from_env(os.environ)
+            shared = SharedPort(validated.host, validated.port, limits.connections_per_source, limits.keepalive_s)
+            if not install_shared_port(shared):
+                raise RuntimeError("ingress_mode reuseport: this Ray's Serve replica is not the one it was written for")
         serve_internal_grpc_on_loopback()
         racers = ray_racers(validated) if validated.send_racers > 0 else None  # None: races run here
         shards = RayShards(validated.account_shards) if validated.account_shards > 0 else None  # None: own share

@@ -142,7 +142,7 @@ def ingress_env(settings: Settings, haproxy_files: str) -> dict[str, str]:
         # operator's own value (15 on a machine shared with CPU-bound work that matters more) is kept.
         NICENESS_ENV: os.environ.get(NICENESS_ENV, "0"),
     }
-    if settings.ingress_mode in ("direct", "haproxy"):
+    if settings.ingress_mode in ("direct", "haproxy", "reuseport"):
         env["RAY_SERVE_ENABLE_DIRECT_INGRESS"] = "1"
         # Ray keeps a stopping replica draining for 30 s by default; set the drain from our settings.
         env["RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"] = str(settings.drain_s)
@@ -302,7 +302,14 @@ class ServeRuntime:
         # and this process's Serve client logs each step at INFO too ("Connecting to existing Serve app …
         # will not be applied" on every start, though nothing existed); `gateway up` says what matters
         logging.getLogger("ray.serve").setLevel(logging.WARNING)
-        serve.start(http_options={"host": s.host, "port": s.port}, logging_config=quiet, detached=False)
+        http = {"host": s.host, "port": s.port}
+        if s.ingress_mode == "reuseport":
+            # The replicas listen on the service port themselves (gateway/runtime/shared_port.py). With direct
+            # ingress Serve still runs a proxy on the head node, with SO_REUSEPORT, on http_options' port: it
+            # would take a share of the service port's connections. It and each replica's port of Serve's
+            # own go to loopback, where nothing is sent to them.
+            http = {"host": "127.0.0.1", "port": free_port()}
+        serve.start(http_options=http, logging_config=quiet, detached=False)
         serve.run(build_app(s), name=SERVE_APP_NAME, route_prefix="/", blocking=False)
 
     def stop_serve(self) -> None:

@@ -1,6 +1,7 @@
 """Serve autoscaling of the ingress replicas under paid load, through the whole stack (``gateway up``
-with ``ingress_autoscaling``, HAProxy, the account shards, PostgreSQL): replicas are added under load
-and removed after it, and the money and the limits come out exact.
+with ``ingress_autoscaling``, HAProxy or the replicas on the port themselves (``ingress_mode``
+``reuseport``), the account shards, PostgreSQL): replicas are added under load and removed after it,
+and the money and the limits come out exact.
 
 One customer with a known balance and a known rate (20/s, burst 20) calls ``getSlot`` over HTTP from
 24 connections at once, far past its rate, until Serve has started more replicas and at least two of
@@ -95,11 +96,12 @@ class Calls:
         return sorted((s, a) for s, a, code in zip(self.sent, self.answered, self.statuses, strict=True) if code == 200)
 
 
-@pytest.fixture(scope="module")
-def scaled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+@pytest.fixture(scope="module", params=["haproxy", "reuseport"])
+def scaled(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[RunningService]:
     home = tmp_path_factory.mktemp("autoscaled")
     env = service_env(
         home,
+        GATEWAY_INGRESS_MODE=request.param,
         GATEWAY_INGRESS_AUTOSCALING=json.dumps(AUTOSCALING),
         GATEWAY_RATE_LIMIT_RPS=str(RPS),
         GATEWAY_DRAIN_S=str(DRAIN_S),
@@ -261,7 +263,11 @@ async def test_replicas_scale_out_and_in_under_paid_load_and_nothing_is_lost(sca
     assert report.ok, report
     for window, most in windows.items():
         assert most <= RPS + RPS * window, (window, most)
-    assert drained and set(drained) == {1012}, drained
+    assert set(drained) <= {1012}, drained
+    if scaled.env["GATEWAY_INGRESS_MODE"] == "haproxy":  # HAProxy spread them: one was on a removed replica
+        assert drained, drained
+    # reuseport: the kernel chose each socket's replica, all three may be on the one left; a socket closed
+    # 1012 by its draining replica is tests/runtime/test_shared_port.py's
 
     audit = await asyncio.to_thread(
         subprocess.run,

@@ -1,0 +1,240 @@
+"""The shared service port (gateway/runtime/shared_port.py), its listeners in this process on real sockets.
+
+Each listener serves a small ASGI app naming it, as a replica's would answer; the clients are real TCP
+connections speaking HTTP/1.1 and the ``websockets`` client. Two listeners share one port as two replicas of
+a node do; the per-source cap, the idle keep-alive, the drain (listener closed, ``Connection: close``, the
+kernel's new connections to the other listener, in-flight requests finished) are checked on them. The first
+test fails when a Ray upgrade changes a replica method :func:`gateway.runtime.shared_port.install` wraps.
+The whole service in this mode (two replicas in Ray on the port, through ``gateway up``) is
+tests/stacks/test_reuseport.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+
+import pytest
+from starlette.types import Receive, Scope, Send
+from websockets.asyncio.client import connect
+
+from gateway.runtime import shared_port
+from gateway.runtime.ports import free_port
+from gateway.runtime.shared_port import SharedPort, SharedPortListener
+
+HOST = "127.0.0.1"
+
+
+def test_the_wrapped_replica_methods_are_the_pinned_rays() -> None:
+    """If this fails, Ray changed a method the shared port wraps: read the new source, then renew
+    :data:`shared_port.WRAPPED` (``python -m gateway.runtime.shared_port``)."""
+    assert shared_port.digests() == shared_port.WRAPPED
+
+
+class Named:
+    """An app answering its name; ``/slow`` waits until ``release`` is set (if ``holds``); ``/ws`` echoes once."""
+
+    def __init__(self, name: str, holds: bool = True) -> None:
+        self.name = name
+        self.holds = holds
+        self.release = asyncio.Event()
+        self.started = asyncio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await receive()
+            await send({"type": "websocket.accept"})
+            message = await receive()
+            if message["type"] == "websocket.receive":
+                await send({"type": "websocket.send", "text": f"{self.name}:{message.get('text')}"})
+                await receive()  # until the client or the server closes
+            return
+        if scope["path"] == "/slow" and self.holds:
+            self.started.set()
+            await self.release.wait()
+        body = self.name.encode()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % len(body))]})
+        await send({"type": "http.response.body", "body": body})
+
+
+@contextlib.asynccontextmanager
+async def listening(
+    port: int, name: str, holds: bool = True, **limits: float
+) -> AsyncIterator[tuple[SharedPortListener, Named]]:
+    app = Named(name, holds)
+    listener = SharedPortListener(SharedPort(HOST, port, **limits), app)  # type: ignore[arg-type]
+    await listener.start()
+    try:
+        yield listener, app
+    finally:
+        app.release.set()
+        await listener.stop(5.0)
+
+
+class Conn:
+    """One HTTP/1.1 connection, requests sent one after the other on it."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, port: int) -> Conn:
+        return cls(*await asyncio.open_connection(HOST, port))
+
+    async def get(self, path: str = "/") -> tuple[dict[str, str], str]:
+        """The answer's headers (lower-cased) and body; raises ConnectionError when the server closed."""
+        self.writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        await self.writer.drain()
+        head = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), 10)
+        lines = head.decode().split("\r\n")[1:-2]
+        headers = {k.lower(): v.strip() for k, v in (line.split(":", 1) for line in lines)}
+        body = await self.reader.readexactly(int(headers["content-length"]))
+        return headers, body.decode()
+
+    async def closed_by_server(self, within_s: float = 10.0) -> bool:
+        """True when the server closes the connection (EOF or reset) within ``within_s``."""
+        try:
+            return await asyncio.wait_for(self.reader.read(1), within_s) == b""
+        except ConnectionError:
+            return True
+        except TimeoutError:
+            return False
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def test_two_listeners_share_the_port_and_the_kernel_spreads_connections() -> None:
+    port = free_port()
+    async with listening(port, "one"), listening(port, "two"):
+        conns = [await Conn.open(port) for _ in range(64)]
+        names = {(await conn.get())[1] for conn in conns}
+        for conn in conns:
+            conn.close()
+    assert names == {"one", "two"}  # all 64 hashed to one of two listeners: about 1 in 2**63
+
+
+async def test_a_port_held_without_reuseport_is_a_clear_error() -> None:
+    holder = socket.socket()
+    holder.bind((HOST, 0))
+    holder.listen()
+    try:
+        listener = SharedPortListener(SharedPort(HOST, holder.getsockname()[1]), Named("x"))  # type: ignore[arg-type]
+        with pytest.raises(RuntimeError, match="holds the port without SO_REUSEPORT"):
+            await listener.start()
+    finally:
+        holder.close()
+
+
+async def test_connections_past_the_per_source_cap_are_closed_unread() -> None:
+    port = free_port()
+    async with listening(port, "one", connections_per_source=3) as (listener, _):
+        held = [await Conn.open(port) for _ in range(3)]
+        for conn in held:
+            assert (await conn.get())[1] == "one"
+        extra = await Conn.open(port)
+        assert await extra.closed_by_server()
+        assert listener.cap.held(HOST) == 3
+        held.pop().close()
+        for _ in range(100):  # the server sees the close
+            if listener.cap.held(HOST) == 2:
+                break
+            await asyncio.sleep(0.02)
+        again = await Conn.open(port)
+        assert (await again.get())[1] == "one"
+        again.close()
+        for conn in held:
+            conn.close()
+
+
+async def test_a_websocket_counts_once_against_the_cap_and_is_released_when_it_closes() -> None:
+    port = free_port()
+    async with listening(port, "one", connections_per_source=2) as (listener, _):
+        async with connect(f"ws://{HOST}:{port}/ws") as ws:
+            await ws.send("hi")
+            assert await ws.recv() == "one:hi"
+            assert listener.cap.held(HOST) == 1
+            conn = await Conn.open(port)
+            assert (await conn.get())[1] == "one"  # the second of two
+            refused = await Conn.open(port)
+            assert await refused.closed_by_server()
+            conn.close()
+        for _ in range(100):
+            if listener.cap.held(HOST) == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert listener.cap.held(HOST) == 0
+
+
+async def test_a_stopping_listener_closes_its_websockets_1012() -> None:
+    port = free_port()
+    async with listening(port, "one") as (listener, _), connect(f"ws://{HOST}:{port}/ws") as ws:
+        await ws.send("hi")
+        assert await ws.recv() == "one:hi"
+        await listener.stop(5.0)
+        await ws.wait_closed()
+        assert ws.close_code == 1012
+
+
+async def test_an_idle_keep_alive_connection_is_closed_after_keepalive_s() -> None:
+    port = free_port()
+    async with listening(port, "one", keepalive_s=1):
+        conn = await Conn.open(port)
+        headers, _ = await conn.get()
+        assert headers.get("connection") != "close"
+        assert await conn.closed_by_server(within_s=10)
+
+
+async def test_a_connection_past_rebalance_s_is_told_to_close_so_its_client_is_hashed_again() -> None:
+    port = free_port()
+    async with listening(port, "one", rebalance_s=0.5):
+        conn = await Conn.open(port)
+        headers, _ = await conn.get()
+        assert headers.get("connection") != "close"
+        await asyncio.sleep(0.6)
+        headers, _ = await conn.get()
+        assert headers.get("connection") == "close"
+        assert await conn.closed_by_server()
+        fresh = await Conn.open(port)
+        assert (await fresh.get())[0].get("connection") != "close"
+        fresh.close()
+
+
+async def test_a_draining_listener_sends_new_connections_to_the_other_and_closes_its_own() -> None:
+    port = free_port()
+    async with listening(port, "stays", holds=False) as _, listening(port, "drains") as (draining, app):
+        conns = [await Conn.open(port) for _ in range(32)]
+        held = [conn for conn in conns if (await conn.get())[1] == "drains"]
+        assert held
+        slow = await Conn.open(port)
+        while True:  # a connection of the draining listener, with a request in flight on it
+            slow.writer.write(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+            await slow.writer.drain()
+            try:
+                await asyncio.wait_for(app.started.wait(), 0.5)
+                break
+            except TimeoutError:  # the other listener's: it answered at once
+                head = await slow.reader.readuntil(b"\r\n\r\n")
+                await slow.reader.readexactly(int(head.split(b"content-length: ")[1].split(b"\r\n")[0]))
+                slow.close()
+                slow = await Conn.open(port)
+
+        draining.stop_accepting()
+        news = [await Conn.open(port) for _ in range(32)]
+        assert {(await conn.get())[1] for conn in news} == {"stays"}  # the kernel's new connections
+        headers, name = await held[0].get()  # a connection it holds is served, and told to go
+        assert (name, headers.get("connection")) == ("drains", "close")
+        assert await held[0].closed_by_server()
+
+        stopping = asyncio.ensure_future(draining.stop(10.0))
+        for conn in held[1:]:  # idle: closed
+            assert await conn.closed_by_server()
+        assert not stopping.done()  # the request in flight holds it
+        app.release.set()
+        slow_head = await asyncio.wait_for(slow.reader.readuntil(b"\r\n\r\n"), 10)
+        assert slow_head.startswith(b"HTTP/1.1 200")
+        await asyncio.wait_for(stopping, 10)
+        for conn in [*conns, *news, slow]:
+            conn.close()

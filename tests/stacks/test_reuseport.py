@@ -1,0 +1,107 @@
+"""``ingress_mode = "reuseport"`` through the whole service (``gateway up``): two ingress replicas in Ray listen
+on the service port themselves, no HAProxy runs, a paid call is answered and billed through the port, and
+the per-source connection cap reaches the replicas from the operator's environment.
+
+The listener's own behaviour (the kernel spreading connections, the cap, the idle and rebalancing closes,
+the drain) is tests/runtime/test_shared_port.py; autoscaling and drain in this mode are
+tests/stacks/test_autoscaling.py's second parameter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gateway.runtime.serve_runtime import processes_naming
+from tests.integration.service import (
+    INGRESS_REPLICA,
+    RunningService,
+    post_json,
+    service_env,
+    start_service,
+    stop_service,
+)
+
+pytestmark = pytest.mark.integration
+
+GATEWAY = Path(sys.executable).with_name("gateway")
+REPLICAS = 2
+CAP = 4  # connections per source, per replica
+FUNDED = 1_000_000  # the credits `gateway fund` buys
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+    home = tmp_path_factory.mktemp("reuseport")
+    env = service_env(
+        home,
+        GATEWAY_INGRESS_MODE="reuseport",
+        GATEWAY_INGRESS_REPLICAS=str(REPLICAS),
+        GATEWAY_EDGE_CONNECTIONS_PER_SOURCE=str(CAP),
+        GATEWAY_GRPC_SERVERS="0",
+        GATEWAY_SEND_RACERS="0",
+        GATEWAY_WEBHOOK_DISPATCHERS="0",
+    )
+    running = start_service(home, env)
+    try:
+        yield running
+    finally:
+        code, alive = stop_service(running)
+        assert code == 0 and alive == [], (code, alive)
+
+
+def listeners(port: int, among: list[psutil.Process]) -> set[int]:
+    found = set()
+    for proc in among:
+        try:
+            if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in proc.net_connections("tcp")):
+                found.add(proc.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_every_replica_listens_on_the_service_port_and_no_haproxy_runs(service: RunningService) -> None:
+    descendants = service.descendants()
+    replicas = {p.pid for p in processes_naming(INGRESS_REPLICA, among=descendants)}
+    assert len(replicas) == REPLICAS
+    assert listeners(int(service.env["GATEWAY_PORT"]), descendants) == replicas
+    assert processes_naming("haproxy", among=descendants) == []
+
+
+def test_a_paid_call_through_the_port_is_answered_and_charged(service: RunningService) -> None:
+    """Exact billing through the port, calls counted against the ledger, is test_autoscaling's."""
+    funded = subprocess.run([str(GATEWAY), "fund"], env=service.env, capture_output=True, text=True, timeout=120)
+    assert funded.returncode == 0, funded.stderr
+    key = funded.stdout.strip().splitlines()[-1]
+    body = {"jsonrpc": "2.0", "id": 1, "method": "getSlot"}
+    status, doc, headers = post_json(f"{service.url}/", body, {"X-Api-Key": key})
+    assert status == 200 and isinstance(doc["result"], int), doc
+    assert int(headers["x-credits-remaining"]) == FUNDED - 1  # getSlot's price, 1 credit
+    status, doc, _ = post_json(f"{service.url}/", body, {"X-Api-Key": "not-a-key"})
+    assert status == 401, doc
+
+
+async def test_one_source_holds_at_most_the_cap_on_each_replica(service: RunningService) -> None:
+    """9 connections from one address, over two replicas capped at 4 each: at least one is closed unanswered,
+    whichever replicas the kernel chose (at most 8 can be held), and at least 4 are answered."""
+    port = int(service.env["GATEWAY_PORT"])
+    opened = [await asyncio.open_connection("127.0.0.1", port) for _ in range(REPLICAS * CAP + 1)]
+    answered = 0
+    for reader, writer in opened:
+        writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        try:
+            await writer.drain()
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            answered += head.startswith(b"HTTP/1.1 200")
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+    for _, writer in opened:
+        writer.close()
+    assert CAP <= answered <= REPLICAS * CAP, answered
