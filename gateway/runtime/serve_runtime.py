@@ -33,6 +33,7 @@ from gateway.runtime.leftovers import left_behind, record, stop_processes
 from gateway.runtime.ports import free_port
 from gateway.runtime.private_files import secure_ray_token
 from gateway.runtime.ray_timers import RAY_TIMERS
+from gateway.runtime.shared_port import migrate_req_warning
 from gateway.transports.ray_edge import CALLBACK_IMPORT_PATH, EDGE_SECRET_ENV
 
 #: Under the data dir: this stack's HAProxy files directory, the marker of its HAProxy processes.
@@ -66,8 +67,9 @@ def cluster_host_warning(settings: Settings, nodes: int) -> str | None:
     """Why ``host`` will not serve a cluster of ``nodes`` behind HAProxy, or None. Each node runs its own
     HAProxy on ``host:port``, and every replica listens on ``host`` too (Serve's HTTP options): on a
     loopback address a node's HAProxy reaches only the replicas of its own node (Serve warns "won't accept
-    connections from HAProxy on other nodes"), and clients on other machines reach no HAProxy at all."""
-    if nodes < 2 or settings.ingress_mode != "haproxy":
+    connections from HAProxy on other nodes"), and clients on other machines reach no HAProxy at all. With
+    ``reuseport`` the replicas listen on ``host:port`` themselves: on loopback no other machine reaches them."""
+    if nodes < 2 or settings.ingress_mode not in ("haproxy", "reuseport"):
         return None
     try:
         loopback = ipaddress.ip_address(settings.host).is_loopback
@@ -75,10 +77,14 @@ def cluster_host_warning(settings: Settings, nodes: int) -> str | None:
         loopback = settings.host == "localhost"
     if not loopback:
         return None
+    unreachable = (
+        "each node's HAProxy reaches only its own node's replicas, and no other machine reaches it"
+        if settings.ingress_mode == "haproxy"
+        else "each node's replicas listen on the port where no other machine reaches them"
+    )
     return (
-        f"host {settings.host} (GATEWAY_HOST) on a cluster of {nodes} nodes: each node's HAProxy reaches only "
-        "its own node's replicas, and no other machine reaches it; set GATEWAY_HOST=0.0.0.0 "
-        "(docs/configuration.md, Ray cluster)"
+        f"host {settings.host} (GATEWAY_HOST) on a cluster of {nodes} nodes: {unreachable}; set "
+        "GATEWAY_HOST=0.0.0.0 (docs/configuration.md, Ray cluster)"
     )
 
 
@@ -309,6 +315,9 @@ class ServeRuntime:
             # would take a share of the service port's connections. It and each replica's port of Serve's
             # own go to loopback, where nothing is sent to them.
             http = {"host": "127.0.0.1", "port": free_port()}
+            warning = migrate_req_warning()
+            if warning is not None:
+                log.warning("%s", warning)
         serve.start(http_options=http, logging_config=quiet, detached=False)
         serve.run(build_app(s), name=SERVE_APP_NAME, route_prefix="/", blocking=False)
 

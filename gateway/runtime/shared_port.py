@@ -26,9 +26,12 @@ flow control holds that request's slot until the client reads or goes), and a GE
 replica retried on another.
 
 Hand-written: Serve starts one HTTP server a replica, on a port of its own choosing and without
-``SO_REUSEPORT`` (``Replica._maybe_start_direct_ingress_servers``), and has no drain step to hook; the two
-replica methods this wraps are held to the pinned Ray's source by digest (:data:`WRAPPED`), as
-:mod:`gateway.runtime.lean_ingress` does, and :func:`install` leaves Serve alone when one differs.
+``SO_REUSEPORT`` (``Replica._maybe_start_direct_ingress_servers``), and has no drain step to hook. The port
+serves what Serve's own port serves: the replica's direct-ingress path (the lean one) behind the middlewares
+Serve puts in front of it, the gateway's edge among them, composed by Serve's own functions. The two replica
+methods this wraps and those functions are held to the pinned Ray's source by digest (:data:`WRAPPED`), as
+:mod:`gateway.runtime.lean_ingress` does, and :func:`install` leaves Serve alone when one differs (the
+replica then refuses to start, saying so).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import math
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -49,11 +53,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
 
-#: The replica methods :func:`install` wraps, with the first 16 hex digits of the SHA-256 of their source
-#: in the pinned Ray (``python -m gateway.runtime.shared_port`` prints them).
+#: The replica methods :func:`install` wraps and Serve's functions it composes the port's app with, with the
+#: first 16 hex digits of the SHA-256 of their source in the pinned Ray (``python -m
+#: gateway.runtime.shared_port`` prints them).
 WRAPPED: dict[str, str] = {
-    "Replica._maybe_start_direct_ingress_servers": "f5aa371c33943dda",
-    "Replica._drain_ongoing_requests": "097ff231acfb2b07",
+    "replica.Replica._maybe_start_direct_ingress_servers": "f5aa371c33943dda",
+    "replica.Replica._drain_ongoing_requests": "097ff231acfb2b07",
+    "http_util._apply_middlewares": "bc0efbc6a1a69396",
+    "http_util.configure_http_middlewares": "ac3c0014732829ce",
+    "http_util.configure_http_options_with_defaults": "cc425aa32c68ec18",
 }
 #: The answer header that tells a client to take its next request elsewhere.
 _CLOSE = (b"connection", b"close")
@@ -244,6 +252,26 @@ def _no_signals() -> Iterator[None]:
     yield
 
 
+#: Linux's switch that hands a closed listener's queued connections to another listener of its port.
+MIGRATE_REQ = Path("/proc/sys/net/ipv4/tcp_migrate_req")
+
+
+def migrate_req_warning(switch: Path = MIGRATE_REQ) -> str | None:
+    """What ``gateway up`` says when this machine resets, rather than hands over, the connections queued on a
+    stopping replica's listener (docs/operations.md); None when it hands them over or has no such switch."""
+    try:
+        value = switch.read_text().strip()
+    except OSError:
+        return None  # not Linux 5.14+: nothing to set
+    if value != "0":
+        return None
+    return (
+        "ingress_mode reuseport: net.ipv4.tcp_migrate_req is 0, so a connection queued on a replica's listener "
+        "as it stops (a scale-in, a redeploy) is reset; `sysctl -w net.ipv4.tcp_migrate_req=1` hands it to "
+        "another replica (docs/operations.md)"
+    )
+
+
 #: This process's shared port, set by :func:`install`; its listener, once Serve has started the replica.
 _shared: SharedPort | None = None
 _listener: SharedPortListener | None = None
@@ -255,12 +283,14 @@ def listener() -> SharedPortListener | None:
 
 def digests() -> dict[str, str]:
     """:data:`WRAPPED`'s names with the digests of their source in the installed Ray."""
-    from ray.serve._private import replica
+    from ray.serve._private import http_util, replica
 
+    modules = {"replica": replica, "http_util": http_util}
     found = {}
     for name in WRAPPED:
-        obj: Any = replica
-        for part in name.split("."):
+        module, *path = name.split(".")
+        obj: Any = modules[module]
+        for part in path:
             obj = getattr(obj, part)
         obj = getattr(obj, "gateway_original", obj)
         found[name] = hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()[:16]
@@ -296,12 +326,30 @@ def _wrap_start(original: Callable[..., Any]) -> Callable[..., Any]:
         global _listener
         await original(self)
         if _shared is not None and self._ingress and _listener is None:
-            server = SharedPortListener(_shared, self._direct_ingress_asgi)
+            server = SharedPortListener(_shared, _as_serve_serves(self))
             await server.start()
             _listener = server
 
     start.gateway_original = original  # type: ignore[attr-defined]
     return start
+
+
+def _as_serve_serves(replica: Any) -> ASGIApp:
+    """The replica's direct-ingress path behind the middlewares Serve puts in front of its own port (the
+    gateway's edge, :class:`gateway.transports.ray_edge.ServeEdge`, among them: it strips Serve's control
+    headers from a client's request and marks the request for the lean path), composed by Serve's code."""
+    from ray.serve._private.http_util import (
+        _apply_middlewares,
+        configure_http_middlewares,
+        configure_http_options_with_defaults,
+    )
+    from ray.serve.config import HTTPOptions
+
+    options = configure_http_middlewares(
+        configure_http_options_with_defaults(HTTPOptions(**replica._http_options.model_dump()))
+    )
+    app: ASGIApp = _apply_middlewares(replica._direct_ingress_asgi, options.middlewares)
+    return app
 
 
 def _wrap_drain(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -227,10 +227,11 @@ class Stack:
 
 def replicas_report(settings: Settings) -> str:
     autoscaling = settings.ingress_autoscaling
+    on_port = ", on the port themselves" if settings.ingress_mode == "reuseport" else ""
     if autoscaling is None:
-        return f"{settings.ingress_replicas} ingress replica(s)"
+        return f"{settings.ingress_replicas} ingress replica(s){on_port}"
     return (
-        f"{autoscaling.min_replicas} to {autoscaling.max_replicas} ingress replicas, autoscaled at "
+        f"{autoscaling.min_replicas} to {autoscaling.max_replicas} ingress replicas{on_port}, autoscaled at "
         f"{autoscaling.target_ongoing_requests:g} requests in flight each"
     )
 

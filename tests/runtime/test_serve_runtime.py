@@ -120,6 +120,8 @@ def test_a_loopback_host_is_named_on_a_cluster_behind_haproxy_only() -> None:
     assert cluster_host_warning(Settings(host="0.0.0.0"), 3) is None
     assert cluster_host_warning(Settings(host="10.0.0.10"), 3) is None  # the operator's choice
     assert cluster_host_warning(Settings(host="127.0.0.1", ingress_mode="proxy"), 2) is None  # Serve's proxy
+    on_port = cluster_host_warning(Settings(host="127.0.0.1", ingress_mode="reuseport"), 2)  # the replicas'
+    assert on_port is not None and "no other machine reaches them" in on_port
 
 
 def test_ray_noise_is_not_printed_and_the_rest_is(capsys: pytest.CaptureFixture[str]) -> None:

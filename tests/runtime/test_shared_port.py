@@ -4,7 +4,8 @@ Each listener serves a small ASGI app naming it, as a replica's would answer; th
 connections speaking HTTP/1.1 and the ``websockets`` client. Two listeners share one port as two replicas of
 a node do; the per-source cap, the idle keep-alive, the drain (listener closed, ``Connection: close``, the
 kernel's new connections to the other listener, in-flight requests finished) are checked on them. The first
-test fails when a Ray upgrade changes a replica method :func:`gateway.runtime.shared_port.install` wraps.
+test fails when a Ray upgrade changes a replica method :func:`gateway.runtime.shared_port.install` wraps
+or a function of Serve's it composes the port's app with.
 The whole service in this mode (two replicas in Ray on the port, through ``gateway up``) is
 tests/stacks/test_reuseport.py.
 """
@@ -15,6 +16,7 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from starlette.types import Receive, Scope, Send
@@ -104,6 +106,16 @@ class Conn:
 
     def close(self) -> None:
         self.writer.close()
+
+
+def test_gateway_up_warns_when_the_machine_resets_a_stopping_listeners_queue(tmp_path: Path) -> None:
+    switch = tmp_path / "tcp_migrate_req"
+    switch.write_text("0\n")
+    warning = shared_port.migrate_req_warning(switch)
+    assert warning is not None and "sysctl -w net.ipv4.tcp_migrate_req=1" in warning
+    switch.write_text("1\n")
+    assert shared_port.migrate_req_warning(switch) is None
+    assert shared_port.migrate_req_warning(tmp_path / "absent") is None  # a kernel without the switch
 
 
 async def test_two_listeners_share_the_port_and_the_kernel_spreads_connections() -> None:

@@ -10,6 +10,7 @@ tests/stacks/test_autoscaling.py's second parameter.
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -86,6 +87,13 @@ def test_a_paid_call_through_the_port_is_answered_and_charged(service: RunningSe
     assert int(headers["x-credits-remaining"]) == FUNDED - 1  # getSlot's price, 1 credit
     status, doc, _ = post_json(f"{service.url}/", body, {"X-Api-Key": "not-a-key"})
     assert status == 401, doc
+
+    # The edge is in front of the port as of Serve's: Serve's control headers from a client are stripped
+    # (a timeout of 1 ms would have Serve cancel the call), and the request id is the replica's.
+    controls = {"x-request-timeout-seconds": "0.001", "x-request-disconnect-disabled": "?1", "x-request-id": "mine"}
+    status, doc, headers = post_json(f"{service.url}/", body, {"X-Api-Key": key, **controls})
+    assert status == 200 and isinstance(doc["result"], int), doc
+    assert re.fullmatch("[0-9a-f]{32}", headers["x-request-id"]), headers
 
 
 async def test_one_source_holds_at_most_the_cap_on_each_replica(service: RunningService) -> None:
