@@ -89,7 +89,14 @@ class Ingress:
         ping_websockets_as_the_spec_says()
         if validated.ingress_mode == "reuseport":  # before Serve starts this replica's servers, as above
             limits = EdgeLimits.from_env(os.environ)
-            shared = SharedPort(validated.host, validated.port, limits.connections_per_source, limits.keepalive_s)
+            shared = SharedPort(
+                validated.host,
+                validated.port,
+                limits.connections_per_source,
+                limits.keepalive_s,
+                body_timeout_s=validated.request_body_timeout_s,
+                cors_allowed_origins=tuple(validated.cors_allowed_origins),
+            )
             if not install_shared_port(shared):
                 raise RuntimeError("ingress_mode reuseport: this Ray's Serve replica is not the one it was written for")
         serve_internal_grpc_on_loopback()

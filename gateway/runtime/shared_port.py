@@ -12,8 +12,11 @@ the hop did moves here, or is given up (docs/architecture.md, "Ingress modes"):
 - a connection older than ``rebalance_s`` answered ``Connection: close``: the kernel chooses a replica for a
   connection, not a request, so without it a client's kept-alive connections would stay on the replicas
   there were when it connected, and a replica added by autoscaling would get only new clients;
-- the request id, the client's address (the peer's: no edge secret is needed), the body deadline (408) and
-  the gateway's error shape are the replica's own already (gateway/transports);
+- a request's body waited for here, outside the replica's request slots, until it is whole (or 64 KiB), at
+  most ``request_body_timeout_s``; past that the 408 the replica gives, with its CORS headers. A slow
+  sender holds a connection of its source's cap, never a request slot (HAProxy's ``http-buffer-request``);
+- the request id, the client's address (the peer's: no edge secret is needed) and the gateway's error shape
+  are the replica's own already (gateway/transports);
 - the drain (:func:`install`): when Serve stops a replica, its listener closes at once, so the kernel gives
   new connections to the node's other replicas; for ``drain_s`` every answer on a connection it still holds
   says ``Connection: close``, so a client moves with its next request; then idle connections close,
@@ -22,8 +25,8 @@ the hop did moves here, or is given up (docs/architecture.md, "Ingress modes"):
   ``net.ipv4.tcp_migrate_req = 1`` (Linux 5.14), which hands it to another replica (docs/operations.md).
 
 Not carried over from HAProxy: the 30 s write timeout on a client that stops reading (the replica's
-flow control holds that request's slot until the client reads or goes), and a GET dropped by a stopping
-replica retried on another.
+flow control holds that request's slot until the client reads or goes: a timer on every write would cost
+more than the hop saved), and a GET dropped by a stopping replica retried on another.
 
 Hand-written: Serve starts one HTTP server a replica, on a port of its own choosing and without
 ``SO_REUSEPORT`` (``Replica._maybe_start_direct_ingress_servers``), and has no drain step to hook. The port
@@ -51,6 +54,9 @@ from typing import Any
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.transports.cors import Cors, OriginPolicy
+from gateway.transports.deadline import timeout_body
+
 log = logging.getLogger(__name__)
 
 #: The replica methods :func:`install` wraps and Serve's functions it composes the port's app with, with the
@@ -65,6 +71,9 @@ WRAPPED: dict[str, str] = {
 }
 #: The answer header that tells a client to take its next request elsewhere.
 _CLOSE = (b"connection", b"close")
+#: A request body is held here until it is whole or this large (HAProxy's buffer is 16 KiB; the gateway's
+#: routes other than JSON-RPC take at most 64 KiB).
+BUFFER_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,10 @@ class SharedPort:
     #: A connection this old is answered ``Connection: close``: its client's next connection is hashed again,
     #: over the replicas there are now (HAProxy balanced each request; the kernel balances connections).
     rebalance_s: float = 5.0
+    #: How long a request's body may take to arrive before the replica's path sees it (``request_body_timeout_s``).
+    body_timeout_s: float = 10.0
+    #: Whose pages may read this listener's own 408 (``cors_allowed_origins``), as they read the replica's.
+    cors_allowed_origins: tuple[str, ...] = ("*",)
 
 
 class SourceCap:
@@ -181,13 +194,39 @@ class SharedPortListener:
         self._app = app
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
+        #: The replica's 408 for a body that did not arrive, with the CORS headers the replica's answers carry.
+        self._late = Cors(self._late_answer, OriginPolicy.parse(shared.cors_allowed_origins))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            opened = self.cap.opened.get(scope["client"], math.inf)
-            if self.draining or asyncio.get_running_loop().time() - opened > self.shared.rebalance_s:
-                send = _closing(send)
-        await self._app(scope, receive, send)
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        loop = asyncio.get_running_loop()
+        opened = self.cap.opened.get(scope["client"], math.inf)
+        if self.draining or loop.time() - opened > self.shared.rebalance_s:
+            send = _closing(send)
+        first = await receive()  # a body sent with its headers is here already
+        if not first.get("more_body"):
+            await self._app(scope, _replay([first], receive), send)
+            return
+        # Still arriving: wait for it here, where it holds no request slot of the replica's (Serve's count
+        # starts in the replica's path), as HAProxy's http-buffer-request did; past BUFFER_BYTES it goes on.
+        received, size = [first], len(first.get("body", b""))
+        try:
+            async with asyncio.timeout(self.shared.body_timeout_s):
+                while received[-1].get("more_body") and size < BUFFER_BYTES:
+                    received.append(await receive())
+                    size += len(received[-1].get("body", b""))
+        except TimeoutError:
+            await self._late(scope, receive, send)
+            return
+        await self._app(scope, _replay(received, receive), send)
+
+    async def _late_answer(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = timeout_body(self.shared.body_timeout_s)
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)), _CLOSE]
+        await send({"type": "http.response.start", "status": 408, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
     async def start(self) -> None:
         sock = reuse_port_socket(self.shared.host, self.shared.port)
@@ -236,6 +275,18 @@ class SharedPortListener:
             self._server.force_exit = True
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._task, 1.0)
+
+
+def _replay(received: list[Message], receive: Receive) -> Receive:
+    """``receive`` with the messages already taken from it given first."""
+    pending = iter(received)
+
+    async def replayed() -> Message:
+        for message in pending:
+            return message
+        return await receive()
+
+    return replayed
 
 
 def _closing(send: Send) -> Send:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -43,6 +44,7 @@ class Named:
         self.holds = holds
         self.release = asyncio.Event()
         self.started = asyncio.Event()
+        self.entered = 0  # requests handed to the app (a replica's path, where a request holds a slot)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
@@ -56,7 +58,14 @@ class Named:
         if scope["path"] == "/slow" and self.holds:
             self.started.set()
             await self.release.wait()
-        body = self.name.encode()
+        self.entered += 1
+        received = b""
+        while True:
+            message = await receive()
+            received += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        body = self.name.encode() if not received else b"%s:%d" % (self.name.encode(), len(received))
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % len(body))]})
         await send({"type": "http.response.body", "body": body})
 
@@ -212,6 +221,50 @@ async def test_a_connection_past_rebalance_s_is_told_to_close_so_its_client_is_h
         fresh = await Conn.open(port)
         assert (await fresh.get())[0].get("connection") != "close"
         fresh.close()
+
+
+async def test_a_slow_body_is_waited_for_before_the_replica_sees_it_and_408_when_late() -> None:
+    port = free_port()
+    async with listening(port, "one", body_timeout_s=1.0, cors_allowed_origins=("https://app.example",)) as (_, app):
+        conn = await Conn.open(port)
+        conn.writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01234")
+        await conn.writer.drain()
+        await asyncio.sleep(0.3)
+        assert app.entered == 0  # half a body: no slot taken
+        conn.writer.write(b"56789")
+        head = await asyncio.wait_for(conn.reader.readuntil(b"\r\n\r\n"), 10)
+        assert head.startswith(b"HTTP/1.1 200") and await conn.reader.readexactly(6) == b"one:10"
+        assert app.entered == 1
+
+        late = await Conn.open(port)
+        late.writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nOrigin: https://app.example\r\nContent-Length: 10\r\n\r\n012")
+        await late.writer.drain()
+        head = await asyncio.wait_for(late.reader.readuntil(b"\r\n\r\n"), 10)
+        lines = head.decode().lower().split("\r\n")
+        assert lines[0].startswith("http/1.1 408"), head
+        assert "access-control-allow-origin: https://app.example" in lines, head
+        length = next(int(line.split(":")[1]) for line in lines if line.startswith("content-length"))
+        doc = json.loads(await late.reader.readexactly(length))
+        assert doc["error"]["code"] == "REQUEST_TIMEOUT", doc
+        assert await late.closed_by_server()
+        assert app.entered == 1  # the late one never reached it
+
+        big = await Conn.open(port)  # past the buffer: handed on while the rest arrives
+        size = shared_port.BUFFER_BYTES + 10
+        big.writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % size)
+        big.writer.write(b"x" * shared_port.BUFFER_BYTES)
+        await big.writer.drain()
+        for _ in range(100):
+            if app.entered == 2:
+                break
+            await asyncio.sleep(0.02)
+        assert app.entered == 2
+        big.writer.write(b"y" * 10)
+        head = await asyncio.wait_for(big.reader.readuntil(b"\r\n\r\n"), 10)
+        echoed = f"one:{size}".encode()
+        assert head.startswith(b"HTTP/1.1 200") and await big.reader.readexactly(len(echoed)) == echoed
+        for c in (conn, late, big):
+            c.close()
 
 
 async def test_a_draining_listener_sends_new_connections_to_the_other_and_closes_its_own() -> None:
