@@ -68,7 +68,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import asyncpg
 import orjson
@@ -301,6 +301,7 @@ def run(
     only: set[str] | None = None,
     pair: tuple[str, str] = PAIR,
     rest_s: float = 10.0,
+    ingress_mode: Literal["haproxy", "reuseport"] = "haproxy",
 ) -> tuple[list[list[Row]], list[list[tuple[Row, Row]]], dict[str, float]]:
     """Every target at every connection count, ``rounds`` times interleaved (the rows of each round),
     each round on a new replica process followed by its share of ``pairs`` short alternating runs of
@@ -329,6 +330,7 @@ def run(
         upstream_rpc_url=upstream_url,
         rate_limit_rps=1_000_000,  # measure metering, not the limiter refusing calls
         concurrency_limit=100_000,
+        ingress_mode=ingress_mode,
     )
     stack = Stack(settings, report=lambda part, detail: print(f"  {part:<11} {detail}", flush=True))
     app_proc: subprocess.Popen[bytes] | None = None
@@ -593,6 +595,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--rest", type=float, default=10.0, help="seconds of no load first, for each role's CPU at rest (default 10)"
     )
+    parser.add_argument(
+        "--ingress-mode",
+        choices=("haproxy", "reuseport"),
+        default="haproxy",
+        help="how the service port reaches the replica: Ray's HAProxy (default) or the replica on it itself",
+    )
     args = parser.parse_args(argv)
     only = None if args.only is None else set(args.only.split(","))
     pair = tuple(args.pair.split(","))
@@ -615,6 +623,7 @@ def main(argv: list[str] | None = None) -> None:
         only,
         (pair[0], pair[1]),
         args.rest,
+        args.ingress_mode,
     )
     if args.profile is not None:
         return

@@ -3,9 +3,10 @@
 Every HTTP request holds one of the replica's request slots (Serve's ``max_ongoing_requests``) from
 the moment its headers arrive, and the body is read before any per-address limit or authentication
 can run. Without a deadline a caller trickling bodies could hold every slot for free. (Behind the
-bundled HAProxy a small body reaches the replica whole or not at all, :mod:`gateway.runtime.haproxy_edge`;
-this deadline is what holds for larger bodies, in ``direct`` mode, and for anything that reaches the
-replica otherwise.)
+bundled HAProxy, :mod:`gateway.runtime.haproxy_edge`, and at the replicas' shared port,
+:mod:`gateway.runtime.shared_port`, a small body reaches the replica's path whole or not at all; this
+deadline is what holds for larger bodies, in ``direct`` mode, and for anything that reaches the replica
+otherwise.)
 
 One ASGI middleware in front of every route, so the JSON-RPC paths, the REST routes and the MCP SDK's
 own body reading are all covered alike. On the deadline it answers 408 itself, then tells the app the
