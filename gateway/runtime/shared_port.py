@@ -328,10 +328,6 @@ _shared: SharedPort | None = None
 _listener: SharedPortListener | None = None
 
 
-def listener() -> SharedPortListener | None:
-    return _listener
-
-
 def digests() -> dict[str, str]:
     """:data:`WRAPPED`'s names with the digests of their source in the installed Ray."""
     from ray.serve._private import http_util, replica
