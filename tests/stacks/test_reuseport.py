@@ -1,6 +1,7 @@
 """``ingress_mode = "reuseport"`` through the whole service (``gateway up``): two ingress replicas in Ray listen
-on the service port themselves, no HAProxy runs, a paid call is answered and billed through the port, and
-the per-source connection cap reaches the replicas from the operator's environment.
+on the service port themselves, no HAProxy runs, a paid call is answered and charged through the port with the
+gateway's edge in front (Serve's control headers from a client stripped), and the per-source connection cap
+reaches the replicas from the operator's environment.
 
 The listener's own behaviour (the kernel spreading connections, the cap, the idle and rebalancing closes,
 the drain) is tests/runtime/test_shared_port.py; autoscaling and drain in this mode are
