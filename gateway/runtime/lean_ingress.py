@@ -45,7 +45,7 @@ import hashlib
 import inspect
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from starlette.types import Message, Receive, Scope, Send
@@ -76,29 +76,31 @@ REPLACED: dict[str, str] = {
 _SERVE_PATHS = frozenset({"/-/healthz", "/-/routes"})
 
 
-def digests() -> dict[str, str]:
-    """:data:`REPLACED`'s names with the digests of their source in the installed Ray."""
+def digests(pinned: Mapping[str, str] = REPLACED) -> dict[str, str]:
+    """``pinned``'s names (under Serve's ``replica`` or ``http_util`` module) with the digests of their source
+    in the installed Ray. A method a wrapper of the gateway's replaced (``gateway_original``) is read as
+    Serve's own (:mod:`gateway.runtime.shared_port` pins the methods it wraps this way)."""
     from ray.serve._private import http_util, replica
 
     modules = {"replica": replica, "http_util": http_util}
     found: dict[str, str] = {}
-    for name in REPLACED:
+    for name in pinned:
         module, *path = name.split(".")
         obj: Any = modules[module]
         for part in path:
             obj = getattr(obj, part)
-        source = inspect.getsource(obj)
+        source = inspect.getsource(getattr(obj, "gateway_original", obj))
         found[name] = hashlib.sha256(source.encode()).hexdigest()[:16]
     return found
 
 
-def changed() -> list[str]:
-    """The names of :data:`REPLACED` whose source differs from what this was written against."""
+def changed(pinned: Mapping[str, str] = REPLACED) -> list[str]:
+    """The names of ``pinned`` whose source differs from what this was written against."""
     try:
-        now = digests()
+        now = digests(pinned)
     except (AttributeError, ImportError, OSError, TypeError):
         return ["(Serve's replica module)"]
-    return [name for name, digest in REPLACED.items() if now.get(name) != digest]
+    return [name for name, digest in pinned.items() if now.get(name) != digest]
 
 
 def install() -> bool:

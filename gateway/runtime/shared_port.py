@@ -41,8 +41,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import inspect
 import logging
 import math
 import socket
@@ -54,6 +52,7 @@ from typing import Any
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.runtime.lean_ingress import changed, digests
 from gateway.transports.cors import Cors, OriginPolicy
 from gateway.transports.deadline import timeout_body
 
@@ -328,22 +327,6 @@ _shared: SharedPort | None = None
 _listener: SharedPortListener | None = None
 
 
-def digests() -> dict[str, str]:
-    """:data:`WRAPPED`'s names with the digests of their source in the installed Ray."""
-    from ray.serve._private import http_util, replica
-
-    modules = {"replica": replica, "http_util": http_util}
-    found = {}
-    for name in WRAPPED:
-        module, *path = name.split(".")
-        obj: Any = modules[module]
-        for part in path:
-            obj = getattr(obj, part)
-        obj = getattr(obj, "gateway_original", obj)
-        found[name] = hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()[:16]
-    return found
-
-
 def install(shared: SharedPort) -> bool:
     """Make this process's ingress replica also listen on ``shared`` and drain it as the module says.
     Called in the replica's constructor, before Serve starts its servers. Idempotent. False, and nothing
@@ -355,11 +338,7 @@ def install(shared: SharedPort) -> bool:
     cls = replica.Replica
     if getattr(cls._maybe_start_direct_ingress_servers, "gateway_original", None) is not None:
         return True
-    try:
-        now = digests()
-    except (AttributeError, ImportError, OSError, TypeError):
-        now = {}
-    differing = [name for name, digest in WRAPPED.items() if now.get(name) != digest]
+    differing = changed(WRAPPED)
     if differing:
         log.error("shared port: not served, Serve's replica differs in %s", ", ".join(differing))
         return False
@@ -417,5 +396,5 @@ def _wrap_drain(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 if __name__ == "__main__":
-    for name, digest in digests().items():
+    for name, digest in digests(WRAPPED).items():
         print(f'    "{name}": "{digest}",')
