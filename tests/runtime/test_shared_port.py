@@ -16,14 +16,14 @@ import asyncio
 import contextlib
 import json
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 from starlette.types import Receive, Scope, Send
 from websockets.asyncio.client import connect
 
-from gateway.runtime import shared_port
+from gateway.runtime import lean_ingress, shared_port
 from gateway.runtime.ports import free_port
 from gateway.runtime.shared_port import SharedPort, SharedPortListener
 
@@ -33,7 +33,7 @@ HOST = "127.0.0.1"
 def test_the_wrapped_replica_methods_are_the_pinned_rays() -> None:
     """If this fails, Ray changed a method the shared port wraps: read the new source, then renew
     :data:`shared_port.WRAPPED` (``python -m gateway.runtime.shared_port``)."""
-    assert shared_port.digests() == shared_port.WRAPPED
+    assert lean_ingress.digests(shared_port.WRAPPED) == shared_port.WRAPPED
 
 
 class Named:
@@ -82,6 +82,14 @@ async def listening(
     finally:
         app.release.set()
         await listener.stop(5.0)
+
+
+async def settled(check: Callable[[], bool]) -> None:
+    """Until ``check`` holds, at most 2 s: the server's side of what a client just did (the caller asserts)."""
+    for _ in range(100):
+        if check():
+            return
+        await asyncio.sleep(0.02)
 
 
 class Conn:
@@ -159,10 +167,7 @@ async def test_connections_past_the_per_source_cap_are_closed_unread() -> None:
         assert await extra.closed_by_server()
         assert listener.cap.held(HOST) == 3
         held.pop().close()
-        for _ in range(100):  # the server sees the close
-            if listener.cap.held(HOST) == 2:
-                break
-            await asyncio.sleep(0.02)
+        await settled(lambda: listener.cap.held(HOST) == 2)  # the server sees the close
         again = await Conn.open(port)
         assert (await again.get())[1] == "one"
         again.close()
@@ -182,10 +187,7 @@ async def test_a_websocket_counts_once_against_the_cap_and_is_released_when_it_c
             refused = await Conn.open(port)
             assert await refused.closed_by_server()
             conn.close()
-        for _ in range(100):
-            if listener.cap.held(HOST) == 0:
-                break
-            await asyncio.sleep(0.02)
+        await settled(lambda: listener.cap.held(HOST) == 0)
         assert listener.cap.held(HOST) == 0
 
 
@@ -254,10 +256,7 @@ async def test_a_slow_body_is_waited_for_before_the_replica_sees_it_and_408_when
         big.writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % size)
         big.writer.write(b"x" * shared_port.BUFFER_BYTES)
         await big.writer.drain()
-        for _ in range(100):
-            if app.entered == 2:
-                break
-            await asyncio.sleep(0.02)
+        await settled(lambda: app.entered == 2)
         assert app.entered == 2
         big.writer.write(b"y" * 10)
         head = await asyncio.wait_for(big.reader.readuntil(b"\r\n\r\n"), 10)
