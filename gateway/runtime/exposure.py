@@ -80,6 +80,16 @@ def stack_processes(home: Path, root: psutil.Process | None = None) -> list[psut
     return list(found.values())
 
 
+def names(processes: list[psutil.Process]) -> set[str]:
+    """The names of those of ``processes`` still running: a stack starts and reaps short-lived processes (Ray's
+    workers, PostgreSQL's backends), so one listed a moment ago may have gone before it is named."""
+    out: set[str] = set()
+    for proc in processes:
+        with contextlib.suppress(psutil.Error):
+            out.add(proc.name())
+    return out
+
+
 def listeners(processes: list[psutil.Process]) -> list[Listener]:
     """Every listening TCP socket of ``processes`` (a process that has gone is skipped)."""
     out: set[Listener] = set()

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from gateway.runtime.exposure import listeners, stack_processes
+from gateway.runtime.exposure import listeners, names, stack_processes
 from tests.integration.service import RunningService
 
 pytestmark = pytest.mark.integration
@@ -20,8 +20,8 @@ def test_every_listener_of_the_stack_is_on_loopback(service: RunningService) -> 
     import psutil
 
     processes = stack_processes(service.home, psutil.Process(service.process.pid))
-    names = {proc.name() for proc in processes}
-    assert {"gcs_server", "raylet"} <= names, names  # Ray's processes were found, not only gateway up
+    running = names(processes)
+    assert {"gcs_server", "raylet"} <= running, running  # Ray's processes were found, not only gateway up
     found = listeners(processes)
     print("\n".join(str(item) for item in found))
     ports = {item.port for item in found}

@@ -29,7 +29,7 @@ import redis
 from solders.keypair import Keypair
 
 from gateway.auth.store.nonces import nonce_key
-from gateway.runtime.exposure import stack_processes
+from gateway.runtime.exposure import names, stack_processes
 from gateway_client import WalletSigner
 from tests.integration.service import (
     RunningService,
@@ -123,8 +123,8 @@ def stops_within_the_grace_period(service: RunningService, *, whole_group: bool)
     """SIGTERM to ``gateway up`` alone or to its whole process group: it exits 0 and every process of the stack
     (PostgreSQL and HAProxy in sessions of their own included) is gone within the bound, quietly."""
     started = stack_processes(service.home, psutil.Process(service.process.pid))
-    names = {proc.name() for proc in started}
-    assert {"gcs_server", "raylet", "postgres"} <= names, names
+    running = names(started)
+    assert {"gcs_server", "raylet", "postgres"} <= running, running
     offset = service.log.stat().st_size  # a restart appends to the same log
     began = time.monotonic()
     if whole_group:
@@ -139,6 +139,7 @@ def stops_within_the_grace_period(service: RunningService, *, whole_group: bool)
     finally:
         exited_s = time.monotonic() - began
         _, survivors = psutil.wait_procs(started, timeout=max(0.1, BOUND_S - exited_s))
+        left = [f"{proc.pid} {names([proc])}" for proc in survivors]  # named before the cleanup kills them
         for proc in survivors:  # the test's own cleanup; the assertion below reports them
             proc.kill()
     all_gone_s = time.monotonic() - began
@@ -151,5 +152,5 @@ def stops_within_the_grace_period(service: RunningService, *, whole_group: bool)
     print(stop[stop.find("Stopping") :])
     assert code == 0 and "Stopped." in stop, stop[-3000:]
     assert [line for line in log.splitlines() if any(part in line for part in NOISE)] == []
-    assert survivors == [], [f"{p.pid} {p.name()}" for p in survivors]
+    assert survivors == [], left
     assert all_gone_s < BOUND_S, log[-3000:]
