@@ -1,7 +1,8 @@
 """``ingress_mode = "reuseport"`` through the whole service (``gateway up``): two ingress replicas in Ray listen
 on the service port themselves, no HAProxy runs, a paid call is answered and charged through the port with the
 gateway's edge in front (Serve's control headers from a client stripped), and the per-source connection cap
-reaches the replicas from the operator's environment.
+reaches the replicas from the operator's environment; a replica killed with ``kill -9`` leaves the port to the other
+until Serve's replacement joins it.
 
 The listener's own behaviour (the kernel spreading connections, the cap, the idle and rebalancing closes,
 the drain) is tests/runtime/test_shared_port.py; autoscaling and drain in this mode are
@@ -14,7 +15,7 @@ import asyncio
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -114,3 +115,48 @@ async def test_one_source_holds_at_most_the_cap_on_each_replica(service: Running
     for _, writer in opened:
         writer.close()
     assert CAP <= answered <= REPLICAS * CAP, answered
+
+
+async def test_a_replica_killed_leaves_the_port_to_the_others_until_serve_replaces_it(
+    service: RunningService,
+) -> None:
+    """``kill -9`` of one replica: its listener goes with the process, so every new connection to the port
+    reaches the survivor (the kernel's SO_REUSEPORT group loses the closed socket; no HAProxy marks anything
+    down), and Serve's replacement joins the port. What a SIGSTOPped replica does instead (keeps its share of
+    connections until Serve replaces it) is documented in docs/architecture.md "Ingress modes", not tested."""
+    port = int(service.env["GATEWAY_PORT"])
+    replicas = processes_naming(INGRESS_REPLICA, among=service.descendants())
+    assert len(replicas) == REPLICAS
+    victim, survivors = replicas[0], {p.pid for p in replicas[1:]}
+    victim.kill()
+    await until(lambda: listeners(port, service.descendants()) <= survivors, "the killed replica's listener closed")
+
+    for _ in range(20):  # each on a connection of its own, so each is the kernel's choice again
+        assert await health(port) == b"HTTP/1.1 200 OK"
+
+    def replaced() -> bool:
+        now = {p.pid for p in processes_naming(INGRESS_REPLICA, among=service.descendants())}
+        return len(now) == REPLICAS and victim.pid not in now and listeners(port, service.descendants()) == now
+
+    await until(replaced, "Serve's replacement listening on the port", timeout_s=180)
+    for _ in range(20):
+        assert await health(port) == b"HTTP/1.1 200 OK"
+
+
+async def health(port: int) -> bytes:
+    """``GET /health`` on a new connection: the answer's status line."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n"), 10)
+        return head.rstrip()
+    finally:
+        writer.close()
+
+
+async def until(done: Callable[[], bool], what: str, *, timeout_s: float = 30) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not done():
+        assert loop.time() < deadline, f"not within {timeout_s:g} s: {what}"
+        await asyncio.sleep(0.2)
