@@ -94,6 +94,7 @@ class Ingress:
                 validated.port,
                 limits.connections_per_source,
                 limits.keepalive_s,
+                write_timeout_s=limits.client_s,
                 body_timeout_s=validated.request_body_timeout_s,
                 cors_allowed_origins=tuple(validated.cors_allowed_origins),
             )

@@ -15,6 +15,8 @@ the hop did moves here, or is given up (docs/architecture.md, "Ingress modes"):
 - a request's body waited for here, outside the replica's request slots, until it is whole (or 64 KiB), at
   most ``request_body_timeout_s``; past that the 408 the replica gives, with its CORS headers. A slow
   sender holds a connection of its source's cap, never a request slot (HAProxy's ``http-buffer-request``);
+- a client that stops reading its answer cut off after ``write_timeout_s`` (HAProxy's ``timeout client``,
+  :class:`WriteStalls`): its connection is aborted, so the request's writes end and its slot is given back;
 - the request id, the client's address (the peer's: no edge secret is needed) and the gateway's error shape
   are the replica's own already (gateway/transports);
 - the drain (:func:`install`): when Serve stops a replica, its listener closes at once, so the kernel gives
@@ -24,9 +26,7 @@ the hop did moves here, or is given up (docs/architecture.md, "Ingress modes"):
   kernel had queued on the listener at the instant it closed is reset, unless the node runs
   ``net.ipv4.tcp_migrate_req = 1`` (Linux 5.14), which hands it to another replica (docs/operations.md).
 
-Not carried over from HAProxy: the 30 s write timeout on a client that stops reading (the replica's
-flow control holds that request's slot until the client reads or goes: a timer on every write would cost
-more than the hop saved), and a GET dropped by a stopping replica retried on another.
+Not carried over from HAProxy: a GET dropped by a stopping replica retried on another.
 
 Hand-written: Serve starts one HTTP server a replica, on a port of its own choosing and without
 ``SO_REUSEPORT`` (``Replica._maybe_start_direct_ingress_servers``), and has no drain step to hook. The port
@@ -88,6 +88,8 @@ class SharedPort:
     rebalance_s: float = 5.0
     #: How long a request's body may take to arrive before the replica's path sees it (``request_body_timeout_s``).
     body_timeout_s: float = 10.0
+    #: How long an answer's writes may stay paused by a client that does not read them (``client_s`` of the edge).
+    write_timeout_s: float = 30.0
     #: Whose pages may read this listener's own 408 (``cors_allowed_origins``), as they read the replica's.
     cors_allowed_origins: tuple[str, ...] = ("*",)
 
@@ -125,15 +127,59 @@ class SourceCap:
         return len(self._open.get(address, ()))
 
 
+class WriteStalls:
+    """The connections whose writes are paused, since when; those paused ``timeout_s`` are aborted.
+
+    The event loop pauses a protocol's writes only when its transport's buffer passes the high-water mark,
+    that is when a client is not reading what it was sent, and resumes them when the buffer drains: so a
+    client that reads costs nothing here (a timer on every write would have cost more than HAProxy's hop).
+    One sweeper task, running only while a connection is paused, checks once every ``sweep_s``; so a stall
+    is cut off within ``timeout_s + sweep_s``. Aborting the transport is uvicorn's disconnect: the
+    request's pending and later writes return, the app finishes and its request slot is given back.
+    """
+
+    def __init__(self, timeout_s: float, sweep_s: float = 1.0) -> None:
+        self.timeout_s = timeout_s
+        self.sweep_s = sweep_s
+        self.paused: dict[asyncio.BaseTransport, float] = {}
+        self._sweeper: asyncio.Task[None] | None = None
+
+    def pause(self, transport: asyncio.BaseTransport) -> None:
+        loop = asyncio.get_running_loop()
+        self.paused.setdefault(transport, loop.time())
+        if self._sweeper is None:
+            self._sweeper = loop.create_task(self._sweep())
+
+    def resume(self, transport: asyncio.BaseTransport) -> None:
+        self.paused.pop(transport, None)
+
+    async def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self.paused:
+                await asyncio.sleep(self.sweep_s)
+                now = loop.time()
+                for transport, since in list(self.paused.items()):
+                    if now - since >= self.timeout_s:
+                        del self.paused[transport]
+                        transport.abort()  # type: ignore[attr-defined]
+        finally:
+            self._sweeper = None
+
+
 def _peer(transport: asyncio.BaseTransport) -> tuple[str, int]:
     peer = transport.get_extra_info("peername")
     return (str(peer[0]), int(peer[1])) if peer else ("", 0)
 
 
-def capped(http: type[asyncio.Protocol], ws: type[asyncio.Protocol] | None, cap: SourceCap) -> tuple[type, type | None]:
+def capped(
+    http: type[asyncio.Protocol], ws: type[asyncio.Protocol] | None, cap: SourceCap, stalls: WriteStalls
+) -> tuple[type, type | None]:
     """uvicorn's HTTP and WebSocket protocol classes, counting connections in ``cap``: a connection past
     the cap is aborted before uvicorn sees it. An upgraded connection's HTTP protocol is never told it was
-    lost (uvicorn hands the transport to the WebSocket protocol), so both release it."""
+    lost (uvicorn hands the transport to the WebSocket protocol), so both release it. An HTTP connection's
+    paused writes are timed by ``stalls``; a WebSocket that does not read is the ``/ws`` session's to close
+    (1013 past its bounded queue, gateway/pubsub/session.py)."""
 
     class CappedHttp(http):  # type: ignore[valid-type,misc]
         _gateway_admitted = False
@@ -149,7 +195,16 @@ def capped(http: type[asyncio.Protocol], ws: type[asyncio.Protocol] | None, cap:
             if not self._gateway_admitted:
                 return
             cap.release(self.transport)
+            stalls.resume(self.transport)
             super().connection_lost(exc)
+
+        def pause_writing(self) -> None:
+            stalls.pause(self.transport)
+            super().pause_writing()
+
+        def resume_writing(self) -> None:
+            stalls.resume(self.transport)
+            super().resume_writing()
 
     if ws is None:
         return CappedHttp, None
@@ -189,6 +244,7 @@ class SharedPortListener:
     def __init__(self, shared: SharedPort, app: ASGIApp) -> None:
         self.shared = shared
         self.cap = SourceCap(shared.connections_per_source)
+        self.stalls = WriteStalls(shared.write_timeout_s)
         self.draining = False
         self._app = app
         self._server: uvicorn.Server | None = None
@@ -241,7 +297,7 @@ class SharedPortListener:
         )
         config.load()
         config.http_protocol_class, config.ws_protocol_class = capped(
-            config.http_protocol_class, config.ws_protocol_class, self.cap
+            config.http_protocol_class, config.ws_protocol_class, self.cap, self.stalls
         )
         server = uvicorn.Server(config)
         server.capture_signals = _no_signals  # type: ignore[method-assign]  # the replica's process owns them

@@ -225,6 +225,95 @@ async def test_a_connection_past_rebalance_s_is_told_to_close_so_its_client_is_h
         fresh.close()
 
 
+class Large:
+    """An app answering ``SIZE`` bytes in parts; ``finished`` once its last write returned (sent, or the
+    connection gone), which is when a replica's request gives its slot back."""
+
+    SIZE = 32 * 1024 * 1024
+    PART = 256 * 1024
+
+    def __init__(self) -> None:
+        self.finished = asyncio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await receive()
+        headers = [(b"content-length", b"%d" % self.SIZE)]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for sent in range(0, self.SIZE, self.PART):
+            await send(
+                {"type": "http.response.body", "body": b"x" * self.PART, "more_body": sent + self.PART < self.SIZE}
+            )
+        self.finished.set()
+
+
+async def slow_reader(port: int) -> socket.socket:
+    """A plain socket with a small receive buffer (no transport reading for it), having asked for the large
+    answer and read none of it."""
+    loop = asyncio.get_running_loop()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await loop.sock_connect(sock, (HOST, port))
+    await loop.sock_sendall(sock, b"GET /large HTTP/1.1\r\nHost: x\r\n\r\n")
+    return sock
+
+
+async def received(sock: socket.socket) -> bytes:
+    """What the socket reads until the server closed the connection (EOF or reset), at most 20 s."""
+    loop, parts = asyncio.get_running_loop(), []
+    with contextlib.suppress(ConnectionError):
+        while chunk := await asyncio.wait_for(loop.sock_recv(sock, 1 << 20), 20):
+            parts.append(chunk)
+    return b"".join(parts)
+
+
+async def test_a_client_that_stops_reading_its_answer_is_cut_off_and_the_request_ends() -> None:
+    """HAProxy's ``timeout client``, kept in the replica: writes paused by a client that does not read are
+    timed from the loop's pause, and the connection aborted past ``write_timeout_s`` (1 s here), so the
+    app's writes return and its request ends. Without it the app would wait on the client for ever."""
+    port = free_port()
+    app = Large()
+    listener = SharedPortListener(SharedPort(HOST, port, write_timeout_s=1.0), app)  # type: ignore[arg-type]
+    await listener.start()
+    try:
+        with await slow_reader(port) as sock:
+            await asyncio.wait_for(app.finished.wait(), 15)
+            assert listener.stalls.paused == {}
+            answer = await received(sock)
+        assert answer.startswith(b"HTTP/1.1 200") and len(answer) < Large.SIZE  # a part, then the connection gone
+    finally:
+        await listener.stop(5.0)
+
+
+async def test_a_client_that_pauses_shorter_than_the_write_timeout_gets_its_whole_answer() -> None:
+    port = free_port()
+    app = Large()
+    listener = SharedPortListener(SharedPort(HOST, port, write_timeout_s=5.0), app)  # type: ignore[arg-type]
+    await listener.start()
+    try:
+        with await slow_reader(port) as sock:
+            await asyncio.sleep(0.5)  # the server's writes are paused meanwhile
+            assert listener.stalls.paused != {}
+            loop, answer = asyncio.get_running_loop(), b""
+
+            async def more() -> bytes:
+                chunk = await asyncio.wait_for(loop.sock_recv(sock, 1 << 20), 20)
+                assert chunk, "the server closed the connection of a client that was reading"
+                return chunk
+
+            while b"\r\n\r\n" not in answer:
+                answer += await more()
+            head, _, rest = answer.partition(b"\r\n\r\n")
+            body = len(rest)
+            while body < Large.SIZE:
+                body += len(await more())
+        assert head.startswith(b"HTTP/1.1 200") and body == Large.SIZE
+        await asyncio.wait_for(app.finished.wait(), 15)
+        assert listener.stalls.paused == {}
+    finally:
+        await listener.stop(5.0)
+
+
 async def test_a_slow_body_is_waited_for_before_the_replica_sees_it_and_408_when_late() -> None:
     port = free_port()
     async with listening(port, "one", body_timeout_s=1.0, cors_allowed_origins=("https://app.example",)) as (_, app):
