@@ -292,8 +292,9 @@ async def test_a_client_that_pauses_shorter_than_the_write_timeout_gets_its_whol
     await listener.start()
     try:
         with await slow_reader(port) as sock:
-            await asyncio.sleep(0.5)  # the server's writes are paused meanwhile
+            await settled(lambda: listener.stalls.paused != {})  # the server's buffer full: its writes paused
             assert listener.stalls.paused != {}
+            await asyncio.sleep(0.5)  # a pause the client makes, a tenth of the timeout
             loop, answer = asyncio.get_running_loop(), b""
 
             async def more() -> bytes:
