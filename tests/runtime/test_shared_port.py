@@ -18,9 +18,10 @@ import json
 import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 from websockets.asyncio.client import connect
 
 from gateway.runtime import lean_ingress, shared_port
@@ -71,17 +72,26 @@ class Named:
 
 
 @contextlib.asynccontextmanager
-async def listening(
-    port: int, name: str, holds: bool = True, **limits: float
-) -> AsyncIterator[tuple[SharedPortListener, Named]]:
-    app = Named(name, holds)
-    listener = SharedPortListener(SharedPort(HOST, port, **limits), app)  # type: ignore[arg-type]
+async def serving(port: int, app: ASGIApp, **limits: Any) -> AsyncIterator[SharedPortListener]:
+    """A listener on ``port`` serving ``app``, with ``limits`` of :class:`SharedPort`'s, stopped at the end."""
+    listener = SharedPortListener(SharedPort(HOST, port, **limits), app)
     await listener.start()
     try:
-        yield listener, app
+        yield listener
+    finally:
+        await listener.stop(5.0)
+
+
+@contextlib.asynccontextmanager
+async def listening(
+    port: int, name: str, holds: bool = True, **limits: Any
+) -> AsyncIterator[tuple[SharedPortListener, Named]]:
+    app = Named(name, holds)
+    try:
+        async with serving(port, app, **limits) as listener:
+            yield listener, app
     finally:
         app.release.set()
-        await listener.stop(5.0)
 
 
 async def settled(check: Callable[[], bool]) -> None:
@@ -150,7 +160,7 @@ async def test_a_port_held_without_reuseport_is_a_clear_error() -> None:
     holder.bind((HOST, 0))
     holder.listen()
     try:
-        listener = SharedPortListener(SharedPort(HOST, holder.getsockname()[1]), Named("x"))  # type: ignore[arg-type]
+        listener = SharedPortListener(SharedPort(HOST, holder.getsockname()[1]), Named("x"))
         with pytest.raises(RuntimeError, match="holds the port without SO_REUSEPORT"):
             await listener.start()
     finally:
@@ -273,24 +283,18 @@ async def test_a_client_that_stops_reading_its_answer_is_cut_off_and_the_request
     app's writes return and its request ends. Without it the app would wait on the client for ever."""
     port = free_port()
     app = Large()
-    listener = SharedPortListener(SharedPort(HOST, port, write_timeout_s=1.0), app)  # type: ignore[arg-type]
-    await listener.start()
-    try:
+    async with serving(port, app, write_timeout_s=1.0) as listener:
         with await slow_reader(port) as sock:
             await asyncio.wait_for(app.finished.wait(), 15)
             assert listener.stalls.paused == {}
             answer = await received(sock)
         assert answer.startswith(b"HTTP/1.1 200") and len(answer) < Large.SIZE  # a part, then the connection gone
-    finally:
-        await listener.stop(5.0)
 
 
 async def test_a_client_that_pauses_shorter_than_the_write_timeout_gets_its_whole_answer() -> None:
     port = free_port()
     app = Large()
-    listener = SharedPortListener(SharedPort(HOST, port, write_timeout_s=5.0), app)  # type: ignore[arg-type]
-    await listener.start()
-    try:
+    async with serving(port, app, write_timeout_s=5.0) as listener:
         with await slow_reader(port) as sock:
             await settled(lambda: listener.stalls.paused != {})  # the server's buffer full: its writes paused
             assert listener.stalls.paused != {}
@@ -311,8 +315,6 @@ async def test_a_client_that_pauses_shorter_than_the_write_timeout_gets_its_whol
         assert head.startswith(b"HTTP/1.1 200") and body == Large.SIZE
         await asyncio.wait_for(app.finished.wait(), 15)
         assert listener.stalls.paused == {}
-    finally:
-        await listener.stop(5.0)
 
 
 async def test_a_slow_body_is_waited_for_before_the_replica_sees_it_and_408_when_late() -> None:
