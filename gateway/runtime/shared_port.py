@@ -55,6 +55,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gateway.runtime.lean_ingress import changed, digests
 from gateway.transports.cors import Cors, OriginPolicy
 from gateway.transports.deadline import timeout_body
+from gateway.transports.one_write import OneWriteHttp
 
 log = logging.getLogger(__name__)
 
@@ -287,6 +288,7 @@ class SharedPortListener:
         sock = reuse_port_socket(self.shared.host, self.shared.port)
         config = uvicorn.Config(  # uvicorn.Config as patched in the replica: the gateway's WebSocket options
             self,
+            http=OneWriteHttp,  # said here too, for a listener outside a replica (the tests')
             timeout_keep_alive=max(1, round(self.shared.keepalive_s)),
             lifespan="off",
             access_log=False,
