@@ -54,7 +54,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.runtime.lean_ingress import changed, digests
 from gateway.transports.cors import Cors, OriginPolicy
-from gateway.transports.deadline import timeout_body
+from gateway.transports.deadline import BODY_WHOLE, timeout_body
 from gateway.transports.one_write import OneWriteHttp
 
 log = logging.getLogger(__name__)
@@ -263,6 +263,8 @@ class SharedPortListener:
             send = _closing(send)
         first = await receive()  # a body sent with its headers is here already
         if not first.get("more_body"):
+            if first["type"] == "http.request":  # a whole body: the replica's deadline has nothing to time
+                scope[BODY_WHOLE] = True
             await self._app(scope, _replay([first], receive), send)
             return
         # Still arriving: wait for it here, where it holds no request slot of the replica's (Serve's count
@@ -276,6 +278,8 @@ class SharedPortListener:
         except TimeoutError:
             await self._late(scope, receive, send)
             return
+        if not received[-1].get("more_body") and received[-1]["type"] == "http.request":
+            scope[BODY_WHOLE] = True
         await self._app(scope, _replay(received, receive), send)
 
     async def _late_answer(self, scope: Scope, receive: Receive, send: Send) -> None:

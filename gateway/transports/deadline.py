@@ -6,7 +6,8 @@ can run. Without a deadline a caller trickling bodies could hold every slot for 
 bundled HAProxy, :mod:`gateway.runtime.haproxy_edge`, and at the replicas' shared port,
 :mod:`gateway.runtime.shared_port`, a small body reaches the replica's path whole or not at all; this
 deadline is what holds for larger bodies, in ``direct`` mode, and for anything that reaches the replica
-otherwise.)
+otherwise. The shared port says when it hands over a whole body, :data:`BODY_WHOLE`, and such a request
+skips this middleware's bookkeeping: about 4 µs a call in a profile of the metered call.)
 
 One ASGI middleware in front of every route, so the JSON-RPC paths, the REST routes and the MCP SDK's
 own body reading are all covered alike. On the deadline it answers 408 itself, then tells the app the
@@ -31,6 +32,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gateway.core.errors import ProxyError
 
 SWEEP_S = 1.0
+#: The ASGI scope's key that a server in front of the app sets when it hands the app a request's whole body,
+#: having waited for it under a deadline of its own (the replicas' shared port): nothing is left to time.
+BODY_WHOLE = "gateway.body_whole"
 
 
 def timeout_error(timeout_s: float) -> ProxyError:
@@ -59,7 +63,7 @@ class BodyDeadline:
         self._sweeper: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or BODY_WHOLE in scope:
             await self.app(scope, receive, send)
             return
         loop = asyncio.get_running_loop()

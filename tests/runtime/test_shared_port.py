@@ -27,6 +27,7 @@ from websockets.asyncio.client import connect
 from gateway.runtime import lean_ingress, shared_port
 from gateway.runtime.ports import free_port
 from gateway.runtime.shared_port import SharedPort, SharedPortListener
+from gateway.transports.deadline import BODY_WHOLE
 
 HOST = "127.0.0.1"
 
@@ -46,6 +47,7 @@ class Named:
         self.release = asyncio.Event()
         self.started = asyncio.Event()
         self.entered = 0  # requests handed to the app (a replica's path, where a request holds a slot)
+        self.whole: list[bool] = []  # per request handed over: whether the listener said its body was whole
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
@@ -60,6 +62,7 @@ class Named:
             self.started.set()
             await self.release.wait()
         self.entered += 1
+        self.whole.append(scope.get(BODY_WHOLE, False))
         received = b""
         while True:
             message = await receive()
@@ -354,6 +357,7 @@ async def test_a_slow_body_is_waited_for_before_the_replica_sees_it_and_408_when
         head = await asyncio.wait_for(big.reader.readuntil(b"\r\n\r\n"), 10)
         echoed = f"one:{size}".encode()
         assert head.startswith(b"HTTP/1.1 200") and await big.reader.readexactly(len(echoed)) == echoed
+        assert app.whole == [True, False]  # the replica's body deadline skips the first, times the second
         for c in (conn, late, big):
             c.close()
 

@@ -9,7 +9,7 @@ import orjson
 import pytest
 from starlette.types import Message, Receive, Scope, Send
 
-from gateway.transports.deadline import BodyDeadline
+from gateway.transports.deadline import BODY_WHOLE, BodyDeadline
 
 SCOPE: Scope = {"type": "http", "method": "POST", "path": "/", "headers": []}
 
@@ -41,13 +41,13 @@ def parts(*chunks: bytes, stall: bool = False) -> Receive:
     return receive
 
 
-async def run(app: BodyDeadline, receive: Receive) -> list[Message]:
+async def run(app: BodyDeadline, receive: Receive, scope: Scope = SCOPE) -> list[Message]:
     sent: list[Message] = []
 
     async def send(message: Message) -> None:
         sent.append(message)
 
-    await app(SCOPE, receive, send)
+    await app(scope, receive, send)
     return sent
 
 
@@ -74,3 +74,17 @@ async def test_a_cancelled_request_stays_cancelled_and_leaves_nothing_behind() -
     with pytest.raises(asyncio.CancelledError):
         await task
     assert app._reading == {}
+
+
+async def test_a_body_the_server_in_front_says_is_whole_is_not_timed() -> None:
+    """The shared port sets BODY_WHOLE once it holds the whole body (tests/runtime/test_shared_port.py): the
+    app's reads are then the server's replay, and the deadline is not this middleware's to keep."""
+    app = BodyDeadline(echo, 0.2)
+    task = asyncio.create_task(run(app, parts(b"ab", stall=True), {**SCOPE, BODY_WHOLE: True}))
+    await asyncio.sleep(0.05)
+    assert app._reading == {}  # nothing listed for the sweeper
+    await asyncio.sleep(1.5)  # past the deadline and a sweep
+    assert not task.done()  # no 408
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
