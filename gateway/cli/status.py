@@ -27,7 +27,7 @@ from gateway.app.settings import Settings
 from gateway.cli.ops import ConfigOption, load
 from gateway.cli.stores import StoreNotFound, chain_node, database_url, redis_url
 from gateway.node.http import HttpUpstream, rpc_call
-from gateway.runtime.inspect import RAY_ADDRESS_FILE, ray_report, recorded_ray_address
+from gateway.runtime.inspect import RAY_ADDRESS_FILE, UNREAD, ray_report, recorded_ray_address
 from gateway.signals.store import SignalLog
 from gateway.storage.operator import queue_figures
 from gateway.upstreams.health_actor import UPSTREAM_HEALTH
@@ -204,6 +204,9 @@ def _ray_parts(settings: Settings, timeout_s: float) -> list[Part]:
         parts.append(Part("Serve", UP if ok else DOWN, f"app {serve['status']}: {replicas}", serve))
     parts += _upstreams(report["actors"])
     for name, actor in report["actors"].items():
+        if actor["state"] == UNREAD:  # the read was cut short: not known to be down
+            parts.append(Part(f"actor {name}", WARN, actor["reason"], actor))
+            continue
         state = {"ALIVE": UP, "RESTARTING": WARN}.get(actor["state"], DOWN)
         detail = actor["state"].lower() + (f", {actor['restarts']} restarts" if actor["restarts"] else "")
         if len(nodes) > 1 and actor.get("node"):

@@ -18,6 +18,8 @@ from gateway.runtime.cluster import SERVE_APP_NAME
 
 #: Under the data dir: the GCS address of the Ray cluster ``gateway up`` started or joined.
 RAY_ADDRESS_FILE = "ray-address"
+#: An actor's state in :func:`ray_report` when the read was cut short before it.
+UNREAD = "UNREAD"
 #: Ray's environment variable for its authentication mode (``token`` or ``disabled``).
 RAY_AUTH_MODE = "RAY_AUTH_MODE"
 
@@ -94,6 +96,7 @@ def ray_report(address: str, actor_names: list[str], timeout_s: float = 30.0) ->
             live = [info for info in ray_state.actors().values() if info.get("State") != "DEAD"]
             by_name = {info.get("Name"): info for info in live if info.get("Name") in ours}
             actors: dict[str, Any] = {}
+            report["actors"] = actors  # filled as each is read: what a read cut short found is kept
             for name in actor_names:
                 info = by_name.get(name)
                 entry: dict[str, Any] = {
@@ -108,7 +111,6 @@ def ray_report(address: str, actor_names: list[str], timeout_s: float = 30.0) ->
                     except Exception as exc:  # an actor that does not answer is reported, not fatal
                         entry["status_error"] = f"{type(exc).__name__}: {exc}"
                 actors[name] = entry
-            report["actors"] = actors
             report["serve"] = _serve_status(live)
         finally:
             ray.shutdown()
@@ -116,7 +118,16 @@ def ray_report(address: str, actor_names: list[str], timeout_s: float = 30.0) ->
     bounded(read, timeout_s, "reading the Ray cluster")
     if "nodes" not in report:
         raise TimeoutError(f"the Ray cluster at {address} did not answer within {timeout_s:g} s")
-    return report
+    # Cut short after the nodes (an actor's status() waits up to 5 s each, say for a node just lost): what was
+    # not read is reported so, not left out.
+    # Copies (one C call each, under the GIL): a read cut short may still be running in its thread.
+    unread = f"not read: the cluster's answers took more than {timeout_s:g} s"
+    result, actors = dict(report), dict(report.get("actors", {}))
+    for name in actor_names:
+        actors.setdefault(name, {"state": UNREAD, "restarts": 0, "node": None, "reason": unread})
+    result["actors"] = actors
+    result.setdefault("serve", {"error": unread})
+    return result
 
 
 def stop_service_actors(address: str, timeout_s: float = 30.0) -> list[str]:

@@ -149,7 +149,8 @@ def placement(parts: dict[str, Any]) -> dict[str, str | None]:
     where = {
         name.removeprefix("actor "): p["data"].get("node") for name, p in parts.items() if name.startswith("actor ")
     }
-    nodes = parts["Serve"]["data"]["deployments"]["Ingress"]["nodes"]
+    # a read cut short (the cluster slow to answer just after the kill) has no deployments: no replica placed yet
+    nodes = parts["Serve"]["data"].get("deployments", {}).get("Ingress", {}).get("nodes", {})
     where["replicas"] = ",".join(sorted(node for node, n in nodes.items() for _ in range(n)))
     return where
 
