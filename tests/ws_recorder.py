@@ -64,7 +64,13 @@ async def ws_recorder(base_url: str, key: str) -> AsyncIterator[WsRecorder]:
         try:
             yield recorder
         finally:
-            recorder._reader.cancel()
+            # Closed before the reader stops: every frame the server wrote before its close frame is still
+            # read and recorded (a test compares what it was billed with what it received).
+            await ws.close()
+            try:
+                await asyncio.wait_for(recorder._reader, ANSWER_WITHIN_S)
+            except TimeoutError:
+                recorder._reader.cancel()
 
 
 async def _until(condition: Callable[[], bool]) -> None:
