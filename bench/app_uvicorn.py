@@ -28,7 +28,8 @@ def main() -> None:
     from gateway.app.replica import GatewayApp
     from gateway.app.settings import Settings
     from gateway.base.process_gc import tune_gc
-    from gateway.transports.http import UVICORN_OPTIONS, build_http_app
+    from gateway.pubsub.ws import UVICORN_WS_OPTIONS
+    from gateway.transports.http import build_http_app
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
@@ -41,7 +42,7 @@ def main() -> None:
     tune_gc(settings.gc_young_threshold)  # as an ingress replica does
     gw = GatewayApp(settings)
     app = paired_app(gw, build_http_app(gw))  # bench/unmetered.py's, without Serve (nor Ray imported)
-    uvicorn.Server(uvicorn_config(app, args.host, args.port, lifespan="on", **UVICORN_OPTIONS)).run()
+    uvicorn.Server(uvicorn_config(app, args.host, args.port, lifespan="on", **UVICORN_WS_OPTIONS)).run()
 
 
 if __name__ == "__main__":

@@ -17,8 +17,9 @@ from gateway.app.settings import Settings
 from gateway.base.keys import ServiceKeyAddresses, service_key_addresses
 from gateway.base.stopping import await_chain
 from gateway.limits.settings import DEFAULT_IP_LIMITS
+from gateway.pubsub.ws import UVICORN_WS_OPTIONS
 from gateway.runtime.ports import free_port
-from gateway.transports.http import UVICORN_OPTIONS, build_http_app
+from gateway.transports.http import build_http_app
 
 #: Per-address limits high enough for suites that create many accounts and sessions from 127.0.0.1;
 #: the limits themselves are tested with their defaults (tests/limits/test_addresses.py).
@@ -55,7 +56,7 @@ async def serve_gateway(
         log_level="warning",
         lifespan="on",
         forwarded_allow_ips="",  # as the stack runs it: the gateway decides which forwarded address to believe
-        **UVICORN_OPTIONS,  # type: ignore[arg-type]  # as a replica serves it
+        **UVICORN_WS_OPTIONS,  # type: ignore[arg-type]
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())

@@ -23,6 +23,7 @@ from actors.shard_client import RayShards
 from gateway.app.replica import GatewayApp
 from gateway.app.settings import Settings
 from gateway.base.process_gc import tune_gc
+from gateway.pubsub.ws import UVICORN_WS_OPTIONS
 from gateway.runtime.cluster import STOP_GRACE_S
 from gateway.runtime.exposure import serve_internal_grpc_on_loopback
 from gateway.runtime.haproxy_edge import EdgeLimits
@@ -32,28 +33,28 @@ from gateway.runtime.service_deployment import Service
 from gateway.runtime.serving import refuse_unless_ready
 from gateway.runtime.shared_port import SharedPort
 from gateway.runtime.shared_port import install as install_shared_port
-from gateway.transports.http import UVICORN_OPTIONS, build_http_app
+from gateway.transports.http import build_http_app
 
 
-def serve_with_the_gateways_options() -> None:
-    """Make the uvicorn servers Serve starts in this replica run with :data:`UVICORN_OPTIONS`: WebSockets
-    pinged every 25 s (docs/api.md's), their message limit and the protocol that writes a socket's queued
-    frames together, and the HTTP protocol that answers in one write (gateway/transports/one_write.py).
+def ping_websockets_as_the_spec_says() -> None:
+    """Make the uvicorn server Serve starts in this replica ping WebSockets every 25 s (docs/api.md's).
 
-    Serve builds ``uvicorn.Config`` itself, after the replica's class is constructed, with none of these
-    options (uvicorn's ping is 20 s). Idempotent; only this process is affected.
+    Serve builds ``uvicorn.Config`` itself, after the replica's class is constructed, and has no
+    WebSocket ping option; uvicorn's default is 20 s. The rest of :data:`UVICORN_WS_OPTIONS` comes
+    with it (the message limit, and the protocol that writes a socket's queued frames together).
+    Idempotent; only this process is affected.
     """
     import uvicorn
 
-    if getattr(uvicorn.Config, "gateway_options", False):
+    if getattr(uvicorn.Config, "gateway_ws_pings", False):
         return
     base = uvicorn.Config
 
     class Config(base):  # type: ignore[valid-type,misc]
-        gateway_options = True
+        gateway_ws_pings = True
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            for name, value in UVICORN_OPTIONS.items():
+            for name, value in UVICORN_WS_OPTIONS.items():
                 kwargs.setdefault(name, value)
             super().__init__(*args, **kwargs)
 
@@ -85,7 +86,7 @@ class Ingress:
         read_pool_from_cluster()  # the nodes' health from the upstream-health actor
         if validated.lean_ingress:
             install_lean_ingress()  # before Serve starts this replica's HTTP server, which binds the path
-        serve_with_the_gateways_options()
+        ping_websockets_as_the_spec_says()
         if validated.ingress_mode == "reuseport":  # before Serve starts this replica's servers, as above
             limits = EdgeLimits.from_env(os.environ)
             shared = SharedPort(

@@ -55,7 +55,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gateway.runtime.lean_ingress import changed, digests
 from gateway.transports.cors import Cors, OriginPolicy
 from gateway.transports.deadline import BODY_WHOLE, timeout_body
-from gateway.transports.one_write import OneWriteHttp
 
 log = logging.getLogger(__name__)
 
@@ -292,7 +291,6 @@ class SharedPortListener:
         sock = reuse_port_socket(self.shared.host, self.shared.port)
         config = uvicorn.Config(  # uvicorn.Config as patched in the replica: the gateway's WebSocket options
             self,
-            http=OneWriteHttp,  # said here too, for a listener outside a replica (the tests')
             timeout_keep_alive=max(1, round(self.shared.keepalive_s)),
             lifespan="off",
             access_log=False,

@@ -23,17 +23,12 @@ from gateway.core.errors import ProxyError
 from gateway.mcp.server import MCP_PATH, McpTransport, own_origins
 from gateway.pipeline.http import RPC_MAX_BODY_BYTES, RpcFirst, WebSocketFirst, mount, to_response
 from gateway.pipeline.stages import ReplyStyle, json_reply
-from gateway.pubsub.ws import UVICORN_WS_OPTIONS, WS_PATH, WsTransport
+from gateway.pubsub.ws import WS_PATH, WsTransport
 from gateway.rpc.api_doc import RPC_PATHS
 from gateway.transports.access_log import with_access_log
 from gateway.transports.cors import Cors, OriginPolicy
 from gateway.transports.deadline import BodyDeadline
-from gateway.transports.one_write import OneWriteHttp
 from gateway.transports.openapi import openapi_document
-
-#: The options of every uvicorn server that serves :func:`build_http_app` (an ingress replica's, the shared
-#: port's, the tests' and the benchmarks'): the HTTP protocol that answers in one write, and ``/ws``'s options.
-UVICORN_OPTIONS: dict[str, object] = {"http": OneWriteHttp, **UVICORN_WS_OPTIONS}
 
 #: /docs: the vendored Swagger UI (the swagger-ui-bundle package) rendering /openapi.json, with no
 #: request leaving the machine.
