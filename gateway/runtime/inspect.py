@@ -119,8 +119,8 @@ def ray_report(address: str, actor_names: list[str], timeout_s: float = 30.0) ->
     if "nodes" not in report:
         raise TimeoutError(f"the Ray cluster at {address} did not answer within {timeout_s:g} s")
     # Cut short after the nodes (an actor's status() waits up to 5 s each, say for a node just lost): what was
-    # not read is reported so, not left out.
-    # Copies (one C call each, under the GIL): a read cut short may still be running in its thread.
+    # not read is reported so, not left out. Copied (one C call each, under the GIL): the cut-short read may
+    # still be running in its thread.
     unread = f"not read: the cluster's answers took more than {timeout_s:g} s"
     result, actors = dict(report), dict(report.get("actors", {}))
     for name in actor_names:
