@@ -7,7 +7,7 @@ bundled HAProxy, :mod:`gateway.runtime.haproxy_edge`, and at the replicas' share
 :mod:`gateway.runtime.shared_port`, a small body reaches the replica's path whole or not at all; this
 deadline is what holds for larger bodies, in ``direct`` mode, and for anything that reaches the replica
 otherwise. The shared port says when it hands over a whole body, :data:`BODY_WHOLE`, and such a request
-skips this middleware's bookkeeping: about 4 µs a call in a profile of the metered call.)
+skips this middleware's bookkeeping: about 4 µs a request, measured in process (bench/README.md).)
 
 One ASGI middleware in front of every route, so the JSON-RPC paths, the REST routes and the MCP SDK's
 own body reading are all covered alike. On the deadline it answers 408 itself, then tells the app the
