@@ -1,10 +1,27 @@
-"""Conservation audit of one account, for tests and operators: reads only."""
+"""Conservation audit of one account, for tests and operators: reads only.
+
+One statement, so one snapshot: a flush commits the ledger, the batches and the account row together, and an audit
+that read them in three statements could see a flush land between two of them (a false alarm on a live system; a
+CI run of test_crash saw exactly that: ledger and batches at 35 consumed, the account row at 55).
+"""
 
 from __future__ import annotations
 
 import asyncpg
 
 from gateway.core.credits import Conservation
+
+_AUDIT = """
+SELECT
+  COALESCE(sum(amount) FILTER (WHERE type IN ('deposit', 'bonus', 'adjustment')), 0)::bigint AS granted,
+  COALESCE(-sum(amount) FILTER (WHERE type IN ('debit', 'refund')), 0)::bigint AS consumed,
+  COALESCE(-sum(amount) FILTER (WHERE type = 'expiry'), 0)::bigint AS expired,
+  COALESCE(sum(amount), 0)::bigint AS total,
+  (SELECT COALESCE(sum(remaining), 0)::bigint FROM credit_batches WHERE pubkey = $1) AS remaining,
+  (SELECT balance FROM accounts WHERE pubkey = $1) AS balance,
+  (SELECT total_consumed FROM accounts WHERE pubkey = $1) AS total_consumed
+FROM ledger_entries WHERE pubkey = $1
+"""
 
 
 async def check_conservation(conn: asyncpg.Connection, pubkey: str) -> Conservation:
@@ -13,27 +30,14 @@ async def check_conservation(conn: asyncpg.Connection, pubkey: str) -> Conservat
     granted (deposit + bonus + adjustment) == consumed (debits - refunds) + expired + balance,
     and balance == sum(ledger) == sum(batch remainders), consumed == accounts.total_consumed.
     """
-    ledger = await conn.fetchrow(
-        """SELECT
-             COALESCE(sum(amount) FILTER (WHERE type IN ('deposit', 'bonus', 'adjustment')), 0)::bigint AS granted,
-             COALESCE(-sum(amount) FILTER (WHERE type IN ('debit', 'refund')), 0)::bigint AS consumed,
-             COALESCE(-sum(amount) FILTER (WHERE type = 'expiry'), 0)::bigint AS expired,
-             COALESCE(sum(amount), 0)::bigint AS total
-           FROM ledger_entries WHERE pubkey = $1""",
-        pubkey,
-    )
-    remaining = await conn.fetchval(
-        "SELECT COALESCE(sum(remaining), 0)::bigint FROM credit_batches WHERE pubkey = $1", pubkey
-    )
-    account = await conn.fetchrow("SELECT balance, total_consumed FROM accounts WHERE pubkey = $1", pubkey)
-    balance = int(account["balance"]) if account else 0
-    total_consumed = int(account["total_consumed"]) if account else 0
+    row = await conn.fetchrow(_AUDIT, pubkey)
+    assert row is not None  # an aggregate without GROUP BY always gives one row
     return Conservation(
-        granted=int(ledger["granted"]),
-        consumed=int(ledger["consumed"]),
-        expired=int(ledger["expired"]),
-        balance=balance,
-        ledger_sum=int(ledger["total"]),
-        batch_remaining=int(remaining),
-        total_consumed=total_consumed,
+        granted=int(row["granted"]),
+        consumed=int(row["consumed"]),
+        expired=int(row["expired"]),
+        balance=int(row["balance"] or 0),
+        ledger_sum=int(row["total"]),
+        batch_remaining=int(row["remaining"]),
+        total_consumed=int(row["total_consumed"] or 0),
     )
