@@ -109,13 +109,13 @@ async def test_a_follower_serves_the_leaders_chain_and_sends_to_the_leader(tmp_p
         same: list[tuple[Any, ...]] = [
             ("getTransaction", str(sig), {"encoding": "json", "maxSupportedTransactionVersion": 0}),
             ("getTransaction", str(sig), {"encoding": "jsonParsed", "maxSupportedTransactionVersion": 0}),
-            ("getSignatureStatuses", [str(sig), str(airdrop)]),
             ("getBlock", slot, {"maxSupportedTransactionVersion": 0}),
             ("getSignaturesForAddress", str(payer.pubkey())),
         ]
         for method, *params in same:
             assert await result(follower.rpc_url, method, *params) == await result(leader.rpc_url, method, *params)
-        same_values: list[tuple[Any, ...]] = [
+        same_values: list[tuple[Any, ...]] = [  # the context's slot is each node's own: a tick may fall between
+            ("getSignatureStatuses", [str(sig), str(airdrop)]),
             ("getBalance", str(payer.pubkey())),
             ("getBalance", str(to)),
             ("getAccountInfo", str(to), {"encoding": "base64"}),
