@@ -49,7 +49,7 @@ $(WEBAPP): webapp/build webapp/build.mjs webapp/package.json webapp/package-lock
 webapp: $(WEBAPP)
 
 # Bytecode, compiled ahead: every Ray worker, replica, devnode and CLI process imports the same modules, and where
-# Python may not write its caches (PYTHONDONTWRITEBYTECODE, as on the machines CI runs on) each process compiled them
+# Python may not write its caches (PYTHONDONTWRITEBYTECODE, as on this development machine) each process compiled them
 # from source again: `import serve_app` took 11.6 s of CPU there, 4.4 s with the caches (docs/development.md). The
 # locks' packages are compiled by uv at install (--compile-bytecode); the project's own sources here, only what
 # changed since the last run.
@@ -73,7 +73,7 @@ check: $(DEV)
 	$(BIN)/lint-imports
 	$(BIN)/python ops/check-doc-paths docs/architecture.md  # every path it names exists
 
-bench: $(DEV)
+bench: $(DEV) bytecode
 	$(BIN)/python -m bench
 
 # The fault suite (docs/reliability.md): one stack, faults one at a time, then the checks. FAULTS_ARGS: e.g. --operations 100.
