@@ -238,6 +238,11 @@ def reuse_port_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _whole(last: Message) -> bool:
+    """Whether ``last`` ends a body that arrived whole (a disconnect ends none)."""
+    return last["type"] == "http.request" and not last.get("more_body")
+
+
 class SharedPortListener:
     """One replica's server on the shared port, serving ``app`` (the replica's direct-ingress path)."""
 
@@ -262,7 +267,7 @@ class SharedPortListener:
             send = _closing(send)
         first = await receive()  # a body sent with its headers is here already
         if not first.get("more_body"):
-            if first["type"] == "http.request":  # a whole body: the replica's deadline has nothing to time
+            if _whole(first):  # the replica's deadline has nothing to time
                 scope[BODY_WHOLE] = True
             await self._app(scope, _replay([first], receive), send)
             return
@@ -277,7 +282,7 @@ class SharedPortListener:
         except TimeoutError:
             await self._late(scope, receive, send)
             return
-        if not received[-1].get("more_body") and received[-1]["type"] == "http.request":
+        if _whole(received[-1]):
             scope[BODY_WHOLE] = True
         await self._app(scope, _replay(received, receive), send)
 
