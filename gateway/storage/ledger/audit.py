@@ -12,15 +12,18 @@ import asyncpg
 from gateway.core.credits import Conservation
 
 _AUDIT = """
-SELECT
-  COALESCE(sum(amount) FILTER (WHERE type IN ('deposit', 'bonus', 'adjustment')), 0)::bigint AS granted,
-  COALESCE(-sum(amount) FILTER (WHERE type IN ('debit', 'refund')), 0)::bigint AS consumed,
-  COALESCE(-sum(amount) FILTER (WHERE type = 'expiry'), 0)::bigint AS expired,
-  COALESCE(sum(amount), 0)::bigint AS total,
-  (SELECT COALESCE(sum(remaining), 0)::bigint FROM credit_batches WHERE pubkey = $1) AS remaining,
-  (SELECT balance FROM accounts WHERE pubkey = $1) AS balance,
-  (SELECT total_consumed FROM accounts WHERE pubkey = $1) AS total_consumed
-FROM ledger_entries WHERE pubkey = $1
+WITH ledger AS (
+  SELECT
+    COALESCE(sum(amount) FILTER (WHERE type IN ('deposit', 'bonus', 'adjustment')), 0)::bigint AS granted,
+    COALESCE(-sum(amount) FILTER (WHERE type IN ('debit', 'refund')), 0)::bigint AS consumed,
+    COALESCE(-sum(amount) FILTER (WHERE type = 'expiry'), 0)::bigint AS expired,
+    COALESCE(sum(amount), 0)::bigint AS total
+  FROM ledger_entries WHERE pubkey = $1
+), batches AS (
+  SELECT COALESCE(sum(remaining), 0)::bigint AS remaining FROM credit_batches WHERE pubkey = $1
+)
+SELECT ledger.*, batches.remaining, account.balance, account.total_consumed
+FROM ledger CROSS JOIN batches LEFT JOIN accounts AS account ON account.pubkey = $1
 """
 
 
@@ -31,7 +34,7 @@ async def check_conservation(conn: asyncpg.Connection, pubkey: str) -> Conservat
     and balance == sum(ledger) == sum(batch remainders), consumed == accounts.total_consumed.
     """
     row = await conn.fetchrow(_AUDIT, pubkey)
-    assert row is not None  # an aggregate without GROUP BY always gives one row
+    assert row is not None  # aggregates without GROUP BY give one row each, and the account is a left join
     return Conservation(
         granted=int(row["granted"]),
         consumed=int(row["consumed"]),
