@@ -15,9 +15,14 @@ path, lean"); issue 64 has the profile.
   count that drain, autoscaling and ``serve_replica_processing_queries`` read), through Serve's own
   ``_semaphore`` and ``inc/dec_num_ongoing_requests``;
 - the per-request metrics operators scrape (``serve_deployment_request_counter``, its error counter and
-  latency histogram, the HTTP ingress counters and histogram), through Serve's own
-  ``record_request_metrics`` and ``record_ingress_request_metrics``, with the route and status Serve
-  would give them; a failing request is logged as Serve logs it ("Request failed.");
+  latency histogram, the HTTP ingress counters and histogram, the utilization and maximum-latency
+  windows), with the route and status Serve would give them. A request that failed or was answered 4xx
+  or 5xx goes through Serve's own ``record_request_metrics`` and ``record_ingress_request_metrics``
+  (a failure logged as Serve logs it, "Request failed."). The others, nearly all, are kept in a list
+  (:class:`Later`) and handed to the same structures of Serve's in bulk, just before Serve's own report
+  reads them every ``RAY_SERVE_METRICS_EXPORT_INTERVAL_MS`` (``_report_cached_metrics``): the same
+  counts, latencies and windows, written as Serve's two methods write them, at a fraction of their
+  cost a request (bench/README.md, "Serve's per-request metrics in bulk");
 - disconnects and the request timeout: it takes only requests whose disconnects Serve would not watch
   (the edge, :class:`gateway.transports.ray_edge.ServeEdge`, marks every HTTP request
   ``x-request-disconnect-disabled`` after stripping the client's control headers; its exact header tuple,
@@ -70,6 +75,13 @@ REPLACED: dict[str, str] = {
     "replica.ReplicaMetricsManager.record_ingress_request_metrics": "35d39ba3f73c90d6",
     "replica.UserCallableWrapper._call_http_entrypoint": "c1946cac242f46a7",
     "http_util.ASGIAppReplicaWrapper.__call__": "63baf54c3abca265",
+    # What :class:`Later` writes, and where it hands it over.
+    "replica.ReplicaMetricsManager.__init__": "ff863918a5c96969",
+    "replica.ReplicaMetricsManager._report_cached_metrics": "f0f7e1c062ead2af",
+    "replica.ReplicaMetricsManager._report_cached_metrics_forever": "f2b8c2bb31753755",
+    "rolling_window.RollingWindowAccumulator.add": "a40d96ee63271804",
+    "rolling_window.RollingWindowMax.add": "803a66422ce9fbf9",
+    "request_ingress_metrics.RequestIngressMetrics.request_tags": "cedf1bef20e737f6",
 }
 
 #: The paths Serve answers itself in a replica (HAProxy's health checks among them).
@@ -80,16 +92,23 @@ def digests(pinned: Mapping[str, str] = REPLACED) -> dict[str, str]:
     """``pinned``'s names (under Serve's ``replica`` or ``http_util`` module) with the digests of their source
     in the installed Ray. A method a wrapper of the gateway's replaced (``gateway_original``) is read as
     Serve's own (:mod:`gateway.runtime.shared_port` pins the methods it wraps this way)."""
-    from ray.serve._private import http_util, replica
+    from ray.serve._private import http_util, replica, request_ingress_metrics, rolling_window
 
-    modules = {"replica": replica, "http_util": http_util}
+    modules = {
+        "replica": replica,
+        "http_util": http_util,
+        "rolling_window": rolling_window,
+        "request_ingress_metrics": request_ingress_metrics,
+    }
     found: dict[str, str] = {}
     for name in pinned:
         module, *path = name.split(".")
         obj: Any = modules[module]
         for part in path:
             obj = getattr(obj, part)
-        source = inspect.getsource(getattr(obj, "gateway_original", obj))
+        while hasattr(obj, "gateway_original"):  # wrapped by the gateway, maybe twice: Serve's own below
+            obj = obj.gateway_original
+        source = inspect.getsource(obj)
         found[name] = hashlib.sha256(source.encode()).hexdigest()[:16]
     return found
 
@@ -119,8 +138,88 @@ def install() -> bool:
         log.warning("lean ingress: Serve's own request path kept, Serve differs in %s", ", ".join(differing))
         return False
     lean = _make_lean(current)
+    manager = replica.ReplicaMetricsManager
+    manager._report_cached_metrics = _hand_over_first(manager._report_cached_metrics)  # type: ignore[method-assign]
     replica.Replica._direct_ingress_asgi = lean  # type: ignore[method-assign]
     return True
+
+
+#: How many requests :class:`Later` keeps before it hands them over itself (Serve's report, ten times a
+#: second by default, normally takes them first: a few thousand at most).
+LATER_MAX = 10_000
+
+
+class Later:
+    """The Serve metrics of one replica's plain successes (no failure, status below 400), kept until
+    Serve's next report: the bulk form of what ``record_request_metrics`` and
+    ``record_ingress_request_metrics`` write a request when Serve's cached metrics are on. Written on the
+    replica's event loop only, as Serve's own cached metrics are."""
+
+    def __init__(self, manager: Any, route: str, app_name: str, ingress: bool) -> None:
+        from ray.serve._private.common import RequestProtocol
+        from ray.serve._private.request_ingress_metrics import RequestIngressMetrics
+
+        self.route = route
+        self.app_name = app_name
+        self.ingress = ingress  # whether Serve's replica records its HTTP ingress metrics itself
+        self.pending: list[tuple[str, int, float]] = []  # (method, status, latency in ms) a request
+        self._manager = manager
+        self._http = RequestProtocol.HTTP
+        self._tags = RequestIngressMetrics.request_tags
+        self._keys: dict[tuple[str, int], frozenset[tuple[str, str]]] = {}
+
+    def add(self, method: str, status: int, latency_ms: float) -> None:
+        pending = self.pending
+        pending.append((method, status, latency_ms))
+        if len(pending) >= LATER_MAX:  # Serve's report is not running: do not grow without bound
+            self.hand_over()
+
+    def hand_over(self) -> None:
+        """Write what is kept into Serve's structures, as Serve's two methods would have one by one."""
+        pending, self.pending = self.pending, []
+        if not pending:
+            return
+        manager, route = self._manager, self.route
+        latencies = [latency for _, _, latency in pending]
+        manager._user_code_time_accumulator.add(sum(latencies))  # a sum in a window's bucket
+        manager._max_processing_latency_trackers[route].add(max(latencies))  # and the bucket's maximum
+        manager._cached_latencies[route].extend(latencies)
+        manager._cached_request_counter[route] += len(pending)
+        if not self.ingress:
+            return
+        counts = manager._cached_ingress_request_counter[self._http]
+        kept = manager._cached_ingress_processing_latencies[self._http]
+        keys = self._keys
+        for method, status, latency in pending:
+            key = keys.get((method, status))
+            if key is None:
+                key = frozenset(
+                    self._tags(route=route, method=method, application=self.app_name, status_code=str(status)).items()
+                )
+                if len(keys) < 256:  # methods and statuses are few (llhttp's methods); bounded anyway
+                    keys[(method, status)] = key
+            counts[key] += 1
+            kept[key].append(latency)
+
+
+#: The manager's attribute holding its replica's :class:`Later` (Serve's manager is a plain object).
+_LATER = "_gateway_later"
+
+
+def _hand_over_first(report: Callable[[Any], None]) -> Callable[[Any], None]:
+    """Serve's ``_report_cached_metrics``, handing over the kept requests' metrics first."""
+    if getattr(report, "gateway_hands_over", False):
+        return report
+
+    def reporting(manager: Any) -> None:
+        later: Later | None = getattr(manager, _LATER, None)
+        if later is not None:
+            later.hand_over()
+        report(manager)
+
+    reporting.gateway_hands_over = True  # type: ignore[attr-defined]
+    reporting.gateway_original = report  # type: ignore[attr-defined]
+    return reporting
 
 
 def _make_lean(serve_path: Callable[..., Any]) -> Callable[..., Any]:
@@ -150,6 +249,11 @@ def _make_lean(serve_path: Callable[..., Any]) -> Callable[..., Any]:
                 and options.request_timeout_s is None
             )
             fits[id(replica)] = fit
+            manager = replica._metrics_manager
+            if fit and manager._cached_metrics_enabled and getattr(manager, _LATER, None) is None:
+                ingress = manager._should_emit_request_ingress_metrics(http)
+                later = Later(manager, replica._route_prefix or "", replica._deployment_id.app_name, ingress)
+                setattr(manager, _LATER, later)
         return fit
 
     async def lean_direct_ingress_asgi(self: Any, scope: Scope, receive: Receive, send: Send) -> None:
@@ -195,6 +299,11 @@ def _make_lean(serve_path: Callable[..., Any]) -> Callable[..., Any]:
             serve_logger.exception("Request failed.")
             self._on_request_failed(counted, exc)
         latency_ms = (time.time() - start) * 1000
+        if failure is None and status is not None and status < 400:
+            later: Later | None = getattr(metrics, _LATER, None)
+            if later is not None:  # Serve's cached metrics: handed over with its next report
+                later.add(scope["method"], status, latency_ms)
+                return
         route = self._route_prefix or ""  # as Serve's _determine_http_route for an app without routes
         metrics.record_request_metrics(
             route=route,

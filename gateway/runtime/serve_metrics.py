@@ -70,6 +70,7 @@ def _count(backend: RayBackend) -> None:
         report(self)  # Serve's counters and gauges; its histograms find nothing left to observe
 
     counted.gateway_counted = True  # type: ignore[attr-defined]
+    counted.gateway_original = report  # type: ignore[attr-defined]  # Serve's, for the pinned digests
     setattr(manager, "_report_cached_metrics", counted)  # noqa: B010  # a method of Serve's, replaced
 
 

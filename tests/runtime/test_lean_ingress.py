@@ -8,7 +8,8 @@ middleware in front of the replica) and a probe deployment that installs the lea
 ``Ingress`` does, and check through HTTP what Serve's bookkeeping sees: the ongoing-request count while a
 request is held and after, the per-request metrics Serve is handed (route, status, errors), a failing
 request answered 500 and counted as an error, Serve's own health check still Serve's, and the edge's
-client address and request id reaching the app. The whole service's path (drain, autoscaling, the
+client address and request id reaching the app, and what Serve's report exports of the requests the lean path
+keeps for it (:class:`gateway.runtime.lean_ingress.Later`). The whole service's path (drain, autoscaling, the
 scraped metrics) runs through it in tests/stacks (test_restart, test_autoscaling,
 test_prometheus_scrape, test_edge), as it is on by default.
 """
@@ -47,12 +48,14 @@ def test_serve_is_what_the_lean_path_was_written_against() -> None:
 
 
 class ProbeApp:
-    """The probe's ASGI app: ``/hold`` waits until ``/release``; ``/boom`` raises; ``/state`` says what the
-    replica and Serve's metrics manager saw. No ``routes`` attribute, as the gateway's app has none."""
+    """The probe's ASGI app: ``/hold`` waits until ``/release``; ``/boom`` raises; ``/teapot`` answers 418;
+    ``/state`` says what the replica and Serve's metrics manager saw, and what Serve's report exported. No
+    ``routes`` attribute, as the gateway's app has none."""
 
     def __init__(self) -> None:
         self.released = asyncio.Event()
         self.recorded: list[dict[str, Any]] = []
+        self.exported: list[dict[str, Any]] = []
         self.replica: Any = None
 
     def find_replica(self) -> Any:
@@ -75,6 +78,25 @@ class ProbeApp:
                     serve_record(**kwargs)
 
                 setattr(manager, name, record)
+            # What Serve's report hands to Ray's metrics: the series operators scrape.
+            from ray.serve._private.common import RequestProtocol
+
+            ingress = manager._ingress_metrics[RequestProtocol.HTTP]
+            for series, metric, method in (
+                ("requests", manager._request_counter, "inc"),
+                ("latencies", manager._processing_latency_tracker, "observe"),
+                ("ingress_requests", ingress.request_counter, "inc"),
+                ("ingress_latencies", ingress.processing_latency_tracker, "observe"),
+            ):
+                serve_export = getattr(metric, method)
+
+                def export(
+                    value: float = 1.0, tags: Any = None, series: str = series, serve_export: Any = serve_export
+                ) -> None:
+                    self.exported.append({"series": series, "value": value, "tags": dict(tags or {})})
+                    serve_export(value, tags=tags)
+
+                setattr(metric, method, export)
         return self.replica
 
     @staticmethod
@@ -101,6 +123,10 @@ class ProbeApp:
             self.released.set()
         elif path == "/boom":
             raise RuntimeError("boom")
+        elif path == "/teapot":
+            await send({"type": "http.response.start", "status": 418, "headers": []})
+            await send({"type": "http.response.body", "body": b"{}"})
+            return
         from ray.serve import context
 
         body = {
@@ -110,6 +136,7 @@ class ProbeApp:
             "ongoing": replica.get_num_ongoing_requests(),
             "manager_ongoing": replica._metrics_manager._num_ongoing_requests,
             "recorded": self.recorded,
+            "exported": self.exported,
             "client": scope.get("client"),
             "edge_request_id": scope.get(EDGE_REQUEST_ID),
         }
@@ -209,8 +236,8 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             driver.wait()
 
 
-def get(url: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
-    request = urllib.request.Request(url, headers=headers or {})
+def get(url: str, headers: dict[str, str] | None = None, method: str = "GET") -> dict[str, Any]:
+    request = urllib.request.Request(url, headers=headers or {}, method=method)
     with urllib.request.urlopen(request, timeout=60) as response:
         answer: dict[str, Any] = json.loads(response.read())
         return answer
@@ -221,13 +248,38 @@ def test_a_plain_request_takes_the_lean_path_and_is_counted_as_serve_counts_it(p
     assert state["lean"] is True and state["served_by"] == "lean_direct_ingress_asgi"
     assert state["serve_request_id"] == ""  # Serve's path sets a request context; the lean one does not
     assert state["ongoing"] == 1 and state["manager_ongoing"] == 1  # this request itself
+    for _ in range(3):  # POST: no other test's requests are
+        get(probe + "/state", method="POST")
+    deadline = time.monotonic() + 30
+    while True:  # Serve reports ten times a second; the lean path's successes reach its next report
+        exported = [e for e in get(probe + "/state")["exported"] if e["tags"].get("method") == "POST"]
+        if sum(e["value"] for e in exported if e["series"] == "ingress_requests") >= 3:
+            break
+        assert time.monotonic() < deadline, f"Serve's report never exported the 3 POSTs: {exported}"
+        time.sleep(0.2)
+    tags = {"route": "/", "method": "POST", "application": "probe", "status_code": "200"}
+    assert {tuple(sorted(e["tags"].items())) for e in exported} == {tuple(sorted(tags.items()))}
+    assert sum(e["value"] for e in exported if e["series"] == "ingress_requests") == 3
+    assert len([e for e in exported if e["series"] == "ingress_latencies"]) == 3  # one observation each
+    assert all(0 < e["value"] < 60_000 for e in exported if e["series"] == "ingress_latencies")  # milliseconds
     after = get(probe + "/state")
-    mine = after["recorded"][len(state["recorded"]) :]
+    deployment = [e for e in after["exported"] if e["series"] in ("requests", "latencies")]
+    assert {e["tags"]["route"] for e in deployment} == {"/"}
+    assert sum(e["value"] for e in deployment if e["series"] == "requests") >= 4  # the GET and the POSTs at least
+    assert not [r for r in after["recorded"] if r.get("status_code") == "200"]  # none one by one
+
+
+def test_a_refusal_is_counted_one_by_one_as_serve_counts_it(probe: str) -> None:
+    before = len(get(probe + "/state")["recorded"])
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        get(probe + "/teapot")
+    assert refused.value.code == 418
+    mine = get(probe + "/state")["recorded"][before:]
     assert [r["recorder"] for r in mine] == ["record_request_metrics", "record_ingress_request_metrics"]
     request, ingress = mine
     assert request["route"] == "/" and request["is_error"] == "False" and request["exception_type"] == "None"
-    assert ingress["route"] == "/" and ingress["method"] == "GET" and ingress["status_code"] == "200"
-    assert ingress["is_error"] == "False" and ingress["app_name"] == "probe" and ingress["deployment_name"] == "Probe"
+    assert ingress["route"] == "/" and ingress["method"] == "GET" and ingress["status_code"] == "418"
+    assert ingress["is_error"] == "True" and ingress["app_name"] == "probe" and ingress["deployment_name"] == "Probe"
     assert ingress["protocol"].endswith("HTTP")
 
 
