@@ -89,9 +89,11 @@ _SERVE_PATHS = frozenset({"/-/healthz", "/-/routes"})
 
 
 def digests(pinned: Mapping[str, str] = REPLACED) -> dict[str, str]:
-    """``pinned``'s names (under Serve's ``replica`` or ``http_util`` module) with the digests of their source
-    in the installed Ray. A method a wrapper of the gateway's replaced (``gateway_original``) is read as
-    Serve's own (:mod:`gateway.runtime.shared_port` pins the methods it wraps this way)."""
+    """``pinned``'s names (under Serve's ``replica``, ``http_util``, ``rolling_window`` or
+    ``request_ingress_metrics`` module) with the digests of their source in the installed Ray. A method the
+    gateway wrapped (``gateway_original``, once or more) is read as Serve's own
+    (:mod:`gateway.runtime.shared_port` pins the methods it wraps this way, and this module
+    ``_report_cached_metrics``)."""
     from ray.serve._private import http_util, replica, request_ingress_metrics, rolling_window
 
     modules = {
