@@ -209,9 +209,8 @@ _LATER = "_gateway_later"
 
 
 def _hand_over_first(report: Callable[[Any], None]) -> Callable[[Any], None]:
-    """Serve's ``_report_cached_metrics``, handing over the kept requests' metrics first."""
-    if getattr(report, "gateway_hands_over", False):
-        return report
+    """Serve's ``_report_cached_metrics``, handing over the kept requests' metrics first (wrapped once:
+    :func:`install` returns early once the lean path is in place)."""
 
     def reporting(manager: Any) -> None:
         later: Later | None = getattr(manager, _LATER, None)
@@ -219,7 +218,6 @@ def _hand_over_first(report: Callable[[Any], None]) -> Callable[[Any], None]:
             later.hand_over()
         report(manager)
 
-    reporting.gateway_hands_over = True  # type: ignore[attr-defined]
     reporting.gateway_original = report  # type: ignore[attr-defined]
     return reporting
 
