@@ -111,8 +111,10 @@ async def measure(
     pause_s: float = 0.5,
     log: Callable[[str], None] | None = print,
     node_cpu: bool = False,
+    rate: float | None = None,
 ) -> list[Row]:
-    """Load every target at every connection count, one after the other; rows in that order.
+    """Load every target at every connection count, one after the other; rows in that order; with
+    `rate`, each run paced to at most that many requests a second (`run_load`).
 
     Each measurement is a warm-up run (`warmup_s`, discarded) then the measured run. Where
     `cpu_pids[name]` is given, the CPU those processes used during the measured run, divided by
@@ -125,14 +127,14 @@ async def measure(
     for conns in connections:
         for name, url in targets.items():
             if warmup_s > 0:
-                await run_load(url, body, headers, conns, warmup_s, max_requests, 0.0, backend=backend)
+                await run_load(url, body, headers, conns, warmup_s, max_requests, 0.0, backend=backend, rate=rate)
             pids = list((cpu_pids or {}).get(name, ()))
             node = NodeCpu() if node_cpu else None
             if node is not None:
                 node.start()
             cpu_before = process_cpu_s(pids)
             result: LoadResult = await run_load(
-                url, body, headers, conns, duration_s, max_requests, 0.0, backend=backend
+                url, body, headers, conns, duration_s, max_requests, 0.0, backend=backend, rate=rate
             )
             if pids and result.count:
                 result.server_cpu_ms_per_req = (process_cpu_s(pids) - cpu_before) / result.count * 1e3

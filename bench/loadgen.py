@@ -6,6 +6,13 @@ then measures for `duration_s` seconds or `max_requests` requests, whichever end
 Headers are a dict or a zero-argument callable called once per request (to sign each request).
 Only loopback URLs are accepted.
 
+With `rate` (requests a second, Python client only) the loop is paced: worker `i` of `n` sends its
+`k`-th request no earlier than `(k * n + i) / rate` seconds after the start, at once when it is behind,
+so the run never sends faster than `rate` and two targets that both keep up serve the same load: their
+CPU per request compares the same work at the same rate, without a slower target's lower saturated rate
+changing what each request costs (bench/README.md, "the same rate"). A target that cannot keep up is
+loaded closed-loop as without it, and reports fewer than `rate` a second.
+
 The Python client's ceiling (measured 2026-11-22 on the 2-core project machine, client and
 server sharing the two cores). Against `bench.const_upstream` (one uvicorn process, raw ASGI):
 
@@ -108,8 +115,10 @@ async def run_load(
     *,
     backend: str = "python",
     method: str = "POST",
+    rate: float | None = None,
 ) -> LoadResult:
-    """Drive `url` with `connections` concurrent closed-loop clients and measure it.
+    """Drive `url` with `connections` concurrent closed-loop clients and measure it; with `rate`, paced to
+    at most that many requests a second (the Python client: wrk has no pacing).
 
     Bounded in time (`warmup_s + duration_s`, plus at most one request timeout of 10 s) and in
     count (at most `max_requests` measured requests and `max_requests` warm-up requests).
@@ -121,13 +130,17 @@ async def run_load(
         raise ValueError("duration_s must be > 0, warmup_s >= 0 and max_requests >= 1")
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose from {BACKENDS}")
+    if rate is not None and not (math.isfinite(rate) and rate > 0):
+        raise ValueError("rate must be a positive number of requests a second")
     if backend == "auto":
-        backend = "wrk" if wrk_available() and not callable(headers) else "python"
+        backend = "wrk" if wrk_available() and not callable(headers) and rate is None else "python"
     if backend == "wrk":
         if callable(headers):
             raise ValueError("the wrk backend needs static headers; use backend='python' to sign per request")
+        if rate is not None:
+            raise ValueError("the wrk backend is not paced; use backend='python' with a rate")
         return await _run_wrk(url, body, headers, connections, duration_s, max_requests, warmup_s, method)
-    return await _run_python(url, body, headers, connections, duration_s, max_requests, warmup_s, method)
+    return await _run_python(url, body, headers, connections, duration_s, max_requests, warmup_s, method, rate)
 
 
 # ------------------------------------------------------------------------------------ aiohttp client
@@ -142,6 +155,7 @@ async def _run_python(
     max_requests: int,
     warmup_s: float,
     method: str,
+    rate: float | None = None,
 ) -> LoadResult:
     connector = aiohttp.TCPConnector(limit=connections, limit_per_host=connections, ttl_dns_cache=None)
     latencies: list[float] = []
@@ -164,9 +178,15 @@ async def _run_python(
             state["cpu_start"] = time.process_time()
             state["measure_start"] = perf()
 
-    async def worker(session: aiohttp.ClientSession) -> None:
+    async def worker(session: aiohttp.ClientSession, index: int) -> None:
         nonlocal warmup_left, measured_left
+        sent = 0  # this worker's requests so far: its next one is due at (sent * connections + index) / rate
         while True:
+            if rate is not None:
+                due = started + (sent * connections + index) / rate
+                sent += 1
+                if due > perf():
+                    await asyncio.sleep(due - perf())
             t0 = perf()
             if t0 >= deadline:
                 return
@@ -207,7 +227,7 @@ async def _run_python(
         auto_decompress=False,
         skip_auto_headers=("User-Agent", "Accept-Encoding"),
     ) as session:
-        await asyncio.gather(*(worker(session) for _ in range(connections)))
+        await asyncio.gather(*(worker(session, index) for index in range(connections)))
         cpu_end = time.process_time()
     window = max(state["last_end"] - state["measure_start"], 1e-9)
     cpu = cpu_end - state["cpu_start"] if cpu_marked else 0.0

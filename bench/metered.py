@@ -302,6 +302,7 @@ def run(
     pair: tuple[str, str] = PAIR,
     rest_s: float = 10.0,
     ingress_mode: Literal["haproxy", "reuseport"] = "haproxy",
+    rate: float | None = None,
 ) -> tuple[list[list[Row]], list[list[tuple[Row, Row]]], dict[str, float]]:
     """Every target at every connection count, ``rounds`` times interleaved (the rows of each round),
     each round on a new replica process followed by its share of ``pairs`` short alternating runs of
@@ -309,7 +310,8 @@ def run(
     rows. ``only``: the targets to run in the rounds (the batch among them), all of them if None. First,
     ``rest_s`` seconds with no load give each process role's CPU at rest. With ``profile``,
     instead: one run of (a), metered, signed and the batch at 64 connections, each with the replica sampled by
-    py-spy into ``profile``.<name>, and where its time went."""
+    py-spy into ``profile``.<name>, and where its time went. ``rate``: the rounds' runs paced to at most that
+    many requests a second (the Python client), so that targets which keep up serve the same load."""
     from ray import serve
 
     from bench.unmetered import UNMETERED_PATH, paired_ingress
@@ -427,9 +429,9 @@ def run(
             print(f"round {round_no + 1} of {rounds}: {', '.join(name for name, *_ in order)}", flush=True)
             for conns in connections:
                 for name, url, headers, sent in order:
-                    by = "python" if name in PYTHON_CLIENT else client
+                    by = "python" if name in PYTHON_CLIENT or rate is not None else client
                     target = (name, url.replace("{direct}", direct["url"]), headers, sent)
-                    rows.append(run_target(target, conns, duration_s, by, cpu_pids, node_cpu=True))
+                    rows.append(run_target(target, conns, duration_s, by, cpu_pids, node_cpu=True, rate=rate))
             share = pairs // rounds + (1 if round_no < pairs % rounds else 0)
             if share:
                 print(f"{share} short pairs: {pair[0]}, {pair[1]}", flush=True)
@@ -601,7 +603,16 @@ def main(argv: list[str] | None = None) -> None:
         default="haproxy",
         help="how the service port reaches the replica: Ray's HAProxy (default) or the replica on it itself",
     )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="pace the rounds' runs to at most this many requests a second (the Python client): the CPU per request"
+        " of targets that keep up, at the same load",
+    )
     args = parser.parse_args(argv)
+    if args.rate is not None and not args.rate > 0:
+        parser.error("--rate is a positive number of requests a second")
     only = None if args.only is None else set(args.only.split(","))
     pair = tuple(args.pair.split(","))
     known = {*TARGETS, "metered-batch100"}
@@ -624,10 +635,14 @@ def main(argv: list[str] | None = None) -> None:
         (pair[0], pair[1]),
         args.rest,
         args.ingress_mode,
+        args.rate,
     )
     if args.profile is not None:
         return
     rows = best_of(by_round)
+    if args.rate is not None:
+        print(f"\npaced to at most {args.rate:,.0f} requests a second: a target below it did not keep up, and its")
+        print("throughput ratios are the pace's; compare the machine CPU a request of targets at the pace")
     print()
     print(
         f"against (b') {REFERENCE}, the plain uvicorn forwarder through the gateway's own node client, within each"

@@ -35,6 +35,23 @@ async def test_loadgen_refuses_non_loopback() -> None:
         await run_load("http://192.0.2.1:8000/", duration_s=0.1, max_requests=1)
 
 
+async def test_loadgen_refuses_a_rate_it_cannot_pace() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        await run_load("http://127.0.0.1:9/", duration_s=0.1, rate=0.0, backend="python")
+    with pytest.raises(ValueError, match="not paced"):
+        await run_load("http://127.0.0.1:9/", duration_s=0.1, rate=100.0, backend="wrk")
+
+
+@pytest.mark.timeout(120)
+async def test_a_paced_run_never_sends_faster_than_its_rate() -> None:
+    """Paced at 200 a second, the upstream (thousands a second closed-loop) gets at most the schedule's
+    requests: no lower bound is asserted (that would be a timing assertion)."""
+    async with reference_servers() as refs:
+        result = await run_load(refs.upstream_url, connections=4, duration_s=1.0, warmup_s=0.2, rate=200.0)
+    assert result.errors == {} and result.count > 0
+    assert result.count <= 200 * (0.2 + 1.0) + 4, result.count
+
+
 @pytest.mark.timeout(120)
 async def test_harness_runs_against_upstream_and_forwarder() -> None:
     async with reference_servers() as refs:
