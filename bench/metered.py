@@ -414,7 +414,7 @@ def run(
         if profile is not None:  # (a), metered, signed and the batch, or those of them and the others --only names
             chosen = [*targets[3:6], batch] if only is None else [t for t in [*targets, batch] if t[0] in only]
             chosen = [(n, u.replace("{direct}", direct["url"]), h, b) for n, u, h, b in chosen]
-            profile_replica(profile, chosen, duration_s, client, cpu_pids)
+            profile_replica(profile, chosen, duration_s, "python" if rate is not None else client, cpu_pids, rate)
             return [], [], {}
         named = {target[0]: target for target in targets}
         paired_targets = (named[pair[0]], named[pair[1]])
@@ -458,17 +458,23 @@ def run(
 
 
 def profile_replica(
-    profile: Path, targets: list[Target], duration_s: float, client: str, cpu_pids: dict[str, list[int]]
+    profile: Path,
+    targets: list[Target],
+    duration_s: float,
+    client: str,
+    cpu_pids: dict[str, list[int]],
+    rate: float | None = None,
 ) -> None:
-    """Each target at 64 connections with its replica sampled by py-spy, then where the time went."""
+    """Each target at 64 connections (paced to ``rate`` if given) with its replica sampled by py-spy, then
+    where the time went."""
     from bench import replica_profile
 
     for target in targets:
         name = target[0]
         output = profile.with_name(f"{profile.name}.{name}")
-        run_target(target, 64, 1.0, client, cpu_pids, log=None)  # warm, outside the samples
+        run_target(target, 64, 1.0, client, cpu_pids, log=None, rate=rate)  # warm, outside the samples
         sampler = replica_profile.start(cpu_pids[name][0], duration_s, output)
-        row = run_target(target, 64, duration_s, client, cpu_pids, warmup_s=0.0, log=None)
+        row = run_target(target, 64, duration_s, client, cpu_pids, warmup_s=0.0, log=None, rate=rate)
         if sampler is None:
             return
         sampler.wait(timeout=duration_s + 60)
