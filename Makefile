@@ -74,6 +74,7 @@ check: $(DEV)
 	$(BIN)/python ops/check-doc-paths docs/architecture.md  # every path it names exists
 
 bench: $(DEV) bytecode
+	./ops/install-wrk  # Debian's wrk, the benchmarks' load generator (bench/loadgen.py), when missing
 	$(BIN)/python -m bench
 
 # The fault suite (docs/reliability.md): one stack, faults one at a time, then the checks. FAULTS_ARGS: e.g. --operations 100.
