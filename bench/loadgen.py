@@ -10,8 +10,8 @@ With `rate` (requests a second, Python client only) the loop is paced: worker `i
 `k`-th request no earlier than `(k * n + i) / rate` seconds after the start, at once when it is behind,
 so the run never sends faster than `rate` and two targets that both keep up serve the same load: their
 CPU per request compares the same work at the same rate, without a slower target's lower saturated rate
-changing what each request costs (bench/README.md, "the same rate"). A target that cannot keep up is
-loaded closed-loop as without it, and reports fewer than `rate` a second.
+changing what each request costs (bench/README.md, "eight rounds, the same rate, and wrk"). A target
+that cannot keep up is loaded closed-loop as without it, and reports fewer than `rate` a second.
 
 The Python client's ceiling (measured 2026-11-22 on the 2-core project machine, client and
 server sharing the two cores). Against `bench.const_upstream` (one uvicorn process, raw ASGI):

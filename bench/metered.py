@@ -75,7 +75,7 @@ import orjson
 import psutil
 
 from bench.gateway_overhead import measure
-from bench.loadgen import BACKENDS, DEFAULT_BODY, DEFAULT_HEADERS, Headers
+from bench.loadgen import BACKENDS, DEFAULT_BODY, DEFAULT_HEADERS, Headers, wrk_available
 from bench.node_cpu import RAY_ROLES, NodeCpu, format_node, format_rest
 from bench.report import Row, format_ratios, format_table
 from bench.stats import median_interval, quartiles
@@ -624,6 +624,8 @@ def main(argv: list[str] | None = None) -> None:
     known = {*TARGETS, "metered-batch100"}
     if (only is not None and not only <= known) or len(pair) != 2 or not set(pair) <= set(TARGETS):
         parser.error(f"targets are {', '.join(sorted(known))}; --pair names two of them (not the batch)")
+    if args.client == "auto" and args.rate is None and not wrk_available():  # the figures differ: bench/README.md
+        print("wrk is not installed (./ops/install-wrk): every row's load comes from the Python client", flush=True)
     # SIGTERM must unwind through run()'s finally, which stops the stack and the reference servers.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     connections = [int(c) for c in args.connections.split(",")]
