@@ -311,7 +311,8 @@ def run(
     ``rest_s`` seconds with no load give each process role's CPU at rest. With ``profile``,
     instead: one run of (a), metered, signed and the batch at 64 connections, each with the replica sampled by
     py-spy into ``profile``.<name>, and where its time went. ``rate``: the rounds' runs paced to at most that
-    many requests a second (the Python client), so that targets which keep up serve the same load."""
+    many requests a second (``run_load``: the Python client, which ``client`` "auto" then is), so that targets
+    which keep up serve the same load."""
     from ray import serve
 
     from bench.unmetered import UNMETERED_PATH, paired_ingress
@@ -414,7 +415,7 @@ def run(
         if profile is not None:  # (a), metered, signed and the batch, or those of them and the others --only names
             chosen = [*targets[3:6], batch] if only is None else [t for t in [*targets, batch] if t[0] in only]
             chosen = [(n, u.replace("{direct}", direct["url"]), h, b) for n, u, h, b in chosen]
-            profile_replica(profile, chosen, duration_s, "python" if rate is not None else client, cpu_pids, rate)
+            profile_replica(profile, chosen, duration_s, client, cpu_pids, rate)
             return [], [], {}
         named = {target[0]: target for target in targets}
         paired_targets = (named[pair[0]], named[pair[1]])
@@ -429,7 +430,7 @@ def run(
             print(f"round {round_no + 1} of {rounds}: {', '.join(name for name, *_ in order)}", flush=True)
             for conns in connections:
                 for name, url, headers, sent in order:
-                    by = "python" if name in PYTHON_CLIENT or rate is not None else client
+                    by = "python" if name in PYTHON_CLIENT else client
                     target = (name, url.replace("{direct}", direct["url"]), headers, sent)
                     rows.append(run_target(target, conns, duration_s, by, cpu_pids, node_cpu=True, rate=rate))
             share = pairs // rounds + (1 if round_no < pairs % rounds else 0)
@@ -619,6 +620,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.rate is not None and not args.rate > 0:
         parser.error("--rate is a positive number of requests a second")
+    if args.rate is not None and args.client == "wrk":  # with a rate, --client auto is the Python client
+        parser.error("wrk is not paced: --rate runs the Python client (--client auto or python)")
     only = None if args.only is None else set(args.only.split(","))
     pair = tuple(args.pair.split(","))
     known = {*TARGETS, "metered-batch100"}
