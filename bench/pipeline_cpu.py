@@ -4,9 +4,9 @@
                                  [--profile NAME [--sort cumulative]] [--ladder] [--node]
 
 At 64 connections a replica is CPU-bound, so its throughput is set by CPU per call; this measures that
-part of it alone. Each pipeline ends in the real forwarder, whose node answers at once without a
-network, and uses the gateway's own stores (leases, API-key cache, nonces) on a real embedded
-PostgreSQL and Redis. The ``asgi-`` rows add the HTTP transport (ASGI messages → Call → response, as
+part of it alone. Each pipeline ends in the real forwarder as served (the app's own methods and its
+response cache), whose node answers at once without a network, and uses the gateway's own stores
+(leases, API-key cache, nonces) on a real embedded PostgreSQL and Redis. The ``asgi-`` rows add the HTTP transport (ASGI messages → Call → response, as
 ``gateway.transports.http`` serves JSON-RPC) without a socket. Rounds alternate the pipelines; each
 figure is the median of its rounds. ``--profile NAME`` prints a cProfile of one instead. ``--sliced``: the limits
 are slices of in-process account shards (gateway/limits/slices.py) instead of the replica's own.
@@ -95,6 +95,11 @@ class ConstantNode:
         return ANSWER
 
 
+def constant_forwarder(gw: GatewayApp) -> Forwarder:
+    """The app's forwarder as served (its own methods, its response cache) ending in :class:`ConstantNode`."""
+    return Forwarder(ConstantNode(), gw.methods.handlers, gw.cache)
+
+
 def over_asgi(handler: Handler) -> Handler:
     """The same handler behind the gateway's HTTP transport (ASGI messages → Call, Reply → response), called
     as an ASGI app without a socket: adds what the HTTP transport costs per call."""
@@ -172,7 +177,7 @@ def ladder(gw: GatewayApp) -> dict[str, Handler]:
         "+floor meter": [error_boundary, auth, headers, ready, parse, access, FloorMeter(gw.meter)],
         "+metering": [error_boundary, auth, headers, ready, parse, access, metering],
     }
-    return {name: compose(stages, Forwarder(ConstantNode())) for name, stages in steps.items()}
+    return {name: compose(stages, constant_forwarder(gw)) for name, stages in steps.items()}
 
 
 #: Bytes written between calls with ``--cold``: more than this machine's L2 and its share of L3.
@@ -364,8 +369,8 @@ async def compare(
     sort: str,
     evict: Callable[[], None] | None = None,
 ) -> dict[str, float]:
-    unmetered = compose([error_boundary, ParseStage(gw.methods, gw.prices)], Forwarder(ConstantNode()))
-    metered = compose([error_boundary, *gw.rpc_stages()], Forwarder(ConstantNode()))
+    unmetered = compose([error_boundary, ParseStage(gw.methods, gw.prices)], constant_forwarder(gw))
+    metered = compose([error_boundary, *gw.rpc_stages()], constant_forwarder(gw))
 
     def plain() -> Call:
         return http_call("POST", "/", BASE_HEADERS, BODY, style=ReplyStyle.JSONRPC)

@@ -34,7 +34,7 @@ from gateway.pipeline.declaration import LocalMethod
 from gateway.pipeline.stages import UPSTREAM_HEADER, Call, Handler, Reply
 from gateway.rpc.metrics import CACHE_LOOKUPS
 from gateway.rpc.planning import plan_items
-from gateway.rpc.response_cache import HEADER, ResponseCache
+from gateway.rpc.response_cache import HEADER, MISS, ResponseCache
 from gateway.storage.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -77,10 +77,14 @@ class Forwarder:
                 (local if item.method in self.local else remote).append(item)
         cached = None
         if self.cache is not None and (local or remote):
-            cached = await self.cache.answer(remote)
-            call.response_headers[HEADER] = cached.header(len(local) + len(remote))
-            CACHE_LOOKUPS.inc((call.response_headers[HEADER],))
-            remote = [item for item in remote if item.pending]
+            if self.cache.may_answer(remote):
+                cached = await self.cache.answer(remote)
+                header = cached.header(len(local) + len(remote))
+                remote = [item for item in remote if item.pending]
+            else:  # no method here is ever cached (a getSlot): no lookup, and no coroutine to run one
+                header = MISS
+            call.response_headers[HEADER] = header
+            CACHE_LOOKUPS.inc((header,))
         if not payload.is_batch and local:
             await self.local[local[0].method](local[0], call)  # a single call: its errors are the call's
         elif local:

@@ -27,6 +27,7 @@ from typing import Any
 
 from gateway.core.jsonrpc import RpcItem
 from gateway.rpc.cache_rules import (
+    CACHED_METHODS,
     FINAL_TTL_S,
     STATUSES,
     Lookup,
@@ -43,6 +44,8 @@ from gateway.rpc.store import SharedResponses
 log = logging.getLogger(__name__)
 
 HEADER = "X-Cache"
+#: The header's value when the cache answered none of a call's items.
+MISS = "miss"
 
 
 @dataclass(slots=True)
@@ -58,7 +61,7 @@ class CacheRound:
         complete = sum(1 for lookup in self.lookups if lookup.complete)
         if answered and complete == answered:
             return "hit"
-        return "partial" if any(lookup.partial for lookup in self.lookups) else "miss"
+        return "partial" if any(lookup.partial for lookup in self.lookups) else MISS
 
 
 class ResponseCache:
@@ -75,6 +78,11 @@ class ResponseCache:
         self.shared: SharedResponses | None = None  # set once Redis is open
         self._context: dict[str, Any] = {}  # the newest getSignatureStatuses context the node sent
         self._writes: set[asyncio.Task[bool]] = set()
+
+    @staticmethod
+    def may_answer(items: list[RpcItem]) -> bool:
+        """Whether any of ``items`` is of a method whose answers are ever cached (else: a miss, unlooked)."""
+        return any(item.method in CACHED_METHODS for item in items)
 
     async def answer(self, items: list[RpcItem]) -> CacheRound:
         """Answer from the cache what it holds; the rest stays pending (a partly cached

@@ -31,6 +31,7 @@ from gateway.runtime.ports import free_port
 from gateway_client import WalletSigner
 from tests.auth.helpers import create_account, create_api_key
 from tests.chain import send_sol, signed_transfer, wait_landed
+from tests.recorded_metrics import recording
 from tests.sending.conftest import FailingRelay, sending_settings
 from tests.sending.helpers import Caller
 from tests.support import RunningGateway, serve_gateway
@@ -236,6 +237,19 @@ async def test_a_batch_says_partial_and_other_final_methods_are_cached(
     assert mixed.cache == "partial" and [a["id"] for a in mixed.doc] == ["t", "g", "e", "s"]
     future = await rpc(relayed_caller, "getBlockTime", [tip + 100_000])  # not a finalized slot: an error, not kept
     assert "error" in future.doc and future.cache == "miss"
+
+
+async def test_a_method_never_cached_is_a_miss_the_node_answers(relayed_caller: Caller) -> None:
+    """``getSlot`` is no cached method: the forwarder looks nothing up, and the call still says ``miss`` and
+    is counted once as a miss, alone or as a batch."""
+    with recording() as recorded:
+        one = await rpc(relayed_caller, "getSlot", [])
+        batch = await post(relayed_caller, [{"jsonrpc": "2.0", "id": n, "method": "getSlot"} for n in range(3)])
+    assert (one.cache, batch.cache) == ("miss", "miss")
+    assert isinstance(one.doc["result"], int) and [answer["id"] for answer in batch.doc] == [0, 1, 2]
+    assert all(isinstance(answer["result"], int) for answer in batch.doc)
+    assert recorded.counts[("gateway_response_cache_lookups_total", ("miss",))] == 2
+    assert recorded.counts[("gateway_response_cache_lookups_total", ("hit",))] == 0
 
 
 # -- settings and the shared layer ----------------------------------------------------------------------
