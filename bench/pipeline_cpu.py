@@ -7,9 +7,10 @@ At 64 connections a replica is CPU-bound, so its throughput is set by CPU per ca
 part of it alone. Each pipeline ends in the real forwarder as served (the app's own methods and its
 response cache), whose node answers at once without a network, and uses the gateway's own stores
 (leases, API-key cache, nonces) on a real embedded PostgreSQL and Redis. The ``asgi-`` rows add the HTTP
-transport (ASGI messages → Call → response, as ``gateway.transports.http`` serves JSON-RPC) without a socket. Rounds alternate the pipelines; each
-figure is the median of its rounds. ``--profile NAME`` prints a cProfile of one instead. ``--sliced``: the limits
-are slices of in-process account shards (gateway/limits/slices.py) instead of the replica's own.
+transport (ASGI messages → Call → response, as ``gateway.transports.http`` serves JSON-RPC) without a
+socket. Rounds alternate the pipelines; each figure is the median of its rounds. ``--profile NAME`` prints a
+cProfile of one instead. ``--sliced``: the limits are slices of in-process account shards
+(gateway/limits/slices.py) instead of the replica's own.
 ``--replica-gc``: the garbage collector as in an ingress replica (the start-up heap frozen, as Serve
 freezes it, and the young generation's threshold ``gc_young_threshold``); without it, Python's defaults
 walk this process's whole start-up heap every few hundred batches, and a round's figure depends on
