@@ -170,7 +170,6 @@ def test_grpc_stream_bench_runs_both_targets_and_times_slots(database_url: str, 
     assert "gateway / baseline per round:" in report and "slot -> client" in report
 
 
-@pytest.mark.timeout(240)
 def test_the_forwarder_bench_answers_every_call(capsys: pytest.CaptureFixture[str]) -> None:
     """The bench raises when the forwarder's last reply is not 200 with an answer for every item."""
     from bench import forward_cpu
@@ -182,6 +181,7 @@ def test_the_forwarder_bench_answers_every_call(capsys: pytest.CaptureFixture[st
         forward_cpu.main(["--calls", "0"])
 
 
+@pytest.mark.timeout(240)
 def test_webhook_bench_delivers_every_job_both_ways(capsys: pytest.CaptureFixture[str]) -> None:
     """The bench raises when the receiver's count differs from the jobs posted (either target)."""
     from bench import webhooks as webhook_bench
