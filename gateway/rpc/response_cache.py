@@ -2,7 +2,8 @@
 
 The forwarder asks it twice per call (:class:`gateway.rpc.forward.Forwarder`): before the node, to answer
 the items whose answers are cached (they are then answered and not sent, exactly as an item a
-handler answered), and after the node, to keep what the node sent that may be kept. What may be
+handler answered), and after the node, to keep what the node sent that may be kept. A call none of
+whose methods is ever cached (``may_answer``: a ``getSlot``) is not looked up at all: it is a miss. What may be
 kept, under which key and for how long is :mod:`gateway.rpc.cache_rules`'s rule; Redis is
 :mod:`gateway.rpc.store`, best effort.
 
