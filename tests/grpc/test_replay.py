@@ -19,7 +19,7 @@ from solders.system_program import TransferParams, transfer
 
 from devnode.node import Devnode
 from tests.chain import airdrop, send_sol, submit
-from tests.grpc.client import Subscription, eventually, kind
+from tests.grpc.client import WAIT_S, Subscription, eventually, kind
 from tests.grpc.conftest import GeyserClient, StreamFactory
 from tests.grpc.test_billing import usage
 
@@ -27,6 +27,9 @@ PROCESSED, CONFIRMED = 0, 1
 #: A queue this short makes a replay of a few slots wait for the client several times, so updates keep
 #: arriving while it is sent: the hand-over to live happens in the middle of the feed.
 SHORT_QUEUE = 20
+#: A bound on the resumed stream's test (about 3 s when it passes). pytest-timeout's own (600 s) abandons the
+#: test's coroutine, and the server it holds then keeps its streams' seats at Redis for the tests after it.
+RUN_S = 120.0
 
 
 def slot_of(update: Any) -> int:
@@ -77,9 +80,12 @@ class Reader:
         return feed(self.updates)
 
     async def stop(self) -> list[Any]:
-        self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
+        # The call first: its pending read then ends at once. Cancelling the reading task first leaves
+        # wait_for waiting for grpc's read to honour the cancellation, which it need not do promptly.
         self.sub.call.cancel()
+        self.task.cancel()
+        async with asyncio.timeout(WAIT_S):
+            await asyncio.gather(self.task, return_exceptions=True)
         return feed(self.updates)
 
 
@@ -100,6 +106,7 @@ async def test_a_resumed_stream_gets_what_it_missed_once_in_order_then_the_live_
     await airdrop(devnode.rpc_url, payer.pubkey())
     wanted = filters(pb2, watched, CONFIRMED)  # account, transaction and block updates wait for confirmation
     async with (
+        asyncio.timeout(RUN_S),  # a hang fails here, and the server below stops and gives its seats back
         serve_stream(grpc_max_queued=SHORT_QUEUE) as stream,
         grpc.aio.insecure_channel(stream.address) as channel,
         AsyncClient(devnode.rpc_url) as node,
