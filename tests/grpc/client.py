@@ -71,13 +71,15 @@ class Subscription:
 
 async def eventually(condition: Callable[[], Awaitable[bool] | bool], what: str, poll_s: float = 0.02) -> None:
     """Wait until ``condition`` holds (a state the server reaches on its own), failing after ``WAIT_S``."""
-    async with asyncio.timeout(WAIT_S):
-        while True:
-            result = condition()
-            if await result if inspect.isawaitable(result) else result:
-                return
-            await asyncio.sleep(poll_s)
-    raise AssertionError(f"never: {what}")
+    try:
+        async with asyncio.timeout(WAIT_S):
+            while True:
+                result = condition()
+                if await result if inspect.isawaitable(result) else result:
+                    return
+                await asyncio.sleep(poll_s)
+    except TimeoutError:
+        raise AssertionError(f"never within {WAIT_S} s: {what}") from None
 
 
 def kind(update: Any) -> str:
