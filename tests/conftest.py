@@ -20,6 +20,9 @@ from devnode.node import Devnode
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.storage.migrate import migrate_url
 
+#: Every coroutine test bounded in asyncio, under pytest-timeout: a hang unwinds instead of leaking (see there).
+pytest_plugins = ["tests.async_bound"]
+
 # Every hypothesis test draws the same examples on every run (`make test` and CI alike), so a red run
 # replays and none passes or fails by the draw; a test's own @settings keep their counts. Generation may
 # be slow on a loaded 2-core machine: that is no failure. `HYPOTHESIS_PROFILE=explore` draws new examples
