@@ -84,6 +84,20 @@ class Settings(BaseSettings, AppSettings, StreamServerSettings):
         le=300,
         description="How long a stopping ingress replica keeps serving requests already routed to it.",
     )
+    ingress_health_check_period_s: float = Field(
+        2.0,
+        ge=0.5,
+        le=60,
+        description="How often Serve asks each ingress replica whether it is alive (Serve's default is 10 s).",
+    )
+    ingress_health_check_timeout_s: float = Field(
+        3.0,
+        ge=0.5,
+        le=300,
+        description="How long Serve waits for that answer (Serve's default is 30 s). Three missed in a row and "
+        "Serve kills the replica and starts another: a replica whose event loop is stuck, or a stopped process, "
+        "is gone within about period + 3 x timeout + 5 s (docs/architecture.md, Ingress modes).",
+    )
     lean_ingress: bool = Field(
         True,
         description="Ingress replicas serve plain HTTP requests through the gateway's lean replacement of Serve's "
