@@ -125,6 +125,11 @@ def ingress_env(settings: Settings, haproxy_files: str) -> dict[str, str]:
     """
     env = {
         "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
+        # A replica that failed its health checks (no ``check_health`` of the gateway's: it did not answer, its
+        # one event loop stuck or its process stopped) is killed at once, not asked to drain for
+        # graceful_shutdown_timeout_s (32 s) first: it cannot, and in reuseport mode its listener keeps taking
+        # its share of new connections until it is gone (docs/architecture.md, Ingress modes).
+        "RAY_SERVE_FORCE_STOP_UNHEALTHY_REPLICAS": "1",
         "RAY_SERVE_REQUEST_PATH_LOG_BUFFER_SIZE": "1",
         "RAY_USAGE_STATS_ENABLED": "0",
         # Serve's controller runs its control loop (replica states, autoscaling, what it pushes to the
