@@ -1,8 +1,8 @@
 """``ingress_mode = "reuseport"`` through the whole service (``gateway up``): two ingress replicas in Ray listen
 on the service port themselves, no HAProxy runs, a paid call is answered and charged through the port with the
 gateway's edge in front (Serve's control headers from a client stripped), and the per-source connection cap
-reaches the replicas from the operator's environment; a replica killed with ``kill -9`` leaves the port to the other
-until Serve's replacement joins it.
+reaches the replicas from the operator's environment; a replica killed with ``kill -9``, or stopped with SIGSTOP until
+Serve's health check kills it, leaves the port to the other until Serve's replacement joins it.
 
 The listener's own behaviour (the kernel spreading connections, the cap, the idle and rebalancing closes,
 the drain) is tests/runtime/test_shared_port.py; autoscaling and drain in this mode are
@@ -12,6 +12,7 @@ tests/stacks/test_autoscaling.py's second parameter.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import subprocess
 import sys
@@ -122,8 +123,7 @@ async def test_a_replica_killed_leaves_the_port_to_the_others_until_serve_replac
 ) -> None:
     """``kill -9`` of one replica: its listener goes with the process, so every new connection to the port
     reaches the survivor (the kernel's SO_REUSEPORT group loses the closed socket; no HAProxy marks anything
-    down), and Serve's replacement joins the port. What a SIGSTOPped replica does instead (keeps its share of
-    connections until Serve replaces it) is documented in docs/architecture.md "Ingress modes", not tested."""
+    down), and Serve's replacement joins the port."""
     port = int(service.env["GATEWAY_PORT"])
     replicas = processes_naming(INGRESS_REPLICA, among=service.descendants())
     assert len(replicas) == REPLICAS
@@ -134,13 +134,54 @@ async def test_a_replica_killed_leaves_the_port_to_the_others_until_serve_replac
     for _ in range(20):  # each on a connection of its own, so each is the kernel's choice again
         assert await health(port) == b"HTTP/1.1 200 OK"
 
-    def replaced() -> bool:
-        now = {p.pid for p in processes_naming(INGRESS_REPLICA, among=service.descendants())}
-        return len(now) == REPLICAS and victim.pid not in now and listeners(port, service.descendants()) == now
-
-    await until(replaced, "Serve's replacement listening on the port", timeout_s=180)
+    await until(lambda: replaced(service, victim), "Serve's replacement listening on the port", timeout_s=180)
     for _ in range(20):
         assert await health(port) == b"HTTP/1.1 200 OK"
+
+
+async def test_a_stopped_replica_is_killed_by_serves_health_check_and_leaves_the_port(
+    service: RunningService,
+) -> None:
+    """SIGSTOP of one replica: its listener stays open, and the kernel keeps handing it its share of new
+    connections, which nobody accepts. Serve's health check (``ingress_health_check_*``, 2 s and 3 s) finds it
+    silent three times in a row and kills it at once (``RAY_SERVE_FORCE_STOP_UNHEALTHY_REPLICAS``), so its listener
+    goes with the process as after ``kill -9``, and Serve's replacement joins the port. 15 s here; with Serve's
+    graceful stop of an unhealthy replica (32 s before the kill) it took 48 s, past this test's bound, and with
+    Serve's own health-check defaults (10 s and 30 s) it would take over two minutes."""
+    port = int(service.env["GATEWAY_PORT"])
+    await until(lambda: len(processes_naming(INGRESS_REPLICA, among=service.descendants())) == REPLICAS, "replicas")
+    replicas = processes_naming(INGRESS_REPLICA, among=service.descendants())
+    victim = replicas[0]
+    loop = asyncio.get_running_loop()
+    stopped_at = loop.time()
+    victim.suspend()
+    try:
+        await until(lambda: gone(victim), "Serve killed the stopped replica", timeout_s=40)
+    finally:
+        with contextlib.suppress(psutil.Error):
+            victim.resume()  # not killed: given back, so that the module's service stops cleanly
+    print(f"the stopped replica was killed {loop.time() - stopped_at:.1f} s after SIGSTOP")
+    # Serve may have started the replacement already: only the stopped replica's listener is known gone.
+    await until(lambda: victim.pid not in listeners(port, service.descendants()), "its listener closed")
+    for _ in range(20):  # each on a connection of its own, so each is the kernel's choice again
+        assert await health(port) == b"HTTP/1.1 200 OK"
+    await until(lambda: replaced(service, victim), "Serve's replacement listening on the port", timeout_s=180)
+    for _ in range(20):
+        assert await health(port) == b"HTTP/1.1 200 OK"
+
+
+def gone(process: psutil.Process) -> bool:
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def replaced(service: RunningService, victim: psutil.Process) -> bool:
+    """Whether the service runs its replicas again, ``victim`` not among them, each listening on the port."""
+    now = {p.pid for p in processes_naming(INGRESS_REPLICA, among=service.descendants())}
+    port = int(service.env["GATEWAY_PORT"])
+    return len(now) == REPLICAS and victim.pid not in now and listeners(port, service.descendants()) == now
 
 
 async def health(port: int) -> bytes:
