@@ -137,7 +137,8 @@ def build_app(settings: Settings) -> Application:
         graceful_shutdown_timeout_s=settings.drain_s + STOP_GRACE_S,
         graceful_shutdown_wait_loop_s=DRAIN_POLL_S,
         # A hung replica (a stuck loop, a stopped process) is killed and replaced within about period + 3 x
-        # timeout; in reuseport mode its listener, which the kernel keeps handing connections, goes with it.
+        # timeout + Ray's 5 s exit grace; in reuseport mode its listener, which the kernel keeps handing
+        # connections, goes with it.
         health_check_period_s=settings.ingress_health_check_period_s,
         health_check_timeout_s=settings.ingress_health_check_timeout_s,
     )
