@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gateway.runtime.leftovers import running
 from gateway.runtime.serve_runtime import processes_naming
 from tests.integration.service import (
     INGRESS_REPLICA,
@@ -156,7 +157,7 @@ async def test_a_stopped_replica_is_killed_by_serves_health_check_and_leaves_the
     stopped_at = loop.time()
     victim.suspend()
     try:
-        await until(lambda: gone(victim), "Serve killed the stopped replica", timeout_s=40)
+        await until(lambda: not running(victim.pid), "Serve killed the stopped replica", timeout_s=40)
     finally:
         with contextlib.suppress(psutil.Error):
             victim.resume()  # not killed: given back, so that the module's service stops cleanly
@@ -168,13 +169,6 @@ async def test_a_stopped_replica_is_killed_by_serves_health_check_and_leaves_the
     await until(lambda: replaced(service, victim), "Serve's replacement listening on the port", timeout_s=180)
     for _ in range(20):
         assert await health(port) == b"HTTP/1.1 200 OK"
-
-
-def gone(process: psutil.Process) -> bool:
-    try:
-        return process.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 def replaced(service: RunningService, victim: psutil.Process) -> bool:
