@@ -16,7 +16,10 @@ best round; the ratios are given both between best rounds and within each round 
 interval that holds the median of such rounds at ~90% confidence, ``bench/stats.py``). After
 each round come its share of ``--pairs`` short back-to-back runs of (a) and metered at 64 connections
 (``--pair-seconds``, 3 s), alternating which goes first: on a machine whose speed drifts and stalls,
-many close pairs share their conditions more than a few long runs a minute apart do.
+many close pairs share their conditions more than a few long runs a minute apart do. ``--pair A,B``
+names another two targets, and given again, more pairs (``--pair forwarder-own,metered-apikey --pair
+metered-apikey-python,metered-signed``: issue 64's ratios, each from pairs); each pair's summary gives B's
+throughput over A's and A's machine CPU a request over B's.
 Two rows go to the replica's own port, past Serve's HAProxy: (a) and the API-key row again
 (``serve-unmetered-direct``, ``metered-apikey-direct``), what the hop costs the machine (issue 64, item 5).
 Two go to the replica's app on plain uvicorn, without Ray or HAProxy (``app-uvicorn``, ``app-uvicorn-metered``,
@@ -248,9 +251,16 @@ class Presigned:
 
 
 def run_target(
-    target: Target, conns: int, seconds: float, client: str, cpu_pids: dict[str, list[int]], **options: Any
+    target: Target,
+    conns: int,
+    seconds: float,
+    client: str,
+    cpu_pids: dict[str, list[int]],
+    say: bool = True,
+    **options: Any,
 ) -> Row:
-    """One measured run of one target; ``options`` go to ``measure`` (its warm-up, pause and log)."""
+    """One measured run of one target; ``options`` go to ``measure`` (its warm-up, pause and log);
+    ``say``: print its CPU per request by role (when counted)."""
     name, url, headers, body = target
     if isinstance(headers, Presigned):
         live = headers.live
@@ -267,7 +277,7 @@ def run_target(
             **options,
         )
     )
-    if row.result.node_cpu_us_per_req is not None:
+    if say and row.result.node_cpu_us_per_req is not None:
         print(f"    CPU per request: {format_node(row.result.node_cpu_us_per_req)}", flush=True)
     if isinstance(headers, Presigned) and headers.live > live:
         print(f"  {name}: {headers.live - live} requests past the {Presigned.PER_S:,}/s signed ahead", flush=True)
@@ -279,14 +289,28 @@ def alternate(
 ) -> list[tuple[Row, Row]]:
     """``pairs`` short back-to-back runs of two targets at 64 connections, which one goes first
     alternating: a slow stretch of the machine lands on both sides of a pair more often than with
-    long runs a minute apart."""
+    long runs a minute apart. Each target is driven by its own load generator, as in the rounds (the
+    two of a pair share one: :func:`pair_error`), and every process's CPU is counted."""
     results: list[tuple[Row, Row]] = []
     for i in range(pairs):
         rows: dict[str, Row] = {}
         for target in (first, second) if i % 2 == 0 else (second, first):
-            rows[target[0]] = run_target(target, 64, seconds, client, cpu_pids, warmup_s=0.0, pause_s=0.0, log=None)
+            by = "python" if target[0] in PYTHON_CLIENT else client
+            rows[target[0]] = run_target(
+                target, 64, seconds, by, cpu_pids, say=False, warmup_s=0.0, pause_s=0.0, log=None, node_cpu=True
+            )
         results.append((rows[first[0]], rows[second[0]]))
     return results
+
+
+def pair_error(pair: tuple[str, ...]) -> str | None:
+    """Why ``pair`` cannot be a short pair's two targets, or None: two of :data:`TARGETS`, both driven by
+    the same load generator (a ratio compares rows of one load generator)."""
+    if len(pair) != 2 or not set(pair) <= set(TARGETS) or pair[0] == pair[1]:
+        return f"--pair names two different targets of {', '.join(TARGETS)} (not the batch), got {','.join(pair)}"
+    if (pair[0] in PYTHON_CLIENT) != (pair[1] in PYTHON_CLIENT):
+        return f"--pair {','.join(pair)}: {', '.join(PYTHON_CLIENT)} run from the Python client, the others from wrk"
+    return None
 
 
 def run(
@@ -299,14 +323,15 @@ def run(
     body: bytes = DEFAULT_BODY,
     profile: Path | None = None,
     only: set[str] | None = None,
-    pair: tuple[str, str] = PAIR,
+    pairs_of: tuple[tuple[str, str], ...] = (PAIR,),
     rest_s: float = 10.0,
     ingress_mode: Literal["haproxy", "reuseport"] = "haproxy",
     rate: float | None = None,
-) -> tuple[list[list[Row]], list[list[tuple[Row, Row]]], dict[str, float]]:
+) -> tuple[list[list[Row]], dict[tuple[str, str], list[list[tuple[Row, Row]]]], dict[str, float]]:
     """Every target at every connection count, ``rounds`` times interleaved (the rows of each round),
     each round on a new replica process followed by its share of ``pairs`` short alternating runs of
-    ``pair`` (serve-unmetered and metered-apikey unless asked; the pairs of each round); then the batch
+    each pair of ``pairs_of`` (serve-unmetered and metered-apikey unless asked; the pairs of each round,
+    by pair); then the batch
     rows. ``only``: the targets to run in the rounds (the batch among them), all of them if None. First,
     ``rest_s`` seconds with no load give each process role's CPU at rest. With ``profile``,
     instead: one run of (a), metered, signed and the batch at 64 connections, each with the replica sampled by
@@ -416,13 +441,14 @@ def run(
             chosen = [*targets[3:6], batch] if only is None else [t for t in [*targets, batch] if t[0] in only]
             chosen = [(n, u.replace("{direct}", direct["url"]), h, b) for n, u, h, b in chosen]
             profile_replica(profile, chosen, duration_s, client, cpu_pids, rate)
-            return [], [], {}
+            return [], {}, {}
         named = {target[0]: target for target in targets}
-        paired_targets = (named[pair[0]], named[pair[1]])
         if only is not None:
             targets = [target for target in targets if target[0] in only]
         by_round: list[list[Row]] = [[] for _ in range(rounds)]
-        paired: list[list[tuple[Row, Row]]] = [[] for _ in range(rounds)]
+        paired: dict[tuple[str, str], list[list[tuple[Row, Row]]]] = {
+            pair: [[] for _ in range(rounds)] for pair in pairs_of
+        }
         for round_no, rows in enumerate(by_round):  # interleaved, so a noisy minute hurts every target alike
             if round_no > 0:
                 new_replica(round_no)
@@ -434,9 +460,11 @@ def run(
                     target = (name, url.replace("{direct}", direct["url"]), headers, sent)
                     rows.append(run_target(target, conns, duration_s, by, cpu_pids, node_cpu=True, rate=rate))
             share = pairs // rounds + (1 if round_no < pairs % rounds else 0)
-            if share:
+            for pair in pairs_of if share else ():
                 print(f"{share} short pairs: {pair[0]}, {pair[1]}", flush=True)
-                paired[round_no] = alternate(*paired_targets, share, pair_s, client, cpu_pids)
+                first, second = (named[name] for name in pair)
+                first, second = ((n, u.replace("{direct}", direct["url"]), h, b) for n, u, h, b in (first, second))
+                paired[pair][round_no] = alternate(first, second, share, pair_s, client, cpu_pids)
         if only is not None and batch[0] not in only:
             return by_round, paired, rest
         print(f"{batch[0]}: {rounds} runs", flush=True)
@@ -565,6 +593,52 @@ def best_of(by_round: list[list[Row]]) -> list[Row]:
     return sorted(best.values(), key=lambda r: -r.result.connections)
 
 
+def pair_summary(pair: tuple[str, str], of_rounds: list[list[tuple[Row, Row]]]) -> list[str]:
+    """The short pairs of ``pair``: the second's throughput over the first's, the first's machine CPU a request
+    over the second's, each the median of the pairs with quartiles (and the interval for the median of the
+    rounds' medians: the pairs of one round share its replica process, so each round's median is one draw);
+    and the replica CPU the second spent over the first a request."""
+    first, second = pair
+    lines: list[str] = []
+    measures = (
+        ("throughput", lambda a, b: b.result.rps / a.result.rps if a.result.rps > 0 else None),
+        (f"{first}'s machine CPU a request / its own", _machine_ratio),
+    )
+    for what, ratio_of in measures:
+        by_round = [[r for a, b in pairs if (r := ratio_of(a, b)) is not None] for pairs in of_rounds]
+        ratios = [r for of_round in by_round for r in of_round]
+        if not ratios:
+            continue
+        q1, q3 = quartiles(ratios)
+        lines.append(
+            f"{len(ratios)} short pairs, {second} / {first} @64 conn, {what}:"
+            f" median {statistics.median(ratios):.3f} (quartiles {q1:.3f} – {q3:.3f})"
+        )
+        round_medians = [statistics.median(of_round) for of_round in by_round if of_round]
+        interval = median_interval(round_medians)
+        if interval is not None:
+            each = " ".join(f"{r:.3f}" for r in round_medians)
+            lines.append(f"    each round's pairs: medians {each}; interval for their median: {interval}")
+    cpu = [
+        (b.result.server_cpu_ms_per_req - a.result.server_cpu_ms_per_req) * 1e3
+        for pairs in of_rounds
+        for a, b in pairs
+        if a.result.server_cpu_ms_per_req is not None and b.result.server_cpu_ms_per_req is not None
+    ]
+    if cpu:
+        lines.append(
+            f"server CPU (each target's own process), {second} less {first}, in the short pairs:"
+            f" median {statistics.median(cpu):+.0f} µs/call"
+        )
+    return lines
+
+
+def _machine_ratio(first: Row, second: Row) -> float | None:
+    """The first's machine CPU a request over the second's: above 1 when the second costs the machine less."""
+    a, b = machine_us(first), machine_us(second)
+    return None if a is None or b is None or b <= 0 else a / b
+
+
 def cpu_added(rows: list[Row], conns: int) -> float | None:
     """µs of replica CPU per call that metering added in one round: metered-apikey − serve-unmetered."""
     by = {r.name: r.result.server_cpu_ms_per_req for r in rows if r.result.connections == conns}
@@ -598,8 +672,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--pair",
-        default=",".join(PAIR),
-        help=f"the short pairs' two targets, the ratio the second's over the first's (default {','.join(PAIR)})",
+        action="append",
+        default=None,
+        help="a short pair's two targets, the ratio the second's over the first's; again for more pairs, each"
+        f" run --pairs times (default {','.join(PAIR)})",
     )
     parser.add_argument(
         "--rest", type=float, default=10.0, help="seconds of no load first, for each role's CPU at rest (default 10)"
@@ -623,10 +699,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.rate is not None and args.client == "wrk":  # with a rate, --client auto is the Python client
         parser.error("wrk is not paced: --rate runs the Python client (--client auto or python)")
     only = None if args.only is None else set(args.only.split(","))
-    pair = tuple(args.pair.split(","))
+    pairs_of = tuple(tuple(given.split(",")) for given in args.pair or [",".join(PAIR)])
     known = {*TARGETS, "metered-batch100"}
-    if (only is not None and not only <= known) or len(pair) != 2 or not set(pair) <= set(TARGETS):
-        parser.error(f"targets are {', '.join(sorted(known))}; --pair names two of them (not the batch)")
+    if only is not None and not only <= known:
+        parser.error(f"targets are {', '.join(sorted(known))}")
+    for pair in pairs_of:
+        if (problem := pair_error(pair)) is not None:
+            parser.error(problem)
     if args.client == "auto" and args.rate is None and not wrk_available():  # the figures differ: bench/README.md
         print("wrk is not installed (./ops/install-wrk): every row's load comes from the Python client", flush=True)
     # SIGTERM must unwind through run()'s finally, which stops the stack and the reference servers.
@@ -643,7 +722,7 @@ def main(argv: list[str] | None = None) -> None:
         body,
         args.profile,
         only,
-        (pair[0], pair[1]),
+        tuple((first, second) for first, second in pairs_of),
         args.rest,
         args.ingress_mode,
         args.rate,
@@ -694,29 +773,8 @@ def main(argv: list[str] | None = None) -> None:
             each = " ".join(f"{us:+.0f}" for us in extra)
             median = statistics.median(extra)
             print(f"replica CPU added by metering at {conns} conn: median {median:+.0f} µs/call (rounds: {each})")
-    pair_ratios = [[m.result.rps / u.result.rps for u, m in pairs if u.result.rps > 0] for pairs in short_pairs]
-    ratios = [r for of_round in pair_ratios for r in of_round]
-    if ratios:
-        q1, q3 = quartiles(ratios)
-        print(
-            f"{len(ratios)} short pairs, {pair[1]} / {pair[0]} @64 conn:"
-            f" median {statistics.median(ratios):.3f} (quartiles {q1:.3f} – {q3:.3f})"
-        )
-        # The pairs of one round share its replica process: each round's median is one draw.
-        round_medians = [statistics.median(of_round) for of_round in pair_ratios if of_round]
-        interval = median_interval(round_medians)
-        if interval is not None:
-            each = " ".join(f"{r:.3f}" for r in round_medians)
-            print(f"    each round's pairs: medians {each}; interval for their median: {interval}")
-        pair_cpu = [
-            (m.result.server_cpu_ms_per_req - u.result.server_cpu_ms_per_req) * 1e3
-            for pairs in short_pairs
-            for u, m in pairs
-            if m.result.server_cpu_ms_per_req is not None and u.result.server_cpu_ms_per_req is not None
-        ]
-        if pair_cpu:
-            median_cpu = statistics.median(pair_cpu)
-            print(f"replica CPU, {pair[1]} less {pair[0]}, in the short pairs: median {median_cpu:+.0f} µs/call")
+    for pair, of_rounds in short_pairs.items():
+        print("\n".join(pair_summary(pair, of_rounds)))
     for row in median_of(by_round):  # Ray's processes per request, and how much of it their rest rate explains
         node = row.result.node_cpu_us_per_req
         if node is None or not rest or row.result.rps <= 0:

@@ -1,10 +1,13 @@
 """bench.metered's ratios to (b') (issue 64): throughput and machine CPU per request against
-``forwarder-own``, within each round, and never between rows of two load generators."""
+``forwarder-own``, within each round and within each short pair, and never between rows of two load
+generators."""
 
 from __future__ import annotations
 
+import pytest
+
 from bench.loadgen import LoadResult
-from bench.metered import REFERENCE, against_reference, same_client
+from bench.metered import REFERENCE, against_reference, pair_error, pair_summary, same_client
 from bench.report import Row
 
 
@@ -37,3 +40,36 @@ def test_rows_of_two_load_generators_are_not_compared() -> None:
     keyed = row("metered-apikey-python", 1_500, 700, backend="python")
     pair = same_client([*rows, keyed], "metered-signed", "metered-apikey-python", 64)
     assert pair is not None and pair[1] is keyed
+
+
+def test_a_short_pair_gives_its_ratios_as_the_median_of_its_pairs() -> None:
+    of_rounds = [
+        [(row(REFERENCE, 10_000, 100), row("metered-apikey", 5_000, 200))],
+        [(row(REFERENCE, 8_000, 120), row("metered-apikey", 3_200, 300)),
+         (row(REFERENCE, 9_000, 110), row("metered-apikey", 5_400, 165))],
+    ]  # fmt: skip
+    lines = pair_summary((REFERENCE, "metered-apikey"), of_rounds)
+    assert lines[0] == (
+        "3 short pairs, metered-apikey / forwarder-own @64 conn, throughput: median 0.500 (quartiles 0.400 – 0.600)"
+    )
+    assert lines[1].startswith("    each round's pairs: medians 0.500 0.500;")
+    assert lines[2].startswith(
+        "3 short pairs, metered-apikey / forwarder-own @64 conn, forwarder-own's machine CPU a request / its own:"
+        " median 0.500 (quartiles 0.400 – 0.667)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("pair", "problem"),
+    [
+        (("metered-apikey", "metered-signed"), "run from the Python client"),  # wrk against the Python client
+        (("forwarder-own", "metered-batch100"), "two different targets"),
+        (("metered-apikey", "metered-apikey"), "two different targets"),
+        (("forwarder-own",), "two different targets"),
+    ],
+)
+def test_a_pair_of_two_load_generators_or_not_two_targets_is_refused(pair: tuple[str, ...], problem: str) -> None:
+    refusal = pair_error(pair)
+    assert refusal is not None and problem in refusal
+    assert pair_error(("metered-apikey-python", "metered-signed")) is None
+    assert pair_error((REFERENCE, "metered-apikey")) is None
