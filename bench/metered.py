@@ -46,8 +46,8 @@ a request, on the servers' two cores) is not in the measured window, as the API 
 is not; a run that outpaces them signs the rest as it goes, and says so.
 
 The summary leads with every target against (b') (issue 64): its throughput over (b')'s and the
-machine's CPU per request, (b')'s over its (every process's CPU, the load generator's included, from
-each run's per-role line), median over the rounds, within each round and only between rows driven by
+machine's CPU per request, (b')'s over its (every process's CPU but the load generator's, from each
+run's per-role line), median over the rounds, within each round and only between rows driven by
 the same load generator (a signed row is compared with ``metered-apikey-python``, the API-key row again
 from the Python client). (b) stays a row. The table's server column is the CPU the target's own process
 (for Serve, the replica) spent per request during the run, and the last lines give what metering added
@@ -331,9 +331,8 @@ def run(
     """Every target at every connection count, ``rounds`` times interleaved (the rows of each round),
     each round on a new replica process followed by its share of ``pairs`` short alternating runs of
     each pair of ``pairs_of`` (serve-unmetered and metered-apikey unless asked; the pairs of each round,
-    by pair); then the batch
-    rows. ``only``: the targets to run in the rounds (the batch among them), all of them if None. First,
-    ``rest_s`` seconds with no load give each process role's CPU at rest. With ``profile``,
+    by pair); then the batch rows. ``only``: the targets to run in the rounds (the batch among them), all of
+    them if None. First, ``rest_s`` seconds with no load give each process role's CPU at rest. With ``profile``,
     instead: one run of (a), metered, signed and the batch at 64 connections, each with the replica sampled by
     py-spy into ``profile``.<name>, and where its time went. ``rate``: the rounds' runs paced to at most that
     many requests a second (``run_load``: the Python client, which ``client`` "auto" then is), so that targets
@@ -527,7 +526,7 @@ RATIOS = [
 
 
 def machine_us(row: Row) -> float | None:
-    """The machine's CPU per request of a run (every process, the load generator's included)."""
+    """The machine's CPU per request of a run: every process's but the load generator's (bench/node_cpu.py)."""
     node = row.result.node_cpu_us_per_req
     return None if node is None else sum(node.values())
 
@@ -597,7 +596,7 @@ def pair_summary(pair: tuple[str, str], of_rounds: list[list[tuple[Row, Row]]]) 
     """The short pairs of ``pair``: the second's throughput over the first's, the first's machine CPU a request
     over the second's, each the median of the pairs with quartiles (and the interval for the median of the
     rounds' medians: the pairs of one round share its replica process, so each round's median is one draw);
-    and the replica CPU the second spent over the first a request."""
+    and the CPU the second's own process spent a request over the first's (for Serve's targets, the replica)."""
     first, second = pair
     lines: list[str] = []
     measures = (
