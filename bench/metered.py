@@ -295,12 +295,17 @@ def alternate(
     for i in range(pairs):
         rows: dict[str, Row] = {}
         for target in (first, second) if i % 2 == 0 else (second, first):
-            by = "python" if target[0] in PYTHON_CLIENT else client
+            by = load_generator(target[0], client)
             rows[target[0]] = run_target(
                 target, 64, seconds, by, cpu_pids, say=False, warmup_s=0.0, pause_s=0.0, log=None, node_cpu=True
             )
         results.append((rows[first[0]], rows[second[0]]))
     return results
+
+
+def load_generator(name: str, client: str) -> str:
+    """What drives target ``name``: the Python client for :data:`PYTHON_CLIENT`'s, else ``client``."""
+    return "python" if name in PYTHON_CLIENT else client
 
 
 def pair_error(pair: tuple[str, ...]) -> str | None:
@@ -381,6 +386,11 @@ def run(
 
         direct = {"url": ""}  # the replica's own address, new with each replica
 
+        def at_replica(target: Target) -> Target:
+            """``target`` with the current replica's own address in its URL (the ``DIRECT`` rows)."""
+            name, url, headers, sent = target
+            return name, url.replace("{direct}", direct["url"]), headers, sent
+
         def new_replica(generation: int) -> None:
             """The gateway's app replaced by the paired ingress on a new replica process (module docstring)."""
             marker = f"ServeReplica:{SERVE_APP_NAME}:Ingress"
@@ -438,8 +448,7 @@ def run(
         batch: Target = ("metered-batch100", f"{base}/", keyed, BATCH_BODY)  # after the others (module docstring)
         if profile is not None:  # (a), metered, signed and the batch, or those of them and the others --only names
             chosen = [*targets[3:6], batch] if only is None else [t for t in [*targets, batch] if t[0] in only]
-            chosen = [(n, u.replace("{direct}", direct["url"]), h, b) for n, u, h, b in chosen]
-            profile_replica(profile, chosen, duration_s, client, cpu_pids, rate)
+            profile_replica(profile, [at_replica(target) for target in chosen], duration_s, client, cpu_pids, rate)
             return [], {}, {}
         named = {target[0]: target for target in targets}
         if only is not None:
@@ -454,15 +463,15 @@ def run(
             order = targets if round_no % 2 == 0 else targets[::-1]  # and reversed every other round
             print(f"round {round_no + 1} of {rounds}: {', '.join(name for name, *_ in order)}", flush=True)
             for conns in connections:
-                for name, url, headers, sent in order:
-                    by = "python" if name in PYTHON_CLIENT else client
-                    target = (name, url.replace("{direct}", direct["url"]), headers, sent)
-                    rows.append(run_target(target, conns, duration_s, by, cpu_pids, node_cpu=True, rate=rate))
+                for target in order:
+                    by = load_generator(target[0], client)
+                    rows.append(
+                        run_target(at_replica(target), conns, duration_s, by, cpu_pids, node_cpu=True, rate=rate)
+                    )
             share = pairs // rounds + (1 if round_no < pairs % rounds else 0)
             for pair in pairs_of if share else ():
                 print(f"{share} short pairs: {pair[0]}, {pair[1]}", flush=True)
-                first, second = (named[name] for name in pair)
-                first, second = ((n, u.replace("{direct}", direct["url"]), h, b) for n, u, h, b in (first, second))
+                first, second = (at_replica(named[name]) for name in pair)
                 paired[pair][round_no] = alternate(first, second, share, pair_s, client, cpu_pids)
         if only is not None and batch[0] not in only:
             return by_round, paired, rest
@@ -553,11 +562,10 @@ def against_reference(by_round: list[list[Row]], conns: int) -> list[str]:
             if pair is None:
                 continue
             row, base = pair
-            if base.result.rps > 0:
-                rps.append(row.result.rps / base.result.rps)
-            us, base_us = machine_us(row), machine_us(base)
-            if us and base_us:
-                cpu.append(base_us / us)
+            if (ratio := _throughput_ratio(base, row)) is not None:
+                rps.append(ratio)
+            if (ratio := _machine_ratio(base, row)) is not None:
+                cpu.append(ratio)
         if not rps:
             continue  # left out (--only), or another load generator than (b')'s
         each = " ".join(f"{r:.3f}" for r in rps)
@@ -600,7 +608,7 @@ def pair_summary(pair: tuple[str, str], of_rounds: list[list[tuple[Row, Row]]]) 
     first, second = pair
     lines: list[str] = []
     measures = (
-        ("throughput", lambda a, b: b.result.rps / a.result.rps if a.result.rps > 0 else None),
+        ("throughput", _throughput_ratio),
         (f"{first}'s machine CPU a request / its own", _machine_ratio),
     )
     for what, ratio_of in measures:
@@ -632,10 +640,16 @@ def pair_summary(pair: tuple[str, str], of_rounds: list[list[tuple[Row, Row]]]) 
     return lines
 
 
+def _throughput_ratio(first: Row, second: Row) -> float | None:
+    """The second's requests a second over the first's."""
+    return second.result.rps / first.result.rps if first.result.rps > 0 else None
+
+
 def _machine_ratio(first: Row, second: Row) -> float | None:
-    """The first's machine CPU a request over the second's: above 1 when the second costs the machine less."""
+    """The first's machine CPU a request over the second's (None unless both were counted, and spent some):
+    above 1 when the second costs the machine less."""
     a, b = machine_us(first), machine_us(second)
-    return None if a is None or b is None or b <= 0 else a / b
+    return a / b if a and b else None
 
 
 def cpu_added(rows: list[Row], conns: int) -> float | None:
