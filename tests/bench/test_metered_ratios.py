@@ -4,11 +4,26 @@ generators."""
 
 from __future__ import annotations
 
+import urllib.request
+from pathlib import Path
+
+import orjson
+import psutil
 import pytest
 
-from bench.loadgen import LoadResult
-from bench.metered import REFERENCE, against_reference, pair_error, pair_summary, same_client
+from bench.loadgen import DEFAULT_BODY, LoadResult
+from bench.metered import (
+    REFERENCE,
+    against_reference,
+    main,
+    pair_error,
+    pair_summary,
+    same_client,
+    start_edge,
+    start_reference,
+)
 from bench.report import Row
+from gateway.runtime.haproxy_edge import SUFFIX
 
 
 def row(name: str, rps: float, machine_us: float, backend: str = "wrk", conns: int = 64) -> Row:
@@ -73,3 +88,43 @@ def test_a_pair_of_two_load_generators_or_not_two_targets_is_refused(pair: tuple
     assert refusal is not None and problem in refusal
     assert pair_error(("metered-apikey-python", "metered-signed")) is None
     assert pair_error((REFERENCE, "metered-apikey")) is None
+
+
+def test_the_edge_target_is_refused_where_the_stack_runs_no_haproxy() -> None:
+    with pytest.raises(SystemExit) as refused:
+        main(["--only", "forwarder-own,app-uvicorn-edge", "--ingress-mode", "reuseport"])
+    assert refused.value.code == 2
+    assert pair_error((REFERENCE, "app-uvicorn-edge")) is None and pair_error((REFERENCE, "app-uvicorn-ray")) is None
+
+
+@pytest.mark.timeout(120)
+def test_the_edge_target_serves_through_a_second_haproxy_on_the_stacks_configuration(tmp_path: Path) -> None:
+    """``app-uvicorn-edge``'s HAProxy: the stack's patched file (here one of the shape Ray writes: its admin
+    socket, its front end, a replica and Serve's backup fallback) found under the stack's HAProxy directory,
+    pointed at the given app, and run by Ray's bundled binary, which the real requests go through."""
+    files = tmp_path / "stack-haproxy" / "session"
+    files.mkdir(parents=True)
+    (files / f"haproxy.cfg{SUFFIX}").write_text(
+        "global\n    stats socket /nonexistent/admin.sock mode 600 level admin\n    maxconn 1000\n"
+        "defaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n"
+        "frontend http_frontend\n    bind 127.0.0.1:1\n    default_backend gateway\n"
+        "backend gateway\n    option httpchk GET /-/healthz\n    server replica1 127.0.0.1:2 check\n"
+        "    server fallback 127.0.0.1:3 backup\n"
+    )
+    upstream, upstream_url = start_reference("bench.const_upstream")
+    workdir = tmp_path / "edge"
+    workdir.mkdir()
+    edge, edge_url = start_edge(tmp_path / "stack-haproxy", upstream_url.rstrip("/"), workdir)
+    try:
+        assert psutil.Process(edge.pid).name() == "haproxy"
+        request = urllib.request.Request(f"{edge_url}/", data=DEFAULT_BODY)
+        with urllib.request.urlopen(request, timeout=5) as answer:  # through HAProxy to the upstream
+            assert orjson.loads(answer.read())["result"] == 123456
+        written = (workdir / "haproxy.cfg").read_text()
+        upstream_port = upstream_url.rstrip("/").rpartition(":")[2]
+        assert f"server replica 127.0.0.1:{upstream_port} check" in written and "backup" not in written
+        assert f"stats socket {workdir}/admin.sock" in written and "httpchk" not in written
+    finally:
+        for proc in (edge, upstream):
+            proc.terminate()
+            proc.wait(timeout=10)
