@@ -26,8 +26,8 @@ Two go to the replica's app on plain uvicorn, without Ray or HAProxy (``app-uvic
 ``bench/app_uvicorn.py``): what Ray's and Serve's process adds to the same code, and what the gateway's own
 layers add to (b'). Two more run only when named (``--only``, ``--pair``): ``app-uvicorn-ray``, (a)'s app on
 plain uvicorn in a process joined to the stack's Ray as a driver (what being a Ray process costs the same code,
-with none of Serve's on the path), and ``app-uvicorn-edge``, the plain app behind a second HAProxy on the
-stack's own edge configuration (the hop without Ray or Serve; ``haproxy`` mode only).
+with none of Serve's on the path), and ``app-uvicorn-edge``, that process behind a second HAProxy on the
+stack's own edge configuration: all that (a) runs but Serve's request path (``haproxy`` mode only).
 Rows: the upstream alone, the plain forwarder (b), the same forwarder through the gateway's own node client
 (b', ``forwarder-own``: so that a ratio to it rises only when the gateway's code gets faster, not its node
 client), Serve unmetered (a), Serve metered with an API key,
@@ -255,9 +255,9 @@ TARGETS = (
 #: The replica's app on plain uvicorn, no Ray and no HAProxy (``bench/app_uvicorn.py``): (a) and the API-key
 #: row without what Ray and Serve add to the process, (b') with the gateway's own layers added.
 APP_UVICORN = ("app-uvicorn", "app-uvicorn-metered")
-#: Run only when named (``--only``, ``--pair``), each with a process of its own: (a)'s app on plain uvicorn
-#: in a process joined to the stack's Ray as a driver (what being a Ray process costs the same code, none of
-#: Serve's on the path), and behind a second HAProxy on the stack's own edge configuration (the hop alone).
+#: Run only when named (``--only``, ``--pair``): (a)'s app on plain uvicorn in a process joined to the stack's
+#: Ray as a driver (what being a Ray process costs the same code), and that process behind a second HAProxy on
+#: the stack's own edge configuration: everything (a) runs but Serve's request path, its floor.
 BY_NAME_ONLY = ("app-uvicorn-ray", "app-uvicorn-edge")
 #: Targets sent to the replica's own port, past HAProxy (issue 64, item 5: what the hop costs the machine).
 DIRECT = ("serve-unmetered-direct", "metered-apikey-direct")
@@ -472,7 +472,7 @@ def run(
             cpu_pids[name] = [app_proc.pid]
         named_here = (only or set()) | {name for pair in pairs_of for name in pair}
         more: list[Target] = []
-        if "app-uvicorn-ray" in named_here:
+        if named_here & set(BY_NAME_ONLY):  # the edge's HAProxy fronts the app joined to Ray
             gcs = ray.get_runtime_context().gcs_address
             ray_proc, ray_url = start_app_uvicorn(resolved.model_dump(mode="json"), home, ray_address=gcs)
             extra.append(ray_proc)
@@ -481,9 +481,9 @@ def run(
         if "app-uvicorn-edge" in named_here:
             files = Path((home / HAPROXY_RECORD).read_text().split("\n")[0])
             edge_dir = Path(tempfile.mkdtemp(prefix="edge-", dir=home))
-            edge_proc, edge_url = start_edge(files, app_url, edge_dir)
+            edge_proc, edge_url = start_edge(files, ray_url, edge_dir)
             extra.append(edge_proc)
-            cpu_pids["app-uvicorn-edge"] = [app_proc.pid]  # the serving process, as Serve's rows' replica
+            cpu_pids["app-uvicorn-edge"] = [ray_proc.pid]  # the serving process, as Serve's rows' replica
             more.append(("app-uvicorn-edge", f"{edge_url}{UNMETERED_PATH}", DEFAULT_HEADERS, body))
         secret = os.urandom(32)
         signer = WalletSigner(secret)
