@@ -138,8 +138,8 @@ def start_app_uvicorn(
 
 
 def start_edge(haproxy_files: Path, app_url: str, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """A second HAProxy on the stack's own configuration as ``gateway-haproxy`` patched it (the edge's rules)
-    in front of the app on plain uvicorn (``bench.edge``'s retargeting): the hop without Ray or Serve."""
+    """A second HAProxy on the stack's own configuration as ``gateway-haproxy`` patched it (the edge's rules),
+    its one server the app at ``app_url`` instead of the replica (``bench.edge``'s retargeting)."""
     from bench.edge import retarget
     from bench.paired import UNMETERED_PATH
     from gateway.runtime.haproxy_edge import SUFFIX
