@@ -155,7 +155,12 @@ def start_edge(haproxy_files: Path, app_url: str, workdir: Path) -> tuple[subpro
     config.write_text(retarget(configs[0].read_text(), port, app_port, workdir))
     proc = subprocess.Popen([haproxy_binary(), "-db", "-f", str(config)], stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    wait_answering(f"{url}{UNMETERED_PATH}", timeout_s=30.0)
+    try:
+        wait_answering(f"{url}{UNMETERED_PATH}", timeout_s=30.0)
+    except BaseException:
+        proc.kill()
+        proc.wait(timeout=10)
+        raise
     return proc, url
 
 

@@ -111,11 +111,13 @@ def test_the_edge_target_serves_through_a_second_haproxy_on_the_stacks_configura
         "backend gateway\n    option httpchk GET /-/healthz\n    server replica1 127.0.0.1:2 check\n"
         "    server fallback 127.0.0.1:3 backup\n"
     )
-    upstream, upstream_url = start_reference("bench.const_upstream")
     workdir = tmp_path / "edge"
     workdir.mkdir()
-    edge, edge_url = start_edge(tmp_path / "stack-haproxy", upstream_url.rstrip("/"), workdir)
+    upstream, upstream_url = start_reference("bench.const_upstream")
+    started = [upstream]
     try:
+        edge, edge_url = start_edge(tmp_path / "stack-haproxy", upstream_url.rstrip("/"), workdir)
+        started.append(edge)
         assert psutil.Process(edge.pid).name() == "haproxy"
         request = urllib.request.Request(f"{edge_url}/", data=DEFAULT_BODY)
         with urllib.request.urlopen(request, timeout=5) as answer:  # through HAProxy to the upstream
@@ -125,6 +127,6 @@ def test_the_edge_target_serves_through_a_second_haproxy_on_the_stacks_configura
         assert f"server replica 127.0.0.1:{upstream_port} check" in written and "backup" not in written
         assert f"stats socket {workdir}/admin.sock" in written and "httpchk" not in written
     finally:
-        for proc in (edge, upstream):
+        for proc in started:
             proc.terminate()
             proc.wait(timeout=10)
