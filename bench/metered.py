@@ -362,6 +362,11 @@ def load_generator(name: str, client: str) -> str:
     return "python" if name in PYTHON_CLIENT else client
 
 
+def named_targets(only: set[str] | None, pairs_of: tuple[tuple[str, ...], ...]) -> set[str]:
+    """The targets ``--only`` and the ``--pair``s name (the :data:`BY_NAME_ONLY` ones run only if here)."""
+    return (only or set()) | {name for pair in pairs_of for name in pair}
+
+
 def pair_error(pair: tuple[str, ...]) -> str | None:
     """Why ``pair`` cannot be a short pair's two targets, or None: two of :data:`TARGETS`, both driven by
     the same load generator (a ratio compares rows of one load generator)."""
@@ -475,7 +480,7 @@ def run(
         app_proc, app_url = start_app_uvicorn(resolved.model_dump(mode="json"), home)
         for name in APP_UVICORN:
             cpu_pids[name] = [app_proc.pid]
-        named_here = (only or set()) | {name for pair in pairs_of for name in pair}
+        named_here = named_targets(only, pairs_of)
         more: list[Target] = []
         if named_here & set(BY_NAME_ONLY):  # the edge's HAProxy fronts the app joined to Ray
             gcs = ray.get_runtime_context().gcs_address
@@ -791,7 +796,7 @@ def main(argv: list[str] | None = None) -> None:
     for pair in pairs_of:
         if (problem := pair_error(pair)) is not None:
             parser.error(problem)
-    if args.ingress_mode != "haproxy" and "app-uvicorn-edge" in (only or set()) | {n for p in pairs_of for n in p}:
+    if args.ingress_mode != "haproxy" and "app-uvicorn-edge" in named_targets(only, pairs_of):
         parser.error("app-uvicorn-edge runs the stack's own HAProxy configuration: --ingress-mode haproxy only")
     if args.client == "auto" and args.rate is None and not wrk_available():  # the figures differ: bench/README.md
         print("wrk is not installed (./ops/install-wrk): every row's load comes from the Python client", flush=True)
