@@ -14,6 +14,10 @@ Any other status ends the iteration with the :class:`grpc.aio.AioRpcError` (``UN
 ``RESOURCE_EXHAUSTED``, ``PERMISSION_DENIED``, ``INVALID_ARGUMENT``, ``OUT_OF_RANGE``, ...): another
 attempt would be refused alike. ``max_reconnects`` failed attempts in a row end it with the last error.
 
+The channel is TLS (the system's CAs, or ``credentials``) unless the target is on this machine (a loopback
+address, ``localhost``, a Unix socket) or the caller asks for plaintext by name (``plaintext=True``): the
+``x-token`` is an API key, never sent in clear over a network by default.
+
 The messages are this package's copy of the generated modules (``gateway_client.geyser.pb2``), the same
 as any Yellowstone client generates from the public .proto files.
 
@@ -27,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 from collections import OrderedDict
 from collections.abc import Hashable
@@ -39,7 +44,7 @@ from gateway_client._geyser import geyser_pb2 as pb2
 from gateway_client._geyser import geyser_pb2_grpc as pb2_grpc
 from gateway_client.signal_parts import Backoff
 
-__all__ = ["RESUMABLE", "GeyserOptions", "GeyserStream", "pb2", "pb2_grpc", "slot_of", "update_key"]
+__all__ = ["RESUMABLE", "GeyserOptions", "GeyserStream", "is_local_target", "pb2", "pb2_grpc", "slot_of", "update_key"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +63,34 @@ class GeyserOptions:
     max_backoff_s: float = 30.0
     dedup_slots: int = 64  # keys of updates this many slots below the highest are forgotten
     dedup_window: int = 100_000  # and at most this many keys are kept
+
+
+def is_local_target(target: str) -> bool:
+    """Whether a gRPC ``target`` is on this machine: a loopback address or ``localhost`` (``host:port``,
+    ``[::1]:port``, gRPC's ``dns:``, ``ipv4:`` and ``ipv6:`` forms) or a Unix socket. Only the text is
+    read, never DNS: a name that resolves to loopback is not taken as local."""
+    text = target.strip()
+    if text.startswith(("unix:", "unix-abstract:")):
+        return True
+    for prefix in ("dns:///", "dns:", "ipv4:", "ipv6:"):
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+            break
+    if "/" in text or "," in text:  # dns://authority/host, or a list of addresses: not one local host
+        return False
+    if text.startswith("["):
+        host = text[1 : text.find("]")] if "]" in text else text
+    elif text.count(":") == 1:
+        host = text.rsplit(":", 1)[0]
+    else:
+        host = text  # no port, or a bare IPv6 address
+    host = host.lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def slot_of(update: Any) -> int | None:
@@ -94,7 +127,10 @@ class GeyserStream:
         token: an API key or a session token, sent as ``x-token``.
         request: the ``SubscribeRequest`` (filters, commitment); its ``from_slot``, if set, is where the
             first call starts.
-        credentials: ``grpc.ssl_channel_credentials()`` for a gateway behind TLS; None: plaintext.
+        credentials: TLS credentials (``grpc.ssl_channel_credentials(root_certificates=...)`` for a private CA);
+            None: TLS with the system's CAs, or plaintext to a target on this machine (:func:`is_local_target`).
+        plaintext: True to send the token in clear to any target (a TLS-terminating proxy on the path, a
+            test network); asked by name, never assumed for a host elsewhere.
         options: bounds and timings (:class:`GeyserOptions`).
 
     Attributes:
@@ -110,8 +146,11 @@ class GeyserStream:
         request: Any,
         *,
         credentials: grpc.ChannelCredentials | None = None,
+        plaintext: bool = False,
         options: GeyserOptions | None = None,
     ) -> None:
+        if plaintext and credentials is not None:
+            raise ValueError("plaintext=True and TLS credentials: give one or the other")
         self.target = target
         self.token = token
         self.options = options or GeyserOptions()
@@ -120,6 +159,8 @@ class GeyserStream:
         self.duplicates = 0
         self._request = request
         self._credentials = credentials
+        # TLS unless plaintext is asked by name, or the target is this machine and no credentials are given
+        self._tls = credentials is not None or not (plaintext or is_local_target(target))
         self._channel: grpc.aio.Channel | None = None
         self._call: Any = None
         self._seen: OrderedDict[Hashable, int] = OrderedDict()  # update key -> its slot
@@ -215,9 +256,9 @@ class GeyserStream:
             await asyncio.sleep(self._backoff.next_delay())
         if self._channel is None:
             self._channel = (
-                grpc.aio.insecure_channel(self.target)
-                if self._credentials is None
-                else grpc.aio.secure_channel(self.target, self._credentials)
+                grpc.aio.secure_channel(self.target, self._credentials or grpc.ssl_channel_credentials())
+                if self._tls
+                else grpc.aio.insecure_channel(self.target)
             )
         request = pb2.SubscribeRequest()
         request.CopyFrom(self._request)
