@@ -18,7 +18,7 @@ import re
 import ssl
 from pathlib import Path
 from typing import Annotated, Self
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -48,6 +48,17 @@ def url_with_scheme(value: str | None, schemes: tuple[str, ...], name: str) -> s
     if parsed.scheme not in schemes or not (parsed.netloc or parsed.path):
         raise ValueError(f"{name} must be a URL starting with {' or '.join(s + '://' for s in schemes)}")
     return value
+
+
+def _is_http_origin(text: str) -> bool:
+    """Whether ``text`` is ``http(s)://host[:port]`` and nothing else."""
+    parts = urlsplit(text)
+    try:
+        parts.port  # noqa: B018 (raises ValueError for a port that is not a number or out of range)
+    except ValueError:
+        return False
+    extra = parts.path or parts.query or parts.fragment or parts.username or parts.password
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and not extra
 
 
 class IngressAutoscaling(BaseModel):
@@ -90,7 +101,8 @@ class ServiceSettings(BaseModel):
     ``gateway.app.settings.Settings`` forbids them.
     """
 
-    model_config = ConfigDict(extra="ignore", validate_default=True)
+    # hide_input_in_errors: a bad setting's message never repeats its value (a node URL's key, a DSN's password)
+    model_config = ConfigDict(extra="ignore", validate_default=True, hide_input_in_errors=True)
 
     # Where the service runs and what it talks to.
     home: Path = Field(Path(".gateway"), description="Data dir: embedded databases, keys, devnode state.")
@@ -249,6 +261,13 @@ class ServiceSettings(BaseModel):
         "origin, as hosted RPCs do; empty: no page on another origin. Nothing is refused for it: a browser "
         "refuses an answer without the CORS headers; an account's own rules refuse the key (docs/api.md).",
     )
+    public_origins: list[str] = Field(
+        default_factory=list,
+        description="More origins (http(s)://host[:port]) the gateway's own pages are served at, beside public_url's "
+        "(a second domain): with public_url they are the gateway's own origins, which an account's origin rule "
+        "never refuses (docs/api.md, Access rules); a request's Host header never is. Without public_url: "
+        "http://127.0.0.1, localhost and [::1] at port (the embedded stack's /app/), and these.",
+    )
     mcp_allowed_origins: list[str] = Field(
         default_factory=list,
         description="Origins (scheme://host[:port]) whose browser pages may call /mcp besides the gateway's own "
@@ -390,6 +409,15 @@ class ServiceSettings(BaseModel):
             if entry != "*" and not ORIGIN.fullmatch(entry.rstrip("/")):
                 raise ValueError(f"{entry!r} is not '*' nor an origin (scheme://host[:port], no path)")
         return value
+
+    @field_validator("public_origins")
+    @classmethod
+    def _check_public_origins(cls, value: list[str]) -> list[str]:
+        origins = [entry.strip().rstrip("/").lower() for entry in value]
+        for position, origin in enumerate(origins, 1):
+            if not _is_http_origin(origin):  # named by its position: no setting's value in an error
+                raise ValueError(f"public_origins: entry {position} is not an origin http(s)://host[:port], no path")
+        return origins
 
     @field_validator("trusted_proxies")
     @classmethod
