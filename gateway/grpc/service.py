@@ -35,10 +35,12 @@ process's :class:`~gateway.credits.meter.Meter` (prices and status codes: :mod:`
   and the others never notice;
 - a request with ``from_slot`` is replayed from the process's replay log before the stream goes live
   (:mod:`gateway.grpc.replay`); the replayed span counts as stream time (its intervals are billed from
-  when the first replayed slot came), and a ping is answered once the replay before it is sent;
+  when the first replayed slot came) once the replay is accepted (a refused one covers nothing), and a
+  ping is answered once the replay before it is sent;
 - a stream that ends hands the time it held past its last paid interval to its account's next stream
   (:mod:`gateway.grpc.store`), which counts it as held already, so an account's intervals are
-  those of the stream time it held, summed over its reconnects; an account opens at most
+  those of the stream time it held, summed over its reconnects; a stream none of whose requests was
+  accepted (a refused resume) hands on only what it carried, none of its own time; an account opens at most
   ``max_opens_per_minute`` streams a minute.
 """
 
@@ -123,6 +125,7 @@ class StreamTime:
     carried: float = 0.0
     since: float | None = None
     paid: int = 0
+    admitted: bool = False  # a request of it was accepted: its own time is stream time
     ended: bool = False  # its unbilled time handed on
     moved: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -143,7 +146,11 @@ class StreamTime:
 
     def unbilled(self, now: float) -> float:
         """The time covered by ``now`` past the last boundary a charge was made at (less than an interval
-        unless a charge could not be made): what the account's next stream carries."""
+        unless a charge could not be made): what the account's next stream carries. A stream none of whose
+        requests was accepted (refused, as a resume out of range, or left empty) delivered nothing: only what
+        it carried and no interval billed goes on, none of its own time."""
+        if not self.admitted:
+            return max(0.0, self.carried - self.paid * self.interval)
         return max(0.0, now - self.start - self.paid * self.interval)
 
 
@@ -345,13 +352,15 @@ class GeyserGateway:
             if refused is not None:
                 out.end(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
                 return
-            if filters.from_slot is not None and deps.replay_log is not None:
-                since = deps.replay_log.received_at(filters.from_slot)
-                if since is not None:
-                    clock.cover(since)  # the replayed span is stream time too
             live = filters if resume is None else resume.take(filters)
             if out.ended:
                 return  # a from_slot out of range or not held yet: refused, like an invalid request
+            if filters.from_slot is not None and deps.replay_log is not None:
+                # Only once the replay is accepted: a refused one covers nothing (it was billed, issue 83).
+                since = deps.replay_log.received_at(filters.from_slot)
+                if since is not None:
+                    clock.cover(since)  # the replayed span is stream time too
+            clock.admitted = True
             settle(False)  # admitted: the open's credit is charged
             if live is not None:
                 deps.fanout.replace(member, live)
