@@ -15,6 +15,7 @@ request or an owner session (Sign-In With Solana) is the owner's and passes what
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
@@ -32,6 +33,7 @@ from gateway.access.rules import (
     bound,
     method_allowed,
     origin_allowed,
+    own_origins,
 )
 from gateway.auth.services import AuthServices
 from gateway.core.client_address import TrustedProxies, client_address, grpc_peer_host
@@ -60,7 +62,7 @@ class _Held:
     """What a held connection was admitted with: enough to decide it again under new rules."""
 
     origin: str | None
-    host: str | None
+    host: str | None  # compared with the gateway's own origins only for a same-origin request without Origin
     fetch_site: str | None  # its Sec-Fetch-Site: a browser's request from another site without an Origin
     address: str
     wire: Wire
@@ -72,11 +74,14 @@ class AccessGuard:
     """Args:
     trusted: the proxies whose ``X-Forwarded-For`` is believed (settings ``trusted_proxies``).
     live: whether the ``REVOKED_KEYS`` channel is followed right now (the cache is used only then).
+    own: the gateway's own origins (settings ``public_url`` and ``public_origins``), which an origin rule
+        never refuses: :func:`gateway.access.rules.own_origins`.
     """
 
-    def __init__(self, trusted: TrustedProxies, live: Callable[[], bool]) -> None:
+    def __init__(self, trusted: TrustedProxies, live: Callable[[], bool], own: Callable[[], frozenset[str]]) -> None:
         self.trusted = trusted
         self.live = live
+        self.own = own
         self.pool: Pool | None = None
         self.generation = 0
         self._cache: dict[str, Compiled] = {}
@@ -106,11 +111,12 @@ class AccessGuard:
         error = refusal(
             compiled,
             headers.get("origin"),
-            headers.get("host"),
+            self.own(),
             self.address(call),
             call.wire,
             call.path,
             headers.get("sec-fetch-site"),
+            headers.get("host"),
         )
         if error is not None:
             metrics.ACCESS_REFUSALS.inc((error[0], str(call.wire)))
@@ -204,7 +210,9 @@ class AccessGuard:
             log.warning("could not re-check the access rules of %s: %s", pubkey, exc)
             return
         for held in list(self._held.get(pubkey, {}).values()):
-            error = refusal(compiled, held.origin, held.host, held.address, held.wire, held.path, held.fetch_site)
+            error = refusal(
+                compiled, held.origin, self.own(), held.address, held.wire, held.path, held.fetch_site, held.host
+            )
             if error is not None:
                 metrics.ACCESS_REFUSALS.inc((error[0], str(held.wire)))
                 held.end(ENDED)
@@ -230,11 +238,12 @@ def _nothing() -> None:
 def refusal(
     compiled: Compiled,
     origin: str | None,
-    host: str | None,
+    own: frozenset[str],
     address: str,
     wire: Wire,
     path: str,
     fetch_site: str | None,
+    host: str | None,
 ) -> tuple[str, ProxyError] | None:
     """Which rule refuses a request (its kind and error), or None: origin, then address, then the
     gRPC stream and the bulk routes' methods (a JSON-RPC call's methods are decided per item, later:
@@ -242,7 +251,7 @@ def refusal(
     rules = compiled.rules
     if rules.empty:
         return None
-    if not origin_allowed(rules, origin, host, fetch_site):
+    if not origin_allowed(rules, origin, own, fetch_site, host):
         if origin is None:
             message = f"another site's page (Sec-Fetch-Site: {fetch_site}) sent this request without an Origin"
             return "origin", access_denied(f"the account's access rules list origins, and {message}")
@@ -261,14 +270,19 @@ def refusal(
 def guard_of(trusted: TrustedProxies, auth: Callable[[], AuthServices]) -> AccessGuard:
     """The process's guard, built before the :class:`AuthServices` it is given to. Auth asks the guard
     (its checks) and the guard asks auth (whether its API-key cache is live): ``auth`` answers the
-    services when a check runs, after both exist, so neither is changed after construction.
-    :meth:`AccessGuard.pool` is set at start."""
+    services when a check runs, after both exist, so neither is changed after construction; the gateway's
+    own origins are read from auth's settings at the first check. :meth:`AccessGuard.pool` is set at start."""
 
     def live() -> bool:
         keys = auth().api_keys
         return keys is not None and keys.cache_live
 
-    return AccessGuard(trusted, live)
+    @functools.cache
+    def own() -> frozenset[str]:
+        settings = auth().settings
+        return own_origins(settings.public_url, settings.public_origins, settings.port)
+
+    return AccessGuard(trusted, live, own)
 
 
 def follow_changes(auth: AuthServices, guard: AccessGuard) -> None:

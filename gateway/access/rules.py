@@ -6,8 +6,9 @@ wallet itself is the owner's and is never refused by them (so a wrong CIDR canno
 out). Each list left empty allows everything of its kind:
 
     origins     exact ``scheme://host[:port]``, or ``scheme://*.domain[:port]`` for any subdomain; a
-                request with the gateway's own ``Origin`` (its ``Host``) is never refused, nor one with
-                no ``Origin`` unless its ``Sec-Fetch-Site`` says a browser sent it from another site
+                request from one of the gateway's own origins (configured: ``public_url``, ``public_origins``;
+                never the request's ``Host``, which a DNS-rebinding page chooses) is never refused, nor one
+                with no ``Origin`` unless its ``Sec-Fetch-Site`` says a browser sent it from another site
     addresses   IPv4/IPv6 addresses and CIDR ranges the client address must fall in
     methods     JSON-RPC method names and method classes (``READ_CHEAP`` ...); ``SUBSCRIPTION``
                 for the WebSocket subscriptions, ``GRPC`` for the gRPC stream
@@ -40,9 +41,11 @@ MAX_RATE = 100_000
 #: The webhook management actions, one per route of ``/webhooks`` (docs/api.md, "Webhooks").
 WEBHOOK_ACTIONS = ("create", "list", "delete", "pause", "resume", "replay", "rotate-secret", "deliveries")
 MAX_WEBHOOK_ACTIONS = len(WEBHOOK_ACTIONS)
-#: The ``Sec-Fetch-Site`` values of a request a browser sends from the gateway's own origin, or that no
-#: page started (typed in the address bar); any other is another site's page (docs/api.md, "Access rules").
-OWN_FETCH_SITES = frozenset({"same-origin", "none"})
+#: The ``Sec-Fetch-Site`` of a request that no page started (typed in the address bar), and of one a page
+#: sent to its own origin: the gateway's own page only when that origin (the request's ``Host``, then) is
+#: one of the gateway's own; any other is another site's page (docs/api.md, "Access rules").
+NO_PAGE = "none"
+SAME_ORIGIN = "same-origin"
 #: The JSON-RPC code of an access refusal: none of the interface's (-32001..-32015, -326xx, -32700).
 ACCESS_DENIED_RPC = -32030
 ACCESS_DENIED = "ACCESS_DENIED"
@@ -59,6 +62,8 @@ BULK_METHODS: Mapping[str, tuple[str, str]] = {
     "/bulk/getTransactions": ("getTransaction", MethodClass.READ_MEDIUM.value),
 }
 BOUND_MODES = frozenset({"api_key", "session"})
+#: The names of this machine a browser on it reaches a loopback gateway by.
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 
 def bound(identity: Identity) -> bool:
@@ -207,24 +212,74 @@ def _webhook_action(entry: str) -> str:
 # -- decisions ---------------------------------------------------------------------------------
 
 
-def origin_allowed(rules: AccessRules, origin: str | None, host: str | None, fetch_site: str | None = None) -> bool:
-    """Whether a request from ``origin`` (its ``Origin`` header) to ``host`` (its ``Host``) passes;
-    ``fetch_site`` is its ``Sec-Fetch-Site``. Without an ``Origin`` it passes unless that header says
-    another site's page sent it: a browser sends no ``Origin`` with an ``<img>``'s or a ``<script>``'s
-    GET, so the key in their URL would otherwise spend from any site."""
+def origin_allowed(
+    rules: AccessRules,
+    origin: str | None,
+    own: frozenset[str],
+    fetch_site: str | None = None,
+    host: str | None = None,
+) -> bool:
+    """Whether a request from ``origin`` (its ``Origin`` header) passes; ``own`` are the gateway's own
+    origins as :func:`exact_origin` writes them, from its configuration: never the request's ``Host``
+    alone, which a page of any site whose name resolves to the gateway (DNS rebinding) sends as its own.
+    Without an ``Origin`` it passes unless ``fetch_site`` (its ``Sec-Fetch-Site``) says a page sent it:
+    another site's (a browser sends no ``Origin`` with an ``<img>``'s or a ``<script>``'s GET, so the key
+    in their URL would otherwise spend from any site), or a page of the request's own origin whose
+    ``host`` is not one of the gateway's own origins (a rebound name's same-origin GET)."""
     if not rules.origins:
         return True
     if origin is None:
-        return fetch_site is None or fetch_site.strip().lower() in OWN_FETCH_SITES
+        site = None if fetch_site is None else fetch_site.strip().lower()
+        if site == SAME_ORIGIN:
+            return host is not None and host.strip().lower() in _own_hosts(own)
+        return site is None or site == NO_PAGE
     text = origin.strip().lower().rstrip("/")
     try:
         parts = urlsplit(text)
         port = parts.port
     except ValueError:
         return False
-    if host is not None and parts.netloc == host.strip().lower():
-        return True  # the gateway's own page (same origin)
+    if exact_origin(text) in own:
+        return True  # the gateway's own page
     return any(_origin_matches(pattern, parts.scheme, parts.hostname or "", port) for pattern in rules.origins)
+
+
+def _own_hosts(own: frozenset[str]) -> frozenset[str]:
+    """The ``Host`` headers of requests to the gateway's own origins: ``host[:port]``, the default port
+    written or not."""
+    hosts = set()
+    for origin in own:
+        parts = urlsplit(origin)
+        hosts.add(parts.netloc)
+        if parts.port is None:
+            hosts.add(f"{parts.netloc}:{443 if parts.scheme == 'https' else 80}")
+    return frozenset(hosts)
+
+
+def exact_origin(text: str) -> str | None:
+    """An http(s) origin as compared: ``scheme://host[:port]`` in lower case, the scheme's default port
+    left out (as a browser writes ``Origin``); None for anything else."""
+    parts = urlsplit(text.strip().lower().rstrip("/"))
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    host = parts.hostname
+    if parts.scheme not in ("http", "https") or not host or parts.path or parts.query or "@" in parts.netloc:
+        return None
+    host = f"[{host}]" if ":" in host else host
+    default = 443 if parts.scheme == "https" else 80
+    return f"{parts.scheme}://{host}" + ("" if port in (None, default) else f":{port}")
+
+
+def own_origins(public_url: str | None, public_origins: Iterable[str], port: int) -> frozenset[str]:
+    """The gateway's own origins: ``public_url``'s and ``public_origins``; without ``public_url``, its
+    loopback addresses at ``port`` (``http://127.0.0.1``, ``localhost`` and ``[::1]``, and https), where
+    the embedded stack serves its account page, and ``public_origins``."""
+    configured = [*([public_url] if public_url else []), *public_origins]
+    if not public_url:
+        configured += [f"{scheme}://{host}:{port}" for scheme in ("http", "https") for host in LOOPBACK_NAMES]
+    return frozenset(o for o in map(exact_origin, configured) if o is not None)
 
 
 def _origin_matches(pattern: str, scheme: str, host: str, port: int | None) -> bool:

@@ -16,6 +16,7 @@ import pytest
 
 from devnode.node import Devnode
 from gateway.app.settings import Settings
+from gateway.runtime.ports import free_port
 from gateway_client import WalletSigner
 from tests.auth.helpers import Answer, create_account, create_api_key, open_session, request, signed
 from tests.sending.conftest import sending_settings
@@ -25,7 +26,11 @@ BODY = b'{"jsonrpc":"2.0","id":1,"method":"getSlot"}'
 
 
 def access_settings(home: Path, database_url: str, redis_url: str, devnode: Devnode) -> Settings:
-    return sending_settings(home, database_url, redis_url, devnode.rpc_url, upstream_ws_url=devnode.ws_url)
+    """Settings naming a port of their own, which the module's gateway serves on (as ``gateway up``'s do): the
+    gateway's own origins (http://127.0.0.1, localhost and [::1] at that port) are the ones its tests send."""
+    return sending_settings(
+        home, database_url, redis_url, devnode.rpc_url, upstream_ws_url=devnode.ws_url, port=free_port()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +41,7 @@ def settings(tmp_path_factory: pytest.TempPathFactory, database_url: str, redis_
 
 @pytest.fixture(scope="module")
 async def gateway(settings: Settings) -> AsyncIterator[RunningGateway]:
-    async with serve_gateway(settings) as running:
+    async with serve_gateway(settings, port=settings.port) as running:
         yield running
 
 

@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from gateway.access.rules import ACCESS_DENIED_RPC
+from gateway.app.settings import Settings
 from tests.access.conftest import BODY, Owner, rpc
 from tests.auth.helpers import Answer, request
 from tests.recorded_metrics import Recorded, recording
@@ -64,6 +65,30 @@ async def test_an_origin_rule_refuses_a_key_or_session_from_another_site_but_not
     assert await usage_rows(gateway, db, owner.signer.pubkey) == 9  # 4 + 4 allowed calls and the wallet's
     refusals = sum(n for (metric, labels), n in recorded.counts.items() if metric == "gateway_access_refusals_total")
     assert refusals == 6, recorded.counts
+
+
+async def test_the_gateways_own_origin_is_its_configured_one_never_the_host_header(
+    gateway: RunningGateway, settings: Settings, http: aiohttp.ClientSession, owner: Owner, db: asyncpg.Connection
+) -> None:
+    """A DNS-rebinding page (a name of the attacker's resolving to a plain-HTTP gateway) sends its own name
+    as both Origin and Host: an origin rule refuses it, where comparing the two once let it spend the key."""
+    put = await owner.put_rules(http, {"origins": ["https://app.example.com"]})
+    assert put.status == 200, put
+    port = settings.port  # the gateway serves on its settings' port, as gateway up's does
+    rebound = {"Host": f"evil.example:{port}"}
+    for name, credential in owner.credentials().items():
+        for origin in ("http://evil.example", f"http://evil.example:{port}"):
+            denied(await rpc(http, gateway.url, {**credential, "Origin": origin, "Host": origin[7:]}), "origin")
+        # its same-origin GET carries no Origin: the Host is the gateway's own only when configured so
+        info = gateway.url + "/account/info"
+        same_origin = {**credential, "Sec-Fetch-Site": "same-origin"}
+        denied(await request(http, "GET", info, headers={**same_origin, **rebound}), "without an Origin")
+        assert (await request(http, "GET", info, headers=same_origin)).status == 200, name  # the /app/ page's
+        # make up's own page at any of this machine's names for the port: never refused
+        for own in (f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://[::1]:{port}"):
+            assert (await rpc(http, gateway.url, {**credential, "Origin": own, **rebound})).status == 200, own
+        denied(await rpc(http, gateway.url, {**credential, "Origin": f"http://127.0.0.1:{port + 1}"}), "origin")
+    assert await usage_rows(gateway, db, owner.signer.pubkey) == 6  # the own origins' calls alone were billed
 
 
 async def test_an_address_rule_refuses_a_key_or_session_from_another_address_but_not_the_wallet(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import pytest
 
 from gateway.access.rules import (
@@ -11,12 +13,15 @@ from gateway.access.rules import (
     address_allowed,
     method_allowed,
     origin_allowed,
+    own_origins,
     parse_rules,
     webhook_allowed,
 )
 from gateway.core.client_address import grpc_peer_host
 
 KNOWN = ("getSlot", "getBalance")
+#: The gateway's own origins when its public_url is http://gw.local:8000.
+OWN = own_origins("http://gw.local:8000", (), 8000)
 
 
 def test_entries_are_normalised_and_deduplicated() -> None:
@@ -48,11 +53,17 @@ def test_entries_are_normalised_and_deduplicated() -> None:
         ("null", False),
         (None, True),  # no Origin: not a browser page (the rate and the cap bound those)
         ("http://gw.local:8000", True),  # the gateway's own page
+        ("HTTP://GW.local:8000/", True),
+        ("https://gw.local:8000", False),  # another scheme: another origin
+        ("http://127.0.0.1:8000", False),  # a public_url is set: loopback is not the gateway's page then
     ],
 )
 def test_origins(origin: str | None, allowed: bool) -> None:
     rules = AccessRules(origins=("https://app.example.com", "https://*.example.org"))
-    assert origin_allowed(rules, origin, "gw.local:8000") is allowed
+    assert origin_allowed(rules, origin, OWN) is allowed
+    # the Host header never makes an origin the gateway's own (a DNS-rebinding page sends its own name there)
+    host = None if origin is None else urlsplit(origin.lower()).netloc
+    assert origin_allowed(rules, origin, frozenset(), host=host) is (allowed and host != "gw.local:8000")
 
 
 @pytest.mark.parametrize(
@@ -74,8 +85,34 @@ def test_a_browser_request_from_another_site_needs_an_origin(
     origin: str | None, fetch_site: str | None, allowed: bool
 ) -> None:
     rules = AccessRules(origins=("https://app.example.com",))
-    assert origin_allowed(rules, origin, "gw.local:8000", fetch_site) is allowed
-    assert origin_allowed(AccessRules(methods=("getSlot",)), origin, "gw.local:8000", fetch_site)  # no origin rule
+    assert origin_allowed(rules, origin, OWN, fetch_site, "gw.local:8000") is allowed
+    assert origin_allowed(AccessRules(methods=("getSlot",)), origin, OWN, fetch_site, "gw.local:8000")  # no rule
+
+
+@pytest.mark.parametrize(
+    ("host", "allowed"),
+    [
+        ("gw.local:8000", True),  # the gateway's own page's GET
+        ("GW.local:8000", True),
+        ("evil.example:8000", False),  # a page at a name rebound to the gateway: same-origin to itself only
+        ("gw.local", False),  # another port, another origin
+        (None, False),
+    ],
+)
+def test_a_same_origin_request_without_an_origin_is_the_gateways_only_at_its_own_host(
+    host: str | None, allowed: bool
+) -> None:
+    rules = AccessRules(origins=("https://app.example.com",))
+    assert origin_allowed(rules, None, OWN, "same-origin", host) is allowed
+
+
+def test_the_gateways_own_origins_come_from_its_configuration() -> None:
+    embedded = own_origins(None, (), 8000)  # make up: no public_url
+    assert {"http://127.0.0.1:8000", "http://localhost:8000", "http://[::1]:8000"} <= embedded
+    assert "http://127.0.0.1:8001" not in embedded
+    public = own_origins("https://rpc.example.com", ("https://RPC2.example.com:443",), 8000)
+    assert public == {"https://rpc.example.com", "https://rpc2.example.com"}  # no loopback behind a public_url
+    assert own_origins(None, ("https://rpc.example.com",), 9000) >= {"https://rpc.example.com", "http://localhost:9000"}
 
 
 def test_webhook_actions_none_under_any_rule_every_one_without_rules() -> None:
