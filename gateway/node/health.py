@@ -9,7 +9,10 @@ request path. A process with no cluster (a test building the app, a tool) runs i
 callback the actor reads from PostgreSQL.
 
 Each node is probed on its own loop (a hung node's probe waits out its timeout without holding up the
-others'); the pool is judged every ``judge_s`` and after every probe round.
+others'); the pool is judged every ``judge_s`` and after every probe round. A probe's timeout and latency are
+the node's own time: while this process's loop is held up (a saturated gateway reading answers late) the
+clock a probe runs on stops (:class:`gateway.node.probe.LoopLag`), so the gateway's own slowness never takes a
+node out of service.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from gateway.core.node_health import (
 )
 from gateway.core.upstreams import Role, Tier, UpstreamNode, serving
 from gateway.node.http import HttpUpstream
-from gateway.node.probe import probe
+from gateway.node.probe import LoopLag, probe
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +110,7 @@ class PoolHealth:
         self.genesis: str | None = None
         self._in_service: dict[str, bool] = {}
         self.probed = asyncio.Event()  # set by every probe's result (a new process waits for the first ones)
+        self.lag = LoopLag()  # how late this loop reads the probes' answers: not the nodes' time
 
     # -- what processes call -------------------------------------------------------------------------
 
@@ -125,6 +129,7 @@ class PoolHealth:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Probe, judge and publish until ``stop`` is set; then close the probes' connections."""
+        self.lag.start()
         self._set_nodes(self.changes.apply(self.configured))
         tasks = [asyncio.create_task(self._judging(stop), name="pool-judge")]
         if self._read_changes is not None:
@@ -138,6 +143,7 @@ class PoolHealth:
             for client in self._clients.values():
                 await client.close()
             self._clients.clear()
+            await self.lag.stop()
 
     def _set_nodes(self, nodes: Sequence[UpstreamNode]) -> None:
         """The pool is ``nodes``: new ones get a state, a client and a probe loop; gone ones lose theirs."""
@@ -168,7 +174,7 @@ class PoolHealth:
     async def _probing(self, state: NodeState) -> None:
         client = self._clients[state.node.name]
         while True:
-            found = await probe(client, self.settings.probe_timeout_s)
+            found = await probe(client, self.settings.probe_timeout_s, self.lag)
             self._record(state, found)
             await asyncio.sleep(max(0.0, self.settings.probe_s - found.latency_s))
 

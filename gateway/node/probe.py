@@ -3,10 +3,16 @@ commitment, its max-shred-insert slot, its genesis hash and its version (:class:
 
 One batch, so that a probe costs the node one request however much it asks; the pool's owner sends one
 per node every few hundred milliseconds (:mod:`gateway.node.health`).
+
+A probe's timeout and latency count the node's time only: the time this process's event loop was held up
+meanwhile (busy serving, or the process starved of CPU on a saturated machine: :class:`LoopLag`) is taken
+out, so an answer the gateway reads late is not the node's failure (issue 83: a saturated gRPC server's own
+probes timed out and took its node out of service).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -28,22 +34,87 @@ _BATCH = _calls()
 _SLOTS = (1, 2, 3)
 _HEIGHTS = (4, 5, 6)
 _SHRED, _GENESIS, _VERSION = 7, 8, 9
+#: How much longer than its timeout a probe may wait, in all, for the time the loop was held up; past it the
+#: probe fails however busy the process was (one held up this long serves nothing anyway).
+MAX_HELD_S = 30.0
 
 
-async def probe(node: Upstream, timeout_s: float) -> Probe:
-    """What ``node`` answers now; a :class:`Probe` with ``failure`` set when it does not answer."""
+class LoopLag:
+    """How long this process's event loop has been held up, summed: the time by which a timer ticking every
+    ``tick_s`` ran late (past ``slack_s`` of ordinary jitter), the current delay included. A wait on a node
+    minus what this grew by meanwhile is the time the node had: the gateway's own slowness taken out, but
+    for ``tick_s + slack_s`` of each turn of a loop held up at every turn (a probe takes a few turns). Start
+    it on the loop it measures; one timer, ``1 / tick_s`` wake-ups a second (about 0.2% of a core)."""
+
+    def __init__(self, tick_s: float = 0.01, slack_s: float = 0.001) -> None:
+        self.tick_s = tick_s
+        self.slack_s = slack_s
+        self._held = 0.0
+        self._due: float | None = None  # when the next tick is due (loop time)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._loop = asyncio.get_running_loop()
+            self._due = self._loop.time() + self.tick_s
+            self._task = self._loop.create_task(self._ticking(), name="loop-lag")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        self._due = None
+
+    def held(self) -> float:
+        """Seconds the loop was held up so far (0 until started)."""
+        if self._due is None or self._loop is None:
+            return self._held
+        return self._held + max(0.0, self._loop.time() - self._due - self.slack_s)
+
+    async def _ticking(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            assert self._due is not None
+            await asyncio.sleep(max(0.0, self._due - loop.time()))
+            now = loop.time()
+            self._held += max(0.0, now - self._due - self.slack_s)
+            self._due = now + self.tick_s
+
+
+async def probe(node: Upstream, timeout_s: float, lag: LoopLag | None = None) -> Probe:
+    """What ``node`` answers now; a :class:`Probe` with ``failure`` set when it does not answer within
+    ``timeout_s`` of its own time (``lag``: the time the loop was held up is not the node's, up to
+    :data:`MAX_HELD_S` more; without one, every second counts)."""
     at = time.time()
     started = time.monotonic()
+    held_before = lag.held() if lag is not None else 0.0
+
+    def own() -> float:  # the node's time since the probe was sent
+        spent = time.monotonic() - started
+        return spent if lag is None else max(0.0, spent - (lag.held() - held_before))
+
+    ceiling = timeout_s if lag is None else timeout_s + MAX_HELD_S
+    request = asyncio.ensure_future(node.post(_BATCH, ceiling, replayable=True))
     try:
-        raw = await node.post(_BATCH, timeout_s, replayable=True)
-        answers = orjson.loads(raw)
+        while not request.done():
+            left = timeout_s - own()
+            if left <= 0:
+                return Probe(at, own(), failure=f"no answer within {timeout_s:g} s")
+            await asyncio.wait({request}, timeout=left)
+        answers = orjson.loads(request.result())
     except UpstreamTimeout:
-        return Probe(at, time.monotonic() - started, failure=f"no answer within {timeout_s:g} s")
+        return Probe(at, own(), failure=f"no answer within {timeout_s:g} s")
     except UpstreamUnavailable as exc:
-        return Probe(at, time.monotonic() - started, failure=str(exc))
+        return Probe(at, own(), failure=str(exc))
     except orjson.JSONDecodeError:
-        return Probe(at, time.monotonic() - started, failure="its answer is not JSON")
-    latency = time.monotonic() - started
+        return Probe(at, own(), failure="its answer is not JSON")
+    finally:
+        if not request.done():
+            request.cancel()
+            await asyncio.gather(request, return_exceptions=True)
+    latency = own()
     if not isinstance(answers, list):
         return Probe(at, latency, failure="it answered the probe's batch with one object")
     by_id = {a.get("id"): a for a in answers if isinstance(a, dict)}

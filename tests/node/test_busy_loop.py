@@ -1,0 +1,103 @@
+"""The gateway's own slowness never takes a node out of service (issue 83): a node whose probe answers the
+pool's owner reads late, because the owner's event loop is held up (a saturated gRPC server owns its pool's
+health on its own loop), is judged by the time the node took, not by how late the gateway read it.
+
+A real devnode in its own process; the pool's owner (:class:`gateway.node.health.PoolHealth`) runs on the
+test's loop, which the test holds up itself: a callback that blocks for ``HOLD_S`` at every turn of the loop,
+longer than the probes' timeout, so every probe's answer is read at least that long after it was sent. No
+timing is asserted: the loop is held up for certain; whether the node stayed in service is the assertion. A
+node that truly does not answer (stopped with SIGSTOP) still leaves service with the loop free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from gateway.core.upstreams import UpstreamNode
+from gateway.node.health import HealthSettings, PoolHealth
+from gateway.runtime.devnode_proc import DevnodeProcess
+from tests.grpc.client import eventually
+
+TIMEOUT_S = 0.25  # the probes'
+HOLD_S = 0.4  # each turn of the held-up loop: longer than a probe's timeout
+PROBES = 3  # probes read late, more than the two failed ones in a row that take a node out
+
+
+@pytest.fixture
+async def node(tmp_path: Path) -> AsyncIterator[DevnodeProcess]:
+    process = DevnodeProcess(tmp_path / "devnode", 0, 0, 100, 54_000, False)
+    await asyncio.to_thread(process.start, 60.0)
+    try:
+        yield process
+    finally:
+        await asyncio.to_thread(process.stop)
+
+
+@pytest.fixture
+async def owner(node: DevnodeProcess) -> AsyncIterator[PoolHealth]:
+    """The pool's owner of one node, the devnode, once the node is in service."""
+    owner = PoolHealth([UpstreamNode(name="only", rpc_url=node.rpc_url)], HealthSettings(probe_timeout_s=TIMEOUT_S))
+    stop = asyncio.Event()
+    task = asyncio.create_task(owner.run(stop))
+    try:
+        await eventually(lambda: any(v.in_service for v in owner.judge_now().nodes), "the node in service")
+        yield owner
+    finally:
+        stop.set()
+        await task
+
+
+class Hog:
+    """Holds the loop up for ``HOLD_S`` at every turn (a callback that blocks, then schedules itself for the
+    next turn), noting whenever the owner's view has the node out of service."""
+
+    def __init__(self, owner: PoolHealth) -> None:
+        self.owner = owner
+        self.outs: list[str] = []
+        self.turns = 0
+        self.running = True
+        asyncio.get_running_loop().call_soon(self.turn)
+
+    def turn(self) -> None:
+        if not self.running:
+            return
+        time.sleep(HOLD_S)  # the loop held up: nothing else runs, the node's answers wait in the socket
+        self.turns += 1
+        self.outs += [v.reason for v in self.owner.view.nodes if not v.in_service]
+        asyncio.get_running_loop().call_soon(self.turn)
+
+
+async def test_a_node_read_late_by_a_busy_loop_stays_in_service(owner: PoolHealth) -> None:
+    state = owner.states["only"]
+
+    def probed() -> int:  # probes since the node came into service, failed or not
+        return state.window.totals(time.time()).calls
+
+    before = probed()
+    hog = Hog(owner)
+    try:
+        await eventually(lambda: probed() >= before + PROBES, f"{PROBES} probes while the loop is held up")
+    finally:
+        hog.running = False
+    totals = state.window.totals(time.time())
+    assert hog.outs == [], hog.outs
+    assert totals.failures == {}, totals
+    assert owner.lag.held() >= HOLD_S * (hog.turns - 1)  # the hold-ups were seen as the loop's own
+
+
+async def test_a_node_that_does_not_answer_leaves_service_with_the_loop_free(
+    node: DevnodeProcess, owner: PoolHealth
+) -> None:
+    node.signal(signal.SIGSTOP)
+    try:
+        await eventually(lambda: not owner.judge_now().nodes[0].in_service, "the hung node out of service")
+    finally:
+        node.signal(signal.SIGCONT)
+    reason = owner.view.nodes[0].reason
+    assert reason.startswith(f"not answering: no answer within {TIMEOUT_S:g} s"), reason
