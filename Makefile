@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: up test check bench faults ledger-run clean webapp lock bytecode
+.PHONY: up test test-fast check bench faults ledger-run clean webapp lock bytecode
 
 # Every Python package comes from a lock, pinned and hashed (any file whose hash differs is refused), then the project
 # itself and its client distribution (clients/python, which the server imports) without dependencies; `pip check`
@@ -60,11 +60,22 @@ bytecode: $(BIN)/gateway
 up: $(BIN)/gateway $(WEBAPP) bytecode
 	$(BIN)/gateway up
 
+# The suite on two workers (pytest-xdist; tests/tiers.py): the stack tier in series on one, the process tier module by
+# module beside it, in the order tests/tiers.py gives (the stack tier first). TEST_WORKERS=0: one process, in series.
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
+
 test: $(DEV) $(WEBAPP) bytecode
 	./ops/install-prometheus  # Debian's prometheus for the metrics test, when missing
 	./ops/install-foreign-clients  # the foreign clients (tests/foreign: npm packages, solana-py's suite), when missing
 	./ops/install-browser  # Debian's chromium and tests/browser's npm packages, when missing
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(XDIST)
+
+# A contributor's loop: everything but the stack tier (no `gateway up`), on the same two workers.
+test-fast: $(DEV) $(WEBAPP) bytecode
+	./ops/install-foreign-clients
+	./ops/install-browser
+	$(BIN)/python -m pytest $(XDIST) -m "not stack"
 
 check: $(DEV)
 	$(BIN)/ruff format --check .

@@ -20,8 +20,9 @@ from devnode.node import Devnode
 from gateway.runtime.embedded import EmbeddedPostgres, EmbeddedRedis
 from gateway.storage.migrate import migrate_url
 
-#: Every coroutine test bounded in asyncio, under pytest-timeout: a hang unwinds instead of leaking (see there).
-pytest_plugins = ["tests.async_bound"]
+#: Every coroutine test bounded in asyncio, under pytest-timeout: a hang unwinds instead of leaking (see there);
+#: the tiers, and how two workers share them (see there).
+pytest_plugins = ["tests.async_bound", "tests.tiers"]
 
 # Every hypothesis test draws the same examples on every run (`make test` and CI alike), so a red run
 # replays and none passes or fails by the draw; a test's own @settings keep their counts. Generation may
