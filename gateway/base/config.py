@@ -125,10 +125,11 @@ class ServiceSettings(BaseModel):
     upstreams: list[UpstreamNode] = Field(
         default_factory=list,
         description="The pool of nodes (JSON in the environment): a list of {name, rpc_url, ws_url?, grpc_url?, "
-        "grpc_token?, headers?, tier?: primary|fallback, roles?: [reads, heavy, sends, pubsub, geyser]} "
-        "(docs/configuration.md, A pool of nodes). Set, gateway up starts no devnode and the single-node settings "
-        "(upstream_rpc_url, upstream_ws_url, upstream_grpc_url, fallback_rpc_url) must be empty; empty, those "
-        "make a pool of one or two.",
+        "grpc_token?, headers?, tier?: primary|fallback, roles?: [reads, heavy, sends, pubsub, geyser]}, each URL, "
+        "the token and each header's value a value or a reference, {env: NAME} or {file: PATH}, read by each "
+        "process and never written out (docs/configuration.md, A pool of nodes). Set, gateway up starts no devnode "
+        "and the single-node settings (upstream_rpc_url, upstream_ws_url, upstream_grpc_url, fallback_rpc_url) "
+        "must be empty; empty, those make a pool of one or two.",
     )
     upstream_rpc_url: str | None = Field(None, description="Solana node JSON-RPC URL; empty starts the devnode.")
     upstream_ws_url: str | None = Field(None, description="Solana node PubSub URL; derived from the RPC URL if empty.")
