@@ -45,6 +45,14 @@ class UpstreamTooLarge(UpstreamUnavailable):
         self.limit = limit
 
 
+class UpstreamBusy(UpstreamUnavailable):
+    """The node answered, but this process already holds as many answer bytes as it may (its
+    ``AnswerBudget``): the gateway's own state, which says nothing of the node."""
+
+    def __init__(self) -> None:
+        super().__init__("the gateway holds too many node answers at once", sent=True)
+
+
 class UpstreamTimeout(Exception):
     """The node did not answer within the method's timeout."""
 
@@ -207,7 +215,7 @@ class HttpUpstream:
                 self.name,
                 f"{self.budget.held:,}",
             )
-            raise UpstreamUnavailable("the gateway holds too many node answers at once", sent=True) from exc
+            raise UpstreamBusy() from exc
         except WireError as exc:  # details go to the log, not to callers (they would name the node)
             throttled.warning(f"failed {self.name}", "node %s: request failed: %s", self.name, exc)  # each node's own
             if not exc.sent:

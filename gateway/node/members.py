@@ -1,9 +1,13 @@
 """One node as a process's pool holds it (:class:`PoolNode`: its client, where it is known to be, what this
-process saw of it, its budget of extra calls) and a node's answer (:class:`Answer`), with the rule of which
-answers say "ask another node"."""
+process saw of it, its budget of extra calls) and a node's answer (:class:`Answer`), with the rules of which
+answers say "ask another node" and which failures say nothing of the node.
+
+Only what a node says of itself counts against it (docs/architecture.md, What counts against a node): its
+code for "unhealthy / behind", never the text of a message, which repeats what the caller sent."""
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -13,16 +17,21 @@ import orjson
 from gateway.core.node_health import NodeView, Tally
 from gateway.core.slots import SIZE
 from gateway.core.upstreams import UpstreamNode
-from gateway.node.http import HttpUpstream
+from gateway.node.http import HttpUpstream, UpstreamBusy, UpstreamTooLarge
 
-#: The node's own answers that mean "ask another node": unhealthy or behind (Agave -32005). A
-#: minContextSlot not reached (-32016) is not one: the pool asks a node known to be there, or, when none is,
-#: the first node, whose answer it is (a caller naming a slot of the future holds nothing and spends no retry).
+#: The node's own answers that mean "ask another node": Agave's NodeUnhealthy (-32005, "Node is unhealthy" or
+#: "Node is behind by N slots"), which a node answers to any call while it is unhealthy. Only the code counts:
+#: a message may repeat the caller's input (an unknown encoding's name), and -32001, which the interface lists
+#: as "node behind", is Agave's cleaned-up block, which any caller's getBlock of an old slot gets. A
+#: minContextSlot not reached (-32016) is not one either: the pool asks a node known to be there, or, when none
+#: is, the first node, whose answer it is (a caller naming a slot of the future holds nothing and spends no retry).
 RETRYABLE_CODES = frozenset({-32005})
 #: How long a node this process saw fail is asked last.
 SUSPECT_S = 1.0
 #: Races in a row a node lost to a hedge before it is asked last too: a hung node loses every one.
 OUTRUN_SUSPECT = 3
+#: Seconds of a node's budget of extra calls its bucket holds; a caller's share is counted over as long.
+BURST_S = 5.0
 _UNPARSED: Any = object()
 
 
@@ -44,7 +53,19 @@ class Answer:
 class PoolNode:
     """One node as this process uses it: its client, what it is known to be at, what was seen of it."""
 
-    __slots__ = ("client", "node", "ok", "outrun", "position", "refilled", "suspect_until", "tally", "tokens", "view")
+    __slots__ = (
+        "client",
+        "node",
+        "ok",
+        "outrun",
+        "position",
+        "refilled",
+        "suspect_until",
+        "takers",
+        "tally",
+        "tokens",
+        "view",
+    )
 
     def __init__(self, node: UpstreamNode, client: HttpUpstream, tokens: float) -> None:
         self.node = node
@@ -58,6 +79,9 @@ class PoolNode:
         self.tally = Tally()
         self.tokens = tokens
         self.refilled = time.monotonic()
+        #: per caller that asked for extra calls of this node in the last BURST_S: [tokens taken, decayed
+        #: over BURST_S; when it last asked], oldest ask first
+        self.takers: dict[str, list[float]] = {}
 
     @property
     def name(self) -> str:
@@ -73,15 +97,28 @@ class PoolNode:
         else:
             self.position = [max(a, b) for a, b in zip(self.position, values, strict=True)]
 
-    def take_extra(self, rate: float) -> bool:
-        """One token of this node's budget of retries and hedges, if it has one."""
+    def take_extra(self, rate: float, cost: int = 1, caller: str = "") -> bool:
+        """``cost`` tokens (the calls a retry or hedge asks of the node: a batch's items) of this node's
+        budget of retries and hedges, for ``caller``, if it has them. While other callers asked for some in
+        the last :data:`BURST_S`, a caller gets no more than an even share of the bucket: what it took
+        (decaying over :data:`BURST_S`) and ``cost`` within ``BURST_S * rate`` over the callers asking."""
         now = time.monotonic()
-        self.tokens = min(5 * rate, self.tokens + (now - self.refilled) * rate)
+        self.tokens = min(BURST_S * rate, self.tokens + (now - self.refilled) * rate)
         self.refilled = now
-        if self.tokens < 1:
-            return False
-        self.tokens -= 1
-        return True
+        takers = self.takers
+        mine = takers.pop(caller, None)  # put back last: the dict stays in the order of the callers' last asks
+        taken = 0.0 if mine is None else mine[0] * math.exp((mine[1] - now) / BURST_S)
+        while takers:  # callers that asked nothing for BURST_S no longer need a share
+            oldest = next(iter(takers))
+            if now - takers[oldest][1] < BURST_S:
+                break
+            del takers[oldest]
+        granted = self.tokens >= cost and (not takers or taken + cost <= BURST_S * rate / (len(takers) + 1))
+        if granted:
+            self.tokens -= cost
+            taken += cost
+        takers[caller] = [taken, now]
+        return granted
 
     def take_tally(self) -> Tally:
         tally, self.tally = self.tally, Tally()
@@ -109,9 +146,10 @@ def node_trouble(doc: Any) -> bool:
 
 
 def _trouble_of(error: Any) -> bool:
-    if not isinstance(error, dict):
-        return False
-    if error.get("code") in RETRYABLE_CODES:
-        return True
-    message = str(error.get("message", "")).lower()
-    return "node is behind" in message or "node is unhealthy" in message
+    return isinstance(error, dict) and error.get("code") in RETRYABLE_CODES
+
+
+def not_the_nodes(error: BaseException) -> bool:
+    """Whether a failure says nothing of the node, and another node would fail the same: an answer over the
+    gateway's limit, or this process's budget of answer bytes full (the gateway's own state)."""
+    return isinstance(error, (UpstreamTooLarge, UpstreamBusy))

@@ -37,6 +37,8 @@ class Nodes(Protocol):
         need: list[int] | None = None,
         parse: bool = False,
         retry: bool = True,
+        caller: str | None = None,
+        heavy: bool = False,
     ) -> Answer: ...
 
     async def send(self, body: bytes, timeout_s: float) -> Answer: ...
@@ -72,6 +74,8 @@ class OneNode:
         need: list[int] | None = None,
         parse: bool = False,
         retry: bool = True,
+        caller: str | None = None,
+        heavy: bool = False,
     ) -> Answer:
         return Answer(await self.upstream.post(body, timeout_s, replayable=retry), None)
 

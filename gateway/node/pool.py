@@ -11,11 +11,18 @@ current :class:`PoolView`, off the request path. A call reads only this process'
   next report). A caller is asked only of a node known to be at or past the slots and block heights it
   was shown (:mod:`gateway.core.slots`), waiting up to ``floor_wait_s`` for one to get there.
 - **Retries and hedges** (reads only): a read that fails in transport, with an HTTP error, a timeout or
-  the node's own "unhealthy / behind" answer is asked of the next node within the call's deadline; a
-  caller's read still unanswered after its method's recent p90 (at least ``hedge_min_s``) is asked of a
-  second node too, the first answer wins and the other is cancelled. Each extra call spends a token of
-  the node asked (``extra_calls_per_s`` a second, five seconds' worth at most): providers bill per call.
-  A read that could not have reached the node (no connection) is retried without a token.
+  the node's own "unhealthy / behind" answer (its code, -32005: :data:`gateway.node.members.RETRYABLE_CODES`)
+  is asked of the next node within the call's deadline; any other answer, an error included, is the
+  caller's and is never asked again. A caller's read still unanswered after its method's recent p90 (at
+  least ``hedge_min_s``) is asked of a second node too, the first answer wins and the other is cancelled.
+  Each extra call spends a token of the node asked per call it holds (a batch's items; ``extra_calls_per_s``
+  a second, five seconds' worth at most): providers bill per call. While several callers want extra calls
+  of a node, none gets more than an even share (:meth:`PoolNode.take_extra`). A read that could not have
+  reached the node (no connection) is retried without a token.
+- **What counts against a node** (docs/architecture.md): transport failures, HTTP errors, its own -32005,
+  and the timeouts and lost hedge races of light calls only: a heavy read's time (``heavy``, the heavy
+  role) is what the caller asked for, so its timeout, its latency and the races it loses are neither
+  tallied nor make the node suspect. The gateway's own state (its answer bytes budget full) is not tallied.
 - **Sends** (:meth:`NodePool.send`): ``sendTransaction`` goes to every node in service for sends
   (:mod:`gateway.node.sends`); the simulation of its preflight runs once, before anything is broadcast.
 
@@ -53,7 +60,7 @@ from gateway.node.http import (
     UpstreamTooLarge,
     UpstreamUnavailable,
 )
-from gateway.node.members import SUSPECT_S, Answer, PoolNode, node_trouble, outran
+from gateway.node.members import BURST_S, SUSPECT_S, Answer, PoolNode, node_trouble, not_the_nodes, outran
 from gateway.node.sends import Broadcast, is_send
 from gateway.node.wire import DEFAULT_BUFFERED_BYTES, AnswerBudget
 
@@ -181,7 +188,7 @@ class NodePool:
             headers=node.headers,
             name=node.name,
         )
-        return PoolNode(node, client, 5 * s.extra_calls_per_s)
+        return PoolNode(node, client, BURST_S * s.extra_calls_per_s)
 
     # -- what the rest of the process reads ------------------------------------------------------------
 
@@ -341,22 +348,27 @@ class NodePool:
         need: list[int] | None = None,
         parse: bool = False,
         retry: bool = True,
+        caller: str | None = None,
+        heavy: bool = False,
     ) -> Answer:
         """The answer of a node in service for ``role``. ``key``: the method (or ``batch``) whose recent
         p90 a hedge waits for (None: no hedge); ``need``: the position a node must be at
         (:func:`gateway.core.slots.needs`); ``parse``: read the answer's JSON (and so see the node's own
-        "unhealthy / behind"); ``retry``: False for a call that must reach a node at most once.
+        "unhealthy / behind"); ``retry``: False for a call that must reach a node at most once; ``caller``:
+        whose call it is (an account; None: the gateway's own), for its share of the nodes' extra calls;
+        ``heavy``: a heavy read (as every read of the heavy role is), whose time is the caller's doing.
 
         Raises :class:`NoNode` (nothing tried), or what the last node asked failed with."""
         if self._task is None:
             await self.start()
+        heavy = heavy or role is Role.HEAVY
         nodes = self._serving.get(role)
         if nodes and (len(nodes) == 1 or not retry):
             if need is not None:  # the one node left of several: it too must be at the caller's floor
                 await self._reach(nodes[0], need, asyncio.get_running_loop().time() + timeout_s)
-            return await self._attempt(nodes[0], body, timeout_s, parse, replayable=retry)
+            return await self._attempt(nodes[0], body, timeout_s, parse, replayable=retry, heavy=heavy)
         deadline = asyncio.get_running_loop().time() + timeout_s
-        return await self._race(self._choices(role), body, deadline, key, need)
+        return await self._race(self._choices(role), body, deadline, key, need, caller or "", heavy)
 
     def _choices(self, role: Role) -> list[PoolNode]:
         """The nodes in service for ``role``, those this process just saw fail last."""
@@ -379,20 +391,32 @@ class NodePool:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), until - loop.time())
 
-    async def _attempt_at(self, node: PoolNode, body: bytes, deadline: float, need: list[int] | None) -> Answer:
+    async def _attempt_at(
+        self, node: PoolNode, body: bytes, deadline: float, need: list[int] | None, heavy: bool
+    ) -> Answer:
         """:meth:`_attempt` once ``node`` is at ``need``, within ``deadline``."""
         loop = asyncio.get_running_loop()
         if need is not None:
             await self._reach(node, need, deadline)
-        return await self._attempt(node, body, max(0.001, deadline - loop.time()), True)
+        return await self._attempt(node, body, max(0.001, deadline - loop.time()), True, heavy=heavy)
 
     async def _attempt(
-        self, node: PoolNode, body: bytes, timeout_s: float, parse: bool, *, replayable: bool = True
+        self,
+        node: PoolNode,
+        body: bytes,
+        timeout_s: float,
+        parse: bool,
+        *,
+        replayable: bool = True,
+        heavy: bool = False,
     ) -> Answer:
         """One request to one node, tallied; raises the node's failure. ``replayable``: a read, which the
-        node client may send once more on a new connection when a kept-alive one was closed under it."""
+        node client may send once more on a new connection when a kept-alive one was closed under it;
+        ``heavy``: a heavy read, whose time and timeout are not the node's (neither tallied nor suspect).
+        A failure that says nothing of the node (:func:`gateway.node.members.not_the_nodes`) is not tallied."""
         started = time.perf_counter()
         outcome = "ok"
+        judged = True  # tallied for the pool's owner, who judges the node by it
         try:
             status, raw = await node.client.exchange(body, timeout_s, replayable=replayable)
             if status != 200 and (status == 429 or not raw.startswith((b"{", b"["))):
@@ -414,12 +438,16 @@ class NodePool:
             raise
         except UpstreamTimeout:
             outcome = "timeout"
-            node.suspect_until = time.monotonic() + SUSPECT_S
+            judged = not heavy  # a heavy read's timeout is what it asked for
+            if judged:
+                node.suspect_until = time.monotonic() + SUSPECT_S
             raise
-        except UpstreamUnavailable:
+        except UpstreamUnavailable as exc:
             if outcome == "ok":
                 outcome = "unavailable"
-            node.suspect_until = time.monotonic() + SUSPECT_S
+            judged = not not_the_nodes(exc)
+            if judged:
+                node.suspect_until = time.monotonic() + SUSPECT_S
             raise
         except asyncio.CancelledError:
             outcome = "cancelled"
@@ -427,18 +455,28 @@ class NodePool:
         finally:
             seconds = time.perf_counter() - started
             metrics.UPSTREAM_SECONDS.observe(seconds, node.ok if outcome == "ok" else (node.node.name, outcome))
-            if outcome != "cancelled":  # inline: every call a process sends passes here
+            if outcome != "cancelled" and judged:  # inline: every call a process sends passes here
                 tally = node.tally
                 tally.calls += 1
-                tally.latency[bisect_left(EDGES, seconds)] += 1
+                if not heavy:  # a heavy read's time is the caller's: never the node's latency
+                    tally.latency[bisect_left(EDGES, seconds)] += 1
                 kind = _FAILURE_KIND.get(outcome)  # none for an answer (too large is the node answering)
                 if kind is not None:
                     tally.failures[kind] = tally.failures.get(kind, 0) + 1
 
     async def _race(
-        self, nodes: list[PoolNode], body: bytes, deadline: float, key: str | None, need: list[int] | None
+        self,
+        nodes: list[PoolNode],
+        body: bytes,
+        deadline: float,
+        key: str | None,
+        need: list[int] | None,
+        caller: str = "",
+        heavy: bool = False,
     ) -> Answer:
-        """Ask ``nodes[0]``; hedge to the next after the key's p90, retry on the next after a failure.
+        """Ask ``nodes[0]``; hedge to the next after the key's p90, retry on the next after a failure. An
+        extra call costs ``caller`` a token per call ``body`` holds; a race a heavy read's hedge wins says
+        nothing of ``nodes[0]`` (the read may be slow anywhere).
 
         The nodes stay in the pool's order even when the first is not known to be at the caller's floor:
         it is waited for to get there (:meth:`_reach`), and the hedge's clock starts then (a hedge that wins
@@ -455,10 +493,16 @@ class NodePool:
         hedge_at = None if key is None else started + self._hedge_delay(key)
         kept: Answer | None = None  # a node's own "unhealthy" answer, passed on when nothing better comes
         failure: BaseException | None = None
+        cost = 0  # the calls ``body`` holds, counted at the first extra call
+
+        def extra(node: PoolNode) -> bool:
+            nonlocal cost
+            cost = cost or calls_in(body)
+            return node.take_extra(self.settings.extra_calls_per_s, cost, caller)
 
         def ask(node: PoolNode) -> None:
             left.remove(node)
-            pending[loop.create_task(self._attempt_at(node, body, deadline, need))] = node
+            pending[loop.create_task(self._attempt_at(node, body, deadline, need, heavy))] = node
 
         ask(left[0])
         try:
@@ -468,7 +512,7 @@ class NodePool:
                 if not done:
                     if hedge is None and hedge_at is not None and loop.time() >= hedge_at:
                         hedge_at = None
-                        if left and left[0].take_extra(self.settings.extra_calls_per_s):
+                        if left and extra(left[0]):
                             hedge = left[0]
                             ask(hedge)
                     continue
@@ -480,20 +524,20 @@ class NodePool:
                         if not answer.retryable:
                             if hedge is not None:
                                 metrics.UPSTREAM_HEDGES.inc((hedge.name, "won" if node is hedge else "lost"))
-                            if node is nodes[0] or node is hedge:
+                            if node is nodes[0] or (node is hedge and not heavy):
                                 outran(nodes[0], node is hedge)
                             if key is not None and node is not hedge:
                                 self._sample(key, loop.time() - started)
                             return answer
                         kept = answer
-                    elif isinstance(error, UpstreamTooLarge):
-                        raise error  # any node would answer as much
+                    elif not_the_nodes(error):
+                        raise error  # any node would answer the same
                     else:
                         failure = error
                     if not pending and left:
                         free = isinstance(error, UpstreamUnavailable) and not error.sent
                         nxt = left[0]
-                        if free or nxt.take_extra(self.settings.extra_calls_per_s):
+                        if free or extra(nxt):
                             metrics.UPSTREAM_RETRIES.inc((nxt.name,))
                             ask(nxt)
         finally:
@@ -599,6 +643,17 @@ _FAILURE_KIND = {  # an outcome (of gateway_upstream_request_duration_seconds) a
     "throttled": "http",
     "unhealthy": "unhealthy",
 }
+
+
+def calls_in(body: bytes) -> int:
+    """The calls a request asks of a node: a batch's items, else one."""
+    if body.lstrip()[:1] != b"[":
+        return 1
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return 1
+    return max(1, len(doc)) if isinstance(doc, list) else 1
 
 
 def _one_node(nodes: Sequence[UpstreamNode]) -> bool:

@@ -156,7 +156,11 @@ class Forwarder:
                 key = items[0].method if len(items) == 1 else "batch"
                 need = None if floor is None or terms is None else needs(floor, terms, self.nodes.best_position(role))
                 replayable = classes <= REPLAYABLE_CLASSES
-                answer = await self.nodes.read(body, timeout, role, key=key, need=need, parse=not one, retry=replayable)
+                caller = call.identity.pubkey if call.identity is not None else None
+                heavy = any(role_of(c) is Role.HEAVY for c in classes)  # its time is the caller's (even on one node)
+                answer = await self.nodes.read(
+                    body, timeout, role, key=key, need=need, parse=not one, retry=replayable, caller=caller, heavy=heavy
+                )
         except NoNode as exc:
             for item in items:
                 item.sent = False
