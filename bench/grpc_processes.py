@@ -38,11 +38,24 @@ def _subscribe_raw(channel: grpc.aio.Channel) -> Any:
 # -- the replay source (the ``source`` subcommand) ----------------------------------------------------
 
 
+#: The source's slots: one every 400 ms, as the chain's.
+SLOT_S = 0.4
+#: With nothing to send for this long (the rate at 0), the source sends a ping: a node's subscription always
+#: brings something (slot statuses, pings), and the gateway leaves one silent for 3 s as hung.
+IDLE_PING_S = 1.0
+
+
 class Source:
-    """Streams the recorded updates to every subscriber at ``rate`` a second (set by ``Ping(count)``)."""
+    """Streams the recorded updates to every subscriber at ``rate`` a second (set by ``Ping(count)``).
+
+    Each one sent is a transaction of its own, as a node's feed is: its signature made unique by the count of
+    updates sent (the first 8 bytes), its slot the source's (advancing every ``SLOT_S``). The recorded ones
+    repeated as they are would be the same 500 transactions over and over, which the gateway's subscription
+    drops as delivered already (:class:`gateway.node.geyser_moves.Delivered`: a node's replay after a move)."""
 
     def __init__(self, recorded: list[bytes]) -> None:
         self.updates = [geyser_pb2.SubscribeUpdate.FromString(raw) for raw in recorded]
+        self.first_slot = max(u.transaction.slot for u in self.updates) + 1
         self.rate = 0.0
         self.queues: set[asyncio.Queue[bytes]] = set()
 
@@ -64,20 +77,33 @@ class Source:
         """Send what the rate owes since the last turn, every 5 ms (paced by the clock, not by the sleeps)."""
         loop = asyncio.get_running_loop()
         owed, n, last = 0.0, 0, loop.time()
+        started = sent = last
         while True:
             await asyncio.sleep(0.005)
             now = loop.time()
             owed, last = owed + self.rate * (now - last), now
+            slot = self.first_slot + int((now - started) / SLOT_S)
             while owed >= 1:
                 owed -= 1
                 update = self.updates[n % len(self.updates)]
+                tx = update.transaction
+                tx.slot = slot
+                tx.transaction.signature = n.to_bytes(8, "little") + tx.transaction.signature[8:]
                 n += 1
                 update.created_at.GetCurrentTime()
-                raw = update.SerializeToString()
-                for queue in self.queues:
-                    queue.put_nowait(raw)
+                self._send(update.SerializeToString())
+                sent = now
             if not self.rate:
                 owed = 0.0
+                if now - sent >= IDLE_PING_S:
+                    ping = geyser_pb2.SubscribeUpdate(ping=geyser_pb2.SubscribeUpdatePing())
+                    ping.created_at.GetCurrentTime()
+                    self._send(ping.SerializeToString())
+                    sent = now
+
+    def _send(self, raw: bytes) -> None:
+        for queue in self.queues:
+            queue.put_nowait(raw)
 
 
 async def source(args: argparse.Namespace) -> None:
