@@ -13,6 +13,7 @@ by the model of what it reads.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -22,21 +23,30 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
 from gateway.app.features import AppSettings
 from gateway.base.config import ConfigError
+from gateway.core.upstreams import may_hold_key
 from gateway.grpc.server import StreamServerSettings
 
 #: Request slots of a replica that open WebSockets can never take (see ``max_ongoing_requests``).
 HTTP_HEADROOM = 256
+#: The single-node settings that may hold a node's key, as values (``upstreams`` takes references).
+_NODE_VALUES = ("upstream_rpc_url", "upstream_ws_url", "upstream_grpc_url", "fallback_rpc_url")
+
+log = logging.getLogger(__name__)
 
 
 class Settings(BaseSettings, AppSettings, StreamServerSettings):
     """Everything an operator can set. Field descriptions are the reference documentation."""
 
-    model_config = SettingsConfigDict(env_prefix="GATEWAY_", extra="forbid", validate_default=True)
+    # hide_input_in_errors: no setting's value in an error (a node URL's key would reach Serve's logs)
+    model_config = SettingsConfigDict(
+        env_prefix="GATEWAY_", extra="forbid", validate_default=True, hide_input_in_errors=True
+    )
 
     # The deployment: how Ray runs the service.
     ray_address: str | None = Field(
@@ -162,10 +172,32 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         config = SettingsConfigDict(**{**Settings.model_config, "toml_file": config_file})
         settings_cls = type("FileSettings", (Settings,), {"model_config": config})
     try:
-        return settings_cls(**overrides)
+        settings = settings_cls(**overrides)
     except ValidationError as exc:
         lines = []
-        for err in exc.errors():
+        for err in exc.errors(include_input=False):  # the messages name settings, never their values
             name = ".".join(str(p) for p in err["loc"])
             lines.append(f"  GATEWAY_{name.upper()} ({name}): {err['msg']}" if name else f"  {err['msg']}")
-        raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from exc
+        raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from None
+    except SettingsError as exc:  # a value that is not JSON where JSON is wanted (GATEWAY_UPSTREAMS)
+        raise ConfigError(f"invalid configuration: {exc}") from None
+    for given in secrets_given(settings):
+        log.warning(
+            "%s given as a value: give a node's key, headers and x-token by reference, {env = NAME} or "
+            "{file = PATH} in an entry of upstreams, so that no settings dump or stored change holds them "
+            "(docs/configuration.md, A pool of nodes)",
+            given,
+        )
+    return settings
+
+
+def secrets_given(settings: Settings) -> list[str]:
+    """The node secrets the configuration gives as values, each named (never its value): in ``upstreams``,
+    each node's (:meth:`gateway.core.upstreams.UpstreamNode.values_given`); else the single-node settings
+    holding a URL that may hold a key, and ``upstream_grpc_token``."""
+    if settings.upstreams:
+        return [
+            f"upstreams: node {n.name}: {', '.join(n.values_given())}" for n in settings.upstreams if n.values_given()
+        ]
+    given = [name for name in _NODE_VALUES if (url := getattr(settings, name)) and may_hold_key(url)]
+    return given + (["upstream_grpc_token"] if settings.upstream_grpc_token else [])

@@ -4,12 +4,16 @@
 ``add``, ``remove``, ``restore``, ``cordon`` and ``uncordon`` change the pool in PostgreSQL
 (:mod:`gateway.upstreams.store`), each with an ``operator_actions`` row; the actor reads the change within
 half a second and every replica follows at its next report (a quarter of a second). A node added is
-probed first: one of another cluster (its genesis hash) is refused, named.
+probed first: one of another cluster (its genesis hash) is refused, named. Its secrets are named on the
+command line by reference (``env:NAME``, ``file:/PATH``), never given there: ``ps`` shows a command line
+and a shell keeps it.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,7 +25,7 @@ from rich.table import Table
 
 from gateway.app.settings import Settings
 from gateway.cli.ops import ConfigOption, JsonOption, OperatorOption, ReasonOption, fail, load, out, run_db, who
-from gateway.core.upstreams import Role, Tier, UpstreamNode
+from gateway.core.upstreams import Role, Tier, UpstreamNode, may_hold_key
 from gateway.node.health import HealthSettings, cluster_of
 from gateway.runtime.devnode_proc import recorded_followers
 from gateway.runtime.inspect import ray_report, recorded_ray_address
@@ -87,15 +91,32 @@ def _live(settings: Settings) -> list[dict[str, Any]] | None:
     return list(nodes) if isinstance(nodes, list) else None
 
 
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+#: How a secret is named on the command line: never itself (``ps`` shows a command line, a shell keeps it).
+REFERENCE_HELP = "env:NAME (an environment variable) or file:/PATH (a file), read where the node is used"
+
+
 @upstreams_app.command()
 def add(
     name: NameArg,
-    rpc_url: Annotated[str, typer.Option(help="Its JSON-RPC URL (http:// or https://).")],
+    rpc_url: Annotated[
+        str,
+        typer.Option(
+            help=f"Its JSON-RPC URL: http(s)://host[:port] when nothing in it is secret, else {REFERENCE_HELP}."
+        ),
+    ],
     reason: ReasonOption,
-    ws_url: Annotated[str | None, typer.Option(help="Its PubSub URL (ws:// or wss://).")] = None,
-    grpc_url: Annotated[str | None, typer.Option(help="Its Yellowstone geyser endpoint.")] = None,
-    grpc_token: Annotated[str | None, typer.Option(help="The x-token of its geyser endpoint.")] = None,
-    header: Annotated[list[str] | None, typer.Option(help="A header sent with every request, NAME:VALUE.")] = None,
+    ws_url: Annotated[
+        str | None, typer.Option(help="Its PubSub URL (ws:// or wss://), or a reference as --rpc-url.")
+    ] = None,
+    grpc_url: Annotated[str | None, typer.Option(help="Its Yellowstone geyser endpoint, or a reference.")] = None,
+    grpc_token: Annotated[
+        str | None, typer.Option(help=f"The x-token of its geyser endpoint: {REFERENCE_HELP}.")
+    ] = None,
+    header: Annotated[
+        list[str] | None,
+        typer.Option(help="A header sent with every request, NAME=env:VARIABLE or NAME=file:/PATH (repeat)."),
+    ] = None,
     tier: Annotated[
         Tier, typer.Option(help="primary, or fallback (serves only while no primary does).")
     ] = Tier.PRIMARY,
@@ -105,21 +126,29 @@ def add(
     operator: OperatorOption = None,
     config: ConfigOption = None,
 ) -> None:
-    """Add a node to the running pool; it serves once its probes are good (and it is of the pool's cluster)."""
+    """Add a node to the running pool; it serves once its probes are good (and it is of the pool's cluster).
+    Its secrets (a URL holding a key, the headers, the x-token) are given by reference, never as values: the
+    pool's owner reads them from its own environment or file, and upstream_changes holds only the names."""
     settings = load(config)
-    headers: dict[str, str] = {}
-    for text in header or []:
-        key, sep, value = text.partition(":")
-        if not sep:
-            raise fail(f"refused: a header is NAME:VALUE, not {text.split(':')[0]!r}…")
-        headers[key.strip()] = value.strip()
+    entry: dict[str, Any] = {"name": name, "tier": tier, "roles": tuple(role or ())}
     try:
-        node = UpstreamNode(
-            name=name, rpc_url=rpc_url, ws_url=ws_url, grpc_url=grpc_url, grpc_token=grpc_token, headers=headers,
-            tier=tier, roles=tuple(role or ()),
-        )  # fmt: skip
+        for field, text in (("rpc_url", rpc_url), ("ws_url", ws_url), ("grpc_url", grpc_url)):
+            if text is not None:
+                entry[field] = _url_or_reference(field, text)
+        if grpc_token is not None:
+            entry["grpc_token"] = _reference(grpc_token, "--grpc-token")
+        headers: dict[str, Any] = {}
+        for text in header or []:
+            key, sep, value = text.partition("=")
+            if not sep or not HEADER_NAME.fullmatch(key.strip()):
+                raise ValueError(
+                    "a header is NAME=env:VARIABLE or NAME=file:/PATH (its value is never on a command line)"
+                )
+            headers[key.strip()] = _reference(value.strip(), f"--header {key.strip()}")
+        entry["headers"] = headers
+        node = UpstreamNode.model_validate(entry)
     except ValueError as exc:
-        raise fail(f"refused: {_first_error(exc)}") from exc
+        raise fail(f"refused: {_first_error(exc)}") from None
 
     async def work(pool: asyncpg.Pool) -> None:
         async with pool.acquire() as conn:
@@ -132,6 +161,32 @@ def add(
 
     run_db(settings, work)
     out.print(f"added {escape(node.name)} ({node.tier.value}; {', '.join(r.value for r in node.roles)})")
+
+
+def _reference(text: str, what: str) -> dict[str, str]:
+    """``env:NAME`` or ``file:/PATH`` as a node entry's reference; ValueError (never repeating ``text``,
+    which may be the secret itself) for anything else."""
+    kind, sep, where = text.partition(":")
+    if sep and kind in ("env", "file") and where:
+        return {kind: os.path.abspath(where) if kind == "file" else where}
+    raise ValueError(
+        f"{what} takes env:NAME or file:/PATH, never the secret itself (a command line is seen by ps and kept "
+        "in shell history)"
+    )
+
+
+def _url_or_reference(field: str, text: str) -> str | dict[str, str]:
+    """A URL given on the command line: a reference, or a value with nothing secret in it (no user, path or
+    query, where keys go)."""
+    if text.startswith(("env:", "file:")):
+        return _reference(text, f"--{field.replace('_', '-')}")
+    if may_hold_key(text):
+        raise ValueError(
+            f"--{field.replace('_', '-')}: a URL with a user, path or query may hold a key, and a command line is "
+            "seen by ps and kept in shell history: put the URL in an environment variable or a file and give "
+            "env:NAME or file:/PATH"
+        )
+    return text
 
 
 @upstreams_app.command()

@@ -4,17 +4,35 @@ a node serves and which role a method class needs. Pure data and checks.
 A node is named by its ``name`` everywhere a reader may look (logs, metric labels, ``gateway status``,
 the ``X-Upstream`` header): its URLs, headers and x-token may hold a provider's key, so they are left out
 of its ``repr`` and of every message about it.
+
+Each of those secrets may be given by reference, ``{"env": NAME}`` or ``{"file": PATH}`` in place of the
+value (:class:`SecretRef`): every process that builds the node reads it from its own environment or file,
+and the node is written out (``model_dump``: the settings handed to Ray, ``upstream_changes``) with the
+reference, never the value. The attributes (``rpc_url``, ``headers``, ...) are the values read.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Self
+from pathlib import Path
+from typing import Any, Self
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from gateway.core.methods import MethodClass
 
@@ -45,6 +63,11 @@ NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,31}")
 RESERVED_HEADERS = frozenset({"host", "content-length", "content-type", "connection", "transfer-encoding"})
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
+#: The fields that may be given by reference (and each value of ``headers``).
+SECRET_FIELDS = ("rpc_url", "ws_url", "grpc_url", "grpc_token")
+_URL_FIELDS = ("rpc_url", "ws_url", "grpc_url")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
 _HEAVY_CLASSES = frozenset({MethodClass.READ_HEAVY, MethodClass.ARCHIVE_HISTORY})
 _SEND_CLASSES = frozenset({MethodClass.SEND})
 
@@ -68,11 +91,69 @@ def _url(value: str | None, schemes: tuple[str, ...], field: str) -> str | None:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class SecretRef:
+    """Where a node's secret is read: the environment variable ``env``, or the file ``file`` (its text, the
+    surrounding white space dropped), in the process that builds the node."""
+
+    env: str | None = None
+    file: str | None = None
+
+    @classmethod
+    def parse(cls, value: Any, what: str) -> SecretRef | None:
+        """The reference ``value`` is (``{"env": NAME}`` or ``{"file": PATH}``), None for a plain value;
+        ValueError for anything else shaped like a reference."""
+        if isinstance(value, SecretRef):
+            return value
+        if not isinstance(value, dict):
+            return None
+        env, file = value.get("env"), value.get("file")
+        if set(value) - {"env", "file"} or (env is None) == (file is None):
+            raise ValueError(f"{what}: a reference is {{env = NAME}} or {{file = PATH}}, one of them")
+        if env is not None and not (isinstance(env, str) and _ENV_NAME.fullmatch(env)):
+            raise ValueError(f"{what}: env must name an environment variable (letters, digits and _)")
+        if file is not None and not (isinstance(file, str) and os.path.isabs(file)):
+            raise ValueError(f"{what}: file must be an absolute path (each process reads it from its own directory)")
+        return cls(env, file)
+
+    def read(self, what: str) -> str:
+        """The secret; ValueError naming the variable or file (never a value) when there is none."""
+        if self.env is not None:
+            text = os.environ.get(self.env)
+            if text is None:
+                raise ValueError(f"{what}: the environment variable {self.env} is not set")
+        else:
+            assert self.file is not None
+            try:
+                text = Path(self.file).read_text()
+            except (OSError, UnicodeDecodeError) as exc:
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+                raise ValueError(f"{what}: the file {self.file} cannot be read ({why})") from None
+        text = text.strip()
+        if not text:
+            raise ValueError(f"{what}: {self.document()} is empty")
+        return text
+
+    def document(self) -> dict[str, str]:
+        """The reference as it is written out: ``{"env": NAME}`` or ``{"file": PATH}``."""
+        return {"env": self.env} if self.env is not None else {"file": self.file or ""}
+
+
+def may_hold_key(url: str) -> bool:
+    """Whether a node URL given as a value may hold a provider's key: a user, a path or a query (keys go
+    there: ``/?api-key=``, ``/v2/KEY``); a bare ``scheme://host[:port]`` holds none."""
+    parts = urlsplit(url)
+    return bool(parts.username or parts.password or parts.path.strip("/") or parts.query or parts.fragment)
+
+
 class UpstreamNode(BaseModel):
     """One node of the pool (``upstreams``, docs/configuration.md). Only ``name``, ``tier`` and ``roles``
     appear in its ``repr``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # hide_input_in_errors: a bad entry's error never repeats a value (a URL's key)
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
+    #: The secrets given by reference: a field's name, or ``headers.<name>``, and where it is read.
+    _references: dict[str, SecretRef] = PrivateAttr(default_factory=dict)
 
     name: str = Field(description="How the node is named everywhere: logs, metrics, gateway status, X-Upstream.")
     rpc_url: str = Field(repr=False, description="Its JSON-RPC URL (http:// or https://).")
@@ -88,6 +169,58 @@ class UpstreamNode(BaseModel):
         description="What it is asked for; empty: every role its URLs allow (reads, heavy, sends; pubsub with "
         "ws_url; geyser with grpc_url).",
     )
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _read_references(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        """Read each secret given by reference, and remember the reference (what the node is written as)."""
+        references: dict[str, SecretRef] = {}
+        if isinstance(data, dict):
+            data = dict(data)
+            name = data.get("name")
+            node = f"node {name}: " if isinstance(name, str) and NAME.fullmatch(name) else ""
+            for field in SECRET_FIELDS:
+                reference = SecretRef.parse(data.get(field), node + field)
+                if reference is not None:
+                    references[field] = reference
+                    data[field] = reference.read(node + field)
+            headers = data.get("headers")
+            if isinstance(headers, dict):
+                headers = dict(headers)
+                for header, value in headers.items():
+                    what = f"{node}headers: the value of {header!r}"
+                    reference = SecretRef.parse(value, what)
+                    if reference is not None:
+                        references[f"headers.{header}"] = reference
+                        headers[header] = reference.read(what)
+                data["headers"] = headers
+        made = handler(data)
+        if references:
+            made._references = references
+        return made
+
+    @model_serializer(mode="wrap")
+    def _write_references(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """The node as written out: each secret given by reference as its reference, never its value."""
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        for path, reference in self._references.items():
+            field, _, header = path.partition(".")
+            if header and isinstance(data.get("headers"), dict):
+                data["headers"][header] = reference.document()
+            elif not header and field in data:
+                data[field] = reference.document()
+        return data
+
+    def values_given(self) -> list[str]:
+        """The secrets given as values rather than by reference, each named (never its value): a URL that
+        may hold a key (:func:`may_hold_key`), the x-token, each header."""
+        given = [f for f in _URL_FIELDS if f not in self._references and (u := getattr(self, f)) and may_hold_key(u)]
+        if self.grpc_token is not None and "grpc_token" not in self._references:
+            given.append("grpc_token")
+        given += [f"headers.{h}" for h in self.headers if f"headers.{h}" not in self._references]
+        return given
 
     @field_validator("name")
     @classmethod

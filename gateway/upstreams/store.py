@@ -1,15 +1,19 @@
 """The operator's changes to the pool (``upstream_changes``, migration 0030): read by the pool's owner every
 half second, written by ``gateway upstreams`` with an ``operator_actions`` row each. A node is named by its
-``name`` in the audit row; an added node's entry (URLs, headers) lives only in ``upstream_changes``.
+``name`` in the audit row; an added node's entry lives only in ``upstream_changes``, its secrets (a URL
+holding a key, the headers, the x-token) as references only (``{"env": NAME}``, ``{"file": PATH}``:
+:class:`gateway.core.upstreams.SecretRef`), which the pool's owner reads in its own environment.
 
 A refusal is :class:`gateway.storage.operator.OperatorRefusal`, and nothing is written then.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import asyncpg
+from pydantic import ValidationError
 
 from gateway.core.upstreams import Role, UpstreamNode, check_pool
 from gateway.node.health import Changes
@@ -17,21 +21,41 @@ from gateway.storage.connections import Pool
 from gateway.storage.errors import postgres_call
 from gateway.storage.operator import OperatorRefusal, record_action
 
+log = logging.getLogger(__name__)
+
 
 @postgres_call("reading the upstream pool's changes")
 async def read_changes(db: Pool | asyncpg.Connection) -> Changes:
     rows = await db.fetch("SELECT name, node::text AS node, removed, cordoned FROM upstream_changes ORDER BY added")
     return Changes(
-        added=tuple(UpstreamNode.model_validate_json(r["node"]) for r in rows if r["node"] and not r["removed"]),
+        added=tuple(n for r in rows if r["node"] and not r["removed"] if (n := _node(r["name"], r["node"]))),
         removed=frozenset(r["name"] for r in rows if r["removed"]),
         cordoned={r["name"]: r["cordoned"] for r in rows if r["cordoned"] is not None},
     )
 
 
+def _node(name: str, entry: str) -> UpstreamNode | None:
+    """An added node's entry, its references read here; None (logged, by name and reason) when one cannot
+    be: the rest of the pool's changes still apply."""
+    try:
+        return UpstreamNode.model_validate_json(entry)
+    except ValidationError as exc:
+        reasons = "; ".join(str(e["msg"]) for e in exc.errors())
+        log.warning("the added node %s is left out of the pool here: %s", name, reasons)
+        return None
+
+
 async def add(
     conn: asyncpg.Connection, node: UpstreamNode, configured: Sequence[UpstreamNode], reason: str, operator: str
 ) -> None:
-    """Add ``node`` to the running pool (a name neither configured nor in the pool)."""
+    """Add ``node`` to the running pool (a name neither configured nor in the pool); refused when one of its
+    secrets is given as a value (it would be stored as one)."""
+    given = node.values_given()
+    if given:
+        raise OperatorRefusal(
+            f"{node.name}: {', '.join(given)} given as a value would be stored as one: give each by reference, "
+            "the name of an environment variable or a file (docs/operations.md, The pool of nodes)"
+        )
     async with conn.transaction():
         changes = await _locked(conn)
         if any(n.name == node.name for n in configured):

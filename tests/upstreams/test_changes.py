@@ -37,11 +37,14 @@ async def audit(db: asyncpg.Connection, since: int) -> list[tuple[str, str]]:
     return [(r["action"], json.loads(r["d"])["node"]) for r in rows]
 
 
-async def test_add_cordon_remove_restore_each_audited_by_name(clean: asyncpg.Connection, devnode: Devnode) -> None:
+async def test_add_cordon_remove_restore_each_audited_by_name(
+    clean: asyncpg.Connection, devnode: Devnode, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = clean
     since = await db.fetchval("SELECT coalesce(max(id), 0) FROM operator_actions")
     configured = [node("a", devnode.rpc_url), node("b", devnode.rpc_url)]
-    added = node("c", f"{devnode.rpc_url}/?api-key={SECRET}", (Role.HEAVY,))
+    monkeypatch.setenv("C_RPC_URL", f"{devnode.rpc_url}/?api-key={SECRET}")
+    added = UpstreamNode.model_validate({"name": "c", "rpc_url": {"env": "C_RPC_URL"}, "roles": [Role.HEAVY]})
     await store.add(db, added, configured, "an indexer", "ops")
     await store.cordon(db, "a", configured, "upgrade", "ops")
     await store.remove(db, "b", configured, "decommissioned", "ops")
@@ -61,6 +64,24 @@ async def test_add_cordon_remove_restore_each_audited_by_name(clean: asyncpg.Con
     ]
     logged = await db.fetch("SELECT detail::text AS d FROM operator_actions WHERE id > $1", since)
     assert SECRET not in str([r["d"] for r in logged])  # the audit names the node, never its URL
+    assert SECRET not in await db.fetchval("SELECT node::text FROM upstream_changes WHERE name = 'c'")
+
+
+async def test_a_secret_given_as_a_value_is_never_stored(clean: asyncpg.Connection, devnode: Devnode) -> None:
+    db = clean
+    since = await db.fetchval("SELECT coalesce(max(id), 0) FROM operator_actions")
+    configured = [node("a", devnode.rpc_url)]
+    leaky = [
+        node("c", f"{devnode.rpc_url}/?api-key={SECRET}"),
+        UpstreamNode(name="c", rpc_url=devnode.rpc_url, headers={"x-api-key": SECRET}),
+        UpstreamNode(name="c", rpc_url=devnode.rpc_url, grpc_url="http://127.0.0.1:1", grpc_token=SECRET),
+    ]
+    for entry in leaky:
+        with pytest.raises(OperatorRefusal, match="given as a value would be stored as one") as refused:
+            await store.add(db, entry, configured, "x", "ops")
+        assert SECRET not in str(refused.value)
+    assert await db.fetchval("SELECT count(*) FROM upstream_changes") == 0
+    assert await audit(db, since) == []
 
 
 async def test_refusals_write_nothing(clean: asyncpg.Connection, devnode: Devnode) -> None:
