@@ -34,14 +34,20 @@ async def read_changes(db: Pool | asyncpg.Connection) -> Changes:
     )
 
 
+#: The entries already logged as left out (the owner reads the changes twice a second: one line each).
+_left_out: set[tuple[str, str]] = set()
+
+
 def _node(name: str, entry: str) -> UpstreamNode | None:
-    """An added node's entry, its references read here; None (logged, by name and reason) when one cannot
-    be: the rest of the pool's changes still apply."""
+    """An added node's entry, its references read here; None (logged once, by name and reason) when one
+    cannot be: the rest of the pool's changes still apply."""
     try:
         return UpstreamNode.model_validate_json(entry)
     except ValidationError as exc:
-        reasons = "; ".join(str(e["msg"]) for e in exc.errors())
-        log.warning("the added node %s is left out of the pool here: %s", name, reasons)
+        reasons = "; ".join(str(e["msg"]) for e in exc.errors(include_input=False))
+        if (name, reasons) not in _left_out:
+            _left_out.add((name, reasons))
+            log.warning("the added node %s is left out of the pool here: %s", name, reasons)
         return None
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -44,7 +45,12 @@ async def gateway(cli_env: dict[str, str], env: dict[str, str], *args: str) -> R
 
 
 async def test_add_stores_the_references_and_the_owner_reads_the_secrets(
-    clean: asyncpg.Pool, cli_env: dict[str, str], devnode: Devnode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    clean: asyncpg.Pool,
+    cli_env: dict[str, str],
+    devnode: Devnode,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     key_file = tmp_path / "provider-key"
     key_file.write_text(HEADER_SECRET + "\n")
@@ -75,7 +81,11 @@ async def test_add_stores_the_references_and_the_owner_reads_the_secrets(
         {"x-api-key": HEADER_SECRET},
     )
     monkeypatch.delenv("IDX_TOKEN")  # where it cannot be read, the node is left out and the rest applies
-    assert (await store.read_changes(clean)).added == ()
+    with caplog.at_level(logging.WARNING, logger="gateway.upstreams.store"):
+        assert (await store.read_changes(clean)).added == ()
+        assert (await store.read_changes(clean)).added == ()  # the owner reads twice a second: logged once
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "gateway.upstreams.store"]
+    assert "idx is left out" in line and "IDX_TOKEN is not set" in line and SECRET not in line
 
 
 @pytest.mark.parametrize(
