@@ -63,7 +63,7 @@ up: $(BIN)/gateway $(WEBAPP) bytecode
 # The suite on two workers (pytest-xdist; tests/tiers.py): the stack tier in series on one, the process tier module by
 # module beside it, in the order tests/tiers.py gives (the stack tier first). TEST_WORKERS=0: one process, in series.
 TEST_WORKERS ?= 2
-XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 
 test: $(DEV) $(WEBAPP) bytecode
 	./ops/install-prometheus  # Debian's prometheus for the metrics test, when missing

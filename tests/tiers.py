@@ -6,51 +6,66 @@
 - **process**: everything else: in-process gateways, the devnode, embedded PostgreSQL and Redis, Ray drivers and
   devnodes in subprocesses. Each starts only what its fixtures ask for.
 
-Under pytest-xdist with ``--dist loadgroup`` (``make test``) every stack test is in one group, ``stack``, which one
-worker runs in series while the other takes the process tier module by module: two stacks never run at once
-(idle, one takes a third of a core), and a module's fixtures start on one worker only. The stack group is put first
-in the order, so that it starts at once and the process tier fills the other worker around it. In one process
-(no ``-n``) the stack tier runs last instead, so that a broken unit fails in minutes.
+Under pytest-xdist (``make test``: ``-n 2 --dist loadscope``) the unit of work a worker takes is this module's
+:class:`TierScheduling`'s: the whole stack tier is one unit, which one worker runs in series while the other takes
+the process tier a module at a time. So two stacks never run at once (idle, one takes a third of a core), and a
+module's fixtures start on one worker only. The stack tier comes first in the order, so that its worker starts on it
+at once and the process tier fills the other worker around it. In one process (no ``-n``) the stack tier runs last
+instead, so that a broken unit fails in minutes.
+
+Hand-written beside xdist's own ``loadgroup``: that one carries a test's group in its node id, which pytest 9.2's
+structured node ids no longer let a plugin change, so every test was scheduled on its own (pytest-xdist issue
+1386); the scheduler here reads the tier from the node id's path instead.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 #: The stack tier's folders, under tests/.
 STACK_FOLDERS = frozenset({"stacks", "cluster", "integration", "foreign"})
-STACK_GROUP = "stack"
+STACK_UNIT = "stack tier"
 _TESTS = Path(__file__).parent
 
 
-def tier_of(path: Path) -> str:
-    """``stack`` or ``process``, by the test file's folder under tests/."""
-    try:
-        top = path.relative_to(_TESTS).parts[0]
-    except (ValueError, IndexError):
-        return "process"
-    return "stack" if top in STACK_FOLDERS else "process"
+def tier_of_id(nodeid: str) -> str:
+    """``stack`` or ``process``, by the test's folder under tests/ (``nodeid`` as pytest names it from the root)."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    return "stack" if len(parts) > 2 and parts[0] == "tests" and parts[1] in STACK_FOLDERS else "process"
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups into the test ids
+def unit_of(nodeid: str) -> str:
+    """The unit of work a worker takes ``nodeid`` in: the stack tier whole, else the test's module."""
+    return STACK_UNIT if tier_of_id(nodeid) == "stack" else nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     stack: list[pytest.Item] = []
     rest: list[pytest.Item] = []
     for item in items:
-        if tier_of(item.path) == "stack":
+        if tier_of_id(item.nodeid) == "stack":
             item.add_marker(pytest.mark.stack)
-            item.add_marker(pytest.mark.xdist_group(STACK_GROUP))
             stack.append(item)
         else:
-            item.add_marker(pytest.mark.xdist_group(_module_group(item.path)))
             rest.append(item)
     items[:] = stack + rest if hasattr(config, "workerinput") else rest + stack
 
 
-def _module_group(path: Path) -> str:
-    try:
-        return str(path.relative_to(_TESTS))
-    except ValueError:
-        return str(path)
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """:class:`TierScheduling` for ``--dist loadscope``; xdist's own for any other mode."""
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler.loadscope import LoadScopeScheduling
+
+    class TierScheduling(LoadScopeScheduling):
+        """xdist's scheduling by scope, the scope being :func:`unit_of`'s."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return TierScheduling(config, log)
