@@ -7,7 +7,9 @@ grpcio relay of the same updates; and the latency from the devnode's slot to a c
 Throughput. The updates are real: transaction updates the devnode's geyser server produced for
 airdrops, recorded once (about 500 bytes each). A replay source (its own process, a plain grpc.aio
 server) streams them to its one subscriber at a set rate (``--rate`` updates a second, one window each,
-set through its ``Ping``), stamping ``created_at`` as it sends. Targets, each in a process of its own,
+set through its ``Ping``), stamping ``created_at`` as it sends, each sent as a transaction of its own (a
+unique signature, the source's slot advancing every 400 ms: the gateway drops a transaction it delivered
+already, as a node's replay after a move would send it again). Targets, each in a process of its own,
 each holding ONE subscription to the source:
 
 - ``gateway``: :class:`gateway.grpc.server.GrpcStreamServer`, what a ``grpc-stream`` actor runs, with the
@@ -25,7 +27,7 @@ Counted at the clients over ``--duration`` seconds after ``--warmup``: updates d
 summed over the streams; a stream that got none in a window was not served (refused, or cut off): each
 window prints how many were served, and the run fails if any stream of any window was not. A target
 delivering less than 95% of what it is offered at a rate has saturated; the figure is each target's most
-delivered, and the ratio gateway / baseline (target 0.6), also per round (the targets a minute apart) with
+delivered, and the ratio gateway / baseline (target 0.8, issue 83), also per round (the targets a minute apart) with
 its median over ``--rounds``. The processes are ``bench/grpc_processes.py``'s subcommands.
 
 Latency (``--slots`` seconds): the devnode in its own process, 400 ms slots; each target re-serves its
@@ -60,6 +62,8 @@ TARGETS = ("gateway", "baseline")
 DEFAULT_RATES = (100.0, 200.0, 400.0, 800.0)
 #: A run delivering at least this share of what it was offered kept up.
 KEPT_UP = 0.95
+#: The gateway's most delivered over the baseline's it should reach (issue 83; 0.6 until then).
+TARGET = 0.8
 RECORDED = 500  # transaction updates recorded from the devnode, replayed in a loop
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -508,7 +512,7 @@ def format_results(results: Results, options: Options) -> str:
         lines += [
             "",
             f"most delivered: gateway {gateway.rate:,.0f}/s, baseline {baseline.rate:,.0f}/s: "
-            f"{gateway.rate / baseline.rate:.2f} (target >= 0.6)",
+            f"{gateway.rate / baseline.rate:.2f} (target >= {TARGET})",
             f"gateway / baseline per round: {per_round}; median {statistics.median(ratios):.2f}",
         ]
         saturated = {

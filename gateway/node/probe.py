@@ -6,8 +6,8 @@ per node every few hundred milliseconds (:mod:`gateway.node.health`).
 
 A probe's timeout and latency count the node's time only: the time this process's event loop was held up
 meanwhile (busy serving, or the process starved of CPU on a saturated machine: :class:`LoopLag`) is taken
-out, so an answer the gateway reads late is not the node's failure (issue 83: a saturated gRPC server's own
-probes timed out and took its node out of service).
+out, so an answer the gateway reads late is not the node's failure (issue 83: the gateway's own slowness never
+takes a node out of service).
 """
 
 from __future__ import annotations
