@@ -191,7 +191,8 @@ class ServiceSettings(BaseModel):
         20.0,
         ge=0,
         le=100_000,
-        description="Retries and hedges each process may send to one node a second (five seconds' worth at once); "
+        description="Retries and hedges each process may send to one node a second, one token per call an extra "
+        "request holds (five seconds' worth at once; while several callers want some, each at most an even share); "
         "a retry of a call that never reached its node is free.",
     )
     gc_young_threshold: int = Field(
