@@ -7,6 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+
+# An xdist worker (make test, tests/tiers.py) starts with COLUMNS=80 in its environment, which a serial run does not
+# have: rich's consoles fix their width from it when the CLI's modules are imported (below, through these imports),
+# and the tables tests/cli reads were cut at 80 columns whatever width a test asked for.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
