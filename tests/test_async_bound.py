@@ -24,7 +24,7 @@ async def server(mark: Path):
     finally:
         mark.write_text("unwound")
 
-@pytest.mark.timeout(4)
+@pytest.mark.timeout(10)  # its bound 9 s: the 1 s left covers set-up and unwinding on a loaded machine (0.4 s did not)
 async def test_hangs(tmp_path_factory):
     async with server(Path(__file__).with_name("mark")):
         await asyncio.Event().wait()
@@ -69,7 +69,7 @@ def test_a_hung_test_is_cancelled_where_it_waits_and_unwinds(tmp_path: Path) -> 
     out = run.stdout + run.stderr
     assert run.returncode == 1, out
     assert "1 failed, 2 passed" in out, out
-    assert "FAILED" in out and "Failed: the test ran past its bound in asyncio (3.6 s)" in out, out
+    assert "FAILED" in out and "Failed: the test ran past its bound in asyncio (9 s)" in out, out
     assert (tmp_path / "mark").read_text() == "unwound"
     assert "await asyncio.Event().wait()" in out  # the cause names the await that hung
-    assert "Timeout (0:00:04)" not in out  # pytest-timeout's own never fired
+    assert "from pytest-timeout" not in out  # pytest-timeout's own never fired ("Timeout (>10.0s) from pytest-timeout")

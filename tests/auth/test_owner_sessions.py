@@ -154,9 +154,9 @@ async def test_both_ways_make_a_session_and_only_the_sign_in_an_owner_one(
         ({"uri": "https://evil.example"}, None, "URI"),
         ({"version": "2"}, None, "Version"),
         ({"nonce": "ab" * 32}, None, "challenge expired, already used, or not issued"),
-        ({"issuedAt": iso(datetime.now(UTC) + timedelta(minutes=5))}, None, "in the future"),
-        ({"issuedAt": iso(datetime.now(UTC) - timedelta(minutes=10))}, None, "ago"),
-        ({"expirationTime": iso(datetime.now(UTC) - timedelta(seconds=1))}, None, "expired"),
+        ({"issuedAt": timedelta(minutes=5)}, None, "in the future"),
+        ({"issuedAt": -timedelta(minutes=10)}, None, "ago"),
+        ({"expirationTime": -timedelta(seconds=1)}, None, "expired"),
         ({"expirationTime": None}, None, "no Expiration Time"),
         ({"issuedAt": None}, None, "no Issued At"),
         ({"nonce": None}, None, "no Nonce"),
@@ -170,6 +170,10 @@ async def test_a_sign_in_that_is_not_for_this_gateway_now_is_401(
     headers: dict[str, str] | None,
     said: str,
 ) -> None:
+    # A time is given as its distance from now, read when the test runs: read at collection, "5 minutes from now"
+    # had passed by the time a worker ran the test (an xdist run collects everything first).
+    now = datetime.now(UTC)
+    changes = {k: iso(now + v) if isinstance(v, timedelta) else v for k, v in changes.items()}
     answer = await sign_in(http, gateway, signer, headers, **changes)
     assert (answer.status, answer.code) == (401, "AUTH_FAILED"), answer
     assert said in answer.json["error"]["message"], answer
