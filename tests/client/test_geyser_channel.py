@@ -6,7 +6,6 @@ and refuse the call), since what is checked is what the client sends before any 
 
 from __future__ import annotations
 
-import datetime
 import ipaddress
 import socket
 from collections.abc import AsyncIterator, Callable
@@ -17,11 +16,9 @@ import grpc
 import psutil
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from gateway_client.geyser import GeyserOptions, GeyserStream, is_local_target, pb2
+from tests.certs import self_signed_pem
 
 TOKEN = "srpc_live_" + "K" * 43
 ONCE = GeyserOptions(max_reconnects=0)  # one attempt: the outcome of the first call is raised
@@ -38,25 +35,7 @@ def outside_address() -> str:
 
 def certificate_for(address: str) -> tuple[bytes, bytes]:
     """A self-signed certificate naming ``address``, and its key, as PEM."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, address)])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(address))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    return certificate.public_bytes(serialization.Encoding.PEM), key_pem
+    return self_signed_pem(address, [x509.IPAddress(ipaddress.ip_address(address))])
 
 
 @asynccontextmanager

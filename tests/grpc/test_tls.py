@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime
 import ipaddress
 from pathlib import Path
 
@@ -12,37 +11,19 @@ import asyncpg
 import grpc
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
+from tests.certs import self_signed_pem
 from tests.grpc.client import Subscription, kind
 from tests.grpc.conftest import GeyserClient, StreamFactory
 
 
 def self_signed(directory: Path) -> tuple[Path, Path]:
     """A self-signed certificate for localhost and 127.0.0.1, and its key, as PEM files."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
     names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=30))
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
+    certificate, key = self_signed_pem("localhost", names, days=30)
     cert_path, key_path = directory / "grpc.crt", directory / "grpc.key"
-    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
+    cert_path.write_bytes(certificate)
+    key_path.write_bytes(key)
     return cert_path, key_path
 
 
