@@ -17,7 +17,7 @@ import psutil
 import pytest
 from cryptography import x509
 
-from gateway_client.geyser import GeyserOptions, GeyserStream, is_local_target, pb2
+from gateway_client.geyser import GeyserOptions, GeyserStream, _write_opening, is_local_target, pb2, pb2_grpc
 from tests.certs import self_signed_pem
 
 TOKEN = "srpc_live_" + "K" * 43
@@ -105,6 +105,20 @@ async def test_this_machines_stream_stays_plaintext_by_default() -> None:
         port = target.rsplit(":", 1)[1]
         localhost = await first_status(lambda: GeyserStream(f"localhost:{port}", TOKEN, REQUEST, options=ONCE))
     assert (status, localhost, tokens) == (grpc.StatusCode.PERMISSION_DENIED,) * 2 + ([TOKEN, TOKEN],)
+
+
+async def test_a_refusal_that_races_the_opening_write_reads_as_the_servers_status() -> None:
+    """The server refuses on the metadata while the client's opening write is in flight: grpc.aio fails the
+    write and sets a local INTERNAL until the server's status arrives (seen in CI on a loaded machine). The
+    race is set up as grpc's own ``_write`` leaves it (``set_internal_error`` on the call, before the status
+    is read), since which side wins cannot be chosen from outside."""
+    async with recording_server("127.0.0.1") as (target, tokens), grpc.aio.insecure_channel(target) as channel:
+        call = pb2_grpc.GeyserStub(channel).Subscribe(metadata=(("x-token", TOKEN),))
+        call._cython_call.set_internal_error("the write failed: the call had ended")
+        await _write_opening(call, REQUEST)
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            await call.read()
+    assert (ended.value.code(), tokens) == (grpc.StatusCode.PERMISSION_DENIED, [TOKEN])
 
 
 def test_plaintext_and_credentials_together_are_refused() -> None:

@@ -266,6 +266,28 @@ class GeyserStream:
             request.from_slot = self.last_slot  # not + 1: the rest of that slot may not have arrived
         stub = pb2_grpc.GeyserStub(self._channel)
         call = stub.Subscribe(metadata=(("x-token", self.token),))
-        await call.write(request)
-        self._call = call
+        await _write_opening(call, request)
+        self._call = call  # a refused call raises its status from read()
         self.connects += 1
+
+
+#: How long a refused opening waits for the server's status to replace grpc's local ``INTERNAL``.
+STATUS_WAIT_S: Final = 1.0
+
+
+async def _write_opening(call: Any, request: Any) -> None:
+    """Write the opening request of ``call``; a call the server ends meanwhile keeps the server's status.
+
+    A server that refuses on the metadata alone (a revoked key: ``PERMISSION_DENIED``) can end the call while
+    this write is in flight. grpc.aio then fails the write and sets the call's status to a local ``INTERNAL``
+    ("Internal error from Core", ``_StreamRequestMixin._write``), and replaces it with the server's status
+    when that is delivered, a moment later. Raised as it stands, a refusal would look resumable and be tried
+    again. So wait (bounded) for the server's status; the caller's ``read()`` raises whichever stands.
+    """
+    try:
+        await call.write(request)
+    except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+        waited = 0.0
+        while await call.code() == grpc.StatusCode.INTERNAL and waited < STATUS_WAIT_S:
+            await asyncio.sleep(0.01)
+            waited += 0.01
