@@ -29,8 +29,10 @@ pytestmark = pytest.mark.integration
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 CHECKS = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance"
-#: Per operation (31 of them); the hooks' inputs are among them.
-MAX_EXAMPLES = 100
+#: Per operation (42 of them) in the fuzzing phase; the hooks' inputs are among them. 25, not 100: with the
+#: length bound of gateway.core.params.whole_number removed (issue 49's 500), 25 finds it on five routes; the fuzzing
+#: phase took 28 s with 25 (alone) and 244 s with 100 (the two-worker run, 2026-11-29). Coverage runs regardless.
+MAX_EXAMPLES = 25
 
 
 def test_the_document_is_served_free_and_rendered(service: RunningService) -> None:
