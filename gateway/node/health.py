@@ -129,7 +129,6 @@ class PoolHealth:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Probe, judge and publish until ``stop`` is set; then close the probes' connections."""
-        self.lag.start()
         self._set_nodes(self.changes.apply(self.configured))
         tasks = [asyncio.create_task(self._judging(stop), name="pool-judge")]
         if self._read_changes is not None:
@@ -143,7 +142,6 @@ class PoolHealth:
             for client in self._clients.values():
                 await client.close()
             self._clients.clear()
-            await self.lag.stop()
 
     def _set_nodes(self, nodes: Sequence[UpstreamNode]) -> None:
         """The pool is ``nodes``: new ones get a state, a client and a probe loop; gone ones lose theirs."""

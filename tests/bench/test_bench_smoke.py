@@ -181,6 +181,13 @@ def test_the_forwarder_bench_answers_every_call(capsys: pytest.CaptureFixture[st
         forward_cpu.main(["--calls", "0"])
 
 
+def test_the_pool_owner_bench_prints_its_share(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import pool_owner
+
+    pool_owner.main(["--nodes", "2", "--seconds", "1"])
+    assert "pool owner, 2 nodes, 1 s at rest: " in capsys.readouterr().out
+
+
 @pytest.mark.timeout(240)
 def test_webhook_bench_delivers_every_job_both_ways(capsys: pytest.CaptureFixture[str]) -> None:
     """The bench raises when the receiver's count differs from the jobs posted (either target)."""

@@ -21,6 +21,7 @@ import pytest
 
 from gateway.core.upstreams import UpstreamNode
 from gateway.node.health import HealthSettings, PoolHealth
+from gateway.node.probe import LoopLag
 from gateway.runtime.devnode_proc import DevnodeProcess
 from tests.grpc.client import eventually
 
@@ -88,7 +89,28 @@ async def test_a_node_read_late_by_a_busy_loop_stays_in_service(owner: PoolHealt
     totals = state.window.totals(time.time())
     assert hog.outs == [], hog.outs
     assert totals.failures == {}, totals
-    assert owner.lag.held() >= HOLD_S * (hog.turns - 1)  # the hold-ups were seen as the loop's own
+    # the hold-ups were seen as the loop's own: each probe's wait spanned at least one
+    assert owner.lag.held() >= (HOLD_S - owner.lag.tick_s - owner.lag.slack_s) * PROBES
+
+
+def hold_the_loop() -> None:
+    time.sleep(HOLD_S)  # blocks the loop that calls it: the hold-up being measured
+
+
+async def test_the_loop_is_timed_only_while_a_probe_watches() -> None:
+    lag = LoopLag()
+    hold_the_loop()  # held up, no probe in flight: no timer runs, nothing counted
+    await asyncio.sleep(0)
+    assert lag.held() == 0.0
+    with lag.watching():
+        await asyncio.sleep(0)
+        hold_the_loop()  # held up with one in flight
+        with lag.watching():  # a second probe beside it shares the timer
+            await asyncio.sleep(0)
+    seen = lag.held()
+    hold_the_loop()
+    await asyncio.sleep(lag.tick_s * 3)
+    assert HOLD_S - lag.tick_s - lag.slack_s <= seen == lag.held() < 2 * HOLD_S
 
 
 async def test_a_node_that_does_not_answer_leaves_service_with_the_loop_free(
