@@ -1,13 +1,14 @@
 """CPU per call of the node client (``HttpUpstream.post``) against the constant upstream, in one process.
 
     python -m bench.node_client [--calls 20000] [--rounds 5] [--inflight 64] [--batch 0]
-                                [--client wire|aiohttp|httpcore|pyreqwest]
+                                [--client wire|pool|aiohttp|httpcore|pyreqwest]
 
 Every call a replica forwards is one ``post``; this measures that part alone, on uvloop as in a
 replica, against ``bench.const_upstream`` in a child process. ``--batch N`` posts an N-item batch of
 ``getSlot`` instead of one call. Prints each round's µs of this process's CPU per call and calls per
 second, then the medians. To compare two commits, run it from each checkout in turn (alternated).
 
+``--client pool`` measures the pool of one node over ``wire``, as a replica's reads go (what the pool adds).
 ``--client`` measures a maintained client in ``wire``'s place, each used as a replica would use it
 (one pool of up to 512 kept-alive connections, the size bound read as the answer comes, a timeout a
 call): ``aiohttp`` tuned as the gateway ran it before ``wire`` (f617218), ``httpcore`` (httpx's
@@ -121,8 +122,26 @@ class PyreqwestClient:
         await self.client.close()
 
 
+class PoolClient:
+    """The pool of one node as a replica reads through it (:meth:`gateway.node.pool.NodePool.read`: the
+    node's tally, its metrics, the loop-lag timer while calls are in flight), over ``wire``."""
+
+    def __init__(self, url: str) -> None:
+        from gateway.core.upstreams import UpstreamNode
+        from gateway.node.pool import NodePool
+
+        self.pool = NodePool([UpstreamNode(name="bench", rpc_url=url)])
+
+    async def post(self, body: bytes, timeout_s: float, *, replayable: bool = False) -> bytes:
+        return (await self.pool.read(body, timeout_s, key="getSlot", caller="bench")).raw
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+
 CLIENTS: dict[str, Callable[[str], Client]] = {
     "wire": HttpUpstream,
+    "pool": PoolClient,
     "aiohttp": AiohttpClient,
     "httpcore": HttpcoreClient,
     "pyreqwest": PyreqwestClient,

@@ -22,7 +22,10 @@ current :class:`PoolView`, off the request path. A call reads only this process'
 - **What counts against a node** (docs/architecture.md): transport failures, HTTP errors, its own -32005,
   and the timeouts and lost hedge races of light calls only: a heavy read's time (``heavy``, the heavy
   role) is what the caller asked for, so its timeout, its latency and the races it loses are neither
-  tallied nor make the node suspect. The gateway's own state (its answer bytes budget full) is not tallied.
+  tallied nor make the node suspect. The gateway's own state (its answer bytes budget full) is not tallied,
+  nor its own slowness: a light call's latency is the time this process's loop was free while it was in
+  flight (:class:`gateway.node.probe.LoopLag`), and its timeout counts only when the node had at least half
+  of it (a replica saturated under load reads every node's answers late: not the nodes' doing).
 - **Sends** (:meth:`NodePool.send`): ``sendTransaction`` goes to every node in service for sends
   (:mod:`gateway.node.sends`); the simulation of its preflight runs once, before anything is broadcast.
 
@@ -61,6 +64,7 @@ from gateway.node.http import (
     UpstreamUnavailable,
 )
 from gateway.node.members import BURST_S, SUSPECT_S, Answer, PoolNode, node_trouble, not_the_nodes, outran
+from gateway.node.probe import LoopLag
 from gateway.node.sends import Broadcast, is_send
 from gateway.node.wire import DEFAULT_BUFFERED_BYTES, AnswerBudget
 
@@ -159,6 +163,7 @@ class NodePool:
         self._latency: dict[str, deque[float]] = {}
         self._p90: dict[str, float] = {}
         self._first_reads: str | None = None
+        self.lag = LoopLag()  # the time this process's loop was held up while a call was in flight
         self._background: set[asyncio.Task[Any]] = set()
         self.sends = Broadcast(self._attempt)
         self.floors = Floors()
@@ -415,54 +420,62 @@ class NodePool:
         ``heavy``: a heavy read, whose time and timeout are not the node's (neither tallied nor suspect).
         A failure that says nothing of the node (:func:`gateway.node.members.not_the_nodes`) is not tallied."""
         started = time.perf_counter()
+        held_before = self.lag.held()
         outcome = "ok"
         judged = True  # tallied for the pool's owner, who judges the node by it
-        try:
-            status, raw = await node.client.exchange(body, timeout_s, replayable=replayable)
-            if status != 200 and (status == 429 or not raw.startswith((b"{", b"["))):
-                outcome = "throttled" if status == 429 else "http"
-                raise UpstreamUnavailable(f"the node answered HTTP {status}", sent=True, status=status)
-            answer = Answer(raw, node.node.name)
-            if parse:
-                try:
-                    answer.doc = orjson.loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    outcome = "http"
-                    raise UpstreamUnavailable("the node answered something that is not JSON", sent=True) from exc
-                if node_trouble(answer.doc):
-                    outcome = "unhealthy"
-                    answer.retryable = True
-            return answer
-        except UpstreamTooLarge:
-            outcome = "too_large"
-            raise
-        except UpstreamTimeout:
-            outcome = "timeout"
-            judged = not heavy  # a heavy read's timeout is what it asked for
-            if judged:
-                node.suspect_until = time.monotonic() + SUSPECT_S
-            raise
-        except UpstreamUnavailable as exc:
-            if outcome == "ok":
-                outcome = "unavailable"
-            judged = not not_the_nodes(exc)
-            if judged:
-                node.suspect_until = time.monotonic() + SUSPECT_S
-            raise
-        except asyncio.CancelledError:
-            outcome = "cancelled"
-            raise
-        finally:
-            seconds = time.perf_counter() - started
-            metrics.UPSTREAM_SECONDS.observe(seconds, node.ok if outcome == "ok" else (node.node.name, outcome))
-            if outcome != "cancelled" and judged:  # inline: every call a process sends passes here
-                tally = node.tally
-                tally.calls += 1
-                if not heavy:  # a heavy read's time is the caller's: never the node's latency
-                    tally.latency[bisect_left(EDGES, seconds)] += 1
-                kind = _FAILURE_KIND.get(outcome)  # none for an answer (too large is the node answering)
-                if kind is not None:
-                    tally.failures[kind] = tally.failures.get(kind, 0) + 1
+        with self.lag.watching():
+            try:
+                status, raw = await node.client.exchange(body, timeout_s, replayable=replayable)
+                if status != 200 and (status == 429 or not raw.startswith((b"{", b"["))):
+                    outcome = "throttled" if status == 429 else "http"
+                    raise UpstreamUnavailable(f"the node answered HTTP {status}", sent=True, status=status)
+                answer = Answer(raw, node.node.name)
+                if parse:
+                    try:
+                        answer.doc = orjson.loads(raw)
+                    except orjson.JSONDecodeError as exc:
+                        outcome = "http"
+                        raise UpstreamUnavailable("the node answered something that is not JSON", sent=True) from exc
+                    if node_trouble(answer.doc):
+                        outcome = "unhealthy"
+                        answer.retryable = True
+                return answer
+            except UpstreamTooLarge:
+                outcome = "too_large"
+                raise
+            except UpstreamTimeout:
+                outcome = "timeout"
+                # a heavy read's timeout is what it asked for; a light one's is the node's only if the node had
+                # most of it: this process's loop held up for half of it is the gateway's own slowness
+                judged = not heavy and self._own_time(started, held_before) >= timeout_s / 2
+                if judged:
+                    node.suspect_until = time.monotonic() + SUSPECT_S
+                raise
+            except UpstreamUnavailable as exc:
+                if outcome == "ok":
+                    outcome = "unavailable"
+                judged = not not_the_nodes(exc)
+                if judged:
+                    node.suspect_until = time.monotonic() + SUSPECT_S
+                raise
+            except asyncio.CancelledError:
+                outcome = "cancelled"
+                raise
+            finally:
+                seconds = time.perf_counter() - started
+                metrics.UPSTREAM_SECONDS.observe(seconds, node.ok if outcome == "ok" else (node.node.name, outcome))
+                if outcome != "cancelled" and judged:  # inline: every call a process sends passes here
+                    tally = node.tally
+                    tally.calls += 1
+                    if not heavy:  # a heavy read's time is the caller's: never the node's latency
+                        tally.latency[bisect_left(EDGES, self._own_time(started, held_before))] += 1
+                    kind = _FAILURE_KIND.get(outcome)  # none for an answer (too large is the node answering)
+                    if kind is not None:
+                        tally.failures[kind] = tally.failures.get(kind, 0) + 1
+
+    def _own_time(self, started: float, held_before: float) -> float:
+        """Seconds since ``started`` that this process's loop was not held up: the node's time."""
+        return max(0.0, time.perf_counter() - started - (self.lag.held() - held_before))
 
     async def _race(
         self,

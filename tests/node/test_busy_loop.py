@@ -19,8 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from gateway.core.node_health import PoolView
 from gateway.core.upstreams import UpstreamNode
-from gateway.node.health import HealthSettings, PoolHealth
+from gateway.node.health import HealthSettings, LocalHealth, PoolHealth, Report
+from gateway.node.http import UpstreamTimeout
+from gateway.node.pool import NodePool, PoolSettings
 from gateway.node.probe import LoopLag
 from gateway.runtime.devnode_proc import DevnodeProcess
 from tests.grpc.client import eventually
@@ -28,6 +31,8 @@ from tests.grpc.client import eventually
 TIMEOUT_S = 0.25  # the probes'
 HOLD_S = 0.4  # each turn of the held-up loop: longer than a probe's timeout
 PROBES = 3  # probes read late, more than the two failed ones in a row that take a node out
+CALLS = 4  # calls read late, more than the three failed ones in a row that take a node out
+GET_SLOT = b'{"jsonrpc":"2.0","id":1,"method":"getSlot","params":[]}'
 
 
 @pytest.fixture
@@ -40,10 +45,14 @@ async def node(tmp_path: Path) -> AsyncIterator[DevnodeProcess]:
         await asyncio.to_thread(process.stop)
 
 
+def ONLY(node: DevnodeProcess) -> UpstreamNode:
+    return UpstreamNode(name="only", rpc_url=node.rpc_url)
+
+
 @pytest.fixture
 async def owner(node: DevnodeProcess) -> AsyncIterator[PoolHealth]:
     """The pool's owner of one node, the devnode, once the node is in service."""
-    owner = PoolHealth([UpstreamNode(name="only", rpc_url=node.rpc_url)], HealthSettings(probe_timeout_s=TIMEOUT_S))
+    owner = PoolHealth([ONLY(node)], HealthSettings(probe_timeout_s=TIMEOUT_S))
     stop = asyncio.Event()
     task = asyncio.create_task(owner.run(stop))
     try:
@@ -56,9 +65,9 @@ async def owner(node: DevnodeProcess) -> AsyncIterator[PoolHealth]:
 
 class Hog:
     """Holds the loop up for ``HOLD_S`` at every turn (a callback that blocks, then schedules itself for the
-    next turn), noting whenever the owner's view has the node out of service."""
+    next turn), noting whenever the view (the owner's, or a pool's copy) has the node out of service."""
 
-    def __init__(self, owner: PoolHealth) -> None:
+    def __init__(self, owner: PoolHealth | NodePool) -> None:
         self.owner = owner
         self.outs: list[str] = []
         self.turns = 0
@@ -111,6 +120,45 @@ async def test_the_loop_is_timed_only_while_a_probe_watches() -> None:
     hold_the_loop()
     await asyncio.sleep(lag.tick_s * 3)
     assert HOLD_S - lag.tick_s - lag.slack_s <= seen == lag.held() < 2 * HOLD_S
+
+
+class ToldHealth(LocalHealth):
+    """The pool's owner in this process, keeping every report a pool hands it."""
+
+    def __init__(self, owner: PoolHealth) -> None:
+        super().__init__(owner)
+        self.reports: list[Report] = []
+
+    async def exchange(self, report: Report, known_version: int) -> PoolView | None:
+        self.reports.append(report)
+        return await super().exchange(report, known_version)
+
+
+async def test_a_pool_whose_loop_is_held_up_does_not_blame_its_node(node: DevnodeProcess) -> None:
+    """A process's calls time out because its own loop is held up (a replica saturated under load): the
+    timeouts are the gateway's slowness, not the node's. Nothing of them reaches the owner (with them, a node
+    of several leaves service: Thresholds.failing_calls), and the node is not made suspect."""
+    settings = PoolSettings(exchange_s=0.1, health=HealthSettings(probe_timeout_s=TIMEOUT_S, judge_s=0.05))
+    owner = ToldHealth(PoolHealth([ONLY(node)], settings.health))
+    pool = NodePool([ONLY(node)], settings, source=owner)
+    await pool.start()
+    try:
+        await eventually(lambda: all(v.in_service for v in pool.view.nodes), "the node in service")
+        hog = Hog(pool)
+        try:  # at once: all within the seconds Thresholds.failing_calls counts over
+            ended = await asyncio.gather(
+                *(pool.read(GET_SLOT, TIMEOUT_S) for _ in range(CALLS)), return_exceptions=True
+            )
+        finally:
+            hog.running = False
+        suspect = pool.nodes["only"].suspect_until > time.monotonic()
+        await asyncio.sleep(settings.exchange_s * 3)  # every tally handed over
+    finally:
+        await pool.close()
+        await owner.close()
+    assert [type(e) for e in ended] == [UpstreamTimeout] * CALLS  # each answer read after its timeout
+    told = [tally for report in owner.reports for tally in report.values()]
+    assert [t.failures for t in told if t.failures] == [] and not suspect, (told, suspect)
 
 
 async def test_a_node_that_does_not_answer_leaves_service_with_the_loop_free(
