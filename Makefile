@@ -62,20 +62,23 @@ up: $(BIN)/gateway $(WEBAPP) bytecode
 
 # The suite on two workers (pytest-xdist; tests/tiers.py): the stack tier in series on one, the process tier module by
 # module beside it, in the order tests/tiers.py gives (the stack tier first). TEST_WORKERS=0: one process, in series.
+# PYTEST_ARGS: more of pytest's options, e.g. a shuffled run: PYTEST_ARGS=--random-order-seed=1 (pytest-random-order,
+# off unless asked; the same seed on both workers).
 TEST_WORKERS ?= 2
+PYTEST_ARGS ?=
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 
 test: $(DEV) $(WEBAPP) bytecode
 	./ops/install-prometheus  # Debian's prometheus for the metrics test, when missing
 	./ops/install-foreign-clients  # the foreign clients (tests/foreign: npm packages, solana-py's suite), when missing
 	./ops/install-browser  # Debian's chromium and tests/browser's npm packages, when missing
-	$(BIN)/python -m pytest $(XDIST)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # A contributor's loop: everything but the stack tier (no `gateway up`), on the same two workers.
 test-fast: $(DEV) $(WEBAPP) bytecode
 	./ops/install-foreign-clients
 	./ops/install-browser
-	$(BIN)/python -m pytest $(XDIST) -m "not stack"
+	$(BIN)/python -m pytest $(XDIST) -m "not stack" $(PYTEST_ARGS)
 
 check: $(DEV)
 	$(BIN)/ruff format --check .
