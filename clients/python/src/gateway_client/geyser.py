@@ -272,7 +272,7 @@ class GeyserStream:
 
 
 #: How long a refused opening waits for the server's status to replace grpc's local ``INTERNAL``.
-STATUS_WAIT_S: Final = 1.0
+STATUS_WAIT_S: Final = 3.0  # the status is a loop turn away; a loaded machine's turns can take long
 
 
 async def _write_opening(call: Any, request: Any) -> None:
