@@ -40,14 +40,20 @@ def certificate_for(address: str) -> tuple[bytes, bytes]:
 
 @asynccontextmanager
 async def recording_server(
-    address: str, tls: tuple[bytes, bytes] | None = None
+    address: str, tls: tuple[bytes, bytes] | None = None, *, on_metadata: bool = False
 ) -> AsyncIterator[tuple[str, list[str | bytes]]]:
     """A gRPC server on ``address`` whose ``geyser.Geyser/Subscribe`` records the ``x-token`` it was sent and
-    refuses the call (PERMISSION_DENIED: not one the stream resumes after). Yields its target and the tokens."""
+    refuses the call (PERMISSION_DENIED: not one the stream resumes after) once the opening request has
+    arrived: refused before, the call may end while the client writes it, and grpc.aio may then report its
+    own INTERNAL instead (test_a_refusal_that_races_the_opening_write_reads_as_the_servers_status);
+    ``on_metadata``: refused on the metadata alone, as that test needs. Yields its target and the tokens."""
     tokens: list[str | bytes] = []
 
     async def subscribe(requests: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[bytes]:
         tokens.extend(value for key, value in context.invocation_metadata() or () if key == "x-token")
+        if not on_metadata:
+            async for _ in requests:  # the opening request: the client's write is done
+                break
         await context.abort(grpc.StatusCode.PERMISSION_DENIED, "recorded")
         yield b""  # never reached: makes this an async generator, as a stream handler is
 
@@ -112,7 +118,8 @@ async def test_a_refusal_that_races_the_opening_write_reads_as_the_servers_statu
     write and sets a local INTERNAL until the server's status arrives (seen in CI on a loaded machine). The
     race is set up as grpc's own ``_write`` leaves it (``set_internal_error`` on the call, before the status
     is read), since which side wins cannot be chosen from outside."""
-    async with recording_server("127.0.0.1") as (target, tokens), grpc.aio.insecure_channel(target) as channel:
+    refused = recording_server("127.0.0.1", on_metadata=True)
+    async with refused as (target, tokens), grpc.aio.insecure_channel(target) as channel:
         call = pb2_grpc.GeyserStub(channel).Subscribe(metadata=(("x-token", TOKEN),))
         call._cython_call.set_internal_error("the write failed: the call had ended")
         await _write_opening(call, REQUEST)

@@ -282,7 +282,10 @@ async def _write_opening(call: Any, request: Any) -> None:
     this write is in flight. grpc.aio then fails the write and sets the call's status to a local ``INTERNAL``
     ("Internal error from Core", ``_StreamRequestMixin._write``), and replaces it with the server's status
     when that is delivered, a moment later. Raised as it stands, a refusal would look resumable and be tried
-    again. So wait (bounded) for the server's status; the caller's ``read()`` raises whichever stands.
+    again. So wait (bounded) for the server's status; the caller's ``read()`` raises whichever stands. When
+    the server's status was delivered before the write failed, grpc.aio's ``INTERNAL`` replaces it for good
+    (seen in CI on a loaded machine): that one is resumed, as any ``INTERNAL``, and the next attempt is
+    refused again with the server's own status unless it meets the same race.
     """
     try:
         await call.write(request)
