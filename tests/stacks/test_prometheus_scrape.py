@@ -44,7 +44,9 @@ from tests.integration.service import (
     stop_service,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+#: In this order, also in a shuffled run (pytest-random-order): the dashboard test looks for the series the
+#: tests before it made the stack export.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.random_order(disabled=True)]
 
 OPS = REPO / "ops"
 CALLS = 5
