@@ -45,14 +45,15 @@ async def node(tmp_path: Path) -> AsyncIterator[DevnodeProcess]:
         await asyncio.to_thread(process.stop)
 
 
-def ONLY(node: DevnodeProcess) -> UpstreamNode:
+def only_node(node: DevnodeProcess) -> UpstreamNode:
+    """The devnode as the pool's one node."""
     return UpstreamNode(name="only", rpc_url=node.rpc_url)
 
 
 @pytest.fixture
 async def owner(node: DevnodeProcess) -> AsyncIterator[PoolHealth]:
     """The pool's owner of one node, the devnode, once the node is in service."""
-    owner = PoolHealth([ONLY(node)], HealthSettings(probe_timeout_s=TIMEOUT_S))
+    owner = PoolHealth([only_node(node)], HealthSettings(probe_timeout_s=TIMEOUT_S))
     stop = asyncio.Event()
     task = asyncio.create_task(owner.run(stop))
     try:
@@ -139,8 +140,8 @@ async def test_a_pool_whose_loop_is_held_up_does_not_blame_its_node(node: Devnod
     timeouts are the gateway's slowness, not the node's. Nothing of them reaches the owner (with them, a node
     of several leaves service: Thresholds.failing_calls), and the node is not made suspect."""
     settings = PoolSettings(exchange_s=0.1, health=HealthSettings(probe_timeout_s=TIMEOUT_S, judge_s=0.05))
-    owner = ToldHealth(PoolHealth([ONLY(node)], settings.health))
-    pool = NodePool([ONLY(node)], settings, source=owner)
+    owner = ToldHealth(PoolHealth([only_node(node)], settings.health))
+    pool = NodePool([only_node(node)], settings, source=owner)
     await pool.start()
     try:
         await eventually(lambda: all(v.in_service for v in pool.view.nodes), "the node in service")
