@@ -93,7 +93,7 @@ async def test_the_send_reconciler_actor_runs_the_retention(
         status = actor.status()
         assert status["running"] and status["sends_purged"] >= 1 and status["usage_purged"] >= 1, status
     finally:
-        actor.shutdown()
+        await asyncio.to_thread(actor.shutdown)  # off the loop, which serves the devnode its last pass may be asking
 
 
 async def test_a_send_held_again_after_its_row_went_is_not_charged_for_the_old_landing(

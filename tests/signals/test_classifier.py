@@ -146,7 +146,9 @@ async def test_the_actor_runs_the_classifier_from_settings(
             await asyncio.sleep(0.05)
         assert actor.classifier is not None and actor.classifier.rules == RULES
     finally:
-        actor.shutdown()
+        # off the loop: the node the poll may be waiting on is served by this loop, so a shutdown that blocked it
+        # waited for the poll's own timeout (a CI run under load saw the thread still running after 10 s)
+        await asyncio.to_thread(actor.shutdown)
     try:
         assert actor.status()["running"] is False
         # Stopped, so neither moves: read while it ran, the log's cursor and the actor's could be a slot apart.
