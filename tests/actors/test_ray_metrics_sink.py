@@ -1,6 +1,6 @@
 """The Ray backend's batching (actors/metrics.py): what one flush hands to Ray. Ray's record
 is replaced by a list here (no Ray instance is needed to build the metric; the export through Ray's
-agent to a real Prometheus, histograms' quantiles included, is tests/stacks/test_prometheus_scrape.py)."""
+agent to a real Prometheus, histograms' quantiles included, is tests/integration/test_prometheus_scrape.py)."""
 
 from __future__ import annotations
 

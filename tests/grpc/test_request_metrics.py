@@ -1,6 +1,6 @@
 """gRPC calls are counted in ``gateway_requests_total{wire="grpc"}`` (docs/operations.md): a charged stream,
 a refused one and a unary call, each under the HTTP status of its gRPC status. The gateway's metric objects
-are routed to a recording backend here (the export through Ray is tests/stacks/test_prometheus_scrape.py)."""
+are routed to a recording backend here (the export through Ray is tests/integration/test_prometheus_scrape.py)."""
 
 from __future__ import annotations
 

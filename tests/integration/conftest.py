@@ -3,7 +3,8 @@
 The service is the package's, not the session's: idle, a stack still takes about a third of a core (322 ms
 of CPU a second, its processes summed during a CI run on 2 cores: its actors' probes and polls, Ray's own
 timers), which the rest of the session would pay for. Tests that
-start stacks of their own are in tests/stacks, so that no two stacks run at once."""
+start stacks of their own are in tests/stacks, so that no two stacks run at once; a test that needs only settings
+this stack can take joins it (test_prometheus_scrape.py: Ray's metrics reported every second)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,12 @@ def ray_tmpdir() -> Iterator[Path]:
 
 @pytest.fixture(scope="package")
 def service(service_home: Path, ray_tmpdir: Path) -> Iterator[RunningService]:
-    running = start_service(service_home, service_env(service_home, RAY_TMPDIR=str(ray_tmpdir)))
+    env = service_env(
+        service_home,
+        RAY_TMPDIR=str(ray_tmpdir),
+        RAY_metrics_report_interval_ms="1000",  # Ray's processes report every second (default 10 s): the scrape test
+    )
+    running = start_service(service_home, env)
     yield running
     if running.process.poll() is None:
         stop_service(running)

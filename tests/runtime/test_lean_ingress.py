@@ -10,8 +10,8 @@ request is held and after, the per-request metrics Serve is handed (route, statu
 request answered 500 and counted as an error, Serve's own health check still Serve's, and the edge's
 client address and request id reaching the app, and what Serve's report exports of the requests the lean path
 keeps for it (:class:`gateway.runtime.lean_ingress.Later`). The whole service's path (drain, autoscaling, the
-scraped metrics) runs through it in tests/stacks (test_restart, test_autoscaling,
-test_prometheus_scrape, test_edge), as it is on by default.
+scraped metrics) runs through it in the stack tier (tests/stacks' test_restart, test_autoscaling and test_edge,
+tests/integration/test_prometheus_scrape), as it is on by default.
 """
 
 from __future__ import annotations

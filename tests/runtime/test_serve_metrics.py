@@ -4,7 +4,7 @@ What the module reads of Serve's private ``ReplicaMetricsManager`` is checked ag
 (pinned exactly: a new Ray that renames it fails here, not silently in production). The counting is
 checked on the structures Serve keeps, built here as Serve builds them; Ray's record is replaced by a
 list (no Ray instance is needed to build a metric). The export through a real stack and a real
-Prometheus, the series' names and a quantile included, is tests/stacks/test_prometheus_scrape.py.
+Prometheus, the series' names and a quantile included, is tests/integration/test_prometheus_scrape.py.
 """
 
 from __future__ import annotations

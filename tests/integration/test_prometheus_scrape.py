@@ -1,9 +1,12 @@
 """Issue 29: the gateway's metrics scraped by a real Prometheus, with the scrape config, alert rules and
 dashboard of docs/operations.md (``ops/``).
 
-One ``gateway up`` stack of its own (its Ray's metrics export port set), one Prometheus (Debian's
-``prometheus`` package, installed by ``.ci/run``) scraping it every second. Paid calls from solana-py,
-then the series read back through Prometheus's HTTP API must have moved by exactly those calls.
+The package's stack (tests/integration/conftest.py: Ray's processes report every second), one Prometheus
+(Debian's ``prometheus`` package, installed by ``.ci/run``) scraping it every second. Paid calls from solana-py,
+then the series read back through Prometheus's HTTP API must have moved by exactly those calls. The stack is
+shared, so each count is read as a change: its value once it has stopped moving (the package's earlier tests'
+calls reported and scraped), then the value it moves to; the stack tier runs one test at a time, so nothing
+else calls the stack in between.
 """
 
 from __future__ import annotations
@@ -39,9 +42,6 @@ from tests.integration.service import (
     create_api_key,
     deposit_usdc,
     post_json,
-    service_env,
-    start_service,
-    stop_service,
 )
 
 #: In this order, also in a shuffled run (pytest-random-order): the dashboard test looks for the series the
@@ -114,23 +114,22 @@ class Prometheus:
             value = self.value(expr) or 0.0
         return value
 
+    def settled(self, expr: str, quiet_s: float = 3.0, timeout_s: float = 60.0) -> float:
+        """The value of ``expr`` once it has not moved for ``quiet_s`` (a report and a scrape are a second
+        each here), 0 while it has no series: what a later change is counted from."""
+        deadline = time.monotonic() + timeout_s
+        last, since = self.value(expr) or 0.0, time.monotonic()
+        while time.monotonic() - since < quiet_s:
+            assert time.monotonic() < deadline, f"{expr} kept moving for {timeout_s} s"
+            time.sleep(0.5)
+            now = self.value(expr) or 0.0
+            if now != last:
+                last, since = now, time.monotonic()
+        return last
+
     def names(self) -> set[str]:
         with urllib.request.urlopen(f"{self.url}/api/v1/label/__name__/values", timeout=10) as resp:
             return set(json.loads(resp.read())["data"])
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
-    home = tmp_path_factory.mktemp("metrics-service")
-    env = service_env(
-        home,
-        GATEWAY_METRICS_EXPORT_PORT=str(free_port()),
-        RAY_metrics_report_interval_ms="1000",  # Ray's processes report every second (default 10 s)
-    )
-    running = start_service(home, env)
-    yield running
-    if running.process.poll() is None:
-        stop_service(running)
 
 
 def prometheus_config(metrics_port: int) -> str:
@@ -143,11 +142,11 @@ def prometheus_config(metrics_port: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def prometheus(stack: RunningService, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+def prometheus(service: RunningService, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     binary = shutil.which("prometheus")
     assert binary is not None, "Debian's prometheus package is not installed (.ci/run installs it)"
     workdir = tmp_path_factory.mktemp("prometheus")
-    (workdir / "prometheus.yml").write_text(prometheus_config(int(stack.env["GATEWAY_METRICS_EXPORT_PORT"])))
+    (workdir / "prometheus.yml").write_text(prometheus_config(int(service.env["GATEWAY_METRICS_EXPORT_PORT"])))
     shutil.copy(OPS / "alerts.yml", workdir / "alerts.yml")
     port = free_port()
     log = (workdir / "prometheus.log").open("wb")
@@ -186,50 +185,60 @@ def ready(prometheus: Prometheus) -> None:
 
 
 @pytest.fixture(scope="module")
-def customer(stack: RunningService) -> Customer:
+def customer(service: RunningService) -> Customer:
     """A wallet with an API key and 1 USDC of credits bought with a real on-chain deposit."""
     wallet = Keypair()
-    customer = Customer(wallet, create_api_key(stack.url, wallet))
-    confirm_deposit(stack, deposit_usdc(stack, wallet, 1_000_000), customer.headers)
+    customer = Customer(wallet, create_api_key(service.url, wallet))
+    confirm_deposit(service, deposit_usdc(service, wallet, 1_000_000), customer.headers)
     return customer
 
 
 def test_paid_calls_move_the_series_by_what_they_did(
-    stack: RunningService, prometheus: Prometheus, customer: Customer
+    service: RunningService, prometheus: Prometheus, customer: Customer
 ) -> None:
     ready(prometheus)
+    http_cheap = 'wire="http",method_class="READ_CHEAP"'
+    charged = 'gateway_credits_total{method_class="READ_CHEAP",outcome="charged"}'
+    ok = 'sum(gateway_upstream_request_duration_seconds_count{outcome="ok",node="primary"})'
+    moved = {  # each series by what these calls add to it
+        f'sum(gateway_requests_total{{{http_cheap},status="200"}})': CALLS,
+        f"sum(gateway_request_duration_seconds_count{{{http_cheap}}})": CALLS,
+        # the histogram reaches Ray as counters (actors/metrics.py): its buckets still make a quantile
+        f'sum(gateway_request_duration_seconds_bucket{{{http_cheap},le="+Inf"}})': CALLS,
+        f"sum({charged})": CALLS * 1,  # READ_CHEAP: 1 credit (docs/api.md)
+        # every getSlot was looked up in the response cache first (never cached)
+        'sum(gateway_response_cache_lookups_total{result="miss"})': CALLS,
+    }
+    unmoved = [
+        'sum(gateway_credits_total{outcome="refunded"})',  # nothing refunded
+        # the account's limits came from its shard (account_shards defaults to 2), never refused for want of it
+        'sum(gateway_account_slice_exchanges_total{result="unavailable"})',
+    ]
+    duration_sum = f"sum(gateway_request_duration_seconds_sum{{{http_cheap}}})"
+    before = {expr: prometheus.settled(expr) for expr in [*moved, *unmoved, duration_sum]}
+    before[ok] = prometheus.value(ok) or 0.0  # the actors' reads keep it moving: only a lower bound is asserted
 
     async def paid_calls() -> None:
-        async with solana_client(stack.url, api_key=customer.api_key) as client:
+        async with solana_client(service.url, api_key=customer.api_key) as client:
             for _ in range(CALLS):
                 assert (await client.get_slot()).value > 0
 
     asyncio.run(paid_calls())
 
-    http_cheap = 'wire="http",method_class="READ_CHEAP"'
-    assert prometheus.wait_for(f'sum(gateway_requests_total{{{http_cheap},status="200"}})', CALLS) == CALLS
-    assert prometheus.wait_for(f"sum(gateway_request_duration_seconds_count{{{http_cheap}}})", CALLS) == CALLS
-    # the histogram reaches Ray as counters (actors/metrics.py): its buckets still make a quantile
-    every = f'sum(gateway_request_duration_seconds_bucket{{{http_cheap},le="+Inf"}})'
-    assert prometheus.wait_for(every, CALLS) == CALLS
-    total = prometheus.value(f"sum(gateway_request_duration_seconds_sum{{{http_cheap}}})")
-    assert total is not None and 0 < total < CALLS * 10  # seconds: each call well under the 10 s bucket
+    for expr, by in moved.items():
+        assert prometheus.wait_for(expr, before[expr] + by) == before[expr] + by, expr
+    for expr in unmoved:  # read once the calls' own counts are in: a replica reports them together
+        assert (prometheus.value(expr) or 0.0) == before[expr], expr
+    spent = (prometheus.value(duration_sum) or 0.0) - before[duration_sum]
+    assert 0 < spent < CALLS * 10  # seconds: each call well under the 10 s bucket
     median = prometheus.value(
         f"histogram_quantile(0.5, sum by (le) (gateway_request_duration_seconds_bucket{{{http_cheap}}}))"
     )
     assert median is not None and 0 < median <= 10.0, median
-    charged = 'gateway_credits_total{method_class="READ_CHEAP",outcome="charged"}'
-    assert prometheus.wait_for(f"sum({charged})", CALLS * 1) == CALLS  # READ_CHEAP: 1 credit (docs/api.md)
-    assert prometheus.value('sum(gateway_credits_total{outcome="refunded"})') is None  # nothing refunded
-    # every getSlot went to the node, and was looked up in the response cache first (never cached)
-    # (the actors' own reads of the node count there too: at least the calls)
-    ok = 'sum(gateway_upstream_request_duration_seconds_count{outcome="ok",node="primary"})'
-    assert prometheus.wait_for_at_least(ok, CALLS) >= CALLS
-    assert prometheus.wait_for('sum(gateway_response_cache_lookups_total{result="miss"})', CALLS) == CALLS
+    # every getSlot went to the node (the actors' own reads of the node count there too: at least the calls)
+    assert prometheus.wait_for_at_least(ok, before[ok] + CALLS) >= before[ok] + CALLS
     assert (prometheus.value('sum(gateway_credit_lease_requests_total{result="granted"})') or 0) >= 1
-    # the account's limits came from its shard (account_shards defaults to 2), never refused for want of it
     assert (prometheus.value('sum(gateway_account_slice_exchanges_total{result="answered"})') or 0) >= 1
-    assert prometheus.value('sum(gateway_account_slice_exchanges_total{result="unavailable"})') == 0.0  # at 0
 
     # Serve's two latency histograms, counted in the replica (gateway/runtime/serve_metrics.py), under the
     # series names Serve's own histograms have: every call of this test is in them, their buckets make a
@@ -248,14 +257,17 @@ def test_paid_calls_move_the_series_by_what_they_did(
     ]
 
     # a key of a wallet without credits: one 402, counted by its cause
+    refused = 'sum by (cause) (gateway_refusals_total{status="402"})'
+    causes = {row["metric"]["cause"]: float(row["value"][1]) for row in prometheus.query(refused)}
     broke_wallet = Keypair()
-    broke = Customer(broke_wallet, create_api_key(stack.url, broke_wallet))
-    status, doc, _ = post_json(stack.url, {"jsonrpc": "2.0", "id": 1, "method": "getSlot"}, broke.headers)
+    broke = Customer(broke_wallet, create_api_key(service.url, broke_wallet))
+    status, doc, _ = post_json(service.url, {"jsonrpc": "2.0", "id": 1, "method": "getSlot"}, broke.headers)
     assert status == 402, doc
-    refusals = prometheus.wait_for('sum(gateway_refusals_total{status="402"})', 1.0)
-    assert refusals == 1.0
-    (series,) = prometheus.query('gateway_refusals_total{status="402"}')
-    assert series["metric"]["cause"] in ("INSUFFICIENT_CREDITS", "PAYMENT_REQUIRED")
+    total_402 = 'sum(gateway_refusals_total{status="402"})'
+    assert prometheus.wait_for(total_402, sum(causes.values()) + 1) == sum(causes.values()) + 1
+    now = {row["metric"]["cause"]: float(row["value"][1]) for row in prometheus.query(refused)}
+    (cause,) = [c for c, v in now.items() if v != causes.get(c, 0.0)]
+    assert cause in ("INSUFFICIENT_CREDITS", "PAYMENT_REQUIRED")
 
     # the actors' gauges, from their own processes
     assert (prometheus.value("max(gateway_deposit_watcher_last_poll_timestamp_seconds)") or 0) > time.time() - 300
@@ -267,61 +279,65 @@ def test_paid_calls_move_the_series_by_what_they_did(
 
 
 def test_open_websockets_and_their_subscriptions_are_counted(
-    stack: RunningService, prometheus: Prometheus, customer: Customer
+    service: RunningService, prometheus: Prometheus, customer: Customer
 ) -> None:
     """Two client subscriptions to slots on one socket share one subscription at the node."""
     ready(prometheus)
     api_key = customer.api_key
-    url = stack.url.replace("http://", "ws://") + "/ws"
+    url = service.url.replace("http://", "ws://") + "/ws"
     slots = 'sum(gateway_ws_subscriptions{method="slotSubscribe"})'
+    gauges = ["sum(gateway_ws_connections)", slots, "sum(gateway_ws_upstream_subscriptions)"]
+    connections, subscriptions, upstream = (prometheus.settled(gauge) for gauge in gauges)  # the package's others
 
     async def hold_one_open() -> list[float | None]:
         async with connect(url, subprotocols=[f"auth.{api_key}", "solana-rpc"]) as ws:  # type: ignore[list-item]
             assert ws.subprotocol == "solana-rpc"
-            seen = [await asyncio.to_thread(prometheus.wait_for, "sum(gateway_ws_connections)", 1.0)]
+            seen = [await asyncio.to_thread(prometheus.wait_for, gauges[0], connections + 1)]
             for n in (1, 2):
                 await ws.send(json.dumps({"jsonrpc": "2.0", "id": n, "method": "slotSubscribe"}))
-            seen.append(await asyncio.to_thread(prometheus.wait_for, slots, 2.0))
-            seen.append(await asyncio.to_thread(prometheus.wait_for, "sum(gateway_ws_upstream_subscriptions)", 1.0))
+            seen.append(await asyncio.to_thread(prometheus.wait_for, slots, subscriptions + 2))
+            seen.append(await asyncio.to_thread(prometheus.wait_for, gauges[2], upstream + 1))
             return seen
 
-    assert asyncio.run(hold_one_open()) == [1.0, 2.0, 1.0]
-    assert prometheus.wait_for("sum(gateway_ws_connections)", 0.0) == 0.0
-    assert prometheus.wait_for(slots, 0.0) == 0.0
-    assert prometheus.wait_for("sum(gateway_ws_upstream_subscriptions)", 0.0) == 0.0
+    assert asyncio.run(hold_one_open()) == [connections + 1, subscriptions + 2, upstream + 1]
+    assert prometheus.wait_for(gauges[0], connections) == connections
+    assert prometheus.wait_for(slots, subscriptions) == subscriptions
+    assert prometheus.wait_for(gauges[2], upstream) == upstream
     time.sleep(5)  # past Ray's gauge TTL (two export intervals, 2 s here): a gauge set once stays exported
-    assert prometheus.value("sum(gateway_ws_connections)") == 0.0
+    assert prometheus.value(gauges[0]) == connections
 
 
 def test_grpc_streams_and_the_upstream_subscription_are_counted(
-    stack: RunningService, prometheus: Prometheus, customer: Customer, tmp_path: Path
+    service: RunningService, prometheus: Prometheus, customer: Customer, tmp_path: Path
 ) -> None:
     ready(prometheus)
     client = generate_client(tmp_path)
     token = (("x-token", customer.api_key),)
+    open_streams = prometheus.settled("sum(gateway_grpc_streams)")
+    streams = 'sum(gateway_requests_total{wire="grpc",method_class="stream",status="499"})'
+    ended = prometheus.settled(streams)
 
     async def hold_one_stream() -> list[float | None]:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{stack.env['GATEWAY_GRPC_PORT']}") as channel:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{service.env['GATEWAY_GRPC_PORT']}") as channel:
             stream = client.grpc.GeyserStub(channel).Subscribe(metadata=token)
             await stream.write(client.pb2.SubscribeRequest(slots={"slots": client.pb2.SubscribeRequestFilterSlots()}))
             await stream.read()  # an update: the stream is open, and so is the server's at the node
-            seen = [await asyncio.to_thread(prometheus.wait_for, "sum(gateway_grpc_streams)", 1.0)]
+            seen = [await asyncio.to_thread(prometheus.wait_for, "sum(gateway_grpc_streams)", open_streams + 1)]
             seen.append(await asyncio.to_thread(prometheus.wait_for, "max(gateway_grpc_upstream_connected)", 1.0))
             stream.cancel()
             return seen
 
-    assert asyncio.run(hold_one_stream()) == [1.0, 1.0]
-    assert prometheus.wait_for("sum(gateway_grpc_streams)", 0.0) == 0.0
+    assert asyncio.run(hold_one_stream()) == [open_streams + 1, 1.0]
+    assert prometheus.wait_for("sum(gateway_grpc_streams)", open_streams) == open_streams
     # the charged stream, ended by its client (CANCELLED: 499), is a call of wire grpc
-    streams = 'sum(gateway_requests_total{wire="grpc",method_class="stream",status="499"})'
-    assert prometheus.wait_for(streams, 1.0) == 1.0
+    assert prometheus.wait_for(streams, ended + 1) == ended + 1
 
 
 def referenced_names(text: str) -> set[str]:
     return set(re.findall(r"\bgateway_[a-z0-9_]+", text))
 
 
-def test_dashboard_and_alerts_name_only_exported_metrics(stack: RunningService, prometheus: Prometheus) -> None:
+def test_dashboard_and_alerts_name_only_exported_metrics(service: RunningService, prometheus: Prometheus) -> None:
     dashboard = json.loads((OPS / "grafana-dashboard.json").read_text())
     exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
     assert exprs and all(referenced_names(expr) for expr in exprs), "a panel whose query names no gateway metric"
