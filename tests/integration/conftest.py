@@ -4,7 +4,8 @@ The service is the package's, not the session's: idle, a stack still takes about
 of CPU a second, its processes summed during a CI run on 2 cores: its actors' probes and polls, Ray's own
 timers), which the rest of the session would pay for. Tests that
 start stacks of their own are in tests/stacks, so that no two stacks run at once; a test that needs only settings
-this stack can take joins it (test_prometheus_scrape.py: Ray's metrics reported every second)."""
+this stack can take joins it (test_prometheus_scrape.py: Ray's metrics reported every second;
+test_solana_py_suite.py: every block kept). A purged block's refund is tested on tests/stacks/edge's stack."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def service(service_home: Path, ray_tmpdir: Path) -> Iterator[RunningService]:
         service_home,
         RAY_TMPDIR=str(ray_tmpdir),
         RAY_metrics_report_interval_ms="1000",  # Ray's processes report every second (default 10 s): the scrape test
+        GATEWAY_DEVNODE_RETENTION_SLOTS="1000000",  # every block kept: solana-py's suite reads blocks 2 to 10
     )
     running = start_service(service_home, env)
     yield running

@@ -65,15 +65,6 @@ def test_each_class_is_billed_and_headers_say_so(service: RunningService, custom
     assert remaining(h3) - remaining(h4) == 2  # two admitted items; the unknown method is free
 
 
-def test_purged_block_is_refunded(service: RunningService, customer: Customer) -> None:
-    url, headers = f"{service.url}/rpc", customer.headers
-    time.sleep(1)  # the service keeps 50 slots (5 s); slot 1 is long gone
-    _, _, before = post_json(url, rpc("getSlot"), headers)
-    status, doc, after = post_json(url, rpc("getBlock", [1, {"maxSupportedTransactionVersion": 0}]), headers)
-    assert status == 200 and doc["error"]["code"] == -32004 and "cleaned up" in doc["error"]["message"], doc
-    assert remaining(before) == remaining(after)  # charged 25, refunded 25
-
-
 def test_payment_required_and_insufficient_credits(service: RunningService) -> None:
     url = f"{service.url}/rpc"
     status, doc, headers = post_json(url, rpc("getSlot"), {})

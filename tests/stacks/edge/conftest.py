@@ -1,6 +1,7 @@
 """The package's stack: small edge caps (test_edge.py) with the access log on and the edge's log in a file
-(test_no_credential_logged.py). Neither module's settings change what the other's tests see: no test of
-the edge sends a credential the log search could miss, and the log search opens one socket at a time."""
+(test_no_credential_logged.py), and service_env's 50 slots of blocks (test_purged_block.py). No module's settings
+change what the others' tests see: no test of the edge sends a credential the log search could miss, the log
+search opens one socket at a time, and a refund is the same under any edge cap."""
 
 from __future__ import annotations
 

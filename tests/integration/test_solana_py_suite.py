@@ -4,9 +4,9 @@ to the gateway (``/?api-key=``, ``/ws?api-key=``) but the airdrops, which the ga
 to the devnode itself (``tests/foreign/solana_py/airdrop_plugin.py``). What cannot pass is listed below
 with why; anything else that fails is a defect.
 
-The stack is this module's own: the integration stack keeps 50 slots of blocks (a test of its purges),
-and the suite waits for block 5. Its account's rate limit is raised (``gateway account limits``): the
-suite confirms in tight loops and solana-py does not retry a 429 (docs/api.md, Compatibility)."""
+The stack is the package's (tests/integration/conftest.py), which keeps every block: the suite reads blocks 2
+to 10. Its account, this module's own, has its rate limit raised (``gateway account limits``): the suite confirms
+in tight loops and solana-py does not retry a 429 (docs/api.md, Compatibility)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,14 +26,11 @@ from tests.integration.service import (
     confirm_deposit,
     create_api_key,
     deposit_usdc,
-    service_env,
-    start_service,
-    stop_service,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "build" / "foreign" / f"solana-{importlib.metadata.version('solana')}"
-PLUGIN_DIR = Path(__file__).resolve().parent / "solana_py"
+PLUGIN_DIR = ROOT / "tests" / "foreign" / "solana_py"
 #: Tests of the suite that cannot pass through this gateway, and why (pytest's junit names).
 KNOWN_FAILURES = {
     "tests.integration.test_async_http_client::test_get_supply": "getSupply is denied (-32601; docs/api.md)",
@@ -56,20 +52,14 @@ SUITE_TIMEOUT_S = 900
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningService, Customer]]:
-    home = tmp_path_factory.mktemp("solana-py-suite")
-    service = start_service(home, service_env(home, GATEWAY_DEVNODE_RETENTION_SLOTS="1000000"))
-    try:
-        wallet = Keypair()
-        customer = Customer(wallet, create_api_key(service.url, wallet))
-        confirm_deposit(service, deposit_usdc(service, wallet, 1_000_000), customer.headers)
-        limits = [str(Path(sys.executable).with_name("gateway")), "account", "limits", str(wallet.pubkey())]
-        limits += ["--rate", "1000", "--concurrency", "256", "--reason", "solana-py's suite"]
-        subprocess.run(limits, env=service.env, check=True, capture_output=True, timeout=120)
-        yield service, customer
-    finally:
-        if service.process.poll() is None:
-            stop_service(service)
+def stack(service: RunningService) -> tuple[RunningService, Customer]:
+    wallet = Keypair()
+    customer = Customer(wallet, create_api_key(service.url, wallet))
+    confirm_deposit(service, deposit_usdc(service, wallet, 1_000_000), customer.headers)
+    limits = [str(Path(sys.executable).with_name("gateway")), "account", "limits", str(wallet.pubkey())]
+    limits += ["--rate", "1000", "--concurrency", "256", "--reason", "solana-py's suite"]
+    subprocess.run(limits, env=service.env, check=True, capture_output=True, timeout=120)
+    return service, customer
 
 
 def test_solana_pys_own_suite(stack: tuple[RunningService, Customer], tmp_path: Path) -> None:
