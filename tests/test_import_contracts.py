@@ -86,7 +86,7 @@ def test_the_tree_as_it_is_keeps_every_contract(tree: Path) -> None:
     ],
 )
 def test_a_planted_forbidden_import_breaks_a_contract(tree: Path, module: str, planted: str, contract: str) -> None:
-    assert lint(tree, contract).returncode == 0, f"{contract} broken before the plant"
+    # the tree as copied keeps every contract: test_the_tree_as_it_is_keeps_every_contract (one lint, not one a case)
     with (tree / module).open("a") as f:
         f.write(f"\n{planted}  # planted by the test\n")
     result = lint(tree, contract)
