@@ -214,7 +214,12 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         text=True,
     )
     try:
-        assert driver.stdout is not None and driver.stdout.readline().strip() == "ready", "the probe did not start"
+        assert driver.stdout is not None
+        said = []  # Ray's processes may print to the driver's stdout (their log lines) before it says ready
+        while not said or said[-1] != "ready":
+            line = driver.stdout.readline()
+            assert line, f"the probe did not start: {said[-20:]}"
+            said.append(line.strip())
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120
         while True:  # the replica's own server comes up after serve.run returns

@@ -22,3 +22,16 @@ def test_free_ports_are_bindable_distinct_and_outside_the_ranges_others_allocate
         assert port not in RAY_WORKER_PORTS
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", port))
+
+
+def test_a_port_another_process_leased_is_not_handed_out() -> None:
+    """Two processes picking at once do not get the same port: each one leased is left to its process."""
+    import subprocess
+    import sys
+
+    code = "from gateway.runtime.ports import free_port\nprint(*[free_port() for _ in range(200)])"
+    theirs = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    leased = set(map(int, theirs.stdout.split()))
+    assert len(leased) == 200
+    mine = {free_port() for _ in range(200)}
+    assert not mine & leased
