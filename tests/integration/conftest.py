@@ -14,14 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from solders.keypair import Keypair
 
 from tests.integration.service import (
     Customer,
     RunningService,
-    confirm_deposit,
-    create_api_key,
-    deposit_usdc,
+    funded_customer,
     service_env,
     stale_ray_tmpdir,
     start_service,
@@ -65,10 +62,7 @@ def gateway_url(service: RunningService) -> str:
 @pytest.fixture(scope="package")
 def customer(service: RunningService) -> Customer:
     """A wallet with an API key and 1 USDC of credits bought with a real on-chain deposit."""
-    wallet = Keypair()
-    customer = Customer(wallet, create_api_key(service.url, wallet))
-    confirm_deposit(service, deposit_usdc(service, wallet, 1_000_000), customer.headers)
-    return customer
+    return funded_customer(service)
 
 
 @pytest.fixture(scope="package")

@@ -185,6 +185,14 @@ def confirm_deposit(service: RunningService, signature: str, headers: dict[str, 
         time.sleep(0.3)
 
 
+def funded_customer(service: RunningService, usdc_base_units: int = 1_000_000) -> Customer:
+    """A new wallet with an API key and credits bought with a real on-chain deposit (1 USDC unless told)."""
+    wallet = Keypair()
+    customer = Customer(wallet, create_api_key(service.url, wallet))
+    confirm_deposit(service, deposit_usdc(service, wallet, usdc_base_units), customer.headers)
+    return customer
+
+
 REPO = Path(__file__).resolve().parents[2]
 
 

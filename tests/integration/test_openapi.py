@@ -13,16 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from solders.keypair import Keypair
 
 from tests.integration.service import (
     REPO,
-    Customer,
     RunningService,
-    confirm_deposit,
-    create_api_key,
-    deposit_usdc,
     fetch,
+    funded_customer,
 )
 
 pytestmark = pytest.mark.integration
@@ -43,16 +39,14 @@ def test_the_document_is_served_free_and_rendered(service: RunningService) -> No
 
 
 def test_every_route_answers_in_its_documented_shape(service: RunningService) -> None:
-    wallet = Keypair()
-    own = Customer(wallet, create_api_key(service.url, wallet))
-    confirm_deposit(service, deposit_usdc(service, wallet, 1_000_000), own.headers)
+    own = funded_customer(service)
     env = {
         **os.environ,
         "SCHEMATHESIS_HOOKS": "tests.integration.openapi_hooks",
         "PYTHONPATH": str(REPO),
         "OPENAPI_FUZZ_URL": service.url,
         "OPENAPI_FUZZ_API_KEY": own.api_key,
-        "OPENAPI_FUZZ_WALLET": bytes(wallet)[:32].hex(),
+        "OPENAPI_FUZZ_WALLET": bytes(own.wallet)[:32].hex(),
     }
     log_start = service.log.stat().st_size
     done = subprocess.run(

@@ -38,9 +38,8 @@ from tests.integration.service import (
     REPO,
     Customer,
     RunningService,
-    confirm_deposit,
     create_api_key,
-    deposit_usdc,
+    funded_customer,
     post_json,
 )
 
@@ -114,15 +113,16 @@ class Prometheus:
             value = self.value(expr) or 0.0
         return value
 
-    def settled(self, expr: str, quiet_s: float = 3.0, timeout_s: float = 60.0) -> float:
-        """The value of ``expr`` once it has not moved for ``quiet_s`` (a report and a scrape are a second
-        each here), 0 while it has no series: what a later change is counted from."""
+    def settled(self, *exprs: str, quiet_s: float = 3.0, timeout_s: float = 60.0) -> list[float]:
+        """The values of ``exprs`` once none has moved for ``quiet_s`` (a report and a scrape are a second
+        each here), 0 for one with no series: what a later change is counted from. Watched together, so the
+        wait is one quiet spell, not one a series."""
         deadline = time.monotonic() + timeout_s
-        last, since = self.value(expr) or 0.0, time.monotonic()
+        last, since = [self.value(expr) or 0.0 for expr in exprs], time.monotonic()
         while time.monotonic() - since < quiet_s:
-            assert time.monotonic() < deadline, f"{expr} kept moving for {timeout_s} s"
+            assert time.monotonic() < deadline, f"{exprs} kept moving for {timeout_s} s"
             time.sleep(0.5)
-            now = self.value(expr) or 0.0
+            now = [self.value(expr) or 0.0 for expr in exprs]
             if now != last:
                 last, since = now, time.monotonic()
         return last
@@ -186,11 +186,8 @@ def ready(prometheus: Prometheus) -> None:
 
 @pytest.fixture(scope="module")
 def customer(service: RunningService) -> Customer:
-    """A wallet with an API key and 1 USDC of credits bought with a real on-chain deposit."""
-    wallet = Keypair()
-    customer = Customer(wallet, create_api_key(service.url, wallet))
-    confirm_deposit(service, deposit_usdc(service, wallet, 1_000_000), customer.headers)
-    return customer
+    """This module's own wallet (the package's is other modules' too), with 1 USDC of credits."""
+    return funded_customer(service)
 
 
 def test_paid_calls_move_the_series_by_what_they_did(
@@ -215,7 +212,8 @@ def test_paid_calls_move_the_series_by_what_they_did(
         'sum(gateway_account_slice_exchanges_total{result="unavailable"})',
     ]
     duration_sum = f"sum(gateway_request_duration_seconds_sum{{{http_cheap}}})"
-    before = {expr: prometheus.settled(expr) for expr in [*moved, *unmoved, duration_sum]}
+    watched = [*moved, *unmoved, duration_sum]
+    before = dict(zip(watched, prometheus.settled(*watched), strict=True))
     before[ok] = prometheus.value(ok) or 0.0  # the actors' reads keep it moving: only a lower bound is asserted
 
     async def paid_calls() -> None:
@@ -289,7 +287,7 @@ def test_open_websockets_and_their_subscriptions_are_counted(
     url = service.url.replace("http://", "ws://") + "/ws"
     slots = 'sum(gateway_ws_subscriptions{method="slotSubscribe"})'
     gauges = ["sum(gateway_ws_connections)", slots, "sum(gateway_ws_upstream_subscriptions)"]
-    connections, subscriptions, upstream = (prometheus.settled(gauge) for gauge in gauges)  # the package's others
+    connections, subscriptions, upstream = prometheus.settled(*gauges)  # the package's other tests' own
 
     async def hold_one_open() -> list[float | None]:
         async with connect(url, subprotocols=[f"auth.{api_key}", "solana-rpc"]) as ws:  # type: ignore[list-item]
@@ -315,9 +313,8 @@ def test_grpc_streams_and_the_upstream_subscription_are_counted(
     ready(prometheus)
     client = generate_client(tmp_path)
     token = (("x-token", customer.api_key),)
-    open_streams = prometheus.settled("sum(gateway_grpc_streams)")
     streams = 'sum(gateway_requests_total{wire="grpc",method_class="stream",status="499"})'
-    ended = prometheus.settled(streams)
+    open_streams, ended = prometheus.settled("sum(gateway_grpc_streams)", streams)
 
     async def hold_one_stream() -> list[float | None]:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{service.env['GATEWAY_GRPC_PORT']}") as channel:

@@ -18,14 +18,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from solders.keypair import Keypair
 
 from tests.integration.service import (
     Customer,
     RunningService,
-    confirm_deposit,
-    create_api_key,
-    deposit_usdc,
+    funded_customer,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,10 +50,8 @@ SUITE_TIMEOUT_S = 900
 
 @pytest.fixture(scope="module")
 def stack(service: RunningService) -> tuple[RunningService, Customer]:
-    wallet = Keypair()
-    customer = Customer(wallet, create_api_key(service.url, wallet))
-    confirm_deposit(service, deposit_usdc(service, wallet, 1_000_000), customer.headers)
-    limits = [str(Path(sys.executable).with_name("gateway")), "account", "limits", str(wallet.pubkey())]
+    customer = funded_customer(service)
+    limits = [str(Path(sys.executable).with_name("gateway")), "account", "limits", str(customer.wallet.pubkey())]
     limits += ["--rate", "1000", "--concurrency", "256", "--reason", "solana-py's suite"]
     subprocess.run(limits, env=service.env, check=True, capture_output=True, timeout=120)
     return service, customer

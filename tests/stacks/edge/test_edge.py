@@ -23,7 +23,6 @@ from typing import Any
 import orjson
 import pytest
 from solana.rpc.async_api import AsyncClient
-from solders.keypair import Keypair
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -31,9 +30,7 @@ from gateway_client import solana_client
 from tests.integration.service import (
     Customer,
     RunningService,
-    confirm_deposit,
-    create_api_key,
-    deposit_usdc,
+    funded_customer,
 )
 
 
@@ -81,10 +78,7 @@ def test_a_caller_cannot_choose_its_request_id(service: RunningService) -> None:
 
 
 def new_customer(service: RunningService) -> Customer:
-    wallet = Keypair()
-    customer = Customer(wallet, create_api_key(service.url, wallet))
-    confirm_deposit(service, deposit_usdc(service, wallet, 100_000), customer.headers)
-    return customer
+    return funded_customer(service, 100_000)
 
 
 async def open_socket(service: RunningService, key: str, source: str) -> ClientConnection:

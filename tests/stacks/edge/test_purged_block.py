@@ -7,14 +7,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from solders.keypair import Keypair
 
 from tests.integration.service import (
-    Customer,
     RunningService,
-    confirm_deposit,
-    create_api_key,
-    deposit_usdc,
+    funded_customer,
     post_json,
 )
 
@@ -22,9 +18,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_purged_block_is_refunded(service: RunningService) -> None:
-    wallet = Keypair()
-    customer = Customer(wallet, create_api_key(service.url, wallet))
-    confirm_deposit(service, deposit_usdc(service, wallet, 100_000), customer.headers)
+    customer = funded_customer(service, 100_000)
     assert service.env["GATEWAY_DEVNODE_RETENTION_SLOTS"] == "50"
     url, headers = f"{service.url}/rpc", customer.headers
     time.sleep(1)  # the service keeps 50 slots (5 s); slot 1 is long gone
