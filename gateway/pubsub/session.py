@@ -11,8 +11,9 @@ Everything in between is here, and none of it knows of ASGI:
   forward), so the socket is no cheaper or freer a way to the node;
 - billing goes through the entry's session (:class:`gateway.callers.entry.EntrySession`, the replica's
   :class:`~gateway.credits.meter.Meter` behind it): a subscription is reserved before the node is asked
-  (refunded if it refuses), every notification is charged as it is written (tallied per connection
-  and method into one usage row per settlement), so the client pays for exactly what it received;
+  (refunded if it refuses), every notification is reserved before it is written and charged once the
+  transport wrote it, refunded if the client's close came first (tallied per connection and method
+  into one usage row per settlement), so the client pays for exactly what it received;
   when a charge cannot be paid, every subscription ends with a ``subscriptionEnded`` notice and the
   socket closes 4002, as it does whenever the balance falls below the minimum;
 - a frame-rate bucket per connection (close 4003), a subscription cap (-32000), a bounded backlog of
@@ -181,6 +182,9 @@ class WsSession:
         #: Set by the transport while its write waits for room in the socket (the client reads too
         #: slowly): a write with room never suspends, so the fan-in only sees it set when stuck.
         self.writing = False
+        #: The reservations of the batch the writer is writing: charged once it is written, refunded if
+        #: the client went first (a notification nobody received is not billed).
+        self._held: list[tuple[Admission, str, int]] = []
 
     # -- client frames ------------------------------------------------------------------------
 
@@ -421,7 +425,8 @@ class WsSession:
         usage of that many calls (one spend instead of one each: the meter was an eighth of a
         saturated fan-out, bench/README.md); a batch of several methods, one its reservation does not
         cover, or one that would take the balance below the minimum is charged a message at a time, so
-        that deliveries stop at exactly the message they stopped at one by one."""
+        that deliveries stop at exactly the message they stopped at one by one. The credits are reserved
+        here and charged by :meth:`written` once the transport wrote the batch (or refunded)."""
         if self._ended:
             return None
         out = self._out
@@ -459,7 +464,7 @@ class WsSession:
         admission = await entered.reserve(total)
         if not admission.ok:
             return False
-        entered.complete(admission, method, self.connection_id, tallied=True, calls=len(paid))
+        self._held.append((admission, method, len(paid)))
         self._check_balance()
         return True
 
@@ -474,9 +479,18 @@ class WsSession:
         if not admission.ok:
             self._run_dry(capped=admission.outcome is Outcome.CAPPED)
             return None  # the notices are queued; the sentinel after them ends the writer
-        entered.complete(admission, message.method, self.connection_id, tallied=True)
+        self._held.append((admission, message.method, 1))
         self._check_balance()
         return message.body
+
+    def written(self, delivered: bool) -> None:
+        """The transport's word on the last batch: written (its notifications charged), or not (the client
+        disconnected first, or the write was stopped: refunded, as a call nobody answered is)."""
+        held, self._held = self._held, []
+        for admission, method, calls in held:
+            self.entered.complete(
+                admission, method, self.connection_id, refunded=not delivered, tallied=True, calls=calls
+            )
 
     def check_balance(self) -> None:
         """Close 4002 if the balance is below the minimum (the transport calls it now and then)."""
@@ -525,7 +539,9 @@ class WsSession:
             self.deps.signals.remove(sub.feed_token)
 
     async def release(self) -> None:
-        """The connection is gone: leave every share and feed, stop the calls still running."""
+        """The connection is gone: leave every share and feed, stop the calls still running; a batch whose
+        write never finished is refunded."""
+        self.written(False)
         for sub_id in list(self.subs):
             self._release(sub_id)
         for task in list(self._tasks):

@@ -230,11 +230,16 @@ class WsTransport:
         with contextlib.suppress(OSError):  # the client went away (uvicorn's ClientDisconnected)
             while (batch := await session.next_batch(BATCH_FRAMES)) is not None:
                 session.writing = True  # seen by others only while this write waits for the client
-                if together:
-                    await send({"type": SEND_FRAMES, "texts": batch})
-                else:
-                    for body in batch:
-                        await send({"type": "websocket.send", "text": body.decode()})
+                try:
+                    if together:
+                        await send({"type": SEND_FRAMES, "texts": batch})
+                    else:
+                        for body in batch:
+                            await send({"type": "websocket.send", "text": body.decode()})
+                except OSError:  # the client's close came first: not written (release() refunds the rest)
+                    session.written(False)
+                    return
+                session.written(True)
                 session.writing = False
                 if len(batch) >= BATCH_FRAMES:
                     await asyncio.sleep(0)
