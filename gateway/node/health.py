@@ -11,7 +11,7 @@ callback the actor reads from PostgreSQL.
 Each node is probed on its own loop (a hung node's probe waits out its timeout without holding up the
 others'); the pool is judged every ``judge_s`` and after every probe round. A probe's timeout and latency are
 the node's own time: while this process's loop is held up (a saturated gateway reading answers late) the
-clock a probe runs on stops (:class:`gateway.node.probe.LoopLag`), so the gateway's own slowness never takes a
+clock a probe runs on stops (:class:`gateway.node.loop_lag.LoopLag`), so the gateway's own slowness never takes a
 node out of service.
 """
 
@@ -42,7 +42,8 @@ from gateway.core.node_health import (
 )
 from gateway.core.upstreams import Role, Tier, UpstreamNode, serving
 from gateway.node.http import HttpUpstream
-from gateway.node.probe import LoopLag, probe
+from gateway.node.loop_lag import LoopLag
+from gateway.node.probe import probe
 
 log = logging.getLogger(__name__)
 

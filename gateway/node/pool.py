@@ -24,7 +24,7 @@ current :class:`PoolView`, off the request path. A call reads only this process'
   role) is what the caller asked for, so its timeout, its latency and the races it loses are neither
   tallied nor make the node suspect. The gateway's own state (its answer bytes budget full) is not tallied,
   nor its own slowness: a light call's latency is the time this process's loop was free while it was in
-  flight (:class:`gateway.node.probe.LoopLag`), and its timeout counts only when the node had at least half
+  flight (:class:`gateway.node.loop_lag.LoopLag`), and its timeout counts only when the node had at least half
   of it (a replica saturated under load reads every node's answers late: not the nodes' doing).
 - **Sends** (:meth:`NodePool.send`): ``sendTransaction`` goes to every node in service for sends
   (:mod:`gateway.node.sends`); the simulation of its preflight runs once, before anything is broadcast.
@@ -63,8 +63,8 @@ from gateway.node.http import (
     UpstreamTooLarge,
     UpstreamUnavailable,
 )
+from gateway.node.loop_lag import LoopLag
 from gateway.node.members import BURST_S, SUSPECT_S, Answer, PoolNode, node_trouble, not_the_nodes, outran
-from gateway.node.probe import LoopLag
 from gateway.node.sends import Broadcast, is_send
 from gateway.node.wire import DEFAULT_BUFFERED_BYTES, AnswerBudget
 

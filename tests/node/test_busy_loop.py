@@ -23,8 +23,8 @@ from gateway.core.node_health import PoolView
 from gateway.core.upstreams import UpstreamNode
 from gateway.node.health import HealthSettings, LocalHealth, PoolHealth, Report
 from gateway.node.http import UpstreamTimeout
+from gateway.node.loop_lag import LoopLag
 from gateway.node.pool import NodePool, PoolSettings
-from gateway.node.probe import LoopLag
 from gateway.runtime.devnode_proc import DevnodeProcess
 from tests.grpc.client import eventually
 
