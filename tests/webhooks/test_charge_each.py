@@ -45,7 +45,9 @@ async def _state(pool: asyncpg.Pool, pubkey: str, jobs: list[ClaimedJob]) -> tup
         "SELECT status, paused_reason FROM webhooks WHERE pubkey = $1 ORDER BY id",
         pubkey,
     )
-    reasons = [(h["status"], (h["paused_reason"] or "").replace(str(jobs[0].webhook_id), "<id>")) for h in hooks]
+    # the id where a reason names it (".../webhooks/<id>/resume"), never a digit of the price a reason gives
+    own = f"/webhooks/{jobs[0].webhook_id}/"
+    reasons = [(h["status"], (h["paused_reason"] or "").replace(own, "/webhooks/<id>/")) for h in hooks]
     return entries, await balance(pool, pubkey), [tuple(r) for r in rows], [(s, r[:40]) for s, r in reasons]
 
 
