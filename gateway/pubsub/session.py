@@ -2,7 +2,7 @@
 
 The transport (:mod:`gateway.pubsub.ws`) authenticates the upgrade through the transports' one entry
 (:mod:`gateway.callers.entry`), then feeds the session each client frame (:meth:`WsSession.on_frame`) and
-writes what :meth:`WsSession.next_batch` hands it.
+writes what :meth:`WsSession.next_batch` hands it, saying whether the socket took it (:meth:`WsSession.written`).
 Everything in between is here, and none of it knows of ASGI:
 
 - native subscriptions join the replica's shared upstream subscription (:mod:`gateway.node.pubsub`)
