@@ -306,8 +306,8 @@ class Load:
                         raw = await resp.read()
                         doc = orjson.loads(raw)
                         status = -200 if resp.status == 200 and "error" in doc else resp.status
-                except orjson.JSONDecodeError:  # not the gateway's JSON (HAProxy's own page)
-                    status = resp.status
+                except orjson.JSONDecodeError:  # not JSON: a failure whatever its status (a 200 counts as 0)
+                    status = 0 if resp.status == 200 else resp.status
                 except (aiohttp.ClientError, TimeoutError) as exc:
                     status, raw = 0, repr(exc).encode()
                 if status != 200 and len(self.failures) < 20:
